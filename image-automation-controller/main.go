@@ -1,0 +1,53 @@
+// Command image-automation-controller keeps image references in git up to
+// date with ImagePolicies: it decides what must change and creates UpdateJobs.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"toolkit.dev/image-toolkit/image-automation-controller/internal/controller"
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/app"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
+)
+
+const name = "image-automation-controller"
+
+func main() {
+	var noCrossNamespaceRefs bool
+	scheme := runtime.NewScheme()
+	must(clientgoscheme.AddToScheme(scheme))
+	must(imagev1.AddToScheme(scheme))
+	must(updatev1.AddToScheme(scheme))
+
+	os.Exit(app.Main(app.Config{
+		Name:        name,
+		LeaderElect: true,
+		Scheme:      scheme,
+		Flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
+		},
+		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+			return (&controller.ImageUpdateAutomationReconciler{
+				Client:               mgr.GetClient(),
+				Events:               events.New(mgr.GetEventRecorder(name)),
+				Metrics:              metrics.NewRecorder("automation").MustRegisterDefault(),
+				NoCrossNamespaceRefs: noCrossNamespaceRefs,
+			}).SetupWithManager(mgr, opts.ControllerOptions())
+		},
+	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err) // static scheme registration
+	}
+}

@@ -1,0 +1,61 @@
+// Command image-reflector-controller scans image registries
+// (ImageRepository) and picks the latest image of each ImagePolicy.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/controller"
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/app"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
+)
+
+const name = "image-reflector-controller"
+
+func main() {
+	var (
+		storagePath   string
+		registryQPS   float64
+		registryBurst int
+	)
+	scheme := runtime.NewScheme()
+	utilruntimeMust(clientgoscheme.AddToScheme(scheme))
+	utilruntimeMust(imagev1.AddToScheme(scheme))
+
+	os.Exit(app.Main(app.Config{
+		Name:        name,
+		LeaderElect: true,
+		Scheme:      scheme,
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&storagePath, "storage-path", "/data", "Directory of the tag database.")
+			fs.Float64Var(&registryQPS, "registry-qps", 10, "Requests per second allowed to each registry host.")
+			fs.IntVar(&registryBurst, "registry-burst", 20, "Request burst allowed to each registry host.")
+		},
+		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+			rec := metrics.NewRecorder("reflector").MustRegisterDefault()
+			ev := events.New(mgr.GetEventRecorder(name))
+			if err := (&controller.ImageRepositoryReconciler{
+				Client: mgr.GetClient(), Events: ev, Metrics: rec,
+			}).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
+				return err
+			}
+			return (&controller.ImagePolicyReconciler{
+				Client: mgr.GetClient(), Events: ev, Metrics: rec,
+			}).SetupWithManager(mgr, opts.ControllerOptions())
+		},
+	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func utilruntimeMust(err error) {
+	if err != nil {
+		panic(err) // static scheme registration
+	}
+}

@@ -1,0 +1,198 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+)
+
+// ImagePolicyKind is the kind name of ImagePolicy.
+const ImagePolicyKind = "ImagePolicy"
+
+// ImagePolicySpec says how to pick the latest image of an ImageRepository.
+// +kubebuilder:validation:XValidation:rule="!has(self.interval) || (has(self.digestReflectionPolicy) && self.digestReflectionPolicy == 'Always')",message="spec.interval is only accepted when spec.digestReflectionPolicy is Always"
+// +kubebuilder:validation:XValidation:rule="!has(self.digestReflectionPolicy) || self.digestReflectionPolicy != 'Always' || has(self.interval)",message="spec.interval must be set when spec.digestReflectionPolicy is Always"
+type ImagePolicySpec struct {
+	// ImageRepositoryRef names the ImageRepository whose tags are chosen
+	// from; in another namespace only if its accessFrom allows it.
+	// +required
+	ImageRepositoryRef meta.NamespacedObjectReference `json:"imageRepositoryRef"`
+
+	// Policy orders the tags.
+	// +required
+	Policy ImagePolicyChoice `json:"policy"`
+
+	// FilterTags keeps only the tags matching a pattern, and can extract the
+	// part of the tag the policy orders by.
+	// +optional
+	FilterTags *TagFilter `json:"filterTags,omitempty"`
+
+	// DigestReflectionPolicy says when to look up the digest of the latest
+	// tag: Never, IfNotPresent (once per tag), Always (every interval).
+	// +kubebuilder:default=Never
+	// +optional
+	DigestReflectionPolicy ReflectionPolicy `json:"digestReflectionPolicy,omitempty"`
+
+	// Interval between digest look-ups; required with, and only with,
+	// digestReflectionPolicy Always.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Suspend stops updating the policy's result.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// ReflectionPolicy says when the digest of the latest image is looked up.
+// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+type ReflectionPolicy string
+
+const (
+	// ReflectAlways looks the digest up every interval.
+	ReflectAlways ReflectionPolicy = "Always"
+	// ReflectIfNotPresent looks the digest up once per new tag.
+	ReflectIfNotPresent ReflectionPolicy = "IfNotPresent"
+	// ReflectNever never looks the digest up.
+	ReflectNever ReflectionPolicy = "Never"
+)
+
+// ImagePolicyChoice is exactly one ordering of tags.
+// +kubebuilder:validation:XValidation:rule="[has(self.semver), has(self.alphabetical), has(self.numerical)].filter(x, x).size() == 1",message="exactly one of semver, alphabetical or numerical must be set"
+type ImagePolicyChoice struct {
+	// SemVer picks the highest version in a range.
+	// +optional
+	SemVer *SemVerPolicy `json:"semver,omitempty"`
+
+	// Alphabetical orders tags as byte strings.
+	// +optional
+	Alphabetical *AlphabeticalPolicy `json:"alphabetical,omitempty"`
+
+	// Numerical orders tags as numbers.
+	// +optional
+	Numerical *NumericalPolicy `json:"numerical,omitempty"`
+}
+
+// SemVerPolicy picks the highest semantic version within a range.
+type SemVerPolicy struct {
+	// Range of versions, in Masterminds/semver/v3 syntax, e.g. ">=1.0 <2.0".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Range string `json:"range"`
+}
+
+// AlphabeticalPolicy orders tags as byte strings.
+type AlphabeticalPolicy struct {
+	// Order: asc picks the greatest tag, desc the least.
+	// +kubebuilder:validation:Enum=asc;desc
+	// +kubebuilder:default=asc
+	// +optional
+	Order string `json:"order,omitempty"`
+}
+
+// NumericalPolicy orders tags as numbers.
+type NumericalPolicy struct {
+	// Order: asc picks the greatest number, desc the least.
+	// +kubebuilder:validation:Enum=asc;desc
+	// +kubebuilder:default=asc
+	// +optional
+	Order string `json:"order,omitempty"`
+}
+
+// TagFilter keeps tags matching a regular expression.
+type TagFilter struct {
+	// Pattern is a Go regular expression tags must match.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Pattern string `json:"pattern,omitempty"`
+
+	// Extract is the replacement template, e.g. $ts, of the value ordered by
+	// the policy; the whole tag when empty.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Extract string `json:"extract,omitempty"`
+}
+
+// ImageRef is an image name with tag and optional digest.
+type ImageRef struct {
+	// Name is the image name, without tag or digest.
+	// +required
+	Name string `json:"name"`
+	// Tag is the image tag.
+	// +required
+	Tag string `json:"tag"`
+	// Digest is the image digest, when reflected.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// String returns name:tag, or name:tag@digest when the digest is known.
+func (r ImageRef) String() string {
+	s := r.Name + ":" + r.Tag
+	if r.Digest != "" {
+		s += "@" + r.Digest
+	}
+	return s
+}
+
+// ImagePolicyStatus is the observed state of an ImagePolicy.
+type ImagePolicyStatus struct {
+	// LatestRef is the image the policy picked.
+	// +optional
+	LatestRef *ImageRef `json:"latestRef,omitempty"`
+
+	// ObservedPreviousRef is the image picked before the latest one.
+	// +optional
+	ObservedPreviousRef *ImageRef `json:"observedPreviousRef,omitempty"`
+
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the last generation reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=imgpol,categories=image-toolkit
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.latestRef.name`
+// +kubebuilder:printcolumn:name="Tag",type=string,JSONPath=`.status.latestRef.tag`
+// +kubebuilder:printcolumn:name="Digest",type=string,JSONPath=`.status.latestRef.digest`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ImagePolicy picks the latest image of an ImageRepository.
+type ImagePolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ImagePolicySpec `json:"spec"`
+	// +optional
+	Status ImagePolicyStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (in *ImagePolicy) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (in *ImagePolicy) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// +kubebuilder:object:root=true
+
+// ImagePolicyList is a list of ImagePolicies.
+type ImagePolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ImagePolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ImagePolicy{}, &ImagePolicyList{})
+}

@@ -1,0 +1,193 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+)
+
+// ImageUpdateAutomationKind is the kind name of ImageUpdateAutomation.
+const ImageUpdateAutomationKind = "ImageUpdateAutomation"
+
+// ImageUpdateAutomationSpec says which git repository to keep up to date with
+// which image policies.
+// +kubebuilder:validation:XValidation:rule="has(self.sourceRef) != has(self.git.repository)",message="exactly one of spec.sourceRef and spec.git.repository must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.git.repository) || has(self.git.checkout)",message="spec.git.checkout is required with spec.git.repository"
+type ImageUpdateAutomationSpec struct {
+	// SourceRef names a Flux GitRepository (source.toolkit.fluxcd.io) whose
+	// URL, credentials and ref are used.
+	// +optional
+	SourceRef *CrossNamespaceSourceReference `json:"sourceRef,omitempty"`
+
+	// GitSpec says where and how to write.
+	// +required
+	GitSpec GitSpec `json:"git"`
+
+	// Interval between automation runs.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +required
+	Interval metav1.Duration `json:"interval"`
+
+	// PolicySelector selects the ImagePolicies in the automation's namespace
+	// to apply; all of them when unset.
+	// +optional
+	PolicySelector *metav1.LabelSelector `json:"policySelector,omitempty"`
+
+	// Update says which files to update, and how.
+	// +kubebuilder:default={"strategy":"Setters"}
+	// +optional
+	Update *UpdateStrategy `json:"update,omitempty"`
+
+	// Suspend stops the automation.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// CrossNamespaceSourceReference names a source object, possibly in another
+// namespace.
+type CrossNamespaceSourceReference struct {
+	// APIVersion of the referent, e.g. source.toolkit.fluxcd.io/v1.
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// Kind of the referent.
+	// +kubebuilder:validation:Enum=GitRepository
+	// +kubebuilder:default=GitRepository
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Name of the referent.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Namespace of the referent; the automation's namespace when empty.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// GitSpec says where and how to write to git.
+type GitSpec struct {
+	// Repository makes the automation standalone: no Flux GitRepository
+	// needed. Exactly one of this and spec.sourceRef.
+	// +optional
+	Repository *updatev1.GitRepositorySpec `json:"repository,omitempty"`
+
+	// Checkout overrides the source's ref.
+	// +optional
+	Checkout *updatev1.GitCheckoutSpec `json:"checkout,omitempty"`
+
+	// Commit says how to write the commit.
+	// +required
+	Commit updatev1.CommitSpec `json:"commit"`
+
+	// Push says where to push; defaults to the checkout branch.
+	// +optional
+	Push *updatev1.PushSpec `json:"push,omitempty"`
+}
+
+// UpdateStrategyName names an update strategy.
+// +kubebuilder:validation:Enum=Setters
+type UpdateStrategyName string
+
+// UpdateStrategySetters updates the values marked with $imagepolicy comments.
+const UpdateStrategySetters UpdateStrategyName = "Setters"
+
+// UpdateStrategy says which files to update, and how.
+type UpdateStrategy struct {
+	// Strategy of the update.
+	// +kubebuilder:default=Setters
+	// +required
+	Strategy UpdateStrategyName `json:"strategy"`
+
+	// Path within the repository; the root when empty.
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(s, s == '..')",message="path must be relative and stay inside the repository"
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// ImageUpdateAutomationStatus is the observed state of an ImageUpdateAutomation.
+type ImageUpdateAutomationStatus struct {
+	// LastAutomationRunTime is when the automation last ran.
+	// +optional
+	LastAutomationRunTime *metav1.Time `json:"lastAutomationRunTime,omitempty"`
+
+	// LastPushCommit is the last commit pushed.
+	// +optional
+	LastPushCommit string `json:"lastPushCommit,omitempty"`
+
+	// LastPushTime is when the last commit was pushed.
+	// +optional
+	LastPushTime *metav1.Time `json:"lastPushTime,omitempty"`
+
+	// ObservedPolicies are the policies and their images the last run
+	// applied, by policy name.
+	// +optional
+	ObservedPolicies ObservedPolicies `json:"observedPolicies,omitempty"`
+
+	// ObservedSourceRevision is the checkout branch head the last run saw, as
+	// <branch>@sha1:<hash>.
+	// +optional
+	ObservedSourceRevision string `json:"observedSourceRevision,omitempty"`
+
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the last generation reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// ObservedPolicies maps policy names to the image each selected.
+type ObservedPolicies map[string]ImageRef
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=iua,categories=image-toolkit
+// +kubebuilder:printcolumn:name="Last run",type=date,JSONPath=`.status.lastAutomationRunTime`
+// +kubebuilder:printcolumn:name="Last push",type=string,JSONPath=`.status.lastPushCommit`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// ImageUpdateAutomation keeps image references in a git repository up to date
+// with ImagePolicies, by creating UpdateJobs.
+type ImageUpdateAutomation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec ImageUpdateAutomationSpec `json:"spec"`
+	// +optional
+	Status ImageUpdateAutomationStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (in *ImageUpdateAutomation) GetConditions() []metav1.Condition {
+	return in.Status.Conditions
+}
+
+// SetConditions sets the status conditions.
+func (in *ImageUpdateAutomation) SetConditions(c []metav1.Condition) {
+	in.Status.Conditions = c
+}
+
+// +kubebuilder:object:root=true
+
+// ImageUpdateAutomationList is a list of ImageUpdateAutomations.
+type ImageUpdateAutomationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ImageUpdateAutomation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ImageUpdateAutomation{}, &ImageUpdateAutomationList{})
+}

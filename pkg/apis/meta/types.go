@@ -1,0 +1,72 @@
+package meta
+
+// ReconcileRequestAnnotation asks a controller to reconcile an object now,
+// regardless of its interval. Any change of its value is a new request; the
+// controller echoes the value it handled in status.lastHandledReconcileAt.
+// Flux's equivalent is reconcile.fluxcd.io/requestedAt.
+const ReconcileRequestAnnotation = "reconcile.toolkit.dev/requestedAt"
+
+// LocalObjectReference refers to an object in the same namespace.
+type LocalObjectReference struct {
+	// Name of the referent.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// NamespacedObjectReference refers to an object, by default in the same
+// namespace as the referrer.
+type NamespacedObjectReference struct {
+	// Name of the referent.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+
+	// Namespace of the referent; when empty, the referrer's namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ReconcileRequestStatus records the last reconcile request a controller handled.
+type ReconcileRequestStatus struct {
+	// LastHandledReconcileAt holds the value of the most recent
+	// reconcile request annotation value handled by the controller.
+	// +optional
+	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
+}
+
+// GetLastHandledReconcileRequest returns the last handled reconcile request.
+func (in ReconcileRequestStatus) GetLastHandledReconcileRequest() string {
+	return in.LastHandledReconcileAt
+}
+
+// SetLastHandledReconcileRequest records a handled reconcile request.
+func (in *ReconcileRequestStatus) SetLastHandledReconcileRequest(token string) {
+	in.LastHandledReconcileAt = token
+}
+
+// ReconcileAnnotationValue returns the reconcile request annotation value, if any.
+func ReconcileAnnotationValue(annotations map[string]string) (string, bool) {
+	v, ok := annotations[ReconcileRequestAnnotation]
+	return v, ok
+}
+
+// NamespaceSelector selects the namespaces allowed to refer to an object.
+type NamespaceSelector struct {
+	// MatchLabels is a map of {key,value} pairs. A map of {} selects every
+	// namespace.
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+}
+
+// AccessFrom defines which namespaces may refer to an object from elsewhere.
+type AccessFrom struct {
+	// NamespaceSelectors is the list of namespace selectors; a namespace that
+	// matches any of them is granted access.
+	// +kubebuilder:validation:MaxItems=32
+	// +required
+	NamespaceSelectors []NamespaceSelector `json:"namespaceSelectors"`
+}

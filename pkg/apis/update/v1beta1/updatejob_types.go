@@ -1,0 +1,255 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// UpdateJobKind is the kind name of UpdateJob.
+const UpdateJobKind = "UpdateJob"
+
+// UpdateJobSpec is a one-off update of a git repository: check out a ref, run
+// the image setters, commit and push. It is immutable once created.
+// +kubebuilder:validation:XValidation:rule="has(self.checkout.ref.branch) || (has(self.push) && (has(self.push.branch) || has(self.push.refspec)))",message="a job that does not check out a branch needs push.branch or push.refspec"
+type UpdateJobSpec struct {
+	// Repository to update.
+	// +required
+	Repository GitRepositorySpec `json:"repository"`
+
+	// Checkout says which revision the update starts from.
+	// +required
+	Checkout GitCheckoutSpec `json:"checkout"`
+
+	// Update says what to change.
+	// +required
+	Update UpdateSpec `json:"update"`
+
+	// Commit says how to write the commit.
+	// +required
+	Commit CommitSpec `json:"commit"`
+
+	// Push says where to push; defaults to the checkout branch.
+	// +optional
+	Push *PushSpec `json:"push,omitempty"`
+
+	// BackoffLimit is the number of retries after a failed attempt.
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// TTLSecondsAfterFinished deletes the job this long after it finished
+	// (Succeeded, NoChange or Failed); unset keeps it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// ActiveDeadlineSeconds bounds the job's run time across attempts.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// UpdateSpec says which files to update with which image policy values.
+type UpdateSpec struct {
+	// Path within the repository to update; the root when empty. Paths that
+	// leave the checkout are rejected.
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(s, s == '..')",message="path must be relative and stay inside the repository"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Setters are the policy values that markers
+	// (# {"$imagepolicy": "NAMESPACE:NAME"}) are set to.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=map
+	// +listMapKey=policy
+	// +required
+	Setters []PolicySetter `json:"setters"`
+}
+
+// PolicySetter is the value of one image policy.
+type PolicySetter struct {
+	// Policy is NAMESPACE:NAME, as written in markers.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=317
+	// +required
+	Policy string `json:"policy"`
+
+	// Name is the image name, e.g. ghcr.io/org/app.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Name string `json:"name"`
+
+	// Tag is the image tag.
+	// +kubebuilder:validation:Pattern="^[\\w][\\w.-]{0,127}$"
+	// +required
+	Tag string `json:"tag"`
+
+	// Digest is the image digest, e.g. sha256:...
+	// +kubebuilder:validation:Pattern="^[a-z0-9]+([+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$"
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// UpdateJobPhase is where an UpdateJob is in its life.
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;NoChange;Failed
+type UpdateJobPhase string
+
+const (
+	// UpdateJobPending waits for a runner to claim it.
+	UpdateJobPending UpdateJobPhase = "Pending"
+	// UpdateJobRunning is claimed by the runner in status.runner.
+	UpdateJobRunning UpdateJobPhase = "Running"
+	// UpdateJobSucceeded pushed a commit.
+	UpdateJobSucceeded UpdateJobPhase = "Succeeded"
+	// UpdateJobNoChange found nothing to change, and pushed nothing.
+	UpdateJobNoChange UpdateJobPhase = "NoChange"
+	// UpdateJobFailed gave up; see the conditions.
+	UpdateJobFailed UpdateJobPhase = "Failed"
+)
+
+// Finished reports whether the phase is terminal.
+func (p UpdateJobPhase) Finished() bool {
+	return p == UpdateJobSucceeded || p == UpdateJobNoChange || p == UpdateJobFailed
+}
+
+// UpdateJobStatus is the observed state of an UpdateJob.
+type UpdateJobStatus struct {
+	// Phase of the job.
+	// +optional
+	Phase UpdateJobPhase `json:"phase,omitempty"`
+
+	// Attempts counts the runs started, including the current one.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// StartTime is when the first attempt started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// CompletionTime is when the job finished.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// Runner identifies the replica that claimed the job.
+	// +optional
+	Runner string `json:"runner,omitempty"`
+
+	// HeartbeatTime is renewed by the runner while it works; a stale
+	// heartbeat lets another replica reclaim the job.
+	// +optional
+	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
+
+	// CheckoutRevision is the revision the update started from, as
+	// <branch>@sha1:<hash>.
+	// +optional
+	CheckoutRevision string `json:"checkoutRevision,omitempty"`
+
+	// PushedCommit is the hash of the commit pushed.
+	// +optional
+	PushedCommit string `json:"pushedCommit,omitempty"`
+
+	// PushedRefs are the remote refs updated.
+	// +optional
+	PushedRefs []string `json:"pushedRefs,omitempty"`
+
+	// Result lists what the update changed.
+	// +optional
+	Result *UpdateResult `json:"result,omitempty"`
+
+	// Conditions hold Ready, Reconciling and Stalled.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ObservedGeneration is the last generation reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// UpdateResult lists the changes an update made: files, the objects in them,
+// and the changes in each object (Flux's ResultV2, as lists).
+type UpdateResult struct {
+	// Files changed, in walk order.
+	// +optional
+	Files []FileResult `json:"files,omitempty"`
+}
+
+// FileResult is the changes made to one file.
+type FileResult struct {
+	// Path relative to the update path.
+	Path string `json:"path"`
+	// Objects changed in the file, in document order.
+	// +optional
+	Objects []ObjectResult `json:"objects,omitempty"`
+}
+
+// ObjectResult is the changes made to one object (YAML document).
+type ObjectResult struct {
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Changes in document order.
+	// +optional
+	Changes []Change `json:"changes,omitempty"`
+}
+
+// Change is one replaced value.
+type Change struct {
+	// OldValue is the value before the update.
+	OldValue string `json:"oldValue"`
+	// NewValue is the value after the update.
+	NewValue string `json:"newValue"`
+	// Setter is the marker that caused the change, e.g. apps:podinfo:tag.
+	Setter string `json:"setter"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=uj,categories=image-toolkit
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.pushedCommit`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// UpdateJob is a one-off update of a git repository.
+type UpdateJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is immutable.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+	// +required
+	Spec UpdateJobSpec `json:"spec"`
+
+	// +optional
+	Status UpdateJobStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions.
+func (in *UpdateJob) GetConditions() []metav1.Condition { return in.Status.Conditions }
+
+// SetConditions sets the status conditions.
+func (in *UpdateJob) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// +kubebuilder:object:root=true
+
+// UpdateJobList is a list of UpdateJobs.
+type UpdateJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []UpdateJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&UpdateJob{}, &UpdateJobList{})
+}

@@ -1,0 +1,212 @@
+// Package app is the common entry point of the image-toolkit controllers:
+// the standard flags, logging, the manager with metrics, health probes,
+// leader election and label-selector sharding. Each controller's main only
+// adds its own flags and reconcilers.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"toolkit.dev/image-toolkit/pkg/version"
+)
+
+// Options are the flags every controller has, with kubebuilder's names.
+// --kubeconfig (or KUBECONFIG) is registered by controller-runtime.
+type Options struct {
+	MetricsAddr        string
+	ProbeAddr          string
+	LeaderElect        bool
+	Concurrent         int
+	WatchLabelSelector string
+	LogLevel           string
+	LogEncoding        string
+	Version            bool
+}
+
+// Config describes one controller binary.
+type Config struct {
+	// Name of the binary, used for logs, events and the leader lease.
+	Name string
+	// LeaderElect is the --leader-elect default.
+	LeaderElect bool
+	// Scheme holds the kinds the controller reads and writes.
+	Scheme *runtime.Scheme
+	// Flags registers the controller's own flags.
+	Flags func(*flag.FlagSet)
+	// VersionInfo adds lines to --version, e.g. the linked libgit2.
+	VersionInfo func() string
+	// Setup registers reconcilers with the manager.
+	Setup func(ctx context.Context, mgr ctrl.Manager, opts Options) error
+}
+
+// BindFlags registers the common flags.
+func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "The address the health probe endpoint binds to.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", leaderElect, "Enable leader election, so only one replica is active.")
+	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent reconciles per kind.")
+	fs.StringVar(&o.WatchLabelSelector, "watch-label-selector", "", "Watch only objects matching this label selector, e.g. sharding.toolkit.dev/key=shard1.")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "Log verbosity: trace, debug, info or error.")
+	fs.StringVar(&o.LogEncoding, "log-encoding", "json", "Log encoding: json or console.")
+	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
+}
+
+// Validate checks the flag values.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Concurrent < 1 {
+		errs = append(errs, fmt.Errorf("--concurrent must be at least 1, got %d", o.Concurrent))
+	}
+	if _, err := o.level(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.LogEncoding != "json" && o.LogEncoding != "console" {
+		errs = append(errs, fmt.Errorf("--log-encoding must be json or console, got %q", o.LogEncoding))
+	}
+	if _, err := o.selector(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Options) level() (zapcore.Level, error) {
+	switch o.LogLevel {
+	case "trace":
+		// controller-runtime logs V(2) and beyond as negative zap levels.
+		return zapcore.Level(-2), nil
+	case "debug":
+		return zapcore.DebugLevel, nil
+	case "info":
+		return zapcore.InfoLevel, nil
+	case "error":
+		return zapcore.ErrorLevel, nil
+	}
+	return 0, fmt.Errorf("--log-level must be trace, debug, info or error, got %q", o.LogLevel)
+}
+
+func (o *Options) selector() (labels.Selector, error) {
+	if o.WatchLabelSelector == "" {
+		return nil, nil
+	}
+	s, err := labels.Parse(o.WatchLabelSelector)
+	if err != nil {
+		return nil, fmt.Errorf("--watch-label-selector: %w", err)
+	}
+	return s, nil
+}
+
+// Logger builds the zap logger the flags ask for.
+func (o *Options) Logger(w io.Writer) logr.Logger {
+	lvl, _ := o.level()
+	enc := zap.JSONEncoder()
+	if o.LogEncoding == "console" {
+		enc = zap.ConsoleEncoder()
+	}
+	return zap.New(zap.WriteTo(w), zap.Level(lvl), zap.UseDevMode(false), enc)
+}
+
+// ManagerOptions builds the manager's options from the flags.
+func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
+	sel, _ := o.selector()
+	return ctrl.Options{
+		Scheme:                        cfg.Scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              cfg.Name + ".toolkit.dev",
+		LeaderElectionNamespace:       os.Getenv("RUNTIME_NAMESPACE"),
+		LeaderElectionReleaseOnCancel: true,
+		// Objects outside the shard are invisible to this process: its
+		// caches, watches and reconcilers never see them.
+		Cache:                   cache.Options{DefaultLabelSelector: sel},
+		GracefulShutdownTimeout: ptr(10 * time.Second),
+	}
+}
+
+// ControllerOptions are the options for every controller of the manager.
+func (o *Options) ControllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: o.Concurrent}
+}
+
+// Main runs a controller binary and returns its exit code.
+func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(cfg.Name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// controller-runtime registers --kubeconfig on the default flag set.
+	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
+	var opts Options
+	opts.BindFlags(fs, cfg.LeaderElect)
+	if cfg.Flags != nil {
+		cfg.Flags(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if opts.Version {
+		fmt.Fprintln(stdout, version.String(cfg.Name))
+		if cfg.VersionInfo != nil {
+			fmt.Fprintln(stdout, strings.TrimSpace(cfg.VersionInfo()))
+		}
+		return 0
+	}
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	log := opts.Logger(stderr).WithName(cfg.Name)
+	ctrl.SetLogger(log)
+
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "loading kubeconfig")
+		return 1
+	}
+	restCfg.UserAgent = cfg.Name + "/" + version.Version
+	mgr, err := ctrl.NewManager(restCfg, opts.ManagerOptions(cfg))
+	if err != nil {
+		log.Error(err, "creating manager")
+		return 1
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "adding health check")
+		return 1
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "adding ready check")
+		return 1
+	}
+	ctx := ctrl.SetupSignalHandler()
+	if err := cfg.Setup(ctx, mgr, opts); err != nil {
+		log.Error(err, "setting up controllers")
+		return 1
+	}
+	log.Info("starting manager", "version", version.Version)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "running manager")
+		return 1
+	}
+	return 0
+}
+
+func ptr[T any](v T) *T { return &v }

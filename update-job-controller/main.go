@@ -1,0 +1,60 @@
+// Command update-job-controller runs UpdateJobs: check out a git repository,
+// update image references, commit and push.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/app"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/controller"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+)
+
+const name = "update-job-controller"
+
+func main() {
+	var (
+		cacheDir         string
+		cacheMaxAge      time.Duration
+		jobLeaseDuration time.Duration
+	)
+	scheme := runtime.NewScheme()
+	must(clientgoscheme.AddToScheme(scheme))
+	must(updatev1.AddToScheme(scheme))
+
+	os.Exit(app.Main(app.Config{
+		Name: name,
+		// Every replica runs jobs; claims, not a leader, keep them apart.
+		LeaderElect: false,
+		Scheme:      scheme,
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&cacheDir, "cache-dir", "/cache", "Directory of the git mirror cache.")
+			fs.DurationVar(&cacheMaxAge, "cache-max-age", 24*time.Hour, "Remove mirrors unused for this long.")
+			fs.DurationVar(&jobLeaseDuration, "job-lease-duration", time.Minute, "A Running job whose heartbeat is older than this is reclaimed.")
+		},
+		VersionInfo: gitops.LibGit2Version,
+		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+			return (&controller.UpdateJobReconciler{
+				Client:  mgr.GetClient(),
+				Events:  events.New(mgr.GetEventRecorder(name)),
+				Metrics: metrics.NewRecorder("updatejob").MustRegisterDefault(),
+			}).SetupWithManager(mgr, opts.ControllerOptions())
+		},
+	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err) // static scheme registration
+	}
+}
