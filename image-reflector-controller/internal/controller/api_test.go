@@ -1,0 +1,244 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testenv"
+)
+
+func ctrlOptions() controller.Options { return controller.Options{MaxConcurrentReconciles: 2} }
+
+func TestCRDsInstalled(t *testing.T) {
+	tests := []struct {
+		crd, short string
+		columns    []string
+	}{
+		{"imagerepositories.image.toolkit.dev", "imgrepo", []string{"Last scan", "Tags", "Ready", "Status", "Age"}},
+		{"imagepolicies.image.toolkit.dev", "imgpol", []string{"Image", "Tag", "Ready", "Status", "Age"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.crd, func(t *testing.T) {
+			crd := env.CRD(t, tt.crd)
+			if !slices.Contains(crd.Spec.Names.ShortNames, tt.short) {
+				t.Errorf("short names %v lack %q", crd.Spec.Names.ShortNames, tt.short)
+			}
+			if !slices.Contains(crd.Spec.Names.Categories, "image-toolkit") {
+				t.Errorf("categories %v lack image-toolkit", crd.Spec.Names.Categories)
+			}
+			v := crd.Spec.Versions[0]
+			if v.Name != "v1beta1" || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
+				t.Errorf("version %s: storage %v, status subresource %v", v.Name, v.Storage, v.Subresources)
+			}
+			var cols []string
+			for _, c := range v.AdditionalPrinterColumns {
+				if c.Priority == 0 {
+					cols = append(cols, c.Name)
+				}
+			}
+			if !slices.Equal(cols, tt.columns) {
+				t.Errorf("printer columns %v, want %v", cols, tt.columns)
+			}
+		})
+	}
+}
+
+func TestImageRepositoryDefaults(t *testing.T) {
+	ctx := context.Background()
+	repo := &imagev1.ImageRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: env.Namespace(t)},
+		Spec: imagev1.ImageRepositorySpec{
+			Image:    "ghcr.io/stefanprodan/podinfo",
+			Interval: metav1.Duration{Duration: 5 * time.Minute},
+			AccessFrom: &meta.AccessFrom{NamespaceSelectors: []meta.NamespaceSelector{
+				{MatchLabels: map[string]string{"team": "a"}},
+			}},
+		},
+	}
+	if err := env.Client.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	got := &imagev1.ImageRepository{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(repo), got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Spec.ExclusionList, []string{`^.*\.sig$`}) {
+		t.Errorf("exclusionList = %q", got.Spec.ExclusionList)
+	}
+	if got.Spec.Provider != "generic" {
+		t.Errorf("provider = %q, want generic", got.Spec.Provider)
+	}
+	if got.Spec.Interval.Duration != 5*time.Minute || got.Spec.AccessFrom.NamespaceSelectors[0].MatchLabels["team"] != "a" {
+		t.Errorf("spec did not round-trip: %+v", got.Spec)
+	}
+}
+
+func TestImagePolicyDefaults(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	tests := []struct {
+		name   string
+		policy imagev1.ImagePolicyChoice
+		order  func(*imagev1.ImagePolicy) string
+	}{
+		{"alphabetical", imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{}},
+			func(p *imagev1.ImagePolicy) string { return p.Spec.Policy.Alphabetical.Order }},
+		{"numerical", imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{}},
+			func(p *imagev1.ImagePolicy) string { return p.Spec.Policy.Numerical.Order }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pol := &imagev1.ImagePolicy{
+				ObjectMeta: metav1.ObjectMeta{Name: tt.name, Namespace: ns},
+				Spec: imagev1.ImagePolicySpec{
+					ImageRepositoryRef: meta.NamespacedObjectReference{Name: "podinfo"},
+					Policy:             tt.policy,
+				},
+			}
+			if err := env.Client.Create(ctx, pol); err != nil {
+				t.Fatal(err)
+			}
+			got := &imagev1.ImagePolicy{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pol), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Spec.DigestReflectionPolicy != imagev1.ReflectNever {
+				t.Errorf("digestReflectionPolicy = %q, want Never", got.Spec.DigestReflectionPolicy)
+			}
+			if o := tt.order(got); o != "asc" {
+				t.Errorf("order = %q, want asc", o)
+			}
+		})
+	}
+}
+
+func TestImagePolicyAcceptsAlwaysWithInterval(t *testing.T) {
+	pol := policy(env.Namespace(t), "always", func(p *imagev1.ImagePolicy) {
+		p.Spec.DigestReflectionPolicy = imagev1.ReflectAlways
+		p.Spec.Interval = &metav1.Duration{Duration: time.Hour}
+	})
+	if err := env.Client.Create(context.Background(), pol); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func policy(ns, name string, mutate func(*imagev1.ImagePolicy)) *imagev1.ImagePolicy {
+	p := &imagev1.ImagePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: imagev1.ImagePolicySpec{
+			ImageRepositoryRef: meta.NamespacedObjectReference{Name: "podinfo"},
+			Policy:             imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: "1.x"}},
+		},
+	}
+	mutate(p)
+	return p
+}
+
+func repository(ns, name string, mutate func(*imagev1.ImageRepository)) *imagev1.ImageRepository {
+	r := &imagev1.ImageRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: imagev1.ImageRepositorySpec{
+			Image:    "ghcr.io/stefanprodan/podinfo",
+			Interval: metav1.Duration{Duration: time.Minute},
+		},
+	}
+	mutate(r)
+	return r
+}
+
+// Every validation rule rejects an object that breaks it: one case per CEL
+// rule, plus the schema constraints users meet most.
+func TestValidationRejects(t *testing.T) {
+	ns := env.Namespace(t)
+	tests := []struct {
+		name string
+		obj  client.Object
+		want string
+	}{
+		{"policy: none chosen", policy(ns, "none", func(p *imagev1.ImagePolicy) {
+			p.Spec.Policy = imagev1.ImagePolicyChoice{}
+		}), "exactly one of semver, alphabetical or numerical"},
+		{"policy: two chosen", policy(ns, "two", func(p *imagev1.ImagePolicy) {
+			p.Spec.Policy.Alphabetical = &imagev1.AlphabeticalPolicy{Order: "asc"}
+		}), "exactly one of semver, alphabetical or numerical"},
+		{"policy: interval without Always", policy(ns, "interval", func(p *imagev1.ImagePolicy) {
+			p.Spec.Interval = &metav1.Duration{Duration: time.Hour}
+		}), "spec.interval is only accepted when spec.digestReflectionPolicy is Always"},
+		{"policy: Always without interval", policy(ns, "always", func(p *imagev1.ImagePolicy) {
+			p.Spec.DigestReflectionPolicy = imagev1.ReflectAlways
+		}), "spec.interval must be set when spec.digestReflectionPolicy is Always"},
+		{"policy: unknown reflection policy", policy(ns, "reflect", func(p *imagev1.ImagePolicy) {
+			p.Spec.DigestReflectionPolicy = "Sometimes"
+		}), "spec.digestReflectionPolicy"},
+		{"policy: bad order", policy(ns, "order", func(p *imagev1.ImagePolicy) {
+			p.Spec.Policy = imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{Order: "up"}}
+		}), "spec.policy.numerical.order"},
+		{"policy: empty range", policy(ns, "range", func(p *imagev1.ImagePolicy) {
+			p.Spec.Policy.SemVer.Range = ""
+		}), "spec.policy.semver.range"},
+		{"repository: bad interval", unstructuredRepository(ns, "interval", "5 minutes"), "spec.interval"},
+		{"repository: unknown provider", repository(ns, "provider", func(r *imagev1.ImageRepository) {
+			r.Spec.Provider = "quay"
+		}), "spec.provider"},
+		{"repository: too many exclusions", repository(ns, "exclusions", func(r *imagev1.ImageRepository) {
+			for i := range 26 {
+				r.Spec.ExclusionList = append(r.Spec.ExclusionList, fmt.Sprintf("^x%d$", i))
+			}
+		}), "spec.exclusionList"},
+		{"repository: no image", repository(ns, "image", func(r *imagev1.ImageRepository) {
+			r.Spec.Image = ""
+		}), "spec.image"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env.ExpectInvalid(t, tt.obj, tt.want)
+		})
+	}
+}
+
+// A typed client cannot send a malformed duration; users' YAML can.
+func unstructuredRepository(ns, name, interval string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": imagev1.GroupVersion.String(),
+		"kind":       imagev1.ImageRepositoryKind,
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec":       map[string]any{"image": "ghcr.io/stefanprodan/podinfo", "interval": interval},
+	}}
+	return u
+}
+
+// The reconcilers record a handled reconcile request, so tooling that sets
+// the annotation can tell it was seen.
+func TestReconcileRequestIsHandled(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	const token = "2026-11-21T10:00:00Z"
+	annotate := func(o client.Object) {
+		o.SetAnnotations(map[string]string{meta.ReconcileRequestAnnotation: token})
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repo := repository(ns, "req", func(*imagev1.ImageRepository) {})
+	annotate(repo)
+	pol := policy(ns, "req", func(*imagev1.ImagePolicy) {})
+	annotate(pol)
+	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(repo), repo)
+		return repo.Status.LastHandledReconcileAt == token, err
+	})
+	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(pol), pol)
+		return pol.Status.LastHandledReconcileAt == token, err
+	})
+}

@@ -1,0 +1,122 @@
+// Package e2e runs the controller binaries against a real control plane.
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+)
+
+// binaries returns the directory of the controller binaries: the ones
+// `make build` made (IMAGE_TOOLKIT_BIN), or fresh builds of this tree.
+func binaries(t *testing.T, root string) string {
+	t.Helper()
+	if d := os.Getenv("IMAGE_TOOLKIT_BIN"); d != "" {
+		return d
+	}
+	dir := t.TempDir()
+	for _, name := range localenv.Controllers {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./"+name)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", name, err, out)
+		}
+	}
+	return dir
+}
+
+func TestControllersRunAgainstRealAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cluster, err := localenv.Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cluster.Stop() }()
+	bin := binaries(t, cluster.Root)
+
+	for _, name := range localenv.Controllers {
+		out, err := exec.Command(filepath.Join(bin, name), "--version").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), name+" ") {
+			t.Errorf("%s --version: %v %q", name, err, out)
+		}
+		if name == "update-job-controller" && !strings.Contains(string(out), "libgit2 1.5.") {
+			t.Errorf("update-job-controller is not linked to libgit2 1.5: %q", out)
+		}
+	}
+
+	var procs []*localenv.Process
+	for _, name := range localenv.Controllers {
+		// Leader election on, as deployed: it must work against a real
+		// apiserver (Leases in RUNTIME_NAMESPACE).
+		p, err := cluster.StartController(ctx, bin, name, "--leader-elect=true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	defer func() {
+		for _, p := range procs {
+			if err := p.Stop(20 * time.Second); err != nil {
+				t.Errorf("%s did not exit cleanly: %v\n%s", p.Name, err, p.Log())
+			}
+		}
+	}()
+
+	// The chart samples are valid against the CRDs and reach the controllers.
+	apply := cluster.KubectlCmd(ctx, "apply", "-f", "charts/image-reflector-controller/samples",
+		"-f", "charts/image-automation-controller/samples", "-f", "charts/update-job-controller/samples")
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+
+	// The update-job-controller process moves the sample job to Pending.
+	jobs := &updatev1.UpdateJobList{}
+	testenv.Eventually(t, 30*time.Second, func() (bool, error) {
+		if err := cluster.Client.List(ctx, jobs, client.InNamespace("default")); err != nil {
+			return false, err
+		}
+		return len(jobs.Items) == 1 && jobs.Items[0].Status.Phase == updatev1.UpdateJobPending, nil
+	})
+
+	// `kubectl get image-toolkit` lists every kind through the category.
+	out, err := cluster.KubectlCmd(ctx, "get", "image-toolkit", "-o", "name").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get image-toolkit: %v\n%s", err, out)
+	}
+	for _, want := range []string{"imagerepository.image.toolkit.dev/podinfo", "imagepolicy.image.toolkit.dev/podinfo",
+		"imageupdateautomation.image.toolkit.dev/", "updatejob.update.toolkit.dev/"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("kubectl get image-toolkit lacks %s:\n%s", want, out)
+		}
+	}
+
+	// Each process serves controller-runtime's and our metrics.
+	subsystems := map[string]string{
+		"image-reflector-controller":  "imagetoolkit_reflector_",
+		"image-automation-controller": "imagetoolkit_automation_",
+		"update-job-controller":       "imagetoolkit_updatejob_",
+	}
+	for _, p := range procs {
+		var body string
+		testenv.Eventually(t, 30*time.Second, func() (bool, error) {
+			body, err = p.Metrics(ctx)
+			return err == nil && strings.Contains(body, subsystems[p.Name]+"reconcile_duration_seconds_count"), err
+		})
+		for _, want := range []string{"controller_runtime_reconcile_total", "# HELP " + subsystems[p.Name] + "ready_condition"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s /metrics lacks %q", p.Name, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,220 @@
+// Package localenv runs image-toolkit locally: a real control plane from
+// bin/testenv with every CRD installed, a kubeconfig for it, and the
+// controller binaries as processes. The end-to-end tests and `make demo`
+// share it.
+package localenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"toolkit.dev/image-toolkit/pkg/testenv"
+)
+
+// Controllers lists the controller binaries, in start order.
+var Controllers = []string{"image-reflector-controller", "image-automation-controller", "update-job-controller"}
+
+// Cluster is a running control plane with a kubeconfig file for it.
+type Cluster struct {
+	*testenv.Env
+	Root       string // workspace root
+	Dir        string // scratch directory for kubeconfig and logs
+	Kubeconfig string
+	Kubectl    string
+}
+
+// Start starts the control plane with all CRDs and writes a kubeconfig for
+// an admin user into dir.
+func Start(dir string) (*Cluster, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	env, err := testenv.Start(testenv.AllCharts...)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Env: env, Root: root, Dir: dir}
+	user, err := env.AddUser(envtest.User{Name: "image-toolkit-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(c.Kubeconfig, kc, 0o600); err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	c.Kubectl = filepath.Join(env.BinaryAssetsDirectory, "kubectl")
+	return c, nil
+}
+
+// KubectlCmd returns a kubectl command against the cluster.
+func (c *Cluster) KubectlCmd(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, c.Kubectl, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Dir = c.Root
+	return cmd
+}
+
+// Process is a controller binary running against the cluster.
+type Process struct {
+	Name        string
+	MetricsAddr string
+	ProbeAddr   string
+	LogPath     string
+	cmd         *exec.Cmd
+	done        chan struct{}
+	waitErr     error
+	once        sync.Once
+}
+
+// StartController starts bin/<name> with free metrics and probe ports and
+// waits until it is ready. Logs go to <dir>/<name>.log.
+func (c *Cluster) StartController(ctx context.Context, binDir, name string, args ...string) (*Process, error) {
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	probe, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{Name: name, MetricsAddr: metrics, ProbeAddr: probe,
+		LogPath: filepath.Join(c.Dir, name+".log"), done: make(chan struct{})}
+	logf, err := os.Create(p.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	all := append([]string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--metrics-bind-address=" + metrics,
+		"--health-probe-bind-address=" + probe,
+		"--log-encoding=console",
+	}, args...)
+	p.cmd = exec.Command(filepath.Join(binDir, name), all...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=default", "POD_NAME="+name+"-0")
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	if err := p.waitReady(ctx, 30*time.Second); err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, fmt.Errorf("%s: %w; log:\n%s", name, err, tail(p.LogPath, 4096))
+	}
+	return p, nil
+}
+
+func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited before ready: %v", p.waitErr)
+		case <-ctx.Done():
+			return errors.New("not ready in time")
+		case <-time.After(200 * time.Millisecond):
+		}
+		resp, err := client.Get("http://" + p.ProbeAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+}
+
+// Metrics returns the body of the process's /metrics endpoint.
+func (p *Process) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.MetricsAddr+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return string(b), err
+}
+
+// Stop sends SIGTERM and waits for a clean exit; after grace it kills.
+func (p *Process) Stop(grace time.Duration) error {
+	var err error
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			err = p.waitErr
+		case <-time.After(grace):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			err = fmt.Errorf("%s did not stop within %s", p.Name, grace)
+		}
+	})
+	return err
+}
+
+// Log returns the end of the process's log.
+func (p *Process) Log() string { return tail(p.LogPath, 8192) }
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// BinDir returns the directory of the controller binaries: $IMAGE_TOOLKIT_BIN,
+// or bin/ under the workspace root.
+func BinDir(root string) string {
+	if d := os.Getenv("IMAGE_TOOLKIT_BIN"); d != "" {
+		return d
+	}
+	return filepath.Join(root, "bin")
+}

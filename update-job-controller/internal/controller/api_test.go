@@ -1,0 +1,176 @@
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/testenv"
+)
+
+func job(ns, name string, mutate func(*updatev1.UpdateJob)) *updatev1.UpdateJob {
+	j := &updatev1.UpdateJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: updatev1.UpdateJobSpec{
+			Repository: updatev1.GitRepositorySpec{
+				URL:       "ssh://git@git.example.com/org/fleet.git",
+				SecretRef: &meta.LocalObjectReference{Name: "deploy-key"},
+			},
+			Checkout: updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
+			Update: updatev1.UpdateSpec{Path: "./apps", Setters: []updatev1.PolicySetter{
+				{Policy: "apps:podinfo", Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0",
+					Digest: "sha256:2d9a00b3981628a533ff43352193b1838b0a4bf6b0033444286f563205e51a2c"},
+				{Policy: "apps:redis", Name: "localhost:5000/redis", Tag: "7.2.4"},
+			}},
+			Commit: updatev1.CommitSpec{
+				Author:     updatev1.CommitUser{Name: "bot", Email: "bot@example.com"},
+				SigningKey: &updatev1.SigningKey{SecretRef: meta.LocalObjectReference{Name: "ssh-signing"}, Type: updatev1.SigningKeySSH},
+			},
+			TTLSecondsAfterFinished: ptr.To[int32](3600),
+			ActiveDeadlineSeconds:   ptr.To[int64](600),
+		},
+	}
+	mutate(j)
+	return j
+}
+
+func TestCRDInstalled(t *testing.T) {
+	crd := env.CRD(t, "updatejobs.update.toolkit.dev")
+	if !slices.Contains(crd.Spec.Names.ShortNames, "uj") || !slices.Contains(crd.Spec.Names.Categories, "image-toolkit") {
+		t.Errorf("names = %+v", crd.Spec.Names)
+	}
+	v := crd.Spec.Versions[0]
+	if v.Name != "v1beta1" || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("version %s: storage %v, subresources %v", v.Name, v.Storage, v.Subresources)
+	}
+	var cols []string
+	for _, c := range v.AdditionalPrinterColumns {
+		if c.Priority == 0 {
+			cols = append(cols, c.Name)
+		}
+	}
+	if want := []string{"Phase", "Attempts", "Commit", "Age"}; !slices.Equal(cols, want) {
+		t.Errorf("printer columns %v, want %v", cols, want)
+	}
+}
+
+func TestDefaultsRoundTripAndPending(t *testing.T) {
+	ctx := context.Background()
+	j := job(env.Namespace(t), "podinfo", func(*updatev1.UpdateJob) {})
+	if err := env.Client.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	got := &updatev1.UpdateJob{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.BackoffLimit == nil || *got.Spec.BackoffLimit != 3 {
+		t.Errorf("backoffLimit = %v, want 3", got.Spec.BackoffLimit)
+	}
+	if got.Spec.Repository.Timeout == nil || got.Spec.Repository.Timeout.Duration != time.Minute {
+		t.Errorf("timeout = %v, want 60s", got.Spec.Repository.Timeout)
+	}
+	if len(got.Spec.Update.Setters) != 2 || got.Spec.Update.Setters[0].Digest == "" ||
+		got.Spec.Commit.SigningKey.Type != updatev1.SigningKeySSH || *got.Spec.ActiveDeadlineSeconds != 600 {
+		t.Errorf("spec did not round-trip: %+v", got.Spec)
+	}
+
+	// A new job waits for a runner.
+	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), got)
+		return got.Status.Phase == updatev1.UpdateJobPending, err
+	})
+	if !conditions.IsTrue(got, conditions.ReconcilingCondition) || got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("status = %+v", got.Status)
+	}
+}
+
+func TestSpecIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	j := job(env.Namespace(t), "immutable", func(*updatev1.UpdateJob) {})
+	if err := env.Client.Create(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	// A merge patch carries no resourceVersion, so the runner's status
+	// writes cannot make this a conflict instead of a rejection.
+	bump := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"backoffLimit":5}}`))
+	err := env.Client.Patch(ctx, j, bump)
+	if err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Fatalf("update of spec: got %v, want a 'spec is immutable' rejection", err)
+	}
+	// Metadata stays writable.
+	labels := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"a"}}}`))
+	if err := env.Client.Patch(ctx, j, labels); err != nil {
+		t.Errorf("label patch rejected: %v", err)
+	}
+}
+
+// One case per CEL rule, plus the schema constraints users meet most.
+func TestValidationRejects(t *testing.T) {
+	ns := env.Namespace(t)
+	tests := []struct {
+		name   string
+		mutate func(*updatev1.UpdateJob)
+		want   string
+	}{
+		{"empty checkout ref", func(j *updatev1.UpdateJob) {
+			j.Spec.Checkout.Reference = updatev1.GitRepositoryRef{}
+		}, "ref must set one of branch, tag, semver, name or commit"},
+		{"tag checkout with nowhere to push", func(j *updatev1.UpdateJob) {
+			j.Spec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1.0.0"}
+		}, "a job that does not check out a branch needs push.branch or push.refspec"},
+		{"escaping path", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Path = "../outside"
+		}, "path must be relative and stay inside the repository"},
+		{"no setters", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters = nil
+		}, "spec.update.setters"},
+		{"duplicate policy", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters[1].Policy = j.Spec.Update.Setters[0].Policy
+		}, "Duplicate value"},
+		{"policy without namespace", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters[0].Policy = "podinfo"
+		}, "spec.update.setters[0].policy"},
+		{"bad tag", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters[0].Tag = "has space"
+		}, "spec.update.setters[0].tag"},
+		{"bad digest", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters[0].Digest = "not a digest"
+		}, "spec.update.setters[0].digest"},
+		{"bad commit", func(j *updatev1.UpdateJob) {
+			j.Spec.Checkout.Reference.Commit = "HEAD~1"
+		}, "spec.checkout.ref.commit"},
+		{"negative backoff", func(j *updatev1.UpdateJob) {
+			j.Spec.BackoffLimit = ptr.To[int32](-1)
+		}, "spec.backoffLimit"},
+		{"zero deadline", func(j *updatev1.UpdateJob) {
+			j.Spec.ActiveDeadlineSeconds = ptr.To[int64](0)
+		}, "spec.activeDeadlineSeconds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env.ExpectInvalid(t, job(ns, "bad", tt.mutate), tt.want)
+		})
+	}
+}
+
+// A tag checkout is fine when the job says where to push.
+func TestTagCheckoutWithPushBranch(t *testing.T) {
+	j := job(env.Namespace(t), "tag", func(j *updatev1.UpdateJob) {
+		j.Spec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1.0.0"}
+		j.Spec.Push = &updatev1.PushSpec{Branch: "release-1.0"}
+	})
+	if err := env.Client.Create(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+}
