@@ -1,0 +1,188 @@
+package setters
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Options tune UpdateDir.
+type Options struct {
+	// DryRun computes the result without writing files.
+	DryRun bool
+}
+
+// needle is what a file must contain to be parsed at all: most files of a
+// repository have no marker, and a byte search is far cheaper than YAML.
+var needle = []byte(`"$imagepolicy"`)
+
+// UpdateDir applies the policies to the YAML files under dir: files named
+// *.yaml, *.yml or Kustomization, in any subdirectory but .git. Symbolic
+// links are followed only while they stay inside dir. A file that does not
+// parse is reported in Result.Problems and the others are still updated;
+// files without a change are not written.
+func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+
+	files, problems, err := candidates(root)
+	if err != nil {
+		return nil, err
+	}
+
+	type outcome struct {
+		file     *FileResult
+		problems []Problem
+	}
+	outcomes := make([]outcome, len(files))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0)*2, max(len(files), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f, ps := updateFile(root, files[i], policies, opts)
+				outcomes[i] = outcome{f, ps}
+			}
+		}()
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	res := &Result{Files: []FileResult{}, Problems: problems}
+	for _, o := range outcomes {
+		if o.file != nil {
+			res.Files = append(res.Files, *o.file)
+		}
+		res.Problems = append(res.Problems, o.problems...)
+	}
+	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
+	sort.SliceStable(res.Problems, func(i, j int) bool { return res.Problems[i].Path < res.Problems[j].Path })
+	return res, nil
+}
+
+func isManifest(name string) bool {
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || name == "Kustomization"
+}
+
+// candidates walks the root for manifest files. A symlink to a file counts
+// when it resolves inside the root and to a file not otherwise walked;
+// symlinks to directories are not followed (their targets inside the root
+// are walked anyway).
+func candidates(root *os.Root) ([]string, []Problem, error) {
+	var files, links []string
+	var problems []Problem
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == "." {
+				return err
+			}
+			problems = append(problems, Problem{Path: p, Err: err})
+			return nil
+		}
+		switch {
+		case d.IsDir():
+			if d.Name() == ".git" {
+				return fs.SkipDir
+			}
+		case !isManifest(d.Name()):
+		case d.Type()&fs.ModeSymlink != 0:
+			links = append(links, p)
+		case d.Type().IsRegular():
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil || len(links) == 0 {
+		return files, problems, err
+	}
+
+	seen := map[[2]uint64]bool{}
+	for _, f := range files {
+		if id, ok := fileID(root, f); ok {
+			seen[id] = true
+		}
+	}
+	for _, l := range links {
+		// root.Stat follows the link and fails when it leaves the root.
+		info, err := root.Stat(l)
+		if err != nil {
+			problems = append(problems, Problem{Path: l, Err: fmt.Errorf("symlink not followed: %w", err)})
+			continue
+		}
+		if !info.Mode().IsRegular() {
+			continue
+		}
+		if id, ok := statID(info); ok {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+		}
+		files = append(files, l)
+	}
+	return files, problems, nil
+}
+
+func fileID(root *os.Root, p string) ([2]uint64, bool) {
+	info, err := root.Stat(p)
+	if err != nil {
+		return [2]uint64{}, false
+	}
+	return statID(info)
+}
+
+func statID(info fs.FileInfo) ([2]uint64, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return [2]uint64{}, false
+	}
+	return [2]uint64{uint64(st.Dev), uint64(st.Ino)}, true
+}
+
+// updateFile updates one file; it returns nil when nothing changed.
+func updateFile(root *os.Root, p string, policies Policies, opts Options) (*FileResult, []Problem) {
+	data, err := root.ReadFile(p)
+	if err != nil {
+		return nil, []Problem{{Path: p, Err: err}}
+	}
+	if !bytes.Contains(data, needle) {
+		return nil, nil
+	}
+	out, objs, skipped, err := UpdateBytes(data, policies)
+	var problems []Problem
+	for _, s := range skipped {
+		problems = append(problems, Problem{Path: p, Err: s})
+	}
+	if err != nil {
+		return nil, append(problems, Problem{Path: p, Err: err})
+	}
+	if len(objs) == 0 {
+		return nil, problems
+	}
+	if !opts.DryRun {
+		info, err := root.Stat(p)
+		if err != nil {
+			return nil, append(problems, Problem{Path: p, Err: err})
+		}
+		if err := root.WriteFile(p, out, info.Mode().Perm()); err != nil {
+			return nil, append(problems, Problem{Path: p, Err: errors.Join(errors.New("writing"), err)})
+		}
+	}
+	return &FileResult{Path: path.Clean(p), Objects: objs}, problems
+}

@@ -1,0 +1,210 @@
+package setters
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// Policies maps NAMESPACE:NAME to the policy's image.
+type Policies map[string]Image
+
+// target is a scalar with a marker.
+type target struct {
+	node   *yaml.Node
+	marker Marker
+	doc    int
+	obj    ObjectID
+	inFlow bool
+}
+
+// edit replaces data[start:end] with text.
+type edit struct {
+	start, end int
+	text       string
+}
+
+// UpdateBytes applies the policies to one YAML file's bytes. It returns the
+// new bytes (data itself when nothing changed), the changes per object, and
+// the targets it left alone with the reason (e.g. block scalars). A file
+// that does not parse is an error.
+func UpdateBytes(data []byte, policies Policies) ([]byte, []ObjectResult, []error, error) {
+	out, objs, skipped, _, err := update(data, policies)
+	return out, objs, skipped, err
+}
+
+type planned struct {
+	index  int // into the targets
+	change Change
+	start  int
+	end    int
+}
+
+func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []edit, error) {
+	src := newSource(data)
+	docs, err := parse(data)
+	if err != nil {
+		return data, nil, nil, nil, err
+	}
+	targets := findTargets(src, docs)
+
+	var plan []planned
+	var skipped []error
+	want := make([]string, len(targets))
+	for i, t := range targets {
+		want[i] = t.node.Value
+		img, ok := policies[t.marker.Policy]
+		if !ok {
+			continue
+		}
+		val, ok := t.marker.Value(img)
+		if !ok || val == t.node.Value {
+			continue
+		}
+		start, end, err := src.extent(t.node)
+		if err != nil {
+			var unsupported errUnsupported
+			if errors.As(err, &unsupported) {
+				skipped = append(skipped, fmt.Errorf("line %d: %s", t.node.Line, unsupported.reason))
+				continue
+			}
+			return data, nil, nil, nil, err
+		}
+		want[i] = val
+		plan = append(plan, planned{index: i, start: start, end: end,
+			change: Change{OldValue: t.node.Value, NewValue: val, Setter: t.marker.String()}})
+	}
+	if len(plan) == 0 {
+		return data, nil, skipped, nil, nil
+	}
+
+	// Render each value in the style it had. Re-parsing the result proves
+	// every marked value reads back as intended; if a plain value did not,
+	// quote all plain values and try once more.
+	var out []byte
+	var edits []edit
+	for _, forceQuote := range []bool{false, true} {
+		edits = edits[:0]
+		for _, p := range plan {
+			edits = append(edits, edit{p.start, p.end, render(targets[p.index], p.change.NewValue, forceQuote)})
+		}
+		out = splice(data, edits)
+		if err = verify(out, want); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return data, nil, nil, nil, fmt.Errorf("rewriting the marked values would change the file's meaning (%v); left unchanged", err)
+	}
+
+	var objs []ObjectResult
+	lastDoc := -1
+	for _, p := range plan {
+		t := targets[p.index]
+		if t.doc != lastDoc {
+			objs = append(objs, ObjectResult{ObjectID: t.obj})
+			lastDoc = t.doc
+		}
+		objs[len(objs)-1].Changes = append(objs[len(objs)-1].Changes, p.change)
+	}
+	return out, objs, skipped, edits, nil
+}
+
+// verify re-parses out and checks that its targets have the wanted values.
+func verify(out []byte, want []string) error {
+	docs, err := parse(out)
+	if err != nil {
+		return err
+	}
+	got := findTargets(newSource(out), docs)
+	if len(got) != len(want) {
+		return fmt.Errorf("%d marked values after the update, %d before", len(got), len(want))
+	}
+	for i, t := range got {
+		if t.node.Value != want[i] {
+			return fmt.Errorf("line %d reads %q, want %q", t.node.Line, t.node.Value, want[i])
+		}
+	}
+	return nil
+}
+
+func parse(data []byte) ([]*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*yaml.Node
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, &n)
+	}
+}
+
+func splice(data []byte, edits []edit) []byte {
+	sort.Slice(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
+	var b bytes.Buffer
+	b.Grow(len(data) + 64*len(edits))
+	last := 0
+	for _, e := range edits {
+		b.Write(data[last:e.start])
+		b.WriteString(e.text)
+		last = e.end
+	}
+	b.Write(data[last:])
+	return b.Bytes()
+}
+
+// render writes value as a scalar in the style the target had.
+func render(t target, value string, forceQuote bool) string {
+	switch {
+	case t.node.Style&yaml.SingleQuotedStyle != 0:
+		return "'" + strings.ReplaceAll(value, "'", "''") + "'"
+	case t.node.Style&yaml.DoubleQuotedStyle != 0:
+		return strconv.Quote(value)
+	case forceQuote || !plainSafe(value, t.inFlow):
+		return strconv.Quote(value)
+	}
+	return value
+}
+
+// plainSafe reports whether value can be written as a plain scalar and read
+// back as the same string. An image value is always a string: a tag like
+// 1.10 is quoted, even over a plain 1.9, which YAML reads as a float.
+func plainSafe(value string, inFlow bool) bool {
+	if value == "" || value != strings.TrimSpace(value) {
+		return false
+	}
+	if strings.ContainsAny(value[:1], "-?:,[]{}#&*!|>'\"%@`") {
+		return false
+	}
+	if strings.Contains(value, ": ") || strings.Contains(value, " #") || strings.HasSuffix(value, ":") {
+		return false
+	}
+	for _, r := range value {
+		if r < 0x20 || r == 0x7f || r == 0x85 || r == 0x2028 || r == 0x2029 {
+			return false
+		}
+	}
+	if inFlow && strings.ContainsAny(value, ",[]{}") {
+		return false
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &n); err != nil || len(n.Content) != 1 {
+		return false
+	}
+	v := n.Content[0]
+	if v.Kind != yaml.ScalarNode || v.Value != value {
+		return false
+	}
+	return v.ShortTag() == yaml.NodeTagString
+}

@@ -1,0 +1,130 @@
+package setters
+
+import (
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+)
+
+// ObjectID identifies the object (YAML document) a change is in.
+type ObjectID struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+}
+
+// Change is one replaced value.
+type Change struct {
+	OldValue string `json:"oldValue"`
+	NewValue string `json:"newValue"`
+	// Setter is the marker's value, e.g. apps:podinfo or apps:podinfo:tag.
+	Setter string `json:"setter"`
+}
+
+// ObjectResult is the changes in one object, in document order.
+type ObjectResult struct {
+	ObjectID
+	Changes []Change `json:"changes"`
+}
+
+// FileResult is the changes in one file, objects in document order.
+type FileResult struct {
+	// Path relative to the updated directory, with forward slashes.
+	Path    string         `json:"path"`
+	Objects []ObjectResult `json:"objects"`
+}
+
+// Problem is a file that could not be (fully) updated.
+type Problem struct {
+	Path string
+	Err  error
+}
+
+func (p Problem) Error() string { return p.Path + ": " + p.Err.Error() }
+
+// Result is what an update changed: files sorted by path, then objects and
+// changes in document order. Only values that differ are recorded.
+type Result struct {
+	Files []FileResult `json:"files"`
+	// Problems are files not parsed, or targets not rewritten; the other
+	// files are still updated.
+	Problems []Problem `json:"-"`
+}
+
+// Changes returns all changes, in file and document order.
+func (r *Result) Changes() []Change {
+	var out []Change
+	for _, f := range r.Files {
+		for _, o := range f.Objects {
+			out = append(out, o.Changes...)
+		}
+	}
+	return out
+}
+
+// Objects returns the changes per object, merged across files.
+func (r *Result) Objects() map[ObjectID][]Change {
+	out := map[ObjectID][]Change{}
+	for _, f := range r.Files {
+		for _, o := range f.Objects {
+			out[o.ObjectID] = append(out[o.ObjectID], o.Changes...)
+		}
+	}
+	return out
+}
+
+// ObjectChanges maps objects of a file to their changes.
+type ObjectChanges map[ObjectID][]Change
+
+// ResultV2 is the result in the shape of Flux's update.ResultV2, the
+// .Changed of commit message templates: FileChanges maps file paths to their
+// objects' changes; Changes and Objects flatten it.
+type ResultV2 struct {
+	FileChanges map[string]ObjectChanges
+	result      *Result
+}
+
+// V2 returns the template view of the result.
+func (r *Result) V2() ResultV2 {
+	v := ResultV2{FileChanges: map[string]ObjectChanges{}, result: r}
+	for _, f := range r.Files {
+		oc := ObjectChanges{}
+		for _, o := range f.Objects {
+			oc[o.ObjectID] = append(oc[o.ObjectID], o.Changes...)
+		}
+		v.FileChanges[f.Path] = oc
+	}
+	return v
+}
+
+// Changes returns all changes, in file and document order.
+func (v ResultV2) Changes() []Change {
+	if v.result == nil {
+		return nil
+	}
+	return v.result.Changes()
+}
+
+// Objects returns the changes per object, merged across files.
+func (v ResultV2) Objects() map[ObjectID][]Change {
+	if v.result == nil {
+		return map[ObjectID][]Change{}
+	}
+	return v.result.Objects()
+}
+
+// ToAPI converts the result to the UpdateJob status form.
+func (r *Result) ToAPI() *updatev1.UpdateResult {
+	out := &updatev1.UpdateResult{}
+	for _, f := range r.Files {
+		fr := updatev1.FileResult{Path: f.Path}
+		for _, o := range f.Objects {
+			or := updatev1.ObjectResult{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+			for _, c := range o.Changes {
+				or.Changes = append(or.Changes, updatev1.Change{OldValue: c.OldValue, NewValue: c.NewValue, Setter: c.Setter})
+			}
+			fr.Objects = append(fr.Objects, or)
+		}
+		out.Files = append(out.Files, fr)
+	}
+	return out
+}

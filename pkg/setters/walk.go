@@ -1,0 +1,132 @@
+package setters
+
+import (
+	"bytes"
+
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// findTargets lists the marked scalars of the documents, in document order.
+func findTargets(src *source, docs []*yaml.Node) []target {
+	w := &walker{src: src, inScalar: map[int]bool{}}
+	for i, doc := range docs {
+		w.markMultiline(doc)
+		w.doc, w.obj = i, identify(doc)
+		w.walk(doc, false)
+	}
+	return w.targets
+}
+
+type walker struct {
+	src      *source
+	doc      int
+	obj      ObjectID
+	targets  []target
+	inScalar map[int]bool // lines inside multi-line scalars, where a # is text
+}
+
+func identify(doc *yaml.Node) ObjectID {
+	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return ObjectID{}
+	}
+	rn := yaml.NewRNode(doc.Content[0])
+	str := func(path ...string) string {
+		n, err := rn.Pipe(yaml.Lookup(path...))
+		if err != nil || n == nil || n.YNode().Kind != yaml.ScalarNode {
+			return ""
+		}
+		return n.YNode().Value
+	}
+	return ObjectID{
+		APIVersion: str("apiVersion"),
+		Kind:       str("kind"),
+		Namespace:  str("metadata", "namespace"),
+		Name:       str("metadata", "name"),
+	}
+}
+
+// markMultiline records the lines that belong to block and multi-line
+// quoted scalars: a comment-looking line there is part of a value.
+func (w *walker) markMultiline(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode {
+		last := 0
+		switch {
+		case n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
+			last = w.src.blockEndLine(n.Line)
+		case n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0:
+			if _, end, err := w.src.extent(n); err == nil {
+				last = w.src.lineOf(end - 1)
+			}
+		}
+		for l := n.Line + 1; l <= last; l++ {
+			w.inScalar[l] = true
+		}
+	}
+	for _, c := range n.Content {
+		w.markMultiline(c)
+	}
+}
+
+func (w *walker) walk(n *yaml.Node, inFlow bool) {
+	inFlow = inFlow || n.Style&yaml.FlowStyle != 0
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			w.walk(c, inFlow)
+		}
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			if item.Kind == yaml.ScalarNode {
+				w.check(item, nil, inFlow)
+			} else {
+				w.walk(item, inFlow)
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			if val.Kind == yaml.ScalarNode {
+				w.check(val, key, inFlow)
+			} else {
+				w.walk(val, inFlow)
+			}
+		}
+	}
+}
+
+// check records val as a target when its line comment is a marker, or, for
+// a field, when a marker comment stands alone on the line above the key.
+func (w *walker) check(val, key *yaml.Node, inFlow bool) {
+	m, ok := parseMarker(val.LineComment)
+	if !ok && key != nil {
+		m, ok = w.headMarker(key)
+	}
+	if ok {
+		w.targets = append(w.targets, target{node: val, marker: m, doc: w.doc, obj: w.obj, inFlow: inFlow})
+	}
+}
+
+// headMarker reads the line above a key from the source: the parser files
+// such a comment under whichever node it finds convenient (often as the
+// previous value's foot comment), so positions are the reliable witness.
+func (w *walker) headMarker(key *yaml.Node) (Marker, bool) {
+	above := key.Line - 1
+	if above < 1 || w.inScalar[above] {
+		return Marker{}, false
+	}
+	// The key must begin its line (after indentation and "- " markers).
+	line := w.src.line(key.Line)
+	off, err := w.src.offset(key.Line, key.Column)
+	if err != nil {
+		return Marker{}, false
+	}
+	prefix := line[:off-w.src.lines[key.Line-1]]
+	if len(bytes.Trim(prefix, " -")) != 0 {
+		return Marker{}, false
+	}
+	text := bytes.TrimSpace(w.src.line(above))
+	if len(text) == 0 || text[0] != '#' {
+		return Marker{}, false
+	}
+	return parseMarker(string(text))
+}
