@@ -48,7 +48,7 @@ type planned struct {
 
 func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []edit, error) {
 	src := newSource(data)
-	docs, err := parse(data)
+	docs, err := parseDocs(data)
 	if err != nil {
 		return data, nil, nil, nil, err
 	}
@@ -118,7 +118,7 @@ func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []
 
 // verify re-parses out and checks that its targets have the wanted values.
 func verify(out []byte, want []string) error {
-	docs, err := parse(out)
+	docs, err := parseDocs(out)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func verify(out []byte, want []string) error {
 	return nil
 }
 
-func parse(data []byte) ([]*yaml.Node, error) {
+func parseDocs(data []byte) ([]*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []*yaml.Node
 	for {

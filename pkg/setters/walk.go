@@ -9,6 +9,7 @@ import (
 // findTargets lists the marked scalars of the documents, in document order.
 func findTargets(src *source, docs []*yaml.Node) []target {
 	w := &walker{src: src, inScalar: map[int]bool{}}
+	w.head = w.sourceHeadMarker
 	for i, doc := range docs {
 		w.markMultiline(doc)
 		w.doc, w.obj = i, identify(doc)
@@ -17,12 +18,20 @@ func findTargets(src *source, docs []*yaml.Node) []target {
 	return w.targets
 }
 
+// pairContext is where a mapping pair sits: its mapping and the pair before
+// it (nil for the first).
+type pairContext struct {
+	mapping, prevKey, prevVal *yaml.Node
+}
+
 type walker struct {
 	src      *source
 	doc      int
 	obj      ObjectID
 	targets  []target
 	inScalar map[int]bool // lines inside multi-line scalars, where a # is text
+	// head finds a marker above a field.
+	head func(key *yaml.Node, around pairContext) (Marker, bool)
 }
 
 func identify(doc *yaml.Node) ObjectID {
@@ -77,7 +86,7 @@ func (w *walker) walk(n *yaml.Node, inFlow bool) {
 	case yaml.SequenceNode:
 		for _, item := range n.Content {
 			if item.Kind == yaml.ScalarNode {
-				w.check(item, nil, inFlow)
+				w.check(item, nil, pairContext{}, inFlow)
 			} else {
 				w.walk(item, inFlow)
 			}
@@ -86,7 +95,11 @@ func (w *walker) walk(n *yaml.Node, inFlow bool) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, val := n.Content[i], n.Content[i+1]
 			if val.Kind == yaml.ScalarNode {
-				w.check(val, key, inFlow)
+				around := pairContext{mapping: n}
+				if i > 0 {
+					around.prevKey, around.prevVal = n.Content[i-2], n.Content[i-1]
+				}
+				w.check(val, key, around, inFlow)
 			} else {
 				w.walk(val, inFlow)
 			}
@@ -96,20 +109,20 @@ func (w *walker) walk(n *yaml.Node, inFlow bool) {
 
 // check records val as a target when its line comment is a marker, or, for
 // a field, when a marker comment stands alone on the line above the key.
-func (w *walker) check(val, key *yaml.Node, inFlow bool) {
+func (w *walker) check(val, key *yaml.Node, around pairContext, inFlow bool) {
 	m, ok := parseMarker(val.LineComment)
 	if !ok && key != nil {
-		m, ok = w.headMarker(key)
+		m, ok = w.head(key, around)
 	}
 	if ok {
 		w.targets = append(w.targets, target{node: val, marker: m, doc: w.doc, obj: w.obj, inFlow: inFlow})
 	}
 }
 
-// headMarker reads the line above a key from the source: the parser files
-// such a comment under whichever node it finds convenient (often as the
-// previous value's foot comment), so positions are the reliable witness.
-func (w *walker) headMarker(key *yaml.Node) (Marker, bool) {
+// sourceHeadMarker reads the line above a key from the source: the parser
+// files such a comment under whichever node it finds convenient (often as
+// the previous key's foot comment), so positions are the reliable witness.
+func (w *walker) sourceHeadMarker(key *yaml.Node, _ pairContext) (Marker, bool) {
 	above := key.Line - 1
 	if above < 1 || w.inScalar[above] {
 		return Marker{}, false

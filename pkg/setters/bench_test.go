@@ -1,0 +1,77 @@
+package setters
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-%[1]d
+  namespace: team-%[2]d
+  labels:
+    app.kubernetes.io/name: app-%[1]d
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app.kubernetes.io/name: app-%[1]d
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: app-%[1]d
+    spec:
+      containers:
+      - name: app
+        image: ghcr.io/org/app-%[1]d:1.0.0%[3]s
+        ports:
+        - containerPort: 8080
+        resources:
+          requests:
+            cpu: 10m
+            memory: 32Mi
+`
+
+// makeTree writes files YAML files in 100 directories; every
+// (files/markers)th file has a marker.
+func makeTree(tb testing.TB, files, markers int) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	for i := range files {
+		sub := filepath.Join(dir, fmt.Sprintf("team-%02d", i%100))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		marker := ""
+		if i%(files/markers) == 0 {
+			marker = ` # {"$imagepolicy": "apps:app"}`
+		}
+		body := fmt.Sprintf(deployment, i, i%100, marker)
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("app-%05d.yaml", i)), []byte(body), 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// BenchmarkUpdateDir: 10,000 files, 100 markers; every iteration moves all
+// 100 markers to a new tag, so each run parses, rewrites and writes them.
+func BenchmarkUpdateDir(b *testing.B) {
+	dir := makeTree(b, 10000, 100)
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		pol := Policies{"apps:app": {Name: "ghcr.io/org/app", Tag: fmt.Sprintf("2.0.%d", i)}}
+		res, err := UpdateDir(dir, pol, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(res.Files); n != 100 {
+			b.Fatalf("%d files changed, want 100", n)
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package setters
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// seedResult is the example of Flux's ResultV2 proposal (seed 003).
+func seedResult() *Result {
+	dep := func(name string) ObjectID {
+		return ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: name}
+	}
+	return &Result{Files: []FileResult{
+		{Path: "foo-deployment.yaml", Objects: []ObjectResult{
+			{ObjectID: dep("foo"), Changes: []Change{{OldValue: "2.2.2", NewValue: "5.0.3", Setter: "default:foo:tag"}}},
+		}},
+		{Path: "podinfo-deployment.yaml", Objects: []ObjectResult{
+			{ObjectID: dep("podinfo"), Changes: []Change{
+				{OldValue: "ghcr.io/stefanprodan/podinfo:4.0.6", NewValue: "ghcr.io/stefanprodan/podinfo:5.0.3", Setter: "default:podinfo"},
+				{OldValue: "bar", NewValue: "ghcr.io/stefanprodan/podinfo", Setter: "default:podinfo:name"},
+				{OldValue: "4.0.6", NewValue: "5.0.3", Setter: "default:podinfo:tag"},
+			}},
+			{ObjectID: dep("infopod"), Changes: []Change{{OldValue: "v1.0", NewValue: "5.0.3", Setter: "default:podinfo:tag"}}},
+		}},
+	}}
+}
+
+// The template from Flux's documentation, as a migrating user brings it.
+const fluxTemplate = `Automation: {{ .AutomationObject }}
+{{ range $filename, $objects := .Changed.FileChanges }}
+- File: {{ $filename }}
+{{- range $resource, $changes := $objects }}
+  - Object: {{ $resource.Kind }}/{{ $resource.Namespace }}/{{ $resource.Name }}
+    Changes:
+{{- range $_, $change := $changes }}
+    - {{ $change.OldValue }} -> {{ $change.NewValue }}
+{{- end }}
+{{- end }}
+{{ end -}}
+`
+
+const seedMessage = `Automation: default/test-update-auto
+
+- File: foo-deployment.yaml
+  - Object: Deployment/default/foo
+    Changes:
+    - 2.2.2 -> 5.0.3
+
+- File: podinfo-deployment.yaml
+  - Object: Deployment/default/infopod
+    Changes:
+    - v1.0 -> 5.0.3
+  - Object: Deployment/default/podinfo
+    Changes:
+    - ghcr.io/stefanprodan/podinfo:4.0.6 -> ghcr.io/stefanprodan/podinfo:5.0.3
+    - bar -> ghcr.io/stefanprodan/podinfo
+    - 4.0.6 -> 5.0.3
+`
+
+func seedData() TemplateData {
+	return TemplateData{
+		AutomationObject: types.NamespacedName{Namespace: "default", Name: "test-update-auto"},
+		Changed:          seedResult().V2(),
+		Values:           map[string]string{"env": "prod"},
+	}
+}
+
+func TestRenderSeedExample(t *testing.T) {
+	got, err := RenderMessage(fluxTemplate, seedData())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != seedMessage {
+		t.Errorf("got:\n%s\nwant:\n%s", got, seedMessage)
+	}
+}
+
+func TestRenderTemplates(t *testing.T) {
+	tests := []struct {
+		name, tmpl, want string
+	}{
+		{"default", "", "Update images (default/test-update-auto)\n\n- File: foo-deployment.yaml\n  - Object: Deployment/default/foo\n    Changes:\n    - 2.2.2 -> 5.0.3\n"},
+		{"values and sprig", `{{ .Values.env | upper }}: {{ len .Changed.Changes }} changes`, "PROD: 5 changes"},
+		{"objects merged", `{{ range $o, $c := .Changed.Objects }}{{ $o.Name }}={{ len $c }} {{ end }}`, "foo=1 infopod=1 podinfo=3 "},
+		{"changes in order", `{{ range .Changed.Changes }}{{ .Setter }};{{ end }}`,
+			"default:foo:tag;default:podinfo;default:podinfo:name;default:podinfo:tag;default:podinfo:tag;"},
+		{"missing value is empty", `x{{ .Values.nope }}y`, "xy"},
+		{"defined template", `{{ define "obj" }}{{ .Kind }}{{ end }}{{ range $o, $c := .Changed.Objects }}{{ template "obj" $o }} {{ end }}`,
+			"Deployment Deployment Deployment "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := RenderMessage(tt.tmpl, seedData())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(got, tt.want) {
+				t.Errorf("got %q, want prefix %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateTemplateRejects(t *testing.T) {
+	tests := []struct {
+		name, tmpl, want string
+	}{
+		{"Flux's removed .Updated", `{{ range .Updated.Images }}{{ . }}{{ end }}`, ".Updated, which does not exist: Flux removed it"},
+		{".Updated in a branch never taken", `{{ if false }}{{ .Updated }}{{ end }}ok`, ".Updated"},
+		{"$.Updated inside a range", `{{ range .Changed.Changes }}{{ $.Updated }}{{ end }}ok`, ".Updated"},
+		{"unknown top-level field", `{{ .Automation }}`, ".Automation, which does not exist"},
+		{"unknown nested field", `{{ .Changed.Files }}`, "can't evaluate field Files"},
+		{"parse error", `{{ range .Changed.Changes }}`, "invalid commit message template"},
+		{"non-hermetic function", `{{ env "HOME" }}`, `function "env" not defined`},
+		{"empty message", `{{ "" }}`, "rendered an empty message"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateTemplate(tt.tmpl, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	// Fields of elements inside range are not the data's and are allowed.
+	if err := ValidateTemplate(`{{ range .Changed.Changes }}{{ .OldValue }}{{ end }}`, nil); err != nil {
+		t.Errorf("valid template rejected: %v", err)
+	}
+}
