@@ -2,32 +2,200 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func TestCommands(t *testing.T) {
+const podinfo = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app
+  namespace: default
+spec:
+  template:
+    spec:
+      containers:
+      - image: ghcr.io/stefanprodan/podinfo:6.0.0 # {"$imagepolicy": "apps:podinfo"}
+      - image: host:5000/redis:6 # {"$imagepolicy": "apps:redis"}
+`
+
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, body := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestVersionAndUsage(t *testing.T) {
 	tests := []struct {
-		args    []string
-		want    string
-		wantErr bool
+		args      []string
+		code      int
+		out, errs string
 	}{
-		{args: []string{"version"}, want: "tk-image dev"},
-		{args: []string{"version", "extra"}, wantErr: true},
-		{args: []string{"no-such-command"}, wantErr: true},
+		{[]string{"version"}, 0, "tk-image dev", ""},
+		{[]string{"version", "extra"}, 2, "", "unknown command"},
+		{[]string{"no-such-command"}, 2, "", "unknown command"},
+		{[]string{"update", "--no-such-flag"}, 2, "", "unknown flag"},
+		{[]string{"update", "--dir", "."}, 2, "", "no policies"},
+		{[]string{"update", "--policy", "podinfo=ghcr.io/x:1"}, 2, "", "not NAMESPACE:NAME"},
+		{[]string{"update", "--policy", "apps:podinfo=ghcr.io/x"}, 2, "", "no tag"},
+		{[]string{"update", "--policy", "apps:a=x:1", "--output", "yaml"}, 2, "", "--output must be"},
+		{[]string{"update", "--policy", "apps:a=x:1", "--dir", "/does/not/exist"}, 2, "", "is not a directory"},
+		{[]string{"update", "--policies-from", "/does/not/exist"}, 2, "", "--policies-from"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			cmd := newRootCommand(&out, &errOut)
-			cmd.SetArgs(tt.args)
-			err := cmd.Execute()
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v (stderr %q)", err, tt.wantErr, errOut.String())
-			}
-			if !strings.HasPrefix(out.String(), tt.want) {
-				t.Errorf("stdout = %q, want prefix %q", out.String(), tt.want)
+			code, out, errs := runCLI(t, "", tt.args...)
+			if code != tt.code || !strings.Contains(out, tt.out) || !strings.Contains(errs, tt.errs) {
+				t.Errorf("code %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errs, tt.code, tt.out, tt.errs)
 			}
 		})
+	}
+}
+
+func TestUpdateJSON(t *testing.T) {
+	dir := tree(t, map[string]string{"deploy/app.yaml": podinfo, "other.yaml": "a: b\n"})
+	code, out, errs := runCLI(t, "", "update", "--dir", dir, "--output", "json",
+		"--policy", "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0",
+		"--policy", "apps:redis=host:5000/redis:7.2@sha256:2d9a00b3981628a533ff43352193b1838b0a4bf6b0033444286f563205e51a2c")
+	if code != 0 {
+		t.Fatalf("code %d, stderr %q", code, errs)
+	}
+	want := `{"files":[{"path":"deploy/app.yaml","objects":[{"apiVersion":"apps/v1","kind":"Deployment","namespace":"default","name":"app","changes":[` +
+		`{"oldValue":"ghcr.io/stefanprodan/podinfo:6.0.0","newValue":"ghcr.io/stefanprodan/podinfo:6.5.0","setter":"apps:podinfo"},` +
+		`{"oldValue":"host:5000/redis:6","newValue":"host:5000/redis:7.2@sha256:2d9a00b3981628a533ff43352193b1838b0a4bf6b0033444286f563205e51a2c","setter":"apps:redis"}]}]}]}` + "\n"
+	if out != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "deploy/app.yaml"))
+	if !strings.Contains(string(b), "podinfo:6.5.0 # {") {
+		t.Errorf("file not rewritten:\n%s", b)
+	}
+
+	// Nothing left to change: an empty list, exit 0.
+	code, out, _ = runCLI(t, "", "update", "--dir", dir, "-o", "json", "--policy", "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0")
+	if code != 0 || out != `{"files":[]}`+"\n" {
+		t.Errorf("second run: code %d, stdout %q", code, out)
+	}
+}
+
+func TestUpdateTextDryRunAndPoliciesFrom(t *testing.T) {
+	dir := tree(t, map[string]string{"app.yaml": podinfo})
+	policies := filepath.Join(t.TempDir(), "policies.yaml")
+	// kubectl get imagepolicy -A -o yaml output, plus a second document.
+	list := `apiVersion: v1
+kind: List
+items:
+- apiVersion: image.toolkit.dev/v1beta1
+  kind: ImagePolicy
+  metadata: {name: podinfo, namespace: apps}
+  status:
+    latestRef: {name: ghcr.io/stefanprodan/podinfo, tag: 6.5.0}
+- apiVersion: image.toolkit.dev/v1beta1
+  kind: ImagePolicy
+  metadata: {name: pending, namespace: apps}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: redis, namespace: apps}
+status:
+  latestRef: {name: host:5000/redis, tag: "7.2"}
+`
+	if err := os.WriteFile(policies, []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "", "update", "--dir", dir, "--policies-from", policies, "--dry-run")
+	if code != 0 {
+		t.Fatalf("code %d, stderr %q", code, errs)
+	}
+	want := "app.yaml\n  Deployment/default/app\n" +
+		"    ghcr.io/stefanprodan/podinfo:6.0.0 -> ghcr.io/stefanprodan/podinfo:6.5.0 (apps:podinfo)\n" +
+		"    host:5000/redis:6 -> host:5000/redis:7.2 (apps:redis)\n(dry run: no files written)\n"
+	if out != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+	if !strings.Contains(errs, "apps/pending has no status.latestRef") {
+		t.Errorf("stderr %q lacks the skipped policy", errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "app.yaml")); string(b) != podinfo {
+		t.Error("dry run wrote the file")
+	}
+}
+
+func TestUpdateReportsProblemFiles(t *testing.T) {
+	dir := tree(t, map[string]string{
+		"good.yaml":   podinfo,
+		"broken.yaml": "a: b # {\"$imagepolicy\": \"apps:podinfo\"}\n  c: [\n",
+	})
+	code, out, errs := runCLI(t, "", "update", "--dir", dir, "--policy", "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0")
+	if code != 1 {
+		t.Errorf("code %d, want 1", code)
+	}
+	if !strings.Contains(errs, "broken.yaml: yaml:") || !strings.HasPrefix(out, "good.yaml\n") {
+		t.Errorf("stdout %q, stderr %q", out, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "good.yaml")); !strings.Contains(string(b), "6.5.0") {
+		t.Error("the good file was not updated")
+	}
+}
+
+func TestKRMFunction(t *testing.T) {
+	in := `apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+items:
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata:
+    name: app
+    namespace: default
+    annotations:
+      internal.config.kubernetes.io/path: deploy/app.yaml
+  spec:
+    image: ghcr.io/stefanprodan/podinfo:6.0.0 # {"$imagepolicy": "apps:podinfo"}
+    # {"$imagepolicy": "apps:podinfo:tag"}
+    tag: v1
+functionConfig:
+  apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: policies
+  data:
+    apps:podinfo: ghcr.io/stefanprodan/podinfo:6.5.0
+`
+	code, out, errs := runCLI(t, in, "update", "--krm")
+	if code != 0 {
+		t.Fatalf("code %d, stderr %q", code, errs)
+	}
+	for _, want := range []string{
+		`image: ghcr.io/stefanprodan/podinfo:6.5.0 # {"$imagepolicy": "apps:podinfo"}`,
+		`tag: 6.5.0`,
+		`message: ghcr.io/stefanprodan/podinfo:6.0.0 -> ghcr.io/stefanprodan/podinfo:6.5.0 (apps:podinfo)`,
+		`path: deploy/app.yaml`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	bad := strings.Replace(in, "ghcr.io/stefanprodan/podinfo:6.5.0\n", "no-tag\n", 1)
+	if code, _, _ := runCLI(t, bad, "update", "--krm"); code != 1 {
+		t.Errorf("bad functionConfig: code %d, want 1", code)
 	}
 }

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/kyaml/fn/framework"
+	"sigs.k8s.io/kustomize/kyaml/kio"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"toolkit.dev/image-toolkit/pkg/setters"
+)
+
+type updateOptions struct {
+	dir          string
+	policies     []string
+	policiesFrom string
+	dryRun       bool
+	output       string
+	krm          bool
+}
+
+func newUpdateCommand() *cobra.Command {
+	var o updateOptions
+	cmd := &cobra.Command{
+		Use:   "update",
+		Short: "Set the image references marked with $imagepolicy comments",
+		Long: `Set every YAML value marked with a comment such as
+  image: ghcr.io/org/app:1.0 # {"$imagepolicy": "apps:app"}
+to the value of the named policy: the whole reference, or with :tag, :name
+or :digest after the policy, that part. Only the replaced values change in
+the files; everything else stays byte for byte.
+
+With --krm, runs as a KRM function: a ResourceList on stdin, policies in the
+functionConfig ConfigMap's data (NAMESPACE:NAME: IMAGE:TAG[@DIGEST]).`,
+		Example: `  tk-image update --dir ./clusters/prod --policy apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
+  kubectl get imagepolicy -A -o yaml > policies.yaml
+  tk-image update --dir . --policies-from policies.yaml --dry-run --output json
+  kpt fn eval --exec "tk-image update --krm" -- apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.krm {
+				return runKRM(cmd.InOrStdin(), cmd.OutOrStdout())
+			}
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dir, "dir", ".", "directory to update")
+	f.StringArrayVar(&o.policies, "policy", nil, "a policy value, NAMESPACE:NAME=IMAGE:TAG[@DIGEST] (repeatable)")
+	f.StringVar(&o.policiesFrom, "policies-from", "", "a file of ImagePolicy objects (YAML or JSON, e.g. kubectl get imagepolicy -o yaml); their status.latestRef is used")
+	f.BoolVar(&o.dryRun, "dry-run", false, "print what would change without writing files")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.BoolVar(&o.krm, "krm", false, "run as a KRM function (ResourceList on stdin and stdout)")
+	return cmd
+}
+
+func (o *updateOptions) run(stdout, stderr io.Writer) error {
+	if o.output != "text" && o.output != "json" {
+		return usageError{fmt.Errorf("--output must be text or json, got %q", o.output)}
+	}
+	policies := setters.Policies{}
+	if o.policiesFrom != "" {
+		if err := readPolicies(o.policiesFrom, policies, stderr); err != nil {
+			return err
+		}
+	}
+	// --policy wins over the file: it is the more deliberate statement.
+	for _, arg := range o.policies {
+		name, img, err := setters.ParsePolicyArg(arg)
+		if err != nil {
+			return usageError{fmt.Errorf("--policy %w", err)}
+		}
+		policies[name] = img
+	}
+	if len(policies) == 0 {
+		return usageError{errors.New("no policies: give --policy or --policies-from")}
+	}
+	if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
+		return usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
+	}
+
+	res, err := setters.UpdateDir(o.dir, policies, setters.Options{DryRun: o.dryRun})
+	if err != nil {
+		return err
+	}
+	for _, p := range res.Problems {
+		fmt.Fprintf(stderr, "tk-image: %v\n", p)
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+	} else {
+		printText(stdout, res, o.dryRun)
+	}
+	if len(res.Problems) > 0 {
+		return reportedError{fmt.Errorf("%d problems", len(res.Problems))}
+	}
+	return nil
+}
+
+func printText(w io.Writer, res *setters.Result, dryRun bool) {
+	if len(res.Files) == 0 {
+		fmt.Fprintln(w, "no changes")
+		return
+	}
+	for _, f := range res.Files {
+		fmt.Fprintln(w, f.Path)
+		for _, o := range f.Objects {
+			fmt.Fprintf(w, "  %s/%s/%s\n", o.Kind, o.Namespace, o.Name)
+			for _, c := range o.Changes {
+				fmt.Fprintf(w, "    %s -> %s (%s)\n", c.OldValue, c.NewValue, c.Setter)
+			}
+		}
+	}
+	if dryRun {
+		fmt.Fprintln(w, "(dry run: no files written)")
+	}
+}
+
+// readPolicies reads ImagePolicy objects, alone, as multi-document YAML, or
+// in a List, and records the latestRef of each.
+func readPolicies(path string, into setters.Policies, stderr io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return usageError{fmt.Errorf("--policies-from: %w", err)}
+	}
+	defer f.Close()
+	dec := k8syaml.NewYAMLOrJSONDecoder(f, 4096)
+	var objs []map[string]any
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err == io.EOF {
+			break
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if items, ok := obj["items"].([]any); ok {
+			for _, it := range items {
+				if m, ok := it.(map[string]any); ok {
+					objs = append(objs, m)
+				}
+			}
+			continue
+		}
+		if obj != nil {
+			objs = append(objs, obj)
+		}
+	}
+	for _, obj := range objs {
+		if kind, _ := obj["kind"].(string); kind != "ImagePolicy" {
+			continue
+		}
+		ns, name := str(obj, "metadata", "namespace"), str(obj, "metadata", "name")
+		if ns == "" || name == "" {
+			return fmt.Errorf("%s: an ImagePolicy lacks metadata.namespace or metadata.name", path)
+		}
+		img := setters.Image{
+			Name:   str(obj, "status", "latestRef", "name"),
+			Tag:    str(obj, "status", "latestRef", "tag"),
+			Digest: str(obj, "status", "latestRef", "digest"),
+		}
+		if img.Name == "" || img.Tag == "" {
+			fmt.Fprintf(stderr, "tk-image: ImagePolicy %s/%s has no status.latestRef yet; skipped\n", ns, name)
+			continue
+		}
+		into[ns+":"+name] = img
+	}
+	return nil
+}
+
+func str(obj map[string]any, path ...string) string {
+	var cur any = obj
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = m[p]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+// runKRM runs the KRM function: items of a ResourceList are updated in
+// place, and every change is reported as a result.
+func runKRM(stdin io.Reader, stdout io.Writer) error {
+	fn := framework.ResourceListProcessorFunc(func(rl *framework.ResourceList) error {
+		policies, err := krmPolicies(rl.FunctionConfig)
+		if err != nil {
+			return err
+		}
+		res := setters.UpdateNodes(rl.Items, policies)
+		for _, f := range res.Files {
+			for _, o := range f.Objects {
+				for _, c := range o.Changes {
+					rl.Results = append(rl.Results, &framework.Result{
+						Message:  fmt.Sprintf("%s -> %s (%s)", c.OldValue, c.NewValue, c.Setter),
+						Severity: framework.Info,
+						ResourceRef: &yaml.ResourceIdentifier{
+							TypeMeta: yaml.TypeMeta{APIVersion: o.APIVersion, Kind: o.Kind},
+							NameMeta: yaml.NameMeta{Name: o.Name, Namespace: o.Namespace},
+						},
+						File: &framework.File{Path: f.Path},
+					})
+				}
+			}
+		}
+		return nil
+	})
+	return framework.Execute(fn, &kio.ByteReadWriter{Reader: stdin, Writer: stdout})
+}
+
+// krmPolicies reads policies from a functionConfig ConfigMap's data:
+// NAMESPACE:NAME keys with IMAGE:TAG[@DIGEST] values.
+func krmPolicies(cfg *yaml.RNode) (setters.Policies, error) {
+	if cfg == nil || cfg.IsNilOrEmpty() {
+		return nil, errors.New("no functionConfig: give a ConfigMap with NAMESPACE:NAME: IMAGE:TAG data")
+	}
+	if cfg.GetKind() != "ConfigMap" {
+		return nil, fmt.Errorf("functionConfig must be a ConfigMap, got %s", cfg.GetKind())
+	}
+	data := cfg.GetDataMap()
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	policies := setters.Policies{}
+	for _, k := range keys {
+		name, img, err := setters.ParsePolicyArg(k + "=" + strings.TrimSpace(data[k]))
+		if err != nil {
+			return nil, fmt.Errorf("functionConfig data: %w", err)
+		}
+		policies[name] = img
+	}
+	if len(policies) == 0 {
+		return nil, errors.New("functionConfig has no policies")
+	}
+	return policies, nil
+}
