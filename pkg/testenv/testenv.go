@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -219,6 +220,33 @@ func (e *Env) CRD(t testing.TB, name string) *apiextensionsv1.CustomResourceDefi
 	}
 	t.Fatalf("CRD %s was not installed", name)
 	return nil
+}
+
+// ExpectCRD checks the shape every image-toolkit CRD must have: served and
+// stored as v1beta1 with a status subresource, in the image-toolkit
+// category, with the given short name and default printer columns.
+func (e *Env) ExpectCRD(t testing.TB, name, shortName string, columns ...string) {
+	t.Helper()
+	crd := e.CRD(t, name)
+	if !slices.Contains(crd.Spec.Names.ShortNames, shortName) {
+		t.Errorf("%s: short names %v lack %q", name, crd.Spec.Names.ShortNames, shortName)
+	}
+	if !slices.Contains(crd.Spec.Names.Categories, "image-toolkit") {
+		t.Errorf("%s: categories %v lack image-toolkit", name, crd.Spec.Names.Categories)
+	}
+	v := crd.Spec.Versions[0]
+	if len(crd.Spec.Versions) != 1 || v.Name != "v1beta1" || !v.Served || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
+		t.Errorf("%s: want one served, stored v1beta1 with a status subresource, got %+v", name, crd.Spec.Versions)
+	}
+	var cols []string
+	for _, c := range v.AdditionalPrinterColumns {
+		if c.Priority == 0 {
+			cols = append(cols, c.Name)
+		}
+	}
+	if !slices.Equal(cols, columns) {
+		t.Errorf("%s: printer columns %v, want %v", name, cols, columns)
+	}
 }
 
 // Eventually polls cond every 100ms until it returns true or timeout passes.

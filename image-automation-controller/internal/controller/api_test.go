@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -35,23 +34,7 @@ func automation(ns, name string, mutate func(*imagev1.ImageUpdateAutomation)) *i
 }
 
 func TestCRDInstalled(t *testing.T) {
-	crd := env.CRD(t, "imageupdateautomations.image.toolkit.dev")
-	if !slices.Contains(crd.Spec.Names.ShortNames, "iua") || !slices.Contains(crd.Spec.Names.Categories, "image-toolkit") {
-		t.Errorf("names = %+v", crd.Spec.Names)
-	}
-	v := crd.Spec.Versions[0]
-	if v.Name != "v1beta1" || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
-		t.Errorf("version %s: storage %v, subresources %v", v.Name, v.Storage, v.Subresources)
-	}
-	var cols []string
-	for _, c := range v.AdditionalPrinterColumns {
-		if c.Priority == 0 {
-			cols = append(cols, c.Name)
-		}
-	}
-	if want := []string{"Last run", "Ready", "Status", "Age"}; !slices.Equal(cols, want) {
-		t.Errorf("printer columns %v, want %v", cols, want)
-	}
+	env.ExpectCRD(t, "imageupdateautomations.image.toolkit.dev", "iua", "Last run", "Ready", "Status", "Age")
 }
 
 func TestDefaultsAndRoundTrip(t *testing.T) {

@@ -20,37 +20,8 @@ import (
 func ctrlOptions() controller.Options { return controller.Options{MaxConcurrentReconciles: 2} }
 
 func TestCRDsInstalled(t *testing.T) {
-	tests := []struct {
-		crd, short string
-		columns    []string
-	}{
-		{"imagerepositories.image.toolkit.dev", "imgrepo", []string{"Last scan", "Tags", "Ready", "Status", "Age"}},
-		{"imagepolicies.image.toolkit.dev", "imgpol", []string{"Image", "Tag", "Ready", "Status", "Age"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.crd, func(t *testing.T) {
-			crd := env.CRD(t, tt.crd)
-			if !slices.Contains(crd.Spec.Names.ShortNames, tt.short) {
-				t.Errorf("short names %v lack %q", crd.Spec.Names.ShortNames, tt.short)
-			}
-			if !slices.Contains(crd.Spec.Names.Categories, "image-toolkit") {
-				t.Errorf("categories %v lack image-toolkit", crd.Spec.Names.Categories)
-			}
-			v := crd.Spec.Versions[0]
-			if v.Name != "v1beta1" || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
-				t.Errorf("version %s: storage %v, status subresource %v", v.Name, v.Storage, v.Subresources)
-			}
-			var cols []string
-			for _, c := range v.AdditionalPrinterColumns {
-				if c.Priority == 0 {
-					cols = append(cols, c.Name)
-				}
-			}
-			if !slices.Equal(cols, tt.columns) {
-				t.Errorf("printer columns %v, want %v", cols, tt.columns)
-			}
-		})
-	}
+	env.ExpectCRD(t, "imagerepositories.image.toolkit.dev", "imgrepo", "Last scan", "Tags", "Ready", "Status", "Age")
+	env.ExpectCRD(t, "imagepolicies.image.toolkit.dev", "imgpol", "Image", "Tag", "Ready", "Status", "Age")
 }
 
 func TestImageRepositoryDefaults(t *testing.T) {

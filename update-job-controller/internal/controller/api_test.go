@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,23 +44,7 @@ func job(ns, name string, mutate func(*updatev1.UpdateJob)) *updatev1.UpdateJob 
 }
 
 func TestCRDInstalled(t *testing.T) {
-	crd := env.CRD(t, "updatejobs.update.toolkit.dev")
-	if !slices.Contains(crd.Spec.Names.ShortNames, "uj") || !slices.Contains(crd.Spec.Names.Categories, "image-toolkit") {
-		t.Errorf("names = %+v", crd.Spec.Names)
-	}
-	v := crd.Spec.Versions[0]
-	if v.Name != "v1beta1" || !v.Storage || v.Subresources == nil || v.Subresources.Status == nil {
-		t.Errorf("version %s: storage %v, subresources %v", v.Name, v.Storage, v.Subresources)
-	}
-	var cols []string
-	for _, c := range v.AdditionalPrinterColumns {
-		if c.Priority == 0 {
-			cols = append(cols, c.Name)
-		}
-	}
-	if want := []string{"Phase", "Attempts", "Commit", "Age"}; !slices.Equal(cols, want) {
-		t.Errorf("printer columns %v, want %v", cols, want)
-	}
+	env.ExpectCRD(t, "updatejobs.update.toolkit.dev", "uj", "Phase", "Attempts", "Commit", "Age")
 }
 
 func TestDefaultsRoundTripAndPending(t *testing.T) {
