@@ -70,6 +70,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		},
 	})
 	root.AddCommand(newUpdateCommand())
+	root.AddCommand(newPolicyCommand())
 	return root
 }
 

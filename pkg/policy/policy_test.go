@@ -1,0 +1,221 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+func semverPolicy(r string) imagev1.ImagePolicyChoice {
+	return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: r}}
+}
+
+func alpha(o string) imagev1.ImagePolicyChoice {
+	return imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: o}}
+}
+
+func numeric(o string) imagev1.ImagePolicyChoice {
+	return imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{Order: o}}
+}
+
+func TestSelect(t *testing.T) {
+	tests := []struct {
+		name   string
+		choice imagev1.ImagePolicyChoice
+		filter *imagev1.TagFilter
+		tags   []string
+		want   string
+		noTag  *NoMatchError
+	}{
+		{name: "semver highest in range", choice: semverPolicy(">=1.0.0 <2.0.0"),
+			tags: []string{"0.9.0", "1.0.0", "1.4.2", "1.10.0", "2.0.0", "latest"}, want: "1.10.0"},
+		{name: "semver comma is and", choice: semverPolicy(">=1.0.0, <1.5.0"),
+			tags: []string{"1.0.0", "1.4.2", "1.10.0"}, want: "1.4.2"},
+		{name: "semver v prefix in tags and range", choice: semverPolicy("v1.x"),
+			tags: []string{"v1.2.3", "v1.3.0", "v2.0.0"}, want: "v1.3.0"},
+		{name: "semver leading zeros", choice: semverPolicy(">=1.0.0"),
+			tags: []string{"1.02.0", "1.1.0"}, want: "1.02.0"},
+		{name: "semver two-part tags skipped", choice: semverPolicy(">=1.0"),
+			tags: []string{"1.9", "1.2.0", "2"}, want: "1.2.0"},
+		{name: "semver prerelease excluded without prerelease range", choice: semverPolicy(">=1.0.0"),
+			tags: []string{"1.0.0", "1.1.0-rc.1"}, want: "1.0.0"},
+		{name: "semver prerelease included with prerelease range", choice: semverPolicy(">=1.1.0-0"),
+			tags: []string{"1.0.0", "1.1.0-rc.1", "1.1.0-rc.2"}, want: "1.1.0-rc.2"},
+		{name: "semver equal precedence: greatest tag", choice: semverPolicy("*"),
+			tags: []string{"v1.0.0", "1.0.0", "1.0.0+build.2", "1.0.0+build.10"}, want: "v1.0.0"},
+		{name: "semver equal precedence, other order", choice: semverPolicy("*"),
+			tags: []string{"1.0.0+build.10", "1.0.0", "v1.0.0", "1.0.0+build.2"}, want: "v1.0.0"},
+		{name: "semver nothing in range", choice: semverPolicy(">=3.0.0"),
+			tags: []string{"1.0.0", "2.0.0", "latest"}, noTag: &NoMatchError{Considered: 3, Dropped: 3}},
+		{name: "alphabetical asc picks greatest", choice: alpha("asc"),
+			tags: []string{"RELEASE.2023-01-01", "RELEASE.2024-03-04", "RELEASE.2023-12-31"}, want: "RELEASE.2024-03-04"},
+		{name: "alphabetical desc picks least", choice: alpha("desc"),
+			tags: []string{"b", "a", "c"}, want: "a"},
+		{name: "alphabetical is byte-wise", choice: alpha(""),
+			tags: []string{"a", "B", "é"}, want: "é"},
+		{name: "numerical asc", choice: numeric("asc"),
+			tags: []string{"9", "10", "1.5", "latest"}, want: "10"},
+		{name: "numerical desc", choice: numeric("desc"),
+			tags: []string{"9", "10", "-1", "NaN", "Inf"}, want: "-1"},
+		{name: "numerical equal values: greatest tag", choice: numeric("asc"),
+			tags: []string{"10", "10.0", "1e1"}, want: "1e1"},
+		{name: "numerical skips non-numbers", choice: numeric("asc"),
+			tags: []string{"latest", "main"}, noTag: &NoMatchError{Considered: 2, Dropped: 2}},
+		{name: "filter unanchored", choice: alpha("asc"),
+			filter: &imagev1.TagFilter{Pattern: "rc"}, tags: []string{"1-rc", "2", "rc-0"}, want: "rc-0"},
+		{name: "filter and extract numerical", choice: numeric("asc"),
+			filter: &imagev1.TagFilter{Pattern: `^main-[a-f0-9]+-(?P<ts>[0-9]+)$`, Extract: "$ts"},
+			tags:   []string{"main-abc123-100", "main-def456-99", "main-0a1b2c-1000", "feature-x-5000", "latest"},
+			want:   "main-0a1b2c-1000"},
+		{name: "extract with braces and semver", choice: semverPolicy("^1"),
+			filter: &imagev1.TagFilter{Pattern: `^app-(?P<v>.*)$`, Extract: "${v}"},
+			tags:   []string{"app-1.2.0", "app-1.3.0", "app-2.0.0", "1.9.0"}, want: "app-1.3.0"},
+		{name: "extract ties: greatest original tag", choice: numeric("asc"),
+			filter: &imagev1.TagFilter{Pattern: `^b(\d+)-`, Extract: "$1"},
+			tags:   []string{"b7-x", "b7-z", "b7-y", "b3-q"}, want: "b7-z"},
+		{name: "filter drops everything", choice: semverPolicy("*"),
+			filter: &imagev1.TagFilter{Pattern: "^nope$"}, tags: []string{"1.0.0", "2.0.0"},
+			noTag: &NoMatchError{Considered: 2, Filtered: 2}},
+		{name: "no tags", choice: alpha("asc"), tags: nil, noTag: &NoMatchError{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.choice, tt.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.Select(tt.tags)
+			if tt.noTag != nil {
+				var nm *NoMatchError
+				if !errors.As(err, &nm) || *nm != *tt.noTag {
+					t.Fatalf("got %q, %v; want %+v", got, err, tt.noTag)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.want)
+			}
+			// The answer never depends on the order of the tags.
+			for range 5 {
+				shuffled := append([]string(nil), tt.tags...)
+				rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+				if again, _ := p.Select(shuffled); again != got {
+					t.Fatalf("order %v gives %q, not %q", shuffled, again, got)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	tests := []struct {
+		name   string
+		choice imagev1.ImagePolicyChoice
+		filter *imagev1.TagFilter
+		want   string
+	}{
+		{"bad range", semverPolicy(">=1.0.0 <<2"), nil, "semver range"},
+		{"bad regexp", alpha("asc"), &imagev1.TagFilter{Pattern: "(unclosed"}, "filterTags.pattern"},
+		{"extract without pattern", alpha("asc"), &imagev1.TagFilter{Extract: "$1"}, "needs filterTags.pattern"},
+		{"bad order", numeric("up"), nil, "order must be"},
+		{"no policy", imagev1.ImagePolicyChoice{}, nil, "exactly one"},
+		{"two policies", imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: "*"}, Numerical: &imagev1.NumericalPolicy{}}, nil, "exactly one"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.choice, tt.filter)
+			var inv *InvalidError
+			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want an InvalidError containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzSelect(f *testing.F) {
+	f.Add(">=1.0.0", "", "", "1.0.0\nv2.0.0\nlatest", uint8(0))
+	f.Add("", `^main-(\d+)$`, "$1", "main-1\nmain-20", uint8(2))
+	f.Add("", `(?P<x>.)`, "${x}${x}", "ab\nba", uint8(1))
+	f.Fuzz(func(t *testing.T, rng, pattern, extract, tags string, kind uint8) {
+		var choice imagev1.ImagePolicyChoice
+		switch kind % 3 {
+		case 0:
+			choice = semverPolicy(rng)
+		case 1:
+			choice = alpha([]string{"asc", "desc"}[kind/3%2])
+		default:
+			choice = numeric([]string{"asc", "desc"}[kind/3%2])
+		}
+		p, err := New(choice, &imagev1.TagFilter{Pattern: pattern, Extract: extract})
+		if err != nil {
+			return
+		}
+		list := strings.Split(tags, "\n")
+		got, err := p.Select(list)
+		if err == nil && !contains(list, got) {
+			t.Fatalf("selected %q, which is not a given tag", got)
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// benchTags are 10,000 tags of a busy repository: versions, prereleases,
+// build tags and noise.
+func benchTags() []string {
+	tags := make([]string, 0, 10000)
+	for i := range 10000 {
+		switch i % 4 {
+		case 0:
+			tags = append(tags, fmt.Sprintf("%d.%d.%d", i/1000, i/100%10, i%100))
+		case 1:
+			tags = append(tags, fmt.Sprintf("v%d.%d.%d-rc.%d", i/1000, i/100%10, i%100, i%7))
+		case 2:
+			tags = append(tags, fmt.Sprintf("main-%07x-%d", i*7919, 1700000000+i))
+		default:
+			tags = append(tags, fmt.Sprintf("%d", 1700000000+i))
+		}
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
+	return tags
+}
+
+func BenchmarkSelect(b *testing.B) {
+	tags := benchTags()
+	cases := []struct {
+		name   string
+		choice imagev1.ImagePolicyChoice
+		filter *imagev1.TagFilter
+	}{
+		{"semver", semverPolicy(">=1.0.0 <9.0.0"), nil},
+		{"semver-none-in-range", semverPolicy(">=100.0.0"), nil},
+		{"alphabetical", alpha("asc"), nil},
+		{"numerical", numeric("asc"), nil},
+		{"filter-extract-numerical", numeric("asc"), &imagev1.TagFilter{Pattern: `^main-[a-f0-9]+-(?P<ts>[0-9]+)$`, Extract: "$ts"}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := New(c.choice, c.filter)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Select(tags); err != nil && c.name != "semver-none-in-range" {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

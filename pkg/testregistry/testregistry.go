@@ -1,0 +1,332 @@
+// Package testregistry runs a real OCI registry (go-containerregistry's
+// pkg/registry) on loopback for tests, wrapped with what that registry lacks:
+// basic authentication, TLS with a private CA and optional client
+// certificates, Link pagination of tags/list, and injected failures.
+package testregistry
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Options configure a Registry.
+type Options struct {
+	// Username and Password require basic authentication when set.
+	Username, Password string
+	// TLS serves HTTPS with a certificate from a fresh CA (Registry.CAPEM).
+	TLS bool
+	// ClientCerts requires a client certificate signed by the CA
+	// (Registry.ClientCertPEM, ClientKeyPEM); implies TLS.
+	ClientCerts bool
+	// PageSize paginates tags/list with Link headers when > 0, also when
+	// the client asks for no page size.
+	PageSize int
+}
+
+// Registry is a running registry.
+type Registry struct {
+	// Host is host:port, for image references.
+	Host string
+	// CAPEM is the CA certificate when TLS is on.
+	CAPEM []byte
+	// ClientCertPEM and ClientKeyPEM are a client certificate for ClientCerts.
+	ClientCertPEM, ClientKeyPEM []byte
+
+	opts     Options
+	server   *httptest.Server
+	inner    http.Handler
+	requests atomic.Int64
+	tagLists atomic.Int64
+
+	mu       sync.Mutex
+	failures []failure
+}
+
+type failure struct {
+	status     int
+	retryAfter string
+}
+
+// New starts a registry, stopped at the end of the test.
+func New(t testing.TB, o Options) *Registry {
+	t.Helper()
+	r := &Registry{opts: o, inner: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	r.server = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	if o.TLS || o.ClientCerts {
+		r.setupTLS(t)
+		r.server.StartTLS()
+	} else {
+		r.server.Start()
+	}
+	t.Cleanup(r.server.Close)
+	u, _ := url.Parse(r.server.URL)
+	r.Host = u.Host
+	return r
+}
+
+// Close stops the registry early (e.g. to prove a restart needs no scan).
+func (r *Registry) Close() { r.server.Close() }
+
+// Requests counts the requests served, including rejected ones.
+func (r *Registry) Requests() int64 { return r.requests.Load() }
+
+// TagListRequests counts tags/list requests (pages).
+func (r *Registry) TagListRequests() int64 { return r.tagLists.Load() }
+
+// Fail makes the next n requests fail with status, with a Retry-After
+// header when retryAfter is not empty.
+func (r *Registry) Fail(n, status int, retryAfter string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for range n {
+		r.failures = append(r.failures, failure{status, retryAfter})
+	}
+}
+
+// Repo returns a reference to a repository of the registry.
+func (r *Registry) Repo(repo string) string { return r.Host + "/" + repo }
+
+// Push pushes a small random image as repo:tag and returns its digest.
+func (r *Registry) Push(t testing.TB, repo, tag string) string {
+	t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag(r.Repo(repo)+":"+tag, r.nameOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, r.RemoteOptions()...); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// PushTags pushes one image under many tags (cheap: one upload).
+func (r *Registry) PushTags(t testing.TB, repo string, tags []string) {
+	t.Helper()
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range tags {
+		ref, err := name.NewTag(r.Repo(repo)+":"+tag, r.nameOpts()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, img, r.RemoteOptions()...); err != nil {
+			t.Fatalf("pushing %s: %v", ref, err)
+		}
+	}
+}
+
+func (r *Registry) nameOpts() []name.Option {
+	if r.opts.TLS || r.opts.ClientCerts {
+		return nil
+	}
+	return []name.Option{name.Insecure}
+}
+
+// RemoteOptions are options for go-containerregistry's remote package that
+// reach this registry as its owner (credentials, CA, client certificate).
+func (r *Registry) RemoteOptions() []remote.Option {
+	opts := []remote.Option{remote.WithTransport(r.Transport())}
+	if r.opts.Username != "" {
+		opts = append(opts, remote.WithAuth(&authn.Basic{Username: r.opts.Username, Password: r.opts.Password}))
+	}
+	return opts
+}
+
+// Transport trusts the registry's CA and presents its client certificate.
+func (r *Registry) Transport() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if r.CAPEM != nil {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(r.CAPEM)
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+		if r.ClientCertPEM != nil {
+			cert, _ := tls.X509KeyPair(r.ClientCertPEM, r.ClientKeyPEM)
+			tr.TLSClientConfig.Certificates = []tls.Certificate{cert}
+		}
+	}
+	return tr
+}
+
+// DockerConfigJSON is a dockerconfigjson document with the credentials.
+func (r *Registry) DockerConfigJSON() []byte {
+	b, _ := json.Marshal(map[string]any{"auths": map[string]any{
+		r.Host: map[string]string{"username": r.opts.Username, "password": r.opts.Password},
+	}})
+	return b
+}
+
+func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
+	r.requests.Add(1)
+	r.mu.Lock()
+	var f *failure
+	if len(r.failures) > 0 {
+		f = &r.failures[0]
+		r.failures = r.failures[1:]
+	}
+	r.mu.Unlock()
+	if f != nil {
+		if f.retryAfter != "" {
+			w.Header().Set("Retry-After", f.retryAfter)
+		}
+		http.Error(w, http.StatusText(f.status), f.status)
+		return
+	}
+	if r.opts.Username != "" {
+		u, p, ok := req.BasicAuth()
+		if !ok || u != r.opts.Username || p != r.opts.Password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="testregistry"`)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`))
+			return
+		}
+	}
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/tags/list") {
+		r.tagLists.Add(1)
+		r.serveTags(w, req)
+		return
+	}
+	r.inner.ServeHTTP(w, req)
+}
+
+// serveTags pages tags/list itself: the inner registry sends no Link header
+// and mishandles a last past the end.
+func (r *Registry) serveTags(w http.ResponseWriter, req *http.Request) {
+	inner := req.Clone(req.Context())
+	inner.URL.RawQuery = ""
+	rec := httptest.NewRecorder()
+	r.inner.ServeHTTP(rec, inner)
+	if rec.Code != http.StatusOK {
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
+	var list struct {
+		Name string   `json:"name"`
+		Tags []string `json:"tags"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	sort.Strings(list.Tags)
+	q := req.URL.Query()
+	if last := q.Get("last"); last != "" {
+		i := sort.SearchStrings(list.Tags, last)
+		for i < len(list.Tags) && list.Tags[i] <= last {
+			i++
+		}
+		list.Tags = list.Tags[i:]
+	}
+	n := r.opts.PageSize
+	if s := q.Get("n"); s != "" {
+		if v, err := strconv.Atoi(s); err == nil && v > 0 && (n == 0 || v < n) {
+			n = v
+		}
+	}
+	if n > 0 && len(list.Tags) > n {
+		list.Tags = list.Tags[:n]
+		next := url.Values{"n": {strconv.Itoa(n)}, "last": {list.Tags[n-1]}}
+		w.Header().Set("Link", fmt.Sprintf(`<%s?%s>; rel="next"`, req.URL.Path, next.Encode()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
+func (r *Registry) setupTLS(t testing.TB) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "testregistry CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	r.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+
+	issue := func(serial int64, server bool) tls.Certificate {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial),
+			Subject:      pkix.Name{CommonName: "testregistry"},
+			NotBefore:    time.Now().Add(-time.Hour),
+			NotAfter:     time.Now().Add(24 * time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}
+		if server {
+			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+			tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+			tmpl.DNSNames = []string{"localhost"}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, _ := x509.MarshalECPrivateKey(key)
+		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+		if !server {
+			r.ClientCertPEM, r.ClientKeyPEM = certPEM, keyPEM
+		}
+		pair, _ := tls.X509KeyPair(certPEM, keyPEM)
+		return pair
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{issue(2, true)}}
+	if r.opts.ClientCerts {
+		pool := x509.NewCertPool()
+		pool.AddCert(ca)
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		issue(3, false)
+	}
+	r.server.TLS = cfg
+}
