@@ -141,12 +141,17 @@ func (r *Registry) PushTags(t testing.TB, repo string, tags []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tag := range tags {
+	for i, tag := range tags {
 		ref, err := name.NewTag(r.Repo(repo)+":"+tag, r.nameOpts()...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := remote.Write(ref, img, r.RemoteOptions()...); err != nil {
+		if i == 0 {
+			err = remote.Write(ref, img, r.RemoteOptions()...)
+		} else {
+			err = remote.Tag(ref, img, r.RemoteOptions()...) // the manifest only
+		}
+		if err != nil {
 			t.Fatalf("pushing %s: %v", ref, err)
 		}
 	}
