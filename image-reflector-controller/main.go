@@ -5,13 +5,17 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/controller"
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
@@ -40,16 +44,26 @@ func main() {
 			fs.IntVar(&registryBurst, "registry-burst", 20, "Request burst allowed to each registry host.")
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+			st, err := store.Open(storagePath)
+			if err != nil {
+				return fmt.Errorf("opening --storage-path: %w", err)
+			}
 			rec := metrics.NewRecorder("reflector").MustRegisterDefault()
+			regMetrics := registry.NewMetrics()
+			scanMetrics := controller.NewScanMetrics()
+			crmetrics.Registry.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
+			reg := registry.New(registryQPS, registryBurst, regMetrics)
 			ev := events.New(mgr.GetEventRecorder(name))
 			if err := (&controller.ImageRepositoryReconciler{
-				Client: mgr.GetClient(), Events: ev, Metrics: rec,
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
+				ScanMetrics: scanMetrics, Registry: reg, Store: st,
 			}).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
 				return err
 			}
 			return (&controller.ImagePolicyReconciler{
-				Client: mgr.GetClient(), Events: ev, Metrics: rec,
-			}).SetupWithManager(mgr, opts.ControllerOptions())
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
+				Registry: reg, Store: st,
+			}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -94,7 +94,7 @@ func TestImagePolicyDefaults(t *testing.T) {
 }
 
 func TestImagePolicyAcceptsAlwaysWithInterval(t *testing.T) {
-	pol := policy(env.Namespace(t), "always", func(p *imagev1.ImagePolicy) {
+	pol := newPolicy(env.Namespace(t), "always", func(p *imagev1.ImagePolicy) {
 		p.Spec.DigestReflectionPolicy = imagev1.ReflectAlways
 		p.Spec.Interval = &metav1.Duration{Duration: time.Hour}
 	})
@@ -103,7 +103,7 @@ func TestImagePolicyAcceptsAlwaysWithInterval(t *testing.T) {
 	}
 }
 
-func policy(ns, name string, mutate func(*imagev1.ImagePolicy)) *imagev1.ImagePolicy {
+func newPolicy(ns, name string, mutate func(*imagev1.ImagePolicy)) *imagev1.ImagePolicy {
 	p := &imagev1.ImagePolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: imagev1.ImagePolicySpec{
@@ -115,7 +115,7 @@ func policy(ns, name string, mutate func(*imagev1.ImagePolicy)) *imagev1.ImagePo
 	return p
 }
 
-func repository(ns, name string, mutate func(*imagev1.ImageRepository)) *imagev1.ImageRepository {
+func newRepository(ns, name string, mutate func(*imagev1.ImageRepository)) *imagev1.ImageRepository {
 	r := &imagev1.ImageRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: imagev1.ImageRepositorySpec{
@@ -136,37 +136,37 @@ func TestValidationRejects(t *testing.T) {
 		obj  client.Object
 		want string
 	}{
-		{"policy: none chosen", policy(ns, "none", func(p *imagev1.ImagePolicy) {
+		{"policy: none chosen", newPolicy(ns, "none", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy = imagev1.ImagePolicyChoice{}
 		}), "exactly one of semver, alphabetical or numerical"},
-		{"policy: two chosen", policy(ns, "two", func(p *imagev1.ImagePolicy) {
+		{"policy: two chosen", newPolicy(ns, "two", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy.Alphabetical = &imagev1.AlphabeticalPolicy{Order: "asc"}
 		}), "exactly one of semver, alphabetical or numerical"},
-		{"policy: interval without Always", policy(ns, "interval", func(p *imagev1.ImagePolicy) {
+		{"policy: interval without Always", newPolicy(ns, "interval", func(p *imagev1.ImagePolicy) {
 			p.Spec.Interval = &metav1.Duration{Duration: time.Hour}
 		}), "spec.interval is only accepted when spec.digestReflectionPolicy is Always"},
-		{"policy: Always without interval", policy(ns, "always", func(p *imagev1.ImagePolicy) {
+		{"policy: Always without interval", newPolicy(ns, "always", func(p *imagev1.ImagePolicy) {
 			p.Spec.DigestReflectionPolicy = imagev1.ReflectAlways
 		}), "spec.interval must be set when spec.digestReflectionPolicy is Always"},
-		{"policy: unknown reflection policy", policy(ns, "reflect", func(p *imagev1.ImagePolicy) {
+		{"policy: unknown reflection policy", newPolicy(ns, "reflect", func(p *imagev1.ImagePolicy) {
 			p.Spec.DigestReflectionPolicy = "Sometimes"
 		}), "spec.digestReflectionPolicy"},
-		{"policy: bad order", policy(ns, "order", func(p *imagev1.ImagePolicy) {
+		{"policy: bad order", newPolicy(ns, "order", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy = imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{Order: "up"}}
 		}), "spec.policy.numerical.order"},
-		{"policy: empty range", policy(ns, "range", func(p *imagev1.ImagePolicy) {
+		{"policy: empty range", newPolicy(ns, "range", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy.SemVer.Range = ""
 		}), "spec.policy.semver.range"},
 		{"repository: bad interval", unstructuredRepository(ns, "interval", "5 minutes"), "spec.interval"},
-		{"repository: unknown provider", repository(ns, "provider", func(r *imagev1.ImageRepository) {
+		{"repository: unknown provider", newRepository(ns, "provider", func(r *imagev1.ImageRepository) {
 			r.Spec.Provider = "quay"
 		}), "spec.provider"},
-		{"repository: too many exclusions", repository(ns, "exclusions", func(r *imagev1.ImageRepository) {
+		{"repository: too many exclusions", newRepository(ns, "exclusions", func(r *imagev1.ImageRepository) {
 			for i := range 26 {
 				r.Spec.ExclusionList = append(r.Spec.ExclusionList, fmt.Sprintf("^x%d$", i))
 			}
 		}), "spec.exclusionList"},
-		{"repository: no image", repository(ns, "image", func(r *imagev1.ImageRepository) {
+		{"repository: no image", newRepository(ns, "image", func(r *imagev1.ImageRepository) {
 			r.Spec.Image = ""
 		}), "spec.image"},
 	}
@@ -200,9 +200,9 @@ func TestReconcileRequestIsHandled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	repo := repository(ns, "req", func(*imagev1.ImageRepository) {})
+	repo := newRepository(ns, "req", func(*imagev1.ImageRepository) {})
 	annotate(repo)
-	pol := policy(ns, "req", func(*imagev1.ImagePolicy) {})
+	pol := newPolicy(ns, "req", func(*imagev1.ImagePolicy) {})
 	annotate(pol)
 	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(repo), repo)

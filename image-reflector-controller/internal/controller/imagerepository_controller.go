@@ -2,63 +2,244 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"regexp"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/patch"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 )
 
+// Finalizer removes an ImageRepository's stored tags when it is deleted.
+const Finalizer = "image.toolkit.dev/finalizer"
+
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets;serviceaccounts,verbs=get
 
-// ImageRepositoryReconciler reconciles ImageRepository objects.
+// ImageRepositoryReconciler scans registries for ImageRepository objects.
 type ImageRepositoryReconciler struct {
 	client.Client
-	Events  *events.Recorder
-	Metrics *metrics.Recorder
+	// APIReader reads Secrets and ServiceAccounts without caching them.
+	APIReader   client.Reader
+	Events      *events.Recorder
+	Metrics     *metrics.Recorder
+	ScanMetrics *ScanMetrics
+	Registry    *registry.Client
+	Store       *store.Store
+
+	inflight singleflight.Group
+	fresh    freshScans
+
+	failMu   sync.Mutex
+	failures map[string]int
 }
 
 // SetupWithManager registers the reconciler.
 func (r *ImageRepositoryReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	// Scans other replicas or an earlier run of this one stored can be
+	// shared too.
+	if headers, err := r.Store.Headers(); err == nil {
+		for _, h := range headers {
+			r.fresh.put(h.Key, h.Object, h.ScanTime)
+		}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&imagev1.ImageRepository{}, builder.WithPredicates(predicates.SpecOrRequest())).
 		WithOptions(opts).
 		Complete(r)
 }
 
-// Reconcile handles one ImageRepository: the shared lifecycle (metrics,
-// suspension, reconcile requests). Scanning registries is added on top of it.
-func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile scans one ImageRepository when its interval has passed, its spec
+// changed or a reconcile was requested.
+func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	start := time.Now()
 	obj := &imagev1.ImageRepository{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.Forget(imagev1.ImageRepositoryKind, req.Namespace, req.Name)
+			r.ScanMetrics.StoredTags.DeleteLabelValues(req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	defer r.Metrics.RecordDuration(imagev1.ImageRepositoryKind, start)
+	helper := patch.NewHelper(obj, r.Client)
+	defer func() {
+		if err := helper.Patch(ctx, obj); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+		r.Metrics.RecordReady(imagev1.ImageRepositoryKind, obj)
+	}()
+
+	object := req.String()
+	if !obj.DeletionTimestamp.IsZero() {
+		if err := r.Store.Delete(object); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
+		controllerutil.RemoveFinalizer(obj, Finalizer)
+		return ctrl.Result{}, nil
+	}
+	controllerutil.AddFinalizer(obj, Finalizer)
 	r.Metrics.RecordSuspend(imagev1.ImageRepositoryKind, obj, obj.Spec.Suspend)
 	if obj.Spec.Suspend {
 		return ctrl.Result{}, nil
 	}
-
-	helper := patch.NewHelper(obj, r.Client)
-	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
+	requested := false
+	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok && v != obj.Status.LastHandledReconcileAt {
 		obj.Status.SetLastHandledReconcileRequest(v)
+		requested = true
 	}
-	err := helper.Patch(ctx, obj)
-	r.Metrics.RecordReady(imagev1.ImageRepositoryKind, obj)
-	return ctrl.Result{}, err
+
+	repo, err := parseImage(obj)
+	if err != nil {
+		conditions.MarkStalled(obj, imagev1.ImageURLInvalidReason, "%s", err)
+		obj.Status.ObservedGeneration = obj.Generation
+		return ctrl.Result{}, nil
+	}
+	exclude, err := compileExclusions(obj.Spec.ExclusionList)
+	if err != nil {
+		conditions.MarkStalled(obj, imagev1.InvalidExclusionListReason, "%s", err)
+		obj.Status.ObservedGeneration = obj.Generation
+		return ctrl.Result{}, nil
+	}
+	obj.Status.CanonicalImageName = repo.Name()
+	interval := obj.Spec.Interval.Duration
+
+	a, err := resolveAccess(ctx, r.APIReader, obj, repo)
+	if err != nil {
+		reason := conditions.FailedReason
+		if errors.As(err, new(errAuth)) {
+			reason = imagev1.AuthenticationFailedReason
+		}
+		conditions.MarkFailed(obj, reason, "%s", events.Redact(err.Error()))
+		r.Events.Warning(ctx, obj, reason, "Scan", err.Error())
+		return ctrl.Result{RequeueAfter: r.retryAfter(object, interval)}, nil
+	}
+
+	// Up to date: nothing changed and the interval has not passed.
+	if h, err := r.Store.Header(object); err == nil && h.Key == a.key && !requested &&
+		obj.Status.ObservedGeneration == obj.Generation && obj.Status.LastScanResult != nil &&
+		conditions.IsReady(obj) && time.Since(h.ScanTime) < interval {
+		return ctrl.Result{RequeueAfter: interval - time.Since(h.ScanTime)}, nil
+	}
+
+	entry, shared, err := r.scan(ctx, obj, object, a, exclude)
+	if err != nil {
+		r.ScanMetrics.Scans.WithLabelValues("failed").Inc()
+		reason := imagev1.ScanFailedReason
+		if registry.IsAuthError(err) {
+			reason = imagev1.AuthenticationFailedReason
+		}
+		msg := events.Redact(err.Error(), a.secrets...)
+		conditions.MarkFailed(obj, reason, "%s", msg)
+		r.Events.Warning(ctx, obj, reason, "Scan", msg)
+		return ctrl.Result{RequeueAfter: r.retryAfter(object, interval)}, nil
+	}
+	r.succeeded(object)
+	if shared {
+		r.ScanMetrics.Scans.WithLabelValues("shared").Inc()
+	} else {
+		r.ScanMetrics.Scans.WithLabelValues("scanned").Inc()
+	}
+	r.ScanMetrics.StoredTags.WithLabelValues(req.Namespace, req.Name).Set(float64(len(entry.Tags)))
+	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
+
+	obj.Status.LastScanResult = &imagev1.ScanResult{
+		Revision:   entry.Revision,
+		TagCount:   len(entry.Tags),
+		ScanTime:   metav1.NewTime(entry.ScanTime),
+		LatestTags: latestTags(entry.Tags, 10),
+	}
+	obj.Status.ObservedExclusionList = append([]string(nil), obj.Spec.ExclusionList...)
+	obj.Status.ObservedGeneration = obj.Generation
+	conditions.MarkReady(obj, conditions.SucceededReason, "successful scan: found %d tags", len(entry.Tags))
+	return ctrl.Result{RequeueAfter: interval - time.Since(entry.ScanTime)}, nil
+}
+
+// scan lists the repository's tags, or takes them from another repository
+// with the same key scanned within this one's interval, and stores them. It
+// reports whether the tags came from another repository's scan.
+func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.ImageRepository, object string,
+	a *access, exclude []*regexp.Regexp) (store.Entry, bool, error) {
+	interval := obj.Spec.Interval.Duration
+	if f, ok := r.fresh.get(a.key); ok && f.object != object && time.Since(f.at) < interval {
+		if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
+			e.Object = object
+			if err := r.Store.Put(e); err != nil {
+				return store.Entry{}, false, err
+			}
+			return e, true, nil
+		}
+	}
+	if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
+		defer tr.CloseIdleConnections()
+	}
+	timeout := interval
+	if obj.Spec.Timeout != nil {
+		timeout = obj.Spec.Timeout.Duration
+	}
+	// Repositories with the same key reconciled at once wait for one scan.
+	// It runs on its own deadline, so one caller's cancellation does not
+	// fail the others.
+	v, err, shared := r.inflight.Do(a.key, func() (any, error) {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		start := time.Now()
+		tags, err := r.Registry.ListTags(sctx, a.repo, a.opts)
+		r.ScanMetrics.Duration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return nil, err
+		}
+		sorted := filterTags(tags, exclude)
+		return store.Entry{Key: a.key, Revision: revision(sorted), ScanTime: time.Now().UTC(), Tags: sorted}, nil
+	})
+	if err != nil {
+		return store.Entry{}, false, err
+	}
+	e := v.(store.Entry) // Tags are shared read-only between the waiters
+	e.Object = object
+	if err := r.Store.Put(e); err != nil {
+		return store.Entry{}, false, err
+	}
+	r.fresh.put(a.key, object, e.ScanTime)
+	return e, shared, nil
+}
+
+// retryAfter spaces retries of a failing repository: 5s, doubling, capped
+// at the interval; the count resets on success.
+func (r *ImageRepositoryReconciler) retryAfter(object string, interval time.Duration) time.Duration {
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	if r.failures == nil {
+		r.failures = map[string]int{}
+	}
+	n := min(r.failures[object], 16)
+	r.failures[object]++
+	return min(interval, 5*time.Second<<n)
+}
+
+func (r *ImageRepositoryReconciler) succeeded(object string) {
+	r.failMu.Lock()
+	defer r.failMu.Unlock()
+	delete(r.failures, object)
 }

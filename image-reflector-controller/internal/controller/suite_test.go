@@ -1,28 +1,57 @@
 package controller
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/testenv"
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// regClient is the manager's registry client, for request metrics.
+	regClient *registry.Client
+	// storeDir is the manager's --storage-path.
+	storeDir string
+)
 
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "reflector-store-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	storeDir = dir
 	testenv.Main(m, &env, func(mgr ctrl.Manager) error {
-		rec := metrics.NewRecorder("reflector")
-		rec.MustRegister(prometheus.NewRegistry())
-		ev := events.New(mgr.GetEventRecorder("image-reflector-controller"))
-		if err := (&ImageRepositoryReconciler{Client: mgr.GetClient(), Events: ev, Metrics: rec}).
-			SetupWithManager(mgr, ctrlOptions()); err != nil {
-			return err
-		}
-		return (&ImagePolicyReconciler{Client: mgr.GetClient(), Events: ev, Metrics: rec}).
-			SetupWithManager(mgr, ctrlOptions())
+		return setupReconcilers(mgr, storeDir)
 	}, testenv.ReflectorChart)
+}
+
+// setupReconcilers wires both reconcilers as main does, on a store directory.
+func setupReconcilers(mgr ctrl.Manager, dir string) error {
+	st, err := store.Open(dir)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	rec := metrics.NewRecorder("reflector")
+	rec.MustRegister(reg)
+	regMetrics, scanMetrics := registry.NewMetrics(), NewScanMetrics()
+	reg.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
+	regClient = registry.New(100, 100, regMetrics)
+	ev := events.New(mgr.GetEventRecorder("image-reflector-controller"))
+	if err := (&ImageRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
+		Metrics: rec, ScanMetrics: scanMetrics, Registry: regClient, Store: st}).SetupWithManager(mgr, ctrlOptions()); err != nil {
+		return err
+	}
+	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
+		Metrics: rec, Registry: regClient, Store: st}).SetupWithManager(context.Background(), mgr, ctrlOptions())
 }

@@ -44,8 +44,9 @@ type Entry struct {
 
 // Store is a directory of entries. It is safe for concurrent use.
 type Store struct {
-	dir string
-	mu  sync.Mutex // serializes writers of the same file
+	dir   string
+	mu    sync.Mutex       // serializes writers
+	sizes map[string]int64 // file sizes, for Size without a directory walk
 }
 
 const suffix = ".tags"
@@ -59,7 +60,14 @@ func Open(dir string) (*Store, error) {
 	for _, t := range tmps {
 		_ = os.Remove(t)
 	}
-	return &Store{dir: dir}, nil
+	s := &Store{dir: dir, sizes: map[string]int64{}}
+	paths, _ := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	for _, p := range paths {
+		if info, err := os.Stat(p); err == nil {
+			s.sizes[p] = info.Size()
+		}
+	}
+	return s, nil
 }
 
 func (s *Store) path(object string) string {
@@ -100,7 +108,11 @@ func (s *Store) Put(e Entry) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), final)
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return err
+	}
+	s.sizes[final] = int64(b.Len())
+	return nil
 }
 
 // ErrNotFound: no entry for the object.
@@ -159,7 +171,11 @@ func (s *Store) read(path string, withTags bool) (Entry, error) {
 
 // Delete removes the entry of an object.
 func (s *Store) Delete(object string) error {
-	err := os.Remove(s.path(object))
+	p := s.path(object)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sizes, p)
+	err := os.Remove(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -182,18 +198,13 @@ func (s *Store) Headers() ([]Entry, error) {
 	return out, nil
 }
 
-// Size returns the bytes the store occupies.
-func (s *Store) Size() (int64, error) {
+// Size returns the bytes the store's files occupy.
+func (s *Store) Size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var n int64
-	err := filepath.WalkDir(s.dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
-	return n, err
+	for _, v := range s.sizes {
+		n += v
+	}
+	return n
 }

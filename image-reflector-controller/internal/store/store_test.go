@@ -123,6 +123,6 @@ func BenchmarkStore(b *testing.B) {
 		}
 		i++
 	}
-	size, _ := s.Size()
+	size := s.Size()
 	b.ReportMetric(float64(size)/(1<<20), "MiB-on-disk")
 }

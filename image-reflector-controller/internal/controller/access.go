@@ -1,0 +1,216 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	kauth "github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+// access is how to reach one ImageRepository's registry.
+type access struct {
+	repo name.Repository
+	opts registry.Options
+	// key identifies the scan: repositories with equal keys see the same
+	// tags and can share one.
+	key string
+	// secrets are credential values, to redact from messages.
+	secrets []string
+}
+
+// errAuth marks credential problems: AuthenticationFailed.
+type errAuth struct{ error }
+
+func (e errAuth) Unwrap() error { return e.error }
+
+// resolveAccess reads the Secrets and ServiceAccount an ImageRepository
+// names. Secrets are read uncached: watching every Secret of the cluster
+// would cost memory and RBAC we do not need.
+func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, repo name.Repository) (*access, error) {
+	a := &access{repo: repo}
+	fp := sha256.New()
+	fmt.Fprintf(fp, "%s\x00%t\x00%s\x00", repo.Name(), obj.Spec.Insecure, obj.Spec.Provider)
+	for _, e := range obj.Spec.ExclusionList {
+		fmt.Fprintf(fp, "x:%s\x00", e)
+	}
+	ns := obj.Namespace
+
+	var pullSecrets []corev1.Secret
+	if obj.Spec.SecretRef != nil {
+		s, err := getSecret(ctx, reader, ns, obj.Spec.SecretRef.Name)
+		if err != nil {
+			return nil, errAuth{err}
+		}
+		pullSecrets = append(pullSecrets, *s)
+	}
+	if obj.Spec.ServiceAccountName != "" {
+		sa := &corev1.ServiceAccount{}
+		if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: obj.Spec.ServiceAccountName}, sa); err != nil {
+			return nil, errAuth{fmt.Errorf("reading ServiceAccount %s: %w", obj.Spec.ServiceAccountName, err)}
+		}
+		for _, ref := range sa.ImagePullSecrets {
+			s, err := getSecret(ctx, reader, ns, ref.Name)
+			if err != nil {
+				return nil, errAuth{err}
+			}
+			pullSecrets = append(pullSecrets, *s)
+		}
+	}
+	if len(pullSecrets) > 0 {
+		for _, s := range pullSecrets {
+			hashSecret(fp, s)
+			a.secrets = append(a.secrets, secretValues(s)...)
+		}
+		kc, err := kauth.NewFromPullSecrets(ctx, pullSecrets)
+		if err != nil {
+			return nil, errAuth{fmt.Errorf("reading pull secrets: %w", err)}
+		}
+		auth, err := kc.Resolve(repo)
+		if err != nil {
+			return nil, errAuth{err}
+		}
+		a.opts.Auth = auth
+	} else {
+		a.opts.Auth = authn.Anonymous
+	}
+
+	var tlsConfig *tls.Config
+	if obj.Spec.CertSecretRef != nil {
+		s, err := getSecret(ctx, reader, ns, obj.Spec.CertSecretRef.Name)
+		if err != nil {
+			return nil, err
+		}
+		hashSecret(fp, *s)
+		if tlsConfig, err = tlsFromSecret(s); err != nil {
+			return nil, err
+		}
+	}
+	var proxy *url.URL
+	if obj.Spec.ProxySecretRef != nil {
+		s, err := getSecret(ctx, reader, ns, obj.Spec.ProxySecretRef.Name)
+		if err != nil {
+			return nil, err
+		}
+		hashSecret(fp, *s)
+		a.secrets = append(a.secrets, string(s.Data["password"]))
+		if proxy, err = proxyFromSecret(s); err != nil {
+			return nil, err
+		}
+	}
+	a.opts.Transport = defaultTransport
+	if tlsConfig != nil || proxy != nil {
+		a.opts.Transport = newTransport(tlsConfig, proxy)
+	}
+	a.opts.Insecure = obj.Spec.Insecure
+	a.key = hex.EncodeToString(fp.Sum(nil))
+	return a, nil
+}
+
+func getSecret(ctx context.Context, reader client.Reader, ns, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		return nil, fmt.Errorf("reading Secret %s: %w", name, err)
+	}
+	return s, nil
+}
+
+func hashSecret(h interface{ Write([]byte) (int, error) }, s corev1.Secret) {
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(h, "secret:%s\x00", s.Name)
+	for _, k := range keys {
+		fmt.Fprintf(h, "%s\x00%x\x00", k, sha256.Sum256(s.Data[k]))
+	}
+}
+
+func secretValues(s corev1.Secret) []string {
+	var out []string
+	for _, v := range s.Data {
+		out = append(out, string(v))
+	}
+	return out
+}
+
+// tlsFromSecret reads ca.crt, and tls.crt with tls.key.
+func tlsFromSecret(s *corev1.Secret) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca, ok := s.Data["ca.crt"]; ok {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(ca) {
+			return nil, fmt.Errorf("Secret %s: ca.crt holds no PEM certificate", s.Name)
+		}
+		cfg.RootCAs = pool
+	}
+	crt, hasCrt := s.Data["tls.crt"]
+	key, hasKey := s.Data["tls.key"]
+	if hasCrt != hasKey {
+		return nil, fmt.Errorf("Secret %s: tls.crt and tls.key go together", s.Name)
+	}
+	if hasCrt {
+		pair, err := tls.X509KeyPair(crt, key)
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s: %w", s.Name, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// proxyFromSecret reads address, username and password.
+func proxyFromSecret(s *corev1.Secret) (*url.URL, error) {
+	addr := string(s.Data["address"])
+	if addr == "" {
+		return nil, fmt.Errorf("Secret %s: no proxy address", s.Name)
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("Secret %s: invalid proxy address", s.Name)
+	}
+	if user := string(s.Data["username"]); user != "" {
+		u.User = url.UserPassword(user, string(s.Data["password"]))
+	}
+	return u, nil
+}
+
+func newTransport(tlsConfig *tls.Config, proxy *url.URL) *http.Transport {
+	tr := defaultTransport.Clone()
+	if tlsConfig != nil {
+		tr.TLSClientConfig = tlsConfig
+	}
+	if proxy != nil {
+		tr.Proxy = http.ProxyURL(proxy)
+	}
+	return tr
+}
+
+// defaultTransport is shared by every repository without TLS or proxy
+// settings, so connections to a registry are reused across scans.
+var defaultTransport = func() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	tr.TLSHandshakeTimeout = 10 * time.Second
+	tr.ResponseHeaderTimeout = 30 * time.Second
+	return tr
+}()

@@ -1,0 +1,144 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/prometheus/client_golang/prometheus"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+// parseImage checks spec.image: a repository, without scheme, tag or digest.
+func parseImage(obj *imagev1.ImageRepository) (name.Repository, error) {
+	img := obj.Spec.Image
+	if strings.Contains(img, "://") {
+		return name.Repository{}, fmt.Errorf("image %q has a scheme; give host/path, and set spec.insecure for plain HTTP", img)
+	}
+	opts := []name.Option{name.StrictValidation}
+	if obj.Spec.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	// NewRepository rejects tags and digests: ':' and '@' are not valid
+	// in a repository path.
+	repo, err := name.NewRepository(img, opts...)
+	if err != nil {
+		return name.Repository{}, fmt.Errorf("image %q is not a repository reference (no tag or digest): %w", img, err)
+	}
+	return repo, nil
+}
+
+func compileExclusions(list []string) ([]*regexp.Regexp, error) {
+	out := make([]*regexp.Regexp, 0, len(list))
+	for _, e := range list {
+		re, err := regexp.Compile(e)
+		if err != nil {
+			return nil, fmt.Errorf("exclusionList entry %q: %w", e, err)
+		}
+		out = append(out, re)
+	}
+	return out, nil
+}
+
+// filterTags drops excluded tags and sorts the rest.
+func filterTags(tags []string, exclude []*regexp.Regexp) []string {
+	out := make([]string, 0, len(tags))
+next:
+	for _, t := range tags {
+		for _, re := range exclude {
+			if re.MatchString(t) {
+				continue next
+			}
+		}
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// revision is the sha256 of the sorted tag set.
+func revision(sorted []string) string {
+	h := sha256.New()
+	for _, t := range sorted {
+		h.Write([]byte(t))
+		h.Write([]byte{'\n'})
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// latestTags are the first n tags in descending string order, as Flux
+// reports them.
+func latestTags(sorted []string, n int) []string {
+	out := make([]string, 0, min(n, len(sorted)))
+	for i := len(sorted) - 1; i >= 0 && len(out) < n; i-- {
+		out = append(out, sorted[i])
+	}
+	return out
+}
+
+// freshScans remembers the last scan of each key, so repositories that share
+// image and credentials share a scan within their interval.
+type freshScans struct {
+	mu sync.Mutex
+	m  map[string]freshScan
+}
+
+type freshScan struct {
+	object string
+	at     time.Time
+}
+
+func (f *freshScans) get(key string) (freshScan, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.m[key]
+	return s, ok
+}
+
+func (f *freshScans) put(key, object string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[string]freshScan{}
+	}
+	if cur, ok := f.m[key]; !ok || at.After(cur.at) {
+		f.m[key] = freshScan{object, at}
+	}
+}
+
+// ScanMetrics are the reflector's scan metrics.
+type ScanMetrics struct {
+	Duration   prometheus.Histogram
+	Scans      *prometheus.CounterVec
+	StoredTags *prometheus.GaugeVec
+	StoreBytes prometheus.Gauge
+}
+
+// NewScanMetrics returns unregistered scan metrics.
+func NewScanMetrics() *ScanMetrics {
+	const ns, sub = "imagetoolkit", "reflector"
+	return &ScanMetrics{
+		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name: "scan_duration_seconds", Help: "Duration of registry scans (all pages of tags/list).",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}}),
+		Scans: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "scans_total", Help: "Scans by result: scanned (from the registry), shared (another repository's recent scan), failed."},
+			[]string{"result"}),
+		StoredTags: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "stored_tags", Help: "Tags stored per ImageRepository."}, []string{"namespace", "name"}),
+		StoreBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "store_size_bytes", Help: "Bytes the tag store occupies on disk."}),
+	}
+}
+
+// Collectors returns the metrics to register.
+func (m *ScanMetrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Duration, m.Scans, m.StoredTags, m.StoreBytes}
+}
