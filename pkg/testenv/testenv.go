@@ -129,12 +129,22 @@ func Start(charts ...string) (*Env, error) {
 // StartManager runs a manager (no metrics server, no leader election) with
 // the reconcilers setup registers, until the returned stop is called.
 func (e *Env) StartManager(setup func(ctrl.Manager) error) (stop func(), err error) {
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	return e.StartManagerWith(nil, setup)
+}
+
+// StartManagerWith is StartManager with a hook to change the manager's
+// options, e.g. a cache label selector to run a second manager on a shard.
+func (e *Env) StartManagerWith(tune func(*ctrl.Options), setup func(ctrl.Manager) error) (stop func(), err error) {
+	opts := ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr(true)},
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	mgr, err := ctrl.NewManager(e.Config, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +166,11 @@ func (e *Env) StartManager(setup func(ctrl.Manager) error) (stop func(), err err
 // nil, a manager with its reconcilers; runs the tests; stops everything; and
 // exits. Tests reach the environment through *env.
 func Main(m *testing.M, env **Env, setup func(ctrl.Manager) error, charts ...string) {
+	MainWith(m, env, nil, setup, charts...)
+}
+
+// MainWith is Main with a hook to change the manager's options.
+func MainWith(m *testing.M, env **Env, tune func(*ctrl.Options), setup func(ctrl.Manager) error, charts ...string) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	e, err := Start(charts...)
 	if err != nil {
@@ -165,7 +180,7 @@ func Main(m *testing.M, env **Env, setup func(ctrl.Manager) error, charts ...str
 	*env = e
 	stopManager := func() {}
 	if setup != nil {
-		if stopManager, err = e.StartManager(setup); err != nil {
+		if stopManager, err = e.StartManagerWith(tune, setup); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			_ = e.Stop()
 			os.Exit(1)

@@ -254,4 +254,3 @@ func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageR
 	}
 	return d, nil
 }
-

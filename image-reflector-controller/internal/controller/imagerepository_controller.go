@@ -143,7 +143,8 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{RequeueAfter: interval - time.Since(h.ScanTime)}, nil
 	}
 
-	entry, shared, err := r.scan(ctx, obj, object, a, exclude)
+	// A reconcile request asks for a scan now, not a neighbour's recent one.
+	entry, shared, err := r.scan(ctx, obj, object, a, exclude, requested)
 	if err != nil {
 		r.ScanMetrics.Scans.WithLabelValues("failed").Inc()
 		reason := imagev1.ScanFailedReason
@@ -176,32 +177,34 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return ctrl.Result{RequeueAfter: interval - time.Since(entry.ScanTime)}, nil
 }
 
-// scan lists the repository's tags, or takes them from another repository
-// with the same key scanned within this one's interval, and stores them. It
-// reports whether the tags came from another repository's scan.
+// scan lists the repository's tags, or takes them from a repository with
+// the same key scanned within this one's interval, and stores them. It
+// reports whether the tags came from another scan. With now, recent scans
+// are not reused.
 func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.ImageRepository, object string,
-	a *access, exclude []*regexp.Regexp) (store.Entry, bool, error) {
+	a *access, exclude []*regexp.Regexp, now bool) (store.Entry, bool, error) {
 	interval := obj.Spec.Interval.Duration
-	if f, ok := r.fresh.get(a.key); ok && f.object != object && time.Since(f.at) < interval {
-		if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
-			e.Object = object
-			if err := r.Store.Put(e); err != nil {
-				return store.Entry{}, false, err
-			}
-			return e, true, nil
-		}
-	}
-	if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
-		defer tr.CloseIdleConnections()
-	}
 	timeout := interval
 	if obj.Spec.Timeout != nil {
 		timeout = obj.Spec.Timeout.Duration
 	}
-	// Repositories with the same key reconciled at once wait for one scan.
-	// It runs on its own deadline, so one caller's cancellation does not
-	// fail the others.
-	v, err, shared := r.inflight.Do(a.key, func() (any, error) {
+	type outcome struct {
+		entry  store.Entry
+		reused bool
+	}
+	// Everything from "is there a fresh scan?" to "record this scan" runs
+	// once per key at a time, so two repositories of one image never both
+	// scan. The scan runs on its own deadline: one caller's cancellation
+	// must not fail the others waiting on it.
+	flight := func() (any, error) {
+		if f, ok := r.fresh.get(a.key); ok && !now && time.Since(f.at) < interval {
+			if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
+				return outcome{e, f.object != object}, nil
+			}
+		}
+		if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
+			defer tr.CloseIdleConnections()
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 		start := time.Now()
@@ -211,18 +214,30 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 			return nil, err
 		}
 		sorted := filterTags(tags, exclude)
-		return store.Entry{Key: a.key, Revision: revision(sorted), ScanTime: time.Now().UTC(), Tags: sorted}, nil
-	})
+		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: time.Now().UTC(), Tags: sorted}
+		if err := r.Store.Put(e); err != nil {
+			return nil, err
+		}
+		r.fresh.put(a.key, object, e.ScanTime)
+		return outcome{e, false}, nil
+	}
+	flightKey := a.key
+	if now {
+		flightKey += "\x00now"
+	}
+	v, err, joined := r.inflight.Do(flightKey, flight)
 	if err != nil {
 		return store.Entry{}, false, err
 	}
-	e := v.(store.Entry) // Tags are shared read-only between the waiters
-	e.Object = object
-	if err := r.Store.Put(e); err != nil {
-		return store.Entry{}, false, err
+	o := v.(outcome) // Tags are shared read-only between the callers
+	e := o.entry
+	if e.Object != object {
+		e.Object = object
+		if err := r.Store.Put(e); err != nil {
+			return store.Entry{}, false, err
+		}
 	}
-	r.fresh.put(a.key, object, e.ScanTime)
-	return e, shared, nil
+	return e, o.reused || joined, nil
 }
 
 // retryAfter spaces retries of a failing repository: 5s, doubling, capped

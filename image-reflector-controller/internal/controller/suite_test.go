@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
@@ -17,8 +18,6 @@ import (
 
 var (
 	env *testenv.Env
-	// regClient is the manager's registry client, for request metrics.
-	regClient *registry.Client
 	// storeDir is the manager's --storage-path.
 	storeDir string
 )
@@ -30,7 +29,11 @@ func TestMain(m *testing.M) {
 	}
 	defer os.RemoveAll(dir)
 	storeDir = dir
-	testenv.Main(m, &env, func(mgr ctrl.Manager) error {
+	// Objects labelled shard=second belong to managers a test starts itself.
+	notSecond, _ := labels.Parse("shard!=second")
+	testenv.MainWith(m, &env, func(o *ctrl.Options) {
+		o.Cache.DefaultLabelSelector = notSecond
+	}, func(mgr ctrl.Manager) error {
 		return setupReconcilers(mgr, storeDir)
 	}, testenv.ReflectorChart)
 }
@@ -46,7 +49,7 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	rec.MustRegister(reg)
 	regMetrics, scanMetrics := registry.NewMetrics(), NewScanMetrics()
 	reg.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
-	regClient = registry.New(100, 100, regMetrics)
+	regClient := registry.New(100, 100, regMetrics)
 	ev := events.New(mgr.GetEventRecorder("image-reflector-controller"))
 	if err := (&ImageRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
 		Metrics: rec, ScanMetrics: scanMetrics, Registry: regClient, Store: st}).SetupWithManager(mgr, ctrlOptions()); err != nil {

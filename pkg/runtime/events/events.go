@@ -41,12 +41,9 @@ func (r *Recorder) Warning(ctx context.Context, obj runtime.Object, reason, acti
 
 func (r *Recorder) record(ctx context.Context, obj runtime.Object, eventType, reason, action, msg string, secrets []string) {
 	msg = Redact(msg, secrets...)
-	log := ctrl.LoggerFrom(ctx)
-	if eventType == corev1.EventTypeWarning {
-		log.Error(nil, msg, "reason", reason)
-	} else {
-		log.Info(msg, "reason", reason)
-	}
+	// Warnings are expected outcomes (a registry says no), not program
+	// errors: logged at info with their type, without a stack trace.
+	ctrl.LoggerFrom(ctx).Info(msg, "type", eventType, "reason", reason)
 	// The note is a format string: escape it so a % in a message or URL is
 	// kept as written.
 	r.rec.Eventf(obj, nil, eventType, reason, action, "%s", truncate(msg, maxNoteLength))
