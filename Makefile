@@ -86,7 +86,7 @@ test: verify-generate lint build unit ## lint, stale-generation check and all te
 demo: build testenv ## Run the control plane locally, apply the samples, show them.
 	@go run ./tests/cmd/demo --bin $(BIN)
 
-bench: deps testenv ## Run the benchmarks.
+bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 clean: ## Remove bin/ (the tool cache in $(CACHE) stays).

@@ -118,6 +118,9 @@ func Start(charts ...string) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
+	// Tests create objects by the thousand; client-go's default of 5 QPS
+	// would measure the client, not the system.
+	cfg.QPS, cfg.Burst = 1000, 2000
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		_ = env.Stop()

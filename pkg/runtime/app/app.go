@@ -39,6 +39,8 @@ type Options struct {
 	LogLevel           string
 	LogEncoding        string
 	Version            bool
+	KubeAPIQPS         float64
+	KubeAPIBurst       int
 }
 
 // Config describes one controller binary.
@@ -67,6 +69,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "Log verbosity: trace, debug, info or error.")
 	fs.StringVar(&o.LogEncoding, "log-encoding", "json", "Log encoding: json or console.")
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "Requests per second to the Kubernetes API server.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server.")
 }
 
 // Validate checks the flag values.
@@ -77,6 +81,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := o.level(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
 	}
 	if o.LogEncoding != "json" && o.LogEncoding != "console" {
 		errs = append(errs, fmt.Errorf("--log-encoding must be json or console, got %q", o.LogEncoding))
@@ -183,6 +190,7 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	restCfg.UserAgent = cfg.Name + "/" + version.Version
+	restCfg.QPS, restCfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
 	mgr, err := ctrl.NewManager(restCfg, opts.ManagerOptions(cfg))
 	if err != nil {
 		log.Error(err, "creating manager")

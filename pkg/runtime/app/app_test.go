@@ -36,6 +36,7 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 		{"bad log level", []string{"--log-level=loud"}, 2, "", "--log-level must be"},
 		{"bad encoding", []string{"--log-encoding=xml"}, 2, "", "--log-encoding must be"},
 		{"bad selector", []string{"--watch-label-selector=a in b"}, 2, "", "--watch-label-selector"},
+		{"bad qps", []string{"--kube-api-qps=0"}, 2, "", "--kube-api-qps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +56,8 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 func TestManagerOptions(t *testing.T) {
 	t.Setenv("RUNTIME_NAMESPACE", "image-system")
 	o := Options{MetricsAddr: ":9090", ProbeAddr: ":9091", LeaderElect: true, Concurrent: 8,
-		WatchLabelSelector: "sharding.toolkit.dev/key=shard1", LogLevel: "info", LogEncoding: "json"}
+		WatchLabelSelector: "sharding.toolkit.dev/key=shard1", LogLevel: "info", LogEncoding: "json",
+		KubeAPIQPS: 50, KubeAPIBurst: 300}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -185,6 +185,9 @@ func (p *Process) Stop(grace time.Duration) error {
 	return err
 }
 
+// PID is the process's id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 // Log returns the end of the process's log.
 func (p *Process) Log() string { return tail(p.LogPath, 8192) }
 

@@ -1,0 +1,180 @@
+// Package bench measures the controllers as deployed: their binaries against
+// a real control plane, with figures reported by go test -bench.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+)
+
+// tagsRegistry serves the Distribution API's tags/list (with n, last and
+// Link pagination) for any repository, each with the same tags.
+type tagsRegistry struct {
+	tags     []string
+	requests atomic.Int64
+}
+
+func (r *tagsRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.requests.Add(1)
+	if req.URL.Path == "/v2/" {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if !strings.HasSuffix(req.URL.Path, "/tags/list") {
+		http.NotFound(w, req)
+		return
+	}
+	q := req.URL.Query()
+	tags := r.tags
+	if last := q.Get("last"); last != "" {
+		tags = tags[sort.SearchStrings(tags, last+"\x00"):]
+	}
+	if n, err := strconv.Atoi(q.Get("n")); err == nil && n > 0 && n < len(tags) {
+		tags = tags[:n]
+		next := url.Values{"n": {strconv.Itoa(n)}, "last": {tags[n-1]}}
+		w.Header().Set("Link", fmt.Sprintf(`<%s?%s>; rel="next"`, req.URL.Path, next.Encode()))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"name": strings.TrimSuffix(strings.TrimPrefix(req.URL.Path, "/v2/"), "/tags/list"), "tags": tags})
+}
+
+func peakRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseFloat(f[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM")
+}
+
+// BenchmarkReflectorScale: N ImageRepositories of M tags each, with one
+// ImagePolicy each, created before the controller starts; measures from
+// the controller's start until every policy has a latestRef.
+func BenchmarkReflectorScale(b *testing.B) {
+	for _, size := range []struct{ repos, tags int }{{200, 500}, {1000, 1000}} {
+		b.Run(fmt.Sprintf("%dx%d", size.repos, size.tags), func(b *testing.B) {
+			// One run is one measurement; b.Loop forbids the stopped
+			// timer the set-up needs.
+			for range b.N {
+				runScale(b, size.repos, size.tags)
+			}
+		})
+	}
+}
+
+func runScale(b *testing.B, repos, tags int) {
+	b.StopTimer()
+	ctx := context.Background()
+	cluster, err := localenv.Start(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cluster.Stop() }()
+
+	reg := &tagsRegistry{}
+	for i := range tags {
+		reg.tags = append(reg.tags, fmt.Sprintf("1.%d.%d", i/100, i%100))
+	}
+	sort.Strings(reg.tags)
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}}
+	if err := cluster.Client.Create(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	for i := range repos {
+		name := fmt.Sprintf("app-%04d", i)
+		objs := []client.Object{
+			&imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench"},
+				Spec: imagev1.ImageRepositorySpec{Image: host + "/team/" + name, Insecure: true,
+					Interval: metav1.Duration{Duration: time.Hour}}},
+			&imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench"},
+				Spec: imagev1.ImagePolicySpec{ImageRepositoryRef: meta.NamespacedObjectReference{Name: name},
+					Policy: imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}}},
+		}
+		for _, o := range objs {
+			if err := cluster.Client.Create(ctx, o); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+
+	storage := filepath.Join(b.TempDir(), "store")
+	b.StartTimer()
+	start := time.Now()
+	proc, err := cluster.StartController(ctx, localenv.BinDir(cluster.Root), "image-reflector-controller",
+		"--leader-elect=false", "--storage-path="+storage, "--concurrent=8", "--log-level=error",
+		"--kube-api-qps=500", "--kube-api-burst=1000", "--registry-qps=5000", "--registry-burst=5000")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = proc.Stop(20 * time.Second) }()
+
+	want := fmt.Sprintf("1.%d.%d", (tags-1)/100, (tags-1)%100)
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var list imagev1.ImagePolicyList
+		if err := cluster.Client.List(ctx, &list, client.InNamespace("bench")); err != nil {
+			b.Fatal(err)
+		}
+		done := 0
+		for _, p := range list.Items {
+			if p.Status.LatestRef != nil && p.Status.LatestRef.Tag == want {
+				done++
+			}
+		}
+		if done == repos {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d policies resolved after 10 minutes\n%s", done, repos, proc.Log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	rss, err := peakRSS(proc.PID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	_ = filepath.WalkDir(storage, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				size += info.Size()
+			}
+		}
+		return nil
+	})
+	b.ReportMetric(elapsed.Seconds(), "s-to-all-resolved")
+	b.ReportMetric(rss, "peak-RSS-MiB")
+	b.ReportMetric(float64(reg.requests.Load()), "registry-requests")
+	b.ReportMetric(float64(size)/(1<<20), "store-MiB")
+}
