@@ -22,7 +22,7 @@ func parseImage(obj *imagev1.ImageRepository) (name.Repository, error) {
 	if strings.Contains(img, "://") {
 		return name.Repository{}, fmt.Errorf("image %q has a scheme; give host/path, and set spec.insecure for plain HTTP", img)
 	}
-	opts := []name.Option{name.StrictValidation}
+	var opts []name.Option
 	if obj.Spec.Insecure {
 		opts = append(opts, name.Insecure)
 	}

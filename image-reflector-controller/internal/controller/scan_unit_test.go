@@ -1,0 +1,60 @@
+package controller
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+func TestParseImage(t *testing.T) {
+	tests := []struct {
+		image, canonical, err string
+	}{
+		{image: "nginx", canonical: "index.docker.io/library/nginx"},
+		{image: "docker.io/fluxcd/flux", canonical: "index.docker.io/fluxcd/flux"},
+		{image: "ghcr.io/stefanprodan/podinfo", canonical: "ghcr.io/stefanprodan/podinfo"},
+		{image: "registry.local:5000/team/app", canonical: "registry.local:5000/team/app"},
+		{image: "nginx:1.25", err: "no tag or digest"},
+		{image: "ghcr.io/org/app@sha256:" + strings.Repeat("a", 64), err: "no tag or digest"},
+		{image: "https://ghcr.io/org/app", err: "has a scheme"},
+		{image: "Upper/Case", err: "not a repository reference"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.image, func(t *testing.T) {
+			repo, err := parseImage(&imagev1.ImageRepository{Spec: imagev1.ImageRepositorySpec{Image: tt.image}})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || repo.Name() != tt.canonical {
+				t.Fatalf("got %q, %v; want %q", repo.Name(), err, tt.canonical)
+			}
+		})
+	}
+}
+
+func TestFilterRevisionLatest(t *testing.T) {
+	exclude := []*regexp.Regexp{regexp.MustCompile(`^.*\.sig$`), regexp.MustCompile(`^tmp-`)}
+	got := filterTags([]string{"v2", "sha256-x.sig", "tmp-1", "v10", "v1"}, exclude)
+	if !slices.Equal(got, []string{"v1", "v10", "v2"}) {
+		t.Errorf("filterTags = %v", got)
+	}
+	// The revision depends on the set, not the order the registry gave.
+	if revision(filterTags([]string{"a", "b"}, nil)) != revision(filterTags([]string{"b", "a"}, nil)) {
+		t.Error("revision depends on tag order")
+	}
+	if revision([]string{"a"}) == revision([]string{"a", "b"}) {
+		t.Error("revision ignores a new tag")
+	}
+	if l := latestTags([]string{"1", "2", "3"}, 2); !slices.Equal(l, []string{"3", "2"}) {
+		t.Errorf("latestTags = %v", l)
+	}
+	if _, err := compileExclusions([]string{"("}); err == nil {
+		t.Error("a bad exclusion regexp compiled")
+	}
+}
