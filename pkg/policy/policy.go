@@ -6,6 +6,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -182,56 +183,57 @@ func (s *semverSelection) offer(tag, value string) bool {
 
 func (s *semverSelection) best() string { return s.tag }
 
-// alphabeticalOrder: asc picks the greatest value, desc the least.
+// alphabeticalOrder: byte-wise; asc picks the greatest value, desc the least.
 type alphabeticalOrder struct{ desc bool }
 
-func (o alphabeticalOrder) newSelection() selection { return &alphabeticalSelection{desc: o.desc} }
-
-type alphabeticalSelection struct {
-	desc       bool
-	value, tag string
-	any        bool
+func (o alphabeticalOrder) newSelection() selection {
+	return &orderedSelection[string]{desc: o.desc, parse: func(v string) (string, bool) { return v, true }}
 }
-
-func (s *alphabeticalSelection) offer(tag, value string) bool {
-	better := !s.any || (!s.desc && value > s.value) || (s.desc && value < s.value) ||
-		(value == s.value && tag > s.tag)
-	if better {
-		s.value, s.tag, s.any = value, tag, true
-	}
-	return true
-}
-
-func (s *alphabeticalSelection) best() string { return s.tag }
 
 // numericalOrder: values are float64s; asc picks the greatest, desc the
 // least. Values that are not finite numbers are dropped.
 type numericalOrder struct{ desc bool }
 
-func (o numericalOrder) newSelection() selection { return &numericalSelection{desc: o.desc} }
+func (o numericalOrder) newSelection() selection {
+	return &orderedSelection[float64]{desc: o.desc, parse: parseNumber}
+}
 
-type numericalSelection struct {
+func parseNumber(value string) (float64, bool) {
+	// Most tags are not numbers; skip ParseFloat's error allocation for
+	// them. Finite numbers start with a digit, a sign or a point.
+	if value == "" || !strings.ContainsRune("0123456789+-.", rune(value[0])) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(value, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	return f, true
+}
+
+// orderedSelection keeps the greatest (or, desc, the least) value; equal
+// values go to the lexically greatest tag.
+type orderedSelection[T cmp.Ordered] struct {
 	desc  bool
-	value float64
+	parse func(string) (T, bool)
+	value T
 	tag   string
 	any   bool
 }
 
-func (s *numericalSelection) offer(tag, value string) bool {
-	// Most tags are not numbers; skip ParseFloat's error allocation for
-	// them. Finite numbers start with a digit, a sign or a point.
-	if value == "" || !strings.ContainsRune("0123456789+-.", rune(value[0])) {
+func (s *orderedSelection[T]) offer(tag, value string) bool {
+	v, ok := s.parse(value)
+	if !ok {
 		return false
 	}
-	f, err := strconv.ParseFloat(value, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return false
+	c := cmp.Compare(v, s.value)
+	if s.desc {
+		c = -c
 	}
-	better := !s.any || (!s.desc && f > s.value) || (s.desc && f < s.value) || (f == s.value && tag > s.tag)
-	if better {
-		s.value, s.tag, s.any = f, tag, true
+	if !s.any || c > 0 || (c == 0 && tag > s.tag) {
+		s.value, s.tag, s.any = v, tag, true
 	}
 	return true
 }
 
-func (s *numericalSelection) best() string { return s.tag }
+func (s *orderedSelection[T]) best() string { return s.tag }
