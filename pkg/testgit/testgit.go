@@ -1,0 +1,159 @@
+// Package testgit runs real git servers for tests: git http-backend behind
+// Go's net/http/cgi over HTTP (optionally with basic auth), serving bare
+// repositories the test creates with the git command line.
+package testgit
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Username and Password require basic authentication when set.
+	Username, Password string
+}
+
+// Server serves the bare repositories under Root.
+type Server struct {
+	// URL is the base URL; a repository is URL + "/" + name + ".git".
+	URL  string
+	Root string
+
+	opts     Options
+	backend  http.Handler
+	requests atomic.Int64
+	// BytesOut counts response bytes, e.g. to compare fetch sizes.
+	BytesOut atomic.Int64
+}
+
+// New starts a server, stopped at the end of the test.
+func New(t testing.TB, o Options) *Server {
+	t.Helper()
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git is needed for git servers: %v", err)
+	}
+	s := &Server{Root: t.TempDir(), opts: o}
+	s.backend = &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// Requests counts the HTTP requests served.
+func (s *Server) Requests() int64 { return s.requests.Load() }
+
+func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
+	s.requests.Add(1)
+	if s.opts.Username != "" {
+		u, p, ok := req.BasicAuth()
+		if !ok || u != s.opts.Username || p != s.opts.Password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="testgit"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+	}
+	// libgit2 sends pushes chunked; CGI needs a Content-Length.
+	if req.Body != nil {
+		body, err := io.ReadAll(io.LimitReader(req.Body, 1<<30))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		req.TransferEncoding = nil
+		req.Header.Del("Transfer-Encoding")
+	}
+	s.backend.ServeHTTP(&countingWriter{ResponseWriter: w, n: &s.BytesOut}, req)
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// RepoURL is the clone URL of a repository.
+func (s *Server) RepoURL(name string) string { return s.URL + "/" + name + ".git" }
+
+// CreateRepo creates a bare repository with one commit holding files on
+// branch main, and returns a work clone of it for the test to change.
+func (s *Server) CreateRepo(t testing.TB, name string, files map[string]string) *Clone {
+	t.Helper()
+	bare := filepath.Join(s.Root, name+".git")
+	Git(t, "", "init", "--bare", "--initial-branch=main", bare)
+	Git(t, bare, "config", "http.receivepack", "true")
+	c := &Clone{Dir: t.TempDir(), t: t}
+	Git(t, c.Dir, "init", "--initial-branch=main")
+	Git(t, c.Dir, "remote", "add", "origin", bare)
+	c.Commit("initial", files)
+	Git(t, c.Dir, "push", "origin", "main")
+	return c
+}
+
+// Clone is a work tree with the server's bare repository as origin.
+type Clone struct {
+	Dir string
+	t   testing.TB
+}
+
+// Commit writes files (path → content) and commits them.
+func (c *Clone) Commit(msg string, files map[string]string) string {
+	c.t.Helper()
+	for p, body := range files {
+		full := filepath.Join(c.Dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			c.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	Git(c.t, c.Dir, "add", "-A")
+	Git(c.t, c.Dir, "commit", "-q", "-m", msg)
+	return strings.TrimSpace(Git(c.t, c.Dir, "rev-parse", "HEAD"))
+}
+
+// Push pushes the clone's main branch (or the given refspecs).
+func (c *Clone) Push(refspecs ...string) {
+	c.t.Helper()
+	if len(refspecs) == 0 {
+		refspecs = []string{"main"}
+	}
+	Git(c.t, c.Dir, append([]string{"push", "-q", "origin"}, refspecs...)...)
+}
+
+// Git runs git in dir with a fixed identity and returns its output.
+func Git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com",
+		"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_NOSYSTEM=1",
+		"HOME="+os.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
