@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	git2go "github.com/libgit2/git2go/v34"
+
 	"toolkit.dev/image-toolkit/pkg/testgit"
 )
 
@@ -148,4 +150,13 @@ func TestPrune(t *testing.T) {
 	if _, err := os.Stat(busy.Path); err != nil {
 		t.Error("a mirror in use was pruned")
 	}
+}
+
+func mustOid(t *testing.T, s string) *git2go.Oid {
+	t.Helper()
+	id, err := git2go.NewOid(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

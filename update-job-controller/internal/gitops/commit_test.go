@@ -1,0 +1,114 @@
+package gitops
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/testgit"
+)
+
+// checkout fetches the fleet repository and checks main out into a new dir.
+func checkout(t *testing.T, srv *testgit.Server) (*Mirror, func(), string, string) {
+	t.Helper()
+	cache, _ := NewCache(t.TempDir())
+	m, release, err := cache.Open(srv.RepoURL("fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Fetch(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	head, _, err := m.Resolve(Ref{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := m.Checkout(head, dir); err != nil {
+		t.Fatal(err)
+	}
+	return m, release, head.String(), dir
+}
+
+func remoteFile(t *testing.T, srv *testgit.Server, branch, path string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	testgit.Git(t, "", "clone", "-q", "--branch", branch, srv.RepoURL("fleet"), dir)
+	b, _ := os.ReadFile(filepath.Join(dir, path))
+	return strings.TrimSpace(testgit.Git(t, dir, "log", "--format=%H %P %an <%ae> %s", "-1")), string(b)
+}
+
+func TestCommitAndPush(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n", "apps/keep.yaml": "k: v\n"})
+	m, release, parent, dir := checkout(t, srv)
+	defer release()
+
+	if _, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, Author{"bot", "bot@example.com"}, "noop"); !errors.Is(err, ErrNoChange) {
+		t.Fatalf("unchanged file: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, Author{"bot", "bot@example.com"}, "Update images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Push(ctx, nil, commit, "main", false); err != nil {
+		t.Fatal(err)
+	}
+	log, content := remoteFile(t, srv, "main", "apps/app.yaml")
+	if log != commit.String()+" "+parent+" bot <bot@example.com> Update images" || content != "image: a:2\n" {
+		t.Errorf("remote main: %q, %q", log, content)
+	}
+
+	// Another branch is force-pushed as checkout + our commit.
+	if err := m.Push(ctx, nil, commit, "auto", true); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := remoteFile(t, srv, "auto", "apps/app.yaml"); !strings.HasPrefix(log, commit.String()) {
+		t.Errorf("remote auto: %q", log)
+	}
+	// The push ref is gone from the mirror.
+	if refs, _ := m.repo.References.Lookup("refs/image-toolkit/push/" + commit.String()); refs != nil {
+		t.Error("temporary push ref left in the mirror")
+	}
+}
+
+func TestPushRejectsNonFastForward(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	work := srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
+	m, release, parent, dir := checkout(t, srv)
+	defer release()
+
+	// Someone else pushes between our fetch and our push.
+	theirs := work.Commit("theirs", map[string]string{"other.yaml": "x: 1\n"})
+	work.Push()
+
+	_ = os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:2\n"), 0o644)
+	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, Author{"bot", "bot@example.com"}, "ours")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Push(context.Background(), nil, commit, "main", false)
+	if !errors.Is(err, ErrNonFastForward) {
+		t.Fatalf("want ErrNonFastForward, got %v", err)
+	}
+	if log, _ := remoteFile(t, srv, "main", "other.yaml"); !strings.HasPrefix(log, theirs) {
+		t.Errorf("their commit was lost: remote main is %q", log)
+	}
+}
+
+func TestCommitRefusesPathsOutsideTheWorkTree(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
+	m, release, parent, dir := checkout(t, srv)
+	defer release()
+	if _, err := m.Commit(mustOid(t, parent), dir, []string{"../escape.yaml"}, Author{"b", "b@e"}, "x"); err == nil {
+		t.Error("committed a path outside the work tree")
+	}
+}
