@@ -47,13 +47,7 @@ type Mirror struct {
 func (c *Cache) Open(url string) (*Mirror, func(), error) {
 	sum := sha256.Sum256([]byte(url))
 	key := hex.EncodeToString(sum[:12])
-	c.mu.Lock()
-	l, ok := c.locks[key]
-	if !ok {
-		l = &sync.Mutex{}
-		c.locks[key] = l
-	}
-	c.mu.Unlock()
+	l := c.lock(key)
 	l.Lock()
 
 	path := filepath.Join(c.dir, key+".git")
@@ -72,6 +66,18 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 	return m, func() { repo.Free(); l.Unlock() }, nil
 }
 
+// lock returns the mutex guarding the mirror with the given key.
+func (c *Cache) lock(key string) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		c.locks[key] = l
+	}
+	return l
+}
+
 // Prune removes mirrors unused for maxAge and not in use now.
 func (c *Cache) Prune(maxAge time.Duration) error {
 	entries, err := os.ReadDir(c.dir)
@@ -88,13 +94,7 @@ func (c *Cache) Prune(maxAge time.Duration) error {
 		if err != nil || time.Since(info.ModTime()) < maxAge {
 			continue
 		}
-		c.mu.Lock()
-		l, ok := c.locks[key]
-		if !ok {
-			l = &sync.Mutex{}
-			c.locks[key] = l
-		}
-		c.mu.Unlock()
+		l := c.lock(key)
 		if !l.TryLock() {
 			continue // in use
 		}
