@@ -79,7 +79,10 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 	@for c in $(CHARTS); do $(HELM) lint --strict --quiet charts/$$c; done
 
 unit: deps testenv build ## Run every module's tests (unit and envtest) with -race.
-	@IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES)))
+	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
+		| tee $(BIN)/unit.log || rc=$$?; \
+	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \
+	exit $$rc
 
 test: verify-generate lint build unit ## lint, stale-generation check and all tests.
 
