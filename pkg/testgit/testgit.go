@@ -96,13 +96,20 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 // RepoURL is the clone URL of a repository.
 func (s *Server) RepoURL(name string) string { return s.URL + "/" + name + ".git" }
 
+// InitBare creates an empty bare repository and returns its path.
+func (s *Server) InitBare(t testing.TB, name string) string {
+	t.Helper()
+	bare := filepath.Join(s.Root, name+".git")
+	Git(t, "", "init", "-q", "--bare", "--initial-branch=main", bare)
+	Git(t, bare, "config", "http.receivepack", "true")
+	return bare
+}
+
 // CreateRepo creates a bare repository with one commit holding files on
 // branch main, and returns a work clone of it for the test to change.
 func (s *Server) CreateRepo(t testing.TB, name string, files map[string]string) *Clone {
 	t.Helper()
-	bare := filepath.Join(s.Root, name+".git")
-	Git(t, "", "init", "--bare", "--initial-branch=main", bare)
-	Git(t, bare, "config", "http.receivepack", "true")
+	bare := s.InitBare(t, name)
 	c := &Clone{Dir: t.TempDir(), t: t}
 	Git(t, c.Dir, "init", "--initial-branch=main")
 	Git(t, c.Dir, "remote", "add", "origin", bare)
