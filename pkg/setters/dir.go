@@ -2,7 +2,6 @@ package setters
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -181,7 +180,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*File
 			return nil, append(problems, Problem{Path: p, Err: err})
 		}
 		if err := root.WriteFile(p, out, info.Mode().Perm()); err != nil {
-			return nil, append(problems, Problem{Path: p, Err: errors.Join(errors.New("writing"), err)})
+			return nil, append(problems, Problem{Path: p, Err: fmt.Errorf("writing: %w", err)})
 		}
 	}
 	return &FileResult{Path: path.Clean(p), Objects: objs}, problems

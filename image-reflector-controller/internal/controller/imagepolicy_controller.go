@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -241,6 +242,9 @@ func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageR
 	a, err := resolveAccess(ctx, r.APIReader, repo, ref)
 	if err != nil {
 		return "", err
+	}
+	if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
+		defer tr.CloseIdleConnections()
 	}
 	timeout := repo.Spec.Interval.Duration
 	if repo.Spec.Timeout != nil {

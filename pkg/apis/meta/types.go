@@ -38,11 +38,6 @@ type ReconcileRequestStatus struct {
 	LastHandledReconcileAt string `json:"lastHandledReconcileAt,omitempty"`
 }
 
-// GetLastHandledReconcileRequest returns the last handled reconcile request.
-func (in ReconcileRequestStatus) GetLastHandledReconcileRequest() string {
-	return in.LastHandledReconcileAt
-}
-
 // SetLastHandledReconcileRequest records a handled reconcile request.
 func (in *ReconcileRequestStatus) SetLastHandledReconcileRequest(token string) {
 	in.LastHandledReconcileAt = token
