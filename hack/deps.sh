@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Makes sure the system packages the build and tests need are installed:
-# libgit2 1.5 (git2go v34 accepts no other) with pkg-config for cgo, and git
-# for the test git servers. Installs them with apt when we are root on
+# libgit2 1.5 (git2go v34 accepts no other) with pkg-config for cgo; git for
+# the test git servers; openssh-server/-client for the SSH git server and SSH
+# commit signatures; gnupg to verify OpenPGP signatures; prometheus for
+# promtool and the scrape test. Installs them with apt when we are root on
 # Debian/Ubuntu; otherwise prints the command to run.
 set -euo pipefail
-packages=(libgit2-dev pkg-config git)
+packages=(libgit2-dev pkg-config git openssh-server openssh-client gnupg prometheus)
 
 have() {
-  command -v pkg-config >/dev/null && command -v git >/dev/null &&
-    pkg-config --exists 'libgit2 >= 1.5.0' && ! pkg-config --exists 'libgit2 >= 1.6.0'
+  for c in pkg-config git /usr/sbin/sshd ssh-keygen gpg promtool prometheus; do
+    command -v "$c" >/dev/null || return 1
+  done
+  pkg-config --exists 'libgit2 >= 1.5.0' && ! pkg-config --exists 'libgit2 >= 1.6.0'
 }
 have && exit 0
 
-if pkg-config --exists libgit2 2>/dev/null; then
+if pkg-config --exists libgit2 2>/dev/null && pkg-config --exists 'libgit2 >= 1.6.0'; then
   echo "libgit2 $(pkg-config --modversion libgit2) is installed; git2go v34 needs 1.5.x" >&2
 fi
 cmd="apt-get update && apt-get install -y --no-install-recommends ${packages[*]}"
@@ -22,6 +26,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
   have || { echo "libgit2 1.5 is still missing after: $cmd" >&2; exit 1; }
 else
-  echo "missing libgit2 1.5 / pkg-config / git; run as root: $cmd" >&2
+  echo "missing some of: ${packages[*]}; run as root: $cmd" >&2
   exit 1
 fi
