@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -36,6 +38,7 @@ type Options struct {
 	LeaderElect        bool
 	Concurrent         int
 	WatchLabelSelector string
+	WatchNamespace     string
 	LogLevel           string
 	LogEncoding        string
 	Version            bool
@@ -66,6 +69,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", leaderElect, "Enable leader election, so only one replica is active.")
 	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent reconciles per kind.")
 	fs.StringVar(&o.WatchLabelSelector, "watch-label-selector", "", "Watch only objects matching this label selector, e.g. sharding.toolkit.dev/key=shard1.")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "Watch only objects in this namespace, so a namespaced Role is enough; all namespaces when empty.")
 	fs.StringVar(&o.LogLevel, "log-level", "info", "Log verbosity: trace, debug, info or error.")
 	fs.StringVar(&o.LogEncoding, "log-encoding", "json", "Log encoding: json or console.")
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
@@ -90,6 +94,11 @@ func (o *Options) Validate() error {
 	}
 	if _, err := o.selector(); err != nil {
 		errs = append(errs, err)
+	}
+	if ns := o.WatchNamespace; ns != "" {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--watch-namespace %q: %s", ns, strings.Join(msgs, "; ")))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -133,19 +142,41 @@ func (o *Options) Logger(w io.Writer) logr.Logger {
 // ManagerOptions builds the manager's options from the flags.
 func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 	sel, _ := o.selector()
+	var namespaces map[string]cache.Config
+	if o.WatchNamespace != "" {
+		namespaces = map[string]cache.Config{o.WatchNamespace: {}}
+	}
 	return ctrl.Options{
 		Scheme:                        cfg.Scheme,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
-		LeaderElectionID:              cfg.Name + ".toolkit.dev",
+		LeaderElectionID:              o.leaderElectionID(cfg.Name),
 		LeaderElectionNamespace:       os.Getenv("RUNTIME_NAMESPACE"),
 		LeaderElectionReleaseOnCancel: true,
 		// Objects outside the shard are invisible to this process: its
-		// caches, watches and reconcilers never see them.
-		Cache:                   cache.Options{DefaultLabelSelector: sel},
+		// caches, watches and reconcilers never see them. --watch-namespace
+		// narrows namespaced kinds the same way; cluster-scoped kinds stay
+		// cluster-wide.
+		Cache:                   cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces},
 		GracefulShutdownTimeout: ptr(10 * time.Second),
 	}
+}
+
+// leaderElectionID names the Lease. Shards (label selectors) and
+// namespace-scoped instances are separate controllers, often installed in
+// the same namespace: each needs its own leader, so its own Lease.
+func (o *Options) leaderElectionID(name string) string {
+	if o.WatchLabelSelector == "" && o.WatchNamespace == "" {
+		return name + ".toolkit.dev"
+	}
+	sel := o.WatchLabelSelector
+	if s, err := o.selector(); err == nil && s != nil {
+		sel = s.String() // "a = b" and "a=b" are one shard
+	}
+	h := fnv.New32a()
+	h.Write([]byte(o.WatchNamespace + "\x00" + sel))
+	return fmt.Sprintf("%s-%08x.toolkit.dev", name, h.Sum32())
 }
 
 // ControllerOptions are the options for every controller of the manager.

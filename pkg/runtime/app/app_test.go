@@ -37,6 +37,7 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 		{"bad encoding", []string{"--log-encoding=xml"}, 2, "", "--log-encoding must be"},
 		{"bad selector", []string{"--watch-label-selector=a in b"}, 2, "", "--watch-label-selector"},
 		{"bad qps", []string{"--kube-api-qps=0"}, 2, "", "--kube-api-qps"},
+		{"bad namespace", []string{"--watch-namespace=Team_A"}, 2, "", "--watch-namespace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,7 +63,7 @@ func TestManagerOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := o.ManagerOptions(Config{Name: "image-reflector-controller"})
-	if m.LeaderElectionID != "image-reflector-controller.toolkit.dev" || m.LeaderElectionNamespace != "image-system" || !m.LeaderElection {
+	if !strings.HasPrefix(m.LeaderElectionID, "image-reflector-controller-") || m.LeaderElectionNamespace != "image-system" || !m.LeaderElection {
 		t.Errorf("leader election: id %q ns %q on %v", m.LeaderElectionID, m.LeaderElectionNamespace, m.LeaderElection)
 	}
 	if m.Metrics.BindAddress != ":9090" || m.HealthProbeBindAddress != ":9091" {
@@ -71,7 +72,44 @@ func TestManagerOptions(t *testing.T) {
 	if s := m.Cache.DefaultLabelSelector; s == nil || s.String() != "sharding.toolkit.dev/key=shard1" {
 		t.Errorf("cache selector = %v", s)
 	}
+	if m.Cache.DefaultNamespaces != nil {
+		t.Errorf("without --watch-namespace the cache must be cluster-wide: %v", m.Cache.DefaultNamespaces)
+	}
 	if c := o.ControllerOptions(); c.MaxConcurrentReconciles != 8 {
 		t.Errorf("MaxConcurrentReconciles = %d", c.MaxConcurrentReconciles)
+	}
+}
+
+func TestWatchNamespace(t *testing.T) {
+	o := Options{WatchNamespace: "team-a"}
+	m := o.ManagerOptions(Config{Name: "update-job-controller"})
+	if _, ok := m.Cache.DefaultNamespaces["team-a"]; !ok || len(m.Cache.DefaultNamespaces) != 1 {
+		t.Errorf("cache namespaces = %v, want only team-a", m.Cache.DefaultNamespaces)
+	}
+}
+
+// Two shards, or two namespace-scoped instances, installed in one namespace
+// must not share a Lease: each would leave the other's objects unreconciled.
+func TestLeaderElectionIDPerShard(t *testing.T) {
+	id := func(o Options) string { return o.ManagerOptions(Config{Name: "image-reflector-controller"}).LeaderElectionID }
+	all := id(Options{})
+	if all != "image-reflector-controller.toolkit.dev" {
+		t.Errorf("unsharded lease = %q", all)
+	}
+	shard1 := id(Options{WatchLabelSelector: "sharding.toolkit.dev/key=shard1"})
+	shard2 := id(Options{WatchLabelSelector: "sharding.toolkit.dev/key=shard2"})
+	teamA := id(Options{WatchNamespace: "team-a"})
+	seen := map[string]bool{}
+	for _, l := range []string{all, shard1, shard2, teamA} {
+		if seen[l] {
+			t.Errorf("lease %q is shared", l)
+		}
+		seen[l] = true
+		if len(l) > 63 {
+			t.Errorf("lease name %q is longer than 63 characters", l)
+		}
+	}
+	if same := id(Options{WatchLabelSelector: "sharding.toolkit.dev/key = shard1"}); same != shard1 {
+		t.Errorf("one selector written two ways gives two leases: %q, %q", same, shard1)
 	}
 }
