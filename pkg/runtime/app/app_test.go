@@ -91,7 +91,9 @@ func TestWatchNamespace(t *testing.T) {
 // Two shards, or two namespace-scoped instances, installed in one namespace
 // must not share a Lease: each would leave the other's objects unreconciled.
 func TestLeaderElectionIDPerShard(t *testing.T) {
-	id := func(o Options) string { return o.ManagerOptions(Config{Name: "image-reflector-controller"}).LeaderElectionID }
+	id := func(o Options) string {
+		return o.ManagerOptions(Config{Name: "image-reflector-controller"}).LeaderElectionID
+	}
 	all := id(Options{})
 	if all != "image-reflector-controller.toolkit.dev" {
 		t.Errorf("unsharded lease = %q", all)
