@@ -1,10 +1,14 @@
-// Package testgit runs real git servers for tests: git http-backend behind
-// Go's net/http/cgi over HTTP (optionally with basic auth), serving bare
-// repositories the test creates with the git command line.
+// Package testgit runs real git servers for tests, serving bare
+// repositories the test creates with the git command line: git http-backend
+// behind Go's net/http/cgi over HTTP or HTTPS (optionally with basic or
+// bearer auth), OpenSSH's sshd (NewSSH), and a forward HTTP proxy
+// (NewProxy) to prove traffic goes through one.
 package testgit
 
 import (
 	"bytes"
+	"crypto/subtle"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/cgi"
@@ -21,13 +25,27 @@ import (
 type Options struct {
 	// Username and Password require basic authentication when set.
 	Username, Password string
+	// BearerToken requires "Authorization: Bearer <token>" when set (basic
+	// authentication is accepted too when Username is also set).
+	BearerToken string
+	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1, which
+	// is its own CA: Server.CAPEM.
+	TLS bool
 }
 
-// Server serves the bare repositories under Root.
+// Repos is a directory of bare repositories, shared by the HTTP and SSH
+// servers.
+type Repos struct {
+	Root string
+}
+
+// Server serves the bare repositories under Root over HTTP(S).
 type Server struct {
 	// URL is the base URL; a repository is URL + "/" + name + ".git".
-	URL  string
-	Root string
+	URL string
+	Repos
+	// CAPEM is the PEM certificate to trust when Options.TLS is set.
+	CAPEM []byte
 
 	opts     Options
 	backend  http.Handler
@@ -43,12 +61,18 @@ func New(t testing.TB, o Options) *Server {
 	if err != nil {
 		t.Fatalf("git is needed for git servers: %v", err)
 	}
-	s := &Server{Root: t.TempDir(), opts: o}
+	s := &Server{Repos: Repos{Root: t.TempDir()}, opts: o}
 	s.backend = &cgi.Handler{
 		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
 		Env:  []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	if o.TLS {
+		srv.StartTLS()
+		s.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
@@ -59,13 +83,15 @@ func (s *Server) Requests() int64 { return s.requests.Load() }
 
 func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	s.requests.Add(1)
-	if s.opts.Username != "" {
-		u, p, ok := req.BasicAuth()
-		if !ok || u != s.opts.Username || p != s.opts.Password {
-			w.Header().Set("WWW-Authenticate", `Basic realm="testgit"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
+	if !s.authorized(req) {
+		if s.opts.Username != "" {
+			w.Header().Add("WWW-Authenticate", `Basic realm="testgit"`)
 		}
+		if s.opts.BearerToken != "" {
+			w.Header().Add("WWW-Authenticate", `Bearer realm="testgit"`)
+		}
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+		return
 	}
 	// libgit2 sends pushes chunked; CGI needs a Content-Length.
 	if req.Body != nil {
@@ -82,6 +108,18 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	s.backend.ServeHTTP(&countingWriter{ResponseWriter: w, n: &s.BytesOut}, req)
 }
 
+func (s *Server) authorized(req *http.Request) bool {
+	if s.opts.Username == "" && s.opts.BearerToken == "" {
+		return true
+	}
+	if u, p, ok := req.BasicAuth(); ok && s.opts.Username != "" {
+		return u == s.opts.Username && p == s.opts.Password
+	}
+	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	return ok && s.opts.BearerToken != "" &&
+		subtle.ConstantTimeCompare([]byte(token), []byte(s.opts.BearerToken)) == 1
+}
+
 type countingWriter struct {
 	http.ResponseWriter
 	n *atomic.Int64
@@ -96,20 +134,25 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 // RepoURL is the clone URL of a repository.
 func (s *Server) RepoURL(name string) string { return s.URL + "/" + name + ".git" }
 
+// BarePath is the path of a repository on disk, e.g. to clone it with git
+// without going through the server.
+func (r *Repos) BarePath(name string) string { return filepath.Join(r.Root, name+".git") }
+
 // InitBare creates an empty bare repository and returns its path.
-func (s *Server) InitBare(t testing.TB, name string) string {
+func (r *Repos) InitBare(t testing.TB, name string) string {
 	t.Helper()
-	bare := filepath.Join(s.Root, name+".git")
+	bare := r.BarePath(name)
 	Git(t, "", "init", "-q", "--bare", "--initial-branch=main", bare)
 	Git(t, bare, "config", "http.receivepack", "true")
 	return bare
 }
 
 // CreateRepo creates a bare repository with one commit holding files on
-// branch main, and returns a work clone of it for the test to change.
-func (s *Server) CreateRepo(t testing.TB, name string, files map[string]string) *Clone {
+// branch main, and returns a work clone of it for the test to change (its
+// origin is the bare repository on disk).
+func (r *Repos) CreateRepo(t testing.TB, name string, files map[string]string) *Clone {
 	t.Helper()
-	bare := s.InitBare(t, name)
+	bare := r.InitBare(t, name)
 	c := &Clone{Dir: t.TempDir(), t: t}
 	Git(t, c.Dir, "init", "--initial-branch=main")
 	Git(t, c.Dir, "remote", "add", "origin", bare)
