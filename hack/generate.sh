@@ -10,7 +10,7 @@ gen=${CONTROLLER_GEN:-$root/bin/controller-gen}
 
 generated() {
   find pkg/apis -name zz_generated.deepcopy.go
-  find charts/*/crds charts/*/files -name '*.yaml' 2>/dev/null || true
+  find charts/*/files -name '*.yaml' 2>/dev/null || true
 }
 sums() { generated | sort | xargs -r sha256sum; }
 
@@ -23,12 +23,14 @@ trap 'rm -rf "$tmp"' EXIT
 ( cd pkg && "$gen" crd paths=./apis/... output:crd:artifacts:config="$tmp" )
 
 # One chart per controller, each carrying the CRDs of the kinds it reconciles.
+# They live in files/crds, not crds/: Helm installs crds/ once and never
+# upgrades it, so templates/crds.yaml renders them from here instead.
 place() {
   local chart=$1; shift
-  rm -rf "charts/$chart/crds"
-  mkdir -p "charts/$chart/crds"
+  rm -rf "charts/$chart/crds" "charts/$chart/files/crds"
+  mkdir -p "charts/$chart/files/crds"
   for f in "$@"; do
-    cp "$tmp/$f" "charts/$chart/crds/$f"
+    cp "$tmp/$f" "charts/$chart/files/crds/$f"
   done
 }
 place image-reflector-controller image.toolkit.dev_imagerepositories.yaml image.toolkit.dev_imagepolicies.yaml

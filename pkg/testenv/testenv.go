@@ -96,7 +96,7 @@ func New(charts ...string) (*envtest.Environment, error) {
 		Scheme:                Scheme(),
 	}
 	for _, c := range charts {
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "charts", c, "crds"))
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "charts", c, "files", "crds"))
 	}
 	return env, nil
 }
