@@ -23,11 +23,19 @@ type Author struct {
 	Name, Email string
 }
 
+// CommitInfo is what a commit says besides its files.
+type CommitInfo struct {
+	Author  Author
+	Message string
+	// Signer signs the commit; nil: unsigned.
+	Signer Signer
+}
+
 // Commit records changed files of the work tree dir (paths relative to it,
 // with forward slashes) on top of parent, in the mirror's object database:
 // no index or work tree of the mirror is involved. Files are read through
 // os.Root, so a path cannot leave dir.
-func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, author Author, message string) (*git2go.Oid, error) {
+func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info CommitInfo) (*git2go.Oid, error) {
 	pc, err := m.repo.LookupCommit(parent)
 	if err != nil {
 		return nil, err
@@ -83,47 +91,105 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, author
 		return nil, err
 	}
 	defer tree.Free()
-	sig := &git2go.Signature{Name: author.Name, Email: author.Email, When: time.Now()}
-	return m.repo.CreateCommit("", sig, sig, message, tree, pc)
+	sig := &git2go.Signature{Name: info.Author.Name, Email: info.Author.Email, When: time.Now()}
+	if info.Signer == nil {
+		return m.repo.CreateCommit("", sig, sig, info.Message, tree, pc)
+	}
+	// A signed commit is its content with the signature of that content
+	// in a gpgsig header, which verifiers strip before checking.
+	content, err := m.repo.CreateCommitBuffer(sig, sig, git2go.MessageEncodingUTF8, info.Message, tree, pc)
+	if err != nil {
+		return nil, err
+	}
+	signature, err := info.Signer.Sign(content)
+	if err != nil {
+		return nil, err
+	}
+	// libgit2 indents every line after a newline, so a trailing one would
+	// leave a stray " " line in the header, unlike git.
+	return m.repo.CreateCommitWithSignature(string(content), strings.TrimRight(string(signature), "\n"), "gpgsig")
 }
 
-// Push updates the remote branch to commit. Without force, a branch that
-// moved since the fetch is left alone and ErrNonFastForward returned; force
-// is for branches we own (a push branch other than the checkout branch).
-func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, branch string, force bool) error {
+// PushRef is one remote ref to set to the commit.
+type PushRef struct {
+	// Dst is a full ref name, e.g. refs/heads/main.
+	Dst string
+	// Force replaces the ref whatever it holds, for refs we own (a push
+	// branch other than the checkout branch).
+	Force bool
+}
+
+// Push sets every ref in refs to commit in one push. A ref pushed without
+// Force that moved since the fetch is left alone and ErrNonFastForward
+// returned; libgit2 then sends nothing, so no ref is updated.
+func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs []PushRef) error {
+	if len(refs) == 0 {
+		return errors.New("nothing to push: no refs")
+	}
+	specs := make([]string, 0, len(refs))
 	// libgit2 pushes refs, not object ids: name the commit for the push.
 	tmp := "refs/image-toolkit/push/" + commit.String()
+	for _, r := range refs {
+		if valid, _ := git2go.ReferenceNameIsValid(r.Dst); !valid || !strings.HasPrefix(r.Dst, "refs/") {
+			return fmt.Errorf("cannot push to %q: not a full, valid ref name like refs/heads/main", r.Dst)
+		}
+		spec := tmp + ":" + r.Dst
+		if r.Force {
+			spec = "+" + spec
+		}
+		specs = append(specs, spec)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pushing to %s: %w", redact(m.URL), err)
+	}
+	s, err := auth.session(ctx, m.URL)
+	if err != nil {
+		return fmt.Errorf("pushing to %s: %w", redact(m.URL), err)
+	}
 	ref, err := m.repo.References.Create(tmp, commit, true, "push")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = ref.Delete(); ref.Free() }()
-
-	spec := tmp + ":refs/heads/" + branch
-	if force {
-		spec = "+" + spec
-	}
 	remote, err := m.repo.Remotes.CreateAnonymous(m.URL)
 	if err != nil {
 		return err
 	}
 	defer remote.Free()
-	cb, failure := auth.callbacks(ctx)
-	var rejected string
-	cb.PushUpdateReferenceCallback = func(refname, status string) error {
+
+	// The server's verdict per ref; libgit2 reports success when a ref is
+	// refused.
+	var rejected []string
+	nff := false
+	s.callbacks.PushUpdateReferenceCallback = func(refname, status string) error {
 		if status != "" {
-			rejected = refname + ": " + status
+			rejected = append(rejected, refname+": "+status)
+			nff = nff || nonFastForward(status)
 		}
 		return nil
 	}
-	err = remote.Push([]string{spec}, &git2go.PushOptions{RemoteCallbacks: cb, Headers: auth.headers()})
-	if err == nil && rejected != "" {
-		err = errors.New(rejected)
+	err = remote.Push(specs, &git2go.PushOptions{
+		RemoteCallbacks: s.callbacks,
+		Headers:         s.headers(),
+		ProxyOptions:    s.proxy(),
+	})
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		names[i] = r.Dst
 	}
-	if err != nil && nonFastForward(err.Error()) {
-		return fmt.Errorf("pushing to %s of %s: %w (%v)", branch, m.URL, ErrNonFastForward, err)
+	where := "pushing " + strings.Join(names, ", ") + " to"
+	switch {
+	case err != nil && s.failure == nil && s.ctx.Err() == nil &&
+		(git2go.IsErrorCode(err, git2go.ErrorCodeNonFastForward) || nonFastForward(err.Error())):
+		return fmt.Errorf("%s %s: %w (%s)", where, redact(m.URL), ErrNonFastForward, s.scrub(err.Error()))
+	case err != nil:
+		return m.wrap(where, err, s)
+	case nff:
+		return fmt.Errorf("%s %s: %w (%s)", where, redact(m.URL), ErrNonFastForward, strings.Join(rejected, "; "))
+	case len(rejected) > 0:
+		return fmt.Errorf("%s %s: rejected: %s", where, redact(m.URL), strings.Join(rejected, "; "))
 	}
-	return m.wrap("pushing to "+branch+" of", err, *failure, ctx)
+	return nil
 }
 
 func nonFastForward(msg string) bool {

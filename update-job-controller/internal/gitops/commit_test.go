@@ -33,6 +33,10 @@ func checkout(t *testing.T, srv *testgit.Server) (*Mirror, func(), string, strin
 	return m, release, head.String(), dir
 }
 
+func info(msg string) CommitInfo {
+	return CommitInfo{Author: Author{"bot", "bot@example.com"}, Message: msg}
+}
+
 func remoteFile(t *testing.T, srv *testgit.Server, branch, path string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -47,18 +51,18 @@ func TestCommitAndPush(t *testing.T) {
 	m, release, parent, dir := checkout(t, srv)
 	defer release()
 
-	if _, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, Author{"bot", "bot@example.com"}, "noop"); !errors.Is(err, ErrNoChange) {
+	if _, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, info("noop")); !errors.Is(err, ErrNoChange) {
 		t.Fatalf("unchanged file: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, Author{"bot", "bot@example.com"}, "Update images")
+	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, info("Update images"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := m.Push(ctx, nil, commit, "main", false); err != nil {
+	if err := m.Push(ctx, nil, commit, []PushRef{{Dst: "refs/heads/main"}}); err != nil {
 		t.Fatal(err)
 	}
 	log, content := remoteFile(t, srv, "main", "apps/app.yaml")
@@ -67,7 +71,7 @@ func TestCommitAndPush(t *testing.T) {
 	}
 
 	// Another branch is force-pushed as checkout + our commit.
-	if err := m.Push(ctx, nil, commit, "auto", true); err != nil {
+	if err := m.Push(ctx, nil, commit, []PushRef{{Dst: "refs/heads/auto", Force: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if log, _ := remoteFile(t, srv, "auto", "apps/app.yaml"); !strings.HasPrefix(log, commit.String()) {
@@ -90,11 +94,11 @@ func TestPushRejectsNonFastForward(t *testing.T) {
 	work.Push()
 
 	_ = os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:2\n"), 0o644)
-	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, Author{"bot", "bot@example.com"}, "ours")
+	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, info("ours"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.Push(context.Background(), nil, commit, "main", false)
+	err = m.Push(context.Background(), nil, commit, []PushRef{{Dst: "refs/heads/main"}})
 	if !errors.Is(err, ErrNonFastForward) {
 		t.Fatalf("want ErrNonFastForward, got %v", err)
 	}
@@ -108,7 +112,7 @@ func TestCommitRefusesPathsOutsideTheWorkTree(t *testing.T) {
 	srv.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
 	m, release, parent, dir := checkout(t, srv)
 	defer release()
-	if _, err := m.Commit(mustOid(t, parent), dir, []string{"../escape.yaml"}, Author{"b", "b@e"}, "x"); err == nil {
+	if _, err := m.Commit(mustOid(t, parent), dir, []string{"../escape.yaml"}, info("x")); err == nil {
 		t.Error("committed a path outside the work tree")
 	}
 }

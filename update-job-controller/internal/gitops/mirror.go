@@ -3,11 +3,11 @@ package gitops
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -57,7 +57,7 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 		_ = os.RemoveAll(path)
 		if repo, err = git2go.InitRepository(path, true); err != nil {
 			l.Unlock()
-			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", url, err)
+			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", redact(url), err)
 		}
 	}
 	now := time.Now()
@@ -104,99 +104,48 @@ func (c *Cache) Prune(maxAge time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// Auth holds credentials and TLS trust for a remote.
-type Auth struct {
-	Username, Password string
-	// BearerToken is sent as an Authorization header.
-	BearerToken string
-	// CAPEM adds trusted certificate authorities for HTTPS.
-	CAPEM []byte
-}
-
-// ErrAuthentication: the server refused the credentials.
-var ErrAuthentication = errors.New("authentication failed")
-
-// callbacks builds remote callbacks that stop libgit2 from retrying refused
-// credentials forever, verify TLS certificates (against CAPEM when given),
-// and abort when ctx ends.
-func (a *Auth) callbacks(ctx context.Context) (git2go.RemoteCallbacks, *error) {
-	var failure error
-	attempts := 0
-	cb := git2go.RemoteCallbacks{
-		CredentialsCallback: func(url, user string, allowed git2go.CredentialType) (*git2go.Credential, error) {
-			attempts++
-			if attempts > 2 || a == nil || a.Username == "" {
-				failure = ErrAuthentication
-				return nil, ErrAuthentication
-			}
-			if allowed&git2go.CredentialTypeUserpassPlaintext == 0 {
-				failure = fmt.Errorf("%w: the server wants credentials other than a username and password", ErrAuthentication)
-				return nil, failure
-			}
-			return git2go.NewCredentialUserpassPlaintext(a.Username, a.Password)
-		},
-		CertificateCheckCallback: func(cert *git2go.Certificate, valid bool, host string) error {
-			if cert.Kind != git2go.CertificateX509 {
-				return nil // SSH host keys are checked by the SSH transport
-			}
-			if valid && (a == nil || len(a.CAPEM) == 0) {
-				return nil
-			}
-			pool, err := x509.SystemCertPool()
-			if err != nil {
-				pool = x509.NewCertPool()
-			}
-			if a != nil && len(a.CAPEM) > 0 && !pool.AppendCertsFromPEM(a.CAPEM) {
-				return errors.New("ca.crt holds no PEM certificate")
-			}
-			if _, err := cert.X509.Verify(x509.VerifyOptions{DNSName: host, Roots: pool}); err != nil {
-				failure = fmt.Errorf("TLS certificate of %s: %w", host, err)
-				return failure
-			}
-			return nil
-		},
-		TransferProgressCallback: func(git2go.TransferProgress) error { return ctx.Err() },
-	}
-	return cb, &failure
-}
-
-func (a *Auth) headers() []string {
-	if a != nil && a.BearerToken != "" {
-		return []string{"Authorization: Bearer " + a.BearerToken}
-	}
-	return nil
-}
-
 // Fetch brings the mirror up to date with every branch and tag of the
 // remote, pruning what the remote deleted.
 func (m *Mirror) Fetch(ctx context.Context, auth *Auth) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fetching %s: %w", redact(m.URL), err)
+	}
+	s, err := auth.session(ctx, m.URL)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", redact(m.URL), err)
+	}
 	remote, err := m.repo.Remotes.CreateAnonymous(m.URL)
 	if err != nil {
 		return err
 	}
 	defer remote.Free()
-	cb, failure := auth.callbacks(ctx)
 	err = remote.Fetch([]string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}, &git2go.FetchOptions{
-		RemoteCallbacks: cb,
+		RemoteCallbacks: s.callbacks,
 		Prune:           git2go.FetchPruneOn,
 		DownloadTags:    git2go.DownloadTagsNone,
-		Headers:         auth.headers(),
+		Headers:         s.headers(),
+		ProxyOptions:    s.proxy(),
 	}, "")
-	return m.wrap("fetching", err, *failure, ctx)
+	return m.wrap("fetching", err, s)
 }
 
-func (m *Mirror) wrap(op string, err, failure error, ctx context.Context) error {
+// wrap names the operation and the remote (without password) in an error
+// of libgit2, and classifies it.
+func (m *Mirror) wrap(op string, err error, s *session) error {
+	where := op + " " + redact(m.URL)
 	switch {
 	case err == nil:
 		return nil
-	case ctx.Err() != nil:
-		return fmt.Errorf("%s %s: %w", op, m.URL, ctx.Err())
-	case failure != nil:
-		return fmt.Errorf("%s %s: %w", op, m.URL, failure)
-	case strings.Contains(err.Error(), "401") || strings.Contains(strings.ToLower(err.Error()), "authentication"):
-		return fmt.Errorf("%s %s: %w: %v", op, m.URL, ErrAuthentication, err)
+	case s.ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", where, s.ctx.Err())
+	case s.failure != nil:
+		return fmt.Errorf("%s: %w", where, s.failure)
 	}
-	return fmt.Errorf("%s %s: %w", op, m.URL, err)
+	msg := s.scrub(err.Error())
+	if strings.Contains(msg, "401") || strings.Contains(strings.ToLower(msg), "authentication") {
+		return fmt.Errorf("%s: %w: %s", where, ErrAuthentication, msg)
+	}
+	return fmt.Errorf("%s: %s", where, msg)
 }
 
 // Ref names what to check out; the most specific field wins: commit, name,
@@ -243,7 +192,7 @@ func (m *Mirror) Resolve(ref Ref) (*git2go.Oid, string, error) {
 	}
 	r, err := m.repo.References.Lookup(spec)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s not found in %s: %w", spec, m.URL, err)
+		return nil, "", fmt.Errorf("%s not found in %s: %w", spec, redact(m.URL), err)
 	}
 	defer r.Free()
 	c, err := r.Peel(git2go.ObjectCommit)
@@ -277,14 +226,20 @@ func (m *Mirror) semverTag(rng string) (string, error) {
 		}
 	}
 	if bestTag == "" {
-		return "", fmt.Errorf("no tag of %s matches semver %q", m.URL, rng)
+		return "", fmt.Errorf("no tag of %s matches semver %q", redact(m.URL), rng)
 	}
 	return bestTag, nil
 }
 
 // Checkout writes the files of commit into dir (which must be empty or
-// missing), without touching the mirror.
-func (m *Mirror) Checkout(commit *git2go.Oid, dir string) error {
+// missing), without touching the mirror. With paths (repository-relative
+// directories or files, e.g. a job's update.path), only the files under
+// them are written: on a large repository this is most of a job's time.
+func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error {
+	sparse, err := cleanPaths(paths)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -298,8 +253,33 @@ func (m *Mirror) Checkout(commit *git2go.Oid, dir string) error {
 		return err
 	}
 	defer tree.Free()
+	strategy := git2go.CheckoutForce | git2go.CheckoutRecreateMissing | git2go.CheckoutDontUpdateIndex
+	if len(sparse) > 0 {
+		// Literal paths: a directory matches what is under it, and no
+		// glob in a file name can widen the checkout.
+		strategy |= git2go.CheckoutDisablePathspecMatch
+	}
 	return m.repo.CheckoutTree(tree, &git2go.CheckoutOptions{
-		Strategy:        git2go.CheckoutForce | git2go.CheckoutRecreateMissing | git2go.CheckoutDontUpdateIndex,
+		Strategy:        strategy,
 		TargetDirectory: dir,
+		Paths:           sparse,
 	})
+}
+
+// cleanPaths turns paths like "./clusters/prod/" or "/clusters/prod" into
+// "clusters/prod". A path naming the root ("", ".", "/") means the whole
+// tree: nil.
+func cleanPaths(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		c := path.Clean(p)
+		if c == ".." || strings.HasPrefix(c, "../") {
+			return nil, fmt.Errorf("checkout path %q is outside the repository", p)
+		}
+		if c = strings.TrimLeft(c, "/"); c == "" || c == "." {
+			return nil, nil
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
