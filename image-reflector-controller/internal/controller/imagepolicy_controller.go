@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -211,6 +212,8 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			r.Events.Normal(ctx, obj, "NewImage", "Select", "latest image for "+latest.Name+" is "+latest.String())
 		}
 		obj.Status.LatestRef = &latest
+		now := metav1.NowMicro()
+		obj.Status.LatestRefTime = &now
 	}
 	conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
 	return ctrl.Result{RequeueAfter: requeue}, nil

@@ -146,6 +146,10 @@ func TestScanAndSelect(t *testing.T) {
 	sem := policyFor(ns, "follow", "app", semverChoice("2.x"))
 	create(t, sem)
 	waitReason(t, sem, conditions.SucceededReason)
+	if sem.Status.LatestRefTime == nil {
+		t.Fatal("latestRefTime not set with the first latestRef")
+	}
+	firstTime := sem.Status.LatestRefTime.Time
 	reg.PushTags(t, "team/app", []string{"2.1.0"})
 	requestReconcile(t, repo, "rescan-1")
 	testenv.Eventually(t, waitFor, func() (bool, error) {
@@ -154,6 +158,10 @@ func TestScanAndSelect(t *testing.T) {
 	})
 	if sem.Status.ObservedPreviousRef == nil || sem.Status.ObservedPreviousRef.Tag != "2.0.0" {
 		t.Errorf("observedPreviousRef %+v", sem.Status.ObservedPreviousRef)
+	}
+	// The automation controller times policy changes to pushes from here.
+	if sem.Status.LatestRefTime == nil || !sem.Status.LatestRefTime.After(firstTime) {
+		t.Errorf("latestRefTime %v did not move past %v when latestRef changed", sem.Status.LatestRefTime, firstTime)
 	}
 }
 

@@ -8,8 +8,9 @@ const (
 	ImageURLInvalidReason = "ImageURLInvalid"
 	// InvalidExclusionListReason: an exclusionList entry is not a regexp.
 	InvalidExclusionListReason = "InvalidExclusionList"
-	// AuthenticationFailedReason: the registry refused the credentials, or
-	// they could not be read.
+	// AuthenticationFailedReason: the registry (or, for an automation, the
+	// git server) refused the credentials, or they could not be read; for
+	// SSH also a host key that known_hosts does not list.
 	AuthenticationFailedReason = "AuthenticationFailed"
 	// ScanFailedReason: listing the tags failed; it is retried.
 	ScanFailedReason = "ScanFailed"
@@ -20,4 +21,32 @@ const (
 	// DigestLookupFailedReason: the digest of the selected tag could not be
 	// read; it is retried.
 	DigestLookupFailedReason = "DigestLookupFailed"
+)
+
+// Condition reasons of ImageUpdateAutomation, beside the shared ones
+// (AccessDenied, InvalidSpec, DependencyNotReady, ...) and the UpdateJob
+// reasons a failed job reports, which the automation repeats.
+const (
+	// InvalidMessageTemplateReason: the commit message template does not
+	// parse, uses fields the data lacks, or does not render.
+	InvalidMessageTemplateReason = "InvalidMessageTemplate"
+	// InvalidPolicySelectorReason: spec.policySelector is not a valid label
+	// selector.
+	InvalidPolicySelectorReason = "InvalidPolicySelector"
+	// UnsupportedUpdateStrategyReason: spec.update.strategy is not Setters.
+	UnsupportedUpdateStrategyReason = "UnsupportedUpdateStrategy"
+	// SourceNotFoundReason: the GitRepository of spec.sourceRef, or its
+	// kind, does not exist.
+	SourceNotFoundReason = "SourceNotFound"
+	// InvalidSourceReason: the GitRepository cannot be used as written
+	// (no or unsupported URL, a cloud provider, an unknown API group).
+	InvalidSourceReason = "InvalidSource"
+	// SecretNotFoundReason: a Secret the repository refers to does not exist.
+	SecretNotFoundReason = "SecretNotFound"
+	// InvalidSecretReason: a Secret lacks the keys its URL needs, or holds
+	// a key or certificate that does not parse.
+	InvalidSecretReason = "InvalidSecret"
+	// GitOperationFailedReason: asking the git server for the branch head
+	// failed; it is retried.
+	GitOperationFailedReason = "GitOperationFailed"
 )

@@ -147,6 +147,11 @@ type ImagePolicyStatus struct {
 	// +optional
 	ObservedPreviousRef *ImageRef `json:"observedPreviousRef,omitempty"`
 
+	// LatestRefTime is when latestRef last changed, to the microsecond; the
+	// automation controller measures the time from here to the push.
+	// +optional
+	LatestRefTime *metav1.MicroTime `json:"latestRefTime,omitempty"`
+
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
@@ -135,6 +136,11 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	ObservedSourceRevision string `json:"observedSourceRevision,omitempty"`
 
+	// LastJob is the last finished UpdateJob whose outcome this status
+	// records.
+	// +optional
+	LastJob *UpdateJobReference `json:"lastJob,omitempty"`
+
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -147,6 +153,21 @@ type ImageUpdateAutomationStatus struct {
 
 // ObservedPolicies maps policy names to the image each selected.
 type ObservedPolicies map[string]ImageRef
+
+// UpdateJobReference names an UpdateJob an automation created, in the
+// automation's namespace.
+type UpdateJobReference struct {
+	// Name of the UpdateJob.
+	// +required
+	Name string `json:"name"`
+	// UID of the UpdateJob, telling it apart from an earlier job of the
+	// same name.
+	// +required
+	UID types.UID `json:"uid"`
+	// Phase the job finished in.
+	// +optional
+	Phase updatev1.UpdateJobPhase `json:"phase,omitempty"`
+}
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -1,0 +1,268 @@
+package gitremote
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"toolkit.dev/image-toolkit/pkg/testgit"
+)
+
+// repo creates a repository with a second branch and an annotated tag, and
+// returns the head of main.
+func repo(t *testing.T, r *testgit.Repos) string {
+	t.Helper()
+	c := r.CreateRepo(t, "fleet", map[string]string{"app.yaml": "image: a:1\n"})
+	testgit.Git(t, c.Dir, "tag", "-a", "-m", "release", "v1.0.0")
+	testgit.Git(t, c.Dir, "checkout", "-q", "-b", "feature")
+	c.Commit("feature", map[string]string{"app.yaml": "image: a:2\n"})
+	testgit.Git(t, c.Dir, "checkout", "-q", "main")
+	head := c.Commit("second", map[string]string{"app.yaml": "image: a:3\n"})
+	c.Push("main", "feature", "v1.0.0")
+	return head
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestHTTP(t *testing.T) {
+	tests := []struct {
+		name    string
+		server  testgit.Options
+		opts    func(*testgit.Server) Options
+		wantErr string
+		auth    bool
+	}{
+		{"anonymous", testgit.Options{}, func(*testgit.Server) Options { return Options{} }, "", false},
+		{"basic auth", testgit.Options{Username: "bot", Password: "s3cret"},
+			func(*testgit.Server) Options { return Options{Username: "bot", Password: "s3cret"} }, "", false},
+		{"wrong password", testgit.Options{Username: "bot", Password: "s3cret"},
+			func(*testgit.Server) Options { return Options{Username: "bot", Password: "nope"} }, "401", true},
+		{"no credentials", testgit.Options{Username: "bot", Password: "s3cret"},
+			func(*testgit.Server) Options { return Options{} }, "401", true},
+		{"bearer token", testgit.Options{BearerToken: "tok-123"},
+			func(*testgit.Server) Options { return Options{BearerToken: "tok-123"} }, "", false},
+		{"wrong bearer token", testgit.Options{BearerToken: "tok-123"},
+			func(*testgit.Server) Options { return Options{BearerToken: "tok-456"} }, "401", true},
+		{"https with ca.crt", testgit.Options{TLS: true, Username: "bot", Password: "s3cret"},
+			func(s *testgit.Server) Options { return Options{CAFile: s.CAPEM, Username: "bot", Password: "s3cret"} }, "", false},
+		{"https without ca.crt", testgit.Options{TLS: true},
+			func(*testgit.Server) Options { return Options{} }, "certificate", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := testgit.New(t, tt.server)
+			head := repo(t, &s.Repos)
+			got, err := Branch(ctx(t), s.RepoURL("fleet"), tt.opts(s), "main")
+			if tt.wantErr == "" {
+				if err != nil || got != head {
+					t.Fatalf("Branch = %q, %v; want %s", got, err, head)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+			}
+			var authErr *AuthError
+			if errors.As(err, &authErr) != tt.auth {
+				t.Errorf("AuthError = %v for %v", !tt.auth, err)
+			}
+			for _, secret := range []string{"s3cret", "nope", "tok-123", "tok-456"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("error %q holds a credential", err)
+				}
+			}
+		})
+	}
+}
+
+// Protocol v2 asks for the refs it wants: the server sends only those.
+func TestHTTPProtocolV2ListsOnlyAskedRefs(t *testing.T) {
+	s := testgit.New(t, testgit.Options{})
+	head := repo(t, &s.Repos)
+	u, _ := url.Parse(s.RepoURL("fleet"))
+	refs, err := listHTTP(ctx(t), u, Options{}, []string{"refs/heads/main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs) != 1 || refs["refs/heads/main"] != head {
+		t.Errorf("refs = %v, want only refs/heads/main at %s", refs, head)
+	}
+
+	all, err := ListRefs(ctx(t), s.RepoURL("fleet"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged := strings.TrimSpace(testgit.Git(t, s.BarePath("fleet"), "rev-parse", "v1.0.0^{commit}"))
+	if all["refs/heads/feature"] == "" || all["refs/tags/v1.0.0"] == "" || all["refs/tags/v1.0.0^{}"] != tagged {
+		t.Errorf("all refs = %v; want feature, v1.0.0 and v1.0.0^{} = %s", all, tagged)
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	s := testgit.New(t, testgit.Options{})
+	repo(t, &s.Repos)
+	if _, err := Branch(ctx(t), s.RepoURL("fleet"), Options{}, "nope"); err == nil || !strings.Contains(err.Error(), `branch "nope" not found`) {
+		t.Errorf("missing branch: %v", err)
+	}
+	if _, err := Branch(ctx(t), s.RepoURL("other"), Options{}, "main"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("missing repository: %v", err)
+	}
+	if _, err := Branch(ctx(t), "ftp://example.com/x.git", Options{}, "main"); err == nil || !strings.Contains(err.Error(), "unsupported URL scheme") {
+		t.Errorf("ftp: %v", err)
+	}
+}
+
+func TestProxy(t *testing.T) {
+	s := testgit.New(t, testgit.Options{TLS: true})
+	head := repo(t, &s.Repos)
+	p := testgit.NewProxy(t, "proxyuser", "proxypass")
+	pu, _ := url.Parse(p.URL)
+
+	pu.User = url.UserPassword("proxyuser", "proxypass")
+	got, err := Branch(ctx(t), s.RepoURL("fleet"), Options{CAFile: s.CAPEM, Proxy: pu}, "main")
+	if err != nil || got != head {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	if p.Requests() == 0 {
+		t.Error("the proxy carried nothing")
+	}
+
+	pu.User = url.UserPassword("proxyuser", "wrong")
+	_, err = Branch(ctx(t), s.RepoURL("fleet"), Options{CAFile: s.CAPEM, Proxy: pu}, "main")
+	if err == nil || p.Rejected() == 0 {
+		t.Fatalf("wrong proxy password: err %v, rejected %d", err, p.Rejected())
+	}
+	if strings.Contains(err.Error(), "wrong") {
+		t.Errorf("error %q holds the proxy password", err)
+	}
+}
+
+func TestSSH(t *testing.T) {
+	s := testgit.NewSSH(t)
+	head := repo(t, &s.Repos)
+	encrypted, encryptedPub := testgit.SSHKeygen(t, "passphrase")
+	s.Authorize(t, encryptedPub)
+	ecdsaKey, ecdsaPub := ecdsaKeyPair(t)
+	s.Authorize(t, ecdsaPub)
+	stranger, _ := testgit.SSHKeygen(t, "")
+
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string
+		auth    bool
+	}{
+		{"ed25519", Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts}, "", false},
+		{"encrypted ed25519", Options{Identity: encrypted, Password: "passphrase", KnownHosts: s.KnownHosts}, "", false},
+		{"ecdsa", Options{Identity: ecdsaKey, KnownHosts: s.KnownHosts}, "", false},
+		{"wrong host key", Options{Identity: s.ClientKey, KnownHosts: s.WrongKnownHosts(t)}, "host key", true},
+		{"host not in known_hosts", Options{Identity: s.ClientKey, KnownHosts: []byte("[127.0.0.1]:1 " + strings.SplitN(string(s.KnownHosts), " ", 2)[1])}, "no key for", true},
+		{"key not authorized", Options{Identity: stranger, KnownHosts: s.KnownHosts}, "refused the key", true},
+		{"no known_hosts", Options{Identity: s.ClientKey}, "known_hosts", false},
+		{"encrypted without password", Options{Identity: encrypted, KnownHosts: s.KnownHosts}, "encrypted", false},
+		{"proxy", Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts, Proxy: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}}, "proxy", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Branch(ctx(t), s.RepoURL("fleet"), tt.opts, "main")
+			if tt.wantErr == "" {
+				if err != nil || got != head {
+					t.Fatalf("Branch = %q, %v; want %s", got, err, head)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+			}
+			var authErr *AuthError
+			if errors.As(err, &authErr) != tt.auth {
+				t.Errorf("AuthError = %v for %v", !tt.auth, err)
+			}
+		})
+	}
+
+	// OpenSSH refuses GIT_PROTOCOL here, so this is protocol v0: every
+	// ref, peeled tags included.
+	refs, err := ListRefs(ctx(t), s.RepoURL("fleet"), Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged := strings.TrimSpace(testgit.Git(t, s.BarePath("fleet"), "rev-parse", "v1.0.0^{commit}"))
+	if refs["refs/heads/main"] != head || refs["refs/heads/feature"] == "" || refs["refs/tags/v1.0.0^{}"] != tagged {
+		t.Errorf("refs = %v", refs)
+	}
+	if _, err := Branch(ctx(t), s.RepoURL("missing"), Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts}, "main"); err == nil {
+		t.Error("a missing repository over SSH listed refs")
+	}
+}
+
+func ecdsaKeyPair(t *testing.T) ([]byte, string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(k, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(block), strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub)))
+}
+
+// A server that accepts connections and never answers: the context ends
+// the wait, over both transports.
+func TestTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	key, pub := testgit.SSHKeygen(t, "")
+	known := []byte("[127.0.0.1]:" + strings.Split(l.Addr().String(), ":")[1] + " " + pub + "\n")
+	for _, u := range []string{"http://" + l.Addr().String() + "/x.git", "ssh://git@" + l.Addr().String() + "/x.git"} {
+		c, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		_, err := Branch(c, u, Options{Identity: key, KnownHosts: known}, "main")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: err = %v, want the context's deadline", u, err)
+		}
+	}
+}
+
+func TestCheckRedirect(t *testing.T) {
+	req := func(u string) *http.Request { r, _ := http.NewRequest("GET", u, nil); return r }
+	if err := checkRedirect(req("http://b/x"), []*http.Request{req("https://a/x")}); err == nil {
+		t.Error("followed a redirect from https to http")
+	}
+	if err := checkRedirect(req("https://b/x"), []*http.Request{req("https://a/x")}); err != nil {
+		t.Errorf("https to https: %v", err)
+	}
+}
