@@ -34,7 +34,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test unit lint generate verify-generate testenv tools deps demo bench clean help
+.PHONY: all build test unit lint generate verify-generate testenv tools deps demo bench clean help images
 
 all: build
 
@@ -70,6 +70,10 @@ build: deps ## Build the four binaries into bin/.
 		CGO_ENABLED=1 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/$$b ./$$b; done
 	@echo "built: $(addprefix bin/,$(STATIC_BINARIES) $(CGO_BINARIES))"
 
+images: build ## Write an OCI image tarball per binary to bin/images, without a container engine.
+	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) go run ./tests/cmd/images \
+		--bin $(BIN) --out $(BIN)/images --version $(VERSION) --revision "$$(git rev-parse HEAD 2>/dev/null || true)"
+
 lint: deps testenv ## gofmt, go vet and helm lint.
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do (cd $$m && go vet ./...); done
@@ -78,7 +82,7 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 		(cd $$m && CGO_ENABLED=0 go build ./...); done
 	@for c in $(CHARTS); do $(HELM) lint --strict --quiet charts/$$c; done
 
-unit: deps testenv build ## Run every module's tests (unit and envtest) with -race.
+unit: deps testenv build images ## Run every module's tests (unit and envtest) with -race.
 	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
 		| tee $(BIN)/unit.log || rc=$$?; \
 	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \

@@ -1,0 +1,332 @@
+// Package images checks the image tarballs of `make images` the way a
+// container runtime would use them: unpack the layers into a root file
+// system and run the entrypoint in it, as the image's user.
+package images
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/imagebuild"
+)
+
+// images returns the directory of the image tarballs: those of `make
+// images` ($IMAGE_TOOLKIT_BIN/images), or images built here from fresh
+// binaries of this tree.
+func images(t *testing.T) string {
+	t.Helper()
+	if d := os.Getenv("IMAGE_TOOLKIT_BIN"); d != "" {
+		return filepath.Join(d, "images")
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, out := t.TempDir(), t.TempDir()
+	for _, s := range imagebuild.Specs {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-X toolkit.dev/image-toolkit/pkg/version.Version="+testVersion,
+			"-o", filepath.Join(bin, s.Name), "./"+s.Name)
+		cmd.Dir = root
+		// As `make build`: only the libgit2 binary links C.
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+strconv.Itoa(len(s.Debian)))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", s.Name, err, b)
+		}
+	}
+	cache := os.Getenv("IMAGE_TOOLKIT_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "image-toolkit")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if _, err := imagebuild.Build(ctx, imagebuild.Options{BinDir: bin, OutDir: out, CacheDir: cache,
+		Repository: "example.com/test", Version: testVersion, Log: testWriter{t}}, imagebuild.Specs); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+const testVersion = "v0.0.0-test"
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+func TestImagesRunTheirBinaryAsNonRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("unpacking images with their owners and chroot need root")
+	}
+	dir := images(t)
+	for _, s := range imagebuild.Specs {
+		t.Run(s.Name, func(t *testing.T) {
+			img, err := tarball.ImageFromPath(filepath.Join(dir, s.Name+".tar"), nil)
+			if err != nil {
+				t.Fatalf("%v (make images writes them)", err)
+			}
+			cf, err := img.ConfigFile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid, gid, err := user(cf.Config.User)
+			if err != nil || uid == 0 || gid == 0 {
+				t.Fatalf("config user %q: must be a numeric non-root uid:gid (%v)", cf.Config.User, err)
+			}
+			version := cf.Config.Labels["org.opencontainers.image.version"]
+			if version == "" || cf.Config.Labels["org.opencontainers.image.title"] != s.Name {
+				t.Errorf("labels %v lack the title %s or a version", cf.Config.Labels, s.Name)
+			}
+			if want := path.Join(imagebuild.BinDir, s.Name); len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != want {
+				t.Fatalf("entrypoint %q, want [%s]", cf.Config.Entrypoint, want)
+			}
+
+			rootfs := t.TempDir()
+			if err := unpack(img, rootfs); err != nil {
+				t.Fatal(err)
+			}
+			checkRootFS(t, rootfs, uid)
+
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			// The path is resolved inside the chroot: what the image
+			// holds, not the host's binary.
+			cmd := exec.CommandContext(ctx, cf.Config.Entrypoint[0], s.VersionArgs...)
+			cmd.Env = cf.Config.Env
+			cmd.Dir = "/"
+			cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: rootfs,
+				Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s %s in the image: %v\n%s", s.Name, strings.Join(s.VersionArgs, " "), err, out)
+			}
+			if want := s.Name + " " + version + " ("; !strings.HasPrefix(string(out), want) {
+				t.Errorf("version output %q does not start with %q", out, want)
+			}
+			if len(s.Debian) > 0 && !strings.Contains(string(out), "libgit2 1.5.") {
+				t.Errorf("%s does not report libgit2 1.5: %q", s.Name, out)
+			}
+			if len(s.Debian) > 0 && !strings.Contains(string(out), "https: true, ssh: true") {
+				t.Errorf("%s's libgit2 lacks HTTPS or SSH: %q", s.Name, out)
+			}
+		})
+	}
+}
+
+func user(s string) (uint32, uint32, error) {
+	u, g, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("no group")
+	}
+	uid, err := strconv.ParseUint(u, 10, 32)
+	if err != nil {
+		return 0, 0, err
+	}
+	gid, err := strconv.ParseUint(g, 10, 32)
+	return uint32(uid), uint32(gid), err
+}
+
+// checkRootFS checks what every image needs besides its binary.
+func checkRootFS(t *testing.T, rootfs string, uid uint32) {
+	t.Helper()
+	passwd, err := os.ReadFile(filepath.Join(rootfs, "etc/passwd"))
+	if err != nil || !strings.Contains(string(passwd), fmt.Sprintf(":x:%d:", uid)) {
+		t.Errorf("/etc/passwd has no user %d: %v %q", uid, err, passwd)
+	}
+	pem, err := os.ReadFile(filepath.Join(rootfs, "etc/ssl/certs/ca-certificates.crt"))
+	if err != nil {
+		t.Error(err)
+	} else if pool := x509.NewCertPool(); !pool.AppendCertsFromPEM(pem) || len(pem) < 100_000 {
+		t.Errorf("ca-certificates.crt holds no usable certificates (%d bytes)", len(pem))
+	}
+	if st, err := os.Stat(filepath.Join(rootfs, "tmp")); err != nil || st.Mode()&os.ModeSticky == 0 || st.Mode().Perm() != 0o777 {
+		t.Errorf("/tmp must be world-writable with the sticky bit: %v", err)
+	}
+	// Distroless: no shell for an intruder, no package manager.
+	for _, p := range []string{"bin/sh", "usr/bin/sh", "bin/bash", "usr/bin/apt", "usr/bin/dpkg"} {
+		if _, err := os.Lstat(filepath.Join(rootfs, p)); err == nil {
+			t.Errorf("the image holds /%s", p)
+		}
+	}
+}
+
+// unpack extracts the layers in order into dir, as root does: with the
+// entries' owners and modes. os.Root keeps every write inside dir whatever
+// the layers' symbolic links point to.
+func unpack(img v1.Image, dir string) error {
+	// The image's user must be able to walk from "/".
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	layers, err := img.Layers()
+	if err != nil {
+		return err
+	}
+	for i, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return err
+		}
+		err = unpackLayer(root, tar.NewReader(rc))
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func unpackLayer(root *os.Root, tr *tar.Reader) error {
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
+		if !filepath.IsLocal(name) {
+			return fmt.Errorf("entry %q leaves the root", hdr.Name)
+		}
+		if strings.HasPrefix(path.Base(name), ".wh.") {
+			return fmt.Errorf("%s: whiteouts are not expected in these images", name)
+		}
+		if dir := path.Dir(name); dir != "." {
+			if err := root.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+		}
+		mode := os.FileMode(hdr.Mode).Perm()
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, mode); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			if err := root.Symlink(hdr.Linkname, name); err != nil {
+				return err
+			}
+		case tar.TypeLink:
+			if err := root.Link(strings.TrimPrefix(hdr.Linkname, "./"), name); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: unexpected entry type %q", name, hdr.Typeflag)
+		}
+		if err := root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
+			return err
+		}
+		if hdr.Typeflag != tar.TypeSymlink {
+			// Modes as recorded, beyond the umask: setgid, sticky.
+			if err := root.Chmod(name, mode|specialBits(hdr.Mode)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// specialBits maps tar's setuid, setgid and sticky bits to Go's.
+func specialBits(m int64) os.FileMode {
+	var fm os.FileMode
+	if m&04000 != 0 {
+		fm |= os.ModeSetuid
+	}
+	if m&02000 != 0 {
+		fm |= os.ModeSetgid
+	}
+	if m&01000 != 0 {
+		fm |= os.ModeSticky
+	}
+	return fm
+}
+
+// The Dockerfiles cannot be built here (no container engine); what they
+// share with `make images` is checked instead: user, entrypoint, and for
+// the cgo binary the Debian packages, which must be libgit2-1.5's whole
+// dependency closure less what the distroless cc base already holds.
+func TestDockerfilesMatchTheImages(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inDistrolessCC := map[string]bool{"libc6": true, "libgcc-s1": true, "gcc-12-base": true, "libssl3": true}
+	for _, s := range imagebuild.Specs {
+		b, err := os.ReadFile(filepath.Join(root, s.Name, "Dockerfile"))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		df := string(b)
+		for _, want := range []string{"USER " + imagebuild.User + "\n",
+			fmt.Sprintf("ENTRYPOINT [%q]\n", path.Join(imagebuild.BinDir, s.Name)),
+			`org.opencontainers.image.title="` + s.Name + `"`} {
+			if !strings.Contains(df, want) {
+				t.Errorf("%s/Dockerfile lacks %q", s.Name, want)
+			}
+		}
+		if len(s.Debian) == 0 {
+			continue
+		}
+		_, download, ok := strings.Cut(df, "apt-get download ")
+		download, _, _ = strings.Cut(download, "&&")
+		got := strings.Fields(strings.ReplaceAll(download, "\\", " "))
+		if !ok || len(got) == 0 {
+			t.Errorf("%s/Dockerfile downloads no Debian packages", s.Name)
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		closure, err := imagebuild.DebianClosure(ctx, s.Debian...)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, p := range closure {
+			if !inDistrolessCC[p] {
+				want = append(want, p)
+			}
+		}
+		sort.Strings(got)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s/Dockerfile downloads\n  %s\nbut %s needs (less distroless cc)\n  %s",
+				s.Name, strings.Join(got, " "), strings.Join(s.Debian, " "), strings.Join(want, " "))
+		}
+	}
+}
