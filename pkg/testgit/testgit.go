@@ -7,9 +7,17 @@ package testgit
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -19,6 +27,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Options configure a Server.
@@ -28,8 +37,9 @@ type Options struct {
 	// BearerToken requires "Authorization: Bearer <token>" when set (basic
 	// authentication is accepted too when Username is also set).
 	BearerToken string
-	// TLS serves HTTPS with a self-signed certificate for 127.0.0.1, which
-	// is its own CA: Server.CAPEM.
+	// TLS serves HTTPS with a certificate for 127.0.0.1, ::1 and
+	// localhost, issued by a self-signed CA made for this server alone:
+	// Server.CAPEM.
 	TLS bool
 }
 
@@ -68,8 +78,13 @@ func New(t testing.TB, o Options) *Server {
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	if o.TLS {
+		cert, ca, err := newCertificate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 		srv.StartTLS()
-		s.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		s.CAPEM = ca
 	} else {
 		srv.Start()
 	}
@@ -106,6 +121,53 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		req.Header.Del("Transfer-Encoding")
 	}
 	s.backend.ServeHTTP(&countingWriter{ResponseWriter: w, n: &s.BytesOut}, req)
+}
+
+// newCertificate makes a CA and a server certificate it signs, so that
+// each server has its own CA: trusting one server's CA does not let a
+// client trust another.
+func newCertificate() (tls.Certificate, []byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "testgit CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		DNSNames:     []string{"localhost"},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	cert := tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key}
+	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }
 
 func (s *Server) authorized(req *http.Request) bool {

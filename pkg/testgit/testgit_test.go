@@ -28,6 +28,10 @@ func TestHTTPServerAuth(t *testing.T) {
 	if err := os.WriteFile(ca, tlsSrv.CAPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	otherCA := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(otherCA, New(t, Options{TLS: true}).CAPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		srv  *Server
@@ -44,6 +48,7 @@ func TestHTTPServerAuth(t *testing.T) {
 		{"bearer anonymous", bearer, bearer.RepoURL("fleet"), nil, nil, false},
 		{"tls with the CA", tlsSrv, tlsSrv.RepoURL("fleet"), nil, []string{"GIT_SSL_CAINFO=" + ca}, true},
 		{"tls without the CA", tlsSrv, tlsSrv.RepoURL("fleet"), nil, nil, false},
+		{"tls with another server's CA", tlsSrv, tlsSrv.RepoURL("fleet"), nil, []string{"GIT_SSL_CAINFO=" + otherCA}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"bytes"
 	"context"
 	"crypto/rsa"
 	"crypto/x509"
@@ -37,9 +38,23 @@ type Auth struct {
 	IdentityPassword string
 	// KnownHosts is required for ssh URLs: a host key not in it is refused.
 	KnownHosts []byte
-	// ProxyURL, e.g. http://user:pass@proxy:3128, is used for HTTP(S).
-	// Empty: libgit2 looks for one in the environment (HTTPS_PROXY...).
+	// ProxyURL, e.g. http://user:pass@proxy:3128, is used for HTTPS
+	// remotes: libgit2 1.5 tunnels with CONNECT, and ignores proxies for
+	// http:// and ssh://. Empty: libgit2 looks for one in the git config
+	// and the environment (https_proxy...).
 	ProxyURL string
+
+	// decoded is Identity decrypted by AuthFromSecrets, so that a job's
+	// fetch and push do not run the (slow, bcrypt) KDF again. It is only
+	// written before the Auth is shared, and used while Identity and
+	// IdentityPassword are still what it was made from.
+	decoded *decodedIdentity
+}
+
+type decodedIdentity struct {
+	identity []byte
+	password string
+	key      *sshIdentity
 }
 
 // ErrInvalidCredentials: the credentials cannot work whatever the server
@@ -67,20 +82,20 @@ func parseEndpoint(raw string) (endpoint, error) {
 		}
 		return endpoint{scheme: "ssh", host: m[2], port: "22", user: m[1]}, nil
 	}
+	scheme := strings.ToLower(raw[:strings.Index(raw, "://")])
+	if scheme != "http" && scheme != "https" && scheme != "ssh" {
+		return endpoint{}, fmt.Errorf("%w: unsupported URL scheme %q (want https, http or ssh)", ErrInvalidCredentials, scheme)
+	}
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
+	if err != nil || u.Hostname() == "" {
 		// url.Parse errors quote the URL, which may hold a password.
 		return endpoint{}, fmt.Errorf("%w: the repository URL is not a valid URL", ErrInvalidCredentials)
 	}
-	ep := endpoint{scheme: strings.ToLower(u.Scheme), host: u.Hostname(), user: u.User.Username()}
-	switch ep.scheme {
-	case "http", "https":
-	case "ssh":
+	ep := endpoint{scheme: scheme, host: u.Hostname(), user: u.User.Username()}
+	if ep.scheme == "ssh" {
 		if ep.port = u.Port(); ep.port == "" {
 			ep.port = "22"
 		}
-	default:
-		return endpoint{}, fmt.Errorf("%w: unsupported URL scheme %q (want https, http or ssh)", ErrInvalidCredentials, u.Scheme)
 	}
 	return ep, nil
 }
@@ -107,9 +122,11 @@ func AuthFromSecrets(repoURL string, creds, proxy map[string][]byte) (*Auth, err
 		if len(a.KnownHosts) == 0 {
 			return nil, invalid("an ssh URL needs known_hosts in the credentials Secret")
 		}
-		if _, err := a.sshKey(); err != nil {
+		key, err := a.decodeIdentity()
+		if err != nil {
 			return nil, err
 		}
+		a.decoded = &decodedIdentity{identity: bytes.Clone(a.Identity), password: a.IdentityPassword, key: key}
 		if _, err := parseKnownHosts(a.KnownHosts); err != nil {
 			return nil, err
 		}
@@ -134,8 +151,12 @@ func AuthFromSecrets(repoURL string, creds, proxy map[string][]byte) (*Auth, err
 		}
 	}
 	if proxy != nil {
-		if ep.scheme == "ssh" {
+		// libgit2 1.5 would connect directly, unknown to the user.
+		switch ep.scheme {
+		case "ssh":
 			return nil, invalid("a proxy is not supported for ssh URLs (libgit2 1.5 connects directly)")
+		case "http":
+			return nil, invalid("a proxy is only used for https:// URLs (libgit2 1.5 connects to http:// directly)")
 		}
 		if a.ProxyURL, err = proxyURL(proxy); err != nil {
 			return nil, err
@@ -178,6 +199,13 @@ type sshIdentity struct {
 }
 
 func (a *Auth) sshKey() (*sshIdentity, error) {
+	if d := a.decoded; d != nil && bytes.Equal(d.identity, a.Identity) && d.password == a.IdentityPassword {
+		return d.key, nil
+	}
+	return a.decodeIdentity()
+}
+
+func (a *Auth) decodeIdentity() (*sshIdentity, error) {
 	raw, err := ssh.ParseRawPrivateKey(a.Identity)
 	var missing *ssh.PassphraseMissingError
 	switch {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -58,8 +59,10 @@ func bigRepo(b *testing.B, bare string, files, commits int) {
 
 // BenchmarkJobCheckout: the git part of a job (open the mirror, fetch,
 // resolve main, check out) on a repository of 20,000 files and 2,000
-// commits over HTTP on loopback: the first job clones into an empty cache,
-// the second fetches one new commit into the warm mirror.
+// commits over HTTP on loopback: the first job clones into an empty cache
+// and checks out the whole tree; the second fetches one new commit into the
+// warm mirror and checks out one team's directory (200 files), as a job
+// with update.path does.
 func BenchmarkJobCheckout(b *testing.B) {
 	srv := testgit.New(b, testgit.Options{})
 	bare := srv.InitBare(b, "big")
@@ -67,7 +70,7 @@ func BenchmarkJobCheckout(b *testing.B) {
 	cacheDir := b.TempDir()
 	ctx := context.Background()
 
-	job := func() (time.Duration, int64) {
+	job := func(paths ...string) (time.Duration, int64) {
 		before := srv.BytesOut.Load()
 		start := time.Now()
 		cache, err := NewCache(cacheDir)
@@ -86,23 +89,42 @@ func BenchmarkJobCheckout(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := m.Checkout(id, filepath.Join(b.TempDir(), "work")); err != nil {
+		dir := filepath.Join(b.TempDir(), "work")
+		if err := m.Checkout(id, dir, paths...); err != nil {
 			b.Fatal(err)
 		}
-		return time.Since(start), srv.BytesOut.Load() - before
+		elapsed := time.Since(start)
+		if n := countFiles(b, dir); (len(paths) == 0 && n != 20000) || (len(paths) > 0 && n != 200) {
+			b.Fatalf("checked out %d files", n)
+		}
+		return elapsed, srv.BytesOut.Load() - before
 	}
 
 	for range b.N {
 		first, firstBytes := job()
 		// Someone commits between the two jobs.
 		bigRepoAppend(b, bare)
-		second, secondBytes := job()
+		second, secondBytes := job("./apps/team-07")
 		b.ReportMetric(first.Seconds(), "s-first-job")
 		b.ReportMetric(second.Seconds(), "s-second-job")
 		b.ReportMetric(float64(firstBytes)/(1<<20), "MiB-first-fetch")
 		b.ReportMetric(float64(secondBytes)/(1<<10), "KiB-second-fetch")
 		b.ReportMetric(first.Seconds()/second.Seconds(), "x-faster")
 	}
+}
+
+func countFiles(b *testing.B, dir string) int {
+	n := 0
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // bigRepoAppend adds one commit changing one file.

@@ -83,6 +83,72 @@ func TestCommitAndPush(t *testing.T) {
 	}
 }
 
+func TestPushSeveralRefs(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	work := srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
+	// The push branch exists with unrelated history: only Force replaces it.
+	testgit.Git(t, work.Dir, "checkout", "-q", "--orphan", "auto")
+	work.Commit("unrelated", map[string]string{"x.yaml": "x: 1\n"})
+	work.Push("auto")
+	m, release, parent, dir := checkout(t, srv)
+	defer release()
+	_ = os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:2\n"), 0o644)
+	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, info("ours"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Requests()
+	refs := []PushRef{{Dst: "refs/heads/main"}, {Dst: "refs/heads/auto", Force: true}, {Dst: "refs/heads/new"}}
+	if err := m.Push(context.Background(), nil, commit, refs); err != nil {
+		t.Fatal(err)
+	}
+	// One push: the ref advertisement and one receive-pack request.
+	if n := srv.Requests() - before; n != 2 {
+		t.Errorf("%d requests for one push", n)
+	}
+	for _, r := range refs {
+		if got := strings.TrimSpace(testgit.Git(t, srv.BarePath("fleet"), "rev-parse", r.Dst)); got != commit.String() {
+			t.Errorf("%s is %s, want %s", r.Dst, got, commit)
+		}
+	}
+
+	for _, bad := range []string{"main", "refs/heads/a..b", ""} {
+		if err := m.Push(context.Background(), nil, commit, []PushRef{{Dst: bad}}); err == nil {
+			t.Errorf("pushed to %q", bad)
+		}
+	}
+	if err := m.Push(context.Background(), nil, commit, nil); err == nil {
+		t.Error("a push of no refs succeeded")
+	}
+}
+
+func TestPushRejectedByTheServerNamesTheRef(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
+	// The update hook runs once per ref: it refuses one and lets the other
+	// through.
+	hook := filepath.Join(srv.BarePath("fleet"), "hooks", "update")
+	script := "#!/bin/sh\n[ \"$1\" = refs/heads/protected ] && { echo protected >&2; exit 1; }\nexit 0\n"
+	if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, release, parent, dir := checkout(t, srv)
+	defer release()
+	_ = os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:2\n"), 0o644)
+	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, info("ours"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Push(context.Background(), nil, commit, []PushRef{{Dst: "refs/heads/main"}, {Dst: "refs/heads/protected"}})
+	if err == nil || errors.Is(err, ErrNonFastForward) || !strings.Contains(err.Error(), "refs/heads/protected: ") {
+		t.Fatalf("want an error naming refs/heads/protected, got %v", err)
+	}
+	t.Log(err)
+	if got := strings.TrimSpace(testgit.Git(t, srv.BarePath("fleet"), "rev-parse", "main")); got != commit.String() {
+		t.Errorf("main is %s, want %s", got, commit)
+	}
+}
+
 func TestPushRejectsNonFastForward(t *testing.T) {
 	srv := testgit.New(t, testgit.Options{})
 	work := srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
@@ -98,12 +164,31 @@ func TestPushRejectsNonFastForward(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = m.Push(context.Background(), nil, commit, []PushRef{{Dst: "refs/heads/main"}})
+	err = m.Push(context.Background(), nil, commit, []PushRef{{Dst: "refs/heads/main"}, {Dst: "refs/heads/auto", Force: true}})
 	if !errors.Is(err, ErrNonFastForward) {
 		t.Fatalf("want ErrNonFastForward, got %v", err)
 	}
 	if log, _ := remoteFile(t, srv, "main", "other.yaml"); !strings.HasPrefix(log, theirs) {
 		t.Errorf("their commit was lost: remote main is %q", log)
+	}
+	// Nothing was pushed, not even the forced ref.
+	if out := testgit.Git(t, srv.BarePath("fleet"), "branch", "--list", "auto"); out != "" {
+		t.Errorf("auto was pushed: %q", out)
+	}
+
+	// Once the mirror has their commit, a push on top of it goes through.
+	if err := m.Fetch(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	ours, err := m.Commit(mustOid(t, theirs), dir, []string{"apps/app.yaml"}, info("ours again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Push(context.Background(), nil, ours, []PushRef{{Dst: "refs/heads/main"}}); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := remoteFile(t, srv, "main", "other.yaml"); !strings.HasPrefix(log, ours.String()+" "+theirs) {
+		t.Errorf("remote main is %q, want ours on theirs", log)
 	}
 }
 

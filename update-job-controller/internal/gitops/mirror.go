@@ -142,7 +142,15 @@ func (m *Mirror) wrap(op string, err error, s *session) error {
 		return fmt.Errorf("%s: %w", where, s.failure)
 	}
 	msg := s.scrub(err.Error())
+	if strings.Contains(msg, "proxy authentication") {
+		return fmt.Errorf("%s: %w: the proxy refused its credentials: %s", where, ErrAuthentication, msg)
+	}
 	if strings.Contains(msg, "401") || strings.Contains(strings.ToLower(msg), "authentication") {
+		if s.auth != nil && s.auth.BearerToken != "" {
+			// A server that wants only Bearer is one libgit2 cannot
+			// answer: it was our token that it refused.
+			msg = "the server refused the bearer token: " + msg
+		}
 		return fmt.Errorf("%s: %w: %s", where, ErrAuthentication, msg)
 	}
 	return fmt.Errorf("%s: %s", where, msg)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -93,28 +94,54 @@ func TestMirrorFetchResolveCheckout(t *testing.T) {
 	}
 }
 
-func TestFetchWrongPasswordFailsOnce(t *testing.T) {
-	srv := testgit.New(t, testgit.Options{Username: "bot", Password: "pw"})
-	srv.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
-	cache, _ := NewCache(t.TempDir())
-	for _, auth := range []*Auth{nil, {Username: "bot", Password: "wrong-secret"}} {
-		m, release, err := cache.Open(srv.RepoURL("fleet"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := srv.Requests()
-		err = m.Fetch(context.Background(), auth)
-		release()
-		if !errors.Is(err, ErrAuthentication) {
-			t.Fatalf("want ErrAuthentication, got %v", err)
-		}
-		if strings.Contains(err.Error(), "wrong-secret") {
-			t.Errorf("error leaks the password: %v", err)
-		}
-		// libgit2 retries refused credentials forever unless told to stop.
-		if n := srv.Requests() - before; n > 4 {
-			t.Errorf("%d requests for one fetch with refused credentials", n)
-		}
+func TestRefusedCredentialsFailOnce(t *testing.T) {
+	basic := testgit.New(t, testgit.Options{Username: "bot", Password: "pw"})
+	bearer := testgit.New(t, testgit.Options{TLS: true, BearerToken: "tok"})
+	tests := []struct {
+		name        string
+		srv         *testgit.Server
+		right, auth *Auth
+	}{
+		{"no credentials", basic, &Auth{Username: "bot", Password: "pw"}, nil},
+		{"wrong password", basic, &Auth{Username: "bot", Password: "pw"}, &Auth{Username: "bot", Password: "wrong-secret"}},
+		{"wrong bearer token", bearer, &Auth{BearerToken: "tok", CAPEM: bearer.CAPEM}, &Auth{BearerToken: "wrong-secret", CAPEM: bearer.CAPEM}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.srv.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
+			t.Cleanup(func() { _ = os.RemoveAll(tt.srv.BarePath("fleet")) })
+			cache, _ := NewCache(t.TempDir())
+			m, release, err := cache.Open(tt.srv.RepoURL("fleet"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			check := func(op string, err error, requests int64) {
+				t.Helper()
+				if !errors.Is(err, ErrAuthentication) {
+					t.Fatalf("%s: want ErrAuthentication, got %v", op, err)
+				}
+				if strings.Contains(err.Error(), "wrong-secret") {
+					t.Errorf("%s: the error quotes the secret: %v", op, err)
+				}
+				// libgit2 asks for credentials again and again unless told
+				// to stop.
+				if requests > 4 {
+					t.Errorf("%s: %d requests with refused credentials", op, requests)
+				}
+			}
+			before := tt.srv.Requests()
+			err = m.Fetch(context.Background(), tt.auth)
+			check("fetch", err, tt.srv.Requests()-before)
+
+			if err := m.Fetch(context.Background(), tt.right); err != nil {
+				t.Fatal(err)
+			}
+			head, _, _ := m.Resolve(Ref{Branch: "main"})
+			before = tt.srv.Requests()
+			err = m.Push(context.Background(), tt.auth, head, []PushRef{{Dst: "refs/heads/copy"}})
+			check("push", err, tt.srv.Requests()-before)
+		})
 	}
 }
 
@@ -159,4 +186,64 @@ func mustOid(t *testing.T, s string) *git2go.Oid {
 		t.Fatal(err)
 	}
 	return id
+}
+
+func TestSparseCheckout(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "fleet", map[string]string{
+		"README.md":                   "x\n",
+		"clusters/prod/app.yaml":      "image: a:1\n",
+		"clusters/prod/db/db.yaml":    "image: d:1\n",
+		"clusters/prod-eu/app.yaml":   "image: a:1\n",
+		"clusters/staging/app.yaml":   "image: a:1\n",
+		"clusters/[abc]/glob.yaml":    "image: g:1\n",
+		"clusters/a/not-a-match.yaml": "image: n:1\n",
+	})
+	m, release, head, _ := checkout(t, srv)
+	defer release()
+
+	tests := []struct {
+		paths   []string
+		want    []string
+		wantErr bool
+	}{
+		{paths: []string{"./clusters/prod/"}, want: []string{"clusters/prod/app.yaml", "clusters/prod/db/db.yaml"}},
+		{paths: []string{"/clusters/prod"}, want: []string{"clusters/prod/app.yaml", "clusters/prod/db/db.yaml"}},
+		{paths: []string{"clusters/staging", "README.md"}, want: []string{"README.md", "clusters/staging/app.yaml"}},
+		// Paths are literal, not globs.
+		{paths: []string{"clusters/[abc]"}, want: []string{"clusters/[abc]/glob.yaml"}},
+		{paths: []string{"clusters/none"}, want: nil},
+		{paths: []string{"."}, want: []string{"README.md", "clusters/[abc]/glob.yaml", "clusters/a/not-a-match.yaml",
+			"clusters/prod-eu/app.yaml", "clusters/prod/app.yaml", "clusters/prod/db/db.yaml", "clusters/staging/app.yaml"}},
+		{paths: []string{"../outside"}, wantErr: true},
+		{paths: []string{"clusters/../../outside"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.paths, ","), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "work")
+			err := m.Checkout(mustOid(t, head), dir, tt.paths...)
+			if tt.wantErr {
+				if err == nil {
+					t.Error("checked out a path outside the repository")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					rel, _ := filepath.Rel(dir, p)
+					got = append(got, filepath.ToSlash(rel))
+				}
+				return err
+			})
+			sort.Strings(got)
+			sort.Strings(tt.want)
+			if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("files %q, want %q", got, tt.want)
+			}
+		})
+	}
 }

@@ -1,0 +1,360 @@
+package gitops
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"toolkit.dev/image-toolkit/pkg/testgit"
+)
+
+func TestAuthFromSecrets(t *testing.T) {
+	key, _ := testgit.SSHKeygen(t, "")
+	encrypted, _ := testgit.SSHKeygen(t, "key-secret")
+	known := []byte("[git.example.com]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+	tests := []struct {
+		name    string
+		url     string
+		creds   map[string][]byte
+		proxy   map[string][]byte
+		want    Auth
+		wantErr string // substring of an ErrInvalidCredentials error
+	}{
+		{name: "public https", url: "https://git.example.com/fleet.git"},
+		{name: "basic", url: "https://git.example.com/fleet.git",
+			creds: map[string][]byte{"username": []byte("bot"), "password": []byte("s3cret")},
+			want:  Auth{Username: "bot", Password: "s3cret"}},
+		{name: "basic over http is allowed", url: "http://git.example.com/fleet.git",
+			creds: map[string][]byte{"username": []byte("bot"), "password": []byte("s3cret")},
+			want:  Auth{Username: "bot", Password: "s3cret"}},
+		{name: "username without password", url: "https://git.example.com/fleet.git",
+			creds: map[string][]byte{"username": []byte("bot")}, wantErr: "without password"},
+		{name: "password without username", url: "https://git.example.com/fleet.git",
+			creds: map[string][]byte{"password": []byte("s3cret")}, wantErr: "without username"},
+		{name: "bearer", url: "https://git.example.com/fleet.git",
+			creds: map[string][]byte{"bearerToken": []byte("tok-s3cret")}, want: Auth{BearerToken: "tok-s3cret"}},
+		{name: "bearer over http", url: "http://git.example.com/fleet.git",
+			creds: map[string][]byte{"bearerToken": []byte("tok-s3cret")}, wantErr: "plain http"},
+		{name: "bearer and basic", url: "https://git.example.com/fleet.git",
+			creds:   map[string][]byte{"bearerToken": []byte("tok-s3cret"), "username": []byte("bot"), "password": []byte("s3cret")},
+			wantErr: "cannot be used together"},
+		{name: "ca.crt not PEM", url: "https://git.example.com/fleet.git",
+			creds: map[string][]byte{"ca.crt": []byte("not a certificate s3cret")}, wantErr: "no PEM certificate"},
+		{name: "ssh", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds: map[string][]byte{"identity": key, "known_hosts": known},
+			want:  Auth{Identity: key, KnownHosts: known}},
+		{name: "scp-like ssh", url: "git@git.example.com:org/fleet.git",
+			creds: map[string][]byte{"identity": key, "known_hosts": known},
+			want:  Auth{Identity: key, KnownHosts: known}},
+		{name: "ssh encrypted identity", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds: map[string][]byte{"identity": encrypted, "password": []byte("key-secret"), "known_hosts": known},
+			want:  Auth{Identity: encrypted, IdentityPassword: "key-secret", KnownHosts: known}},
+		{name: "ssh identity wrong password", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds:   map[string][]byte{"identity": encrypted, "password": []byte("s3cret"), "known_hosts": known},
+			wantErr: "does not decrypt"},
+		{name: "ssh identity encrypted without password", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds:   map[string][]byte{"identity": encrypted, "known_hosts": known},
+			wantErr: "no password"},
+		{name: "ssh without known_hosts", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds: map[string][]byte{"identity": key}, wantErr: "known_hosts"},
+		{name: "ssh without identity", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds: map[string][]byte{"known_hosts": known}, wantErr: "identity"},
+		{name: "ssh without secret", url: "ssh://git@git.example.com:2222/fleet.git", wantErr: "identity"},
+		{name: "ssh malformed known_hosts", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds: map[string][]byte{"identity": key, "known_hosts": []byte("git.example.com ssh-ed25519 !!!\n")}, wantErr: "known_hosts:1"},
+		{name: "ssh identity not a key", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds: map[string][]byte{"identity": []byte("s3cret"), "known_hosts": known}, wantErr: "not a private key"},
+		{name: "ssh with a proxy", url: "ssh://git@git.example.com:2222/fleet.git",
+			creds:   map[string][]byte{"identity": key, "known_hosts": known},
+			proxy:   map[string][]byte{"address": []byte("http://proxy:3128")},
+			wantErr: "proxy is not supported"},
+		{name: "proxy", url: "https://git.example.com/fleet.git",
+			proxy: map[string][]byte{"address": []byte("http://proxy:3128"), "username": []byte("pu"), "password": []byte("p@ss s3cret")},
+			want:  Auth{ProxyURL: "http://pu:p%40ss%20s3cret@proxy:3128"}},
+		{name: "proxy without credentials", url: "https://git.example.com/fleet.git",
+			proxy: map[string][]byte{"address": []byte("https://proxy:3128/")}, want: Auth{ProxyURL: "https://proxy:3128"}},
+		{name: "proxy without address", url: "https://git.example.com/fleet.git",
+			proxy: map[string][]byte{"username": []byte("pu")}, wantErr: "no address"},
+		{name: "proxy address malformed", url: "https://git.example.com/fleet.git",
+			proxy: map[string][]byte{"address": []byte("http://pu:s3cret@proxy:99999999x")}, wantErr: "not a URL"},
+		{name: "proxy address without scheme", url: "https://git.example.com/fleet.git",
+			proxy: map[string][]byte{"address": []byte("proxy:3128")}, wantErr: "not a URL"},
+		{name: "proxy for http", url: "http://git.example.com/fleet.git",
+			proxy: map[string][]byte{"address": []byte("http://proxy:3128")}, wantErr: "only used for https://"},
+		{name: "socks proxy", url: "https://git.example.com/fleet.git",
+			proxy: map[string][]byte{"address": []byte("socks5://proxy:1080")}, wantErr: "not supported by libgit2"},
+		{name: "unsupported scheme", url: "file:///etc/fleet.git", wantErr: "unsupported URL scheme"},
+		{name: "URL not parsable", url: "https://bot:s3cret@git.example.com:x/fleet.git", wantErr: "not a valid URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := AuthFromSecrets(tt.url, tt.creds, tt.proxy)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("want ErrInvalidCredentials with %q, got %v", tt.wantErr, err)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("the error quotes a secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Username != tt.want.Username || a.Password != tt.want.Password || a.BearerToken != tt.want.BearerToken ||
+				string(a.Identity) != string(tt.want.Identity) || a.IdentityPassword != tt.want.IdentityPassword ||
+				string(a.KnownHosts) != string(tt.want.KnownHosts) || a.ProxyURL != tt.want.ProxyURL {
+				t.Errorf("got %+v\nwant %+v", *a, tt.want)
+			}
+		})
+	}
+}
+
+// roundTrip does what a job does over the network: fetch main from url,
+// commit a change and push it to main. It returns the pushed commit.
+func roundTrip(t *testing.T, url string, auth *Auth) (string, error) {
+	t.Helper()
+	cache, err := NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, release, err := cache.Open(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	ctx := context.Background()
+	if err := m.Fetch(ctx, auth); err != nil {
+		return "", err
+	}
+	head, _, err := m.Resolve(Ref{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := m.Checkout(head, dir); err != nil {
+		t.Fatal(err)
+	}
+	// Each caller pushes to the same repository something new.
+	if err := os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:"+t.Name()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := m.Commit(head, dir, []string{"apps/app.yaml"}, info("Update images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Push(ctx, auth, commit, []PushRef{{Dst: "refs/heads/main"}}); err != nil {
+		return "", err
+	}
+	return commit.String(), nil
+}
+
+// hashKnownHosts rewrites the host names of known_hosts hashed, as
+// ssh-keygen -H does.
+func hashKnownHosts(known []byte) []byte {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(known)), "\n") {
+		host, key, _ := strings.Cut(line, " ")
+		out = append(out, knownhosts.HashHostname(host)+" "+key)
+	}
+	return []byte(strings.Join(out, "\n") + "\n")
+}
+
+// ecdsaKey returns a new ECDSA key in PEM (not OpenSSH) form and its
+// authorized_keys line.
+func ecdsaKey(t *testing.T) ([]byte, string) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), string(ssh.MarshalAuthorizedKey(pub))
+}
+
+// TestTransports runs a job's fetch and push against real servers: git
+// http-backend over HTTPS with a self-signed CA, and sshd.
+func TestTransports(t *testing.T) {
+	files := map[string]string{"apps/app.yaml": "image: a:1\n"}
+	https := testgit.New(t, testgit.Options{TLS: true, Username: "bot", Password: "pw-s3cret"})
+	https.CreateRepo(t, "fleet", files)
+	otherCA := testgit.New(t, testgit.Options{TLS: true}).CAPEM
+	bearer := testgit.New(t, testgit.Options{TLS: true, BearerToken: "tok-s3cret"})
+	bearer.CreateRepo(t, "fleet", files)
+	sshd := testgit.NewSSH(t)
+	sshd.CreateRepo(t, "fleet", files)
+	encrypted, encryptedPub := testgit.SSHKeygen(t, "key-s3cret")
+	sshd.Authorize(t, encryptedPub)
+	ecKey, ecPub := ecdsaKey(t)
+	sshd.Authorize(t, ecPub)
+	stranger, _ := testgit.SSHKeygen(t, "")
+	otherPort := strings.Replace(string(sshd.KnownHosts), "]:", "]:1", 1)
+
+	tests := []struct {
+		name    string
+		url     string
+		creds   map[string][]byte
+		bare    string
+		wantErr []string // substrings of the error; none: success
+		is      error
+	}{
+		{name: "https with ca.crt", url: https.RepoURL("fleet"), bare: https.BarePath("fleet"),
+			creds: map[string][]byte{"username": []byte("bot"), "password": []byte("pw-s3cret"), "ca.crt": https.CAPEM}},
+		{name: "https without ca.crt", url: https.RepoURL("fleet"),
+			creds:   map[string][]byte{"username": []byte("bot"), "password": []byte("pw-s3cret")},
+			wantErr: []string{"TLS certificate of 127.0.0.1", "unknown authority"}},
+		{name: "https with another CA", url: https.RepoURL("fleet"),
+			creds:   map[string][]byte{"username": []byte("bot"), "password": []byte("pw-s3cret"), "ca.crt": otherCA},
+			wantErr: []string{"TLS certificate of 127.0.0.1"}},
+		{name: "https wrong password", url: https.RepoURL("fleet"),
+			creds: map[string][]byte{"username": []byte("bot"), "password": []byte("wrong-s3cret"), "ca.crt": https.CAPEM},
+			is:    ErrAuthentication},
+		{name: "bearer token", url: bearer.RepoURL("fleet"), bare: bearer.BarePath("fleet"),
+			creds: map[string][]byte{"bearerToken": []byte("tok-s3cret"), "ca.crt": bearer.CAPEM}},
+		{name: "wrong bearer token", url: bearer.RepoURL("fleet"),
+			creds: map[string][]byte{"bearerToken": []byte("wrong-s3cret"), "ca.crt": bearer.CAPEM},
+			is:    ErrAuthentication, wantErr: []string{"bearer token"}},
+		{name: "ssh", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
+			creds: map[string][]byte{"identity": sshd.ClientKey, "known_hosts": sshd.KnownHosts}},
+		{name: "ssh hashed known_hosts", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
+			creds: map[string][]byte{"identity": sshd.ClientKey, "known_hosts": hashKnownHosts(sshd.KnownHosts)}},
+		{name: "ssh encrypted identity", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
+			creds: map[string][]byte{"identity": encrypted, "password": []byte("key-s3cret"), "known_hosts": sshd.KnownHosts}},
+		{name: "ssh ECDSA PEM identity", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
+			creds: map[string][]byte{"identity": ecKey, "known_hosts": sshd.KnownHosts}},
+		{name: "ssh wrong host key", url: sshd.RepoURL("fleet"),
+			creds:   map[string][]byte{"identity": sshd.ClientKey, "known_hosts": sshd.WrongKnownHosts(t)},
+			wantErr: []string{"host key of [127.0.0.1]:", "does not match known_hosts"}},
+		{name: "ssh unknown host", url: sshd.RepoURL("fleet"),
+			creds:   map[string][]byte{"identity": sshd.ClientKey, "known_hosts": []byte(otherPort)},
+			wantErr: []string{"host [127.0.0.1]:", "is not in known_hosts"}},
+		{name: "ssh key not authorized", url: sshd.RepoURL("fleet"),
+			creds: map[string][]byte{"identity": stranger, "known_hosts": sshd.KnownHosts},
+			is:    ErrAuthentication},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			auth, err := AuthFromSecrets(tt.url, tt.creds, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			commit, err := roundTrip(t, tt.url, auth)
+			if tt.is == nil && len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.TrimSpace(testgit.Git(t, tt.bare, "rev-parse", "main")); got != commit {
+					t.Errorf("remote main is %s, pushed %s", got, commit)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			t.Log(err)
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("want %v, got %v", tt.is, err)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the error quotes a secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestMissingKnownHostsFailsBeforeConnecting(t *testing.T) {
+	sshd := testgit.NewSSH(t)
+	sshd.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
+	if _, err := AuthFromSecrets(sshd.RepoURL("fleet"), map[string][]byte{"identity": sshd.ClientKey}, nil); !errors.Is(err, ErrInvalidCredentials) {
+		t.Errorf("AuthFromSecrets without known_hosts: %v", err)
+	}
+	// An Auth built by hand is checked too, and nothing reaches the host.
+	cache, _ := NewCache(t.TempDir())
+	m, release, _ := cache.Open(sshd.RepoURL("fleet"))
+	defer release()
+	before := strings.Count(sshd.Logs(), "Connection from")
+	if err := m.Fetch(context.Background(), &Auth{Identity: sshd.ClientKey}); !errors.Is(err, ErrInvalidCredentials) {
+		t.Errorf("fetch without known_hosts: %v", err)
+	}
+	if n := strings.Count(sshd.Logs(), "Connection from") - before; n != 0 {
+		t.Errorf("%d connections without known_hosts", n)
+	}
+}
+
+func TestProxy(t *testing.T) {
+	https := testgit.New(t, testgit.Options{TLS: true})
+	https.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
+
+	tests := []struct {
+		name     string
+		srv      *testgit.Server
+		user     string
+		password string
+		wantErr  bool
+	}{
+		{name: "with proxy credentials", srv: https, user: "pu", password: "pp-s3cret"},
+		{name: "without proxy credentials", srv: https},
+		{name: "wrong proxy password", srv: https, user: "pu", password: "wrong-s3cret", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy := testgit.NewProxy(t, "pu", "pp-s3cret")
+			if tt.user == "" {
+				proxy = testgit.NewProxy(t, "", "")
+			}
+			creds := map[string][]byte{"ca.crt": tt.srv.CAPEM}
+			secret := map[string][]byte{"address": []byte(proxy.URL), "username": []byte(tt.user), "password": []byte(tt.password)}
+			auth, err := AuthFromSecrets(tt.srv.RepoURL("fleet"), creds, secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := tt.srv.Requests()
+			commit, err := roundTrip(t, tt.srv.RepoURL("fleet"), auth)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatal("went through the proxy with a wrong password")
+				}
+				t.Logf("%v (%d requests refused)", err, proxy.Rejected())
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Errorf("the error quotes a secret: %v", err)
+				}
+				if n := proxy.Rejected(); n > 4 {
+					t.Errorf("%d requests with refused proxy credentials", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(testgit.Git(t, tt.srv.BarePath("fleet"), "rev-parse", "main")); got != commit {
+				t.Errorf("remote main is %s, pushed %s", got, commit)
+			}
+			// Fetch and push each went through the proxy.
+			if proxy.Requests() < 2 || tt.srv.Requests() == before {
+				t.Errorf("proxy carried %d requests, the server served %d", proxy.Requests(), tt.srv.Requests()-before)
+			}
+		})
+	}
+}
