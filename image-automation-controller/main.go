@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,7 +23,10 @@ import (
 const name = "image-automation-controller"
 
 func main() {
-	var noCrossNamespaceRefs bool
+	var (
+		noCrossNamespaceRefs bool
+		jobHistoryLimit      int
+	)
 	scheme := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(scheme))
 	must(imagev1.AddToScheme(scheme))
@@ -34,14 +38,21 @@ func main() {
 		Scheme:      scheme,
 		Flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
+			fs.IntVar(&jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+			if jobHistoryLimit < 0 {
+				return fmt.Errorf("--job-history-limit must not be negative, got %d", jobHistoryLimit)
+			}
 			return (&controller.ImageUpdateAutomationReconciler{
 				Client:               mgr.GetClient(),
+				APIReader:            mgr.GetAPIReader(),
 				Events:               events.New(mgr.GetEventRecorder(name)),
 				Metrics:              metrics.NewRecorder("automation").MustRegisterDefault(),
+				Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
 				NoCrossNamespaceRefs: noCrossNamespaceRefs,
-			}).SetupWithManager(mgr, opts.ControllerOptions())
+				JobHistoryLimit:      jobHistoryLimit,
+			}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -2,48 +2,113 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"toolkit.dev/image-toolkit/image-automation-controller/internal/gitremote"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/patch"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 )
 
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// ImageUpdateAutomationReconciler reconciles ImageUpdateAutomation objects.
+// sourceIndex indexes automations by the namespace/name of their sourceRef.
+const sourceIndex = ".spec.sourceRef"
+
+// ImageUpdateAutomationReconciler reconciles ImageUpdateAutomation objects:
+// it decides when the repository needs an update and creates an UpdateJob
+// for it, then records the job's outcome.
 type ImageUpdateAutomationReconciler struct {
 	client.Client
-	Events  *events.Recorder
-	Metrics *metrics.Recorder
+	// APIReader reads Secrets and lists UpdateJobs past the cache.
+	APIReader  client.Reader
+	Events     *events.Recorder
+	Metrics    *metrics.Recorder
+	Automation *AutomationMetrics
 	// NoCrossNamespaceRefs refuses sourceRefs to other namespaces.
 	NoCrossNamespaceRefs bool
+	// JobHistoryLimit is how many finished UpdateJobs to keep per
+	// automation.
+	JobHistoryLimit int
 }
 
-// SetupWithManager registers the reconciler.
-func (r *ImageUpdateAutomationReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
-	return ctrl.NewControllerManagedBy(mgr).
+// SetupWithManager registers the reconciler and its watches: its own jobs,
+// ImagePolicies, and Flux GitRepositories when their kind is installed.
+func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
+	if r.JobHistoryLimit < 0 {
+		return fmt.Errorf("the job history limit must not be negative, got %d", r.JobHistoryLimit)
+	}
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobOwnerIndex, func(o client.Object) []string {
+		if uid := ownerUID(o); uid != "" {
+			return []string{uid}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, sourceIndex, func(o client.Object) []string {
+		a := o.(*imagev1.ImageUpdateAutomation)
+		if a.Spec.SourceRef == nil {
+			return nil
+		}
+		ns := a.Spec.SourceRef.Namespace
+		if ns == "" {
+			ns = a.Namespace
+		}
+		return []string{ns + "/" + a.Spec.SourceRef.Name}
+	}); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicates.SpecOrRequest())).
-		WithOptions(opts).
-		Complete(r)
+		Owns(&updatev1.UpdateJob{}, builder.WithPredicates(jobPhaseChanged{})).
+		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
+		WithOptions(opts)
+
+	// Without Flux installed there is nothing to watch; automations
+	// referring to a GitRepository then say its kind is missing.
+	gvk := schema.GroupVersionKind{Group: fluxSourceGroup, Version: defaultSourceVersion, Kind: gitRepositoryKind}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+		repo := &metav1.PartialObjectMetadata{}
+		repo.SetGroupVersionKind(gvk)
+		b = b.WatchesMetadata(repo, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	}
+	return b.Complete(r)
 }
 
-// Reconcile handles one ImageUpdateAutomation: the shared lifecycle (metrics,
-// suspension, reconcile requests). Creating UpdateJobs is added on top of it.
+// Reconcile runs one automation step: validate, record a finished job,
+// and, when something changed, create the next UpdateJob.
 func (r *ImageUpdateAutomationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	obj := &imagev1.ImageUpdateAutomation{}
@@ -60,10 +125,255 @@ func (r *ImageUpdateAutomationReconciler) Reconcile(ctx context.Context, req ctr
 	}
 
 	helper := patch.NewHelper(obj, r.Client)
-	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
+	requested := false
+	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok && v != obj.Status.LastHandledReconcileAt {
+		requested = true
 		obj.Status.SetLastHandledReconcileRequest(v)
 	}
-	err := helper.Patch(ctx, obj)
+	var t tally
+	st := &step{}
+	result, err := r.reconcile(ctx, obj, requested, &t, st)
+	// The status is written against the object as read: if it changed in
+	// between (or the cache was behind), the write fails and the step runs
+	// again from fresh state, so an outcome is never recorded twice.
+	if perr := helper.Patch(ctx, obj, patch.WithOptimisticLock()); perr != nil {
+		if apierrors.IsConflict(perr) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, errors.Join(err, perr)
+	}
+	t.commit(r.Automation)
 	r.Metrics.RecordReady(imagev1.ImageUpdateAutomationKind, obj)
-	return ctrl.Result{}, err
+	// Old jobs go only once the status no longer needs them.
+	if st.finished != nil {
+		if perr := r.pruneJobs(ctx, st.finished); perr != nil {
+			err = errors.Join(err, perr)
+		}
+	}
+	return result, err
+}
+
+// step carries what Reconcile does after the status is written.
+type step struct {
+	finished []updatev1.UpdateJob
+}
+
+func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
+	requested bool, t *tally, st *step) (ctrl.Result, error) {
+	interval := obj.Spec.Interval.Duration
+	sel, stall := validateSpec(obj)
+	if stall != nil {
+		markStalled(obj, stall)
+		return ctrl.Result{}, nil
+	}
+	src, stall, err := r.resolveSource(ctx, obj)
+	if err != nil {
+		conditions.MarkFailed(obj, conditions.FailedReason, "%s", err)
+		return ctrl.Result{}, err
+	}
+	if stall != nil {
+		markStalled(obj, stall)
+		// The GitRepository or Secret may appear; Secrets are not
+		// watched, so look again after an interval.
+		return ctrl.Result{RequeueAfter: interval}, nil
+	}
+	pols, err := r.selectPolicies(ctx, obj, sel)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	inFlight, finished, err := r.jobsOf(ctx, obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.finished = finished
+	var last *updatev1.UpdateJob
+	recorded := false
+	if len(finished) > 0 {
+		last = &finished[0]
+		if obj.Status.LastJob == nil || obj.Status.LastJob.UID != last.UID {
+			r.record(ctx, obj, last, t)
+			recorded = true
+		}
+	}
+	if inFlight != nil {
+		conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", inFlight.Name, phaseOf(inFlight))
+		return ctrl.Result{}, nil
+	}
+	if len(pols.setters) == 0 {
+		conditions.MarkFailed(obj, conditions.DependencyNotReadyReason,
+			"no ImagePolicy in namespace %s matches spec.policySelector and has a latest image yet", obj.Namespace)
+		return ctrl.Result{RequeueAfter: interval}, nil
+	}
+
+	head := ""
+	if branchOnly(src.ref) {
+		ctx, cancel := context.WithTimeout(ctx, src.repository.Timeout.Duration)
+		oid, err := gitremote.Branch(ctx, src.repository.URL, src.remote, src.ref.Branch)
+		cancel()
+		if err != nil {
+			reason := imagev1.GitOperationFailedReason
+			var authErr *gitremote.AuthError
+			if errors.As(err, &authErr) {
+				reason = imagev1.AuthenticationFailedReason
+			}
+			msg := events.Redact(err.Error(), src.remote.Secrets()...)
+			conditions.MarkFailed(obj, reason, "reading the head of branch %s of %s: %s", src.ref.Branch, src.describe, msg)
+			t.outcome(OutcomeFailed)
+			return ctrl.Result{RequeueAfter: min(interval, time.Minute)}, nil
+		}
+		head = src.ref.Branch + "@" + objectFormat(oid) + ":" + oid
+	}
+
+	now := time.Now()
+	spec := jobSpec(obj, src, pols)
+	inputs := inputsHash(spec, head, obj.Generation)
+	next := interval
+	due := requested || obj.Status.LastAutomationRunTime == nil
+	if !due {
+		next = obj.Status.LastAutomationRunTime.Add(interval).Sub(now)
+		due = next <= 0
+	}
+	// The last run had these very inputs (it failed, or pushed somewhere
+	// the head does not show): run again only when an interval has passed
+	// or a reconcile is requested.
+	if last != nil && last.Annotations[InputsAnnotation] == inputs && !due {
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	if canShortCircuit(src.ref, obj.Spec.GitSpec.Push) && obj.Status.ObservedGeneration == obj.Generation &&
+		head == obj.Status.ObservedSourceRevision && maps.Equal(pols.observed, obj.Status.ObservedPolicies) {
+		if recorded {
+			// The run that just ended is the last one; its outcome
+			// stays the message.
+			return ctrl.Result{RequeueAfter: interval}, nil
+		}
+		obj.Status.LastAutomationRunTime = &metav1.Time{Time: now}
+		conditions.MarkReady(obj, conditions.SucceededReason, "nothing changed since the last run: %s and %d policies as they were", head, len(pols.setters))
+		t.outcome(OutcomeSkipped)
+		return ctrl.Result{RequeueAfter: interval}, nil
+	}
+
+	job, existed, err := r.createJob(ctx, obj, spec, inputs, changeTimes(pols, obj.Status.ObservedPolicies))
+	if err != nil {
+		if apierrors.IsInvalid(err) {
+			markStalled(obj, stalled(conditions.InvalidSpecReason, "the UpdateJob for this automation is invalid: %s", err))
+			return ctrl.Result{}, nil
+		}
+		conditions.MarkFailed(obj, conditions.FailedReason, "creating the UpdateJob: %s", err)
+		return ctrl.Result{}, err
+	}
+	if !existed {
+		obj.Status.LastAutomationRunTime = &metav1.Time{Time: now}
+		r.Events.Normal(ctx, obj, "UpdateJobCreated", "Update", fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(pols.setters), revisionOr(head, src.ref)))
+	}
+	conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", job.Name, phaseOf(job))
+	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// markStalled records a problem retrying cannot fix. When the spec changed
+// since the last recorded run, that run's revision no longer says the
+// repository is up to date for this spec: it is dropped, so that the run
+// after the problem is fixed makes a job even if nothing else changed.
+func markStalled(obj *imagev1.ImageUpdateAutomation, s *stall) {
+	if obj.Status.ObservedGeneration != obj.Generation {
+		obj.Status.ObservedSourceRevision = ""
+	}
+	obj.Status.ObservedGeneration = obj.Generation
+	conditions.MarkStalled(obj, s.reason, "%s", s.message)
+}
+
+func phaseOf(j *updatev1.UpdateJob) string {
+	if j.Status.Phase == "" {
+		return string(updatev1.UpdateJobPending)
+	}
+	return string(j.Status.Phase)
+}
+
+func revisionOr(head string, ref updatev1.GitRepositoryRef) string {
+	if head != "" {
+		return head
+	}
+	for _, s := range []string{ref.Commit, ref.Name, ref.SemVer, ref.Tag, ref.Branch} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// jobPhaseChanged passes job creations, deletions and phase changes, not
+// the runner's heartbeats.
+type jobPhaseChanged struct{ predicate.Funcs }
+
+func (jobPhaseChanged) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*updatev1.UpdateJob)
+	n, ok2 := e.ObjectNew.(*updatev1.UpdateJob)
+	return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase
+}
+
+// policyHandler enqueues, when a policy's latestRef or labels change, the
+// automations of its namespace whose selector matches it before or after.
+func (r *ImageUpdateAutomationReconciler) policyHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, q workqueueAdder, pols ...*imagev1.ImagePolicy) {
+		list := &imagev1.ImageUpdateAutomationList{}
+		if err := r.List(ctx, list, client.InNamespace(pols[0].Namespace)); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for an ImagePolicy change")
+			return
+		}
+		for _, a := range list.Items {
+			sel, stall := validateSpec(&a)
+			if stall != nil {
+				continue
+			}
+			for _, p := range pols {
+				if p.Status.LatestRef != nil && sel.Matches(labels.Set(p.Labels)) {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
+					break
+				}
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueueAdder) {
+			if p, ok := e.Object.(*imagev1.ImagePolicy); ok {
+				enqueue(ctx, q, p)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueueAdder) {
+			o, ok1 := e.ObjectOld.(*imagev1.ImagePolicy)
+			n, ok2 := e.ObjectNew.(*imagev1.ImagePolicy)
+			if !ok1 || !ok2 || (equalRef(o.Status.LatestRef, n.Status.LatestRef) && maps.Equal(o.Labels, n.Labels)) {
+				return
+			}
+			enqueue(ctx, q, o, n)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueueAdder) {
+			if p, ok := e.Object.(*imagev1.ImagePolicy); ok {
+				enqueue(ctx, q, p)
+			}
+		},
+	}
+}
+
+type workqueueAdder = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func equalRef(a, b *imagev1.ImageRef) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// automationsOfSource maps a GitRepository to the automations using it.
+func (r *ImageUpdateAutomationReconciler) automationsOfSource(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &imagev1.ImageUpdateAutomationList{}
+	if err := r.List(ctx, list, client.MatchingFields{sourceIndex: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for a GitRepository change")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, a := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
+	}
+	return reqs
 }

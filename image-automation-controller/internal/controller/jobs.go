@@ -1,0 +1,375 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+)
+
+// Labels and annotations on the UpdateJobs an automation creates.
+const (
+	// AutomationLabel names the automation, for kubectl -l (when the name
+	// fits in a label value).
+	AutomationLabel = "image.toolkit.dev/automation"
+	// InputsAnnotation is the hash of what the job was made from: its spec,
+	// the branch head and the automation's generation.
+	InputsAnnotation = "image.toolkit.dev/inputs"
+	// GenerationAnnotation is the automation's generation the job applies.
+	GenerationAnnotation = "image.toolkit.dev/automation-generation"
+	// RunAnnotation numbers an automation's jobs in the order they were
+	// made (creation times have whole seconds, too coarse to order them).
+	RunAnnotation = "image.toolkit.dev/run"
+	// LatestRefTimesAnnotation maps the policies whose value the job
+	// changes (NAMESPACE:NAME) to their status.latestRefTime, for the
+	// policy-to-push latency.
+	LatestRefTimesAnnotation = "image.toolkit.dev/latest-ref-times"
+)
+
+// jobOwnerIndex indexes UpdateJobs by the UID of the ImageUpdateAutomation
+// that controls them.
+const jobOwnerIndex = ".metadata.ownerReferences.automation"
+
+// ownerUID returns the UID of the ImageUpdateAutomation controlling job.
+func ownerUID(job client.Object) string {
+	ref := metav1.GetControllerOf(job)
+	if ref == nil || ref.Kind != imagev1.ImageUpdateAutomationKind || !strings.HasPrefix(ref.APIVersion, imagev1.GroupVersion.Group+"/") {
+		return ""
+	}
+	return string(ref.UID)
+}
+
+// selection is what the selected policies say.
+type selection struct {
+	setters  []updatev1.PolicySetter
+	observed imagev1.ObservedPolicies
+	// times holds status.latestRefTime by NAMESPACE:NAME.
+	times map[string]time.Time
+}
+
+// selectPolicies returns the policies of the automation's namespace that
+// sel matches and that have picked an image, sorted by name.
+func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, obj *imagev1.ImageUpdateAutomation, sel labels.Selector) (*selection, error) {
+	list := &imagev1.ImagePolicyList{}
+	if err := r.List(ctx, list, client.InNamespace(obj.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing ImagePolicies: %w", err)
+	}
+	s := &selection{observed: imagev1.ObservedPolicies{}, times: map[string]time.Time{}}
+	for _, p := range list.Items {
+		if p.Status.LatestRef == nil || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		ref := *p.Status.LatestRef
+		key := p.Namespace + ":" + p.Name
+		s.setters = append(s.setters, updatev1.PolicySetter{Policy: key, Name: ref.Name, Tag: ref.Tag, Digest: ref.Digest})
+		s.observed[p.Name] = ref
+		if p.Status.LatestRefTime != nil {
+			s.times[key] = p.Status.LatestRefTime.Time
+		}
+	}
+	slices.SortFunc(s.setters, func(a, b updatev1.PolicySetter) int { return strings.Compare(a.Policy, b.Policy) })
+	return s, nil
+}
+
+// jobSpec is the UpdateJob for one run.
+func jobSpec(obj *imagev1.ImageUpdateAutomation, src *source, sel *selection) updatev1.UpdateJobSpec {
+	spec := updatev1.UpdateJobSpec{
+		Repository: *src.repository.DeepCopy(),
+		Checkout:   updatev1.GitCheckoutSpec{Reference: src.ref},
+		Update:     updatev1.UpdateSpec{Setters: sel.setters},
+		Commit:     *obj.Spec.GitSpec.Commit.DeepCopy(),
+		Push:       obj.Spec.GitSpec.Push.DeepCopy(),
+	}
+	if obj.Spec.Update != nil {
+		spec.Update.Path = obj.Spec.Update.Path
+	}
+	return spec
+}
+
+// inputsHash identifies a run by what its job is made from.
+func inputsHash(spec updatev1.UpdateJobSpec, head string, generation int64) string {
+	b, err := json.Marshal(struct {
+		Spec       updatev1.UpdateJobSpec `json:"spec"`
+		Head       string                 `json:"head"`
+		Generation int64                  `json:"generation"`
+	}{spec, head, generation})
+	if err != nil {
+		panic(err) // plain structs always marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// jobName is <automation>-<10 hex digits>, from the inputs and the number
+// of the attempt with these inputs, so that the same decision always makes
+// the same name.
+func jobName(automation, inputs string, attempt int) string {
+	sum := sha256.Sum256([]byte(inputs + "/" + strconv.Itoa(attempt)))
+	suffix := hex.EncodeToString(sum[:])[:10]
+	prefix := automation
+	if max := validation.DNS1123SubdomainMaxLength - len(suffix) - 1; len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-.")
+	}
+	return prefix + "-" + suffix
+}
+
+// createJob creates the run's UpdateJob, unless one is already in flight.
+// Jobs are listed from the API server, not the cache, so that a job made a
+// moment ago (or before a restart) is never made twice. It returns the job
+// and whether it was there already.
+func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
+	spec updatev1.UpdateJobSpec, inputs string, times map[string]string) (*updatev1.UpdateJob, bool, error) {
+	list := &updatev1.UpdateJobList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace)); err != nil {
+		return nil, false, fmt.Errorf("listing UpdateJobs: %w", err)
+	}
+	names := map[string]bool{}
+	run := 0
+	for i := range list.Items {
+		j := &list.Items[i]
+		names[j.Name] = true
+		if ownerUID(j) != string(obj.UID) {
+			continue
+		}
+		if !j.Status.Phase.Finished() {
+			return j, true, nil
+		}
+		run = max(run, runOf(j))
+	}
+	name := ""
+	for attempt := 0; name == "" || names[name]; attempt++ {
+		name = jobName(obj.Name, inputs, attempt)
+	}
+	job := &updatev1.UpdateJob{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: obj.Namespace,
+			// The automation's labels carry over, so a controller
+			// sharded by --watch-label-selector sees its own jobs.
+			Labels: maps.Clone(obj.Labels),
+			Annotations: map[string]string{
+				InputsAnnotation:     inputs,
+				GenerationAnnotation: strconv.FormatInt(obj.Generation, 10),
+				RunAnnotation:        strconv.Itoa(run + 1),
+			},
+		},
+		Spec: spec,
+	}
+	if job.Labels == nil {
+		job.Labels = map[string]string{}
+	}
+	if len(validation.IsValidLabelValue(obj.Name)) == 0 {
+		job.Labels[AutomationLabel] = obj.Name
+	}
+	if len(times) > 0 {
+		b, _ := json.Marshal(times)
+		job.Annotations[LatestRefTimesAnnotation] = string(b)
+	}
+	// The job controller reads the automation (for the message template's
+	// .AutomationObject) from this controller reference.
+	if err := controllerutil.SetControllerReference(obj, job, r.Scheme()); err != nil {
+		return nil, false, err
+	}
+	err := r.Create(ctx, job)
+	if apierrors.IsAlreadyExists(err) {
+		existing := &updatev1.UpdateJob{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), existing); err != nil {
+			return nil, false, err
+		}
+		if ownerUID(existing) == string(obj.UID) && !existing.Status.Phase.Finished() {
+			return existing, true, nil
+		}
+		return nil, false, fmt.Errorf("UpdateJob %s exists and is not an unfinished job of this automation", name)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return job, false, nil
+}
+
+// changeTimes returns, for the setters whose value differs from what the
+// last run applied, when their policy picked that value.
+func changeTimes(sel *selection, last imagev1.ObservedPolicies) map[string]string {
+	out := map[string]string{}
+	for _, s := range sel.setters {
+		name := s.Policy[strings.Index(s.Policy, ":")+1:]
+		if prev, ok := last[name]; ok && prev == (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
+			continue
+		}
+		if t, ok := sel.times[s.Policy]; ok {
+			out[s.Policy] = t.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	return out
+}
+
+// jobsOf returns the automation's jobs from the cache: the newest finished
+// one, those in flight, and the finished ones newest first.
+func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (inFlight *updatev1.UpdateJob, finished []updatev1.UpdateJob, err error) {
+	list := &updatev1.UpdateJobList{}
+	if err := r.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingFields{jobOwnerIndex: string(obj.UID)}); err != nil {
+		return nil, nil, fmt.Errorf("listing UpdateJobs: %w", err)
+	}
+	for i := range list.Items {
+		j := list.Items[i]
+		if j.Status.Phase.Finished() {
+			finished = append(finished, j)
+		} else if inFlight == nil || j.CreationTimestamp.Before(&inFlight.CreationTimestamp) {
+			inFlight = &j
+		}
+	}
+	slices.SortFunc(finished, func(a, b updatev1.UpdateJob) int {
+		if c := runOf(&b) - runOf(&a); c != 0 {
+			return c
+		}
+		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Name, a.Name)
+	})
+	return inFlight, finished, nil
+}
+
+// runOf is the job's run number, 0 when it has none.
+func runOf(j *updatev1.UpdateJob) int {
+	n, _ := strconv.Atoi(j.Annotations[RunAnnotation])
+	return n
+}
+
+// record writes a finished job's outcome into the status, once per job.
+func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob, t *tally) {
+	obj.Status.LastJob = &imagev1.UpdateJobReference{Name: job.Name, UID: job.UID, Phase: job.Status.Phase}
+	gen, _ := strconv.ParseInt(job.Annotations[GenerationAnnotation], 10, 64)
+	applied := func() {
+		obj.Status.ObservedPolicies = policiesOf(job)
+		if gen > 0 {
+			obj.Status.ObservedGeneration = gen
+		}
+	}
+	switch job.Status.Phase {
+	case updatev1.UpdateJobSucceeded:
+		now := time.Now()
+		pushed := now
+		if ct := job.Status.CompletionTime; ct != nil {
+			// completionTime has whole seconds: the push happened
+			// within the second after it, and before now.
+			pushed = minTime(now, ct.Add(time.Second))
+		}
+		obj.Status.LastPushCommit = job.Status.PushedCommit
+		obj.Status.LastPushTime = job.Status.CompletionTime.DeepCopy()
+		if obj.Status.LastPushTime == nil {
+			obj.Status.LastPushTime = &metav1.Time{Time: now}
+		}
+		obj.Status.ObservedSourceRevision = revisionAfterPush(job)
+		applied()
+		conditions.MarkReady(obj, conditions.SucceededReason, "pushed commit %s to %s (UpdateJob %s)",
+			short(job.Status.PushedCommit), pushBranch(job), job.Name)
+		r.Events.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
+			job.Name, job.Status.PushedCommit, pushBranch(job)))
+		t.outcome(OutcomePushed)
+		var times map[string]string
+		if s := job.Annotations[LatestRefTimesAnnotation]; s != "" && json.Unmarshal([]byte(s), &times) == nil {
+			for _, v := range times {
+				if since, err := time.Parse(time.RFC3339Nano, v); err == nil && !pushed.Before(since) {
+					t.latencies = append(t.latencies, pushed.Sub(since).Seconds())
+				}
+			}
+		}
+	case updatev1.UpdateJobNoChange:
+		obj.Status.ObservedSourceRevision = job.Status.CheckoutRevision
+		applied()
+		conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s (UpdateJob %s)", job.Status.CheckoutRevision, job.Name)
+		t.outcome(OutcomeNoChange)
+	case updatev1.UpdateJobFailed:
+		reason, msg := conditions.FailedReason, "no reason given"
+		if c := conditions.Get(job, conditions.ReadyCondition); c != nil {
+			if c.Reason != "" {
+				reason = c.Reason
+			}
+			if c.Message != "" {
+				msg = c.Message
+			}
+		}
+		conditions.MarkFailed(obj, reason, "UpdateJob %s failed: %s", job.Name, msg)
+		r.Events.Warning(ctx, obj, reason, "Update", fmt.Sprintf("UpdateJob %s failed: %s", job.Name, msg))
+		t.outcome(OutcomeFailed)
+	}
+}
+
+// policiesOf turns a job's setters back into observed policies.
+func policiesOf(job *updatev1.UpdateJob) imagev1.ObservedPolicies {
+	out := imagev1.ObservedPolicies{}
+	for _, s := range job.Spec.Update.Setters {
+		name := s.Policy[strings.Index(s.Policy, ":")+1:]
+		out[name] = imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
+	}
+	return out
+}
+
+// revisionAfterPush is the checkout branch head once the job is done: the
+// pushed commit when it pushed to the branch it checked out, so that the
+// next run's ls-remote matches and short-circuits.
+func revisionAfterPush(job *updatev1.UpdateJob) string {
+	ref := job.Spec.Checkout.Reference
+	if job.Status.PushedCommit != "" && branchOnly(ref) && pushBranch(job) == ref.Branch {
+		return ref.Branch + "@" + objectFormat(job.Status.PushedCommit) + ":" + job.Status.PushedCommit
+	}
+	return job.Status.CheckoutRevision
+}
+
+func pushBranch(job *updatev1.UpdateJob) string {
+	if p := job.Spec.Push; p != nil && p.Branch != "" {
+		return p.Branch
+	}
+	return job.Spec.Checkout.Reference.Branch
+}
+
+// objectFormat names the hash of an object name, as revisions spell it.
+func objectFormat(oid string) string {
+	if len(oid) == 64 {
+		return "sha256"
+	}
+	return "sha1"
+}
+
+func short(oid string) string {
+	if len(oid) > 12 {
+		return oid[:12]
+	}
+	return oid
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// pruneJobs deletes the finished jobs beyond the newest limit.
+func (r *ImageUpdateAutomationReconciler) pruneJobs(ctx context.Context, finished []updatev1.UpdateJob) error {
+	for i := r.JobHistoryLimit; i < len(finished); i++ {
+		j := &finished[i]
+		if err := r.Delete(ctx, j, client.Preconditions{UID: &j.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting UpdateJob %s: %w", j.Name, err)
+		}
+	}
+	return nil
+}

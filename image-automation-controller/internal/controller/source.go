@@ -1,0 +1,272 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"toolkit.dev/image-toolkit/image-automation-controller/internal/gitremote"
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/setters"
+)
+
+// Flux's GitRepository, read as unstructured so that Flux's types are not
+// a dependency.
+const (
+	fluxSourceGroup       = "source.toolkit.fluxcd.io"
+	gitRepositoryKind     = "GitRepository"
+	defaultSourceVersion  = "v1"
+	defaultFluxBranch     = "master"
+	defaultGitTimeout     = 60 * time.Second
+	gitRepositoryResource = "gitrepositories"
+)
+
+// stall is a problem the automation cannot get past by retrying: it is
+// reported as Stalled with reason and message.
+type stall struct {
+	reason, message string
+}
+
+func stalled(reason, format string, args ...any) *stall {
+	return &stall{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// validateSpec checks what the spec alone decides, before anything is read:
+// the update strategy, the policy selector and the message template.
+func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, *stall) {
+	if u := obj.Spec.Update; u != nil && u.Strategy != imagev1.UpdateStrategySetters {
+		return nil, stalled(imagev1.UnsupportedUpdateStrategyReason,
+			"update strategy %q is not supported: the only strategy is Setters", u.Strategy)
+	}
+	sel := labels.Everything()
+	if obj.Spec.PolicySelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(obj.Spec.PolicySelector)
+		if err != nil {
+			return nil, stalled(imagev1.InvalidPolicySelectorReason, "invalid spec.policySelector: %s", err)
+		}
+		sel = s
+	}
+	c := obj.Spec.GitSpec.Commit
+	if err := setters.ValidateTemplate(c.MessageTemplate, c.MessageTemplateValues); err != nil {
+		return nil, stalled(imagev1.InvalidMessageTemplateReason, "spec.git.commit.messageTemplate: %s", err)
+	}
+	return sel, nil
+}
+
+// source is where the automation's jobs read and write, and how the
+// controller reaches it to read the branch head.
+type source struct {
+	repository updatev1.GitRepositorySpec
+	ref        updatev1.GitRepositoryRef
+	remote     gitremote.Options
+	// describe names the source in messages.
+	describe string
+}
+
+// resolveSource reads the repository from spec.git.repository or the Flux
+// GitRepository of spec.sourceRef, the checkout ref (spec.git.checkout
+// wins over the GitRepository's), and the credentials. A nil stall and a
+// non-nil error is a transient failure.
+func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (*source, *stall, error) {
+	src := &source{}
+	if ref := obj.Spec.SourceRef; ref != nil {
+		if st, err := r.fluxSource(ctx, obj, ref, src); st != nil || err != nil {
+			return nil, st, err
+		}
+	} else {
+		if obj.Spec.GitSpec.Repository == nil {
+			return nil, stalled(conditions.InvalidSpecReason, "set spec.sourceRef or spec.git.repository"), nil
+		}
+		if obj.Spec.GitSpec.Checkout == nil {
+			return nil, stalled(conditions.InvalidSpecReason, "spec.git.checkout is required with spec.git.repository"), nil
+		}
+		src.repository = *obj.Spec.GitSpec.Repository.DeepCopy()
+		src.describe = "spec.git.repository"
+		if st := checkURL(src.repository.URL, src.describe); st != nil {
+			return nil, st, nil
+		}
+	}
+	if c := obj.Spec.GitSpec.Checkout; c != nil {
+		src.ref = c.Reference
+	}
+	if src.repository.Timeout == nil {
+		src.repository.Timeout = &metav1.Duration{Duration: defaultGitTimeout}
+	}
+	if !hasRef(src.ref) {
+		return nil, stalled(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit"), nil
+	}
+	if src.ref.Branch == "" {
+		if p := obj.Spec.GitSpec.Push; p == nil || (p.Branch == "" && p.Refspec == "") {
+			return nil, stalled(conditions.InvalidSpecReason,
+				"the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec"), nil
+		}
+	}
+	st, err := r.credentials(ctx, obj, src)
+	return src, st, err
+}
+
+// fluxSource reads a Flux GitRepository into src.
+func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
+	ref *imagev1.CrossNamespaceSourceReference, src *source) (*stall, error) {
+	if ref.Kind != "" && ref.Kind != gitRepositoryKind {
+		return stalled(imagev1.InvalidSourceReason, "spec.sourceRef.kind %q is not supported: only GitRepository", ref.Kind), nil
+	}
+	gv := schema.GroupVersion{Group: fluxSourceGroup, Version: defaultSourceVersion}
+	if ref.APIVersion != "" {
+		parsed, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || parsed.Group != fluxSourceGroup || parsed.Version == "" {
+			return stalled(imagev1.InvalidSourceReason, "spec.sourceRef.apiVersion %q is not a version of %s", ref.APIVersion, fluxSourceGroup), nil
+		}
+		gv = parsed
+	}
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	if key.Namespace == "" {
+		key.Namespace = obj.Namespace
+	}
+	if key.Namespace != obj.Namespace && r.NoCrossNamespaceRefs {
+		return stalled(conditions.AccessDeniedReason,
+			"cannot use GitRepository %s from namespace %s: cross-namespace references are disabled (--no-cross-namespace-refs)", key, obj.Namespace), nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gv.WithKind(gitRepositoryKind))
+	// Unstructured objects are read from the API server, not the cache.
+	if err := r.Get(ctx, key, u); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return stalled(imagev1.SourceNotFoundReason, "GitRepository %s not found", key), nil
+		case apimeta.IsNoMatchError(err):
+			return stalled(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", gitRepositoryKind, gv), nil
+		}
+		return nil, fmt.Errorf("reading GitRepository %s: %w", key, err)
+	}
+	src.describe = "GitRepository " + key.String()
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	str := func(path ...string) string {
+		s, _, _ := unstructured.NestedString(spec, path...)
+		return s
+	}
+	src.repository.URL = str("url")
+	if st := checkURL(src.repository.URL, src.describe); st != nil {
+		return st, nil
+	}
+	if p := str("provider"); p != "" && p != "generic" {
+		return stalled(imagev1.InvalidSourceReason, "%s uses provider %q: only generic credentials (secretRef) are supported", src.describe, p), nil
+	}
+	if n := str("secretRef", "name"); n != "" {
+		src.repository.SecretRef = &meta.LocalObjectReference{Name: n}
+	}
+	if n := str("proxySecretRef", "name"); n != "" {
+		src.repository.ProxySecretRef = &meta.LocalObjectReference{Name: n}
+	}
+	if t := str("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return stalled(imagev1.InvalidSourceReason, "%s has an invalid spec.timeout %q", src.describe, t), nil
+		}
+		src.repository.Timeout = &metav1.Duration{Duration: d}
+	}
+	if _, ok := spec["ref"]; ok {
+		src.ref = updatev1.GitRepositoryRef{
+			Branch: str("ref", "branch"), Tag: str("ref", "tag"), SemVer: str("ref", "semver"),
+			Name: str("ref", "name"), Commit: str("ref", "commit"),
+		}
+	} else {
+		src.ref = updatev1.GitRepositoryRef{Branch: defaultFluxBranch}
+	}
+	return nil, nil
+}
+
+// credentials reads the Secrets the repository names. They are read in the
+// automation's namespace, where its UpdateJobs run and read them too, also
+// when the GitRepository is in another namespace.
+func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *imagev1.ImageUpdateAutomation, src *source) (*stall, error) {
+	read := func(ref *meta.LocalObjectReference, what string) (map[string][]byte, *stall, error) {
+		if ref == nil {
+			return nil, nil, nil
+		}
+		s := &corev1.Secret{}
+		key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
+		// Secrets are read directly, so the controller needs no
+		// cluster-wide list and watch of them.
+		if err := r.APIReader.Get(ctx, key, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, stalled(imagev1.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
+					key, what, src.describe, obj.Namespace), nil
+			}
+			return nil, nil, fmt.Errorf("reading Secret %s: %w", key, err)
+		}
+		if s.Data == nil {
+			s.Data = map[string][]byte{}
+		}
+		return s.Data, nil, nil
+	}
+	auth, st, err := read(src.repository.SecretRef, "secretRef")
+	if st != nil || err != nil {
+		return st, err
+	}
+	proxy, st, err := read(src.repository.ProxySecretRef, "proxySecretRef")
+	if st != nil || err != nil {
+		return st, err
+	}
+	opts, err := gitremote.FromSecrets(src.repository.URL, auth, proxy)
+	if err != nil {
+		return stalled(imagev1.InvalidSecretReason, "credentials of %s: %s", src.describe, err), nil
+	}
+	src.remote = opts
+	return nil, nil
+}
+
+// checkURL accepts the URLs an UpdateJob accepts.
+func checkURL(raw, describe string) *stall {
+	if raw == "" {
+		return stalled(imagev1.InvalidSourceReason, "%s has no URL", describe)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ssh") {
+		return stalled(imagev1.InvalidSourceReason, "%s: URL %q is not an http://, https:// or ssh:// URL", describe, redact(raw))
+	}
+	return nil
+}
+
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
+}
+
+func hasRef(r updatev1.GitRepositoryRef) bool {
+	return r.Branch != "" || r.Tag != "" || r.SemVer != "" || r.Name != "" || r.Commit != ""
+}
+
+// branchOnly reports whether the ref names just a branch, whose head
+// ls-remote can read.
+func branchOnly(r updatev1.GitRepositoryRef) bool {
+	return r.Branch != "" && r.Tag == "" && r.SemVer == "" && r.Name == "" && r.Commit == ""
+}
+
+// canShortCircuit reports whether the branch head tells all that changed in
+// git: the job checks out a branch and pushes back to it, and nothing else.
+// With another push branch or a refspec, drift there is invisible (as in
+// Flux), so every interval makes a job.
+func canShortCircuit(ref updatev1.GitRepositoryRef, push *updatev1.PushSpec) bool {
+	if !branchOnly(ref) {
+		return false
+	}
+	return push == nil || ((push.Branch == "" || push.Branch == ref.Branch) && push.Refspec == "")
+}
