@@ -5,12 +5,15 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
@@ -44,13 +47,51 @@ func main() {
 		},
 		VersionInfo: gitops.LibGit2Version,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+			cache, err := gitops.NewCache(cacheDir)
+			if err != nil {
+				return err
+			}
+			// Work trees left by a crash are of no use to anyone.
+			workDir := filepath.Join(cacheDir, "work")
+			if err := os.RemoveAll(workDir); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(workDir, 0o700); err != nil {
+				return err
+			}
+			jobMetrics := controller.NewJobMetrics().MustRegister(ctrlmetrics.Registry)
+			err = mgr.Add(&controller.CachePruner{
+				Cache:    cache,
+				MaxAge:   cacheMaxAge,
+				Interval: min(max(cacheMaxAge/4, time.Minute), 10*time.Minute),
+				Metrics:  jobMetrics,
+			})
+			if err != nil {
+				return err
+			}
 			return (&controller.UpdateJobReconciler{
-				Client:  mgr.GetClient(),
-				Events:  events.New(mgr.GetEventRecorder(name)),
-				Metrics: metrics.NewRecorder("updatejob").MustRegisterDefault(),
+				Client:        mgr.GetClient(),
+				APIReader:     mgr.GetAPIReader(),
+				Events:        events.New(mgr.GetEventRecorder(name)),
+				Metrics:       metrics.NewRecorder("updatejob").MustRegisterDefault(),
+				JobMetrics:    jobMetrics,
+				Cache:         cache,
+				WorkDir:       workDir,
+				Runner:        runnerName(),
+				LeaseDuration: jobLeaseDuration,
 			}).SetupWithManager(mgr, opts.ControllerOptions())
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runnerName names this replica in job status: the pod name where the chart
+// sets POD_NAME, else the host name and process id.
+func runnerName() string {
+	if n := os.Getenv("POD_NAME"); n != "" {
+		return n
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
 func must(err error) {

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
@@ -80,13 +81,20 @@ func TestControllersRunAgainstRealAPIServer(t *testing.T) {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
 
-	// The update-job-controller process moves the sample job to Pending.
+	// The update-job-controller process claims the sample job and tries
+	// it; git.example.com does not resolve here, so the attempt fails and
+	// says why.
 	jobs := &updatev1.UpdateJobList{}
-	testenv.Eventually(t, 30*time.Second, func() (bool, error) {
+	testenv.Eventually(t, 60*time.Second, func() (bool, error) {
 		if err := cluster.Client.List(ctx, jobs, client.InNamespace("default")); err != nil {
 			return false, err
 		}
-		return len(jobs.Items) == 1 && jobs.Items[0].Status.Phase == updatev1.UpdateJobPending, nil
+		if len(jobs.Items) != 1 {
+			return false, nil
+		}
+		c := conditions.Get(&jobs.Items[0], conditions.ReadyCondition)
+		return jobs.Items[0].Status.Attempts >= 1 && c != nil && c.Reason == updatev1.GitOperationFailedReason &&
+			strings.Contains(c.Message, "git.example.com"), nil
 	})
 
 	// `kubectl get image-toolkit` lists every kind through the category.

@@ -68,12 +68,16 @@ func TestDefaultsRoundTripAndPending(t *testing.T) {
 		t.Errorf("spec did not round-trip: %+v", got.Spec)
 	}
 
-	// A new job waits for a runner.
-	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+	// A runner claims the job; its credentials Secret does not exist, so
+	// the attempt fails and the job waits for a retry.
+	testenv.Eventually(t, 20*time.Second, func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), got)
-		return got.Status.Phase == updatev1.UpdateJobPending, err
+		c := conditions.Get(got, conditions.ReadyCondition)
+		return c != nil && c.Reason == updatev1.SecretNotFoundReason, err
 	})
-	if !conditions.IsTrue(got, conditions.ReconcilingCondition) || got.Status.ObservedGeneration != got.Generation {
+	c := conditions.Get(got, conditions.ReadyCondition)
+	if got.Status.Attempts < 1 || got.Status.ObservedGeneration != got.Generation ||
+		!strings.Contains(c.Message, "deploy-key") {
 		t.Errorf("status = %+v", got.Status)
 	}
 }

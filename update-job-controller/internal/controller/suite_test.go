@@ -1,27 +1,80 @@
 package controller
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 )
 
-var env *testenv.Env
+var (
+	env *testenv.Env
+	// jobMetrics are the suite runner's domain metrics, for assertions.
+	jobMetrics *JobMetrics
+)
+
+// Short enough for tests to see reclaims and retries in seconds.
+const (
+	unmanagedLabel = "test.toolkit.dev/unmanaged"
+	testLease      = 3 * time.Second
+	testBackoff    = 200 * time.Millisecond
+)
 
 func TestMain(m *testing.M) {
-	testenv.Main(m, &env, func(mgr ctrl.Manager) error {
-		rec := metrics.NewRecorder("updatejob")
-		rec.MustRegister(prometheus.NewRegistry())
-		return (&UpdateJobReconciler{
-			Client:  mgr.GetClient(),
-			Events:  events.New(mgr.GetEventRecorder("update-job-controller")),
-			Metrics: rec,
-		}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2})
+	cacheDir, err := os.MkdirTemp("", "updatejob-cache-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(cacheDir)
+	jobMetrics = NewJobMetrics().MustRegister(prometheus.NewRegistry())
+	// Jobs labelled unmanaged are invisible to the suite's runner until a
+	// test removes the label, e.g. after staging a dead runner's claim.
+	unmanaged, err := labels.Parse("!" + unmanagedLabel)
+	if err != nil {
+		panic(err)
+	}
+	testenv.MainWith(m, &env, func(o *ctrl.Options) {
+		o.Cache.DefaultLabelSelector = unmanaged
+	}, func(mgr ctrl.Manager) error {
+		return newRunner(mgr, "replica-a", cacheDir, jobMetrics)
 	}, testenv.UpdateJobChart)
 }
+
+// newRunner sets up an UpdateJob reconciler as a replica would, with its
+// own cache directory.
+func newRunner(mgr ctrl.Manager, name, cacheDir string, jm *JobMetrics) error {
+	cache, err := gitops.NewCache(filepath.Join(cacheDir, "mirrors"))
+	if err != nil {
+		return err
+	}
+	work := filepath.Join(cacheDir, "work")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return err
+	}
+	rec := metrics.NewRecorder("updatejob")
+	rec.MustRegister(prometheus.NewRegistry())
+	return (&UpdateJobReconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Events:        events.New(mgr.GetEventRecorder("update-job-controller")),
+		Metrics:       rec,
+		JobMetrics:    jm,
+		Cache:         cache,
+		WorkDir:       work,
+		Runner:        name,
+		LeaseDuration: testLease,
+		Backoff:       testBackoff,
+	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4, SkipNameValidation: ptrTo(true)})
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -2,42 +2,89 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/patch"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/runner"
 )
 
 // +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// UpdateJobReconciler reconciles UpdateJob objects.
+const (
+	defaultBackoffLimit = 3
+	maxBackoff          = 5 * time.Minute
+)
+
+// errClaimLost: another runner took the job over (our heartbeat lapsed).
+var errClaimLost = errors.New("the job was claimed by another runner")
+
+// UpdateJobReconciler runs UpdateJobs. Every replica runs jobs: a runner
+// claims a Pending job by a status write guarded by the resourceVersion,
+// renews a heartbeat while it works, and any replica reclaims a Running job
+// whose heartbeat is older than LeaseDuration.
 type UpdateJobReconciler struct {
 	client.Client
-	Events  *events.Recorder
-	Metrics *metrics.Recorder
+	// APIReader reads Secrets (never cached: that would need list/watch on
+	// every Secret) and the current state of a claimed job.
+	APIReader  client.Reader
+	Events     *events.Recorder
+	Metrics    *metrics.Recorder
+	JobMetrics *JobMetrics
+	Cache      *gitops.Cache
+	// WorkDir holds temporary work trees.
+	WorkDir string
+	// Runner names this replica in status.runner.
+	Runner        string
+	LeaseDuration time.Duration
+	// Backoff is the pause before the first retry, doubled for each one.
+	Backoff     time.Duration
+	PushRetries int
 }
 
 // SetupWithManager registers the reconciler.
 func (r *UpdateJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller.Options) error {
+	if r.LeaseDuration <= 0 {
+		r.LeaseDuration = time.Minute
+	}
+	if r.Backoff <= 0 {
+		r.Backoff = 10 * time.Second
+	}
+	// Status changes need no event: every transition this controller makes
+	// returns the requeue it needs, and other replicas learn of claims by
+	// losing the claim race.
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&updatev1.UpdateJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(opts).
 		Complete(r)
 }
 
-// Reconcile handles one UpdateJob: a new job is marked Pending, to be
-// claimed by a runner.
+// Reconcile moves an UpdateJob along: new → Pending; Pending (or Running
+// with a stale heartbeat) → claimed and run; finished → deleted after its
+// TTL.
 func (r *UpdateJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	job := &updatev1.UpdateJob{}
@@ -48,19 +95,468 @@ func (r *UpdateJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	defer r.Metrics.RecordDuration(updatev1.UpdateJobKind, start)
-	if job.Status.Phase != "" {
+	if !job.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
 
+	now := time.Now()
+	st := &job.Status
+	switch {
+	case st.Phase == "":
+		return r.markPending(ctx, job)
+	case st.Phase.Finished():
+		return r.expire(ctx, job, now)
+	case st.Phase == updatev1.UpdateJobRunning:
+		if left := r.leaseLeft(job, now); left > 0 {
+			return ctrl.Result{RequeueAfter: left + time.Second}, nil
+		}
+		ctrl.LoggerFrom(ctx).Info("reclaiming a job whose runner stopped renewing its heartbeat",
+			"runner", st.Runner, "attempt", st.Attempts)
+	}
+
+	if deadline, ok := r.deadline(job); ok && !now.Before(deadline) {
+		return r.finishUnclaimed(ctx, job, updatev1.DeadlineExceededReason,
+			fmt.Sprintf("the job did not finish within activeDeadlineSeconds (%ds)", *job.Spec.ActiveDeadlineSeconds))
+	}
+	if st.Attempts > backoffLimit(job) {
+		reason, msg := conditions.FailedReason, "no attempt left"
+		if c := conditions.Get(job, conditions.ReadyCondition); c != nil {
+			reason, msg = c.Reason, c.Message
+		}
+		return r.finishUnclaimed(ctx, job, reason, fmt.Sprintf("%s (gave up after %d attempts)", msg, st.Attempts))
+	}
+	if st.Phase == updatev1.UpdateJobPending && st.HeartbeatTime != nil {
+		if wait := r.backoff(st.Attempts) - now.Sub(st.HeartbeatTime.Time); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+
+	// A spec that cannot work fails now, without using an attempt.
+	plan, err := runner.NewPlan(&job.Spec)
+	if err != nil {
+		return r.finishUnclaimed(ctx, job, reasonOf(err), err.Error())
+	}
+	return r.claimAndRun(ctx, job, plan)
+}
+
+func (r *UpdateJobReconciler) markPending(ctx context.Context, job *updatev1.UpdateJob) (ctrl.Result, error) {
 	helper := patch.NewHelper(job, r.Client)
 	job.Status.Phase = updatev1.UpdateJobPending
 	job.Status.ObservedGeneration = job.Generation
 	conditions.MarkReconciling(job, conditions.ProgressingReason, "waiting for a runner")
 	// The optimistic lock makes two replicas racing on a new job agree.
-	err := helper.Patch(ctx, job, patch.WithOptimisticLock())
+	if err := helper.Patch(ctx, job, patch.WithOptimisticLock()); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	r.Metrics.RecordReady(updatev1.UpdateJobKind, job)
+	return ctrl.Result{Requeue: true}, nil
+}
+
+// expire deletes a finished job once its TTL has passed.
+func (r *UpdateJobReconciler) expire(ctx context.Context, job *updatev1.UpdateJob, now time.Time) (ctrl.Result, error) {
+	ttl := job.Spec.TTLSecondsAfterFinished
+	if ttl == nil {
+		return ctrl.Result{}, nil
+	}
+	finished := job.CreationTimestamp.Time
+	if job.Status.CompletionTime != nil {
+		finished = job.Status.CompletionTime.Time
+	}
+	if left := finished.Add(time.Duration(*ttl) * time.Second).Sub(now); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	err := r.Delete(ctx, job, client.Preconditions{UID: &job.UID, ResourceVersion: &job.ResourceVersion})
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{Requeue: true}, nil
 	}
+	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+func (r *UpdateJobReconciler) leaseLeft(job *updatev1.UpdateJob, now time.Time) time.Duration {
+	if job.Status.HeartbeatTime == nil {
+		return 0
+	}
+	return job.Status.HeartbeatTime.Add(r.LeaseDuration).Sub(now)
+}
+
+func (r *UpdateJobReconciler) deadline(job *updatev1.UpdateJob) (time.Time, bool) {
+	ads := job.Spec.ActiveDeadlineSeconds
+	if ads == nil || job.Status.StartTime == nil {
+		return time.Time{}, false
+	}
+	return job.Status.StartTime.Add(time.Duration(*ads) * time.Second), true
+}
+
+func backoffLimit(job *updatev1.UpdateJob) int32 {
+	if job.Spec.BackoffLimit != nil {
+		return *job.Spec.BackoffLimit
+	}
+	return defaultBackoffLimit
+}
+
+// backoff is the pause after the given number of failed attempts.
+func (r *UpdateJobReconciler) backoff(attempts int32) time.Duration {
+	d := r.Backoff
+	for i := int32(1); i < attempts && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// finishUnclaimed fails a job that is not running, guarded by the
+// resourceVersion so it cannot overwrite a claim made meanwhile.
+func (r *UpdateJobReconciler) finishUnclaimed(ctx context.Context, job *updatev1.UpdateJob, reason, msg string) (ctrl.Result, error) {
+	helper := patch.NewHelper(job, r.Client)
+	failJob(job, reason, msg)
+	if err := helper.Patch(ctx, job, patch.WithOptimisticLock()); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	r.JobMetrics.Jobs.WithLabelValues(OutcomeFailed).Inc()
+	r.Events.Warning(ctx, job, reason, "Run", msg)
 	r.Metrics.RecordReady(updatev1.UpdateJobKind, job)
-	return ctrl.Result{}, err
+	return r.expire(ctx, job, time.Now())
+}
+
+func failJob(job *updatev1.UpdateJob, reason, msg string) {
+	job.Status.Phase = updatev1.UpdateJobFailed
+	job.Status.CompletionTime = &metav1.Time{Time: time.Now()}
+	job.Status.ObservedGeneration = job.Generation
+	conditions.MarkStalled(job, reason, "%s", msg)
+}
+
+func reasonOf(err error) string {
+	var e *runner.Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return conditions.FailedReason
+}
+
+// claimAndRun claims the job, runs one attempt and records its outcome.
+func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.UpdateJob, plan *runner.Plan) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	helper := patch.NewHelper(job, r.Client)
+	now := metav1.Now()
+	st := &job.Status
+	st.Phase = updatev1.UpdateJobRunning
+	st.Runner = r.Runner
+	st.HeartbeatTime = &now
+	st.Attempts++
+	if st.StartTime == nil {
+		st.StartTime = &now
+	}
+	st.ObservedGeneration = job.Generation
+	conditions.MarkReconciling(job, updatev1.ClaimedReason, "attempt %d running on %s", st.Attempts, r.Runner)
+	if err := helper.Patch(ctx, job, patch.WithOptimisticLock()); err != nil {
+		if apierrors.IsConflict(err) {
+			// Another replica claimed it, or it changed: look again.
+			return ctrl.Result{Requeue: true}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	log.Info("claimed job", "attempt", st.Attempts)
+
+	r.JobMetrics.Running.Inc()
+	defer r.JobMetrics.Running.Dec()
+	started := time.Now()
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if deadline, ok := r.deadline(job); ok {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithDeadline(runCtx, deadline)
+		defer stop()
+	}
+	l := &claim{r: r, job: job}
+	stopHeartbeat := l.heartbeat(runCtx, r.LeaseDuration/3, cancel)
+	out, secrets, err := r.attempt(runCtx, job, plan, l)
+	stopHeartbeat()
+
+	// Whatever happened, the outcome is recorded even if the manager is
+	// stopping: a pushed commit must not be forgotten.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer wcancel()
+	switch {
+	case errors.Is(context.Cause(runCtx), errClaimLost) || errors.Is(err, errClaimLost):
+		log.Info("stopped: another runner claimed the job")
+		return ctrl.Result{}, nil
+	case err != nil && ctx.Err() != nil:
+		// Shutting down: hand the job back unharmed for another replica.
+		return ctrl.Result{}, l.update(wctx, func(job *updatev1.UpdateJob) {
+			job.Status.Phase = updatev1.UpdateJobPending
+			job.Status.Runner = ""
+			job.Status.HeartbeatTime = nil
+			job.Status.Attempts--
+			conditions.MarkReconciling(job, conditions.ProgressingReason, "released by %s, which is stopping", r.Runner)
+		})
+	case err != nil && errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		err = &runner.Error{Reason: updatev1.DeadlineExceededReason, Terminal: true,
+			Err: fmt.Errorf("the job did not finish within activeDeadlineSeconds (%ds): %w", *job.Spec.ActiveDeadlineSeconds, err)}
+	}
+	return r.record(wctx, l, plan, out, secrets, err, started)
+}
+
+// attempt reads the job's Secrets and runs it.
+func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJob, plan *runner.Plan, l *claim) (*runner.Output, []string, error) {
+	repo := job.Spec.Repository
+	creds, s1, err := r.secretData(ctx, job.Namespace, repo.SecretRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	proxy, s2, err := r.secretData(ctx, job.Namespace, repo.ProxySecretRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	secrets := append(s1, s2...)
+	auth, err := gitops.AuthFromSecrets(repo.URL, creds, proxy)
+	if err != nil {
+		return nil, secrets, &runner.Error{Reason: conditions.InvalidSpecReason, Terminal: true, Err: err}
+	}
+	var signer gitops.Signer
+	if sk := job.Spec.Commit.SigningKey; sk != nil {
+		data, s3, err := r.secretData(ctx, job.Namespace, &sk.SecretRef)
+		secrets = append(secrets, s3...)
+		if err != nil {
+			return nil, secrets, err
+		}
+		if signer, err = gitops.NewSigner(string(sk.Type), data); err != nil {
+			return nil, secrets, &runner.Error{Reason: conditions.InvalidSpecReason, Terminal: true, Err: err}
+		}
+	}
+	out, err := runner.Run(ctx, r.Cache, runner.Input{
+		Spec:             &job.Spec,
+		Plan:             plan,
+		Auth:             auth,
+		Signer:           signer,
+		AutomationObject: automationOf(job),
+		WorkDir:          r.WorkDir,
+		BeforePush:       l.verify,
+		Observe: func(op string, d time.Duration) {
+			r.JobMetrics.GitOps.WithLabelValues(op).Observe(d.Seconds())
+		},
+		OnPushRetry: r.JobMetrics.PushRetries.Inc,
+		PushRetries: r.PushRetries,
+	})
+	return out, secrets, err
+}
+
+// secretData reads a Secret of the job's namespace; the values it returns
+// are for redaction.
+func (r *UpdateJobReconciler) secretData(ctx context.Context, ns string, ref *meta.LocalObjectReference) (map[string][]byte, []string, error) {
+	if ref == nil || ref.Name == "" {
+		return nil, nil, nil
+	}
+	s := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, &runner.Error{Reason: updatev1.SecretNotFoundReason,
+				Err: fmt.Errorf("secret %s/%s not found", ns, ref.Name)}
+		}
+		return nil, nil, &runner.Error{Reason: updatev1.SecretNotFoundReason,
+			Err: fmt.Errorf("reading secret %s/%s: %w", ns, ref.Name, err)}
+	}
+	var values []string
+	for _, v := range s.Data {
+		if len(v) >= 4 { // shorter values would redact ordinary words
+			values = append(values, string(v))
+		}
+	}
+	return s.Data, values, nil
+}
+
+// automationOf returns the ImageUpdateAutomation that controls the job.
+func automationOf(job *updatev1.UpdateJob) types.NamespacedName {
+	for _, o := range job.OwnerReferences {
+		if o.Controller != nil && *o.Controller && o.Kind == imagev1.ImageUpdateAutomationKind &&
+			strings.HasPrefix(o.APIVersion, imagev1.GroupVersion.Group+"/") {
+			return types.NamespacedName{Namespace: job.Namespace, Name: o.Name}
+		}
+	}
+	return types.NamespacedName{}
+}
+
+// record writes the attempt's outcome to the job.
+func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner.Plan, out *runner.Output,
+	secrets []string, runErr error, started time.Time) (ctrl.Result, error) {
+	var (
+		outcome string
+		result  ctrl.Result
+		event   func(*updatev1.UpdateJob)
+	)
+	var rerr *runner.Error
+	if runErr != nil && !errors.As(runErr, &rerr) {
+		rerr = &runner.Error{Reason: conditions.FailedReason, Err: runErr}
+	}
+	err := l.update(ctx, func(job *updatev1.UpdateJob) {
+		st := &job.Status
+		if out != nil {
+			st.CheckoutRevision = out.CheckoutRevision
+			if out.Result != nil {
+				st.Result = out.Result.ToAPI()
+			}
+		}
+		switch {
+		case rerr == nil && out.Commit != "":
+			outcome = OutcomeSucceeded
+			st.Phase = updatev1.UpdateJobSucceeded
+			st.PushedCommit = out.Commit
+			st.PushedRefs = out.PushedRefs
+			st.CompletionTime = &metav1.Time{Time: time.Now()}
+			msg := fmt.Sprintf("pushed commit %s to %s", out.Commit[:7], pushTarget(plan))
+			conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
+			event = func(job *updatev1.UpdateJob) {
+				r.Events.Normal(ctx, job, conditions.SucceededReason, "Push", msg+"\n\n"+out.Message, secrets...)
+			}
+		case rerr == nil:
+			outcome = OutcomeNoChange
+			st.Phase = updatev1.UpdateJobNoChange
+			st.CompletionTime = &metav1.Time{Time: time.Now()}
+			conditions.MarkReady(job, updatev1.NoChangeReason, "no change: the files already hold the policies' values")
+		case rerr.Terminal || st.Attempts > backoffLimit(job):
+			outcome = OutcomeFailed
+			msg := events.Redact(rerr.Error(), secrets...)
+			if !rerr.Terminal {
+				msg = fmt.Sprintf("%s (gave up after %d attempts)", msg, st.Attempts)
+			}
+			failJob(job, rerr.Reason, msg)
+			event = func(job *updatev1.UpdateJob) { r.Events.Warning(ctx, job, rerr.Reason, "Run", msg, secrets...) }
+		default:
+			outcome = OutcomeRetried
+			wait := r.backoff(st.Attempts)
+			msg := events.Redact(rerr.Error(), secrets...)
+			st.Phase = updatev1.UpdateJobPending
+			st.Runner = ""
+			st.HeartbeatTime = &metav1.Time{Time: time.Now()} // the backoff counts from here
+			conditions.MarkFailed(job, rerr.Reason, "attempt %d: %s", st.Attempts, msg)
+			conditions.Set(job, conditions.ReconcilingCondition, metav1.ConditionTrue, rerr.Reason,
+				"retrying in %s (attempt %d of %d)", wait.Round(time.Second), st.Attempts+1, backoffLimit(job)+1)
+			result = ctrl.Result{RequeueAfter: wait}
+			event = func(job *updatev1.UpdateJob) { r.Events.Warning(ctx, job, rerr.Reason, "Run", msg, secrets...) }
+		}
+	})
+	if errors.Is(err, errClaimLost) {
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.JobMetrics.Jobs.WithLabelValues(outcome).Inc()
+	r.JobMetrics.Duration.WithLabelValues(outcome).Observe(time.Since(started).Seconds())
+	r.Metrics.RecordReady(updatev1.UpdateJobKind, l.job)
+	if event != nil {
+		event(l.job)
+	}
+	if l.job.Status.Phase.Finished() {
+		return r.expire(ctx, l.job, time.Now())
+	}
+	return result, nil
+}
+
+func pushTarget(plan *runner.Plan) string {
+	var names []string
+	if plan.Branch != "" {
+		names = append(names, plan.Branch)
+	}
+	for _, e := range plan.Extra {
+		names = append(names, e.Dst)
+	}
+	return strings.Join(names, " and ")
+}
+
+// claim is this runner's hold on a Running job. Writes are serialized and
+// guarded by the resourceVersion, so a runner that lost the job (another
+// replica reclaimed it after our heartbeat lapsed) never overwrites it.
+type claim struct {
+	r   *UpdateJobReconciler
+	mu  sync.Mutex
+	job *updatev1.UpdateJob
+}
+
+// update applies change to the job's status while we still hold it.
+func (c *claim) update(ctx context.Context, change func(*updatev1.UpdateJob)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for try := 0; ; try++ {
+		job := c.job.DeepCopy()
+		helper := patch.NewHelper(job, c.r.Client)
+		change(job)
+		err := helper.Patch(ctx, job, patch.WithOptimisticLock())
+		if err == nil {
+			c.job = job
+			return nil
+		}
+		if !apierrors.IsConflict(err) || try >= 5 {
+			return err
+		}
+		// Someone else wrote the job (labels, or another runner):
+		// continue only if it is still ours.
+		if err := c.refresh(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// refresh reloads the job from the API server; errClaimLost if it is no
+// longer this runner's attempt.
+func (c *claim) refresh(ctx context.Context) error {
+	fresh := &updatev1.UpdateJob{}
+	if err := c.r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.job), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errClaimLost
+		}
+		return err
+	}
+	if fresh.UID != c.job.UID || fresh.Status.Phase != updatev1.UpdateJobRunning ||
+		fresh.Status.Runner != c.r.Runner || fresh.Status.Attempts != c.job.Status.Attempts {
+		return errClaimLost
+	}
+	c.job = fresh
+	return nil
+}
+
+// verify checks, before a push, that the job is still ours.
+func (c *claim) verify(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refresh(ctx)
+}
+
+// heartbeat renews the claim every interval until the returned stop is
+// called; losing the claim cancels the attempt.
+func (c *claim) heartbeat(ctx context.Context, interval time.Duration, cancel context.CancelCauseFunc) (stop func()) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := c.update(ctx, func(job *updatev1.UpdateJob) {
+				job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
+			})
+			if errors.Is(err, errClaimLost) {
+				cancel(errClaimLost)
+				return
+			}
+			if err != nil && ctx.Err() == nil {
+				ctrl.LoggerFrom(ctx).Error(err, "renewing the job's heartbeat")
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }

@@ -1,0 +1,398 @@
+// Package runner carries out one attempt of an UpdateJob: fetch into the
+// mirror, check out, run the image setters, commit and push, and on a
+// non-fast-forward push start over from the new head. It knows nothing of
+// controllers: the caller supplies credentials and hooks.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	git2go "github.com/libgit2/git2go/v34"
+	"k8s.io/apimachinery/pkg/types"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/setters"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+)
+
+// Git operations, as observed.
+const (
+	OpClone = "clone"
+	OpFetch = "fetch"
+	OpPush  = "push"
+)
+
+// DefaultPushRetries bounds the fetch-reapply-push rounds after a
+// non-fast-forward rejection.
+const DefaultPushRetries = 5
+
+// Error is a failed attempt with the condition reason to report. Terminal
+// errors come from the spec or its Secrets; retrying cannot fix them.
+type Error struct {
+	Reason   string
+	Terminal bool
+	Err      error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func terminal(reason string, err error) *Error {
+	return &Error{Reason: reason, Terminal: true, Err: err}
+}
+
+func retryable(reason string, err error) *Error {
+	return &Error{Reason: reason, Err: err}
+}
+
+// gitError classifies a git failure.
+func gitError(err error) *Error {
+	if errors.Is(err, gitops.ErrAuthentication) {
+		return retryable(updatev1.AuthenticationFailedReason, err)
+	}
+	return retryable(updatev1.GitOperationFailedReason, err)
+}
+
+// Plan is what a job spec asks for, checked before any network call.
+type Plan struct {
+	Ref gitops.Ref
+	// Branch is the push branch; empty when only a refspec is pushed.
+	Branch string
+	// Force is set when the push branch is not the checkout branch: it is
+	// then rewritten to the checkout revision plus our commit, as Flux does.
+	Force bool
+	// Extra are the destinations of push.refspec.
+	Extra    []gitops.PushRef
+	Path     string
+	Policies setters.Policies
+}
+
+// NewPlan validates a spec. Its errors are terminal (InvalidSpec).
+func NewPlan(spec *updatev1.UpdateJobSpec) (*Plan, error) {
+	fail := func(format string, args ...any) (*Plan, error) {
+		return nil, terminal(conditions.InvalidSpecReason, fmt.Errorf(format, args...))
+	}
+	ref := spec.Checkout.Reference
+	p := &Plan{
+		Ref:      gitops.Ref{Branch: ref.Branch, Tag: ref.Tag, SemVer: ref.SemVer, Name: ref.Name, Commit: ref.Commit},
+		Path:     path.Clean("/" + spec.Update.Path)[1:],
+		Policies: setters.Policies{},
+	}
+	push := spec.Push
+	if push == nil {
+		push = &updatev1.PushSpec{}
+	}
+	if len(push.Options) > 0 {
+		// libgit2 1.5 has no push options; ignoring them would silently
+		// drop what a server hook relies on (e.g. merge requests).
+		return fail("push.options are not supported: libgit2 1.5 cannot send git push options")
+	}
+	switch {
+	case push.Branch != "":
+		p.Branch = push.Branch
+		p.Force = push.Branch != ref.Branch
+	case push.Refspec == "":
+		p.Branch = ref.Branch
+	}
+	if p.Branch == "" && push.Refspec == "" {
+		return fail("nothing to push to: set checkout.ref.branch, push.branch or push.refspec")
+	}
+	if p.Branch != "" && !validRefName("refs/heads/"+p.Branch) {
+		return fail("push branch %q is not a valid branch name", p.Branch)
+	}
+	if push.Refspec != "" {
+		dst, force, err := parseRefspec(push.Refspec, ref.Branch)
+		if err != nil {
+			return fail("push.refspec %q: %v", push.Refspec, err)
+		}
+		if dst != "refs/heads/"+p.Branch {
+			p.Extra = append(p.Extra, gitops.PushRef{Dst: dst, Force: force})
+		}
+	}
+	if err := setters.ValidateTemplate(spec.Commit.MessageTemplate, spec.Commit.MessageTemplateValues); err != nil {
+		return fail("%v", err)
+	}
+	for _, s := range spec.Update.Setters {
+		if _, dup := p.Policies[s.Policy]; dup {
+			return fail("setter %s is listed twice", s.Policy)
+		}
+		p.Policies[s.Policy] = imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
+	}
+	return p, nil
+}
+
+// parseRefspec reads [+]SRC:DST. The commit exists only in the job, so the
+// source must name it: HEAD, or the checkout branch (which, as in Flux's
+// clone, is where the commit was made).
+func parseRefspec(spec, checkoutBranch string) (string, bool, error) {
+	force := strings.HasPrefix(spec, "+")
+	src, dst, ok := strings.Cut(strings.TrimPrefix(spec, "+"), ":")
+	if !ok || dst == "" {
+		return "", false, errors.New("want [+]SOURCE:DESTINATION")
+	}
+	switch src {
+	case "HEAD", "@":
+	case checkoutBranch, "refs/heads/" + checkoutBranch:
+		if checkoutBranch == "" {
+			return "", false, errors.New("the source must be HEAD when no branch is checked out")
+		}
+	default:
+		return "", false, fmt.Errorf("the source must be HEAD or the checkout branch, the only places the new commit is")
+	}
+	if !strings.HasPrefix(dst, "refs/") {
+		dst = "refs/heads/" + dst
+	}
+	if !validRefName(dst) {
+		return "", false, fmt.Errorf("%q is not a valid ref name", dst)
+	}
+	return dst, force, nil
+}
+
+func validRefName(name string) bool {
+	ok, err := git2go.ReferenceNameIsValid(name)
+	return err == nil && ok
+}
+
+// Input is one attempt's job, credentials and hooks.
+type Input struct {
+	Spec *updatev1.UpdateJobSpec
+	Plan *Plan
+	Auth *gitops.Auth
+	// Signer signs the commit; nil leaves it unsigned.
+	Signer gitops.Signer
+	// AutomationObject is the automation that created the job, if any.
+	AutomationObject types.NamespacedName
+	// WorkDir holds the temporary work trees; the same file system as the
+	// cache keeps checkouts cheap.
+	WorkDir string
+	// BeforePush is called before every push; an error aborts the attempt,
+	// e.g. because another runner took the job over.
+	BeforePush func(ctx context.Context) error
+	// Observe is told how long each git operation took.
+	Observe func(op string, d time.Duration)
+	// OnPushRetry is called for each non-fast-forward retry.
+	OnPushRetry func()
+	// PushRetries bounds non-fast-forward retries; 0 means DefaultPushRetries.
+	PushRetries int
+}
+
+// Output is what an attempt did. Commit is empty when nothing changed.
+type Output struct {
+	CheckoutRevision string
+	Commit           string
+	Message          string
+	PushedRefs       []string
+	Result           *setters.Result
+	Retries          int
+}
+
+// Run carries out the job against the mirror of its repository.
+func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
+	mirror, release, err := cache.Open(in.Spec.Repository.URL)
+	if err != nil {
+		return nil, retryable(updatev1.GitOperationFailedReason, err)
+	}
+	defer release()
+
+	maxRetries := in.PushRetries
+	if maxRetries <= 0 {
+		maxRetries = DefaultPushRetries
+	}
+	out := &Output{}
+	for round := 0; ; round++ {
+		oid, err := in.fetchAndResolve(ctx, mirror, out)
+		if err != nil {
+			return nil, err
+		}
+		commit, err := in.update(mirror, oid, out)
+		if err != nil || commit == nil {
+			return out, err
+		}
+		if in.BeforePush != nil {
+			if err := in.BeforePush(ctx); err != nil {
+				return nil, err
+			}
+		}
+		err = in.push(ctx, mirror, commit, out)
+		if errors.Is(err, gitops.ErrNonFastForward) && round < maxRetries {
+			// Someone pushed since our fetch: start again from their
+			// commit, after a jittered pause so racing writers spread out.
+			out.Retries++
+			if in.OnPushRetry != nil {
+				in.OnPushRetry()
+			}
+			pause := time.Duration(50+rand.IntN(200*(round+1))) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return nil, gitError(ctx.Err())
+			case <-time.After(pause):
+			}
+			continue
+		}
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) && errors.Is(err, gitops.ErrNonFastForward) {
+				err = gitError(fmt.Errorf("gave up after %d retries: %w", out.Retries, err))
+			}
+			return nil, err
+		}
+		return out, nil
+	}
+}
+
+func (in *Input) timeout() time.Duration {
+	if t := in.Spec.Repository.Timeout; t != nil && t.Duration > 0 {
+		return t.Duration
+	}
+	return time.Minute
+}
+
+func (in *Input) observe(op string, start time.Time) {
+	if in.Observe != nil {
+		in.Observe(op, time.Since(start))
+	}
+}
+
+func (in *Input) fetchAndResolve(ctx context.Context, mirror *gitops.Mirror, out *Output) (*git2go.Oid, error) {
+	op := OpFetch
+	if mirror.Empty() {
+		op = OpClone
+	}
+	fctx, cancel := context.WithTimeout(ctx, in.timeout())
+	start := time.Now()
+	err := mirror.Fetch(fctx, in.Auth)
+	cancel()
+	in.observe(op, start)
+	if err != nil {
+		return nil, gitError(err)
+	}
+	oid, rev, err := mirror.Resolve(in.Plan.Ref)
+	if err != nil {
+		return nil, retryable(updatev1.GitOperationFailedReason, err)
+	}
+	out.CheckoutRevision = rev
+	return oid, nil
+}
+
+// update checks out oid, runs the setters and commits. A nil commit means
+// no change.
+func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*git2go.Oid, error) {
+	out.Commit, out.Message, out.PushedRefs = "", "", nil
+	tmp, err := os.MkdirTemp(in.WorkDir, "checkout-")
+	if err != nil {
+		return nil, retryable(updatev1.GitOperationFailedReason, err)
+	}
+	defer os.RemoveAll(tmp)
+
+	var paths []string
+	if in.Plan.Path != "" {
+		paths = []string{in.Plan.Path}
+	}
+	if err := mirror.Checkout(oid, tmp, paths...); err != nil {
+		return nil, retryable(updatev1.GitOperationFailedReason, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
+	}
+	dir, err := securePath(tmp, in.Plan.Path)
+	if err != nil {
+		return nil, terminal(updatev1.UpdateFailedReason, err)
+	}
+	res, err := setters.UpdateDir(dir, in.Plan.Policies, setters.Options{})
+	if err != nil {
+		return nil, retryable(updatev1.UpdateFailedReason, fmt.Errorf("updating %s: %w", in.Plan.Path, err))
+	}
+	out.Result = res
+	if len(res.Files) == 0 {
+		return nil, nil
+	}
+	changed := make([]string, 0, len(res.Files))
+	for _, f := range res.Files {
+		changed = append(changed, path.Join(in.Plan.Path, f.Path))
+	}
+	msg, err := setters.RenderMessage(in.Spec.Commit.MessageTemplate, setters.TemplateData{
+		AutomationObject: in.AutomationObject,
+		Changed:          res.V2(),
+		Values:           in.Spec.Commit.MessageTemplateValues,
+	})
+	if err != nil {
+		return nil, terminal(conditions.InvalidSpecReason, err)
+	}
+	author := in.Spec.Commit.Author
+	commit, err := mirror.Commit(oid, tmp, changed, gitops.CommitInfo{
+		Author:  gitops.Author{Name: author.Name, Email: author.Email},
+		Message: msg,
+		Signer:  in.Signer,
+	})
+	if errors.Is(err, gitops.ErrNoChange) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, retryable(updatev1.GitOperationFailedReason, fmt.Errorf("committing: %w", err))
+	}
+	out.Message = msg
+	return commit, nil
+}
+
+// securePath joins the update path to the checkout and refuses a result
+// that leaves it through a symbolic link.
+func securePath(root, rel string) (string, error) {
+	base, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(rel)))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("update.path %q does not exist in the repository", rel)
+	}
+	if err != nil {
+		return "", fmt.Errorf("update.path %q: %w", rel, err)
+	}
+	if r, err := filepath.Rel(base, dir); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("update.path %q leaves the repository", rel)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("update.path %q is not a directory", rel)
+	}
+	return dir, nil
+}
+
+// push sends the commit to the push branch, then to the refspec's
+// destination. They are separate pushes so a rejected branch push, which is
+// retried from a new head, never leaves the refspec pointing at a commit
+// that was abandoned.
+func (in *Input) push(ctx context.Context, mirror *gitops.Mirror, commit *git2go.Oid, out *Output) error {
+	out.Commit = commit.String()
+	out.PushedRefs = nil
+	groups := [][]gitops.PushRef{}
+	if in.Plan.Branch != "" {
+		groups = append(groups, []gitops.PushRef{{Dst: "refs/heads/" + in.Plan.Branch, Force: in.Plan.Force}})
+	}
+	if len(in.Plan.Extra) > 0 {
+		groups = append(groups, in.Plan.Extra)
+	}
+	for i, refs := range groups {
+		pctx, cancel := context.WithTimeout(ctx, in.timeout())
+		start := time.Now()
+		err := mirror.Push(pctx, in.Auth, commit, refs)
+		cancel()
+		in.observe(OpPush, start)
+		if err != nil {
+			if i == 0 && errors.Is(err, gitops.ErrNonFastForward) {
+				return err
+			}
+			return gitError(err)
+		}
+		for _, r := range refs {
+			out.PushedRefs = append(out.PushedRefs, r.Dst)
+		}
+	}
+	return nil
+}
