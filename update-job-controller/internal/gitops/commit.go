@@ -121,7 +121,9 @@ type PushRef struct {
 
 // Push sets every ref in refs to commit in one push. A ref pushed without
 // Force that moved since the fetch is left alone and ErrNonFastForward
-// returned; libgit2 then sends nothing, so no ref is updated.
+// returned. libgit2 usually finds that out before sending anything (the
+// mirror lacks the new remote commit), and then no ref is updated; when
+// the server refuses instead, the other refs may have been.
 func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs []PushRef) error {
 	if len(refs) == 0 {
 		return errors.New("nothing to push: no refs")
