@@ -405,7 +405,7 @@ func probeObject(t *testing.T, chart, ns, suffix string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return "apiVersion: image.toolkit.dev/v1beta1\nkind: ImageUpdateAutomation\n" + meta + string(spec)
+		return "apiVersion: image.toolkit.dev/v1beta1\nkind: ImageUpdateAutomation\n" + meta + offline(string(spec))
 	default:
 		b, err := os.ReadFile(filepath.Join(chartDir(chart), "samples/updatejob.yaml"))
 		if err != nil {
@@ -419,8 +419,14 @@ func probeObject(t *testing.T, chart, ns, suffix string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return "apiVersion: update.toolkit.dev/v1beta1\nkind: UpdateJob\n" + meta + string(spec)
+		return "apiVersion: update.toolkit.dev/v1beta1\nkind: UpdateJob\n" + meta + offline(string(spec))
 	}
+}
+
+// offline points the samples' git URLs at a closed local port: the probes
+// must not depend on the network, nor leave a controller waiting on it.
+func offline(spec string) string {
+	return strings.ReplaceAll(spec, "git.example.com", "127.0.0.1:1")
 }
 
 // probe creates a probe object and waits until the controller has written
@@ -559,10 +565,14 @@ func (p *process) noForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var refused []string
 	for _, l := range strings.Split(string(b), "\n") {
-		if strings.Contains(l, "forbidden") {
-			t.Errorf("%s was refused by RBAC: %s", p.name, l)
+		if strings.Contains(l, "is forbidden: User") {
+			refused = append(refused, l)
 		}
+	}
+	if len(refused) > 0 {
+		t.Errorf("%s was refused by RBAC %d times, first: %s", p.name, len(refused), refused[0])
 	}
 }
 
