@@ -259,7 +259,10 @@ func TestJobHistoryLimit(t *testing.T) {
 		}
 		return len(kept) == historyLimit, nil
 	})
-	if want := names[len(names)-historyLimit:]; !slices.Equal(kept, want) {
+	want := slices.Clone(names[len(names)-historyLimit:])
+	slices.Sort(kept)
+	slices.Sort(want)
+	if !slices.Equal(kept, want) {
 		t.Errorf("kept %v, want the newest %v", kept, want)
 	}
 }
@@ -312,6 +315,9 @@ func TestRestartMakesNoDuplicate(t *testing.T) {
 	}
 	if c := conditions.Get(a, conditions.ReconcilingCondition); c == nil || !strings.Contains(c.Message, job.Name) {
 		t.Errorf("Reconciling %+v does not name the running job %s", c, job.Name)
+	}
+	if lr := a.Status.LastAutomationRunTime; lr == nil || !lr.Equal(&job.CreationTimestamp) {
+		t.Errorf("lastAutomationRunTime %v, want the adopted job's creation %v", lr, job.CreationTimestamp)
 	}
 	finish(t, &job, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
 	waitAutomation(t, a, "outcome recorded", func(a *imagev1.ImageUpdateAutomation) bool {

@@ -197,6 +197,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		}
 	}
 	if inFlight != nil {
+		adopt(obj, inFlight)
 		conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", inFlight.Name, phaseOf(inFlight))
 		return ctrl.Result{}, nil
 	}
@@ -262,12 +263,23 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		conditions.MarkFailed(obj, conditions.FailedReason, "creating the UpdateJob: %s", err)
 		return ctrl.Result{}, err
 	}
-	if !existed {
+	if existed {
+		adopt(obj, job)
+	} else {
 		obj.Status.LastAutomationRunTime = &metav1.Time{Time: now}
 		r.Events.Normal(ctx, obj, "UpdateJobCreated", "Update", fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(pols.setters), revisionOr(head, src.ref)))
 	}
 	conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", job.Name, phaseOf(job))
 	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// adopt makes the status own up to a job in flight that a run whose status
+// was never written made (before a restart, or a lost write): that run
+// started when the job was made.
+func adopt(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
+	if lr := obj.Status.LastAutomationRunTime; lr == nil || lr.Before(&job.CreationTimestamp) {
+		obj.Status.LastAutomationRunTime = job.CreationTimestamp.DeepCopy()
+	}
 }
 
 // markStalled records a problem retrying cannot fix. When the spec changed
@@ -321,9 +333,9 @@ func (r *ImageUpdateAutomationReconciler) policyHandler() handler.EventHandler {
 			return
 		}
 		for _, a := range list.Items {
-			sel, stall := validateSpec(&a)
-			if stall != nil {
-				continue
+			sel, err := policySelector(&a)
+			if err != nil {
+				continue // Stalled until its spec changes
 			}
 			for _, p := range pols {
 				if p.Status.LatestRef != nil && sel.Matches(labels.Set(p.Labels)) {

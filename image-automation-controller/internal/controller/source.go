@@ -51,19 +51,23 @@ func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, *stall) 
 		return nil, stalled(imagev1.UnsupportedUpdateStrategyReason,
 			"update strategy %q is not supported: the only strategy is Setters", u.Strategy)
 	}
-	sel := labels.Everything()
-	if obj.Spec.PolicySelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(obj.Spec.PolicySelector)
-		if err != nil {
-			return nil, stalled(imagev1.InvalidPolicySelectorReason, "invalid spec.policySelector: %s", err)
-		}
-		sel = s
+	sel, err := policySelector(obj)
+	if err != nil {
+		return nil, stalled(imagev1.InvalidPolicySelectorReason, "invalid spec.policySelector: %s", err)
 	}
 	c := obj.Spec.GitSpec.Commit
 	if err := setters.ValidateTemplate(c.MessageTemplate, c.MessageTemplateValues); err != nil {
 		return nil, stalled(imagev1.InvalidMessageTemplateReason, "spec.git.commit.messageTemplate: %s", err)
 	}
 	return sel, nil
+}
+
+// policySelector selects the automation's policies; all without a selector.
+func policySelector(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
+	if obj.Spec.PolicySelector == nil {
+		return labels.Everything(), nil
+	}
+	return metav1.LabelSelectorAsSelector(obj.Spec.PolicySelector)
 }
 
 // source is where the automation's jobs read and write, and how the
