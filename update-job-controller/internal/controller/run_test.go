@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -80,18 +81,16 @@ func waitFinished(t *testing.T, j *updatev1.UpdateJob) *updatev1.UpdateJob {
 	return got
 }
 
-func head(t *testing.T, srv *testgit.Server, repo, ref string) string {
+// repos is a git server's repository directory.
+type repos interface{ BarePath(name string) string }
+
+func head(t *testing.T, srv repos, repo, ref string) string {
 	t.Helper()
 	return strings.TrimSpace(testgit.Git(t, srv.BarePath(repo), "rev-parse", ref))
 }
 
-func show(t *testing.T, srv *testgit.Server, repo, rev string) string {
-	t.Helper()
-	return testgit.Git(t, srv.BarePath(repo), "show", rev)
-}
-
 // commitsBy counts the commits on ref whose author email is email.
-func commitsBy(t *testing.T, srv *testgit.Server, repo, ref, email string) int {
+func commitsBy(t *testing.T, srv repos, repo, ref, email string) int {
 	t.Helper()
 	out := testgit.Git(t, srv.BarePath(repo), "log", "--format=%ae", ref)
 	return strings.Count(out, email+"\n")
@@ -506,6 +505,13 @@ func TestRunTwoReplicasTenJobs(t *testing.T) {
 		runners[got.Status.Runner]++
 	}
 	t.Logf("jobs per runner: %v", runners)
+	if t.Failed() {
+		list := &eventsv1.EventList{}
+		_ = env.Client.List(context.Background(), list, client.InNamespace(ns))
+		for _, e := range list.Items {
+			t.Logf("event %s %s %s: %s", e.Regarding.Name, e.Type, e.Reason, e.Note)
+		}
+	}
 	if n := commitsBy(t, srv, "shared", "main", "bot@example.com"); n != 10 {
 		t.Errorf("%d commits by the jobs, want 10", n)
 	}
@@ -513,4 +519,54 @@ func TestRunTwoReplicasTenJobs(t *testing.T) {
 	if strings.Count(tree, ":1\n") != 10 {
 		t.Errorf("not every file was updated:\n%s", tree)
 	}
+}
+
+// Over SSH with known_hosts, signing with an SSH key: the commit on the
+// server verifies with git. A wrong host key fails the job, retried, and
+// nothing is pushed.
+func TestRunSSHSigned(t *testing.T) {
+	srv := testgit.NewSSH(t)
+	ns := env.Namespace(t)
+	srv.CreateRepo(t, "signed", map[string]string{"deploy/app.yaml": deployment})
+	signKey, signPublic := testgit.SSHKeygen(t, "sign-pass")
+	create(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ssh", Namespace: ns},
+			Data: map[string][]byte{"identity": srv.ClientKey, "known_hosts": srv.KnownHosts}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wrong-host", Namespace: ns},
+			Data: map[string][]byte{"identity": srv.ClientKey, "known_hosts": srv.WrongKnownHosts(t)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "signing", Namespace: ns},
+			Data: map[string][]byte{"identity": signKey, "password": []byte("sign-pass")}},
+	)
+	before := head(t, srv, "signed", "main")
+
+	bad := newJob(ns, "wrong-host", srv.RepoURL("signed"), func(j *updatev1.UpdateJob) {
+		j.Spec.Repository.SecretRef = &meta.LocalObjectReference{Name: "wrong-host"}
+		j.Spec.BackoffLimit = ptr.To[int32](0)
+	})
+	create(t, bad)
+	got := waitFinished(t, bad)
+	if c := conditions.Get(got, conditions.ReadyCondition); got.Status.Phase != updatev1.UpdateJobFailed ||
+		c.Reason != updatev1.AuthenticationFailedReason && c.Reason != updatev1.GitOperationFailedReason {
+		t.Errorf("wrong host key: phase %s, Ready %+v", got.Status.Phase, c)
+	}
+	if h := head(t, srv, "signed", "main"); h != before {
+		t.Fatalf("main moved to %s with a wrong host key", h)
+	}
+
+	j := newJob(ns, "signed", srv.RepoURL("signed"), func(j *updatev1.UpdateJob) {
+		j.Spec.Repository.SecretRef = &meta.LocalObjectReference{Name: "ssh"}
+		j.Spec.Commit.SigningKey = &updatev1.SigningKey{
+			SecretRef: meta.LocalObjectReference{Name: "signing"}, Type: updatev1.SigningKeySSH}
+	})
+	create(t, j)
+	got = waitFinished(t, j)
+	if got.Status.Phase != updatev1.UpdateJobSucceeded {
+		t.Fatalf("phase %s: %+v", got.Status.Phase, got.Status.Conditions)
+	}
+	allowed := t.TempDir() + "/allowed_signers"
+	if err := os.WriteFile(allowed, []byte("bot@example.com "+signPublic+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testgit.Git(t, srv.BarePath("signed"), "-c", "gpg.format=ssh", "-c", "gpg.ssh.allowedSignersFile="+allowed,
+		"verify-commit", got.Status.PushedCommit)
 }

@@ -364,6 +364,18 @@ func securePath(root, rel string) (string, error) {
 	return dir, nil
 }
 
+// raced reports whether the push branch moved away from the commit the job
+// started from, i.e. someone else pushed meanwhile.
+func (in *Input) raced(ctx context.Context, mirror *gitops.Mirror, out *Output) bool {
+	fctx, cancel := context.WithTimeout(ctx, in.timeout())
+	defer cancel()
+	if err := mirror.Fetch(fctx, in.Auth); err != nil {
+		return false
+	}
+	now, _, err := mirror.Resolve(gitops.Ref{Branch: in.Plan.Branch})
+	return err == nil && !strings.HasSuffix(out.CheckoutRevision, "@sha1:"+now.String())
+}
+
 // push sends the commit to the push branch, then to the refspec's
 // destination. They are separate pushes so a rejected branch push, which is
 // retried from a new head, never leaves the refspec pointing at a commit
@@ -385,6 +397,12 @@ func (in *Input) push(ctx context.Context, mirror *gitops.Mirror, commit *git2go
 		cancel()
 		in.observe(OpPush, start)
 		if err != nil {
+			if i == 0 && !errors.Is(err, gitops.ErrAuthentication) && !in.Plan.Force &&
+				!errors.Is(err, gitops.ErrNonFastForward) && in.raced(ctx, mirror, out) {
+				// The server's ref update lost a race with another push
+				// ("failed to update ref"): that is a non-fast-forward too.
+				err = fmt.Errorf("%w: %w", gitops.ErrNonFastForward, err)
+			}
 			if i == 0 && errors.Is(err, gitops.ErrNonFastForward) {
 				return err
 			}
