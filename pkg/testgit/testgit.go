@@ -15,6 +15,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -67,11 +68,22 @@ type Server struct {
 // New starts a server, stopped at the end of the test.
 func New(t testing.TB, o Options) *Server {
 	t.Helper()
+	s, stop, err := Start(t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// Start starts a server over the bare repositories in root, outside of a
+// test (e.g. for the demo); stop shuts it down.
+func Start(root string, o Options) (s *Server, stop func(), err error) {
 	out, err := exec.Command("git", "--exec-path").Output()
 	if err != nil {
-		t.Fatalf("git is needed for git servers: %v", err)
+		return nil, nil, fmt.Errorf("git is needed for git servers: %w", err)
 	}
-	s := &Server{Repos: Repos{Root: t.TempDir()}, opts: o}
+	s = &Server{Repos: Repos{Root: root}, opts: o}
 	s.backend = &cgi.Handler{
 		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
 		Env:  []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1"},
@@ -80,7 +92,7 @@ func New(t testing.TB, o Options) *Server {
 	if o.TLS {
 		cert, ca, err := newCertificate()
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 		srv.StartTLS()
@@ -88,9 +100,8 @@ func New(t testing.TB, o Options) *Server {
 	} else {
 		srv.Start()
 	}
-	t.Cleanup(srv.Close)
 	s.URL = srv.URL
-	return s
+	return s, srv.Close, nil
 }
 
 // Requests counts the HTTP requests served.
