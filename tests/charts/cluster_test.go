@@ -281,7 +281,7 @@ spec:
   image: 127.0.0.1:1/probe
   interval: 1h
 `), "apply", "-f", "-")
-				testenv.Eventually(t, 30*time.Second, func() (bool, error) {
+				testenv.Eventually(t, 60*time.Second, func() (bool, error) {
 					out, err := kubectl(nil, "-n", appsNS, "get", "events.events.k8s.io", "-o",
 						`jsonpath={range .items[*]}{.regarding.name} {.type} {.reportingController}{"\n"}{end}`)
 					return strings.Contains(out, "probe-events Warning image-reflector-controller"), err
@@ -435,7 +435,7 @@ func probe(t *testing.T, chart, ns, suffix string) {
 	t.Helper()
 	mustKubectl(t, strings.NewReader(probeObject(t, chart, ns, suffix)), "apply", "-f", "-")
 	var st string
-	testenv.Eventually(t, 30*time.Second, func() (bool, error) {
+	testenv.Eventually(t, 60*time.Second, func() (bool, error) {
 		st = mustKubectl(t, nil, "-n", ns, "get", kindOf(chart), probeName(chart, suffix), "-o", "jsonpath={.status}")
 		return st != "" && st != "{}", nil
 	})
@@ -513,7 +513,7 @@ func startAs(t *testing.T, bin, release, chart, ns string) *process {
 	t.Cleanup(func() { p.stop(t) })
 
 	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := client.Get("http://" + probeAddr + "/readyz")
 		if err == nil {
@@ -528,7 +528,7 @@ func startAs(t *testing.T, bin, release, chart, ns string) *process {
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready in 30s\n%s", release, p.tail())
+			t.Fatalf("%s not ready in 60s\n%s", release, p.tail())
 		}
 	}
 }
