@@ -108,7 +108,8 @@ func (c *Cluster) StartController(ctx context.Context, binDir, name string, args
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + probe,
 		"--log-encoding=console",
-	}, args...)
+	}, dataFlags(c.Dir, name)...)
+	all = append(all, args...)
 	p.cmd = exec.Command(filepath.Join(binDir, name), all...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=default", "POD_NAME="+name+"-0")
@@ -126,6 +127,18 @@ func (c *Cluster) StartController(ctx context.Context, binDir, name string, args
 		return nil, fmt.Errorf("%s: %w; log:\n%s", name, err, tail(p.LogPath, 4096))
 	}
 	return p, nil
+}
+
+// dataFlags point a controller's on-disk state into dir, instead of the
+// container paths the defaults name.
+func dataFlags(dir, name string) []string {
+	switch name {
+	case "image-reflector-controller":
+		return []string{"--storage-path=" + filepath.Join(dir, name+"-data")}
+	case "update-job-controller":
+		return []string{"--cache-dir=" + filepath.Join(dir, name+"-cache")}
+	}
+	return nil
 }
 
 func (p *Process) waitReady(ctx context.Context, timeout time.Duration) error {

@@ -1,0 +1,290 @@
+// Package chain runs the whole image-toolkit chain on loopback: an OCI
+// registry, a git server with a fleet repository, the control plane and the
+// three controller processes, and the charts' sample objects pointed at the
+// local registry and git server. The end-to-end tests, the latency
+// benchmark and `make demo` share it.
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+)
+
+// Image is the repository the samples follow, at the local registry.
+const Image = "stefanprodan/podinfo"
+
+// Git credentials of the local server; the samples' git-credentials Secret
+// holds them.
+const (
+	gitUser     = "imagebot"
+	gitPassword = "demo-password-not-secret"
+)
+
+// Manifest is the fleet repository's deployment; %s is the registry host.
+// Two markers: podinfo (the sample policy, labelled automation: enabled)
+// and podinfo-beta (not selected by the sample automation).
+const Manifest = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: podinfo
+  namespace: default
+spec:
+  template:
+    spec:
+      containers:
+      - name: podinfo
+        image: %[1]s/stefanprodan/podinfo:6.3.0 # {"$imagepolicy": "default:podinfo"}
+      - name: podinfo-beta
+        image: %[1]s/stefanprodan/podinfo:6.3.0 # {"$imagepolicy": "default:podinfo-beta"}
+`
+
+// ManifestPath is where Manifest lives in the repository: under the sample
+// automation's update.path.
+const ManifestPath = "clusters/prod/podinfo.yaml"
+
+// Env is a running chain.
+type Env struct {
+	Cluster      *localenv.Cluster
+	RegistryHost string
+	Git          *testgit.Server
+	// RepoURL is the fleet repository's URL.
+	RepoURL string
+	Procs   map[string]*localenv.Process
+
+	img   v1.Image
+	stops []func()
+}
+
+// Start starts everything; dir holds the scratch files, bin the
+// controller binaries, tags are pushed to the registry before the
+// controllers start. say reports progress.
+func Start(ctx context.Context, dir, bin string, tags []string, say func(string)) (e *Env, err error) {
+	e = &Env{Procs: map[string]*localenv.Process{}}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+
+	say("starting a local OCI registry with " + Image + " " + strings.Join(tags, ", "))
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	e.stops = append(e.stops, reg.Close)
+	e.RegistryHost = strings.TrimPrefix(reg.URL, "http://")
+	if e.img, err = random.Image(512, 1); err != nil {
+		return nil, err
+	}
+	for _, tag := range tags {
+		if err := e.PushTag(ctx, tag); err != nil {
+			return nil, err
+		}
+	}
+
+	say("starting a git server (git http-backend, basic auth) with the fleet repository")
+	gitRoot := filepath.Join(dir, "git")
+	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
+		return nil, err
+	}
+	srv, stop, err := testgit.Start(gitRoot, testgit.Options{Username: gitUser, Password: gitPassword})
+	if err != nil {
+		return nil, err
+	}
+	e.stops = append(e.stops, stop)
+	e.Git = srv
+	e.RepoURL = srv.RepoURL("fleet")
+	if err := e.createFleet(filepath.Join(dir, "fleet")); err != nil {
+		return nil, err
+	}
+
+	say("starting kube-apiserver and etcd from bin/testenv, with the CRDs of all three charts")
+	if e.Cluster, err = localenv.Start(dir); err != nil {
+		return nil, err
+	}
+	if bin == "" {
+		bin = localenv.BinDir(e.Cluster.Root)
+	}
+	for _, name := range localenv.Controllers {
+		p, err := e.Cluster.StartController(ctx, bin, name)
+		if err != nil {
+			return nil, err
+		}
+		e.Procs[name] = p
+		say(fmt.Sprintf("%s ready (metrics http://%s/metrics)", name, p.MetricsAddr))
+	}
+	return e, nil
+}
+
+// Stop stops the controllers, the control plane and the servers.
+func (e *Env) Stop() error {
+	var errs []error
+	for _, name := range localenv.Controllers {
+		if p := e.Procs[name]; p != nil {
+			if err := p.Stop(20 * time.Second); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w\n%s", name, err, p.Log()))
+			}
+		}
+	}
+	if e.Cluster != nil {
+		errs = append(errs, e.Cluster.Stop())
+	}
+	for i := len(e.stops) - 1; i >= 0; i-- {
+		e.stops[i]()
+	}
+	return errors.Join(errs...)
+}
+
+// PushTag pushes the image under another tag.
+func (e *Env) PushTag(ctx context.Context, tag string) error {
+	ref, err := name.NewTag(e.RegistryHost+"/"+Image+":"+tag, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return remote.Write(ref, e.img, remote.WithContext(ctx))
+}
+
+func (e *Env) createFleet(work string) error {
+	bare := e.Git.BarePath("fleet")
+	steps := [][]string{
+		{"init", "-q", "--bare", "--initial-branch=main", bare},
+		{"-C", bare, "config", "http.receivepack", "true"},
+		{"init", "-q", "--initial-branch=main", work},
+	}
+	for _, args := range steps {
+		if _, err := Git("", args...); err != nil {
+			return err
+		}
+	}
+	files := map[string]string{
+		ManifestPath: fmt.Sprintf(Manifest, e.RegistryHost),
+		"README.md":  "# fleet\n\nManifests kept up to date by image-toolkit.\n",
+	}
+	for p, body := range files {
+		full := filepath.Join(work, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{
+		{"-C", work, "add", "."},
+		{"-C", work, "commit", "-q", "-m", "fleet: podinfo 6.3.0"},
+		{"-C", work, "push", "-q", bare, "main"},
+	} {
+		if _, err := Git("", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Git runs git with a fixed identity and no user or system config.
+func Git(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=demo", "GIT_AUTHOR_EMAIL=demo@example.com",
+		"GIT_COMMITTER_NAME=demo", "GIT_COMMITTER_EMAIL=demo@example.com",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// Head returns the commit a branch of the fleet repository points at, or ""
+// when it does not exist.
+func (e *Env) Head(branch string) string {
+	out, err := Git(e.Git.BarePath("fleet"), "rev-parse", "--verify", "-q", "refs/heads/"+branch)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(out)
+}
+
+// FleetGit runs git in the fleet repository on the server.
+func (e *Env) FleetGit(args ...string) (string, error) {
+	return Git(e.Git.BarePath("fleet"), args...)
+}
+
+// Samples returns the charts' sample objects (but the UpdateJob sample,
+// whose one-off job targets another repository layout), pointed at the
+// local registry and git server, plus the git-credentials Secret they name.
+func (e *Env) Samples(root string) (string, error) {
+	var docs []string
+	for _, f := range []string{
+		"charts/image-reflector-controller/samples/imagerepository.yaml",
+		"charts/image-reflector-controller/samples/imagepolicy.yaml",
+		"charts/image-automation-controller/samples/imageupdateautomation.yaml",
+	} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return "", err
+		}
+		docs = append(docs, string(b))
+	}
+	all := strings.Join(docs, "\n---\n")
+	r := strings.NewReplacer(
+		"image: ghcr.io/stefanprodan/podinfo\n", "image: "+e.RegistryHost+"/"+Image+"\n  insecure: true\n",
+		"url: https://git.example.com/org/fleet.git", "url: "+e.RepoURL,
+	)
+	out := r.Replace(all)
+	if !strings.Contains(out, e.RegistryHost) || !strings.Contains(out, e.RepoURL) {
+		return "", errors.New("the chart samples no longer name ghcr.io/stefanprodan/podinfo and https://git.example.com/org/fleet.git")
+	}
+	return out + fmt.Sprintf(`---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: git-credentials
+  namespace: default
+stringData:
+  username: %s
+  password: %s
+`, gitUser, gitPassword), nil
+}
+
+// Apply applies YAML with the cluster's kubectl.
+func (e *Env) Apply(ctx context.Context, yaml string) error {
+	cmd := e.Cluster.KubectlCmd(ctx, "apply", "-n", "default", "-f", "-")
+	cmd.Stdin = strings.NewReader(yaml)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl apply: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// RequestReconcile sets the reconcile-request annotation on an object.
+func (e *Env) RequestReconcile(ctx context.Context, obj client.Object) error {
+	if err := e.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[meta.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
+	obj.SetAnnotations(a)
+	return e.Cluster.Client.Patch(ctx, obj, patch)
+}
