@@ -2,10 +2,9 @@ package gitops
 
 import (
 	"bytes"
-	"context"
-	"crypto/rsa"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -13,9 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
-	git2go "github.com/libgit2/git2go/v34"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -30,18 +29,19 @@ type Auth struct {
 	// CAPEM adds trusted certificate authorities for HTTPS; TLS is always
 	// verified.
 	CAPEM []byte
-	// Identity is an SSH private key (OpenSSH or PEM), ed25519 or ECDSA:
-	// libssh2 1.10 signs RSA keys with SHA-1 only, which OpenSSH 8.8 and
-	// later refuse.
+	// Identity is an SSH private key (OpenSSH or PEM) of any type
+	// golang.org/x/crypto/ssh reads: ed25519, ECDSA, RSA (signed with
+	// rsa-sha2-256/512, as OpenSSH 8.8 and later want).
 	Identity []byte
 	// IdentityPassword decrypts Identity.
 	IdentityPassword string
 	// KnownHosts is required for ssh URLs: a host key not in it is refused.
 	KnownHosts []byte
-	// ProxyURL, e.g. http://user:pass@proxy:3128, is used for HTTPS
-	// remotes: libgit2 1.5 tunnels with CONNECT, and ignores proxies for
-	// http:// and ssh://. Empty: libgit2 looks for one in the git config
-	// and the environment (https_proxy...).
+	// ProxyURL, e.g. http://user:pass@proxy:3128, carries every request:
+	// http:// remotes are fetched through it, https:// and ssh:// ones are
+	// tunnelled with CONNECT. Empty: HTTP(S) remotes use the proxy of the
+	// environment (HTTPS_PROXY, HTTP_PROXY, NO_PROXY) and SSH connects
+	// directly, as OpenSSH does.
 	ProxyURL string
 
 	// decoded is Identity decrypted by AuthFromSecrets, so that a job's
@@ -54,7 +54,7 @@ type Auth struct {
 type decodedIdentity struct {
 	identity []byte
 	password string
-	key      *sshIdentity
+	key      ssh.Signer
 }
 
 // ErrInvalidCredentials: the credentials cannot work whatever the server
@@ -64,11 +64,12 @@ var ErrInvalidCredentials = errors.New("invalid credentials")
 // ErrAuthentication: the server refused the credentials.
 var ErrAuthentication = errors.New("authentication failed")
 
-// endpoint is what the credentials depend on in a repository URL.
+// endpoint is a repository URL taken apart.
 type endpoint struct {
 	scheme     string // http, https or ssh
 	host, port string // port is set for ssh only
 	user       string
+	path       string // ssh only: the path git-upload-pack is given
 }
 
 // scpLike is git's short form for ssh: [user@]host:path.
@@ -80,7 +81,7 @@ func parseEndpoint(raw string) (endpoint, error) {
 		if m == nil {
 			return endpoint{}, fmt.Errorf("%w: the repository URL %q is neither a URL nor user@host:path", ErrInvalidCredentials, redact(raw))
 		}
-		return endpoint{scheme: "ssh", host: m[2], port: "22", user: m[1]}, nil
+		return endpoint{scheme: "ssh", host: m[2], port: "22", user: m[1], path: m[3]}, nil
 	}
 	scheme := strings.ToLower(raw[:strings.Index(raw, "://")])
 	if scheme != "http" && scheme != "https" && scheme != "ssh" {
@@ -95,6 +96,12 @@ func parseEndpoint(raw string) (endpoint, error) {
 	if ep.scheme == "ssh" {
 		if ep.port = u.Port(); ep.port == "" {
 			ep.port = "22"
+		}
+		// ssh://host/~user/repo names a path in a home directory, as
+		// user@host:~user/repo does.
+		ep.path = u.Path
+		if strings.HasPrefix(ep.path, "/~") {
+			ep.path = ep.path[1:]
 		}
 	}
 	return ep, nil
@@ -151,13 +158,6 @@ func AuthFromSecrets(repoURL string, creds, proxy map[string][]byte) (*Auth, err
 		}
 	}
 	if proxy != nil {
-		// libgit2 1.5 would connect directly, unknown to the user.
-		switch ep.scheme {
-		case "ssh":
-			return nil, invalid("a proxy is not supported for ssh URLs (libgit2 1.5 connects directly)")
-		case "http":
-			return nil, invalid("a proxy is only used for https:// URLs (libgit2 1.5 connects to http:// directly)")
-		}
 		if a.ProxyURL, err = proxyURL(proxy); err != nil {
 			return nil, err
 		}
@@ -178,7 +178,9 @@ func proxyURL(data map[string][]byte) (string, error) {
 		return "", fmt.Errorf("%w: the proxy address is not a URL like http://host:port", ErrInvalidCredentials)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("%w: proxy scheme %q is not supported by libgit2 (want http or https)", ErrInvalidCredentials, u.Scheme)
+		// A SOCKS proxy is refused rather than left unused: nothing here
+		// tunnels through one.
+		return "", fmt.Errorf("%w: proxy scheme %q is not supported (want http or https)", ErrInvalidCredentials, u.Scheme)
 	}
 	user, pass := string(data["username"]), string(data["password"])
 	switch {
@@ -191,21 +193,14 @@ func proxyURL(data map[string][]byte) (string, error) {
 	return u.String(), nil
 }
 
-// sshIdentity is Identity decrypted and re-encoded for libssh2.
-type sshIdentity struct {
-	public  string // authorized_keys line
-	private string // unencrypted OpenSSH PEM
-	rsa     bool
-}
-
-func (a *Auth) sshKey() (*sshIdentity, error) {
+func (a *Auth) sshKey() (ssh.Signer, error) {
 	if d := a.decoded; d != nil && bytes.Equal(d.identity, a.Identity) && d.password == a.IdentityPassword {
 		return d.key, nil
 	}
 	return a.decodeIdentity()
 }
 
-func (a *Auth) decodeIdentity() (*sshIdentity, error) {
+func (a *Auth) decodeIdentity() (ssh.Signer, error) {
 	raw, err := ssh.ParseRawPrivateKey(a.Identity)
 	var missing *ssh.PassphraseMissingError
 	switch {
@@ -224,18 +219,7 @@ func (a *Auth) decodeIdentity() (*sshIdentity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: identity: %v", ErrInvalidCredentials, err)
 	}
-	// libssh2 reads unencrypted OpenSSH keys of every type from memory;
-	// decrypting here also spares it bcrypt and PEM cipher variants.
-	block, err := ssh.MarshalPrivateKey(raw, "")
-	if err != nil {
-		return nil, fmt.Errorf("%w: identity: %v", ErrInvalidCredentials, err)
-	}
-	_, isRSA := raw.(*rsa.PrivateKey)
-	return &sshIdentity{
-		public:  strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))),
-		private: string(pem.EncodeToMemory(block)),
-		rsa:     isRSA,
-	}, nil
+	return signer, nil
 }
 
 // parseKnownHosts reads known_hosts with x/crypto's parser, which handles
@@ -281,6 +265,43 @@ func checkHostKey(cb ssh.HostKeyCallback, host, port string, key ssh.PublicKey) 
 	return fmt.Errorf("checking the host key of %s: %w", name, err)
 }
 
+// hostKeyAlgorithms lists the host key algorithms of the keys known_hosts
+// has for host:port, so that a server with several host keys presents one
+// we can check rather than its first preference. None known: nil, the
+// defaults (the check then says the host is unknown).
+func hostKeyAlgorithms(cb ssh.HostKeyCallback, host, port string) []string {
+	// Ask about a key it cannot know: the error lists the keys it has.
+	_, probe, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil
+	}
+	signer, err := ssh.NewSignerFromKey(probe)
+	if err != nil {
+		return nil
+	}
+	var keyErr *knownhosts.KeyError
+	if err := cb(net.JoinHostPort(host, port), &net.TCPAddr{IP: net.IPv4zero}, signer.PublicKey()); !errors.As(err, &keyErr) {
+		return nil
+	}
+	var algos []string
+	for _, k := range keyErr.Want {
+		for _, a := range signatureAlgorithms(k.Key.Type()) {
+			if !slices.Contains(algos, a) {
+				algos = append(algos, a)
+			}
+		}
+	}
+	return algos
+}
+
+// signatureAlgorithms lists the algorithms a host key of a type signs with.
+func signatureAlgorithms(keyType string) []string {
+	if keyType == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return []string{keyType}
+}
+
 func (a *Auth) certPool() (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil {
@@ -290,164 +311,6 @@ func (a *Auth) certPool() (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%w: ca.crt holds no PEM certificate", ErrInvalidCredentials)
 	}
 	return pool, nil
-}
-
-// session is what one fetch or push needs from Auth, prepared before
-// any network traffic so that bad credentials fail early.
-type session struct {
-	auth      *Auth
-	ep        endpoint
-	key       *sshIdentity
-	hostKeys  ssh.HostKeyCallback
-	pool      *x509.CertPool
-	failure   error // why a callback aborted the operation
-	attempts  int
-	userAsked int
-	ctx       context.Context
-	callbacks git2go.RemoteCallbacks
-}
-
-func (a *Auth) session(ctx context.Context, repoURL string) (*session, error) {
-	ep, err := parseEndpoint(repoURL)
-	if err != nil {
-		return nil, err
-	}
-	s := &session{auth: a, ep: ep, ctx: ctx}
-	if s.pool, err = a.certPool(); err != nil {
-		return nil, err
-	}
-	if ep.scheme == "ssh" {
-		if a == nil || len(a.KnownHosts) == 0 {
-			return nil, fmt.Errorf("%w: an ssh URL needs known_hosts", ErrInvalidCredentials)
-		}
-		if s.hostKeys, err = parseKnownHosts(a.KnownHosts); err != nil {
-			return nil, err
-		}
-		if len(a.Identity) > 0 {
-			if s.key, err = a.sshKey(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	s.callbacks = git2go.RemoteCallbacks{
-		CredentialsCallback:      s.credentials,
-		CertificateCheckCallback: s.checkCertificate,
-		TransferProgressCallback: func(git2go.TransferProgress) error { return ctx.Err() },
-		PushTransferProgressCallback: func(uint32, uint32, uint) error {
-			return ctx.Err()
-		},
-		SidebandProgressCallback: func(string) error { return ctx.Err() },
-	}
-	return s, nil
-}
-
-// fail records why a callback aborted; libgit2 reports only "callback
-// error".
-func (s *session) fail(err error) error {
-	s.failure = err
-	return err
-}
-
-// credentials answers libgit2's requests. libgit2 asks again each time
-// the server refuses, forever: give up after one retry.
-func (s *session) credentials(_, urlUser string, allowed git2go.CredentialType) (*git2go.Credential, error) {
-	if err := s.ctx.Err(); err != nil {
-		return nil, s.fail(err)
-	}
-	a := s.auth
-	sshUser := urlUser
-	if sshUser == "" && a != nil {
-		sshUser = a.Username
-	}
-	if sshUser == "" {
-		sshUser = "git"
-	}
-	if allowed&git2go.CredentialTypeUsername != 0 {
-		if s.userAsked++; s.userAsked > 2 {
-			return nil, s.fail(fmt.Errorf("%w: the server refused the user %q", ErrAuthentication, sshUser))
-		}
-		return git2go.NewCredentialUsername(sshUser)
-	}
-	s.attempts++
-	if s.attempts > 2 {
-		reason := "the server refused the credentials"
-		if s.key != nil && s.key.rsa {
-			reason += " (libssh2 1.10 signs RSA keys with SHA-1, which OpenSSH 8.8 and later refuse: use an ed25519 or ECDSA identity)"
-		}
-		return nil, s.fail(fmt.Errorf("%w: %s", ErrAuthentication, reason))
-	}
-	switch {
-	case allowed&(git2go.CredentialTypeSSHKey|git2go.CredentialTypeSSHMemory) != 0 && s.key != nil:
-		return git2go.NewCredentialSSHKeyFromMemory(sshUser, s.key.public, s.key.private, "")
-	case allowed&git2go.CredentialTypeUserpassPlaintext != 0 && a != nil && a.Username != "":
-		return git2go.NewCredentialUserpassPlaintext(a.Username, a.Password)
-	case a != nil && a.BearerToken != "":
-		return nil, s.fail(fmt.Errorf("%w: the server refused the bearer token", ErrAuthentication))
-	case s.ep.scheme == "ssh":
-		return nil, s.fail(fmt.Errorf("%w: the server wants an SSH key and the credentials have no identity", ErrAuthentication))
-	}
-	return nil, s.fail(fmt.Errorf("%w: the server wants a username and password", ErrAuthentication))
-}
-
-// checkCertificate verifies TLS certificates (against CAPEM too) and SSH
-// host keys against known_hosts; nothing unverified is accepted.
-func (s *session) checkCertificate(cert *git2go.Certificate, valid bool, host string) error {
-	if err := s.ctx.Err(); err != nil {
-		return s.fail(err)
-	}
-	switch cert.Kind {
-	case git2go.CertificateX509:
-		if valid && (s.auth == nil || len(s.auth.CAPEM) == 0) {
-			return nil
-		}
-		if _, err := cert.X509.Verify(x509.VerifyOptions{DNSName: host, Roots: s.pool}); err != nil {
-			return s.fail(fmt.Errorf("TLS certificate of %s: %w", host, err))
-		}
-		return nil
-	case git2go.CertificateHostkey:
-		if s.hostKeys == nil {
-			return s.fail(fmt.Errorf("%w: no known_hosts to check the host key of %s", ErrInvalidCredentials, host))
-		}
-		if cert.Hostkey.SSHPublicKey == nil {
-			return s.fail(fmt.Errorf("the SSH transport gave no host key of %s to check", host))
-		}
-		if err := checkHostKey(s.hostKeys, host, s.ep.port, cert.Hostkey.SSHPublicKey); err != nil {
-			return s.fail(err)
-		}
-		return nil
-	}
-	return s.fail(fmt.Errorf("unknown kind of certificate from %s", host))
-}
-
-func (s *session) headers() []string {
-	if s.auth != nil && s.auth.BearerToken != "" && s.ep.scheme == "https" {
-		return []string{"Authorization: Bearer " + s.auth.BearerToken}
-	}
-	return nil
-}
-
-func (s *session) proxy() git2go.ProxyOptions {
-	if s.auth != nil && s.auth.ProxyURL != "" {
-		return git2go.ProxyOptions{Type: git2go.ProxyTypeSpecified, Url: s.auth.ProxyURL}
-	}
-	return git2go.ProxyOptions{Type: git2go.ProxyTypeAuto}
-}
-
-// scrub removes secrets from a message of libgit2, which may quote URLs.
-func (s *session) scrub(msg string) string {
-	if a := s.auth; a != nil {
-		secrets := []string{a.Password, a.BearerToken, a.IdentityPassword}
-		if u, err := url.Parse(a.ProxyURL); err == nil && u.User != nil {
-			p, _ := u.User.Password()
-			secrets = append(secrets, p)
-		}
-		for _, secret := range secrets {
-			if len(secret) >= 3 {
-				msg = strings.ReplaceAll(msg, secret, "xxxxx")
-			}
-		}
-	}
-	return msg
 }
 
 // redact hides the password of a URL, for messages.

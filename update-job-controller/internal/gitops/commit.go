@@ -119,7 +119,8 @@ type PushRef struct {
 	Force bool
 }
 
-// Push sets every ref in refs to commit in one push. A ref pushed without
+// Push sets every ref in refs to commit in one push, returning when ctx
+// ends (with an error wrapping ctx.Err()). A ref pushed without
 // Force that moved since the fetch is left alone and ErrNonFastForward
 // returned. libgit2 usually finds that out before sending anything (the
 // mirror lacks the new remote commit), and then no ref is updated; when
@@ -148,12 +149,13 @@ func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs 
 	if err != nil {
 		return fmt.Errorf("pushing to %s: %w", redact(m.URL), err)
 	}
+	defer s.close()
 	ref, err := m.repo.References.Create(tmp, commit, true, "push")
 	if err != nil {
 		return err
 	}
 	defer func() { _ = ref.Delete(); ref.Free() }()
-	remote, err := m.repo.Remotes.CreateAnonymous(m.URL)
+	remote, err := m.repo.Remotes.CreateAnonymous(s.remoteURL)
 	if err != nil {
 		return err
 	}
@@ -170,11 +172,7 @@ func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs 
 		}
 		return nil
 	}
-	err = remote.Push(specs, &git2go.PushOptions{
-		RemoteCallbacks: s.callbacks,
-		Headers:         s.headers(),
-		ProxyOptions:    s.proxy(),
-	})
+	err = remote.Push(specs, &git2go.PushOptions{RemoteCallbacks: s.callbacks})
 	names := make([]string, len(refs))
 	for i, r := range refs {
 		names[i] = r.Dst
@@ -185,7 +183,7 @@ func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs 
 		(git2go.IsErrorCode(err, git2go.ErrorCodeNonFastForward) || nonFastForward(err.Error())):
 		return fmt.Errorf("%s %s: %w (%s)", where, redact(m.URL), ErrNonFastForward, s.scrub(err.Error()))
 	case err != nil:
-		return m.wrap(where, err, s)
+		return s.err(where, err)
 	case nff:
 		return fmt.Errorf("%s %s: %w (%s)", where, redact(m.URL), ErrNonFastForward, strings.Join(rejected, "; "))
 	case len(rejected) > 0:

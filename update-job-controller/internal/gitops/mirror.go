@@ -105,7 +105,8 @@ func (c *Cache) Prune(maxAge time.Duration) error {
 }
 
 // Fetch brings the mirror up to date with every branch and tag of the
-// remote, pruning what the remote deleted.
+// remote, pruning what the remote deleted. It returns when ctx ends, with
+// an error wrapping ctx.Err().
 func (m *Mirror) Fetch(ctx context.Context, auth *Auth) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("fetching %s: %w", redact(m.URL), err)
@@ -114,7 +115,8 @@ func (m *Mirror) Fetch(ctx context.Context, auth *Auth) error {
 	if err != nil {
 		return fmt.Errorf("fetching %s: %w", redact(m.URL), err)
 	}
-	remote, err := m.repo.Remotes.CreateAnonymous(m.URL)
+	defer s.close()
+	remote, err := m.repo.Remotes.CreateAnonymous(s.remoteURL)
 	if err != nil {
 		return err
 	}
@@ -123,37 +125,8 @@ func (m *Mirror) Fetch(ctx context.Context, auth *Auth) error {
 		RemoteCallbacks: s.callbacks,
 		Prune:           git2go.FetchPruneOn,
 		DownloadTags:    git2go.DownloadTagsNone,
-		Headers:         s.headers(),
-		ProxyOptions:    s.proxy(),
 	}, "")
-	return m.wrap("fetching", err, s)
-}
-
-// wrap names the operation and the remote (without password) in an error
-// of libgit2, and classifies it.
-func (m *Mirror) wrap(op string, err error, s *session) error {
-	where := op + " " + redact(m.URL)
-	switch {
-	case err == nil:
-		return nil
-	case s.ctx.Err() != nil:
-		return fmt.Errorf("%s: %w", where, s.ctx.Err())
-	case s.failure != nil:
-		return fmt.Errorf("%s: %w", where, s.failure)
-	}
-	msg := s.scrub(err.Error())
-	if strings.Contains(msg, "proxy authentication") {
-		return fmt.Errorf("%s: %w: the proxy refused its credentials: %s", where, ErrAuthentication, msg)
-	}
-	if strings.Contains(msg, "401") || strings.Contains(strings.ToLower(msg), "authentication") {
-		if s.auth != nil && s.auth.BearerToken != "" {
-			// A server that wants only Bearer is one libgit2 cannot
-			// answer: it was our token that it refused.
-			msg = "the server refused the bearer token: " + msg
-		}
-		return fmt.Errorf("%s: %w: %s", where, ErrAuthentication, msg)
-	}
-	return fmt.Errorf("%s: %s", where, msg)
+	return s.err("fetching", err)
 }
 
 // Ref names what to check out; the most specific field wins: commit, name,

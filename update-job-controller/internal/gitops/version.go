@@ -12,8 +12,10 @@ import (
 )
 
 // LibGit2Version reports the libgit2 this binary is linked against and the
-// transports it was built with; HTTPS and SSH are both required. git2go has
-// no call for the run-time version, so ask libgit2 itself.
+// transports it was built with. Its HTTPS and SSH transports are not used
+// (ours carry a context: transport.go); the report still says what the
+// library is. git2go has no call for the run-time version, so ask libgit2
+// itself.
 func LibGit2Version() string {
 	var major, minor, rev C.int
 	C.git_libgit2_version(&major, &minor, &rev)
