@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -189,6 +190,20 @@ func ecdsaKey(t *testing.T) ([]byte, string) {
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), string(ssh.MarshalAuthorizedKey(pub))
 }
 
+// rsaKey returns a new RSA key in PKCS#1 PEM form and its authorized_keys
+// line.
+func rsaKey(t *testing.T) ([]byte, string) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&k.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}), string(ssh.MarshalAuthorizedKey(pub))
+}
+
 // TestTransports runs a job's fetch and push against real servers: git
 // http-backend over HTTPS with a self-signed CA, and sshd.
 func TestTransports(t *testing.T) {
@@ -204,6 +219,8 @@ func TestTransports(t *testing.T) {
 	sshd.Authorize(t, encryptedPub)
 	ecKey, ecPub := ecdsaKey(t)
 	sshd.Authorize(t, ecPub)
+	rsaKey, rsaPub := rsaKey(t)
+	sshd.Authorize(t, rsaPub)
 	stranger, _ := testgit.SSHKeygen(t, "")
 	otherPort := strings.Replace(string(sshd.KnownHosts), "]:", "]:1", 1)
 
@@ -239,6 +256,9 @@ func TestTransports(t *testing.T) {
 			creds: map[string][]byte{"identity": encrypted, "password": []byte("key-s3cret"), "known_hosts": sshd.KnownHosts}},
 		{name: "ssh ECDSA PEM identity", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
 			creds: map[string][]byte{"identity": ecKey, "known_hosts": sshd.KnownHosts}},
+		// libssh2 1.10 signed RSA with SHA-1 only, which OpenSSH refuses.
+		{name: "ssh RSA identity", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
+			creds: map[string][]byte{"identity": rsaKey, "known_hosts": sshd.KnownHosts}},
 		{name: "ssh wrong host key", url: sshd.RepoURL("fleet"),
 			creds:   map[string][]byte{"identity": sshd.ClientKey, "known_hosts": sshd.WrongKnownHosts(t)},
 			wantErr: []string{"host key of [127.0.0.1]:", "does not match known_hosts"}},
@@ -304,19 +324,38 @@ func TestMissingKnownHostsFailsBeforeConnecting(t *testing.T) {
 }
 
 func TestProxy(t *testing.T) {
+	files := map[string]string{"apps/app.yaml": "image: a:1\n"}
 	https := testgit.New(t, testgit.Options{TLS: true})
-	https.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
+	https.CreateRepo(t, "fleet", files)
+	http := testgit.New(t, testgit.Options{})
+	http.CreateRepo(t, "fleet", files)
+	sshd := testgit.NewSSH(t)
+	sshd.CreateRepo(t, "fleet", files)
+	sshCreds := map[string][]byte{"identity": sshd.ClientKey, "known_hosts": sshd.KnownHosts}
 
 	tests := []struct {
 		name     string
-		srv      *testgit.Server
+		url      string
+		bare     string
+		creds    map[string][]byte
+		requests func() int64 // served by the git server, if it counts
 		user     string
 		password string
 		wantErr  bool
 	}{
-		{name: "with proxy credentials", srv: https, user: "pu", password: "pp-s3cret"},
-		{name: "without proxy credentials", srv: https},
-		{name: "wrong proxy password", srv: https, user: "pu", password: "wrong-s3cret", wantErr: true},
+		{name: "https with proxy credentials", url: https.RepoURL("fleet"), bare: https.BarePath("fleet"),
+			creds: map[string][]byte{"ca.crt": https.CAPEM}, requests: https.Requests, user: "pu", password: "pp-s3cret"},
+		{name: "https without proxy credentials", url: https.RepoURL("fleet"), bare: https.BarePath("fleet"),
+			creds: map[string][]byte{"ca.crt": https.CAPEM}, requests: https.Requests},
+		{name: "https wrong proxy password", url: https.RepoURL("fleet"),
+			creds: map[string][]byte{"ca.crt": https.CAPEM}, user: "pu", password: "wrong-s3cret", wantErr: true},
+		{name: "http with proxy credentials", url: http.RepoURL("fleet"), bare: http.BarePath("fleet"),
+			requests: http.Requests, user: "pu", password: "pp-s3cret"},
+		{name: "http wrong proxy password", url: http.RepoURL("fleet"), user: "pu", password: "wrong-s3cret", wantErr: true},
+		{name: "ssh with proxy credentials", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
+			creds: sshCreds, user: "pu", password: "pp-s3cret"},
+		{name: "ssh without proxy credentials", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"), creds: sshCreds},
+		{name: "ssh wrong proxy password", url: sshd.RepoURL("fleet"), creds: sshCreds, user: "pu", password: "wrong-s3cret", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -327,36 +366,38 @@ func TestProxy(t *testing.T) {
 			} else {
 				proxy = testgit.NewProxy(t, "pu", "pp-s3cret")
 			}
-			creds := map[string][]byte{"ca.crt": tt.srv.CAPEM}
 			secret := map[string][]byte{"address": []byte(proxy.URL), "username": []byte(tt.user), "password": []byte(tt.password)}
-			auth, err := AuthFromSecrets(tt.srv.RepoURL("fleet"), creds, secret)
+			auth, err := AuthFromSecrets(tt.url, tt.creds, secret)
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := tt.srv.Requests()
-			commit, err := roundTrip(t, tt.srv.RepoURL("fleet"), auth)
+			var before int64
+			if tt.requests != nil {
+				before = tt.requests()
+			}
+			commit, err := roundTrip(t, tt.url, auth)
 			if tt.wantErr {
-				if err == nil {
-					t.Fatal("went through the proxy with a wrong password")
+				if !errors.Is(err, ErrAuthentication) || !strings.Contains(err.Error(), "proxy refused its credentials") {
+					t.Fatalf("want ErrAuthentication from the proxy, got %v", err)
 				}
 				t.Logf("%v (%d requests refused)", err, proxy.Rejected())
 				if strings.Contains(err.Error(), "s3cret") {
 					t.Errorf("the error quotes a secret: %v", err)
 				}
-				if n := proxy.Rejected(); n > 4 {
-					t.Errorf("%d requests with refused proxy credentials", n)
+				if n := proxy.Rejected(); n != 1 {
+					t.Errorf("%d requests with refused proxy credentials, want 1", n)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.TrimSpace(testgit.Git(t, tt.srv.BarePath("fleet"), "rev-parse", "main")); got != commit {
+			if got := strings.TrimSpace(testgit.Git(t, tt.bare, "rev-parse", "main")); got != commit {
 				t.Errorf("remote main is %s, pushed %s", got, commit)
 			}
 			// Fetch and push each went through the proxy.
-			if proxy.Requests() < 2 || tt.srv.Requests() == before {
-				t.Errorf("proxy carried %d requests, the server served %d", proxy.Requests(), tt.srv.Requests()-before)
+			if proxy.Requests() < 2 || (tt.requests != nil && tt.requests() == before) {
+				t.Errorf("proxy carried %d requests, the server served some: %t", proxy.Requests(), tt.requests == nil || tt.requests() > before)
 			}
 		})
 	}

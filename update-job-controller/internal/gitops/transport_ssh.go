@@ -207,6 +207,9 @@ func (st *sshStream) Read(p []byte) (int, error) {
 	n, err := st.stdout.Read(p)
 	w.disarm()
 	switch {
+	case err == io.EOF && (w.fired.Load() || st.t.s.ctx.Err() != nil):
+		// Closing the connection ends the channel as if the server had.
+		return 0, st.t.s.fail(st.t.s.ioError(err, w.fired.Load()))
 	case err == io.EOF:
 		st.ended = true
 		if n > 0 {
