@@ -90,7 +90,7 @@ unit: deps testenv build images ## Run every module's tests (unit and envtest) w
 
 test: verify-generate lint build unit ## lint, stale-generation check and all tests.
 
-demo: build testenv ## Run the control plane locally, apply the samples, show them.
+demo: build testenv ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit.
 	@go run ./tests/cmd/demo --bin $(BIN)
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).

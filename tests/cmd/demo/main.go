@@ -1,43 +1,46 @@
-// Command demo runs image-toolkit locally: a real control plane, the three
-// controllers, the sample objects of every chart; it prints what the
-// controllers made of them and stops everything it started.
+// Command demo runs the whole image-toolkit chain locally, for a person to
+// watch: a registry and a git server on loopback, a real control plane, the
+// three controllers, and the charts' sample objects. It prints each step as
+// it happens (scan, policy choice, job, commit and diff), pushes a newer
+// tag and follows it into git again, then stops everything it started.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 func main() {
 	bin := flag.String("bin", "", "directory of the controller binaries (default: bin/ of the workspace)")
-	settle := flag.Duration("settle", 5*time.Second, "how long to let the controllers work before printing")
+	flag.DurationVar(&timeout, "timeout", 3*time.Minute, "give up after this long")
 	flag.Parse()
-	if err := run(*bin, *settle); err != nil {
+	if err := run(*bin); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string, settle time.Duration) error {
+var timeout time.Duration
+
+func run(bin string) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	began := time.Now()
 
 	dir, err := os.MkdirTemp("", "image-toolkit-demo-")
 	if err != nil {
@@ -45,119 +48,170 @@ func run(bin string, settle time.Duration) error {
 	}
 	defer os.RemoveAll(dir)
 
-	step("starting kube-apiserver and etcd from bin/testenv, with the CRDs of all three charts")
-	cluster, err := localenv.Start(dir)
+	env, err := chain.Start(ctx, dir, bin, []string{"6.3.0", "6.4.0", "7.0.0-rc.1"}, step)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		step("stopping the control plane")
-		_ = cluster.Stop()
+		if err != nil {
+			for name, p := range env.Procs {
+				fmt.Fprintf(os.Stderr, "--- %s log (end) ---\n%s\n", name, p.Log())
+			}
+			cmd := env.Cluster.KubectlCmd(context.Background(), "get", "image-toolkit", "-A", "-o", "wide")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			_ = cmd.Run()
+		}
+		step("stopping the controllers, the control plane, the registry and the git server")
+		err = errors.Join(err, env.Stop())
 	}()
-	if bin == "" {
-		bin = localenv.BinDir(cluster.Root)
+	d := &demo{env: env, c: env.Cluster.Client}
+
+	fmt.Printf("    the fleet repository %s holds %s at podinfo 6.3.0:\n", env.RepoURL, chain.ManifestPath)
+	show, err := env.FleetGit("show", "main:"+chain.ManifestPath)
+	if err != nil {
+		return err
+	}
+	fmt.Print(indent(show))
+
+	step("applying the charts' samples (ImageRepository, ImagePolicies, ImageUpdateAutomation), pointed at the local registry and git server")
+	samples, err := env.Samples(env.Cluster.Root)
+	if err != nil {
+		return err
+	}
+	head := env.Head("main")
+	if err := env.Apply(ctx, samples); err != nil {
+		return err
+	}
+	if err := d.follow(ctx, head, "6.4.0"); err != nil {
+		return err
 	}
 
-	var procs []*localenv.Process
-	defer func() {
-		for _, p := range procs {
-			step("stopping " + p.Name)
-			if err := p.Stop(15 * time.Second); err != nil {
-				fmt.Fprintf(os.Stderr, "%v\n%s\n", err, p.Log())
+	step("pushing podinfo 6.5.0 to the registry and asking for a scan (reconcile.toolkit.dev/requestedAt)")
+	if err := env.PushTag(ctx, "6.5.0"); err != nil {
+		return err
+	}
+	repo := &imagev1.ImageRepository{}
+	repo.Name, repo.Namespace = "podinfo", "default"
+	if err := env.RequestReconcile(ctx, repo); err != nil {
+		return err
+	}
+	if err := d.follow(ctx, env.Head("main"), "6.5.0"); err != nil {
+		return err
+	}
+
+	step("kubectl get image-toolkit -A")
+	cmd := env.Cluster.KubectlCmd(ctx, "get", "image-toolkit", "-A")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return err
+	}
+	fmt.Printf("\ndone in %s\n", time.Since(began).Round(time.Second))
+	return nil
+}
+
+type demo struct {
+	env *chain.Env
+	c   client.Client
+}
+
+// follow prints the chain's steps until main moves from head with podinfo
+// at tag.
+func (d *demo) follow(ctx context.Context, head, tag string) error {
+	repo := &imagev1.ImageRepository{}
+	if err := d.wait(ctx, "the scan", func() (bool, error) {
+		err := d.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "podinfo"}, repo)
+		r := repo.Status.LastScanResult
+		return r != nil && contains(r.LatestTags, tag), err
+	}); err != nil {
+		return err
+	}
+	r := repo.Status.LastScanResult
+	step(fmt.Sprintf("scan: ImageRepository podinfo found %d tags (newest: %s)", r.TagCount, strings.Join(r.LatestTags, ", ")))
+
+	pol := &imagev1.ImagePolicy{}
+	if err := d.wait(ctx, "the policy", func() (bool, error) {
+		err := d.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "podinfo"}, pol)
+		return pol.Status.LatestRef != nil && pol.Status.LatestRef.Tag == tag, err
+	}); err != nil {
+		return err
+	}
+	step(fmt.Sprintf("policy: ImagePolicy podinfo (semver >=6.0.0 <7.0.0) chose %s", pol.Status.LatestRef))
+
+	var job updatev1.UpdateJob
+	if err := d.wait(ctx, "the job", func() (bool, error) {
+		list := &updatev1.UpdateJobList{}
+		if err := d.c.List(ctx, list, client.InNamespace("default")); err != nil {
+			return false, err
+		}
+		for _, j := range list.Items {
+			for _, s := range j.Spec.Update.Setters {
+				if s.Policy == "default:podinfo" && s.Tag == tag && j.Status.Phase.Finished() {
+					job = j
+					return true, nil
+				}
 			}
 		}
-	}()
-	for _, name := range localenv.Controllers {
-		p, err := cluster.StartController(ctx, bin, name)
-		if err != nil {
-			return err
-		}
-		procs = append(procs, p)
-		fmt.Printf("    %s ready (metrics http://%s/metrics)\n", name, p.MetricsAddr)
+		return false, nil
+	}); err != nil {
+		return err
+	}
+	step(fmt.Sprintf("job: ImageUpdateAutomation fleet created UpdateJob %s; %s after %d attempt(s), from %s",
+		job.Name, job.Status.Phase, job.Status.Attempts, job.Status.CheckoutRevision))
+	if job.Status.Phase != updatev1.UpdateJobSucceeded {
+		return fmt.Errorf("job %s: %s %+v", job.Name, job.Status.Phase, job.Status.Conditions)
 	}
 
-	step("starting a local OCI registry with podinfo 6.4.0, 6.4.1, 6.5.0 and 7.0.0-rc.1")
-	host, closeRegistry, err := localRegistry([]string{"6.4.0", "6.4.1", "6.5.0", "7.0.0-rc.1"})
+	if err := d.wait(ctx, "the commit", func() (bool, error) {
+		h := d.env.Head("main")
+		return h != head && h == job.Status.PushedCommit, nil
+	}); err != nil {
+		return err
+	}
+	out, err := d.env.FleetGit("show", "--format=commit %H%nAuthor: %an <%ae>%n%n%B", job.Status.PushedCommit)
 	if err != nil {
 		return err
 	}
-	defer closeRegistry()
-	local := fmt.Sprintf(`apiVersion: image.toolkit.dev/v1beta1
-kind: ImageRepository
-metadata:
-  name: local-podinfo
-  namespace: default
-spec:
-  image: %s/stefanprodan/podinfo
-  interval: 1m
-  insecure: true
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImagePolicy
-metadata:
-  name: local-podinfo
-  namespace: default
-spec:
-  imageRepositoryRef:
-    name: local-podinfo
-  policy:
-    semver:
-      range: ">=6.0.0"
-  digestReflectionPolicy: IfNotPresent
-`, host)
-	localFile := filepath.Join(dir, "local.yaml")
-	if err := os.WriteFile(localFile, []byte(local), 0o600); err != nil {
-		return err
-	}
-
-	step("applying the samples of every chart (their registry and git hosts are examples; they stay unreachable here)")
-	if err := kubectl(ctx, cluster, "apply", "-f", "charts/image-reflector-controller/samples",
-		"-f", "charts/image-automation-controller/samples", "-f", "charts/update-job-controller/samples",
-		"-f", localFile); err != nil {
-		return err
-	}
-	select {
-	case <-time.After(settle):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-
-	step("kubectl get image-toolkit (every kind of the category)")
-	if err := kubectl(ctx, cluster, "get", "image-toolkit", "-A"); err != nil {
-		return err
-	}
-	step("kubectl get updatejobs -o wide")
-	return kubectl(ctx, cluster, "get", "updatejobs", "-A", "-o", "wide")
+	step("commit: the git server's main branch now has")
+	fmt.Print(indent(out))
+	return nil
 }
 
-// localRegistry serves go-containerregistry's registry on loopback with one
-// small image pushed under each tag.
-func localRegistry(tags []string) (string, func(), error) {
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	host := strings.TrimPrefix(srv.URL, "http://")
-	img, err := random.Image(512, 1)
-	if err != nil {
-		srv.Close()
-		return "", nil, err
-	}
-	for _, tag := range tags {
-		ref, err := name.NewTag(host+"/stefanprodan/podinfo:"+tag, name.Insecure)
+// wait polls cond until it holds.
+func (d *demo) wait(ctx context.Context, what string, cond func() (bool, error)) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
 		if err != nil {
-			srv.Close()
-			return "", nil, err
+			last = err
 		}
-		if err := remote.Write(ref, img); err != nil {
-			srv.Close()
-			return "", nil, err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, ctx.Err(), last)
+		case <-t.C:
 		}
 	}
-	return host, srv.Close, nil
 }
 
-func kubectl(ctx context.Context, c *localenv.Cluster, args ...string) error {
-	cmd := c.KubectlCmd(ctx, args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	return cmd.Run()
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
-func step(msg string) { fmt.Printf("==> %s\n", msg) }
+func indent(s string) string {
+	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+}
+
+var start = time.Now()
+
+func step(msg string) {
+	fmt.Printf("==> [%5.1fs] %s\n", time.Since(start).Seconds(), msg)
+}
