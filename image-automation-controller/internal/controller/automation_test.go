@@ -419,12 +419,8 @@ func TestStalled(t *testing.T) {
 		{"bad-selector", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.PolicySelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
 		}, imagev1.InvalidPolicySelectorReason, "Near"},
-		{"missing-source", source("", "nope"), imagev1.SourceNotFoundReason, "GitRepository " + f.ns + "/nope not found"},
 		{"cross-namespace", source(other, "elsewhere"), conditions.AccessDeniedReason, "cross-namespace references are disabled"},
 		{"cloud-provider", source("", "azure"), imagev1.InvalidSourceReason, `provider "azure"`},
-		{"missing-secret", func(a *imagev1.ImageUpdateAutomation) {
-			a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "absent"}
-		}, imagev1.SecretNotFoundReason, "Secret " + f.ns + "/absent"},
 		{"ssh-without-known-hosts", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Repository.URL = "ssh://git@127.0.0.1:1/fleet.git"
 			a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "no-known-hosts"}
@@ -448,6 +444,52 @@ func TestStalled(t *testing.T) {
 	}
 	if n := len(jobs(t, f.ns)); n != 0 {
 		t.Errorf("%d jobs made by stalled automations", n)
+	}
+}
+
+// A Secret or GitRepository that does not exist yet (e.g. applied after the
+// automation) is waited for, not Stalled: once it appears the run goes on.
+func TestMissingDependencyIsRetried(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	f.policy("app", nil, "1.0.0")
+	tests := []struct {
+		name   string
+		mutate func(*imagev1.ImageUpdateAutomation)
+		reason string
+		msg    string
+		appear client.Object
+	}{
+		{"secret", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "late"}
+		}, imagev1.SecretNotFoundReason, "Secret " + f.ns + "/late",
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: f.ns}}},
+		{"source", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Name: "late"}
+			a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		}, imagev1.SourceNotFoundReason, "GitRepository " + f.ns + "/late not found",
+			gitRepository(f.ns, "late", map[string]any{"url": f.git.RepoURL("fleet"), "interval": "5m",
+				"ref": map[string]any{"branch": "main"}})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := f.automation(tt.name, tt.mutate)
+			a = waitAutomation(t, a, "waiting", func(a *imagev1.ImageUpdateAutomation) bool {
+				return ready(a).Reason == tt.reason
+			})
+			if c := ready(a); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, tt.msg) ||
+				conditions.IsTrue(a, conditions.StalledCondition) {
+				t.Errorf("Ready %+v, Stalled %v", c, conditions.Get(a, conditions.StalledCondition))
+			}
+			create(t, tt.appear)
+			testenv.Eventually(t, 30*time.Second, func() (bool, error) {
+				for _, j := range jobs(t, f.ns) {
+					if metav1.IsControlledBy(&j, a) {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+		})
 	}
 }
 

@@ -171,10 +171,18 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		conditions.MarkFailed(obj, conditions.FailedReason, "%s", err)
 		return ctrl.Result{}, err
 	}
+	if stall != nil && stall.missing {
+		// Secrets are not watched: look again soon, backing off the longer
+		// it stays missing, up to the interval.
+		wait := time.Second
+		if c := conditions.Get(obj, conditions.ReadyCondition); c != nil && c.Reason == stall.reason {
+			wait = max(wait, min(time.Since(c.LastTransitionTime.Time), interval))
+		}
+		conditions.MarkFailed(obj, stall.reason, "%s", stall.message)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	if stall != nil {
 		markStalled(obj, stall)
-		// The GitRepository or Secret may appear; Secrets are not
-		// watched, so look again after an interval.
 		return ctrl.Result{RequeueAfter: interval}, nil
 	}
 	pols, err := r.selectPolicies(ctx, obj, sel)

@@ -38,10 +38,18 @@ const (
 // reported as Stalled with reason and message.
 type stall struct {
 	reason, message string
+	// missing: an object the automation needs does not exist yet, e.g.
+	// applied in the same kubectl apply after the automation. That is
+	// retried soon, not Stalled.
+	missing bool
 }
 
 func stalled(reason, format string, args ...any) *stall {
 	return &stall{reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+func missing(reason, format string, args ...any) *stall {
+	return &stall{reason: reason, message: fmt.Sprintf(format, args...), missing: true}
 }
 
 // validateSpec checks what the spec alone decides, before anything is read:
@@ -150,7 +158,7 @@ func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *i
 	if err := r.Get(ctx, key, u); err != nil {
 		switch {
 		case apierrors.IsNotFound(err):
-			return stalled(imagev1.SourceNotFoundReason, "GitRepository %s not found", key), nil
+			return missing(imagev1.SourceNotFoundReason, "GitRepository %s not found", key), nil
 		case apimeta.IsNoMatchError(err):
 			return stalled(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", gitRepositoryKind, gv), nil
 		}
@@ -207,7 +215,7 @@ func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *
 		// cluster-wide list and watch of them.
 		if err := r.APIReader.Get(ctx, key, s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, stalled(imagev1.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
+				return nil, missing(imagev1.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
 					key, what, src.describe, obj.Namespace), nil
 			}
 			return nil, nil, fmt.Errorf("reading Secret %s: %w", key, err)
