@@ -1,0 +1,89 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+
+	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+)
+
+// BenchmarkChainLatency measures what users wait for: from a tag pushed to
+// the registry (with a reconcile request on the ImageRepository, as a
+// registry webhook would send) to the commit on the git server, over 20
+// tags, all processes on loopback. Reports p50 and p95.
+func BenchmarkChainLatency(b *testing.B) {
+	for range b.N {
+		runChain(b, 20)
+	}
+}
+
+func runChain(b *testing.B, runs int) {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := chain.Start(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			b.Error(err)
+		}
+	}()
+	samples, err := env.Samples(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := env.Apply(ctx, samples); err != nil {
+		b.Fatal(err)
+	}
+	// Wait until the automation has settled on 6.3.0 (nothing to do).
+	iua := &imagev1.ImageUpdateAutomation{}
+	iua.Name, iua.Namespace = "fleet", "default"
+	testenv.Eventually(b, time.Minute, func() (bool, error) {
+		err := env.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(iua), iua)
+		return iua.Status.ObservedSourceRevision != "", err
+	})
+
+	repo := &imagev1.ImageRepository{}
+	repo.Name, repo.Namespace = "podinfo", "default"
+	var lat []time.Duration
+	for i := range runs {
+		head := env.Head("main")
+		b.StartTimer()
+		start := time.Now()
+		if err := env.PushTag(ctx, fmt.Sprintf("6.4.%d", i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := env.RequestReconcile(ctx, repo); err != nil {
+			b.Fatal(err)
+		}
+		for env.Head("main") == head {
+			if ctx.Err() != nil {
+				b.Fatalf("run %d: no commit: %v", i, ctx.Err())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	// Nearest-rank percentiles.
+	rank := func(p float64) time.Duration { return lat[int(math.Ceil(p*float64(len(lat))))-1] }
+	b.ReportMetric(rank(0.50).Seconds(), "p50-s")
+	b.ReportMetric(rank(0.95).Seconds(), "p95-s")
+	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+}
