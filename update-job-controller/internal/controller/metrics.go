@@ -65,6 +65,11 @@ func NewJobMetrics() *JobMetrics {
 // MustRegister registers the collectors.
 func (m *JobMetrics) MustRegister(reg prometheus.Registerer) *JobMetrics {
 	reg.MustRegister(m.Jobs, m.Duration, m.GitOps, m.PushRetries, m.CacheBytes, m.Running)
+	// Series that exist from the start make rate() and alerts work before
+	// the first job of each outcome.
+	for _, o := range []string{OutcomeSucceeded, OutcomeNoChange, OutcomeFailed, OutcomeRetried} {
+		m.Jobs.WithLabelValues(o)
+	}
 	return m
 }
 
