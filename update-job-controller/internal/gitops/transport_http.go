@@ -130,29 +130,29 @@ func (s *session) infoRefs(service string) (git2go.SmartSubtransportStream, erro
 	return h, nil
 }
 
-// httpStream is one request: for a POST, libgit2 writes the body, which is
-// sent with a Content-Length when libgit2 first reads the response.
+// httpStream is one request. For a POST, libgit2 writes the body, which
+// is sent with a Content-Length when libgit2 first reads the response:
+// CGI servers such as git http-backend need the length, and a job's push
+// (a commit) is small enough to hold in memory.
 type httpStream struct {
 	s       *session
 	method  string
 	service string
 	body    bytes.Buffer
 	ctx     context.Context
-	cancel  context.CancelCauseFunc
+	cancel  context.CancelFunc
 	watch   *watchdog
 	resp    *http.Response
 	err     error // returned by the next Read
 }
 
 func (s *session) newHTTPStream(method, service string) *httpStream {
-	ctx, cancel := context.WithCancelCause(s.ctx)
+	ctx, cancel := context.WithCancel(s.ctx)
 	h := &httpStream{s: s, method: method, service: service, ctx: ctx, cancel: cancel}
-	h.watch = newWatchdog(s.idle, func() { cancel(errIdle) })
+	h.watch = newWatchdog(s.idle, cancel)
 	s.onClose(h.Free)
 	return h
 }
-
-var errIdle = errors.New("idle timeout")
 
 func (h *httpStream) Write(p []byte) (int, error) {
 	if h.method != http.MethodPost || h.resp != nil {
@@ -188,7 +188,7 @@ func (h *httpStream) Free() {
 	if h.resp != nil {
 		h.resp.Body.Close()
 	}
-	h.cancel(nil)
+	h.cancel()
 }
 
 // send makes the request and checks the response's status and type.
@@ -243,6 +243,8 @@ func (h *httpStream) send() error {
 	}
 	h.resp = resp
 	if resp.StatusCode != http.StatusOK {
+		h.watch.arm() // statusError reads the body
+		defer h.watch.disarm()
 		return s.fail(s.statusError(resp))
 	}
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != wantType {

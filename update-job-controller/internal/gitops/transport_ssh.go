@@ -119,6 +119,7 @@ func (t *sshTransport) connect() error {
 	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	t.watch.disarm()
 	if err != nil {
+		_ = t.Close()
 		var hostErr hostKeyError
 		switch {
 		case s.ctx.Err() != nil || t.watch.fired.Load():
