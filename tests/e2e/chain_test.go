@@ -110,10 +110,7 @@ spec:
 
 	iua := &imagev1.ImageUpdateAutomation{}
 	iua.Name, iua.Namespace = "fleet", "default"
-	testenv.Eventually(t, 30*time.Second, func() (bool, error) {
-		err := env.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(iua), iua)
-		return iua.Status.LastPushCommit == first, err
-	})
+	waitAutomation(t, env, iua, func() bool { return iua.Status.LastPushCommit == first })
 
 	// A newer tag, and a reconcile request on the ImageRepository: a second
 	// commit on main.
@@ -132,19 +129,17 @@ spec:
 			"+        image: "+host+":6.5.0 # {\"$imagepolicy\": \"default:podinfo\"}\n")
 
 	// Nothing new: a reconcile of the automation makes no job and no commit.
-	testenv.Eventually(t, 30*time.Second, func() (bool, error) {
-		err := env.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(iua), iua)
-		return iua.Status.LastPushCommit == second && conditions.IsReady(iua), err
+	waitAutomation(t, env, iua, func() bool {
+		return iua.Status.LastPushCommit == second && conditions.IsReady(iua)
 	})
 	jobsBefore := countJobs(t, env, "fleet")
-	ranBefore := iua.Status.LastAutomationRunTime
-	if err := env.RequestReconcile(ctx, iua); err != nil {
+	token, err := env.RequestReconcileToken(ctx, iua)
+	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() (bool, error) {
-		err := env.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(iua), iua)
-		return iua.Status.LastAutomationRunTime != nil && ranBefore != nil &&
-			iua.Status.LastAutomationRunTime.After(ranBefore.Time), err
+	waitAutomation(t, env, iua, func() bool {
+		c := conditions.Get(iua, conditions.ReadyCondition)
+		return iua.Status.LastHandledReconcileAt == token && c != nil && strings.Contains(c.Message, "nothing changed")
 	})
 	if h := env.Head("main"); h != second {
 		t.Errorf("main moved to %s with nothing new", h)
@@ -168,6 +163,24 @@ spec:
 				t.Errorf("%s: %s = %v, want >= 1", name, m, v)
 			}
 		}
+	}
+}
+
+// waitAutomation polls the automation until cond holds, and shows its
+// status and the controllers' logs when it does not.
+func waitAutomation(t *testing.T, env *chain.Env, iua *imagev1.ImageUpdateAutomation, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := env.Cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(iua), iua)
+		if err == nil && cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("automation %s: condition not met: %v\nstatus: %+v\nautomation log:\n%s\nupdate-job log:\n%s", iua.Name, err,
+				iua.Status, env.Procs["image-automation-controller"].Log(), env.Procs["update-job-controller"].Log())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

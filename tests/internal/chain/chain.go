@@ -72,6 +72,7 @@ type Env struct {
 	Procs   map[string]*localenv.Process
 
 	img   v1.Image
+	work  string
 	stops []func()
 }
 
@@ -111,7 +112,8 @@ func Start(ctx context.Context, dir, bin string, tags []string, say func(string)
 	e.stops = append(e.stops, stop)
 	e.Git = srv
 	e.RepoURL = srv.RepoURL("fleet")
-	if err := e.createFleet(filepath.Join(dir, "fleet")); err != nil {
+	e.work = filepath.Join(dir, "fleet")
+	if err := e.createFleet(e.work); err != nil {
 		return nil, err
 	}
 
@@ -198,6 +200,51 @@ func (e *Env) createFleet(work string) error {
 	return nil
 }
 
+// Grow adds files YAML manifests under clusters/prod/apps to the fleet
+// repository, markers of them carrying a default:podinfo marker, in one
+// commit, to measure runs on a repository of realistic size.
+func (e *Env) Grow(files, markers int) error {
+	every := files / max(markers, 1)
+	for i := range files {
+		p := filepath.Join(e.work, "clusters/prod/apps", fmt.Sprintf("team-%02d", i%100), fmt.Sprintf("app-%05d.yaml", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		marker := ""
+		if markers > 0 && i%every == 0 && i/every < markers {
+			marker = ` # {"$imagepolicy": "default:podinfo"}`
+		}
+		body := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-%05d
+  namespace: team-%02d
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: app
+        image: %s/%s:6.3.0%s
+        ports:
+        - containerPort: 8080
+`, i, i%100, e.RegistryHost, Image, marker)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{
+		{"-C", e.work, "add", "."},
+		{"-C", e.work, "commit", "-q", "-m", fmt.Sprintf("fleet: %d more manifests", files)},
+		{"-C", e.work, "push", "-q", e.Git.BarePath("fleet"), "main"},
+	} {
+		if _, err := Git("", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Git runs git with a fixed identity and no user or system config.
 func Git(dir string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
@@ -276,15 +323,23 @@ func (e *Env) Apply(ctx context.Context, yaml string) error {
 
 // RequestReconcile sets the reconcile-request annotation on an object.
 func (e *Env) RequestReconcile(ctx context.Context, obj client.Object) error {
+	_, err := e.RequestReconcileToken(ctx, obj)
+	return err
+}
+
+// RequestReconcileToken is RequestReconcile, returning the request's value,
+// which the controller copies to status.lastHandledReconcileAt when done.
+func (e *Env) RequestReconcileToken(ctx context.Context, obj client.Object) (string, error) {
 	if err := e.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		return err
+		return "", err
 	}
 	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 	a := obj.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[meta.ReconcileRequestAnnotation] = time.Now().Format(time.RFC3339Nano)
+	token := time.Now().Format(time.RFC3339Nano)
+	a[meta.ReconcileRequestAnnotation] = token
 	obj.SetAnnotations(a)
-	return e.Cluster.Client.Patch(ctx, obj, patch)
+	return token, e.Cluster.Client.Patch(ctx, obj, patch)
 }

@@ -89,6 +89,13 @@ type Process struct {
 // StartController starts bin/<name> with free metrics and probe ports and
 // waits until it is ready. Logs go to <dir>/<name>.log.
 func (c *Cluster) StartController(ctx context.Context, binDir, name string, args ...string) (*Process, error) {
+	return c.StartInstance(ctx, binDir, name, name+"-0", args...)
+}
+
+// StartInstance starts one replica of bin/<name>, named instance (its
+// POD_NAME, log file and data directory), e.g. to run several replicas or
+// shards of a controller.
+func (c *Cluster) StartInstance(ctx context.Context, binDir, name, instance string, args ...string) (*Process, error) {
 	metrics, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -98,7 +105,7 @@ func (c *Cluster) StartController(ctx context.Context, binDir, name string, args
 		return nil, err
 	}
 	p := &Process{Name: name, MetricsAddr: metrics, ProbeAddr: probe,
-		LogPath: filepath.Join(c.Dir, name+".log"), done: make(chan struct{})}
+		LogPath: filepath.Join(c.Dir, instance+".log"), done: make(chan struct{})}
 	logf, err := os.Create(p.LogPath)
 	if err != nil {
 		return nil, err
@@ -108,11 +115,11 @@ func (c *Cluster) StartController(ctx context.Context, binDir, name string, args
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + probe,
 		"--log-encoding=console",
-	}, dataFlags(c.Dir, name)...)
+	}, dataFlags(c.Dir, name, instance)...)
 	all = append(all, args...)
 	p.cmd = exec.Command(filepath.Join(binDir, name), all...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=default", "POD_NAME="+name+"-0")
+	p.cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=default", "POD_NAME="+instance)
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
@@ -131,12 +138,12 @@ func (c *Cluster) StartController(ctx context.Context, binDir, name string, args
 
 // dataFlags point a controller's on-disk state into dir, instead of the
 // container paths the defaults name.
-func dataFlags(dir, name string) []string {
+func dataFlags(dir, name, instance string) []string {
 	switch name {
 	case "image-reflector-controller":
-		return []string{"--storage-path=" + filepath.Join(dir, name+"-data")}
+		return []string{"--storage-path=" + filepath.Join(dir, instance+"-data")}
 	case "update-job-controller":
-		return []string{"--cache-dir=" + filepath.Join(dir, name+"-cache")}
+		return []string{"--cache-dir=" + filepath.Join(dir, instance+"-cache")}
 	}
 	return nil
 }
