@@ -23,6 +23,11 @@ type Options struct {
 // repository have no marker, and a byte search is far cheaper than YAML.
 var needle = []byte(`"$imagepolicy"`)
 
+// MayHaveMarkers reports whether a file could hold a marker; files for
+// which it is false are never changed by UpdateDir, so a caller preparing a
+// directory for it may leave them out.
+func MayHaveMarkers(data []byte) bool { return bytes.Contains(data, needle) }
+
 // UpdateDir applies the policies to the YAML files under dir: files named
 // *.yaml, *.yml or Kustomization, in any subdirectory but .git. Symbolic
 // links are followed only while they stay inside dir. A file that does not

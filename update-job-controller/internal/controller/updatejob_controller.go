@@ -452,6 +452,10 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 	if event != nil {
 		event(l.job)
 	}
+	if out != nil && len(out.Problems) > 0 {
+		r.Events.Warning(ctx, l.job, updatev1.UpdateFailedReason, "Update",
+			"files not updated: "+strings.Join(out.Problems, "; "), secrets...)
+	}
 	if l.job.Status.Phase.Finished() {
 		return r.expire(ctx, l.job, time.Now())
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -217,6 +218,14 @@ func (m *Mirror) semverTag(rng string) (string, error) {
 // directories or files, e.g. a job's update.path), only the files under
 // them are written: on a large repository this is most of a job's time.
 func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error {
+	return m.CheckoutFiltered(commit, dir, nil, paths...)
+}
+
+// CheckoutFiltered is Checkout writing only the regular files whose content
+// keep accepts (all when keep is nil); directories and symbolic links are
+// always written. Creating files is most of a checkout's cost (10,000 take
+// seconds on some file systems), and a job needs only those with markers.
+func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]byte) bool, paths ...string) error {
 	sparse, err := cleanPaths(paths)
 	if err != nil {
 		return err
@@ -224,6 +233,11 @@ func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	c, err := m.repo.LookupCommit(commit)
 	if err != nil {
 		return err
@@ -234,17 +248,93 @@ func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error
 		return err
 	}
 	defer tree.Free()
-	strategy := git2go.CheckoutForce | git2go.CheckoutRecreateMissing | git2go.CheckoutDontUpdateIndex
-	if len(sparse) > 0 {
-		// Literal paths: a directory matches what is under it, and no
-		// glob in a file name can widen the checkout.
-		strategy |= git2go.CheckoutDisablePathspecMatch
+	if len(sparse) == 0 {
+		return m.writeTree(root, "", tree, keep)
 	}
-	return m.repo.CheckoutTree(tree, &git2go.CheckoutOptions{
-		Strategy:        strategy,
-		TargetDirectory: dir,
-		Paths:           sparse,
+	for _, p := range sparse {
+		// Paths are literal: a directory means what is under it.
+		e, err := tree.EntryByPath(p)
+		if err != nil {
+			continue // not in this revision; the caller reports a missing path
+		}
+		if e.Type != git2go.ObjectTree {
+			if err := root.MkdirAll(path.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := m.writeEntry(root, p, e, nil); err != nil { // named: always written
+				return err
+			}
+			continue
+		}
+		if err := root.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		sub, err := m.repo.LookupTree(e.Id)
+		if err != nil {
+			return err
+		}
+		err = m.writeTree(root, p+"/", sub, keep)
+		sub.Free()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTree writes the files of tree under prefix. libgit2's checkout does
+// the same at a fraction of the speed (seconds for 10,000 files, as it
+// compares each path with a baseline and the work tree); a fresh work tree
+// needs neither. Writing through root keeps every file inside it.
+func (m *Mirror) writeTree(root *os.Root, prefix string, tree *git2go.Tree, keep func([]byte) bool) error {
+	var werr error
+	err := tree.Walk(func(parent string, e *git2go.TreeEntry) error {
+		name := prefix + parent + e.Name
+		if e.Type == git2go.ObjectTree {
+			if werr = root.Mkdir(name, 0o755); werr != nil && !errors.Is(werr, fs.ErrExist) {
+				return werr
+			}
+			werr = nil
+			return nil
+		}
+		if werr = m.writeEntry(root, name, e, keep); werr != nil {
+			return werr
+		}
+		return nil
 	})
+	if werr != nil {
+		return werr
+	}
+	return err
+}
+
+// writeEntry writes one blob, executable or symbolic link; submodules (commit
+// entries) have no content here and are skipped, as git does without
+// --recurse-submodules.
+func (m *Mirror) writeEntry(root *os.Root, name string, e *git2go.TreeEntry, keep func([]byte) bool) error {
+	if e.Type != git2go.ObjectBlob {
+		return nil
+	}
+	blob, err := m.repo.LookupBlob(e.Id)
+	if err != nil {
+		return err
+	}
+	data := blob.Contents()
+	blob.Free()
+	switch e.Filemode {
+	case git2go.FilemodeLink:
+		return root.Symlink(string(data), name)
+	case git2go.FilemodeBlobExecutable:
+		if keep != nil && !keep(data) {
+			return nil
+		}
+		return root.WriteFile(name, data, 0o755)
+	default:
+		if keep != nil && !keep(data) {
+			return nil
+		}
+		return root.WriteFile(name, data, 0o644)
+	}
 }
 
 // cleanPaths turns paths like "./clusters/prod/" or "/clusters/prod" into

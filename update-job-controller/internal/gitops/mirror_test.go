@@ -247,3 +247,40 @@ func TestSparseCheckout(t *testing.T) {
 		})
 	}
 }
+
+// The work tree keeps executables and symbolic links as git has them; a
+// link pointing out of the repository is written as a link, never
+// followed.
+func TestCheckoutModesAndLinks(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	clone := srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n", "run.sh": "#!/bin/sh\n"})
+	if err := os.Chmod(filepath.Join(clone.Dir, "run.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, target := range map[string]string{"apps/current.yaml": "app.yaml", "apps/escape": "/etc"} {
+		if err := os.Symlink(target, filepath.Join(clone.Dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testgit.Git(t, clone.Dir, "add", "-A")
+	testgit.Git(t, clone.Dir, "commit", "-q", "-m", "modes")
+	clone.Push()
+	m, release, _, _ := checkout(t, srv)
+	defer release()
+	head, _, err := m.Resolve(Ref{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "work")
+	if err := m.Checkout(head, dir); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "run.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Errorf("run.sh: %v %v, want executable", fi, err)
+	}
+	for name, target := range map[string]string{"apps/current.yaml": "app.yaml", "apps/escape": "/etc"} {
+		if got, err := os.Readlink(filepath.Join(dir, name)); err != nil || got != target {
+			t.Errorf("%s -> %q (%v), want a link to %q", name, got, err, target)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -193,7 +194,10 @@ type Output struct {
 	Message          string
 	PushedRefs       []string
 	Result           *setters.Result
-	Retries          int
+	// Problems are files the setters could not read or rewrite; the others
+	// were still updated.
+	Problems []string
+	Retries  int
 }
 
 // Run carries out the job against the mirror of its repository.
@@ -298,7 +302,9 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 	if in.Plan.Path != "" {
 		paths = []string{in.Plan.Path}
 	}
-	if err := mirror.Checkout(oid, tmp, paths...); err != nil {
+	// Only files that may hold markers are written: the setters leave the
+	// others alone, and creating thousands of files would dominate the job.
+	if err := mirror.CheckoutFiltered(oid, tmp, setters.MayHaveMarkers, paths...); err != nil {
 		return nil, retryable(updatev1.GitOperationFailedReason, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
 	}
 	dir, err := securePath(tmp, in.Plan.Path)
@@ -310,6 +316,13 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 		return nil, retryable(updatev1.UpdateFailedReason, fmt.Errorf("updating %s: %w", in.Plan.Path, err))
 	}
 	out.Result = res
+	out.Problems = nil
+	for _, p := range res.Problems {
+		// Links to files without markers dangle in the filtered checkout.
+		if !errors.Is(p.Err, fs.ErrNotExist) {
+			out.Problems = append(out.Problems, path.Join(in.Plan.Path, p.Error()))
+		}
+	}
 	if len(res.Files) == 0 {
 		return nil, nil
 	}
