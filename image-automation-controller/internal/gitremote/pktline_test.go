@@ -100,15 +100,7 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-func TestShellQuote(t *testing.T) {
-	for in, want := range map[string]string{
-		"/srv/git/fleet.git": `'/srv/git/fleet.git'`,
-		"/it's.git":          `'/it'\''s.git'`,
-	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %s, want %s", in, got, want)
-		}
-	}
+func TestRepoPath(t *testing.T) {
 	if got := repoPath("/~bot/fleet.git"); got != "~bot/fleet.git" {
 		t.Errorf("repoPath = %q", got)
 	}

@@ -3,8 +3,6 @@ package gitremote
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +15,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"toolkit.dev/image-toolkit/pkg/gitssh"
 )
 
 // listSSH runs git-upload-pack on the server over SSH and reads its ref
@@ -108,7 +108,7 @@ func listSSH(ctx context.Context, u *url.URL, opts Options, prefixes []string) (
 	}
 	stderr := &capped{max: 4096}
 	sess.Stderr = stderr
-	if err := sess.Start("git-upload-pack " + shellQuote(repoPath(u.Path))); err != nil {
+	if err := sess.Start("git-upload-pack " + gitssh.ShellQuote(repoPath(u.Path))); err != nil {
 		return nil, wrap(fmt.Errorf("starting git-upload-pack on %s: %w", addr, err))
 	}
 	r := newPktReader(limit(stdout))
@@ -140,21 +140,16 @@ func listSSH(ctx context.Context, u *url.URL, opts Options, prefixes []string) (
 // ParseIdentity parses a PEM or OpenSSH private key, decrypting it with
 // password when it is encrypted.
 func ParseIdentity(key []byte, password string) (ssh.Signer, error) {
-	signer, err := ssh.ParsePrivateKey(key)
-	var missing *ssh.PassphraseMissingError
+	signer, err := gitssh.Identity(key, password)
 	switch {
-	case err == nil:
-		return signer, nil
-	case errors.As(err, &missing) && password == "":
+	case errors.Is(err, gitssh.ErrEncrypted):
 		return nil, errors.New("the identity is encrypted and the Secret has no password")
-	case errors.As(err, &missing):
-		signer, err = ssh.ParsePrivateKeyWithPassphrase(key, []byte(password))
-		if err != nil {
-			return nil, fmt.Errorf("decrypting the identity: %w", err)
-		}
-		return signer, nil
+	case errors.Is(err, gitssh.ErrWrongPassword):
+		return nil, fmt.Errorf("decrypting the identity: %w", err)
+	case err != nil:
+		return nil, fmt.Errorf("parsing the identity: %w", err)
 	}
-	return nil, fmt.Errorf("parsing the identity: %w", err)
+	return signer, nil
 }
 
 // hostKeyCallback checks host keys against knownHosts, and returns the
@@ -168,67 +163,24 @@ func hostKeyCallback(knownHosts []byte, addr string) (ssh.HostKeyCallback, []str
 	if err != nil {
 		return nil, nil, err
 	}
-	// Ask the callback about a key it cannot know: the error lists the
-	// keys it has for addr.
-	_, probe, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	probeKey, err := ssh.NewSignerFromKey(probe)
-	if err != nil {
-		return nil, nil, err
-	}
-	var keyErr *knownhosts.KeyError
-	if err := cb(addr, &net.TCPAddr{IP: net.IPv4zero}, probeKey.PublicKey()); !errors.As(err, &keyErr) {
+	keys, ok := gitssh.KnownKeys(cb, addr)
+	switch {
+	case !ok:
 		return cb, nil, nil
-	}
-	if len(keyErr.Want) == 0 && bytes.Contains(knownHosts, []byte("@cert-authority")) {
+	case len(keys) == 0 && bytes.Contains(knownHosts, []byte("@cert-authority")):
 		// Certificates are checked against the authorities instead.
 		return cb, nil, nil
-	}
-	if len(keyErr.Want) == 0 {
+	case len(keys) == 0:
 		return nil, nil, &AuthError{Err: fmt.Errorf("known_hosts has no key for %s", knownhosts.Normalize(addr))}
 	}
-	var algos []string
-	seen := map[string]bool{}
-	for _, k := range keyErr.Want {
-		for _, a := range algorithmsFor(k.Key.Type()) {
-			if !seen[a] {
-				seen[a] = true
-				algos = append(algos, a)
-			}
-		}
-	}
-	return cb, algos, nil
+	return cb, gitssh.HostKeyAlgorithms(keys), nil
 }
 
-// algorithmsFor lists the signature algorithms a host key type signs with.
-func algorithmsFor(keyType string) []string {
-	if keyType == ssh.KeyAlgoRSA {
-		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
-	}
-	return []string{keyType}
-}
-
-// knownHostsFromBytes parses known_hosts. The knownhosts package reads
-// only files, so the Secret's bytes pass through a private temporary file.
+// knownHostsFromBytes parses known_hosts.
 func knownHostsFromBytes(b []byte) (ssh.HostKeyCallback, error) {
-	f, err := os.CreateTemp("", "known_hosts-*")
+	cb, err := gitssh.KnownHosts(b)
 	if err != nil {
-		return nil, err
-	}
-	defer os.Remove(f.Name())
-	_, werr := f.Write(b)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		return nil, werr
-	}
-	cb, err := knownhosts.New(f.Name())
-	if err != nil {
-		// The message names the temporary file; say known_hosts.
-		return nil, fmt.Errorf("parsing known_hosts: %s", strings.ReplaceAll(err.Error(), f.Name(), "known_hosts"))
+		return nil, fmt.Errorf("parsing known_hosts: %w", err)
 	}
 	return cb, nil
 }
@@ -240,11 +192,6 @@ func repoPath(p string) string {
 		return p[1:]
 	}
 	return p
-}
-
-// shellQuote quotes s for a POSIX shell, as git does for the remote command.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // capped keeps the first max bytes written to it.

@@ -2,21 +2,18 @@ package gitops
 
 import (
 	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"toolkit.dev/image-toolkit/pkg/gitssh"
 )
 
 // Auth holds credentials, trust and proxy for a remote.
@@ -201,42 +198,23 @@ func (a *Auth) sshKey() (ssh.Signer, error) {
 }
 
 func (a *Auth) decodeIdentity() (ssh.Signer, error) {
-	raw, err := ssh.ParseRawPrivateKey(a.Identity)
-	var missing *ssh.PassphraseMissingError
+	signer, err := gitssh.Identity(a.Identity, a.IdentityPassword)
 	switch {
-	case errors.As(err, &missing) && a.IdentityPassword == "":
+	case errors.Is(err, gitssh.ErrEncrypted):
 		return nil, fmt.Errorf("%w: the identity is encrypted and no password is set", ErrInvalidCredentials)
-	case errors.As(err, &missing):
-		raw, err = ssh.ParseRawPrivateKeyWithPassphrase(a.Identity, []byte(a.IdentityPassword))
-		if errors.Is(err, x509.IncorrectPasswordError) || (err != nil && strings.Contains(err.Error(), "decrypt")) {
-			return nil, fmt.Errorf("%w: the password does not decrypt the identity", ErrInvalidCredentials)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: the identity is not a private key: %v", ErrInvalidCredentials, err)
-	}
-	signer, err := ssh.NewSignerFromKey(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: identity: %v", ErrInvalidCredentials, err)
+	case errors.Is(err, gitssh.ErrWrongPassword):
+		return nil, fmt.Errorf("%w: the password does not decrypt the identity", ErrInvalidCredentials)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCredentials, err)
 	}
 	return signer, nil
 }
 
-// parseKnownHosts reads known_hosts with x/crypto's parser, which handles
-// markers, patterns, [host]:port and hashed names. It only reads files.
+// parseKnownHosts reads known_hosts; errors wrap ErrInvalidCredentials.
 func parseKnownHosts(data []byte) (ssh.HostKeyCallback, error) {
-	dir, err := os.MkdirTemp("", "known-hosts-")
+	cb, err := gitssh.KnownHosts(data)
 	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "known_hosts")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		return nil, err
-	}
-	cb, err := knownhosts.New(file)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidCredentials, strings.ReplaceAll(err.Error(), file, "known_hosts"))
+		return nil, fmt.Errorf("%w: %v", ErrInvalidCredentials, err)
 	}
 	return cb, nil
 }
@@ -266,40 +244,11 @@ func checkHostKey(cb ssh.HostKeyCallback, host, port string, key ssh.PublicKey) 
 }
 
 // hostKeyAlgorithms lists the host key algorithms of the keys known_hosts
-// has for host:port, so that a server with several host keys presents one
-// we can check rather than its first preference. None known: nil, the
-// defaults (the check then says the host is unknown).
+// has for host:port; none known: nil, the defaults (the check then says the
+// host is unknown).
 func hostKeyAlgorithms(cb ssh.HostKeyCallback, host, port string) []string {
-	// Ask about a key it cannot know: the error lists the keys it has.
-	_, probe, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil
-	}
-	signer, err := ssh.NewSignerFromKey(probe)
-	if err != nil {
-		return nil
-	}
-	var keyErr *knownhosts.KeyError
-	if err := cb(net.JoinHostPort(host, port), &net.TCPAddr{IP: net.IPv4zero}, signer.PublicKey()); !errors.As(err, &keyErr) {
-		return nil
-	}
-	var algos []string
-	for _, k := range keyErr.Want {
-		for _, a := range signatureAlgorithms(k.Key.Type()) {
-			if !slices.Contains(algos, a) {
-				algos = append(algos, a)
-			}
-		}
-	}
-	return algos
-}
-
-// signatureAlgorithms lists the algorithms a host key of a type signs with.
-func signatureAlgorithms(keyType string) []string {
-	if keyType == ssh.KeyAlgoRSA {
-		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
-	}
-	return []string{keyType}
+	keys, _ := gitssh.KnownKeys(cb, net.JoinHostPort(host, port))
+	return gitssh.HostKeyAlgorithms(keys)
 }
 
 func (a *Auth) certPool() (*x509.CertPool, error) {

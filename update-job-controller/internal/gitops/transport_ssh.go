@@ -16,6 +16,8 @@ import (
 	git2go "github.com/libgit2/git2go/v34"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"toolkit.dev/image-toolkit/pkg/gitssh"
 )
 
 // sshTransport runs git-upload-pack or git-receive-pack over SSH for
@@ -162,7 +164,7 @@ func (t *sshTransport) start(service string) (*sshStream, error) {
 		return nil, err
 	}
 	sess.Stderr = &s.stderr
-	if err := sess.Start(service + " " + shellQuote(s.ep.path)); err != nil {
+	if err := sess.Start(service + " " + gitssh.ShellQuote(s.ep.path)); err != nil {
 		sess.Close()
 		return nil, s.ioError(fmt.Errorf("starting %s: %w", service, err), t.watch.fired.Load())
 	}
@@ -301,13 +303,6 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// shellQuote quotes s for a POSIX shell as git does: ' and ! outside the
-// quotes, escaped.
-func shellQuote(s string) string {
-	r := strings.NewReplacer("'", `'\''`, "!", `'\!'`)
-	return "'" + r.Replace(s) + "'"
-}
 
 func knownhostsName(host, port string) string {
 	return knownhosts.Normalize(net.JoinHostPort(host, port))
