@@ -3,7 +3,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,20 +17,12 @@ import (
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
-// binaries returns the directory of the controller binaries: the ones
-// `make build` made (IMAGE_TOOLKIT_BIN), or fresh builds of this tree.
+// binaries returns the directory of the controller binaries to run.
 func binaries(t *testing.T, root string) string {
 	t.Helper()
-	if d := os.Getenv("IMAGE_TOOLKIT_BIN"); d != "" {
-		return d
-	}
-	dir := t.TempDir()
-	for _, name := range localenv.Controllers {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./"+name)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", name, err, out)
-		}
+	dir, err := localenv.Binaries(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

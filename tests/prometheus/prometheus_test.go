@@ -38,24 +38,6 @@ var prefixes = map[string]string{
 	"update-job-controller":       "imagetoolkit_updatejob_",
 }
 
-// binaries returns the directory of the controller binaries: the ones
-// `make build` made (IMAGE_TOOLKIT_BIN), or fresh builds of this tree.
-func binaries(t *testing.T, root string) string {
-	t.Helper()
-	if d := os.Getenv("IMAGE_TOOLKIT_BIN"); d != "" {
-		return d
-	}
-	dir := t.TempDir()
-	for _, name := range localenv.Controllers {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "./"+name)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", name, err, out)
-		}
-	}
-	return dir
-}
-
 func TestMetrics(t *testing.T) {
 	for _, tool := range []string{"promtool", "prometheus"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -69,7 +51,10 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cluster.Stop() }()
-	bin := binaries(t, cluster.Root)
+	bin, err := localenv.Binaries(cluster.Root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// A registry with three tags and a fleet repository whose manifest
 	// the automation should move from 1.0.0 to 1.2.0.

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -121,7 +122,7 @@ func (d *demo) follow(ctx context.Context, head, tag string) error {
 	if err := d.wait(ctx, "the scan", func() (bool, error) {
 		err := d.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "podinfo"}, repo)
 		r := repo.Status.LastScanResult
-		return r != nil && contains(r.LatestTags, tag), err
+		return r != nil && slices.Contains(r.LatestTags, tag), err
 	}); err != nil {
 		return err
 	}
@@ -195,15 +196,6 @@ func (d *demo) wait(ctx context.Context, what string, cond func() (bool, error))
 		case <-t.C:
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func indent(s string) string {

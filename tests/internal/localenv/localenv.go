@@ -233,6 +233,23 @@ func freeAddr() (string, error) {
 	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
+// Binaries returns the directory of the controller binaries for tests: the
+// ones `make build` made ($IMAGE_TOOLKIT_BIN), or fresh builds of the tree
+// at root, made in scratch.
+func Binaries(root, scratch string) (string, error) {
+	if d := os.Getenv("IMAGE_TOOLKIT_BIN"); d != "" {
+		return d, nil
+	}
+	for _, name := range Controllers {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(scratch, name), "./"+name)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
+		}
+	}
+	return scratch, nil
+}
+
 // BinDir returns the directory of the controller binaries: $IMAGE_TOOLKIT_BIN,
 // or bin/ under the workspace root.
 func BinDir(root string) string {
