@@ -10,11 +10,9 @@ BIN := $(ROOT)/bin
 CACHE ?= $(HOME)/.cache/image-toolkit
 export IMAGE_TOOLKIT_CACHE := $(CACHE)
 
-CONTROLLER_GEN_VERSION := v0.23.0
+# Tools built from the Go modules pinned in hack/tools/<tool>/{go.mod,go.sum};
+# bump one with hack/tools/pin.sh.
 CONTROLLER_GEN := $(BIN)/controller-gen
-K8S_VERSION := 1.37.1
-ETCD_VERSION := 3.7.3
-HELM_VERSION := 3.22.0
 TESTENV := $(BIN)/testenv
 HELM := $(BIN)/helm
 
@@ -44,17 +42,11 @@ help: ## List the targets.
 deps: ## Install system packages the build and tests need (libgit2 1.5, pkg-config).
 	@hack/deps.sh
 
-tools: $(CONTROLLER_GEN) ## Build controller-gen.
+tools: ## Build controller-gen from its pinned module into bin/ (cached).
+	@hack/tools.sh controller-gen
 
-$(CONTROLLER_GEN):
-	@mkdir -p $(BIN) $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)
-	@[ -x $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen ] || \
-		GOWORK=off GOBIN=$(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION) \
-		go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-	@ln -sfn $(CACHE)/controller-gen-$(CONTROLLER_GEN_VERSION)/controller-gen $@
-
-testenv: ## Build kube-apiserver, kubectl, etcd and helm into bin/ (cached).
-	@K8S_VERSION=$(K8S_VERSION) ETCD_VERSION=$(ETCD_VERSION) HELM_VERSION=$(HELM_VERSION) hack/testenv.sh
+testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv and helm into bin/ (cached).
+	@hack/tools.sh kube etcd helm
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh

@@ -39,7 +39,7 @@ func main() {
 		LeaderElect: true,
 		Scheme:      scheme,
 		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&storagePath, "storage-path", "/data", "Directory of the tag database.")
+			fs.StringVar(&storagePath, "storage-path", app.DataDir(name, "/data"), "Directory of the tag database (the chart mounts /data).")
 			fs.Float64Var(&registryQPS, "registry-qps", 10, "Requests per second allowed to each registry host.")
 			fs.IntVar(&registryBurst, "registry-burst", 20, "Request burst allowed to each registry host.")
 		},

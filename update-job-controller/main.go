@@ -41,7 +41,7 @@ func main() {
 		LeaderElect: false,
 		Scheme:      scheme,
 		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&cacheDir, "cache-dir", "/cache", "Directory of the git mirror cache.")
+			fs.StringVar(&cacheDir, "cache-dir", app.DataDir(name, "/cache"), "Directory of the git mirror cache (the chart mounts /cache).")
 			fs.DurationVar(&cacheMaxAge, "cache-max-age", 24*time.Hour, "Remove mirrors unused for this long.")
 			fs.DurationVar(&jobLeaseDuration, "job-lease-duration", time.Minute, "A Running job whose heartbeat is older than this is reclaimed.")
 		},

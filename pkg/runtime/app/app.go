@@ -12,6 +12,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -33,17 +35,20 @@ import (
 // Options are the flags every controller has, with kubebuilder's names.
 // --kubeconfig (or KUBECONFIG) is registered by controller-runtime.
 type Options struct {
-	MetricsAddr        string
-	ProbeAddr          string
-	LeaderElect        bool
-	Concurrent         int
-	WatchLabelSelector string
-	WatchNamespace     string
-	LogLevel           string
-	LogEncoding        string
-	Version            bool
-	KubeAPIQPS         float64
-	KubeAPIBurst       int
+	MetricsAddr string
+	ProbeAddr   string
+	LeaderElect bool
+	// LeaderElectionNamespace holds the Lease; Main fills it in when the
+	// flag is empty (see resolveLeaderElectionNamespace).
+	LeaderElectionNamespace string
+	Concurrent              int
+	WatchLabelSelector      string
+	WatchNamespace          string
+	LogLevel                string
+	LogEncoding             string
+	Version                 bool
+	KubeAPIQPS              float64
+	KubeAPIBurst            int
 }
 
 // Config describes one controller binary.
@@ -67,6 +72,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "The address the health probe endpoint binds to.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", leaderElect, "Enable leader election, so only one replica is active.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "The namespace of the leader election Lease. Default: $RUNTIME_NAMESPACE, else the namespace of the kubeconfig's current context (as kubectl picks it), else the pod's own namespace in a cluster.")
 	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent reconciles per kind.")
 	fs.StringVar(&o.WatchLabelSelector, "watch-label-selector", "", "Watch only objects matching this label selector, e.g. sharding.toolkit.dev/key=shard1.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "Watch only objects in this namespace, so a namespaced Role is enough; all namespaces when empty.")
@@ -95,9 +101,12 @@ func (o *Options) Validate() error {
 	if _, err := o.selector(); err != nil {
 		errs = append(errs, err)
 	}
-	if ns := o.WatchNamespace; ns != "" {
+	for flag, ns := range map[string]string{"--watch-namespace": o.WatchNamespace, "--leader-election-namespace": o.LeaderElectionNamespace} {
+		if ns == "" {
+			continue
+		}
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--watch-namespace %q: %s", ns, strings.Join(msgs, "; ")))
+			errs = append(errs, fmt.Errorf("%s %q: %s", flag, ns, strings.Join(msgs, "; ")))
 		}
 	}
 	return errors.Join(errs...)
@@ -152,7 +161,7 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.leaderElectionID(cfg.Name),
-		LeaderElectionNamespace:       os.Getenv("RUNTIME_NAMESPACE"),
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		// Objects outside the shard are invisible to this process: its
 		// caches, watches and reconcilers never see them. --watch-namespace
@@ -177,6 +186,70 @@ func (o *Options) leaderElectionID(name string) string {
 	h := fnv.New32a()
 	h.Write([]byte(o.WatchNamespace + "\x00" + sel))
 	return fmt.Sprintf("%s-%08x.toolkit.dev", name, h.Sum32())
+}
+
+// inClusterNamespaceFile is where Kubernetes mounts a pod's namespace.
+var inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// resolveLeaderElectionNamespace picks the Lease's namespace when the flag
+// does not name one, and says where it came from, for the log. The order
+// follows controller-runtime's choice of cluster (--kubeconfig, KUBECONFIG,
+// in-cluster, ~/.kube/config), so the Lease lands in the cluster the
+// controller talks to:
+//  1. RUNTIME_NAMESPACE, which the charts set to the pod's namespace (Flux's
+//     convention);
+//  2. with --kubeconfig or KUBECONFIG, that kubeconfig's current context
+//     namespace, or "default" when the context names none, as kubectl does;
+//  3. in a cluster, the pod's own namespace;
+//  4. else the current context of ~/.kube/config, as in 2.
+//
+// Without it, controller-runtime refuses to start outside a cluster.
+func (o *Options) resolveLeaderElectionNamespace(kubeconfigFlag string) (ns, source string, err error) {
+	if o.LeaderElectionNamespace != "" {
+		return o.LeaderElectionNamespace, "--leader-election-namespace", nil
+	}
+	if ns := os.Getenv("RUNTIME_NAMESPACE"); ns != "" {
+		return ns, "RUNTIME_NAMESPACE", nil
+	}
+	if kubeconfigFlag == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		if b, err := os.ReadFile(inClusterNamespaceFile); err == nil {
+			if ns := strings.TrimSpace(string(b)); ns != "" {
+				return ns, "the pod's namespace (" + inClusterNamespaceFile + ")", nil
+			}
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfigFlag
+	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).RawConfig()
+	if err != nil {
+		return "", "", fmt.Errorf("reading the kubeconfig for the leader election namespace: %w", err)
+	}
+	kc, ok := raw.Contexts[raw.CurrentContext]
+	if !ok {
+		return "", "", fmt.Errorf("no leader election namespace: the kubeconfig has no current context; set --leader-election-namespace or RUNTIME_NAMESPACE")
+	}
+	if kc.Namespace == "" {
+		return namespaceDefault, fmt.Sprintf("kubeconfig context %q, which names no namespace", raw.CurrentContext), nil
+	}
+	return kc.Namespace, fmt.Sprintf("kubeconfig context %q", raw.CurrentContext), nil
+}
+
+// namespaceDefault is kubectl's namespace when a context names none.
+const namespaceDefault = "default"
+
+// DataDir is the default of a controller's on-disk state flag
+// (--storage-path, --cache-dir): the volume the chart mounts, e.g. /data, in
+// a cluster; outside one, where / is seldom writable, a directory of the
+// user's cache (~/.cache/image-toolkit/<name>).
+func DataDir(name, inCluster string) string {
+	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return inCluster
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return inCluster
+	}
+	return filepath.Join(dir, "image-toolkit", name)
 }
 
 // ControllerOptions are the options for every controller of the manager.
@@ -214,6 +287,20 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 	}
 	log := opts.Logger(stderr).WithName(cfg.Name)
 	ctrl.SetLogger(log)
+
+	if opts.LeaderElect {
+		var kubeconfig string
+		if f := fs.Lookup("kubeconfig"); f != nil {
+			kubeconfig = f.Value.String()
+		}
+		ns, source, err := opts.resolveLeaderElectionNamespace(kubeconfig)
+		if err != nil {
+			log.Error(err, "choosing the leader election namespace")
+			return 1
+		}
+		opts.LeaderElectionNamespace = ns
+		log.Info("leader election", "namespace", ns, "from", source)
+	}
 
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {

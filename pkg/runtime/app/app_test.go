@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,6 +40,7 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 		{"bad selector", []string{"--watch-label-selector=a in b"}, 2, "", "--watch-label-selector"},
 		{"bad qps", []string{"--kube-api-qps=0"}, 2, "", "--kube-api-qps"},
 		{"bad namespace", []string{"--watch-namespace=Team_A"}, 2, "", "--watch-namespace"},
+		{"bad lease namespace", []string{"--leader-election-namespace=a.b"}, 2, "", "--leader-election-namespace \"a.b\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,8 +58,7 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 }
 
 func TestManagerOptions(t *testing.T) {
-	t.Setenv("RUNTIME_NAMESPACE", "image-system")
-	o := Options{MetricsAddr: ":9090", ProbeAddr: ":9091", LeaderElect: true, Concurrent: 8,
+	o := Options{MetricsAddr: ":9090", ProbeAddr: ":9091", LeaderElect: true, LeaderElectionNamespace: "image-system", Concurrent: 8,
 		WatchLabelSelector: "sharding.toolkit.dev/key=shard1", LogLevel: "info", LogEncoding: "json",
 		KubeAPIQPS: 50, KubeAPIBurst: 300}
 	if err := o.Validate(); err != nil {
@@ -113,5 +115,91 @@ func TestLeaderElectionIDPerShard(t *testing.T) {
 	}
 	if same := id(Options{WatchLabelSelector: "sharding.toolkit.dev/key = shard1"}); same != shard1 {
 		t.Errorf("one selector written two ways gives two leases: %q, %q", same, shard1)
+	}
+}
+
+// Outside a cluster the Lease's namespace comes, unless set, from where the
+// connection comes: the kubeconfig's current context, as kubectl picks it;
+// in a cluster from the pod's namespace; an explicit choice always wins.
+func TestResolveLeaderElectionNamespace(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := func(name, ns string) string {
+		p := filepath.Join(dir, name)
+		c := "apiVersion: v1\nkind: Config\ncurrent-context: ctx\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:6443}\n" +
+			"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: ctx\n  context: {cluster: c, user: u, namespace: \"" + ns + "\"}\n"
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	withNS := kubeconfig("team", "team-a")
+	noNS := kubeconfig("plain", "")
+	noContext := filepath.Join(dir, "nocontext")
+	if err := os.WriteFile(noContext, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	podNS := filepath.Join(dir, "namespace")
+	if err := os.WriteFile(podNS, []byte("image-toolkit-system\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir() // no ~/.kube/config unless a case writes one
+
+	tests := []struct {
+		name                 string
+		flag, runtimeNS      string
+		kubeconfigFlag, env  string
+		inCluster            bool
+		want, source, errMsg string
+	}{
+		{name: "flag wins", flag: "ops", runtimeNS: "image-system", kubeconfigFlag: withNS, want: "ops", source: "--leader-election-namespace"},
+		{name: "RUNTIME_NAMESPACE", runtimeNS: "image-system", kubeconfigFlag: withNS, inCluster: true, want: "image-system", source: "RUNTIME_NAMESPACE"},
+		{name: "--kubeconfig context", kubeconfigFlag: withNS, inCluster: true, want: "team-a", source: `kubeconfig context "ctx"`},
+		{name: "KUBECONFIG context", env: withNS, want: "team-a", source: `kubeconfig context "ctx"`},
+		{name: "context without namespace", env: noNS, want: "default", source: "names no namespace"},
+		{name: "in a cluster", inCluster: true, want: "image-toolkit-system", source: "the pod's namespace"},
+		{name: "no current context", kubeconfigFlag: noContext, errMsg: "no current context"},
+		{name: "no kubeconfig at all", kubeconfigFlag: filepath.Join(dir, "missing"), errMsg: "reading the kubeconfig"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("HOME", home)
+			t.Setenv("RUNTIME_NAMESPACE", tt.runtimeNS)
+			t.Setenv("KUBECONFIG", tt.env)
+			old := inClusterNamespaceFile
+			inClusterNamespaceFile = filepath.Join(dir, "absent")
+			if tt.inCluster {
+				inClusterNamespaceFile = podNS
+			}
+			defer func() { inClusterNamespaceFile = old }()
+
+			o := Options{LeaderElectionNamespace: tt.flag}
+			ns, source, err := o.resolveLeaderElectionNamespace(tt.kubeconfigFlag)
+			if tt.errMsg != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errMsg) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.errMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ns != tt.want || !strings.Contains(source, tt.source) {
+				t.Errorf("got %q from %q, want %q from %q", ns, source, tt.want, tt.source)
+			}
+		})
+	}
+}
+
+// State directories default to the chart's volume in a cluster and to the
+// user's cache directory outside one, where / is seldom writable.
+func TestDataDir(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", "/home/u/.cache")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if got := DataDir("image-reflector-controller", "/data"); got != "/home/u/.cache/image-toolkit/image-reflector-controller" {
+		t.Errorf("outside a cluster: %q", got)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	if got := DataDir("image-reflector-controller", "/data"); got != "/data" {
+		t.Errorf("in a cluster: %q", got)
 	}
 }

@@ -96,6 +96,15 @@ func (c *Cluster) StartController(ctx context.Context, binDir, name string, args
 // POD_NAME, log file and data directory), e.g. to run several replicas or
 // shards of a controller.
 func (c *Cluster) StartInstance(ctx context.Context, binDir, name, instance string, args ...string) (*Process, error) {
+	all := append([]string{"--kubeconfig=" + c.Kubeconfig, "--log-encoding=console"}, dataFlags(c.Dir, name, instance)...)
+	env := append(os.Environ(), "RUNTIME_NAMESPACE=default", "POD_NAME="+instance)
+	return c.StartWith(ctx, binDir, name, instance, env, append(all, args...)...)
+}
+
+// StartWith starts bin/<name> with exactly the environment env and the
+// arguments args, adding only free metrics and probe addresses, and waits
+// until it is ready. Logs go to <dir>/<instance>.log.
+func (c *Cluster) StartWith(ctx context.Context, binDir, name, instance string, env []string, args ...string) (*Process, error) {
 	metrics, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -110,16 +119,10 @@ func (c *Cluster) StartInstance(ctx context.Context, binDir, name, instance stri
 	if err != nil {
 		return nil, err
 	}
-	all := append([]string{
-		"--kubeconfig=" + c.Kubeconfig,
-		"--metrics-bind-address=" + metrics,
-		"--health-probe-bind-address=" + probe,
-		"--log-encoding=console",
-	}, dataFlags(c.Dir, name, instance)...)
-	all = append(all, args...)
+	all := append([]string{"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probe}, args...)
 	p.cmd = exec.Command(filepath.Join(binDir, name), all...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE=default", "POD_NAME="+instance)
+	p.cmd.Env = env
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Pins one tool to a version by (re)writing hack/tools/<tool>/go.mod and
+# go.sum. Run it by hand to bump a tool, then commit both files: builds
+# (hack/tools.sh) only ever read the committed pins, so a build next year
+# resolves exactly what this run resolved.
+#
+#   hack/tools/pin.sh kube 1.37.1        kube-apiserver and kubectl
+#   hack/tools/pin.sh etcd 3.7.3
+#   hack/tools/pin.sh helm 3.22.0
+#   hack/tools/pin.sh controller-gen 0.23.0
+set -euo pipefail
+[ $# = 2 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
+tool=$1 v=${2#v}
+dir=$(cd "$(dirname "$0")" && pwd)/$tool
+export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
+
+case $tool in
+  kube) main=k8s.io/kubernetes; tools=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl) ;;
+  etcd) main=go.etcd.io/etcd/server/v3; tools=(go.etcd.io/etcd/server/v3) ;;
+  helm) main=helm.sh/helm/v3; tools=(helm.sh/helm/v3/cmd/helm) ;;
+  controller-gen) main=sigs.k8s.io/controller-tools; tools=(sigs.k8s.io/controller-tools/cmd/controller-gen) ;;
+  *) echo "unknown tool $tool" >&2; exit 2 ;;
+esac
+
+rm -rf "$dir.new" && mkdir -p "$dir.new"
+trap 'rm -rf "$dir.new"' EXIT
+cd "$dir.new"
+go mod init "toolkit.dev/image-toolkit/hack/tools/$tool" >/dev/null 2>&1
+go mod edit -go=1.26.0
+if [ "$tool" = kube ]; then
+  # k8s.io/kubernetes points its staging modules (k8s.io/api, ...) at
+  # ./staging, which does not exist when it is a dependency: pin each to the
+  # release published with it, v0.<minor>.<patch>.
+  gomod=$(go list -m -f '{{.GoMod}}' "$main@v$v")
+  staging=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\// {print $1}' "$gomod")
+  [ -n "$staging" ] || { echo "no staging replaces in $gomod" >&2; exit 1; }
+  for m in $staging; do
+    go mod edit -replace "$m=$m@v0.${v#*.}"
+  done
+fi
+# Every path names its version: never @latest of anything.
+go get "$main@v$v"
+for t in "${tools[@]}"; do go get -tool "$t@v$v"; done
+go mod tidy
+rm -rf "$dir" && mv "$dir.new" "$dir"
+echo "pinned $tool v$v in $dir"
