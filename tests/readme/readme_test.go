@@ -1,0 +1,128 @@
+// Package readme checks that the repository README's commands are the
+// build's: the make targets, the tool versions and the controller flags it
+// names exist as it says.
+package readme
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+)
+
+func read(t *testing.T, path ...string) (root, text string) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(append([]string{root}, path...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root, string(b)
+}
+
+// makeTargets are the Makefile's documented targets (those with "## help").
+func makeTargets(t *testing.T) []string {
+	_, mk := read(t, "Makefile")
+	var out []string
+	for _, m := range regexp.MustCompile(`(?m)^([a-z-]+):.*## `).FindAllStringSubmatch(mk, -1) {
+		out = append(out, m[1])
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The README's table of make targets lists exactly the Makefile's targets,
+// and every `make X` it mentions anywhere is one of them.
+func TestMakeTargets(t *testing.T) {
+	_, readme := read(t, "README.md")
+	targets := makeTargets(t)
+	if len(targets) < 10 {
+		t.Fatalf("found only %v in the Makefile", targets)
+	}
+	i := strings.Index(readme, "\n## Make targets")
+	if i < 0 {
+		t.Fatal("README has no Make targets section")
+	}
+	section := readme[i:]
+	var table []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `make ([a-z-]+)` \\|").FindAllStringSubmatch(section, -1) {
+		table = append(table, m[1])
+	}
+	slices.Sort(table)
+	if !slices.Equal(table, targets) {
+		t.Errorf("README's make targets table lists %v; the Makefile has %v", table, targets)
+	}
+	for _, m := range regexp.MustCompile(`\bmake ([a-z][a-z-]*)`).FindAllStringSubmatch(readme, -1) {
+		if !slices.Contains(targets, m[1]) {
+			t.Errorf("README mentions `make %s`, which the Makefile does not have", m[1])
+		}
+	}
+}
+
+// The tool versions the README states are the pinned ones.
+func TestToolVersions(t *testing.T) {
+	_, readme := read(t, "README.md")
+	row := func(target string) string {
+		m := regexp.MustCompile("(?m)^\\| `make " + target + "` \\|.*$").FindString(readme)
+		if m == "" {
+			t.Fatalf("no README row for make %s", target)
+		}
+		return m
+	}
+	for _, c := range []struct{ tool, module, target string }{
+		{"kube", "k8s.io/kubernetes", "testenv"},
+		{"etcd", "go.etcd.io/etcd/server/v3", "testenv"},
+		{"helm", "helm.sh/helm/v3", "testenv"},
+		{"controller-gen", "sigs.k8s.io/controller-tools", "tools"},
+	} {
+		_, gomod := read(t, "hack", "tools", c.tool, "go.mod")
+		m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(c.module) + `\s+(v\S+)`).FindStringSubmatch(gomod)
+		if m == nil {
+			t.Fatalf("hack/tools/%s/go.mod does not require %s", c.tool, c.module)
+		}
+		if r := row(c.target); !strings.Contains(r, m[1]) {
+			t.Errorf("README's make %s row does not say %s %s: %s", c.target, c.tool, m[1], r)
+		}
+	}
+}
+
+// Every flag the README's "Running a controller" section names is a flag of
+// the controller binaries.
+func TestControllerFlags(t *testing.T) {
+	root, readme := read(t, "README.md")
+	i := strings.Index(readme, "## Running a controller on your machine")
+	if i < 0 {
+		t.Fatal("README has no section on running a controller")
+	}
+	section := readme[i:]
+	if j := strings.Index(section[3:], "\n## "); j >= 0 {
+		section = section[:j+3]
+	}
+	flags := regexp.MustCompile("`(--[a-z-]+)`").FindAllStringSubmatch(section, -1)
+	if len(flags) < 4 {
+		t.Fatalf("found only %v", flags)
+	}
+	bin := localenv.BinDir(root)
+	var help string
+	for _, c := range localenv.Controllers {
+		out, _ := exec.Command(filepath.Join(bin, c), "--help").CombinedOutput()
+		if !strings.Contains(string(out), "-health-probe-bind-address") {
+			t.Fatalf("%s --help (build it first: make build): %s", c, out)
+		}
+		help += string(out)
+	}
+	for _, f := range flags {
+		if !strings.Contains(help, "\n  -"+strings.TrimPrefix(f[1], "--")+" ") {
+			t.Errorf("README names %s, which no controller has", f[1])
+		}
+	}
+}
