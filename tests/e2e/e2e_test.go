@@ -30,12 +30,7 @@ func binaries(t *testing.T, root string) string {
 func TestControllersRunAgainstRealAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := localenv.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cluster.Stop() }()
-	bin := binaries(t, cluster.Root)
+	cluster, bin := localenv.StartTest(t)
 
 	for _, name := range localenv.Controllers {
 		out, err := exec.Command(filepath.Join(bin, name), "--version").CombinedOutput()

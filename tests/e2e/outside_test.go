@@ -27,12 +27,7 @@ import (
 func TestControllersStartOutsideClusterWithDefaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cluster, err := localenv.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cluster.Stop() }()
-	bin := binaries(t, cluster.Root)
+	cluster, bin := localenv.StartTest(t)
 
 	const ns = "team-local"
 	if err := cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -25,12 +25,7 @@ import (
 func TestScaling(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cluster, err := localenv.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cluster.Stop() }()
-	bin := binaries(t, cluster.Root)
+	cluster, bin := localenv.StartTest(t)
 
 	var procs []*localenv.Process
 	defer func() {

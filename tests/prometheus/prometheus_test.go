@@ -46,15 +46,7 @@ func TestMetrics(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cluster, err := localenv.Start(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cluster.Stop() }()
-	bin, err := localenv.Binaries(cluster.Root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, bin := localenv.StartTest(t)
 
 	// A registry with three tags and a fleet repository whose manifest
 	// the automation should move from 1.0.0 to 1.2.0.

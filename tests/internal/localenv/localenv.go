@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -65,6 +66,22 @@ func Start(dir string) (*Cluster, error) {
 	}
 	c.Kubectl = filepath.Join(env.BinaryAssetsDirectory, "kubectl")
 	return c, nil
+}
+
+// StartTest starts a cluster for a test or benchmark, stopped when it ends,
+// and returns it with the directory of the controller binaries (Binaries).
+func StartTest(t testing.TB) (*Cluster, string) {
+	t.Helper()
+	c, err := Start(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	bin, err := Binaries(c.Root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, bin
 }
 
 // KubectlCmd returns a kubectl command against the cluster.
