@@ -424,7 +424,7 @@ func TestStalled(t *testing.T) {
 		{"ssh-without-known-hosts", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Repository.URL = "ssh://git@127.0.0.1:1/fleet.git"
 			a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "no-known-hosts"}
-		}, imagev1.InvalidSecretReason, "identity"},
+		}, imagev1.InvalidSecretReason, "needs known_hosts"},
 		{"nowhere-to-push", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1.0.0"}
 		}, conditions.InvalidSpecReason, "spec.git.push.branch"},

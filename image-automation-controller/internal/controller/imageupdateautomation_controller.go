@@ -21,10 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"toolkit.dev/image-toolkit/image-automation-controller/internal/gitremote"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -218,12 +218,11 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	head := ""
 	if branchOnly(src.ref) {
 		ctx, cancel := context.WithTimeout(ctx, src.repository.Timeout.Duration)
-		oid, err := gitremote.Branch(ctx, src.repository.URL, src.remote, src.ref.Branch)
+		oid, err := git.Branch(ctx, src.repository.URL, src.remote, src.ref.Branch)
 		cancel()
 		if err != nil {
 			reason := imagev1.GitOperationFailedReason
-			var authErr *gitremote.AuthError
-			if errors.As(err, &authErr) {
+			if errors.Is(err, git.ErrAuthentication) {
 				reason = imagev1.AuthenticationFailedReason
 			}
 			msg := events.Redact(err.Error(), src.remote.Secrets()...)

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"toolkit.dev/image-toolkit/image-automation-controller/internal/gitremote"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
@@ -83,7 +82,7 @@ func policySelector(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error)
 type source struct {
 	repository updatev1.GitRepositorySpec
 	ref        updatev1.GitRepositoryRef
-	remote     gitremote.Options
+	remote     *git.Auth
 	// describe names the source in messages.
 	describe string
 }
@@ -233,7 +232,7 @@ func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *
 	if st != nil || err != nil {
 		return st, err
 	}
-	opts, err := gitremote.FromSecrets(src.repository.URL, auth, proxy)
+	opts, err := git.AuthFromSecrets(src.repository.URL, auth, proxy)
 	if err != nil {
 		return stalled(imagev1.InvalidSecretReason, "credentials of %s: %s", src.describe, err), nil
 	}
@@ -241,25 +240,15 @@ func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *
 	return nil, nil
 }
 
-// checkURL accepts the URLs an UpdateJob accepts.
+// checkURL accepts the URLs an UpdateJob accepts: the one rule of pkg/git.
 func checkURL(raw, describe string) *stall {
 	if raw == "" {
 		return stalled(imagev1.InvalidSourceReason, "%s has no URL", describe)
 	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ssh") {
-		return stalled(imagev1.InvalidSourceReason, "%s: URL %q is not an http://, https:// or ssh:// URL", describe, redact(raw))
+	if _, err := git.ParseEndpoint(raw); err != nil {
+		return stalled(imagev1.InvalidSourceReason, "%s: %s", describe, err)
 	}
 	return nil
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = nil
-	return u.String()
 }
 
 func hasRef(r updatev1.GitRepositoryRef) bool {

@@ -167,7 +167,7 @@ func TestCrossNamespaceSourceAllowed(t *testing.T) {
 		"url": "https://git.example.com/fleet.git", "interval": "5m",
 		"secretRef": map[string]any{"name": "auth"}, "ref": map[string]any{"tag": "v1"},
 	}))
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth", Namespace: other}, Data: map[string][]byte{"password": []byte("theirs")}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth", Namespace: other}, Data: map[string][]byte{"username": []byte("bot"), "password": []byte("theirs")}})
 	r := &ImageUpdateAutomationReconciler{Client: env.Client, APIReader: env.Client}
 	a := &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: ns}}
 	a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Name: "fleet", Namespace: other}
@@ -182,7 +182,7 @@ func TestCrossNamespaceSourceAllowed(t *testing.T) {
 	if err != nil || st == nil || st.reason != imagev1.SecretNotFoundReason || !strings.Contains(st.message, "Secret "+ns+"/auth") {
 		t.Fatalf("secret only in the other namespace: stall %+v, err %v", st, err)
 	}
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth", Namespace: ns}, Data: map[string][]byte{"password": []byte("ours")}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth", Namespace: ns}, Data: map[string][]byte{"username": []byte("bot"), "password": []byte("ours")}})
 	src, st, err := r.resolveSource(ctx, a)
 	if err != nil || st != nil {
 		t.Fatalf("stall %+v, err %v", st, err)

@@ -1,4 +1,4 @@
-package gitremote
+package git
 
 import (
 	"bufio"
@@ -164,7 +164,7 @@ func lsRefsRequest(caps map[string]string, prefixes []string) []byte {
 	var b strings.Builder
 	b.WriteString(pkt("command=ls-refs\n"))
 	if _, ok := caps["agent"]; ok {
-		b.WriteString(pkt("agent=" + agent + "\n"))
+		b.WriteString(pkt("agent=" + UserAgent + "\n"))
 	}
 	if f, ok := caps["object-format"]; ok && f != "" {
 		b.WriteString(pkt("object-format=" + f + "\n"))

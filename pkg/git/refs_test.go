@@ -1,4 +1,4 @@
-package gitremote
+package git
 
 import (
 	"context"
@@ -43,25 +43,28 @@ func TestHTTP(t *testing.T) {
 	tests := []struct {
 		name    string
 		server  testgit.Options
-		opts    func(*testgit.Server) Options
+		opts    func(*testgit.Server) *Auth
 		wantErr string
 		auth    bool
 	}{
-		{"anonymous", testgit.Options{}, func(*testgit.Server) Options { return Options{} }, "", false},
+		{"anonymous", testgit.Options{}, func(*testgit.Server) *Auth { return &Auth{} }, "", false},
 		{"basic auth", testgit.Options{Username: "bot", Password: "s3cret"},
-			func(*testgit.Server) Options { return Options{Username: "bot", Password: "s3cret"} }, "", false},
+			func(*testgit.Server) *Auth { return &Auth{Username: "bot", Password: "s3cret"} }, "", false},
 		{"wrong password", testgit.Options{Username: "bot", Password: "s3cret"},
-			func(*testgit.Server) Options { return Options{Username: "bot", Password: "nope"} }, "401", true},
+			func(*testgit.Server) *Auth { return &Auth{Username: "bot", Password: "nope"} }, "401", true},
 		{"no credentials", testgit.Options{Username: "bot", Password: "s3cret"},
-			func(*testgit.Server) Options { return Options{} }, "401", true},
-		{"bearer token", testgit.Options{BearerToken: "tok-123"},
-			func(*testgit.Server) Options { return Options{BearerToken: "tok-123"} }, "", false},
-		{"wrong bearer token", testgit.Options{BearerToken: "tok-123"},
-			func(*testgit.Server) Options { return Options{BearerToken: "tok-456"} }, "401", true},
+			func(*testgit.Server) *Auth { return &Auth{} }, "401", true},
+		// A bearer token travels over https only.
+		{"bearer token", testgit.Options{TLS: true, BearerToken: "tok-123"},
+			func(s *testgit.Server) *Auth { return &Auth{BearerToken: "tok-123", CAPEM: s.CAPEM} }, "", false},
+		{"wrong bearer token", testgit.Options{TLS: true, BearerToken: "tok-123"},
+			func(s *testgit.Server) *Auth { return &Auth{BearerToken: "tok-456", CAPEM: s.CAPEM} }, "401", true},
+		{"bearer token over http", testgit.Options{BearerToken: "tok-123"},
+			func(*testgit.Server) *Auth { return &Auth{BearerToken: "tok-123"} }, "401", true},
 		{"https with ca.crt", testgit.Options{TLS: true, Username: "bot", Password: "s3cret"},
-			func(s *testgit.Server) Options { return Options{CAFile: s.CAPEM, Username: "bot", Password: "s3cret"} }, "", false},
+			func(s *testgit.Server) *Auth { return &Auth{CAPEM: s.CAPEM, Username: "bot", Password: "s3cret"} }, "", false},
 		{"https without ca.crt", testgit.Options{TLS: true},
-			func(*testgit.Server) Options { return Options{} }, "certificate", true},
+			func(*testgit.Server) *Auth { return &Auth{} }, "certificate", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,9 +80,8 @@ func TestHTTP(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 			}
-			var authErr *AuthError
-			if errors.As(err, &authErr) != tt.auth {
-				t.Errorf("AuthError = %v for %v", !tt.auth, err)
+			if errors.Is(err, ErrAuthentication) != tt.auth {
+				t.Errorf("ErrAuthentication = %v for %v", !tt.auth, err)
 			}
 			for _, secret := range []string{"s3cret", "nope", "tok-123", "tok-456"} {
 				if strings.Contains(err.Error(), secret) {
@@ -94,8 +96,8 @@ func TestHTTP(t *testing.T) {
 func TestHTTPProtocolV2ListsOnlyAskedRefs(t *testing.T) {
 	s := testgit.New(t, testgit.Options{})
 	head := repo(t, &s.Repos)
-	u, _ := url.Parse(s.RepoURL("fleet"))
-	refs, err := listHTTP(ctx(t), u, Options{}, []string{"refs/heads/main"})
+	ep, _ := ParseEndpoint(s.RepoURL("fleet"))
+	refs, err := listHTTP(ctx(t), ep, &Auth{}, []string{"refs/heads/main"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestHTTPProtocolV2ListsOnlyAskedRefs(t *testing.T) {
 		t.Errorf("refs = %v, want only refs/heads/main at %s", refs, head)
 	}
 
-	all, err := ListRefs(ctx(t), s.RepoURL("fleet"), Options{})
+	all, err := ListRefs(ctx(t), s.RepoURL("fleet"), &Auth{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,13 +118,13 @@ func TestHTTPProtocolV2ListsOnlyAskedRefs(t *testing.T) {
 func TestHTTPErrors(t *testing.T) {
 	s := testgit.New(t, testgit.Options{})
 	repo(t, &s.Repos)
-	if _, err := Branch(ctx(t), s.RepoURL("fleet"), Options{}, "nope"); err == nil || !strings.Contains(err.Error(), `branch "nope" not found`) {
+	if _, err := Branch(ctx(t), s.RepoURL("fleet"), &Auth{}, "nope"); err == nil || !strings.Contains(err.Error(), `branch "nope" not found`) {
 		t.Errorf("missing branch: %v", err)
 	}
-	if _, err := Branch(ctx(t), s.RepoURL("other"), Options{}, "main"); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := Branch(ctx(t), s.RepoURL("other"), &Auth{}, "main"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("missing repository: %v", err)
 	}
-	if _, err := Branch(ctx(t), "ftp://example.com/x.git", Options{}, "main"); err == nil || !strings.Contains(err.Error(), "unsupported URL scheme") {
+	if _, err := Branch(ctx(t), "ftp://example.com/x.git", &Auth{}, "main"); err == nil || !strings.Contains(err.Error(), "unsupported URL scheme") {
 		t.Errorf("ftp: %v", err)
 	}
 }
@@ -134,7 +136,7 @@ func TestProxy(t *testing.T) {
 	pu, _ := url.Parse(p.URL)
 
 	pu.User = url.UserPassword("proxyuser", "proxypass")
-	got, err := Branch(ctx(t), s.RepoURL("fleet"), Options{CAFile: s.CAPEM, Proxy: pu}, "main")
+	got, err := Branch(ctx(t), s.RepoURL("fleet"), &Auth{CAPEM: s.CAPEM, ProxyURL: pu.String()}, "main")
 	if err != nil || got != head {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
@@ -143,7 +145,7 @@ func TestProxy(t *testing.T) {
 	}
 
 	pu.User = url.UserPassword("proxyuser", "wrong")
-	_, err = Branch(ctx(t), s.RepoURL("fleet"), Options{CAFile: s.CAPEM, Proxy: pu}, "main")
+	_, err = Branch(ctx(t), s.RepoURL("fleet"), &Auth{CAPEM: s.CAPEM, ProxyURL: pu.String()}, "main")
 	if err == nil || p.Rejected() == 0 {
 		t.Fatalf("wrong proxy password: err %v, rejected %d", err, p.Rejected())
 	}
@@ -163,19 +165,19 @@ func TestSSH(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		opts    Options
+		opts    *Auth
 		wantErr string
 		auth    bool
 	}{
-		{"ed25519", Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts}, "", false},
-		{"encrypted ed25519", Options{Identity: encrypted, Password: "passphrase", KnownHosts: s.KnownHosts}, "", false},
-		{"ecdsa", Options{Identity: ecdsaKey, KnownHosts: s.KnownHosts}, "", false},
-		{"wrong host key", Options{Identity: s.ClientKey, KnownHosts: s.WrongKnownHosts(t)}, "host key", true},
-		{"host not in known_hosts", Options{Identity: s.ClientKey, KnownHosts: []byte("[127.0.0.1]:1 " + strings.SplitN(string(s.KnownHosts), " ", 2)[1])}, "no key for", true},
-		{"key not authorized", Options{Identity: stranger, KnownHosts: s.KnownHosts}, "refused the key", true},
-		{"no known_hosts", Options{Identity: s.ClientKey}, "known_hosts", false},
-		{"encrypted without password", Options{Identity: encrypted, KnownHosts: s.KnownHosts}, "encrypted", false},
-		{"proxy", Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts, Proxy: &url.URL{Scheme: "http", Host: "127.0.0.1:1"}}, "proxy", false},
+		{"ed25519", &Auth{Identity: s.ClientKey, KnownHosts: s.KnownHosts}, "", false},
+		{"encrypted ed25519", &Auth{Identity: encrypted, IdentityPassword: "passphrase", KnownHosts: s.KnownHosts}, "", false},
+		{"ecdsa", &Auth{Identity: ecdsaKey, KnownHosts: s.KnownHosts}, "", false},
+		{"wrong host key", &Auth{Identity: s.ClientKey, KnownHosts: s.WrongKnownHosts(t)}, "host key", true},
+		{"host not in known_hosts", &Auth{Identity: s.ClientKey, KnownHosts: []byte("[127.0.0.1]:1 " + strings.SplitN(string(s.KnownHosts), " ", 2)[1])}, "is not in known_hosts", true},
+		{"key not authorized", &Auth{Identity: stranger, KnownHosts: s.KnownHosts}, "server refused the", true},
+		{"no known_hosts", &Auth{Identity: s.ClientKey}, "known_hosts", false},
+		{"encrypted without password", &Auth{Identity: encrypted, KnownHosts: s.KnownHosts}, "encrypted", false},
+		{"proxy", &Auth{Identity: s.ClientKey, KnownHosts: s.KnownHosts, ProxyURL: "http://127.0.0.1:1"}, "proxy", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,16 +191,15 @@ func TestSSH(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 			}
-			var authErr *AuthError
-			if errors.As(err, &authErr) != tt.auth {
-				t.Errorf("AuthError = %v for %v", !tt.auth, err)
+			if errors.Is(err, ErrAuthentication) != tt.auth {
+				t.Errorf("ErrAuthentication = %v for %v", !tt.auth, err)
 			}
 		})
 	}
 
 	// OpenSSH refuses GIT_PROTOCOL here, so this is protocol v0: every
 	// ref, peeled tags included.
-	refs, err := ListRefs(ctx(t), s.RepoURL("fleet"), Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts})
+	refs, err := ListRefs(ctx(t), s.RepoURL("fleet"), &Auth{Identity: s.ClientKey, KnownHosts: s.KnownHosts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +207,7 @@ func TestSSH(t *testing.T) {
 	if refs["refs/heads/main"] != head || refs["refs/heads/feature"] == "" || refs["refs/tags/v1.0.0^{}"] != tagged {
 		t.Errorf("refs = %v", refs)
 	}
-	if _, err := Branch(ctx(t), s.RepoURL("missing"), Options{Identity: s.ClientKey, KnownHosts: s.KnownHosts}, "main"); err == nil {
+	if _, err := Branch(ctx(t), s.RepoURL("missing"), &Auth{Identity: s.ClientKey, KnownHosts: s.KnownHosts}, "main"); err == nil {
 		t.Error("a missing repository over SSH listed refs")
 	}
 }
@@ -249,7 +250,7 @@ func TestTimeout(t *testing.T) {
 	known := []byte("[127.0.0.1]:" + strings.Split(l.Addr().String(), ":")[1] + " " + pub + "\n")
 	for _, u := range []string{"http://" + l.Addr().String() + "/x.git", "ssh://git@" + l.Addr().String() + "/x.git"} {
 		c, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		_, err := Branch(c, u, Options{Identity: key, KnownHosts: known}, "main")
+		_, err := Branch(c, u, &Auth{Identity: key, KnownHosts: known}, "main")
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: err = %v, want the context's deadline", u, err)
@@ -257,12 +258,18 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
+// Redirects are followed as git follows them: on the same host, never
+// from https to http.
 func TestCheckRedirect(t *testing.T) {
 	req := func(u string) *http.Request { r, _ := http.NewRequest("GET", u, nil); return r }
-	if err := checkRedirect(req("http://b/x"), []*http.Request{req("https://a/x")}); err == nil {
+	check := checkRedirect("https://a/x")
+	if err := check(req("http://a/x"), []*http.Request{req("https://a/x")}); err == nil {
 		t.Error("followed a redirect from https to http")
 	}
-	if err := checkRedirect(req("https://b/x"), []*http.Request{req("https://a/x")}); err != nil {
-		t.Errorf("https to https: %v", err)
+	if err := check(req("https://b/x"), []*http.Request{req("https://a/x")}); err == nil {
+		t.Error("followed a redirect to another host")
+	}
+	if err := check(req("https://a/y"), []*http.Request{req("https://a/x")}); err != nil {
+		t.Errorf("https to https on the same host: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package gitremote
+package git
 
 import (
 	"errors"
@@ -72,7 +72,7 @@ func TestReadAdvertisement(t *testing.T) {
 
 func TestLsRefs(t *testing.T) {
 	req := string(lsRefsRequest(map[string]string{"agent": "x", "object-format": "sha1"}, []string{"refs/heads/main"}))
-	want := pkt("command=ls-refs\n") + pkt("agent="+agent+"\n") + pkt("object-format=sha1\n") + delimPkt +
+	want := pkt("command=ls-refs\n") + pkt("agent="+UserAgent+"\n") + pkt("object-format=sha1\n") + delimPkt +
 		pkt("peel\n") + pkt("ref-prefix refs/heads/main\n") + flushPkt
 	if req != want {
 		t.Errorf("request %q, want %q", req, want)
@@ -97,11 +97,5 @@ func TestFilter(t *testing.T) {
 	}
 	if got := filter(refs, nil); len(got) != 3 {
 		t.Errorf("no prefixes filtered: %v", got)
-	}
-}
-
-func TestRepoPath(t *testing.T) {
-	if got := repoPath("/~bot/fleet.git"); got != "~bot/fleet.git" {
-		t.Errorf("repoPath = %q", got)
 	}
 }
