@@ -120,4 +120,3 @@ func TestAuthFromSecrets(t *testing.T) {
 		})
 	}
 }
-
