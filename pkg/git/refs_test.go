@@ -273,3 +273,59 @@ func TestCheckRedirect(t *testing.T) {
 		t.Errorf("https to https on the same host: %v", err)
 	}
 }
+
+// A SOCKS5 proxy from the proxy Secret carries HTTPS and SSH alike, with
+// its credentials; wrong credentials fail without being quoted.
+func TestSOCKS5(t *testing.T) {
+	https := testgit.New(t, testgit.Options{TLS: true})
+	httpsHead := repo(t, &https.Repos)
+	sshd := testgit.NewSSH(t)
+	sshHead := repo(t, &sshd.Repos)
+	p := testgit.NewSOCKS5(t, "proxyuser", "proxy-s3cret")
+	withCreds := func(user, pass string) string {
+		u, _ := url.Parse(p.URL)
+		u.User = url.UserPassword(user, pass)
+		return u.String()
+	}
+	tests := []struct {
+		name, url, head string
+		auth            *Auth
+	}{
+		{"https", https.RepoURL("fleet"), httpsHead, &Auth{CAPEM: https.CAPEM}},
+		{"ssh", sshd.RepoURL("fleet"), sshHead, &Auth{Identity: sshd.ClientKey, KnownHosts: sshd.KnownHosts}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := p.Requests()
+			tt.auth.ProxyURL = withCreds("proxyuser", "proxy-s3cret")
+			got, err := Branch(ctx(t), tt.url, tt.auth, "main")
+			if err != nil || got != tt.head {
+				t.Fatalf("through the proxy: %q, %v", got, err)
+			}
+			if p.Requests() == before {
+				t.Error("the proxy carried nothing")
+			}
+			rejected := p.Rejected()
+			tt.auth.ProxyURL = withCreds("proxyuser", "wrong-s3cret")
+			if _, err := Branch(ctx(t), tt.url, tt.auth, "main"); err == nil || p.Rejected() == rejected {
+				t.Fatalf("wrong proxy password: err %v, rejected %d", err, p.Rejected()-rejected)
+			} else if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q holds the proxy password", err)
+			}
+		})
+	}
+}
+
+// The automation reads a branch over SSH through an HTTP proxy's CONNECT
+// tunnel, as jobs fetch through it.
+func TestSSHThroughHTTPProxy(t *testing.T) {
+	sshd := testgit.NewSSH(t)
+	head := repo(t, &sshd.Repos)
+	p := testgit.NewProxy(t, "proxyuser", "proxypass")
+	u, _ := url.Parse(p.URL)
+	u.User = url.UserPassword("proxyuser", "proxypass")
+	got, err := Branch(ctx(t), sshd.RepoURL("fleet"), &Auth{Identity: sshd.ClientKey, KnownHosts: sshd.KnownHosts, ProxyURL: u.String()}, "main")
+	if err != nil || got != head || p.Requests() == 0 {
+		t.Fatalf("Branch = %q, %v (proxy requests %d); want %s", got, err, p.Requests(), head)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -314,7 +315,7 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 		return nil, nil, err
 	}
 	secrets := append(s1, s2...)
-	auth, err := gitops.AuthFromSecrets(repo.URL, creds, proxy)
+	auth, err := git.AuthFromSecrets(repo.URL, creds, proxy)
 	if err != nil {
 		return nil, secrets, &runner.Error{Reason: conditions.InvalidSpecReason, Terminal: true, Err: err}
 	}

@@ -17,12 +17,13 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/testgit"
 )
 
 // roundTrip does what a job does over the network: fetch main from url,
 // commit a change and push it to main. It returns the pushed commit.
-func roundTrip(t *testing.T, url string, auth *Auth) (string, error) {
+func roundTrip(t *testing.T, url string, auth *git.Auth) (string, error) {
 	t.Helper()
 	cache, err := NewCache(t.TempDir())
 	if err != nil {
@@ -134,18 +135,18 @@ func TestTransports(t *testing.T) {
 			creds: map[string][]byte{"username": []byte("bot"), "password": []byte("pw-s3cret"), "ca.crt": https.CAPEM}},
 		{name: "https without ca.crt", url: https.RepoURL("fleet"),
 			creds:   map[string][]byte{"username": []byte("bot"), "password": []byte("pw-s3cret")},
-			wantErr: []string{"TLS certificate of 127.0.0.1", "unknown authority"}},
+			wantErr: []string{"TLS certificate of 127.0.0.1", "unknown authority"}, is: git.ErrAuthentication},
 		{name: "https with another CA", url: https.RepoURL("fleet"),
 			creds:   map[string][]byte{"username": []byte("bot"), "password": []byte("pw-s3cret"), "ca.crt": otherCA},
-			wantErr: []string{"TLS certificate of 127.0.0.1"}},
+			wantErr: []string{"TLS certificate of 127.0.0.1"}, is: git.ErrAuthentication},
 		{name: "https wrong password", url: https.RepoURL("fleet"),
 			creds: map[string][]byte{"username": []byte("bot"), "password": []byte("wrong-s3cret"), "ca.crt": https.CAPEM},
-			is:    ErrAuthentication},
+			is:    git.ErrAuthentication},
 		{name: "bearer token", url: bearer.RepoURL("fleet"), bare: bearer.BarePath("fleet"),
 			creds: map[string][]byte{"bearerToken": []byte("tok-s3cret"), "ca.crt": bearer.CAPEM}},
 		{name: "wrong bearer token", url: bearer.RepoURL("fleet"),
 			creds: map[string][]byte{"bearerToken": []byte("wrong-s3cret"), "ca.crt": bearer.CAPEM},
-			is:    ErrAuthentication, wantErr: []string{"bearer token"}},
+			is:    git.ErrAuthentication, wantErr: []string{"bearer token"}},
 		{name: "ssh", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
 			creds: map[string][]byte{"identity": sshd.ClientKey, "known_hosts": sshd.KnownHosts}},
 		{name: "ssh hashed known_hosts", url: sshd.RepoURL("fleet"), bare: sshd.BarePath("fleet"),
@@ -159,17 +160,17 @@ func TestTransports(t *testing.T) {
 			creds: map[string][]byte{"identity": rsaKey, "known_hosts": sshd.KnownHosts}},
 		{name: "ssh wrong host key", url: sshd.RepoURL("fleet"),
 			creds:   map[string][]byte{"identity": sshd.ClientKey, "known_hosts": sshd.WrongKnownHosts(t)},
-			wantErr: []string{"host key of [127.0.0.1]:", "does not match known_hosts"}},
+			wantErr: []string{"host key of [127.0.0.1]:", "does not match known_hosts"}, is: git.ErrAuthentication},
 		{name: "ssh unknown host", url: sshd.RepoURL("fleet"),
 			creds:   map[string][]byte{"identity": sshd.ClientKey, "known_hosts": []byte(otherPort)},
-			wantErr: []string{"host [127.0.0.1]:", "is not in known_hosts"}},
+			wantErr: []string{"host [127.0.0.1]:", "is not in known_hosts"}, is: git.ErrAuthentication},
 		{name: "ssh key not authorized", url: sshd.RepoURL("fleet"),
 			creds: map[string][]byte{"identity": stranger, "known_hosts": sshd.KnownHosts},
-			is:    ErrAuthentication},
+			is:    git.ErrAuthentication},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			auth, err := AuthFromSecrets(tt.url, tt.creds, nil)
+			auth, err := git.AuthFromSecrets(tt.url, tt.creds, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,15 +206,15 @@ func TestTransports(t *testing.T) {
 func TestMissingKnownHostsFailsBeforeConnecting(t *testing.T) {
 	sshd := testgit.NewSSH(t)
 	sshd.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
-	if _, err := AuthFromSecrets(sshd.RepoURL("fleet"), map[string][]byte{"identity": sshd.ClientKey}, nil); !errors.Is(err, ErrInvalidCredentials) {
-		t.Errorf("AuthFromSecrets without known_hosts: %v", err)
+	if _, err := git.AuthFromSecrets(sshd.RepoURL("fleet"), map[string][]byte{"identity": sshd.ClientKey}, nil); !errors.Is(err, git.ErrInvalidCredentials) {
+		t.Errorf("git.AuthFromSecrets without known_hosts: %v", err)
 	}
 	// An Auth built by hand is checked too, and nothing reaches the host.
 	cache, _ := NewCache(t.TempDir())
 	m, release, _ := cache.Open(sshd.RepoURL("fleet"))
 	defer release()
 	before := strings.Count(sshd.Logs(), "Connection from")
-	if err := m.Fetch(context.Background(), &Auth{Identity: sshd.ClientKey}); !errors.Is(err, ErrInvalidCredentials) {
+	if err := m.Fetch(context.Background(), &git.Auth{Identity: sshd.ClientKey}); !errors.Is(err, git.ErrInvalidCredentials) {
 		t.Errorf("fetch without known_hosts: %v", err)
 	}
 	if n := strings.Count(sshd.Logs(), "Connection from") - before; n != 0 {
@@ -265,7 +266,7 @@ func TestProxy(t *testing.T) {
 				proxy = testgit.NewProxy(t, "pu", "pp-s3cret")
 			}
 			secret := map[string][]byte{"address": []byte(proxy.URL), "username": []byte(tt.user), "password": []byte(tt.password)}
-			auth, err := AuthFromSecrets(tt.url, tt.creds, secret)
+			auth, err := git.AuthFromSecrets(tt.url, tt.creds, secret)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,8 +276,8 @@ func TestProxy(t *testing.T) {
 			}
 			commit, err := roundTrip(t, tt.url, auth)
 			if tt.wantErr {
-				if !errors.Is(err, ErrAuthentication) || !strings.Contains(err.Error(), "proxy refused its credentials") {
-					t.Fatalf("want ErrAuthentication from the proxy, got %v", err)
+				if !errors.Is(err, git.ErrAuthentication) || !strings.Contains(err.Error(), "proxy refused its credentials") {
+					t.Fatalf("want git.ErrAuthentication from the proxy, got %v", err)
 				}
 				t.Logf("%v (%d requests refused)", err, proxy.Rejected())
 				if strings.Contains(err.Error(), "s3cret") {
@@ -296,6 +297,42 @@ func TestProxy(t *testing.T) {
 			// Fetch and push each went through the proxy.
 			if proxy.Requests() < 2 || (tt.requests != nil && tt.requests() == before) {
 				t.Errorf("proxy carried %d requests, the server served some: %t", proxy.Requests(), tt.requests == nil || tt.requests() > before)
+			}
+		})
+	}
+}
+
+// A job fetches and pushes through a SOCKS5 proxy Secret, over HTTPS and
+// SSH, as the automation lists refs through it.
+func TestSOCKS5Proxy(t *testing.T) {
+	files := map[string]string{"apps/app.yaml": "image: a:1\n"}
+	https := testgit.New(t, testgit.Options{TLS: true})
+	https.CreateRepo(t, "fleet", files)
+	sshd := testgit.NewSSH(t)
+	sshd.CreateRepo(t, "fleet", files)
+	for _, tt := range []struct {
+		name, url, bare string
+		creds           map[string][]byte
+	}{
+		{"https", https.RepoURL("fleet"), https.BarePath("fleet"), map[string][]byte{"ca.crt": https.CAPEM}},
+		{"ssh", sshd.RepoURL("fleet"), sshd.BarePath("fleet"), map[string][]byte{"identity": sshd.ClientKey, "known_hosts": sshd.KnownHosts}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy := testgit.NewSOCKS5(t, "pu", "pp-s3cret")
+			secret := map[string][]byte{"address": []byte(proxy.URL), "username": []byte("pu"), "password": []byte("pp-s3cret")}
+			auth, err := git.AuthFromSecrets(tt.url, tt.creds, secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			commit, err := roundTrip(t, tt.url, auth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(testgit.Git(t, tt.bare, "rev-parse", "main")); got != commit {
+				t.Errorf("remote main is %s, pushed %s", got, commit)
+			}
+			if proxy.Requests() < 2 {
+				t.Errorf("the proxy carried %d connections; want the fetch's and the push's", proxy.Requests())
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // ErrNoChange: the files changed in the work tree equal the parent's.
@@ -125,7 +127,7 @@ type PushRef struct {
 // returned. libgit2 usually finds that out before sending anything (the
 // mirror lacks the new remote commit), and then no ref is updated; when
 // the server refuses instead, the other refs may have been.
-func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs []PushRef) error {
+func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, refs []PushRef) error {
 	if len(refs) == 0 {
 		return errors.New("nothing to push: no refs")
 	}
@@ -143,11 +145,11 @@ func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs 
 		specs = append(specs, spec)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pushing to %s: %w", redact(m.URL), err)
+		return fmt.Errorf("pushing to %s: %w", git.Redact(m.URL), err)
 	}
-	s, err := auth.session(ctx, m.URL)
+	s, err := newSession(ctx, auth, m.URL)
 	if err != nil {
-		return fmt.Errorf("pushing to %s: %w", redact(m.URL), err)
+		return fmt.Errorf("pushing to %s: %w", git.Redact(m.URL), err)
 	}
 	defer s.close()
 	ref, err := m.repo.References.Create(tmp, commit, true, "push")
@@ -181,13 +183,13 @@ func (m *Mirror) Push(ctx context.Context, auth *Auth, commit *git2go.Oid, refs 
 	switch {
 	case err != nil && s.failure == nil && s.ctx.Err() == nil &&
 		(git2go.IsErrorCode(err, git2go.ErrorCodeNonFastForward) || nonFastForward(err.Error())):
-		return fmt.Errorf("%s %s: %w (%s)", where, redact(m.URL), ErrNonFastForward, s.scrub(err.Error()))
+		return fmt.Errorf("%s %s: %w (%s)", where, git.Redact(m.URL), ErrNonFastForward, s.scrub(err.Error()))
 	case err != nil:
 		return s.err(where, err)
 	case nff:
-		return fmt.Errorf("%s %s: %w (%s)", where, redact(m.URL), ErrNonFastForward, strings.Join(rejected, "; "))
+		return fmt.Errorf("%s %s: %w (%s)", where, git.Redact(m.URL), ErrNonFastForward, strings.Join(rejected, "; "))
 	case len(rejected) > 0:
-		return fmt.Errorf("%s %s: rejected: %s", where, redact(m.URL), strings.Join(rejected, "; "))
+		return fmt.Errorf("%s %s: rejected: %s", where, git.Redact(m.URL), strings.Join(rejected, "; "))
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // Cache holds one bare mirror per repository URL, so a job fetches only
@@ -58,7 +60,7 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 		_ = os.RemoveAll(path)
 		if repo, err = git2go.InitRepository(path, true); err != nil {
 			l.Unlock()
-			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", redact(url), err)
+			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", git.Redact(url), err)
 		}
 	}
 	now := time.Now()
@@ -108,13 +110,13 @@ func (c *Cache) Prune(maxAge time.Duration) error {
 // Fetch brings the mirror up to date with every branch and tag of the
 // remote, pruning what the remote deleted. It returns when ctx ends, with
 // an error wrapping ctx.Err().
-func (m *Mirror) Fetch(ctx context.Context, auth *Auth) error {
+func (m *Mirror) Fetch(ctx context.Context, auth *git.Auth) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fetching %s: %w", redact(m.URL), err)
+		return fmt.Errorf("fetching %s: %w", git.Redact(m.URL), err)
 	}
-	s, err := auth.session(ctx, m.URL)
+	s, err := newSession(ctx, auth, m.URL)
 	if err != nil {
-		return fmt.Errorf("fetching %s: %w", redact(m.URL), err)
+		return fmt.Errorf("fetching %s: %w", git.Redact(m.URL), err)
 	}
 	defer s.close()
 	remote, err := m.repo.Remotes.CreateAnonymous(s.remoteURL)
@@ -174,7 +176,7 @@ func (m *Mirror) Resolve(ref Ref) (*git2go.Oid, string, error) {
 	}
 	r, err := m.repo.References.Lookup(spec)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s not found in %s: %w", spec, redact(m.URL), err)
+		return nil, "", fmt.Errorf("%s not found in %s: %w", spec, git.Redact(m.URL), err)
 	}
 	defer r.Free()
 	c, err := r.Peel(git2go.ObjectCommit)
@@ -208,7 +210,7 @@ func (m *Mirror) semverTag(rng string) (string, error) {
 		}
 	}
 	if bestTag == "" {
-		return "", fmt.Errorf("no tag of %s matches semver %q", redact(m.URL), rng)
+		return "", fmt.Errorf("no tag of %s matches semver %q", git.Redact(m.URL), rng)
 	}
 	return bestTag, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/testgit"
 )
 
@@ -29,7 +30,7 @@ func TestMirrorFetchResolveCheckout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	auth := &Auth{Username: "bot", Password: "pw"}
+	auth := &git.Auth{Username: "bot", Password: "pw"}
 	m, release, err := cache.Open(srv.RepoURL("fleet"))
 	if err != nil {
 		t.Fatal(err)
@@ -100,11 +101,11 @@ func TestRefusedCredentialsFailOnce(t *testing.T) {
 	tests := []struct {
 		name        string
 		srv         *testgit.Server
-		right, auth *Auth
+		right, auth *git.Auth
 	}{
-		{"no credentials", basic, &Auth{Username: "bot", Password: "pw"}, nil},
-		{"wrong password", basic, &Auth{Username: "bot", Password: "pw"}, &Auth{Username: "bot", Password: "wrong-secret"}},
-		{"wrong bearer token", bearer, &Auth{BearerToken: "tok", CAPEM: bearer.CAPEM}, &Auth{BearerToken: "wrong-secret", CAPEM: bearer.CAPEM}},
+		{"no credentials", basic, &git.Auth{Username: "bot", Password: "pw"}, nil},
+		{"wrong password", basic, &git.Auth{Username: "bot", Password: "pw"}, &git.Auth{Username: "bot", Password: "wrong-secret"}},
+		{"wrong bearer token", bearer, &git.Auth{BearerToken: "tok", CAPEM: bearer.CAPEM}, &git.Auth{BearerToken: "wrong-secret", CAPEM: bearer.CAPEM}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,8 +119,8 @@ func TestRefusedCredentialsFailOnce(t *testing.T) {
 			defer release()
 			check := func(op string, err error, requests int64) {
 				t.Helper()
-				if !errors.Is(err, ErrAuthentication) {
-					t.Fatalf("%s: want ErrAuthentication, got %v", op, err)
+				if !errors.Is(err, git.ErrAuthentication) {
+					t.Fatalf("%s: want git.ErrAuthentication, got %v", op, err)
 				}
 				if strings.Contains(err.Error(), "wrong-secret") {
 					t.Errorf("%s: the error quotes the secret: %v", op, err)

@@ -1,13 +1,10 @@
 package gitops
 
 import (
-	"bytes"
 	"context"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +13,9 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // libgit2 1.5's own transports have no timeouts and block in socket reads
@@ -36,13 +36,6 @@ const (
 // keepalives while they compute a pack or run hooks, so a long silence
 // means a dead server or network. A variable for tests.
 var idleTimeout = 2 * time.Minute
-
-// dialTimeout bounds a TCP connect when the context allows longer.
-const dialTimeout = 30 * time.Second
-
-// userAgent starts with git/, which some servers require of smart HTTP
-// clients.
-const userAgent = "git/2.0 (image-toolkit)"
 
 var (
 	registerOnce sync.Once
@@ -82,8 +75,8 @@ type session struct {
 	id        string
 	remoteURL string // the URL libgit2 is given
 	url       string // the repository's URL
-	ep        endpoint
-	auth      *Auth
+	ep        git.Endpoint
+	auth      *git.Auth
 	ctx       context.Context
 	idle      time.Duration
 	callbacks git2go.RemoteCallbacks
@@ -92,7 +85,7 @@ type session struct {
 	// text. Set on the goroutine running libgit2 only.
 	failure error
 	// stderr is what the server wrote on stderr (SSH), for messages.
-	stderr capped
+	stderr git.Capped
 
 	mu     sync.Mutex
 	closer []func() // what close releases, should libgit2 not have
@@ -100,46 +93,29 @@ type session struct {
 	// HTTP(S)
 	base   *url.URL // the repository URL without credentials; a redirect of info/refs moves it
 	client *http.Client
-	// SSH
-	signer    ssh.Signer // nil: no identity, the server will refuse us
-	hostKeys  ssh.HostKeyCallback
-	hostAlgos []string
-	proxy     *url.URL
-	pool      *x509.CertPool
+	// SSH: the client configuration, checked before any network call.
+	sshConfig *ssh.ClientConfig
 }
 
-// session starts an operation on repoURL. The caller must close it.
-func (a *Auth) session(ctx context.Context, repoURL string) (*session, error) {
+// newSession starts an operation on repoURL with auth (nil: anonymous).
+// The caller must close it.
+func newSession(ctx context.Context, a *git.Auth, repoURL string) (*session, error) {
 	if err := registerTransports(); err != nil {
 		return nil, err
 	}
-	ep, err := parseEndpoint(repoURL)
+	ep, err := git.ParseEndpoint(repoURL)
 	if err != nil {
 		return nil, err
 	}
 	s := &session{url: repoURL, ep: ep, auth: a, ctx: ctx, idle: idleTimeout}
-	if s.pool, err = a.certPool(); err != nil {
-		return nil, err
-	}
-	if a != nil && a.ProxyURL != "" {
-		if s.proxy, err = url.Parse(a.ProxyURL); err != nil || (s.proxy.Scheme != "http" && s.proxy.Scheme != "https") {
-			return nil, fmt.Errorf("%w: the proxy URL is not like http://host:port", ErrInvalidCredentials)
-		}
-	}
 	scheme := schemeHTTP
-	if ep.scheme == "ssh" {
+	if ep.Scheme == "ssh" {
 		scheme = schemeSSH
-		if a == nil || len(a.KnownHosts) == 0 {
-			return nil, fmt.Errorf("%w: an ssh URL needs known_hosts", ErrInvalidCredentials)
-		}
-		if s.hostKeys, err = parseKnownHosts(a.KnownHosts); err != nil {
+		if s.sshConfig, err = a.SSHConfig(ep); err != nil {
 			return nil, err
 		}
-		s.hostAlgos = hostKeyAlgorithms(s.hostKeys, ep.host, ep.port)
-		if len(a.Identity) > 0 {
-			if s.signer, err = a.sshKey(); err != nil {
-				return nil, err
-			}
+		if _, err := a.Proxy(); err != nil {
+			return nil, err
 		}
 	} else if err := s.prepareHTTP(); err != nil {
 		return nil, err
@@ -200,45 +176,26 @@ func (s *session) fail(err error) error {
 // ioError says why a network read, write or handshake failed: the
 // context, the idle timeout, or err.
 func (s *session) ioError(err error, idle bool) error {
-	switch {
-	case s.ctx.Err() != nil:
-		return s.ctx.Err()
-	case idle:
-		return fmt.Errorf("%s sent nothing for %s: %w", s.host(), s.idle, os.ErrDeadlineExceeded)
-	}
-	return err
+	return git.IOError(s.ctx, err, s.host(), s.idle, idle)
 }
 
 func (s *session) host() string {
 	if s.base != nil {
 		return s.base.Host
 	}
-	return knownhostsName(s.ep.host, s.ep.port)
+	return knownhosts.Normalize(s.ep.Addr())
 }
 
 // scrub makes a message of libgit2 fit for users: the real URL without
 // password instead of ours, no secrets.
 func (s *session) scrub(msg string) string {
-	msg = strings.ReplaceAll(msg, s.remoteURL, redact(s.url))
-	if a := s.auth; a != nil {
-		secrets := []string{a.Password, a.BearerToken, a.IdentityPassword}
-		if u, err := url.Parse(a.ProxyURL); err == nil && u.User != nil {
-			p, _ := u.User.Password()
-			secrets = append(secrets, p)
-		}
-		for _, secret := range secrets {
-			if len(secret) >= 3 {
-				msg = strings.ReplaceAll(msg, secret, "xxxxx")
-			}
-		}
-	}
-	return msg
+	return s.auth.Scrub(strings.ReplaceAll(msg, s.remoteURL, git.Redact(s.url)))
 }
 
 // err turns the outcome of a libgit2 network call into the error for
 // users, naming the operation and the remote (without password).
 func (s *session) err(where string, err error) error {
-	where += " " + redact(s.url)
+	where += " " + git.Redact(s.url)
 	switch {
 	case err == nil:
 		return nil
@@ -252,43 +209,4 @@ func (s *session) err(where string, err error) error {
 		msg += " (the server said: " + s.scrub(said) + ")"
 	}
 	return fmt.Errorf("%s: %s", where, msg)
-}
-
-// watchdog ends a connection that stays silent too long while we wait
-// on it: arm before a blocking call, disarm after.
-type watchdog struct {
-	d     time.Duration
-	t     *time.Timer
-	fired atomic.Bool
-}
-
-func newWatchdog(d time.Duration, fire func()) *watchdog {
-	w := &watchdog{d: d}
-	w.t = time.AfterFunc(d, func() { w.fired.Store(true); fire() })
-	w.t.Stop()
-	return w
-}
-
-func (w *watchdog) arm()    { w.t.Reset(w.d) }
-func (w *watchdog) disarm() { w.t.Stop() }
-
-// capped keeps the first 4 KiB written to it.
-type capped struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (c *capped) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if room := 4096 - c.buf.Len(); room > 0 {
-		c.buf.Write(b[:min(len(b), room)])
-	}
-	return len(b), nil
-}
-
-func (c *capped) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
 }

@@ -1,22 +1,15 @@
 package gitops
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"encoding/base64"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/url"
-	"strings"
 
 	git2go "github.com/libgit2/git2go/v34"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/gitssh"
 )
 
@@ -27,7 +20,7 @@ type sshTransport struct {
 	s      *session
 	conn   net.Conn
 	client *ssh.Client
-	watch  *watchdog
+	watch  *git.Watchdog
 	stream *sshStream
 	stop   func() bool // stops closing conn when the context ends
 }
@@ -77,83 +70,40 @@ func (t *sshTransport) Action(remoteURL string, action git2go.SmartServiceAction
 // key and logs in.
 func (t *sshTransport) connect() error {
 	s := t.s
-	addr := net.JoinHostPort(s.ep.host, s.ep.port)
-	var conn net.Conn
-	var err error
-	if s.proxy != nil {
-		conn, err = dialProxy(s, addr)
-	} else {
-		conn, err = (&net.Dialer{Timeout: dialTimeout}).DialContext(s.ctx, "tcp", addr)
-	}
+	addr := s.ep.Addr()
+	conn, err := s.auth.Dial(s.ctx, addr, s.idle)
 	if err != nil {
-		return s.ioError(fmt.Errorf("connecting to %s: %w", addr, err), false)
+		return err
 	}
 	t.conn = conn
 	// Closing the connection ends every read and write, and the handshake.
 	t.stop = context.AfterFunc(s.ctx, func() { conn.Close() })
-	t.watch = newWatchdog(s.idle, func() { conn.Close() })
+	t.watch = git.NewWatchdog(s.idle, func() { conn.Close() })
 	s.onClose(func() { _ = t.Close() })
 
-	user := s.ep.user
-	if user == "" && s.auth != nil {
-		user = s.auth.Username
-	}
-	if user == "" {
-		user = "git"
-	}
-	var auth []ssh.AuthMethod
-	if s.signer != nil {
-		auth = append(auth, ssh.PublicKeys(s.signer))
-	}
-	cfg := &ssh.ClientConfig{
-		User: user,
-		Auth: auth,
-		HostKeyCallback: func(_ string, _ net.Addr, key ssh.PublicKey) error {
-			if err := checkHostKey(s.hostKeys, s.ep.host, s.ep.port, key); err != nil {
-				return hostKeyError{err}
-			}
-			return nil
-		},
-		HostKeyAlgorithms: s.hostAlgos,
-		ClientVersion:     "SSH-2.0-image-toolkit",
-	}
-	t.watch.arm()
-	c, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
-	t.watch.disarm()
+	t.watch.Arm()
+	c, chans, reqs, err := ssh.NewClientConn(conn, addr, s.sshConfig)
+	t.watch.Disarm()
 	if err != nil {
 		_ = t.Close()
-		var hostErr hostKeyError
-		switch {
-		case s.ctx.Err() != nil || t.watch.fired.Load():
-			return s.ioError(err, t.watch.fired.Load())
-		case errors.As(err, &hostErr):
-			return hostErr.error
-		case strings.Contains(err.Error(), "unable to authenticate") && s.signer == nil:
-			return fmt.Errorf("%w: the server wants an SSH key and the credentials have no identity", ErrAuthentication)
-		case strings.Contains(err.Error(), "unable to authenticate"):
-			return fmt.Errorf("%w: the server refused the %s key %s for user %q", ErrAuthentication,
-				s.signer.PublicKey().Type(), ssh.FingerprintSHA256(s.signer.PublicKey()), user)
+		if s.ctx.Err() != nil || t.watch.Fired() {
+			return s.ioError(err, t.watch.Fired())
 		}
-		return fmt.Errorf("SSH handshake with %s: %w", addr, err)
+		return s.auth.HandshakeError(err, s.sshConfig, addr)
 	}
 	t.client = ssh.NewClient(c, chans, reqs)
 	return nil
 }
 
-// hostKeyError comes back from the handshake as our host key check said.
-type hostKeyError struct{ error }
-
-func (e hostKeyError) Unwrap() error { return e.error }
-
 // start runs service on the repository, as git does: the path in single
 // quotes, for the remote user's shell.
 func (t *sshTransport) start(service string) (*sshStream, error) {
 	s := t.s
-	t.watch.arm()
-	defer t.watch.disarm()
+	t.watch.Arm()
+	defer t.watch.Disarm()
 	sess, err := t.client.NewSession()
 	if err != nil {
-		return nil, s.ioError(fmt.Errorf("opening an SSH session: %w", err), t.watch.fired.Load())
+		return nil, s.ioError(fmt.Errorf("opening an SSH session: %w", err), t.watch.Fired())
 	}
 	st := &sshStream{t: t, service: service, sess: sess}
 	if st.stdin, err = sess.StdinPipe(); err == nil {
@@ -164,9 +114,9 @@ func (t *sshTransport) start(service string) (*sshStream, error) {
 		return nil, err
 	}
 	sess.Stderr = &s.stderr
-	if err := sess.Start(service + " " + gitssh.ShellQuote(s.ep.path)); err != nil {
+	if err := sess.Start(service + " " + gitssh.ShellQuote(s.ep.Path)); err != nil {
 		sess.Close()
-		return nil, s.ioError(fmt.Errorf("starting %s: %w", service, err), t.watch.fired.Load())
+		return nil, s.ioError(fmt.Errorf("starting %s: %w", service, err), t.watch.Fired())
 	}
 	return st, nil
 }
@@ -206,13 +156,13 @@ type sshStream struct {
 
 func (st *sshStream) Read(p []byte) (int, error) {
 	w := st.t.watch
-	w.arm()
+	w.Arm()
 	n, err := st.stdout.Read(p)
-	w.disarm()
+	w.Disarm()
 	switch {
-	case err == io.EOF && (w.fired.Load() || st.t.s.ctx.Err() != nil):
+	case err == io.EOF && (w.Fired() || st.t.s.ctx.Err() != nil):
 		// Closing the connection ends the channel as if the server had.
-		return 0, st.t.s.fail(st.t.s.ioError(err, w.fired.Load()))
+		return 0, st.t.s.fail(st.t.s.ioError(err, w.Fired()))
 	case err == io.EOF:
 		st.ended = true
 		if n > 0 {
@@ -220,7 +170,7 @@ func (st *sshStream) Read(p []byte) (int, error) {
 		}
 		return 0, io.EOF
 	case err != nil && n == 0:
-		return 0, st.t.s.fail(st.t.s.ioError(fmt.Errorf("reading from %s: %w", st.service, err), w.fired.Load()))
+		return 0, st.t.s.fail(st.t.s.ioError(fmt.Errorf("reading from %s: %w", st.service, err), w.Fired()))
 	}
 	return n, nil
 }
@@ -232,11 +182,11 @@ func (st *sshStream) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	w := st.t.watch
-	w.arm()
+	w.Arm()
 	n, err := st.stdin.Write(p)
-	w.disarm()
+	w.Disarm()
 	if err != nil {
-		return n, st.t.s.fail(st.t.s.ioError(fmt.Errorf("writing to %s: %w", st.service, err), w.fired.Load()))
+		return n, st.t.s.fail(st.t.s.ioError(fmt.Errorf("writing to %s: %w", st.service, err), w.Fired()))
 	}
 	return n, nil
 }
@@ -244,66 +194,3 @@ func (st *sshStream) Write(p []byte) (int, error) {
 // Free leaves the session to the transport: libgit2 frees the stream of
 // the listing before it asks again for the same conversation.
 func (st *sshStream) Free() {}
-
-// dialProxy opens a tunnel to addr through the session's HTTP proxy with
-// CONNECT.
-func dialProxy(s *session, addr string) (net.Conn, error) {
-	p := s.proxy
-	proxyAddr := p.Host
-	if p.Port() == "" {
-		proxyAddr = net.JoinHostPort(p.Hostname(), map[string]string{"http": "80", "https": "443"}[p.Scheme])
-	}
-	conn, err := (&net.Dialer{Timeout: dialTimeout}).DialContext(s.ctx, "tcp", proxyAddr)
-	if err != nil {
-		return nil, fmt.Errorf("proxy %s: %w", p.Redacted(), err)
-	}
-	stop := context.AfterFunc(s.ctx, func() { conn.Close() })
-	defer stop()
-	w := newWatchdog(s.idle, func() { conn.Close() })
-	w.arm()
-	defer w.disarm()
-	fail := func(err error) (net.Conn, error) {
-		conn.Close()
-		return nil, s.ioError(err, w.fired.Load())
-	}
-	if p.Scheme == "https" {
-		tc := tls.Client(conn, &tls.Config{ServerName: p.Hostname(), RootCAs: s.pool, MinVersion: tls.VersionTLS12})
-		if err := tc.HandshakeContext(s.ctx); err != nil {
-			return fail(fmt.Errorf("proxy %s: %w", p.Redacted(), err))
-		}
-		conn = tc
-	}
-	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: http.Header{}}
-	if p.User != nil {
-		pass, _ := p.User.Password()
-		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(p.User.Username()+":"+pass)))
-	}
-	if err := req.Write(conn); err != nil {
-		return fail(fmt.Errorf("proxy %s: %w", p.Redacted(), err))
-	}
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		return fail(fmt.Errorf("proxy %s: %w", p.Redacted(), err))
-	}
-	// The body of a refusal is not read: the connection is closed.
-	if err := proxyRefused(resp, p); err != nil {
-		return fail(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fail(fmt.Errorf("proxy %s refused a tunnel to %s: HTTP %s", p.Redacted(), addr, resp.Status))
-	}
-	// The server speaks first: its banner may be read already.
-	return &bufferedConn{Conn: conn, r: br}, nil
-}
-
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-func knownhostsName(host, port string) string {
-	return knownhosts.Normalize(net.JoinHostPort(host, port))
-}

@@ -18,6 +18,7 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/testgit"
 )
 
@@ -154,7 +155,7 @@ func localCommit(t *testing.T, m *Mirror, content string) *git2go.Oid {
 type hangingServer struct {
 	name  string
 	url   string
-	auth  *Auth
+	auth  *git.Auth
 	relay *stallingRelay // nil: silent from the start
 }
 
@@ -183,14 +184,14 @@ func hangingServers(t *testing.T) []hangingServer {
 	relaySSH := newStallingRelay(t, sshd.Addr, limit)
 	return []hangingServer{
 		{name: "http silent", url: "http://" + silent + "/big.git"},
-		{name: "https silent", url: "https://" + silent + "/big.git", auth: &Auth{CAPEM: tls.CAPEM}},
+		{name: "https silent", url: "https://" + silent + "/big.git", auth: &git.Auth{CAPEM: tls.CAPEM}},
 		{name: "ssh without banner", url: "ssh://git@" + silent + "/big.git",
-			auth: &Auth{Identity: sshd.ClientKey, KnownHosts: knownAt(silent)}},
+			auth: &git.Auth{Identity: sshd.ClientKey, KnownHosts: knownAt(silent)}},
 		{name: "http stalls mid-pack", url: "http://" + relayPlain.addr + "/big.git", relay: relayPlain},
 		{name: "https stalls mid-pack", url: "https://" + relayTLS.addr + "/big.git",
-			auth: &Auth{CAPEM: tls.CAPEM}, relay: relayTLS},
+			auth: &git.Auth{CAPEM: tls.CAPEM}, relay: relayTLS},
 		{name: "ssh stalls mid-pack", url: "ssh://" + sshd.User + "@" + relaySSH.addr + sshd.BarePath("big"),
-			auth: &Auth{Identity: sshd.ClientKey, KnownHosts: knownAt(relaySSH.addr)}, relay: relaySSH},
+			auth: &git.Auth{Identity: sshd.ClientKey, KnownHosts: knownAt(relaySSH.addr)}, relay: relaySSH},
 	}
 }
 
@@ -290,7 +291,7 @@ func TestHangingServerIdleTimeout(t *testing.T) {
 func TestConcurrentOperationsOnOneURL(t *testing.T) {
 	srv := testgit.New(t, testgit.Options{Username: "bot", Password: "pw"})
 	srv.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
-	right, wrong := &Auth{Username: "bot", Password: "pw"}, &Auth{Username: "bot", Password: "wrong"}
+	right, wrong := &git.Auth{Username: "bot", Password: "pw"}, &git.Auth{Username: "bot", Password: "wrong"}
 	errs := make([]error, 8)
 	var wg sync.WaitGroup
 	for i := range errs {
@@ -322,8 +323,8 @@ func TestConcurrentOperationsOnOneURL(t *testing.T) {
 		if i%2 == 0 && err != nil {
 			t.Errorf("fetch %d with the right password: %v", i, err)
 		}
-		if i%2 == 1 && !errors.Is(err, ErrAuthentication) {
-			t.Errorf("fetch %d with a wrong password: want ErrAuthentication, got %v", i, err)
+		if i%2 == 1 && !errors.Is(err, git.ErrAuthentication) {
+			t.Errorf("fetch %d with a wrong password: want git.ErrAuthentication, got %v", i, err)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
@@ -58,7 +59,7 @@ func retryable(reason string, err error) *Error {
 
 // gitError classifies a git failure.
 func gitError(err error) *Error {
-	if errors.Is(err, gitops.ErrAuthentication) {
+	if errors.Is(err, git.ErrAuthentication) {
 		return retryable(updatev1.AuthenticationFailedReason, err)
 	}
 	return retryable(updatev1.GitOperationFailedReason, err)
@@ -168,7 +169,7 @@ func validRefName(name string) bool {
 type Input struct {
 	Spec *updatev1.UpdateJobSpec
 	Plan *Plan
-	Auth *gitops.Auth
+	Auth *git.Auth
 	// Signer signs the commit; nil leaves it unsigned.
 	Signer gitops.Signer
 	// AutomationObject is the automation that created the job, if any.
@@ -410,7 +411,7 @@ func (in *Input) push(ctx context.Context, mirror *gitops.Mirror, commit *git2go
 		cancel()
 		in.observe(OpPush, start)
 		if err != nil {
-			if i == 0 && !errors.Is(err, gitops.ErrAuthentication) && !in.Plan.Force &&
+			if i == 0 && !errors.Is(err, git.ErrAuthentication) && !in.Plan.Force &&
 				!errors.Is(err, gitops.ErrNonFastForward) && in.raced(ctx, mirror, out) {
 				// The server's ref update lost a race with another push
 				// ("failed to update ref"): that is a non-fast-forward too.
