@@ -39,6 +39,31 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
+// checkBranch reads main of repoURL and checks the answer: head, or an
+// error saying wantErr, ErrAuthentication exactly when auth, and never a
+// credential.
+func checkBranch(t *testing.T, repoURL string, a *Auth, head, wantErr string, auth bool) {
+	t.Helper()
+	got, err := Branch(ctx(t), repoURL, a, "main")
+	if wantErr == "" {
+		if err != nil || got != head {
+			t.Fatalf("Branch = %q, %v; want %s", got, err, head)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), wantErr) {
+		t.Fatalf("err = %v, want one containing %q", err, wantErr)
+	}
+	if errors.Is(err, ErrAuthentication) != auth {
+		t.Errorf("ErrAuthentication = %v for %v", !auth, err)
+	}
+	for _, secret := range []string{"s3cret", "nope", "tok-123", "tok-456", "passphrase"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q holds a credential", err)
+		}
+	}
+}
+
 func TestHTTP(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -70,24 +95,7 @@ func TestHTTP(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := testgit.New(t, tt.server)
 			head := repo(t, &s.Repos)
-			got, err := Branch(ctx(t), s.RepoURL("fleet"), tt.opts(s), "main")
-			if tt.wantErr == "" {
-				if err != nil || got != head {
-					t.Fatalf("Branch = %q, %v; want %s", got, err, head)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-			}
-			if errors.Is(err, ErrAuthentication) != tt.auth {
-				t.Errorf("ErrAuthentication = %v for %v", !tt.auth, err)
-			}
-			for _, secret := range []string{"s3cret", "nope", "tok-123", "tok-456"} {
-				if strings.Contains(err.Error(), secret) {
-					t.Errorf("error %q holds a credential", err)
-				}
-			}
+			checkBranch(t, s.RepoURL("fleet"), tt.opts(s), head, tt.wantErr, tt.auth)
 		})
 	}
 }
@@ -181,19 +189,7 @@ func TestSSH(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Branch(ctx(t), s.RepoURL("fleet"), tt.opts, "main")
-			if tt.wantErr == "" {
-				if err != nil || got != head {
-					t.Fatalf("Branch = %q, %v; want %s", got, err, head)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-			}
-			if errors.Is(err, ErrAuthentication) != tt.auth {
-				t.Errorf("ErrAuthentication = %v for %v", !tt.auth, err)
-			}
+			checkBranch(t, s.RepoURL("fleet"), tt.opts, head, tt.wantErr, tt.auth)
 		})
 	}
 
