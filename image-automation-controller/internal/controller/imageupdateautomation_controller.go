@@ -230,7 +230,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 			t.outcome(OutcomeFailed)
 			return ctrl.Result{RequeueAfter: min(interval, time.Minute)}, nil
 		}
-		head = src.ref.Branch + "@" + objectFormat(oid) + ":" + oid
+		head = git.FormatRevision(src.ref.Branch, oid)
 	}
 
 	now := time.Now()

@@ -21,6 +21,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
@@ -329,7 +330,7 @@ func policiesOf(job *updatev1.UpdateJob) imagev1.ObservedPolicies {
 func revisionAfterPush(job *updatev1.UpdateJob) string {
 	ref := job.Spec.Checkout.Reference
 	if job.Status.PushedCommit != "" && branchOnly(ref) && pushBranch(job) == ref.Branch {
-		return ref.Branch + "@" + objectFormat(job.Status.PushedCommit) + ":" + job.Status.PushedCommit
+		return git.FormatRevision(ref.Branch, job.Status.PushedCommit)
 	}
 	return job.Status.CheckoutRevision
 }
@@ -339,14 +340,6 @@ func pushBranch(job *updatev1.UpdateJob) string {
 		return p.Branch
 	}
 	return job.Spec.Checkout.Reference.Branch
-}
-
-// objectFormat names the hash of an object name, as revisions spell it.
-func objectFormat(oid string) string {
-	if len(oid) == 64 {
-		return "sha256"
-	}
-	return "sha1"
 }
 
 func short(oid string) string {

@@ -158,7 +158,7 @@ func (m *Mirror) Resolve(ref Ref) (*git2go.Oid, string, error) {
 		if label == "" {
 			label = "HEAD"
 		}
-		return c.Id(), label + "@sha1:" + c.Id().String(), nil
+		return c.Id(), git.FormatRevision(label, c.Id().String()), nil
 	case ref.Name != "":
 		spec, label = ref.Name, ref.Name
 	case ref.SemVer != "":
@@ -184,7 +184,7 @@ func (m *Mirror) Resolve(ref Ref) (*git2go.Oid, string, error) {
 		return nil, "", err
 	}
 	defer c.Free()
-	return c.Id(), label + "@sha1:" + c.Id().String(), nil
+	return c.Id(), git.FormatRevision(label, c.Id().String()), nil
 }
 
 // semverTag returns the highest tag in the range.

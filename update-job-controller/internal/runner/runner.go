@@ -387,7 +387,8 @@ func (in *Input) raced(ctx context.Context, mirror *gitops.Mirror, out *Output) 
 		return false
 	}
 	now, _, err := mirror.Resolve(gitops.Ref{Branch: in.Plan.Branch})
-	return err == nil && !strings.HasSuffix(out.CheckoutRevision, "@sha1:"+now.String())
+	_, started, _ := git.ParseRevision(out.CheckoutRevision)
+	return err == nil && started != now.String()
 }
 
 // push sends the commit to the push branch, then to the refspec's
