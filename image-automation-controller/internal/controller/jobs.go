@@ -78,7 +78,7 @@ func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, ob
 			continue
 		}
 		ref := *p.Status.LatestRef
-		key := p.Namespace + ":" + p.Name
+		key := updatev1.PolicyKey(p.Namespace, p.Name)
 		s.setters = append(s.setters, updatev1.PolicySetter{Policy: key, Name: ref.Name, Tag: ref.Tag, Digest: ref.Digest})
 		s.observed[p.Name] = ref
 		if p.Status.LatestRefTime != nil {
@@ -210,7 +210,7 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 func changeTimes(sel *selection, last imagev1.ObservedPolicies) map[string]string {
 	out := map[string]string{}
 	for _, s := range sel.setters {
-		name := s.Policy[strings.Index(s.Policy, ":")+1:]
+		_, name, _ := updatev1.SplitPolicyKey(s.Policy)
 		if prev, ok := last[name]; ok && prev == (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
 			continue
 		}
@@ -318,7 +318,7 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 func policiesOf(job *updatev1.UpdateJob) imagev1.ObservedPolicies {
 	out := imagev1.ObservedPolicies{}
 	for _, s := range job.Spec.Update.Setters {
-		name := s.Policy[strings.Index(s.Policy, ":")+1:]
+		_, name, _ := updatev1.SplitPolicyKey(s.Policy)
 		out[name] = imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
 	}
 	return out

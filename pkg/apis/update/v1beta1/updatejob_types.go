@@ -1,6 +1,8 @@
 package v1beta1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -252,4 +254,14 @@ type UpdateJobList struct {
 
 func init() {
 	SchemeBuilder.Register(&UpdateJob{}, &UpdateJobList{})
+}
+
+// PolicyKey names an ImagePolicy in a setter, as a marker names it:
+// NAMESPACE:NAME.
+func PolicyKey(namespace, name string) string { return namespace + ":" + name }
+
+// SplitPolicyKey returns the namespace and name a PolicyKey holds.
+func SplitPolicyKey(key string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(key, ":")
+	return namespace, name, ok && namespace != "" && name != ""
 }
