@@ -126,3 +126,54 @@ func TestControllerFlags(t *testing.T) {
 		}
 	}
 }
+
+// The README's layout table names every Go package there is, and every
+// path in its first column exists.
+func TestLayoutListsPackages(t *testing.T) {
+	root, readme := read(t, "README.md")
+	i := strings.Index(readme, "\n## Layout")
+	j := strings.Index(readme, "\n## Make targets")
+	if i < 0 || j < i {
+		t.Fatal("README has no Layout section before Make targets")
+	}
+	listed := map[string]bool{}
+	for _, row := range regexp.MustCompile("(?m)^\\| (`[^|]+`) \\|").FindAllStringSubmatch(readme[i:j], -1) {
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(row[1], -1) {
+			p := strings.TrimSuffix(m[1], "/")
+			listed[p] = true
+			if strings.Contains(p, "<") {
+				continue // charts/<controller>
+			}
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				t.Errorf("the layout table lists %s: %v", p, err)
+			}
+		}
+	}
+	packages := 0
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() && rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == "hack" || rel == "bin") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(rel, ".go") {
+			return nil
+		}
+		if dir := filepath.ToSlash(filepath.Dir(rel)); !listed[dir] {
+			listed[dir] = true // report once
+			t.Errorf("the layout table does not list package %s", dir)
+		} else {
+			packages++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if packages < 20 {
+		t.Fatalf("found only %d Go files in listed packages", packages)
+	}
+}
