@@ -79,7 +79,7 @@ func TestControllersRunAgainstRealAPIServer(t *testing.T) {
 			return false, nil
 		}
 		c := conditions.Get(&jobs.Items[0], conditions.ReadyCondition)
-		return jobs.Items[0].Status.Attempts >= 1 && c != nil && c.Reason == updatev1.GitOperationFailedReason &&
+		return jobs.Items[0].Status.Attempts >= 1 && c != nil && c.Reason == conditions.GitOperationFailedReason &&
 			strings.Contains(c.Message, "git.example.com"), nil
 	})
 

@@ -125,7 +125,7 @@ func TestSecretVerdictsAgree(t *testing.T) {
 			}
 			// An accepted Secret fails the job only at the server (the
 			// automation waits for its ImagePolicies first).
-			if tt.valid && (conditions.IsTrue(a, conditions.StalledCondition) || jr == nil || jr.Reason != updatev1.GitOperationFailedReason) {
+			if tt.valid && (conditions.IsTrue(a, conditions.StalledCondition) || jr == nil || jr.Reason != conditions.GitOperationFailedReason) {
 				t.Errorf("an accepted Secret: automation %s (%s), job %+v", ready.Reason, ready.Message, jr)
 			}
 		})

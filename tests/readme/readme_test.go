@@ -177,3 +177,69 @@ func TestLayoutListsPackages(t *testing.T) {
 		t.Fatalf("found only %d Go files in listed packages", packages)
 	}
 }
+
+// Every reason in docs/api.md's reason tables is a constant of the code,
+// and every reason constant is in a table and set by some controller.
+func TestReasonTables(t *testing.T) {
+	root, api := read(t, "docs", "api.md")
+	documented := map[string]bool{}
+	inTable := false
+	for _, line := range strings.Split(api, "\n") {
+		switch {
+		case strings.HasPrefix(line, "| reason |"):
+			inTable = true
+		case !strings.HasPrefix(line, "|"):
+			inTable = false
+		case inTable:
+			if m := regexp.MustCompile("^\\| `([A-Za-z]+)` \\|").FindStringSubmatch(line); m != nil {
+				documented[m[1]] = true
+			}
+		}
+	}
+	if len(documented) < 20 {
+		t.Fatalf("found only %d reasons in docs/api.md's tables", len(documented))
+	}
+
+	declared := map[string]string{} // value → constant
+	declRe := regexp.MustCompile(`(?m)^\s*(\w+Reason)\s*=\s*"(\w+)"`)
+	var declFiles []string
+	for _, f := range []string{"pkg/runtime/conditions/conditions.go", "pkg/apis/image/v1beta1/condition_types.go", "pkg/apis/update/v1beta1/condition_types.go"} {
+		_, src := read(t, f)
+		for _, m := range declRe.FindAllStringSubmatch(src, -1) {
+			if prev, ok := declared[m[2]]; ok {
+				t.Errorf("reason %s is declared twice: %s and %s", m[2], prev, m[1])
+			}
+			declared[m[2]] = m[1]
+		}
+		declFiles = append(declFiles, filepath.Join(root, f))
+	}
+
+	// What the controllers' code (not tests) says.
+	var code strings.Builder
+	for _, dir := range []string{"image-reflector-controller", "image-automation-controller", "update-job-controller", "pkg"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || slices.Contains(declFiles, path) {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			code.Write(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for value, name := range declared {
+		if !documented[value] {
+			t.Errorf("reason %s (%s) is in no table of docs/api.md", value, name)
+		}
+		if !regexp.MustCompile(`\b` + name + `\b`).MatchString(code.String()) {
+			t.Errorf("reason %s (%s) is declared but no controller sets it", value, name)
+		}
+	}
+	for value := range documented {
+		if _, ok := declared[value]; !ok {
+			t.Errorf("docs/api.md documents reason %s, which no constant declares", value)
+		}
+	}
+}

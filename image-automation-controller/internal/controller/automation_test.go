@@ -205,13 +205,13 @@ func TestFailedJob(t *testing.T) {
 	before := runs(automationMetrics, OutcomeFailed)
 	job := waitJobs(t, f.ns, 1)[0]
 	finish(t, &job, updatev1.UpdateJobFailed, func(j *updatev1.UpdateJob) {
-		conditions.MarkFailed(j, updatev1.GitOperationFailedReason, "push rejected: non-fast-forward")
+		conditions.MarkFailed(j, conditions.GitOperationFailedReason, "push rejected: non-fast-forward")
 	})
 	a = waitAutomation(t, a, "failure recorded", func(a *imagev1.ImageUpdateAutomation) bool {
 		return a.Status.LastJob != nil && a.Status.LastJob.Phase == updatev1.UpdateJobFailed
 	})
 	c := ready(a)
-	if c.Status != metav1.ConditionFalse || c.Reason != updatev1.GitOperationFailedReason ||
+	if c.Status != metav1.ConditionFalse || c.Reason != conditions.GitOperationFailedReason ||
 		!strings.Contains(c.Message, "push rejected: non-fast-forward") || !strings.Contains(c.Message, job.Name) {
 		t.Errorf("Ready %+v", c)
 	}
@@ -461,7 +461,7 @@ func TestMissingDependencyIsRetried(t *testing.T) {
 	}{
 		{"secret", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "late"}
-		}, imagev1.SecretNotFoundReason, "Secret " + f.ns + "/late",
+		}, conditions.SecretNotFoundReason, "Secret " + f.ns + "/late",
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: f.ns}}},
 		{"source", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Name: "late"}
@@ -505,7 +505,7 @@ func TestBranchHeadAuthFailure(t *testing.T) {
 		a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "git-auth"}
 	})
 	a = waitAutomation(t, a, "auth failure", func(a *imagev1.ImageUpdateAutomation) bool {
-		return ready(a).Reason == imagev1.AuthenticationFailedReason
+		return ready(a).Reason == conditions.AuthenticationFailedReason
 	})
 	if c := ready(a); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "401") || strings.Contains(c.Message, "wrong-password") {
 		t.Errorf("Ready %+v", c)
@@ -539,7 +539,7 @@ func TestSSHSource(t *testing.T) {
 	}
 	wrong := ssh("wrong-host", "ssh-wrong-host")
 	waitAutomation(t, wrong, "host key refused", func(a *imagev1.ImageUpdateAutomation) bool {
-		return ready(a).Reason == imagev1.AuthenticationFailedReason && strings.Contains(ready(a).Message, "host key")
+		return ready(a).Reason == conditions.AuthenticationFailedReason && strings.Contains(ready(a).Message, "host key")
 	})
 	ssh("fleet", "ssh")
 	job := waitJobs(t, ns, 1)[0]

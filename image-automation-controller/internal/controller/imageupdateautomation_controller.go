@@ -221,9 +221,9 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		oid, err := git.Branch(ctx, src.repository.URL, src.remote, src.ref.Branch)
 		cancel()
 		if err != nil {
-			reason := imagev1.GitOperationFailedReason
+			reason := conditions.GitOperationFailedReason
 			if errors.Is(err, git.ErrAuthentication) {
-				reason = imagev1.AuthenticationFailedReason
+				reason = conditions.AuthenticationFailedReason
 			}
 			msg := events.Redact(err.Error(), src.remote.Secrets()...)
 			conditions.MarkFailed(obj, reason, "reading the head of branch %s of %s: %s", src.ref.Branch, src.describe, msg)

@@ -214,7 +214,7 @@ func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *
 		// cluster-wide list and watch of them.
 		if err := r.APIReader.Get(ctx, key, s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, missing(imagev1.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
+				return nil, missing(conditions.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
 					key, what, src.describe, obj.Namespace), nil
 			}
 			return nil, nil, fmt.Errorf("reading Secret %s: %w", key, err)

@@ -12,6 +12,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
 func TestValidateSpec(t *testing.T) {
@@ -179,7 +180,7 @@ func TestCrossNamespaceSourceAllowed(t *testing.T) {
 	}
 	r.NoCrossNamespaceRefs = false
 	_, st, err := r.resolveSource(ctx, a)
-	if err != nil || st == nil || st.reason != imagev1.SecretNotFoundReason || !strings.Contains(st.message, "Secret "+ns+"/auth") {
+	if err != nil || st == nil || st.reason != conditions.SecretNotFoundReason || !strings.Contains(st.message, "Secret "+ns+"/auth") {
 		t.Fatalf("secret only in the other namespace: stall %+v, err %v", st, err)
 	}
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth", Namespace: ns}, Data: map[string][]byte{"username": []byte("bot"), "password": []byte("ours")}})

@@ -129,7 +129,7 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if err != nil {
 		reason := conditions.FailedReason
 		if errors.As(err, new(errAuth)) {
-			reason = imagev1.AuthenticationFailedReason
+			reason = conditions.AuthenticationFailedReason
 		}
 		conditions.MarkFailed(obj, reason, "%s", events.Redact(err.Error()))
 		r.Events.Warning(ctx, obj, reason, "Scan", err.Error())
@@ -149,7 +149,7 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		r.ScanMetrics.Scans.WithLabelValues("failed").Inc()
 		reason := imagev1.ScanFailedReason
 		if registry.IsAuthError(err) {
-			reason = imagev1.AuthenticationFailedReason
+			reason = conditions.AuthenticationFailedReason
 		}
 		msg := events.Redact(err.Error(), a.secrets...)
 		conditions.MarkFailed(obj, reason, "%s", msg)

@@ -195,7 +195,7 @@ func TestAuthFailureAndRecovery(t *testing.T) {
 	repo.Spec.SecretRef = &meta.LocalObjectReference{Name: "creds"}
 	create(t, secret, repo)
 
-	cond := waitReason(t, repo, imagev1.AuthenticationFailedReason)
+	cond := waitReason(t, repo, conditions.AuthenticationFailedReason)
 	if !strings.Contains(cond.Message, "UNAUTHORIZED") || strings.Contains(cond.Message, "wrong-pass") {
 		t.Errorf("message %q: want the registry's answer, never the secret", cond.Message)
 	}

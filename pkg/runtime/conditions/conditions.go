@@ -30,14 +30,20 @@ const (
 	ProgressingReason = "Progressing"
 	// FailedReason: the reconciliation failed and will be retried.
 	FailedReason = "Failed"
-	// SuspendedReason: spec.suspend is true.
-	SuspendedReason = "Suspended"
 	// InvalidSpecReason: the spec cannot be acted on as written.
 	InvalidSpecReason = "InvalidSpec"
 	// DependencyNotReadyReason: an object this one needs is not ready yet.
 	DependencyNotReadyReason = "DependencyNotReady"
 	// AccessDeniedReason: a cross-namespace reference is not allowed.
 	AccessDeniedReason = "AccessDenied"
+	// SecretNotFoundReason: a Secret the object refers to does not exist.
+	SecretNotFoundReason = "SecretNotFound"
+	// AuthenticationFailedReason: a registry or git server refused the
+	// credentials, or a host key or TLS certificate did not verify.
+	AuthenticationFailedReason = "AuthenticationFailed"
+	// GitOperationFailedReason: talking to a git server failed (listing,
+	// fetching or pushing); it is retried.
+	GitOperationFailedReason = "GitOperationFailed"
 )
 
 // Getter is an object with status conditions.

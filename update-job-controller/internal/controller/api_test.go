@@ -73,7 +73,7 @@ func TestDefaultsRoundTripAndPending(t *testing.T) {
 	testenv.Eventually(t, 20*time.Second, func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), got)
 		c := conditions.Get(got, conditions.ReadyCondition)
-		return c != nil && c.Reason == updatev1.SecretNotFoundReason, err
+		return c != nil && c.Reason == conditions.SecretNotFoundReason, err
 	})
 	c := conditions.Get(got, conditions.ReadyCondition)
 	if got.Status.Attempts < 1 || got.Status.ObservedGeneration != got.Generation ||

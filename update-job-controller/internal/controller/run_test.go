@@ -336,7 +336,7 @@ func TestRunWrongPassword(t *testing.T) {
 	got := waitFinished(t, j)
 	c := conditions.Get(got, conditions.ReadyCondition)
 	if got.Status.Phase != updatev1.UpdateJobFailed || got.Status.Attempts != 2 ||
-		c.Reason != updatev1.AuthenticationFailedReason || !strings.Contains(c.Message, "gave up after 2 attempts") {
+		c.Reason != conditions.AuthenticationFailedReason || !strings.Contains(c.Message, "gave up after 2 attempts") {
 		t.Errorf("phase %s attempts %d Ready %+v", got.Status.Phase, got.Status.Attempts, c)
 	}
 	list := &eventsv1.EventList{}
@@ -545,7 +545,7 @@ func TestRunSSHSigned(t *testing.T) {
 	create(t, bad)
 	got := waitFinished(t, bad)
 	if c := conditions.Get(got, conditions.ReadyCondition); got.Status.Phase != updatev1.UpdateJobFailed ||
-		c.Reason != updatev1.AuthenticationFailedReason && c.Reason != updatev1.GitOperationFailedReason {
+		c.Reason != conditions.AuthenticationFailedReason && c.Reason != conditions.GitOperationFailedReason {
 		t.Errorf("wrong host key: phase %s, Ready %+v", got.Status.Phase, c)
 	}
 	if h := head(t, srv, "signed", "main"); h != before {

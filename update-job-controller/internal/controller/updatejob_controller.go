@@ -356,10 +356,10 @@ func (r *UpdateJobReconciler) secretData(ctx context.Context, ns string, ref *me
 	s := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, &runner.Error{Reason: updatev1.SecretNotFoundReason,
+			return nil, nil, &runner.Error{Reason: conditions.SecretNotFoundReason,
 				Err: fmt.Errorf("secret %s/%s not found", ns, ref.Name)}
 		}
-		return nil, nil, &runner.Error{Reason: updatev1.SecretNotFoundReason,
+		return nil, nil, &runner.Error{Reason: conditions.SecretNotFoundReason,
 			Err: fmt.Errorf("reading secret %s/%s: %w", ns, ref.Name, err)}
 	}
 	var values []string

@@ -60,9 +60,9 @@ func retryable(reason string, err error) *Error {
 // gitError classifies a git failure.
 func gitError(err error) *Error {
 	if errors.Is(err, git.ErrAuthentication) {
-		return retryable(updatev1.AuthenticationFailedReason, err)
+		return retryable(conditions.AuthenticationFailedReason, err)
 	}
-	return retryable(updatev1.GitOperationFailedReason, err)
+	return retryable(conditions.GitOperationFailedReason, err)
 }
 
 // Plan is what a job spec asks for, checked before any network call.
@@ -205,7 +205,7 @@ type Output struct {
 func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 	mirror, release, err := cache.Open(in.Spec.Repository.URL)
 	if err != nil {
-		return nil, retryable(updatev1.GitOperationFailedReason, err)
+		return nil, retryable(conditions.GitOperationFailedReason, err)
 	}
 	defer release()
 
@@ -283,7 +283,7 @@ func (in *Input) fetchAndResolve(ctx context.Context, mirror *gitops.Mirror, out
 	}
 	oid, rev, err := mirror.Resolve(in.Plan.Ref)
 	if err != nil {
-		return nil, retryable(updatev1.GitOperationFailedReason, err)
+		return nil, retryable(conditions.GitOperationFailedReason, err)
 	}
 	out.CheckoutRevision = rev
 	return oid, nil
@@ -295,7 +295,7 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 	out.Commit, out.Message, out.PushedRefs = "", "", nil
 	tmp, err := os.MkdirTemp(in.WorkDir, "checkout-")
 	if err != nil {
-		return nil, retryable(updatev1.GitOperationFailedReason, err)
+		return nil, retryable(conditions.GitOperationFailedReason, err)
 	}
 	defer os.RemoveAll(tmp)
 
@@ -306,7 +306,7 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 	// Only files that may hold markers are written: the setters leave the
 	// others alone, and creating thousands of files would dominate the job.
 	if err := mirror.CheckoutFiltered(oid, tmp, setters.MayHaveMarkers, paths...); err != nil {
-		return nil, retryable(updatev1.GitOperationFailedReason, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
+		return nil, retryable(conditions.GitOperationFailedReason, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
 	}
 	dir, err := securePath(tmp, in.Plan.Path)
 	if err != nil {
@@ -349,7 +349,7 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 		return nil, nil
 	}
 	if err != nil {
-		return nil, retryable(updatev1.GitOperationFailedReason, fmt.Errorf("committing: %w", err))
+		return nil, retryable(conditions.GitOperationFailedReason, fmt.Errorf("committing: %w", err))
 	}
 	out.Message = msg
 	return commit, nil

@@ -8,10 +8,6 @@ const (
 	ImageURLInvalidReason = "ImageURLInvalid"
 	// InvalidExclusionListReason: an exclusionList entry is not a regexp.
 	InvalidExclusionListReason = "InvalidExclusionList"
-	// AuthenticationFailedReason: the registry (or, for an automation, the
-	// git server) refused the credentials, or they could not be read; for
-	// SSH also a host key that known_hosts does not list.
-	AuthenticationFailedReason = "AuthenticationFailed"
 	// ScanFailedReason: listing the tags failed; it is retried.
 	ScanFailedReason = "ScanFailed"
 	// InvalidPolicyReason: a semver range or filter regexp does not parse.
@@ -41,12 +37,7 @@ const (
 	// InvalidSourceReason: the GitRepository cannot be used as written
 	// (no or unsupported URL, a cloud provider, an unknown API group).
 	InvalidSourceReason = "InvalidSource"
-	// SecretNotFoundReason: a Secret the repository refers to does not exist.
-	SecretNotFoundReason = "SecretNotFound"
 	// InvalidSecretReason: a Secret lacks the keys its URL needs, or holds
 	// a key or certificate that does not parse.
 	InvalidSecretReason = "InvalidSecret"
-	// GitOperationFailedReason: asking the git server for the branch head
-	// failed; it is retried.
-	GitOperationFailedReason = "GitOperationFailed"
 )
