@@ -1,6 +1,6 @@
-// Command tk-image is the image-toolkit command line: create resources, run
-// ad-hoc UpdateJobs, test policies offline and update image references in a
-// working directory.
+// Command tk-image is the image-toolkit command line: it updates the image
+// references marked in a working directory (also as a KRM function) and
+// tests image policies offline, with the controllers' own code.
 package main
 
 import (

@@ -243,3 +243,36 @@ func TestReasonTables(t *testing.T) {
 		}
 	}
 }
+
+// Every tk-image command the README shows exists, with the flags it uses.
+func TestCLICommands(t *testing.T) {
+	root, readme := read(t, "README.md")
+	cli := filepath.Join(localenv.BinDir(root), "tk-image")
+	cmdRe := regexp.MustCompile(`tk-image((?: [a-z][a-z-]*)*)([^|"<>\n` + "`" + `]*)`)
+	seen := 0
+	for _, m := range cmdRe.FindAllStringSubmatch(readme, -1) {
+		words := strings.Fields(m[1])
+		if len(words) == 0 {
+			continue // the name in prose
+		}
+		out, err := exec.Command(cli, append(words, "--help")...).CombinedOutput()
+		if err != nil {
+			t.Errorf("tk-image %s --help: %v\n%s", m[1], err, out)
+			continue
+		}
+		// Cobra answers an unknown subcommand with its parent's help.
+		if !strings.Contains(string(out), "tk-image "+strings.Join(words, " ")) {
+			t.Errorf("README shows `tk-image %s`, which is not a command:\n%s", strings.Join(words, " "), out)
+			continue
+		}
+		for _, f := range regexp.MustCompile(`(?:^|\s)(--[a-z][a-z-]*)`).FindAllStringSubmatch(m[2], -1) {
+			if !strings.Contains(string(out), f[1]+" ") && !strings.Contains(string(out), f[1]+"\n") && !strings.Contains(string(out), f[1]+"=") {
+				t.Errorf("README shows `tk-image %s %s`; its help has no such flag", strings.Join(words, " "), f[1])
+			}
+		}
+		seen++
+	}
+	if seen < 5 {
+		t.Fatalf("found only %d tk-image commands in the README", seen)
+	}
+}
