@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
@@ -372,5 +374,33 @@ func TestRestartServesFromStore(t *testing.T) {
 	}
 	if !conditions.IsReady(repo) {
 		t.Errorf("the restarted controller rescanned: %+v", conditions.Get(repo, conditions.ReadyCondition))
+	}
+}
+
+// Deleting an ImageRepository removes its stored tags (the finalizer).
+func TestFinalizerRemovesStoredTags(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{})
+	reg.PushTags(t, "app", []string{"1.0.0"})
+	ns := env.Namespace(t)
+	repo := repoFor(ns, "gone", reg, "app")
+	create(t, repo)
+	waitReason(t, repo, conditions.SucceededReason)
+	st, err := store.Open(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := ns + "/gone"
+	if _, err := st.Get(object); err != nil {
+		t.Fatalf("no stored tags after the scan: %v", err)
+	}
+	if err := env.Client.Delete(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, waitFor, func() (bool, error) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(repo), repo)
+		return client.IgnoreNotFound(err) == nil && err != nil, nil
+	})
+	if _, err := st.Get(object); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("stored tags survive the deletion: %v", err)
 	}
 }

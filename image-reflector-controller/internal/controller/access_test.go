@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"context"
-	"errors"
 	"net/http/httptest"
 	"net/http/httputil"
 	"sync/atomic"
@@ -10,12 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/pkg/testregistry"
 )
 
@@ -31,34 +26,6 @@ func TestServiceAccountPullSecrets(t *testing.T) {
 	repo.Spec.ServiceAccountName = "puller"
 	create(t, dockerSecret(ns, "pull", reg, "bot", "sa-pass"), sa, repo)
 	waitReason(t, repo, conditions.SucceededReason)
-}
-
-// Deleting an ImageRepository removes its stored tags (the finalizer).
-func TestFinalizerRemovesStoredTags(t *testing.T) {
-	reg := testregistry.New(t, testregistry.Options{})
-	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
-	repo := repoFor(ns, "gone", reg, "app")
-	create(t, repo)
-	waitReason(t, repo, conditions.SucceededReason)
-	st, err := store.Open(storeDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	object := ns + "/gone"
-	if _, err := st.Get(object); err != nil {
-		t.Fatalf("no stored tags after the scan: %v", err)
-	}
-	if err := env.Client.Delete(context.Background(), repo); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, waitFor, func() (bool, error) {
-		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(repo), repo)
-		return client.IgnoreNotFound(err) == nil && err != nil, nil
-	})
-	if _, err := st.Get(object); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("stored tags survive the deletion: %v", err)
-	}
 }
 
 // proxySecretRef routes registry traffic through the proxy.
