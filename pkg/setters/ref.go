@@ -9,13 +9,21 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
 
-// Image is the value of an image policy: name, tag and optional digest;
-// String() is the whole reference.
-type Image = imagev1.ImageRef
+// Image is the value of an image policy: name, tag and optional digest.
+type Image struct {
+	Name, Tag, Digest string
+}
+
+// String is the whole reference: name:tag, or name:tag@digest.
+func (i Image) String() string {
+	s := i.Name + ":" + i.Tag
+	if i.Digest != "" {
+		s += "@" + i.Digest
+	}
+	return s
+}
 
 var (
 	tagPattern    = regexp.MustCompile(`^[\w][\w.-]{0,127}$`)

@@ -1,8 +1,6 @@
 package setters
 
-import (
-	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-)
+import ()
 
 // ObjectID identifies the object (YAML document) a change is in.
 type ObjectID struct {
@@ -110,21 +108,4 @@ func (v ResultV2) Objects() map[ObjectID][]Change {
 		return map[ObjectID][]Change{}
 	}
 	return v.result.Objects()
-}
-
-// ToAPI converts the result to the UpdateJob status form.
-func (r *Result) ToAPI() *updatev1.UpdateResult {
-	out := &updatev1.UpdateResult{}
-	for _, f := range r.Files {
-		fr := updatev1.FileResult{Path: f.Path}
-		for _, o := range f.Objects {
-			or := updatev1.ObjectResult{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
-			for _, c := range o.Changes {
-				or.Changes = append(or.Changes, updatev1.Change{OldValue: c.OldValue, NewValue: c.NewValue, Setter: c.Setter})
-			}
-			fr.Objects = append(fr.Objects, or)
-		}
-		out.Files = append(out.Files, fr)
-	}
-	return out
 }

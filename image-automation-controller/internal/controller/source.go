@@ -17,9 +17,9 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
 // Flux's GitRepository, read as unstructured so that Flux's types are not
@@ -63,7 +63,7 @@ func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, *stall) 
 		return nil, stalled(imagev1.InvalidPolicySelectorReason, "invalid spec.policySelector: %s", err)
 	}
 	c := obj.Spec.GitSpec.Commit
-	if err := setters.ValidateTemplate(c.MessageTemplate, c.MessageTemplateValues); err != nil {
+	if err := commitmsg.Validate(c.MessageTemplate, c.MessageTemplateValues); err != nil {
 		return nil, stalled(imagev1.InvalidMessageTemplateReason, "spec.git.commit.messageTemplate: %s", err)
 	}
 	return sel, nil

@@ -399,7 +399,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 		if out != nil {
 			st.CheckoutRevision = out.CheckoutRevision
 			if out.Result != nil {
-				st.Result = out.Result.ToAPI()
+				st.Result = runner.APIResult(out.Result)
 			}
 		}
 		switch {

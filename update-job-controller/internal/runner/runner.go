@@ -19,8 +19,8 @@ import (
 	git2go "github.com/libgit2/git2go/v34"
 	"k8s.io/apimachinery/pkg/types"
 
-	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
@@ -121,14 +121,14 @@ func NewPlan(spec *updatev1.UpdateJobSpec) (*Plan, error) {
 			p.Extra = append(p.Extra, gitops.PushRef{Dst: dst, Force: force})
 		}
 	}
-	if err := setters.ValidateTemplate(spec.Commit.MessageTemplate, spec.Commit.MessageTemplateValues); err != nil {
+	if err := commitmsg.Validate(spec.Commit.MessageTemplate, spec.Commit.MessageTemplateValues); err != nil {
 		return fail("%v", err)
 	}
 	for _, s := range spec.Update.Setters {
 		if _, dup := p.Policies[s.Policy]; dup {
 			return fail("setter %s is listed twice", s.Policy)
 		}
-		p.Policies[s.Policy] = imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
+		p.Policies[s.Policy] = setters.Image{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
 	}
 	return p, nil
 }
@@ -331,7 +331,7 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 	for _, f := range res.Files {
 		changed = append(changed, path.Join(in.Plan.Path, f.Path))
 	}
-	msg, err := setters.RenderMessage(in.Spec.Commit.MessageTemplate, setters.TemplateData{
+	msg, err := commitmsg.Render(in.Spec.Commit.MessageTemplate, commitmsg.Data{
 		AutomationObject: in.AutomationObject,
 		Changed:          res.V2(),
 		Values:           in.Spec.Commit.MessageTemplateValues,
@@ -428,4 +428,22 @@ func (in *Input) push(ctx context.Context, mirror *gitops.Mirror, commit *git2go
 		}
 	}
 	return nil
+}
+
+// APIResult is the setters' result in the UpdateJob status form; the
+// runner is the one place that knows both.
+func APIResult(r *setters.Result) *updatev1.UpdateResult {
+	out := &updatev1.UpdateResult{}
+	for _, f := range r.Files {
+		fr := updatev1.FileResult{Path: f.Path}
+		for _, o := range f.Objects {
+			or := updatev1.ObjectResult{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+			for _, c := range o.Changes {
+				or.Changes = append(or.Changes, updatev1.Change{OldValue: c.OldValue, NewValue: c.NewValue, Setter: c.Setter})
+			}
+			fr.Objects = append(fr.Objects, or)
+		}
+		out.Files = append(out.Files, fr)
+	}
+	return out
 }

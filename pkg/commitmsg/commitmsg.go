@@ -1,4 +1,9 @@
-package setters
+// Package commitmsg renders commit messages from Go templates with the data
+// Flux's image automation gives them (.AutomationObject, .Changed in the
+// ResultV2 shape, .Values), with Sprig's hermetic functions. Validate is what
+// the automation and a job check before any work; Render is what the job
+// commits with. It is its own package so that the setters know only YAML.
+package commitmsg
 
 import (
 	"errors"
@@ -9,22 +14,24 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 	"k8s.io/apimachinery/pkg/types"
+
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
-// TemplateData is what commit message templates see.
-type TemplateData struct {
+// Data is what commit message templates see.
+type Data struct {
 	// AutomationObject is the ImageUpdateAutomation (namespace/name); empty
 	// for jobs that no automation created.
 	AutomationObject types.NamespacedName
 	// Changed is the update's result, in Flux's ResultV2 shape.
-	Changed ResultV2
+	Changed setters.ResultV2
 	// Values are the messageTemplateValues.
 	Values map[string]string
 }
 
-// DefaultMessageTemplate is used when a commit has no template: a subject,
+// DefaultTemplate is used when a commit has no template: a subject,
 // then every change by file and object.
-const DefaultMessageTemplate = `Update images
+const DefaultTemplate = `Update images
 {{- with .AutomationObject.Name }} ({{ $.AutomationObject }}){{ end }}
 {{ range $file, $objects := .Changed.FileChanges }}
 - File: {{ $file }}
@@ -45,7 +52,7 @@ var templateFields = []string{"AutomationObject", "Changed", "Values"}
 // fields the data has, in every branch, not only those a sample run takes.
 func parseTemplate(text string) (*template.Template, error) {
 	if strings.TrimSpace(text) == "" {
-		text = DefaultMessageTemplate
+		text = DefaultTemplate
 	}
 	tmpl, err := template.New("commit message").Funcs(sprig.HermeticTxtFuncMap()).
 		Option("missingkey=zero").Parse(text)
@@ -62,14 +69,14 @@ func parseTemplate(text string) (*template.Template, error) {
 	return tmpl, nil
 }
 
-// ValidateTemplate checks a message template: it must parse, refer only to
+// Validate checks a message template: it must parse, refer only to
 // existing fields, and render for an example change with the given values.
-func ValidateTemplate(text string, values map[string]string) error {
-	example := &Result{Files: []FileResult{{Path: "deploy/app.yaml", Objects: []ObjectResult{{
-		ObjectID: ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "app"},
-		Changes:  []Change{{OldValue: "app:1.0.0", NewValue: "app:1.0.1", Setter: "default:app"}},
+func Validate(text string, values map[string]string) error {
+	example := &setters.Result{Files: []setters.FileResult{{Path: "deploy/app.yaml", Objects: []setters.ObjectResult{{
+		ObjectID: setters.ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "app"},
+		Changes:  []setters.Change{{OldValue: "app:1.0.0", NewValue: "app:1.0.1", Setter: "default:app"}},
 	}}}}}
-	_, err := RenderMessage(text, TemplateData{
+	_, err := Render(text, Data{
 		AutomationObject: types.NamespacedName{Namespace: "default", Name: "automation"},
 		Changed:          example.V2(),
 		Values:           values,
@@ -77,9 +84,9 @@ func ValidateTemplate(text string, values map[string]string) error {
 	return err
 }
 
-// RenderMessage renders a commit message; an empty template means
-// DefaultMessageTemplate.
-func RenderMessage(text string, data TemplateData) (string, error) {
+// Render renders a commit message; an empty template means
+// DefaultTemplate.
+func Render(text string, data Data) (string, error) {
 	tmpl, err := parseTemplate(text)
 	if err != nil {
 		return "", err

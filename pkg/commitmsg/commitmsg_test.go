@@ -1,28 +1,30 @@
-package setters
+package commitmsg
 
 import (
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
-// seedResult is the example of Flux's ResultV2 proposal (seed 003).
-func seedResult() *Result {
-	dep := func(name string) ObjectID {
-		return ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: name}
+// seedResult is the example of Flux's setters.ResultV2 proposal (seed 003).
+func seedResult() *setters.Result {
+	dep := func(name string) setters.ObjectID {
+		return setters.ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: name}
 	}
-	return &Result{Files: []FileResult{
-		{Path: "foo-deployment.yaml", Objects: []ObjectResult{
-			{ObjectID: dep("foo"), Changes: []Change{{OldValue: "2.2.2", NewValue: "5.0.3", Setter: "default:foo:tag"}}},
+	return &setters.Result{Files: []setters.FileResult{
+		{Path: "foo-deployment.yaml", Objects: []setters.ObjectResult{
+			{ObjectID: dep("foo"), Changes: []setters.Change{{OldValue: "2.2.2", NewValue: "5.0.3", Setter: "default:foo:tag"}}},
 		}},
-		{Path: "podinfo-deployment.yaml", Objects: []ObjectResult{
-			{ObjectID: dep("podinfo"), Changes: []Change{
+		{Path: "podinfo-deployment.yaml", Objects: []setters.ObjectResult{
+			{ObjectID: dep("podinfo"), Changes: []setters.Change{
 				{OldValue: "ghcr.io/stefanprodan/podinfo:4.0.6", NewValue: "ghcr.io/stefanprodan/podinfo:5.0.3", Setter: "default:podinfo"},
 				{OldValue: "bar", NewValue: "ghcr.io/stefanprodan/podinfo", Setter: "default:podinfo:name"},
 				{OldValue: "4.0.6", NewValue: "5.0.3", Setter: "default:podinfo:tag"},
 			}},
-			{ObjectID: dep("infopod"), Changes: []Change{{OldValue: "v1.0", NewValue: "5.0.3", Setter: "default:podinfo:tag"}}},
+			{ObjectID: dep("infopod"), Changes: []setters.Change{{OldValue: "v1.0", NewValue: "5.0.3", Setter: "default:podinfo:tag"}}},
 		}},
 	}}
 }
@@ -59,8 +61,8 @@ const seedMessage = `Automation: default/test-update-auto
     - 4.0.6 -> 5.0.3
 `
 
-func seedData() TemplateData {
-	return TemplateData{
+func seedData() Data {
+	return Data{
 		AutomationObject: types.NamespacedName{Namespace: "default", Name: "test-update-auto"},
 		Changed:          seedResult().V2(),
 		Values:           map[string]string{"env": "prod"},
@@ -68,7 +70,7 @@ func seedData() TemplateData {
 }
 
 func TestRenderSeedExample(t *testing.T) {
-	got, err := RenderMessage(fluxTemplate, seedData())
+	got, err := Render(fluxTemplate, seedData())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func TestRenderTemplates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := RenderMessage(tt.tmpl, seedData())
+			got, err := Render(tt.tmpl, seedData())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -118,14 +120,14 @@ func TestValidateTemplateRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := ValidateTemplate(tt.tmpl, nil)
+			err := Validate(tt.tmpl, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want %q", err, tt.want)
 			}
 		})
 	}
 	// Fields of elements inside range are not the data's and are allowed.
-	if err := ValidateTemplate(`{{ range .Changed.Changes }}{{ .OldValue }}{{ end }}`, nil); err != nil {
+	if err := Validate(`{{ range .Changed.Changes }}{{ .OldValue }}{{ end }}`, nil); err != nil {
 		t.Errorf("valid template rejected: %v", err)
 	}
 }
