@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -52,7 +51,7 @@ func TestJobCreatedPushedAndShortCircuit(t *testing.T) {
 		{Policy: f.ns + ":api", Name: "ghcr.io/org/api", Tag: "2.0.0"},
 		{Policy: f.ns + ":app", Name: "ghcr.io/org/app", Tag: "1.1.0"},
 	}
-	if !slices.Equal(job.Spec.Update.Setters, wantSetters) {
+	if !slices.Equal(withoutTimes(job.Spec.Update.Setters), wantSetters) {
 		t.Errorf("setters %+v, want %+v", job.Spec.Update.Setters, wantSetters)
 	}
 	s := job.Spec
@@ -70,9 +69,8 @@ func TestJobCreatedPushedAndShortCircuit(t *testing.T) {
 	if job.Labels[AutomationLabel] != "fleet" || job.Labels["team"] != "platform" || job.Annotations[GenerationAnnotation] != "1" {
 		t.Errorf("labels %v, annotations %v", job.Labels, job.Annotations)
 	}
-	var times map[string]string
-	if err := json.Unmarshal([]byte(job.Annotations[LatestRefTimesAnnotation]), &times); err != nil || len(times) != 2 {
-		t.Errorf("latest-ref-times %q: %v", job.Annotations[LatestRefTimesAnnotation], err)
+	if n := len(latestRefTimes(job)); n != 2 {
+		t.Errorf("%d setters have latestRefTime, want 2: %+v", n, job.Spec.Update.Setters)
 	}
 	a = waitAutomation(t, a, "reconciling", func(a *imagev1.ImageUpdateAutomation) bool {
 		return conditions.IsTrue(a, conditions.ReconcilingCondition)
@@ -129,11 +127,11 @@ func TestJobCreatedPushedAndShortCircuit(t *testing.T) {
 	f.commit("unrelated change")
 	request(t, a, "new-commit")
 	next := unfinished(t, waitJobs(t, f.ns, 2))
-	if next.Name == job.Name || !slices.Equal(next.Spec.Update.Setters, wantSetters) {
+	if next.Name == job.Name || !slices.Equal(withoutTimes(next.Spec.Update.Setters), wantSetters) {
 		t.Errorf("second job %s setters %+v", next.Name, next.Spec.Update.Setters)
 	}
-	if next.Annotations[LatestRefTimesAnnotation] != "" {
-		t.Errorf("the second job changes no policy, yet has latest-ref-times %q", next.Annotations[LatestRefTimesAnnotation])
+	if times := latestRefTimes(next); len(times) != 0 {
+		t.Errorf("the second job changes no policy, yet has latestRefTime on %v", times)
 	}
 }
 
@@ -186,12 +184,11 @@ func TestPolicyChangeTriggersImmediately(t *testing.T) {
 
 	setLatest(t, app, "1.1.0")
 	next := unfinished(t, waitJobs(t, f.ns, 2))
-	if want := []updatev1.PolicySetter{{Policy: f.ns + ":app", Name: "ghcr.io/org/app", Tag: "1.1.0"}}; !slices.Equal(next.Spec.Update.Setters, want) {
+	if want := []updatev1.PolicySetter{{Policy: f.ns + ":app", Name: "ghcr.io/org/app", Tag: "1.1.0"}}; !slices.Equal(withoutTimes(next.Spec.Update.Setters), want) {
 		t.Errorf("setters %+v, want %+v", next.Spec.Update.Setters, want)
 	}
-	var times map[string]string
-	if err := json.Unmarshal([]byte(next.Annotations[LatestRefTimesAnnotation]), &times); err != nil || len(times) != 1 || times[f.ns+":app"] == "" {
-		t.Errorf("latest-ref-times %q, want only the changed policy", next.Annotations[LatestRefTimesAnnotation])
+	if times := latestRefTimes(next); len(times) != 1 || times[0] != f.ns+":app" {
+		t.Errorf("latestRefTime on %v, want only the changed policy", times)
 	}
 }
 
@@ -566,4 +563,25 @@ func TestSuspend(t *testing.T) {
 	if metav1.GetControllerOf(&js[1]).Name != "suspended" {
 		t.Errorf("job %s is not the resumed automation's", js[1].Name)
 	}
+}
+
+// latestRefTimes lists the policies of the job's setters that carry a
+// latestRefTime.
+func latestRefTimes(job updatev1.UpdateJob) []string {
+	var out []string
+	for _, s := range job.Spec.Update.Setters {
+		if s.LatestRefTime != nil {
+			out = append(out, s.Policy)
+		}
+	}
+	return out
+}
+
+// withoutTimes drops latestRefTime, to compare setters by value.
+func withoutTimes(setters []updatev1.PolicySetter) []updatev1.PolicySetter {
+	out := slices.Clone(setters)
+	for i := range out {
+		out[i].LatestRefTime = nil
+	}
+	return out
 }

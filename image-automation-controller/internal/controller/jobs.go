@@ -38,10 +38,6 @@ const (
 	// RunAnnotation numbers an automation's jobs in the order they were
 	// made (creation times have whole seconds, too coarse to order them).
 	RunAnnotation = "image.toolkit.dev/run"
-	// LatestRefTimesAnnotation maps the policies whose value the job
-	// changes (NAMESPACE:NAME) to their status.latestRefTime, for the
-	// policy-to-push latency.
-	LatestRefTimesAnnotation = "image.toolkit.dev/latest-ref-times"
 )
 
 // jobOwnerIndex indexes UpdateJobs by the UID of the ImageUpdateAutomation
@@ -136,7 +132,7 @@ func jobName(automation, inputs string, attempt int) string {
 // moment ago (or before a restart) is never made twice. It returns the job
 // and whether it was there already.
 func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
-	spec updatev1.UpdateJobSpec, inputs string, times map[string]string) (*updatev1.UpdateJob, bool, error) {
+	spec updatev1.UpdateJobSpec, inputs string, times map[string]time.Time) (*updatev1.UpdateJob, bool, error) {
 	list := &updatev1.UpdateJobList{}
 	if err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace)); err != nil {
 		return nil, false, fmt.Errorf("listing UpdateJobs: %w", err)
@@ -179,9 +175,12 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 	if len(validation.IsValidLabelValue(obj.Name)) == 0 {
 		job.Labels[AutomationLabel] = obj.Name
 	}
-	if len(times) > 0 {
-		b, _ := json.Marshal(times)
-		job.Annotations[LatestRefTimesAnnotation] = string(b)
+	// The times are not inputs: the hash was taken without them.
+	job.Spec.Update.Setters = slices.Clone(spec.Update.Setters)
+	for i, s := range job.Spec.Update.Setters {
+		if t, ok := times[s.Policy]; ok {
+			job.Spec.Update.Setters[i].LatestRefTime = &metav1.Time{Time: t}
+		}
 	}
 	// The job controller reads the automation (for the message template's
 	// .AutomationObject) from this controller reference.
@@ -207,15 +206,15 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 
 // changeTimes returns, for the setters whose value differs from what the
 // last run applied, when their policy picked that value.
-func changeTimes(sel *selection, last imagev1.ObservedPolicies) map[string]string {
-	out := map[string]string{}
+func changeTimes(sel *selection, last imagev1.ObservedPolicies) map[string]time.Time {
+	out := map[string]time.Time{}
 	for _, s := range sel.setters {
 		_, name, _ := updatev1.SplitPolicyKey(s.Policy)
 		if prev, ok := last[name]; ok && prev == (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
 			continue
 		}
 		if t, ok := sel.times[s.Policy]; ok {
-			out[s.Policy] = t.UTC().Format(time.RFC3339Nano)
+			out[s.Policy] = t
 		}
 	}
 	return out
@@ -285,12 +284,9 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		r.Events.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
 			job.Name, job.Status.PushedCommit, pushBranch(job)))
 		t.outcome(OutcomePushed)
-		var times map[string]string
-		if s := job.Annotations[LatestRefTimesAnnotation]; s != "" && json.Unmarshal([]byte(s), &times) == nil {
-			for _, v := range times {
-				if since, err := time.Parse(time.RFC3339Nano, v); err == nil && !pushed.Before(since) {
-					t.latencies = append(t.latencies, pushed.Sub(since).Seconds())
-				}
+		for _, s := range job.Spec.Update.Setters {
+			if s.LatestRefTime != nil && !pushed.Before(s.LatestRefTime.Time) {
+				t.latencies = append(t.latencies, pushed.Sub(s.LatestRefTime.Time).Seconds())
 			}
 		}
 	case updatev1.UpdateJobNoChange:

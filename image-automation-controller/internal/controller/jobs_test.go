@@ -86,8 +86,7 @@ func TestChangeTimes(t *testing.T) {
 	}
 	last := imagev1.ObservedPolicies{"same": {Name: "a", Tag: "1"}, "new-tag": {Name: "b", Tag: "1"}, "no-time": {Name: "c", Tag: "1"}}
 	got := changeTimes(sel, last)
-	want := "2026-01-02T03:04:05.6Z"
-	if len(got) != 2 || got["ns:new-tag"] != want || got["ns:first"] != want {
+	if len(got) != 2 || !got["ns:new-tag"].Equal(t0) || !got["ns:first"].Equal(t0) {
 		t.Errorf("changeTimes = %v", got)
 	}
 }

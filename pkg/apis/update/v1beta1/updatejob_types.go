@@ -95,6 +95,12 @@ type PolicySetter struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Digest string `json:"digest,omitempty"`
+
+	// LatestRefTime is when the ImagePolicy picked this image. An
+	// ImageUpdateAutomation sets it on the setters whose value its job
+	// changes, for the policy-to-push latency metric.
+	// +optional
+	LatestRefTime *metav1.Time `json:"latestRefTime,omitempty"`
 }
 
 // UpdateJobPhase is where an UpdateJob is in its life.
