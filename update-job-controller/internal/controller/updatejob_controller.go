@@ -231,13 +231,7 @@ func failJob(job *updatev1.UpdateJob, reason, msg string) {
 	conditions.MarkStalled(job, reason, "%s", msg)
 }
 
-func reasonOf(err error) string {
-	var e *runner.Error
-	if errors.As(err, &e) {
-		return e.Reason
-	}
-	return conditions.FailedReason
-}
+func reasonOf(err error) string { return conditions.AsFailure(err).Reason }
 
 // claimAndRun claims the job, runs one attempt and records its outcome.
 func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.UpdateJob, plan *runner.Plan) (ctrl.Result, error) {
@@ -297,8 +291,8 @@ func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.Upd
 			conditions.MarkReconciling(job, conditions.ProgressingReason, "released by %s, which is stopping", r.Runner)
 		})
 	case err != nil && errors.Is(runCtx.Err(), context.DeadlineExceeded):
-		err = &runner.Error{Reason: updatev1.DeadlineExceededReason, Terminal: true,
-			Err: fmt.Errorf("the job did not finish within activeDeadlineSeconds (%ds): %w", *job.Spec.ActiveDeadlineSeconds, err)}
+		err = conditions.Stall(updatev1.DeadlineExceededReason,
+			fmt.Errorf("the job did not finish within activeDeadlineSeconds (%ds): %w", *job.Spec.ActiveDeadlineSeconds, err))
 	}
 	return r.record(wctx, l, plan, out, secrets, err, started)
 }
@@ -317,7 +311,7 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 	secrets := append(s1, s2...)
 	auth, err := git.AuthFromSecrets(repo.URL, creds, proxy)
 	if err != nil {
-		return nil, secrets, &runner.Error{Reason: conditions.InvalidSpecReason, Terminal: true, Err: err}
+		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
 	}
 	var signer gitops.Signer
 	if sk := job.Spec.Commit.SigningKey; sk != nil {
@@ -327,7 +321,7 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 			return nil, secrets, err
 		}
 		if signer, err = gitops.NewSigner(string(sk.Type), data); err != nil {
-			return nil, secrets, &runner.Error{Reason: conditions.InvalidSpecReason, Terminal: true, Err: err}
+			return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
 		}
 	}
 	out, err := runner.Run(ctx, r.Cache, runner.Input{
@@ -356,11 +350,9 @@ func (r *UpdateJobReconciler) secretData(ctx context.Context, ns string, ref *me
 	s := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, s); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, &runner.Error{Reason: conditions.SecretNotFoundReason,
-				Err: fmt.Errorf("secret %s/%s not found", ns, ref.Name)}
+			return nil, nil, conditions.Retryf(conditions.SecretNotFoundReason, "secret %s/%s not found", ns, ref.Name)
 		}
-		return nil, nil, &runner.Error{Reason: conditions.SecretNotFoundReason,
-			Err: fmt.Errorf("reading secret %s/%s: %w", ns, ref.Name, err)}
+		return nil, nil, conditions.Retryf(conditions.SecretNotFoundReason, "reading secret %s/%s: %w", ns, ref.Name, err)
 	}
 	var values []string
 	for _, v := range s.Data {
@@ -390,9 +382,9 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 		result  ctrl.Result
 		event   func(*updatev1.UpdateJob)
 	)
-	var rerr *runner.Error
-	if runErr != nil && !errors.As(runErr, &rerr) {
-		rerr = &runner.Error{Reason: conditions.FailedReason, Err: runErr}
+	var rerr *conditions.Failure
+	if runErr != nil {
+		rerr = conditions.AsFailure(runErr)
 	}
 	err := l.update(ctx, func(job *updatev1.UpdateJob) {
 		st := &job.Status
@@ -419,10 +411,10 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			st.Phase = updatev1.UpdateJobNoChange
 			st.CompletionTime = &metav1.Time{Time: time.Now()}
 			conditions.MarkReady(job, updatev1.NoChangeReason, "no change: the files already hold the policies' values")
-		case rerr.Terminal || st.Attempts > backoffLimit(job):
+		case rerr.Stalled || st.Attempts > backoffLimit(job):
 			outcome = OutcomeFailed
 			msg := events.Redact(rerr.Error(), secrets...)
-			if !rerr.Terminal {
+			if !rerr.Stalled {
 				msg = fmt.Sprintf("%s (gave up after %d attempts)", msg, st.Attempts)
 			}
 			failJob(job, rerr.Reason, msg)

@@ -38,27 +38,14 @@ const (
 // non-fast-forward rejection.
 const DefaultPushRetries = 5
 
-// Error is a failed attempt with the condition reason to report. Terminal
-// errors come from the spec or its Secrets; retrying cannot fix them.
-type Error struct {
-	Reason   string
-	Terminal bool
-	Err      error
-}
+// A failed attempt is a *conditions.Failure: its reason, and Stalled when
+// the spec or its Secrets are at fault and retrying cannot help.
+func terminal(reason string, err error) *conditions.Failure { return conditions.Stall(reason, err) }
 
-func (e *Error) Error() string { return e.Err.Error() }
-func (e *Error) Unwrap() error { return e.Err }
-
-func terminal(reason string, err error) *Error {
-	return &Error{Reason: reason, Terminal: true, Err: err}
-}
-
-func retryable(reason string, err error) *Error {
-	return &Error{Reason: reason, Err: err}
-}
+func retryable(reason string, err error) *conditions.Failure { return conditions.Retry(reason, err) }
 
 // gitError classifies a git failure.
-func gitError(err error) *Error {
+func gitError(err error) *conditions.Failure {
 	if errors.Is(err, git.ErrAuthentication) {
 		return retryable(conditions.AuthenticationFailedReason, err)
 	}
@@ -245,7 +232,7 @@ func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 			continue
 		}
 		if err != nil {
-			var e *Error
+			var e *conditions.Failure
 			if !errors.As(err, &e) && errors.Is(err, gitops.ErrNonFastForward) {
 				err = gitError(fmt.Errorf("gave up after %d retries: %w", out.Retries, err))
 			}

@@ -91,9 +91,9 @@ func TestNewPlan(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := NewPlan(spec("http://example.com/r.git", tt.mutate))
 			if tt.err != "" {
-				var e *Error
+				var e *conditions.Failure
 				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &e) ||
-					!e.Terminal || e.Reason != conditions.InvalidSpecReason {
+					!e.Stalled || e.Reason != conditions.InvalidSpecReason {
 					t.Fatalf("err = %v, want a terminal InvalidSpec error with %q", err, tt.err)
 				}
 				return

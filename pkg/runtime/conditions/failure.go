@@ -1,0 +1,79 @@
+package conditions
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Failure is why a reconcile did not succeed, in the terms of conditions:
+// the reason to report, whether retrying can help, and when to look again.
+// Domain packages return typed errors of their own (git.ErrAuthentication,
+// policy.InvalidError); each reconciler turns them into a Failure in one
+// place, and Apply records it.
+type Failure struct {
+	Reason string
+	// Stalled: retrying cannot help until the object or something it needs
+	// changes.
+	Stalled bool
+	// RetryAfter is when to look again; zero leaves it to Apply's caller
+	// (for a Stalled failure: not until something changes).
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Stall is a failure retrying cannot fix.
+func Stall(reason string, err error) *Failure {
+	return &Failure{Reason: reason, Stalled: true, Err: err}
+}
+
+// Stallf is Stall with a formatted message.
+func Stallf(reason, format string, args ...any) *Failure {
+	return Stall(reason, fmt.Errorf(format, args...))
+}
+
+// Retry is a failure worth retrying.
+func Retry(reason string, err error) *Failure {
+	return &Failure{Reason: reason, Err: err}
+}
+
+// Retryf is Retry with a formatted message.
+func Retryf(reason, format string, args ...any) *Failure {
+	return Retry(reason, fmt.Errorf(format, args...))
+}
+
+// After sets when to look again.
+func (f *Failure) After(d time.Duration) *Failure {
+	f.RetryAfter = d
+	return f
+}
+
+// AsFailure finds the Failure in err's chain; any other error is a
+// retryable failure with reason Failed.
+func AsFailure(err error) *Failure {
+	var f *Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return Retry(FailedReason, err)
+}
+
+// Apply records err on obj: a Stalled failure as Stalled, any other as
+// Ready=False, with the failure's reason and err's message. It returns
+// when to look again: the failure's RetryAfter, else retry for a failure
+// worth retrying, else zero (wait for a change).
+func Apply(obj Setter, err error, retry time.Duration) time.Duration {
+	f := AsFailure(err)
+	if f.Stalled {
+		MarkStalled(obj, f.Reason, "%s", err.Error())
+		return f.RetryAfter
+	}
+	MarkFailed(obj, f.Reason, "%s", err.Error())
+	if f.RetryAfter > 0 {
+		return f.RetryAfter
+	}
+	return retry
+}
