@@ -25,12 +25,10 @@ const (
 	Descending = "desc"
 )
 
-// InvalidError is a policy that cannot be evaluated as written: a bad
-// semver range or regexp. Retrying does not help.
-type InvalidError struct{ Err error }
-
-func (e *InvalidError) Error() string { return "invalid policy: " + e.Err.Error() }
-func (e *InvalidError) Unwrap() error { return e.Err }
+// invalid marks an error of New: every one means the policy cannot be
+// evaluated as written (a bad range, regexp or order, or not exactly one
+// policy), which reconcilers report as InvalidPolicy and the CLI as exit 2.
+func invalid(err error) error { return fmt.Errorf("invalid policy: %w", err) }
 
 // NoMatchError says why no tag was selected.
 type NoMatchError struct {
@@ -76,7 +74,7 @@ func New(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) (*Policy, 
 		n++
 		c, err := semver.NewConstraint(choice.SemVer.Range)
 		if err != nil {
-			return nil, &InvalidError{fmt.Errorf("semver range %q: %w", choice.SemVer.Range, err)}
+			return nil, invalid(fmt.Errorf("semver range %q: %w", choice.SemVer.Range, err))
 		}
 		p.order = semverOrder{c}
 	}
@@ -97,16 +95,16 @@ func New(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) (*Policy, 
 		p.order = numericalOrder{desc: o == Descending}
 	}
 	if n != 1 {
-		return nil, &InvalidError{errors.New("exactly one of semver, alphabetical or numerical must be set")}
+		return nil, invalid(errors.New("exactly one of semver, alphabetical or numerical must be set"))
 	}
 	if filter != nil && filter.Pattern != "" {
 		re, err := regexp.Compile(filter.Pattern)
 		if err != nil {
-			return nil, &InvalidError{fmt.Errorf("filterTags.pattern %q: %w", filter.Pattern, err)}
+			return nil, invalid(fmt.Errorf("filterTags.pattern %q: %w", filter.Pattern, err))
 		}
 		p.filter, p.extract = re, filter.Extract
 	} else if filter != nil && filter.Extract != "" {
-		return nil, &InvalidError{errors.New("filterTags.extract needs filterTags.pattern")}
+		return nil, invalid(errors.New("filterTags.extract needs filterTags.pattern"))
 	}
 	return p, nil
 }
@@ -118,7 +116,7 @@ func order(o string) (string, error) {
 	case Descending:
 		return Descending, nil
 	}
-	return "", &InvalidError{fmt.Errorf("order must be asc or desc, got %q", o)}
+	return "", invalid(fmt.Errorf("order must be asc or desc, got %q", o))
 }
 
 // Select returns the latest tag, or a *NoMatchError. The result does not

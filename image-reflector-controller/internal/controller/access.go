@@ -21,6 +21,7 @@ import (
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
 // access is how to reach one ImageRepository's registry.
@@ -33,11 +34,6 @@ type access struct {
 	// secrets are credential values, to redact from messages.
 	secrets []string
 }
-
-// errAuth marks credential problems: AuthenticationFailed.
-type errAuth struct{ error }
-
-func (e errAuth) Unwrap() error { return e.error }
 
 // resolveAccess reads the Secrets and ServiceAccount an ImageRepository
 // names. Secrets are read uncached: watching every Secret of the cluster
@@ -55,19 +51,19 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 	if obj.Spec.SecretRef != nil {
 		s, err := getSecret(ctx, reader, ns, obj.Spec.SecretRef.Name)
 		if err != nil {
-			return nil, errAuth{err}
+			return nil, authFailed(err)
 		}
 		pullSecrets = append(pullSecrets, *s)
 	}
 	if obj.Spec.ServiceAccountName != "" {
 		sa := &corev1.ServiceAccount{}
 		if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: obj.Spec.ServiceAccountName}, sa); err != nil {
-			return nil, errAuth{fmt.Errorf("reading ServiceAccount %s: %w", obj.Spec.ServiceAccountName, err)}
+			return nil, authFailed(fmt.Errorf("reading ServiceAccount %s: %w", obj.Spec.ServiceAccountName, err))
 		}
 		for _, ref := range sa.ImagePullSecrets {
 			s, err := getSecret(ctx, reader, ns, ref.Name)
 			if err != nil {
-				return nil, errAuth{err}
+				return nil, authFailed(err)
 			}
 			pullSecrets = append(pullSecrets, *s)
 		}
@@ -79,11 +75,11 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 		}
 		kc, err := kauth.NewFromPullSecrets(ctx, pullSecrets)
 		if err != nil {
-			return nil, errAuth{fmt.Errorf("reading pull secrets: %w", err)}
+			return nil, authFailed(fmt.Errorf("reading pull secrets: %w", err))
 		}
 		auth, err := kc.Resolve(repo)
 		if err != nil {
-			return nil, errAuth{err}
+			return nil, authFailed(err)
 		}
 		a.opts.Auth = auth
 	} else {
@@ -214,3 +210,8 @@ var defaultTransport = func() *http.Transport {
 	tr.ResponseHeaderTimeout = 30 * time.Second
 	return tr
 }()
+
+// authFailed marks a credential problem: AuthenticationFailed, retried.
+func authFailed(err error) error {
+	return conditions.Retry(conditions.AuthenticationFailedReason, err)
+}

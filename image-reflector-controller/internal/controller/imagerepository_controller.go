@@ -127,10 +127,7 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 	a, err := resolveAccess(ctx, r.APIReader, obj, repo)
 	if err != nil {
-		reason := conditions.FailedReason
-		if errors.As(err, new(errAuth)) {
-			reason = conditions.AuthenticationFailedReason
-		}
+		reason := conditions.AsFailure(err).Reason
 		conditions.MarkFailed(obj, reason, "%s", events.Redact(err.Error()))
 		r.Events.Warning(ctx, obj, reason, "Scan", err.Error())
 		return ctrl.Result{RequeueAfter: r.retryAfter(object, interval)}, nil
