@@ -161,28 +161,29 @@ type step struct {
 func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
 	requested bool, t *tally, st *step) (ctrl.Result, error) {
 	interval := obj.Spec.Interval.Duration
-	sel, stall := validateSpec(obj)
-	if stall != nil {
-		markStalled(obj, stall)
+	sel, err := validateSpec(obj)
+	if err != nil {
+		markStalled(obj, err)
 		return ctrl.Result{}, nil
 	}
-	src, stall, err := r.resolveSource(ctx, obj)
-	if err != nil {
+	src, err := r.resolveSource(ctx, obj)
+	var f *conditions.Failure
+	switch {
+	case err == nil:
+	case !errors.As(err, &f):
 		conditions.MarkFailed(obj, conditions.FailedReason, "%s", err)
 		return ctrl.Result{}, err
-	}
-	if stall != nil && stall.missing {
-		// Secrets are not watched: look again soon, backing off the longer
-		// it stays missing, up to the interval.
+	case !f.Stalled:
+		// Something is missing, and Secrets are not watched: look again
+		// soon, backing off the longer it stays missing, up to the interval.
 		wait := time.Second
-		if c := conditions.Get(obj, conditions.ReadyCondition); c != nil && c.Reason == stall.reason {
+		if c := conditions.Get(obj, conditions.ReadyCondition); c != nil && c.Reason == f.Reason {
 			wait = max(wait, min(time.Since(c.LastTransitionTime.Time), interval))
 		}
-		conditions.MarkFailed(obj, stall.reason, "%s", stall.message)
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	if stall != nil {
-		markStalled(obj, stall)
+		return ctrl.Result{RequeueAfter: conditions.Apply(obj, f.After(wait), interval)}, nil
+	default:
+		// The source and its Secrets are read again every interval.
+		markStalled(obj, err)
 		return ctrl.Result{RequeueAfter: interval}, nil
 	}
 	pols, err := r.selectPolicies(ctx, obj, sel)
@@ -264,7 +265,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	job, existed, err := r.createJob(ctx, obj, spec, inputs, changeTimes(pols, obj.Status.ObservedPolicies))
 	if err != nil {
 		if apierrors.IsInvalid(err) {
-			markStalled(obj, stalled(conditions.InvalidSpecReason, "the UpdateJob for this automation is invalid: %s", err))
+			markStalled(obj, conditions.Stallf(conditions.InvalidSpecReason, "the UpdateJob for this automation is invalid: %s", err))
 			return ctrl.Result{}, nil
 		}
 		conditions.MarkFailed(obj, conditions.FailedReason, "creating the UpdateJob: %s", err)
@@ -293,12 +294,12 @@ func adopt(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
 // since the last recorded run, that run's revision no longer says the
 // repository is up to date for this spec: it is dropped, so that the run
 // after the problem is fixed makes a job even if nothing else changed.
-func markStalled(obj *imagev1.ImageUpdateAutomation, s *stall) {
+func markStalled(obj *imagev1.ImageUpdateAutomation, err error) {
 	if obj.Status.ObservedGeneration != obj.Generation {
 		obj.Status.ObservedSourceRevision = ""
 	}
 	obj.Status.ObservedGeneration = obj.Generation
-	conditions.MarkStalled(obj, s.reason, "%s", s.message)
+	conditions.Apply(obj, err, 0)
 }
 
 func phaseOf(j *updatev1.UpdateJob) string {

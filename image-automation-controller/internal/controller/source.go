@@ -33,38 +33,20 @@ const (
 	gitRepositoryResource = "gitrepositories"
 )
 
-// stall is a problem the automation cannot get past by retrying: it is
-// reported as Stalled with reason and message.
-type stall struct {
-	reason, message string
-	// missing: an object the automation needs does not exist yet, e.g.
-	// applied in the same kubectl apply after the automation. That is
-	// retried soon, not Stalled.
-	missing bool
-}
-
-func stalled(reason, format string, args ...any) *stall {
-	return &stall{reason: reason, message: fmt.Sprintf(format, args...)}
-}
-
-func missing(reason, format string, args ...any) *stall {
-	return &stall{reason: reason, message: fmt.Sprintf(format, args...), missing: true}
-}
-
 // validateSpec checks what the spec alone decides, before anything is read:
 // the update strategy, the policy selector and the message template.
-func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, *stall) {
+func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 	if u := obj.Spec.Update; u != nil && u.Strategy != imagev1.UpdateStrategySetters {
-		return nil, stalled(imagev1.UnsupportedUpdateStrategyReason,
+		return nil, conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
 			"update strategy %q is not supported: the only strategy is Setters", u.Strategy)
 	}
 	sel, err := policySelector(obj)
 	if err != nil {
-		return nil, stalled(imagev1.InvalidPolicySelectorReason, "invalid spec.policySelector: %s", err)
+		return nil, conditions.Stallf(imagev1.InvalidPolicySelectorReason, "invalid spec.policySelector: %s", err)
 	}
 	c := obj.Spec.GitSpec.Commit
 	if err := commitmsg.Validate(c.MessageTemplate, c.MessageTemplateValues); err != nil {
-		return nil, stalled(imagev1.InvalidMessageTemplateReason, "spec.git.commit.messageTemplate: %s", err)
+		return nil, conditions.Stallf(imagev1.InvalidMessageTemplateReason, "spec.git.commit.messageTemplate: %s", err)
 	}
 	return sel, nil
 }
@@ -89,25 +71,26 @@ type source struct {
 
 // resolveSource reads the repository from spec.git.repository or the Flux
 // GitRepository of spec.sourceRef, the checkout ref (spec.git.checkout
-// wins over the GitRepository's), and the credentials. A nil stall and a
-// non-nil error is a transient failure.
-func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (*source, *stall, error) {
+// wins over the GitRepository's), and the credentials. A problem with the
+// spec, the source or its Secrets is a *conditions.Failure (Stalled, or
+// retried soon when something is missing); any other error is transient.
+func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (*source, error) {
 	src := &source{}
 	if ref := obj.Spec.SourceRef; ref != nil {
-		if st, err := r.fluxSource(ctx, obj, ref, src); st != nil || err != nil {
-			return nil, st, err
+		if err := r.fluxSource(ctx, obj, ref, src); err != nil {
+			return nil, err
 		}
 	} else {
 		if obj.Spec.GitSpec.Repository == nil {
-			return nil, stalled(conditions.InvalidSpecReason, "set spec.sourceRef or spec.git.repository"), nil
+			return nil, conditions.Stallf(conditions.InvalidSpecReason, "set spec.sourceRef or spec.git.repository")
 		}
 		if obj.Spec.GitSpec.Checkout == nil {
-			return nil, stalled(conditions.InvalidSpecReason, "spec.git.checkout is required with spec.git.repository"), nil
+			return nil, conditions.Stallf(conditions.InvalidSpecReason, "spec.git.checkout is required with spec.git.repository")
 		}
 		src.repository = *obj.Spec.GitSpec.Repository.DeepCopy()
 		src.describe = "spec.git.repository"
-		if st := checkURL(src.repository.URL, src.describe); st != nil {
-			return nil, st, nil
+		if err := checkURL(src.repository.URL, src.describe); err != nil {
+			return nil, err
 		}
 	}
 	if c := obj.Spec.GitSpec.Checkout; c != nil {
@@ -117,29 +100,31 @@ func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj
 		src.repository.Timeout = &metav1.Duration{Duration: defaultGitTimeout}
 	}
 	if !hasRef(src.ref) {
-		return nil, stalled(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit"), nil
+		return nil, conditions.Stallf(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit")
 	}
 	if src.ref.Branch == "" {
 		if p := obj.Spec.GitSpec.Push; p == nil || (p.Branch == "" && p.Refspec == "") {
-			return nil, stalled(conditions.InvalidSpecReason,
-				"the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec"), nil
+			return nil, conditions.Stallf(conditions.InvalidSpecReason,
+				"the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec")
 		}
 	}
-	st, err := r.credentials(ctx, obj, src)
-	return src, st, err
+	if err := r.credentials(ctx, obj, src); err != nil {
+		return nil, err
+	}
+	return src, nil
 }
 
 // fluxSource reads a Flux GitRepository into src.
 func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
-	ref *imagev1.CrossNamespaceSourceReference, src *source) (*stall, error) {
+	ref *imagev1.CrossNamespaceSourceReference, src *source) error {
 	if ref.Kind != "" && ref.Kind != gitRepositoryKind {
-		return stalled(imagev1.InvalidSourceReason, "spec.sourceRef.kind %q is not supported: only GitRepository", ref.Kind), nil
+		return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.kind %q is not supported: only GitRepository", ref.Kind)
 	}
 	gv := schema.GroupVersion{Group: fluxSourceGroup, Version: defaultSourceVersion}
 	if ref.APIVersion != "" {
 		parsed, err := schema.ParseGroupVersion(ref.APIVersion)
 		if err != nil || parsed.Group != fluxSourceGroup || parsed.Version == "" {
-			return stalled(imagev1.InvalidSourceReason, "spec.sourceRef.apiVersion %q is not a version of %s", ref.APIVersion, fluxSourceGroup), nil
+			return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.apiVersion %q is not a version of %s", ref.APIVersion, fluxSourceGroup)
 		}
 		gv = parsed
 	}
@@ -148,8 +133,8 @@ func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *i
 		key.Namespace = obj.Namespace
 	}
 	if key.Namespace != obj.Namespace && r.NoCrossNamespaceRefs {
-		return stalled(conditions.AccessDeniedReason,
-			"cannot use GitRepository %s from namespace %s: cross-namespace references are disabled (--no-cross-namespace-refs)", key, obj.Namespace), nil
+		return conditions.Stallf(conditions.AccessDeniedReason,
+			"cannot use GitRepository %s from namespace %s: cross-namespace references are disabled (--no-cross-namespace-refs)", key, obj.Namespace)
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gv.WithKind(gitRepositoryKind))
@@ -157,11 +142,11 @@ func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *i
 	if err := r.Get(ctx, key, u); err != nil {
 		switch {
 		case apierrors.IsNotFound(err):
-			return missing(imagev1.SourceNotFoundReason, "GitRepository %s not found", key), nil
+			return conditions.Retryf(imagev1.SourceNotFoundReason, "GitRepository %s not found", key)
 		case apimeta.IsNoMatchError(err):
-			return stalled(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", gitRepositoryKind, gv), nil
+			return conditions.Stallf(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", gitRepositoryKind, gv)
 		}
-		return nil, fmt.Errorf("reading GitRepository %s: %w", key, err)
+		return fmt.Errorf("reading GitRepository %s: %w", key, err)
 	}
 	src.describe = "GitRepository " + key.String()
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
@@ -170,11 +155,11 @@ func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *i
 		return s
 	}
 	src.repository.URL = str("url")
-	if st := checkURL(src.repository.URL, src.describe); st != nil {
-		return st, nil
+	if err := checkURL(src.repository.URL, src.describe); err != nil {
+		return err
 	}
 	if p := str("provider"); p != "" && p != "generic" {
-		return stalled(imagev1.InvalidSourceReason, "%s uses provider %q: only generic credentials (secretRef) are supported", src.describe, p), nil
+		return conditions.Stallf(imagev1.InvalidSourceReason, "%s uses provider %q: only generic credentials (secretRef) are supported", src.describe, p)
 	}
 	if n := str("secretRef", "name"); n != "" {
 		src.repository.SecretRef = &meta.LocalObjectReference{Name: n}
@@ -185,7 +170,7 @@ func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *i
 	if t := str("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 {
-			return stalled(imagev1.InvalidSourceReason, "%s has an invalid spec.timeout %q", src.describe, t), nil
+			return conditions.Stallf(imagev1.InvalidSourceReason, "%s has an invalid spec.timeout %q", src.describe, t)
 		}
 		src.repository.Timeout = &metav1.Duration{Duration: d}
 	}
@@ -197,16 +182,16 @@ func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *i
 	} else {
 		src.ref = updatev1.GitRepositoryRef{Branch: defaultFluxBranch}
 	}
-	return nil, nil
+	return nil
 }
 
 // credentials reads the Secrets the repository names. They are read in the
 // automation's namespace, where its UpdateJobs run and read them too, also
 // when the GitRepository is in another namespace.
-func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *imagev1.ImageUpdateAutomation, src *source) (*stall, error) {
-	read := func(ref *meta.LocalObjectReference, what string) (map[string][]byte, *stall, error) {
+func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *imagev1.ImageUpdateAutomation, src *source) error {
+	read := func(ref *meta.LocalObjectReference, what string) (map[string][]byte, error) {
 		if ref == nil {
-			return nil, nil, nil
+			return nil, nil
 		}
 		s := &corev1.Secret{}
 		key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
@@ -214,39 +199,39 @@ func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *
 		// cluster-wide list and watch of them.
 		if err := r.APIReader.Get(ctx, key, s); err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, missing(conditions.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
-					key, what, src.describe, obj.Namespace), nil
+				return nil, conditions.Retryf(conditions.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
+					key, what, src.describe, obj.Namespace)
 			}
-			return nil, nil, fmt.Errorf("reading Secret %s: %w", key, err)
+			return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 		}
 		if s.Data == nil {
 			s.Data = map[string][]byte{}
 		}
-		return s.Data, nil, nil
+		return s.Data, nil
 	}
-	auth, st, err := read(src.repository.SecretRef, "secretRef")
-	if st != nil || err != nil {
-		return st, err
+	auth, err := read(src.repository.SecretRef, "secretRef")
+	if err != nil {
+		return err
 	}
-	proxy, st, err := read(src.repository.ProxySecretRef, "proxySecretRef")
-	if st != nil || err != nil {
-		return st, err
+	proxy, err := read(src.repository.ProxySecretRef, "proxySecretRef")
+	if err != nil {
+		return err
 	}
 	opts, err := git.AuthFromSecrets(src.repository.URL, auth, proxy)
 	if err != nil {
-		return stalled(imagev1.InvalidSecretReason, "credentials of %s: %s", src.describe, err), nil
+		return conditions.Stallf(imagev1.InvalidSecretReason, "credentials of %s: %s", src.describe, err)
 	}
 	src.remote = opts
-	return nil, nil
+	return nil
 }
 
 // checkURL accepts the URLs an UpdateJob accepts: the one rule of pkg/git.
-func checkURL(raw, describe string) *stall {
+func checkURL(raw, describe string) error {
 	if raw == "" {
-		return stalled(imagev1.InvalidSourceReason, "%s has no URL", describe)
+		return conditions.Stallf(imagev1.InvalidSourceReason, "%s has no URL", describe)
 	}
 	if _, err := git.ParseEndpoint(raw); err != nil {
-		return stalled(imagev1.InvalidSourceReason, "%s: %s", describe, err)
+		return conditions.Stallf(imagev1.InvalidSourceReason, "%s: %s", describe, err)
 	}
 	return nil
 }

@@ -41,12 +41,12 @@ func TestValidateSpec(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &imagev1.ImageUpdateAutomation{}
 			tt.mutate(a)
-			sel, st := validateSpec(a)
+			sel, err := validateSpec(a)
 			switch {
-			case tt.reason == "" && (st != nil || sel == nil):
-				t.Errorf("stalled: %+v", st)
-			case tt.reason != "" && (st == nil || st.reason != tt.reason):
-				t.Errorf("got %+v, want reason %s", st, tt.reason)
+			case tt.reason == "" && (err != nil || sel == nil):
+				t.Errorf("stalled: %v", err)
+			case tt.reason != "" && (err == nil || !conditions.AsFailure(err).Stalled || conditions.AsFailure(err).Reason != tt.reason):
+				t.Errorf("got %v, want a Stalled failure with reason %s", err, tt.reason)
 			}
 		})
 	}
@@ -92,18 +92,18 @@ func TestCrossNamespaceSourceAllowed(t *testing.T) {
 	a.Spec.GitSpec.Push = &updatev1.PushSpec{Branch: "auto"}
 
 	r.NoCrossNamespaceRefs = true
-	if _, st, err := r.resolveSource(ctx, a); err != nil || st == nil || st.reason != "AccessDenied" {
-		t.Fatalf("refused: stall %+v, err %v", st, err)
+	if _, err := r.resolveSource(ctx, a); !stalledWith(err, conditions.AccessDeniedReason) {
+		t.Fatalf("refused: %v", err)
 	}
 	r.NoCrossNamespaceRefs = false
-	_, st, err := r.resolveSource(ctx, a)
-	if err != nil || st == nil || st.reason != conditions.SecretNotFoundReason || !strings.Contains(st.message, "Secret "+ns+"/auth") {
-		t.Fatalf("secret only in the other namespace: stall %+v, err %v", st, err)
+	_, err := r.resolveSource(ctx, a)
+	if f := conditions.AsFailure(err); err == nil || f.Stalled || f.Reason != conditions.SecretNotFoundReason || !strings.Contains(err.Error(), "Secret "+ns+"/auth") {
+		t.Fatalf("secret only in the other namespace: %v", err)
 	}
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth", Namespace: ns}, Data: map[string][]byte{"username": []byte("bot"), "password": []byte("ours")}})
-	src, st, err := r.resolveSource(ctx, a)
-	if err != nil || st != nil {
-		t.Fatalf("stall %+v, err %v", st, err)
+	src, err := r.resolveSource(ctx, a)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if src.repository.URL != "https://git.example.com/fleet.git" || src.ref != (updatev1.GitRepositoryRef{Tag: "v1"}) ||
 		src.repository.SecretRef == nil || src.repository.SecretRef.Name != "auth" || src.remote.Password != "ours" {
@@ -113,7 +113,13 @@ func TestCrossNamespaceSourceAllowed(t *testing.T) {
 	create(t, gitRepository(other, "noref", map[string]any{"url": "https://git.example.com/x.git", "interval": "5m"}))
 	a.Spec.SourceRef.Name = "noref"
 	a.Spec.GitSpec.Push = nil
-	if src, st, err := r.resolveSource(ctx, a); err != nil || st != nil || src.ref != (updatev1.GitRepositoryRef{Branch: "master"}) {
-		t.Errorf("default ref: %+v, %+v, %v", src, st, err)
+	if src, err := r.resolveSource(ctx, a); err != nil || src.ref != (updatev1.GitRepositoryRef{Branch: "master"}) {
+		t.Errorf("default ref: %+v, %v", src, err)
 	}
+}
+
+// stalledWith reports whether err is a Stalled failure with the reason.
+func stalledWith(err error, reason string) bool {
+	f := conditions.AsFailure(err)
+	return err != nil && f.Stalled && f.Reason == reason
 }

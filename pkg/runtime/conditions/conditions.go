@@ -2,6 +2,10 @@
 // understands: Ready, Reconciling and Stalled. An object is in progress while
 // Reconciling is True, has failed for good while Stalled is True, and is
 // current when Ready is True and neither of the others is present.
+//
+// A reconcile that fails says why with a *Failure (a reason, Stalled or
+// retried, and when to look again), and Apply records it: one way from any
+// failure to conditions, in every reconciler.
 package conditions
 
 import (
