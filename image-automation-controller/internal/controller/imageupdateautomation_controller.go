@@ -130,9 +130,7 @@ func (r *ImageUpdateAutomationReconciler) Reconcile(ctx context.Context, req ctr
 		requested = true
 		obj.Status.SetLastHandledReconcileRequest(v)
 	}
-	var t tally
-	st := &step{}
-	result, err := r.reconcile(ctx, obj, requested, &t, st)
+	d, err := r.reconcile(ctx, obj, requested)
 	// The status is written against the object as read: if it changed in
 	// between (or the cache was behind), the write fails and the step runs
 	// again from fresh state, so an outcome is never recorded twice.
@@ -142,29 +140,40 @@ func (r *ImageUpdateAutomationReconciler) Reconcile(ctx context.Context, req ctr
 		}
 		return ctrl.Result{}, errors.Join(err, perr)
 	}
-	t.commit(r.Automation)
+	d.tally.commit(r.Automation)
 	r.Metrics.RecordReady(imagev1.ImageUpdateAutomationKind, obj)
 	// Old jobs go only once the status no longer needs them.
-	if st.finished != nil {
-		if perr := r.pruneJobs(ctx, st.finished); perr != nil {
+	if d.finished != nil {
+		if perr := r.pruneJobs(ctx, d.finished); perr != nil {
 			err = errors.Join(err, perr)
 		}
 	}
-	return result, err
+	return d.result, err
 }
 
-// step carries what Reconcile does after the status is written.
-type step struct {
+// decision is what one reconciliation decided, for Reconcile to carry out
+// once the status is written: when to look again, the outcomes and
+// latencies to count (only then, so a run that loses a write conflict and
+// runs again counts nothing twice), and the finished jobs to prune.
+type decision struct {
+	result   ctrl.Result
+	tally    tally
 	finished []updatev1.UpdateJob
 }
 
+func (d *decision) requeue(r ctrl.Result) *decision {
+	d.result = r
+	return d
+}
+
 func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
-	requested bool, t *tally, st *step) (ctrl.Result, error) {
+	requested bool) (*decision, error) {
+	d := &decision{}
 	interval := obj.Spec.Interval.Duration
 	sel, err := validateSpec(obj)
 	if err != nil {
 		markStalled(obj, err)
-		return ctrl.Result{}, nil
+		return d.requeue(ctrl.Result{}), nil
 	}
 	src, err := r.resolveSource(ctx, obj)
 	var f *conditions.Failure
@@ -172,7 +181,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	case err == nil:
 	case !errors.As(err, &f):
 		conditions.MarkFailed(obj, conditions.FailedReason, "%s", err)
-		return ctrl.Result{}, err
+		return d.requeue(ctrl.Result{}), err
 	case !f.Stalled:
 		// Something is missing, and Secrets are not watched: look again
 		// soon, backing off the longer it stays missing, up to the interval.
@@ -180,40 +189,40 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		if c := conditions.Get(obj, conditions.ReadyCondition); c != nil && c.Reason == f.Reason {
 			wait = max(wait, min(time.Since(c.LastTransitionTime.Time), interval))
 		}
-		return ctrl.Result{RequeueAfter: conditions.Apply(obj, f.After(wait), interval)}, nil
+		return d.requeue(ctrl.Result{RequeueAfter: conditions.Apply(obj, f.After(wait), interval)}), nil
 	default:
 		// The source and its Secrets are read again every interval.
 		markStalled(obj, err)
-		return ctrl.Result{RequeueAfter: interval}, nil
+		return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
 	}
 	pols, err := r.selectPolicies(ctx, obj, sel)
 	if err != nil {
-		return ctrl.Result{}, err
+		return d.requeue(ctrl.Result{}), err
 	}
 
 	inFlight, finished, err := r.jobsOf(ctx, obj)
 	if err != nil {
-		return ctrl.Result{}, err
+		return d.requeue(ctrl.Result{}), err
 	}
-	st.finished = finished
+	d.finished = finished
 	var last *updatev1.UpdateJob
 	recorded := false
 	if len(finished) > 0 {
 		last = &finished[0]
 		if obj.Status.LastJob == nil || obj.Status.LastJob.UID != last.UID {
-			r.record(ctx, obj, last, t)
+			d.tally = r.record(ctx, obj, last)
 			recorded = true
 		}
 	}
 	if inFlight != nil {
 		adopt(obj, inFlight)
 		conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", inFlight.Name, phaseOf(inFlight))
-		return ctrl.Result{}, nil
+		return d.requeue(ctrl.Result{}), nil
 	}
 	if len(pols.setters) == 0 {
 		conditions.MarkFailed(obj, conditions.DependencyNotReadyReason,
 			"no ImagePolicy in namespace %s matches spec.policySelector and has a latest image yet", obj.Namespace)
-		return ctrl.Result{RequeueAfter: interval}, nil
+		return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
 	}
 
 	head := ""
@@ -228,8 +237,8 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 			}
 			msg := events.Redact(err.Error(), src.remote.Secrets()...)
 			conditions.MarkFailed(obj, reason, "reading the head of branch %s of %s: %s", src.ref.Branch, src.describe, msg)
-			t.outcome(OutcomeFailed)
-			return ctrl.Result{RequeueAfter: min(interval, time.Minute)}, nil
+			d.tally.outcome(OutcomeFailed)
+			return d.requeue(ctrl.Result{RequeueAfter: min(interval, time.Minute)}), nil
 		}
 		head = git.FormatRevision(src.ref.Branch, oid)
 	}
@@ -247,29 +256,29 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	// the head does not show): run again only when an interval has passed
 	// or a reconcile is requested.
 	if last != nil && last.Annotations[InputsAnnotation] == inputs && !due {
-		return ctrl.Result{RequeueAfter: next}, nil
+		return d.requeue(ctrl.Result{RequeueAfter: next}), nil
 	}
 	if canShortCircuit(src.ref, obj.Spec.GitSpec.Push) && obj.Status.ObservedGeneration == obj.Generation &&
 		head == obj.Status.ObservedSourceRevision && maps.Equal(pols.observed, obj.Status.ObservedPolicies) {
 		if recorded {
 			// The run that just ended is the last one; its outcome
 			// stays the message.
-			return ctrl.Result{RequeueAfter: interval}, nil
+			return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
 		}
 		obj.Status.LastAutomationRunTime = &metav1.Time{Time: now}
 		conditions.MarkReady(obj, conditions.SucceededReason, "nothing changed since the last run: %s and %d policies as they were", head, len(pols.setters))
-		t.outcome(OutcomeSkipped)
-		return ctrl.Result{RequeueAfter: interval}, nil
+		d.tally.outcome(OutcomeSkipped)
+		return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
 	}
 
 	job, existed, err := r.createJob(ctx, obj, spec, inputs, changeTimes(pols, obj.Status.ObservedPolicies))
 	if err != nil {
 		if apierrors.IsInvalid(err) {
 			markStalled(obj, conditions.Stallf(conditions.InvalidSpecReason, "the UpdateJob for this automation is invalid: %s", err))
-			return ctrl.Result{}, nil
+			return d.requeue(ctrl.Result{}), nil
 		}
 		conditions.MarkFailed(obj, conditions.FailedReason, "creating the UpdateJob: %s", err)
-		return ctrl.Result{}, err
+		return d.requeue(ctrl.Result{}), err
 	}
 	if existed {
 		adopt(obj, job)
@@ -278,7 +287,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		r.Events.Normal(ctx, obj, "UpdateJobCreated", "Update", fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(pols.setters), revisionOr(head, src.ref)))
 	}
 	conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", job.Name, phaseOf(job))
-	return ctrl.Result{RequeueAfter: interval}, nil
+	return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
 }
 
 // adopt makes the status own up to a job in flight that a run whose status

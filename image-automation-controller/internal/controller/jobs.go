@@ -254,7 +254,8 @@ func runOf(j *updatev1.UpdateJob) int {
 }
 
 // record writes a finished job's outcome into the status, once per job.
-func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob, t *tally) {
+func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) tally {
+	var t tally
 	obj.Status.LastJob = &imagev1.UpdateJobReference{Name: job.Name, UID: job.UID, Phase: job.Status.Phase}
 	gen, _ := strconv.ParseInt(job.Annotations[GenerationAnnotation], 10, 64)
 	applied := func() {
@@ -308,6 +309,7 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		r.Events.Warning(ctx, obj, reason, "Update", fmt.Sprintf("UpdateJob %s failed: %s", job.Name, msg))
 		t.outcome(OutcomeFailed)
 	}
+	return t
 }
 
 // policiesOf turns a job's setters back into observed policies.
