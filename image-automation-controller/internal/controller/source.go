@@ -2,10 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -187,41 +187,27 @@ func (r *ImageUpdateAutomationReconciler) fluxSource(ctx context.Context, obj *i
 
 // credentials reads the Secrets the repository names. They are read in the
 // automation's namespace, where its UpdateJobs run and read them too, also
-// when the GitRepository is in another namespace.
+// when the GitRepository is in another namespace; directly, so the
+// controller needs no cluster-wide list and watch of Secrets.
 func (r *ImageUpdateAutomationReconciler) credentials(ctx context.Context, obj *imagev1.ImageUpdateAutomation, src *source) error {
-	read := func(ref *meta.LocalObjectReference, what string) (map[string][]byte, error) {
-		if ref == nil {
-			return nil, nil
-		}
-		s := &corev1.Secret{}
-		key := types.NamespacedName{Namespace: obj.Namespace, Name: ref.Name}
-		// Secrets are read directly, so the controller needs no
-		// cluster-wide list and watch of them.
-		if err := r.APIReader.Get(ctx, key, s); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, conditions.Retryf(conditions.SecretNotFoundReason, "Secret %s (the %s of %s) not found; the UpdateJobs run in namespace %s and read it there",
-					key, what, src.describe, obj.Namespace)
-			}
-			return nil, fmt.Errorf("reading Secret %s: %w", key, err)
-		}
-		if s.Data == nil {
-			s.Data = map[string][]byte{}
-		}
-		return s.Data, nil
+	var secret, proxy string
+	if ref := src.repository.SecretRef; ref != nil {
+		secret = ref.Name
 	}
-	auth, err := read(src.repository.SecretRef, "secretRef")
-	if err != nil {
-		return err
+	if ref := src.repository.ProxySecretRef; ref != nil {
+		proxy = ref.Name
 	}
-	proxy, err := read(src.repository.ProxySecretRef, "proxySecretRef")
-	if err != nil {
-		return err
-	}
-	opts, err := git.AuthFromSecrets(src.repository.URL, auth, proxy)
-	if err != nil {
+	auth, _, err := git.ReadAuth(ctx, r.APIReader, obj.Namespace, src.repository.URL, secret, proxy)
+	switch {
+	case errors.Is(err, git.ErrSecretNotFound):
+		return conditions.Retryf(conditions.SecretNotFoundReason, "%s, for %s; the UpdateJobs run in namespace %s and read it there",
+			err, src.describe, obj.Namespace)
+	case errors.Is(err, git.ErrInvalidCredentials):
 		return conditions.Stallf(imagev1.InvalidSecretReason, "credentials of %s: %s", src.describe, err)
+	case err != nil:
+		return err
 	}
-	src.remote = opts
+	src.remote = auth
 	return nil
 }
 

@@ -300,18 +300,20 @@ func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.Upd
 // attempt reads the job's Secrets and runs it.
 func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJob, plan *runner.Plan, l *claim) (*runner.Output, []string, error) {
 	repo := job.Spec.Repository
-	creds, s1, err := r.secretData(ctx, job.Namespace, repo.SecretRef)
-	if err != nil {
-		return nil, nil, err
+	var secret, proxy string
+	if repo.SecretRef != nil {
+		secret = repo.SecretRef.Name
 	}
-	proxy, s2, err := r.secretData(ctx, job.Namespace, repo.ProxySecretRef)
-	if err != nil {
-		return nil, nil, err
+	if repo.ProxySecretRef != nil {
+		proxy = repo.ProxySecretRef.Name
 	}
-	secrets := append(s1, s2...)
-	auth, err := git.AuthFromSecrets(repo.URL, creds, proxy)
-	if err != nil {
+	auth, secrets, err := git.ReadAuth(ctx, r.APIReader, job.Namespace, repo.URL, secret, proxy)
+	switch {
+	case errors.Is(err, git.ErrInvalidCredentials):
 		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
+	case err != nil:
+		// Missing, or unreadable for now: retried.
+		return nil, secrets, conditions.Retry(conditions.SecretNotFoundReason, err)
 	}
 	var signer gitops.Signer
 	if sk := job.Spec.Commit.SigningKey; sk != nil {
