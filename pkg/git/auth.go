@@ -11,8 +11,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
-
-	"toolkit.dev/image-toolkit/pkg/gitssh"
 )
 
 // Auth holds credentials, trust and proxy for a remote.
@@ -154,11 +152,11 @@ func (a *Auth) SSHKey() (ssh.Signer, error) {
 }
 
 func (a *Auth) decodeIdentity() (ssh.Signer, error) {
-	signer, err := gitssh.Identity(a.Identity, a.IdentityPassword)
+	signer, err := parseIdentity(a.Identity, a.IdentityPassword)
 	switch {
-	case errors.Is(err, gitssh.ErrEncrypted):
+	case errors.Is(err, errEncrypted):
 		return nil, fmt.Errorf("%w: the identity is encrypted and no password is set", ErrInvalidCredentials)
-	case errors.Is(err, gitssh.ErrWrongPassword):
+	case errors.Is(err, errWrongPassword):
 		return nil, fmt.Errorf("%w: the password does not decrypt the identity", ErrInvalidCredentials)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCredentials, err)
@@ -168,7 +166,7 @@ func (a *Auth) decodeIdentity() (ssh.Signer, error) {
 
 // ParseKnownHosts reads known_hosts; errors wrap ErrInvalidCredentials.
 func ParseKnownHosts(data []byte) (ssh.HostKeyCallback, error) {
-	cb, err := gitssh.KnownHosts(data)
+	cb, err := knownHostsCallback(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidCredentials, err)
 	}
@@ -204,8 +202,8 @@ func CheckHostKey(cb ssh.HostKeyCallback, host, port string, key ssh.PublicKey) 
 // has for host:port; none known: nil, the defaults (the check then says the
 // host is unknown).
 func HostKeyAlgorithms(cb ssh.HostKeyCallback, host, port string) []string {
-	keys, _ := gitssh.KnownKeys(cb, net.JoinHostPort(host, port))
-	return gitssh.HostKeyAlgorithms(keys)
+	keys, _ := knownKeys(cb, net.JoinHostPort(host, port))
+	return keyAlgorithms(keys)
 }
 
 // CertPool is the system's roots plus ca.crt. TLS is always verified.

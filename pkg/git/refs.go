@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/ssh"
-
-	"toolkit.dev/image-toolkit/pkg/gitssh"
 )
 
 // maxAdvertisement bounds the ref advertisement read from a server: a v0
@@ -224,7 +222,7 @@ func listSSH(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (R
 	}
 	stderr := &Capped{}
 	sess.Stderr = stderr
-	if err := sess.Start("git-upload-pack " + gitssh.ShellQuote(ep.Path)); err != nil {
+	if err := sess.Start("git-upload-pack " + ShellQuote(ep.Path)); err != nil {
 		return nil, wrap(fmt.Errorf("starting git-upload-pack on %s: %w", addr, err))
 	}
 	r := newPktReader(limit(stdout))

@@ -62,6 +62,8 @@ type secretNotFound struct {
 	what string
 }
 
-func (e secretNotFound) Error() string { return fmt.Sprintf("Secret %s (the %s) not found", e.key, e.what) }
+func (e secretNotFound) Error() string {
+	return fmt.Sprintf("Secret %s (the %s) not found", e.key, e.what)
+}
 
 func (e secretNotFound) Is(target error) bool { return target == ErrSecretNotFound }

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/pkg/gitssh"
 )
 
 // sshTransport runs git-upload-pack or git-receive-pack over SSH for
@@ -114,7 +113,7 @@ func (t *sshTransport) start(service string) (*sshStream, error) {
 		return nil, err
 	}
 	sess.Stderr = &s.stderr
-	if err := sess.Start(service + " " + gitssh.ShellQuote(s.ep.Path)); err != nil {
+	if err := sess.Start(service + " " + git.ShellQuote(s.ep.Path)); err != nil {
 		sess.Close()
 		return nil, s.ioError(fmt.Errorf("starting %s: %w", service, err), t.watch.Fired())
 	}

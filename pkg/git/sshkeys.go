@@ -1,9 +1,7 @@
-// Package gitssh is what every git client of image-toolkit needs to reach
-// a server over SSH safely: known_hosts read from a Secret's bytes, the host
-// key algorithms to ask a server for, and the identity decrypted. Both the
-// automation controller's ls-remote and the job runner's transport use it,
-// so host keys are checked one way.
-package gitssh
+// What SSH needs to reach a server safely: known_hosts read from a
+// Secret's bytes, the host key algorithms to ask a server for, the identity
+// decrypted, and the path quoted for the remote shell.
+package git
 
 import (
 	"crypto/ed25519"
@@ -20,10 +18,10 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// KnownHosts parses known_hosts with x/crypto's parser (markers, patterns,
+// knownHostsCallback parses known_hosts with x/crypto's parser (markers, patterns,
 // [host]:port, hashed names). That parser reads only files, so the bytes
 // pass through a private temporary file; errors name it known_hosts.
-func KnownHosts(data []byte) (ssh.HostKeyCallback, error) {
+func knownHostsCallback(data []byte) (ssh.HostKeyCallback, error) {
 	f, err := os.CreateTemp("", "known_hosts-*")
 	if err != nil {
 		return nil, err
@@ -43,9 +41,9 @@ func KnownHosts(data []byte) (ssh.HostKeyCallback, error) {
 	return cb, nil
 }
 
-// KnownKeys returns the keys known_hosts lists for addr (host:port); ok is
+// knownKeys returns the keys known_hosts lists for addr (host:port); ok is
 // false when the callback does not say (it accepted or failed otherwise).
-func KnownKeys(cb ssh.HostKeyCallback, addr string) (keys []knownhosts.KnownKey, ok bool) {
+func knownKeys(cb ssh.HostKeyCallback, addr string) (keys []knownhosts.KnownKey, ok bool) {
 	// Ask about a key it cannot know: the error lists the keys it has.
 	_, probe, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -62,10 +60,10 @@ func KnownKeys(cb ssh.HostKeyCallback, addr string) (keys []knownhosts.KnownKey,
 	return keyErr.Want, true
 }
 
-// HostKeyAlgorithms lists the signature algorithms of keys, so that a
+// keyAlgorithms lists the signature algorithms of keys, so that a
 // server with several host keys presents one known_hosts can check rather
 // than its first preference. No keys: nil, the defaults.
-func HostKeyAlgorithms(keys []knownhosts.KnownKey) []string {
+func keyAlgorithms(keys []knownhosts.KnownKey) []string {
 	var algos []string
 	for _, k := range keys {
 		for _, a := range signatureAlgorithms(k.Key.Type()) {
@@ -85,36 +83,36 @@ func signatureAlgorithms(keyType string) []string {
 	return []string{keyType}
 }
 
-// Identity errors, for callers to phrase.
+// parseIdentity errors, for callers to phrase.
 var (
-	// ErrEncrypted: the identity is encrypted and no password was given.
-	ErrEncrypted = errors.New("the identity is encrypted")
-	// ErrWrongPassword: the password does not decrypt the identity.
-	ErrWrongPassword = errors.New("the password does not decrypt the identity")
-	// ErrNotAKey: the identity is not a private key x/crypto reads.
-	ErrNotAKey = errors.New("the identity is not a private key")
+	// errEncrypted: the identity is encrypted and no password was given.
+	errEncrypted = errors.New("the identity is encrypted")
+	// errWrongPassword: the password does not decrypt the identity.
+	errWrongPassword = errors.New("the password does not decrypt the identity")
+	// errNotAKey: the identity is not a private key x/crypto reads.
+	errNotAKey = errors.New("the identity is not a private key")
 )
 
-// Identity decodes a PEM or OpenSSH private key of any type x/crypto reads
+// parseIdentity decodes a PEM or OpenSSH private key of any type x/crypto reads
 // (ed25519, ECDSA, RSA), decrypting it with password when it is encrypted.
-func Identity(key []byte, password string) (ssh.Signer, error) {
+func parseIdentity(key []byte, password string) (ssh.Signer, error) {
 	raw, err := ssh.ParseRawPrivateKey(key)
 	var missing *ssh.PassphraseMissingError
 	switch {
 	case errors.As(err, &missing) && password == "":
-		return nil, ErrEncrypted
+		return nil, errEncrypted
 	case errors.As(err, &missing):
 		raw, err = ssh.ParseRawPrivateKeyWithPassphrase(key, []byte(password))
 		if errors.Is(err, x509.IncorrectPasswordError) || (err != nil && strings.Contains(err.Error(), "decrypt")) {
-			return nil, fmt.Errorf("%w: %v", ErrWrongPassword, err)
+			return nil, fmt.Errorf("%w: %v", errWrongPassword, err)
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotAKey, err)
+		return nil, fmt.Errorf("%w: %v", errNotAKey, err)
 	}
 	signer, err := ssh.NewSignerFromKey(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotAKey, err)
+		return nil, fmt.Errorf("%w: %v", errNotAKey, err)
 	}
 	return signer, nil
 }

@@ -1,4 +1,4 @@
-package gitssh
+package git
 
 import "testing"
 
