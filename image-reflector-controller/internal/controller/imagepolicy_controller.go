@@ -139,46 +139,70 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	obj.Status.ObservedGeneration = obj.Generation
 
+	latest, requeue, err := r.choose(ctx, obj)
+	var f *conditions.Failure
+	switch {
+	case errors.As(err, &f):
+		return ctrl.Result{RequeueAfter: conditions.Apply(obj, err, 0)}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	prev := obj.Status.LatestRef
+	if prev == nil || *prev != latest {
+		if prev != nil {
+			p := *prev
+			obj.Status.ObservedPreviousRef = &p
+			r.Events.Normal(ctx, obj, "NewImage", "Select",
+				"latest image for "+latest.Name+" changed from "+prev.String()+" to "+latest.String())
+		} else {
+			r.Events.Normal(ctx, obj, "NewImage", "Select", "latest image for "+latest.Name+" is "+latest.String())
+		}
+		obj.Status.LatestRef = &latest
+		now := metav1.NowMicro()
+		obj.Status.LatestRefTime = &now
+	}
+	conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// choose picks the latest image for the policy, and says when to look
+// again. What stops it is a *conditions.Failure.
+func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePolicy) (imagev1.ImageRef, time.Duration, error) {
+	var none imagev1.ImageRef
 	sel, err := policy.New(obj.Spec.Policy, obj.Spec.FilterTags)
 	if err != nil {
-		conditions.MarkStalled(obj, imagev1.InvalidPolicyReason, "%s", err)
-		return ctrl.Result{}, nil
+		return none, 0, conditions.Stall(imagev1.InvalidPolicyReason, err)
 	}
 
 	repoKey := repositoryKey(obj)
 	repo := &imagev1.ImageRepository{}
 	if err := r.Get(ctx, repoKey, repo); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return none, 0, err
 		}
-		conditions.MarkFailed(obj, conditions.DependencyNotReadyReason, "ImageRepository %s not found", repoKey)
-		return ctrl.Result{RequeueAfter: dependencyRetry}, nil
+		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s not found", repoKey).After(dependencyRetry)
 	}
 	if repoKey.Namespace != obj.Namespace {
 		allowed, err := r.allowed(ctx, repo, obj.Namespace)
 		if err != nil {
-			return ctrl.Result{}, err
+			return none, 0, err
 		}
 		if !allowed {
-			conditions.MarkFailed(obj, conditions.AccessDeniedReason,
+			return none, 0, conditions.Retryf(conditions.AccessDeniedReason,
 				"ImageRepository %s does not grant access to namespace %s (spec.accessFrom)", repoKey, obj.Namespace)
-			return ctrl.Result{}, nil
 		}
 	}
 	if repo.Status.LastScanResult == nil {
-		conditions.MarkFailed(obj, conditions.DependencyNotReadyReason, "ImageRepository %s has not been scanned yet", repoKey)
-		return ctrl.Result{RequeueAfter: dependencyRetry}, nil
+		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s has not been scanned yet", repoKey).After(dependencyRetry)
 	}
 	entry, err := r.Store.Get(repoKey.String())
 	if err != nil {
-		conditions.MarkFailed(obj, conditions.DependencyNotReadyReason, "no stored tags for ImageRepository %s yet", repoKey)
-		return ctrl.Result{RequeueAfter: dependencyRetry}, nil
+		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "no stored tags for ImageRepository %s yet", repoKey).After(dependencyRetry)
 	}
 
 	tag, err := sel.Select(entry.Tags)
 	if err != nil {
-		conditions.MarkFailed(obj, imagev1.NoMatchingTagReason, "%s", err)
-		return ctrl.Result{}, nil
+		return none, 0, conditions.Retry(imagev1.NoMatchingTagReason, err)
 	}
 
 	latest := imagev1.ImageRef{Name: repo.Spec.Image, Tag: tag}
@@ -196,27 +220,11 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		digest, err := r.digest(ctx, repo, tag)
 		if err != nil {
-			conditions.MarkFailed(obj, imagev1.DigestLookupFailedReason, "%s", err)
-			return ctrl.Result{RequeueAfter: dependencyRetry}, nil
+			return none, 0, conditions.Retry(imagev1.DigestLookupFailedReason, err).After(dependencyRetry)
 		}
 		latest.Digest = digest
 	}
-
-	if prev == nil || *prev != latest {
-		if prev != nil {
-			p := *prev
-			obj.Status.ObservedPreviousRef = &p
-			r.Events.Normal(ctx, obj, "NewImage", "Select",
-				"latest image for "+latest.Name+" changed from "+prev.String()+" to "+latest.String())
-		} else {
-			r.Events.Normal(ctx, obj, "NewImage", "Select", "latest image for "+latest.Name+" is "+latest.String())
-		}
-		obj.Status.LatestRef = &latest
-		now := metav1.NowMicro()
-		obj.Status.LatestRefTime = &now
-	}
-	conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return latest, requeue, nil
 }
 
 // allowed reports whether the repository's accessFrom selects namespace.
