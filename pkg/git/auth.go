@@ -78,7 +78,7 @@ func AuthFromSecrets(repoURL string, creds, proxy map[string][]byte) (*Auth, err
 		if len(a.Identity) == 0 {
 			return nil, invalid("an ssh URL needs an identity (private key) in the credentials Secret")
 		}
-		if len(a.KnownHosts) == 0 {
+		if len(bytes.TrimSpace(a.KnownHosts)) == 0 {
 			return nil, invalid("an ssh URL needs known_hosts in the credentials Secret")
 		}
 		key, err := a.decodeIdentity()
@@ -93,8 +93,8 @@ func AuthFromSecrets(repoURL string, creds, proxy map[string][]byte) (*Auth, err
 		a.Username, a.Password = string(creds["username"]), string(creds["password"])
 		a.BearerToken, a.CAPEM = string(creds["bearerToken"]), creds["ca.crt"]
 		switch {
-		case a.Username != "" && a.Password == "":
-			return nil, invalid("username is set without password")
+		// A username alone is sent with an empty password, as Flux does:
+		// some hosts take a token as the user name.
 		case a.Username == "" && a.Password != "":
 			return nil, invalid("password is set without username")
 		case a.BearerToken != "" && a.Username != "":

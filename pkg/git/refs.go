@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -18,6 +19,9 @@ import (
 // maxAdvertisement bounds the ref advertisement read from a server: a v0
 // server sends every ref, and a hostile one could send without end.
 const maxAdvertisement = 64 << 20
+
+// listResponseTimeout bounds the wait for a ref listing's response headers.
+const listResponseTimeout = 30 * time.Second
 
 // Refs maps ref names to object names. For annotated tags the name with
 // "^{}" appended holds the commit the tag points to.
@@ -86,6 +90,9 @@ func listHTTP(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (
 		return nil, err
 	}
 	defer c.CloseIdleConnections()
+	// A ref listing needs no server-side work before the answer starts,
+	// unlike a push that runs hooks: a silent server is given up on early.
+	c.Transport.(*http.Transport).ResponseHeaderTimeout = listResponseTimeout
 	u, err := url.Parse(ep.URL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the repository URL is not a valid URL", ErrInvalidCredentials)

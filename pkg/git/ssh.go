@@ -1,6 +1,7 @@
 package git
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -15,7 +16,7 @@ import (
 // algorithms known_hosts has for the host. known_hosts is required: a host
 // key is never accepted unchecked.
 func (a *Auth) SSHConfig(ep Endpoint) (*ssh.ClientConfig, error) {
-	if a == nil || len(a.KnownHosts) == 0 {
+	if a == nil || len(bytes.TrimSpace(a.KnownHosts)) == 0 {
 		return nil, fmt.Errorf("%w: an ssh URL needs known_hosts", ErrInvalidCredentials)
 	}
 	hostKeys, err := ParseKnownHosts(a.KnownHosts)

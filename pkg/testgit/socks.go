@@ -107,7 +107,6 @@ func (p *SOCKS5) serve(c net.Conn) {
 	}
 	_, _ = c.Write([]byte{5, want})
 	if want == 0x02 && !p.login(c) {
-		p.rejected.Add(1)
 		return
 	}
 	// Request: version, command, reserved, address type, address, port.
@@ -188,6 +187,10 @@ func (p *SOCKS5) login(c net.Conn) bool {
 	status := byte(1)
 	if ok {
 		status = 0
+	} else {
+		// Counted before the client hears of it, so a test that reads
+		// Rejected after its failed connection sees this one.
+		p.rejected.Add(1)
 	}
 	_, _ = c.Write([]byte{1, status})
 	return ok

@@ -48,6 +48,7 @@ func TestSecretVerdictsAgree(t *testing.T) {
 	}{
 		{"https basic", "https://127.0.0.1:1/fleet.git", map[string]string{"username": "bot", "password": "pw"}, nil, true},
 		{"https password without username", "https://127.0.0.1:1/fleet.git", map[string]string{"password": "pw"}, nil, false},
+		{"https username alone (a token as user name, as Flux takes it)", "https://127.0.0.1:1/fleet.git", map[string]string{"username": "tok"}, nil, true},
 		{"https bearer and username", "https://127.0.0.1:1/fleet.git", map[string]string{"bearerToken": "t", "username": "bot", "password": "pw"}, nil, false},
 		{"http bearer", "http://127.0.0.1:1/fleet.git", map[string]string{"bearerToken": "t"}, nil, false},
 		{"https bad ca.crt", "https://127.0.0.1:1/fleet.git", map[string]string{"ca.crt": "not pem"}, nil, false},
@@ -57,6 +58,7 @@ func TestSecretVerdictsAgree(t *testing.T) {
 		{"ssh", "ssh://git@127.0.0.1:1/fleet.git", ssh, nil, true},
 		{"ssh through an http proxy", "ssh://git@127.0.0.1:1/fleet.git", ssh, map[string]string{"address": "http://127.0.0.1:2"}, true},
 		{"ssh without known_hosts", "ssh://git@127.0.0.1:1/fleet.git", map[string]string{"identity": string(key)}, nil, false},
+		{"ssh known_hosts only whitespace", "ssh://git@127.0.0.1:1/fleet.git", map[string]string{"identity": string(key), "known_hosts": " \n"}, nil, false},
 		{"ssh encrypted without password", "ssh://git@127.0.0.1:1/fleet.git", map[string]string{"identity": string(encrypted), "known_hosts": known}, nil, false},
 	}
 	ns := "default"

@@ -311,9 +311,11 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 	switch {
 	case errors.Is(err, git.ErrInvalidCredentials):
 		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
-	case err != nil:
-		// Missing, or unreadable for now: retried.
+	case errors.Is(err, git.ErrSecretNotFound):
 		return nil, secrets, conditions.Retry(conditions.SecretNotFoundReason, err)
+	case err != nil:
+		// The API server could not be read: retried.
+		return nil, secrets, conditions.Retry(conditions.FailedReason, err)
 	}
 	var signer gitops.Signer
 	if sk := job.Spec.Commit.SigningKey; sk != nil {
