@@ -1,13 +1,19 @@
-// Command tk-image is the image-toolkit command line: it updates the image
-// references marked in a working directory (also as a KRM function) and
-// tests image policies offline, with the controllers' own code.
+// Command tk-image is the image-toolkit command line. Against a cluster it
+// creates, lists, reconciles, suspends, resumes and deletes the image-toolkit
+// objects, runs ad-hoc UpdateJobs, explains why an image was (or was not)
+// updated, and migrates Flux image automation manifests. Offline it updates
+// the image references marked in a working directory (also as a KRM function)
+// and tests image policies, with the controllers' own code.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -15,8 +21,14 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	display, args := invocation(argv0(), os.Args[1:])
+	displayName = display
+	os.Exit(run(args, os.Stdin, os.Stdout, os.Stderr))
 }
+
+// displayName is how help names the command when it is not tk-image, e.g.
+// "kubectl tk-image" when run as a kubectl plugin.
+var displayName string
 
 // usageError is a bad command line: exit code 2.
 type usageError struct{ error }
@@ -29,7 +41,10 @@ type reportedError struct{ error }
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdin, stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	// Ctrl-C ends waits and watches cleanly, with their own message.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
 	var usage usageError
 	var reported reportedError
 	switch {
@@ -56,6 +71,9 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		// With a RunE, cobra checks Args, so unknown commands are errors.
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	if displayName != "" {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: displayName}
+	}
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -69,8 +87,22 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 			return err
 		},
 	})
-	root.AddCommand(newUpdateCommand())
-	root.AddCommand(newPolicyCommand())
+	k := newKube()
+	k.addFlags(root)
+	k.registerFlagCompletions(root)
+	root.AddCommand(
+		newUpdateCommand(),
+		newPolicyCommand(),
+		newCreateCommand(k),
+		newGetCommand(k),
+		newJobCommand(k),
+		newReconcileCommand(k),
+		newSuspendCommand(k, true),
+		newSuspendCommand(k, false),
+		newDeleteCommand(k),
+		newExplainCommand(k),
+		newMigrateCommand(k),
+	)
 	return root
 }
 

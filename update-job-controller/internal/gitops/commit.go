@@ -93,7 +93,13 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 		return nil, err
 	}
 	defer tree.Free()
-	sig := &git2go.Signature{Name: info.Author.Name, Email: info.Author.Email, When: time.Now()}
+	// The API leaves the author's name optional, as Flux's does, but git
+	// (and libgit2) refuse a signature without one: the email stands in.
+	name := info.Author.Name
+	if strings.TrimSpace(name) == "" {
+		name = info.Author.Email
+	}
+	sig := &git2go.Signature{Name: name, Email: info.Author.Email, When: time.Now()}
 	if info.Signer == nil {
 		return m.repo.CreateCommit("", sig, sig, info.Message, tree, pc)
 	}

@@ -77,6 +77,21 @@ func TestCommitAndPush(t *testing.T) {
 	if log, _ := remoteFile(t, srv, "auto", "apps/app.yaml"); !strings.HasPrefix(log, commit.String()) {
 		t.Errorf("remote auto: %q", log)
 	}
+	// An author without a name commits under the email: git refuses an
+	// empty name, and the API allows one.
+	if err := os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	unnamed := CommitInfo{Author: Author{Email: "bot@example.com"}, Message: "Unnamed"}
+	if commit, err = m.Commit(commit, dir, []string{"apps/app.yaml"}, unnamed); err != nil {
+		t.Fatalf("commit by an author without a name: %v", err)
+	}
+	if err := m.Push(ctx, nil, commit, []PushRef{{Dst: "refs/heads/unnamed", Force: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := remoteFile(t, srv, "unnamed", "apps/app.yaml"); !strings.HasSuffix(log, " bot@example.com <bot@example.com> Unnamed") {
+		t.Errorf("remote unnamed: %q", log)
+	}
 	// The push ref is gone from the mirror.
 	if refs, _ := m.repo.References.Lookup("refs/image-toolkit/push/" + commit.String()); refs != nil {
 		t.Error("temporary push ref left in the mirror")
