@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,10 +54,14 @@ type Policy struct {
 	extract string
 }
 
-// orderer keeps the best of the values it is shown.
+// orderer is one ordering of candidates, with two ways to walk them that
+// share its parsing and comparison: a selection (Select's) keeps only the
+// best, a ranking (Explain's) also counts exactly why each tag is dropped.
 type orderer interface {
 	// newSelection starts a selection.
 	newSelection() selection
+	// newRanking starts a ranking that keeps the n best candidates.
+	newRanking(n int) ranking
 }
 
 type selection interface {
@@ -64,6 +69,22 @@ type selection interface {
 	offer(tag, value string) bool
 	// best returns the selected tag, or "" when none.
 	best() string
+}
+
+// verdict is what a ranking did with a candidate.
+type verdict int
+
+const (
+	kept verdict = iota
+	unparsable
+	outOfRange
+)
+
+type ranking interface {
+	// add considers a candidate.
+	add(tag, value string) verdict
+	// top returns the best candidates' tags, best first.
+	top() []string
 }
 
 // New builds a policy from an ImagePolicy's choice and filter.
@@ -128,14 +149,10 @@ func (p *Policy) Select(tags []string) (string, error) {
 	for _, tag := range tags {
 		value := tag
 		if p.filter != nil {
-			m := p.filter.FindStringSubmatchIndex(tag)
-			if m == nil {
+			var ok bool
+			if value, buf, ok = p.filtered(tag, buf); !ok {
 				stats.Filtered++
 				continue
-			}
-			if p.extract != "" {
-				buf = p.filter.ExpandString(buf[:0], p.extract, tag, m)
-				value = string(buf)
 			}
 		}
 		if !sel.offer(tag, value) {
@@ -148,15 +165,101 @@ func (p *Policy) Select(tags []string) (string, error) {
 	return "", &stats
 }
 
+// Explain evaluates tags as Select does and says what happened to each:
+// exact counts of what the filter and the policy dropped, and the top best
+// candidates, best first; with top ≥ 1, the first is the tag Select
+// returns.
+// It costs more than Select, which skips the range check of a version that
+// loses to the best so far; the reflector still calls it on every
+// evaluation, so that the status can answer why a tag was (not) chosen.
+func (p *Policy) Explain(tags []string, top int) imagev1.TagSelection {
+	r := p.order.newRanking(max(top, 0))
+	e := imagev1.TagSelection{Considered: len(tags)}
+	var buf []byte
+	for _, tag := range tags {
+		value := tag
+		if p.filter != nil {
+			var ok bool
+			if value, buf, ok = p.filtered(tag, buf); !ok {
+				e.Filtered++
+				continue
+			}
+		}
+		switch r.add(tag, value) {
+		case kept:
+			e.Kept++
+		case unparsable:
+			e.Unparsable++
+		case outOfRange:
+			e.OutOfRange++
+		}
+	}
+	e.TopCandidates = r.top()
+	return e
+}
+
+// filtered applies the filter to tag: the value to order by (the
+// extraction, in buf, or the tag) and whether the pattern matched.
+func (p *Policy) filtered(tag string, buf []byte) (string, []byte, bool) {
+	m := p.filter.FindStringSubmatchIndex(tag)
+	if m == nil {
+		return "", buf, false
+	}
+	if p.extract == "" {
+		return tag, buf, true
+	}
+	buf = p.filter.ExpandString(buf[:0], p.extract, tag, m)
+	return string(buf), buf, true
+}
+
+// podium keeps the n best candidates it is shown, best first, in a sorted
+// slice: most candidates lose to the n-th and cost one comparison.
+type podium[C any] struct {
+	n       int
+	compare func(a, b C) int
+	best    []C
+}
+
+func (p *podium[C]) add(c C) {
+	if p.n == 0 || (len(p.best) == p.n && p.compare(c, p.best[p.n-1]) <= 0) {
+		return
+	}
+	// Best first: an element goes before c when it compares greater.
+	i, _ := slices.BinarySearchFunc(p.best, c, func(e, c C) int { return p.compare(c, e) })
+	p.best = slices.Insert(p.best, i, c)
+	if len(p.best) > p.n {
+		p.best = p.best[:p.n]
+	}
+}
+
 // semverOrder picks the highest version in range.
 type semverOrder struct{ c *semver.Constraints }
 
-func (o semverOrder) newSelection() selection { return &semverSelection{c: o.c} }
-
-type semverSelection struct {
-	c       *semver.Constraints
+// semverCandidate is a tag and the version it orders by.
+type semverCandidate struct {
 	version *semver.Version
 	tag     string
+}
+
+// compare orders candidates: the higher version wins; between equal
+// versions (1.0.0 and v1.0.0, or differing build metadata) the greater tag,
+// so that the answer does not depend on the order of the tags.
+func (a semverCandidate) compare(b semverCandidate) int {
+	if c := a.version.Compare(b.version); c != 0 {
+		return c
+	}
+	return strings.Compare(a.tag, b.tag)
+}
+
+func (o semverOrder) newSelection() selection { return &semverSelection{c: o.c} }
+
+func (o semverOrder) newRanking(n int) ranking {
+	return &semverRanking{c: o.c, podium: podium[semverCandidate]{n: n, compare: semverCandidate.compare}}
+}
+
+type semverSelection struct {
+	c    *semver.Constraints
+	lead semverCandidate
 }
 
 func (s *semverSelection) offer(tag, value string) bool {
@@ -164,29 +267,59 @@ func (s *semverSelection) offer(tag, value string) bool {
 	if !ok {
 		return false
 	}
+	c := semverCandidate{v, tag}
 	// Compare before checking the range: most candidates lose to the best
 	// so far, and the comparison is the cheaper test. A loser's range is
 	// irrelevant: drop counts are only reported when nothing is selected.
-	if s.version != nil {
-		if cmp := v.Compare(s.version); cmp < 0 || (cmp == 0 && tag <= s.tag) {
-			return true
-		}
+	if s.lead.version != nil && c.compare(s.lead) <= 0 {
+		return true
 	}
 	if !s.c.Check(v) {
 		return false
 	}
-	s.version, s.tag = v, tag
+	s.lead = c
 	return true
 }
 
-func (s *semverSelection) best() string { return s.tag }
+func (s *semverSelection) best() string { return s.lead.tag }
+
+type semverRanking struct {
+	c      *semver.Constraints
+	podium podium[semverCandidate]
+}
+
+func (r *semverRanking) add(tag, value string) verdict {
+	v, ok := parseVersion(value)
+	if !ok {
+		return unparsable
+	}
+	if !r.c.Check(v) {
+		return outOfRange
+	}
+	r.podium.add(semverCandidate{v, tag})
+	return kept
+}
+
+func (r *semverRanking) top() []string {
+	out := make([]string, len(r.podium.best))
+	for i, c := range r.podium.best {
+		out[i] = c.tag
+	}
+	return out
+}
 
 // alphabeticalOrder: byte-wise; asc picks the greatest value, desc the least.
 type alphabeticalOrder struct{ desc bool }
 
 func (o alphabeticalOrder) newSelection() selection {
-	return &orderedSelection[string]{desc: o.desc, parse: func(v string) (string, bool) { return v, true }}
+	return &orderedSelection[string]{desc: o.desc, parse: parseString}
 }
+
+func (o alphabeticalOrder) newRanking(n int) ranking {
+	return newOrderedRanking(o.desc, parseString, n)
+}
+
+func parseString(v string) (string, bool) { return v, true }
 
 // numericalOrder: values are float64s; asc picks the greatest, desc the
 // least. Values that are not finite numbers are dropped.
@@ -195,6 +328,8 @@ type numericalOrder struct{ desc bool }
 func (o numericalOrder) newSelection() selection {
 	return &orderedSelection[float64]{desc: o.desc, parse: parseNumber}
 }
+
+func (o numericalOrder) newRanking(n int) ranking { return newOrderedRanking(o.desc, parseNumber, n) }
 
 func parseNumber(value string) (float64, bool) {
 	// Most tags are not numbers; skip ParseFloat's error allocation for
@@ -209,8 +344,21 @@ func parseNumber(value string) (float64, bool) {
 	return f, true
 }
 
-// orderedSelection keeps the greatest (or, desc, the least) value; equal
-// values go to the lexically greatest tag.
+// compareOrdered orders candidates of the alphabetical and numerical
+// policies: the greater value wins (desc: the lesser); between equal values
+// the lexically greater tag.
+func compareOrdered[T cmp.Ordered](desc bool, v T, tag string, w T, wtag string) int {
+	c := cmp.Compare(v, w)
+	if desc {
+		c = -c
+	}
+	if c != 0 {
+		return c
+	}
+	return strings.Compare(tag, wtag)
+}
+
+// orderedSelection keeps the best candidate by compareOrdered.
 type orderedSelection[T cmp.Ordered] struct {
 	desc  bool
 	parse func(string) (T, bool)
@@ -224,14 +372,42 @@ func (s *orderedSelection[T]) offer(tag, value string) bool {
 	if !ok {
 		return false
 	}
-	c := cmp.Compare(v, s.value)
-	if s.desc {
-		c = -c
-	}
-	if !s.any || c > 0 || (c == 0 && tag > s.tag) {
+	if !s.any || compareOrdered(s.desc, v, tag, s.value, s.tag) > 0 {
 		s.value, s.tag, s.any = v, tag, true
 	}
 	return true
 }
 
 func (s *orderedSelection[T]) best() string { return s.tag }
+
+type orderedCandidate[T cmp.Ordered] struct {
+	value T
+	tag   string
+}
+
+type orderedRanking[T cmp.Ordered] struct {
+	parse  func(string) (T, bool)
+	podium podium[orderedCandidate[T]]
+}
+
+func newOrderedRanking[T cmp.Ordered](desc bool, parse func(string) (T, bool), n int) ranking {
+	return &orderedRanking[T]{parse: parse, podium: podium[orderedCandidate[T]]{n: n,
+		compare: func(a, b orderedCandidate[T]) int { return compareOrdered(desc, a.value, a.tag, b.value, b.tag) }}}
+}
+
+func (r *orderedRanking[T]) add(tag, value string) verdict {
+	v, ok := r.parse(value)
+	if !ok {
+		return unparsable
+	}
+	r.podium.add(orderedCandidate[T]{v, tag})
+	return kept
+}
+
+func (r *orderedRanking[T]) top() []string {
+	out := make([]string, len(r.podium.best))
+	for i, c := range r.podium.best {
+		out[i] = c.tag
+	}
+	return out
+}

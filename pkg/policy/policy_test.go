@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -216,5 +217,133 @@ func BenchmarkSelect(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Explain counts every tag in exactly one place, ranks the kept ones best
+// first, and agrees with Select on the same policy and tags.
+func TestExplain(t *testing.T) {
+	tests := []struct {
+		name   string
+		choice imagev1.ImagePolicyChoice
+		filter *imagev1.TagFilter
+		tags   []string
+		top    int
+		want   imagev1.TagSelection
+	}{
+		{name: "semver: not versions, out of range, kept", choice: semverPolicy(">=1.0.0 <2.0.0"),
+			tags: []string{"0.9.0", "1.0.0", "1.4.2", "1.10.0", "2.0.0", "latest", "1.2", "1.5.0-rc.1"}, top: 5,
+			want: imagev1.TagSelection{Considered: 8, Unparsable: 2, OutOfRange: 3, Kept: 3,
+				TopCandidates: []string{"1.10.0", "1.4.2", "1.0.0"}}},
+		{name: "semver: top cuts the candidates, not the count", choice: semverPolicy("*"),
+			tags: []string{"1.0.0", "3.0.0", "2.0.0", "4.0.0", "v4.0.0"}, top: 2,
+			want: imagev1.TagSelection{Considered: 5, Kept: 5, TopCandidates: []string{"v4.0.0", "4.0.0"}}},
+		{name: "semver: nothing in range", choice: semverPolicy(">=3.0.0"),
+			tags: []string{"1.0.0", "2.0.0", "latest"}, top: 5,
+			want: imagev1.TagSelection{Considered: 3, Unparsable: 1, OutOfRange: 2}},
+		{name: "filter, extract and numerical", choice: numeric("asc"),
+			filter: &imagev1.TagFilter{Pattern: `^main-[a-f0-9]+-(?P<ts>[0-9a-z]+)$`, Extract: "$ts"},
+			tags:   []string{"main-abc123-100", "main-def456-99", "main-0a1b2c-1000", "main-0a1b2c-x", "feature-x-5000", "latest"}, top: 5,
+			want: imagev1.TagSelection{Considered: 6, Filtered: 2, Unparsable: 1, Kept: 3,
+				TopCandidates: []string{"main-0a1b2c-1000", "main-abc123-100", "main-def456-99"}}},
+		{name: "numerical desc: equal values rank by tag", choice: numeric("desc"),
+			tags: []string{"10", "10.0", "1e1", "-1", "NaN"}, top: 3,
+			want: imagev1.TagSelection{Considered: 5, Unparsable: 1, Kept: 4, TopCandidates: []string{"-1", "1e1", "10.0"}}},
+		{name: "alphabetical keeps every tag", choice: alpha("desc"),
+			tags: []string{"b", "a", "c"}, top: 5,
+			want: imagev1.TagSelection{Considered: 3, Kept: 3, TopCandidates: []string{"a", "b", "c"}}},
+		{name: "top 0 counts without candidates", choice: alpha("asc"),
+			tags: []string{"b", "a"}, top: 0,
+			want: imagev1.TagSelection{Considered: 2, Kept: 2, TopCandidates: []string{}}},
+		{name: "no tags", choice: semverPolicy("*"), top: 5,
+			want: imagev1.TagSelection{TopCandidates: []string{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(tt.choice, tt.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := p.Explain(tt.tags, tt.top)
+			if tt.want.TopCandidates == nil {
+				tt.want.TopCandidates = []string{}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("Explain:\n got %+v\nwant %+v", got, tt.want)
+			}
+			agree(t, p, tt.tags, got)
+		})
+	}
+}
+
+// agree checks an explanation against Select on the same tags.
+func agree(t *testing.T, p *Policy, tags []string, e imagev1.TagSelection) {
+	t.Helper()
+	if e.Filtered+e.Unparsable+e.OutOfRange+e.Kept != e.Considered || e.Considered != len(tags) {
+		t.Fatalf("counts do not add up: %+v for %d tags", e, len(tags))
+	}
+	sel, err := p.Select(tags)
+	var nm *NoMatchError
+	switch {
+	case err == nil:
+		if e.Kept == 0 || (len(e.TopCandidates) > 0 && e.Selected() != sel) {
+			t.Fatalf("Select chose %q, Explain %+v", sel, e)
+		}
+	case errors.As(err, &nm):
+		if e.Kept != 0 || *nm != (NoMatchError{Considered: e.Considered, Filtered: e.Filtered, Dropped: e.Unparsable + e.OutOfRange}) {
+			t.Fatalf("Select: %v; Explain %+v", err, e)
+		}
+	default:
+		t.Fatal(err)
+	}
+}
+
+// On many random tag sets, Explain's first candidate is Select's choice and
+// its candidates are in Select's order: removing the first and selecting
+// again gives the second.
+func TestExplainAgreesWithSelect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	words := []string{"1.0.0", "v1.0.0", "1.0.0+b1", "1.0.0+b2", "1.2.3", "1.10.0", "2.0.0-rc.1", "2.0.0", "9", "10", "1e1", "10.0",
+		"-3", "latest", "main-1", "main-20", "main-x", "1.2", "v2.0.0"}
+	choices := []imagev1.ImagePolicyChoice{semverPolicy(">=1.0.0 <2.0.0"), semverPolicy("*"), semverPolicy(">=2.0.0-0"),
+		alpha("asc"), alpha("desc"), numeric("asc"), numeric("desc")}
+	filters := []*imagev1.TagFilter{nil, {Pattern: `^main-(.*)$`, Extract: "$1"}, {Pattern: `\.`}}
+	for range 300 {
+		tags := make([]string, rng.IntN(8))
+		for i := range tags {
+			tags[i] = words[rng.IntN(len(words))]
+		}
+		for _, c := range choices {
+			for _, f := range filters {
+				p, err := New(c, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := p.Explain(tags, len(tags))
+				agree(t, p, tags, e)
+				rest := slices.Clone(tags)
+				for i, want := range e.TopCandidates {
+					got, err := p.Select(rest)
+					if err != nil || got != want {
+						t.Fatalf("%v %v over %q: candidate %d is %q, Select of the rest gives %q (%v)", c, f, tags, i, want, got, err)
+					}
+					rest = slices.Delete(rest, slices.Index(rest, got), slices.Index(rest, got)+1)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkExplain(b *testing.B) {
+	tags := benchTags()
+	p, err := New(semverPolicy(">=1.0.0 <9.0.0"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if e := p.Explain(tags, imagev1.MaxTopCandidates); e.Kept == 0 {
+			b.Fatal("nothing kept")
+		}
 	}
 }

@@ -152,6 +152,13 @@ type ImagePolicyStatus struct {
 	// +optional
 	LatestRefTime *metav1.MicroTime `json:"latestRefTime,omitempty"`
 
+	// LastSelection is how the last evaluation treated the repository's
+	// tags, also when it chose none: what each step dropped and the best
+	// candidates, so that why a tag was (or was not) chosen can be read
+	// from the status.
+	// +optional
+	LastSelection *TagSelection `json:"lastSelection,omitempty"`
+
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -160,6 +167,52 @@ type ImagePolicyStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// MaxTopCandidates is how many of the kept tags the controller records in
+// status.lastSelection.topCandidates.
+const MaxTopCandidates = 5
+
+// TagSelection is what one evaluation of a policy did with the tags of its
+// ImageRepository: every tag is counted in exactly one of filtered,
+// unparsable, outOfRange and kept.
+type TagSelection struct {
+	// ScanRevision is the ImageRepository's lastScanResult.revision whose
+	// tags were evaluated.
+	// +optional
+	ScanRevision string `json:"scanRevision,omitempty"`
+
+	// Considered is the number of tags evaluated: the repository's tags
+	// after its exclusionList.
+	Considered int `json:"considered"`
+
+	// Filtered is how many tags filterTags.pattern did not match.
+	Filtered int `json:"filtered"`
+
+	// Unparsable is how many tags (or extracted values) the policy cannot
+	// order: not a semantic version for semver (which needs all three
+	// numbers), not a finite number for numerical. Alphabetical orders
+	// every tag.
+	Unparsable int `json:"unparsable"`
+
+	// OutOfRange is how many semantic versions are outside semver.range.
+	OutOfRange int `json:"outOfRange"`
+
+	// Kept is how many tags remained candidates.
+	Kept int `json:"kept"`
+
+	// TopCandidates are the best kept tags, best first, at most five: the
+	// first is the one chosen.
+	// +optional
+	TopCandidates []string `json:"topCandidates,omitempty"`
+}
+
+// Selected is the tag the evaluation chose, "" when none.
+func (s *TagSelection) Selected() string {
+	if len(s.TopCandidates) == 0 {
+		return ""
+	}
+	return s.TopCandidates[0]
 }
 
 // +kubebuilder:object:root=true

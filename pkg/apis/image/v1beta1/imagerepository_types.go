@@ -87,6 +87,10 @@ type ScanResult struct {
 	// TagCount is the number of tags kept after exclusion.
 	TagCount int `json:"tagCount"`
 
+	// ExcludedCount is the number of tags the exclusionList dropped.
+	// +optional
+	ExcludedCount int `json:"excludedCount,omitempty"`
+
 	// ScanTime is when the scan finished.
 	// +optional
 	ScanTime metav1.Time `json:"scanTime,omitempty"`

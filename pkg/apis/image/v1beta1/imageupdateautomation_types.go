@@ -167,7 +167,21 @@ type UpdateJobReference struct {
 	// Phase the job finished in.
 	// +optional
 	Phase updatev1.UpdateJobPhase `json:"phase,omitempty"`
+	// UnmarkedPolicies are the policies the job applied that no marker
+	// names (the job's status.result.unmarkedPolicies, at most 20), kept
+	// here because the job may be deleted.
+	// +optional
+	UnmarkedPolicies []string `json:"unmarkedPolicies,omitempty"`
+	// UnknownPolicies are policies markers name that the job had no value
+	// for: no such ImagePolicy, one the policySelector does not select, or
+	// one without a latest image yet (from the job's status.result.markers,
+	// at most 20).
+	// +optional
+	UnknownPolicies []string `json:"unknownPolicies,omitempty"`
 }
+
+// MaxLastJobPolicies is how many policies each list of lastJob holds.
+const MaxLastJobPolicies = 20
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -165,7 +165,7 @@ type UpdateJobStatus struct {
 	// +optional
 	PushedRefs []string `json:"pushedRefs,omitempty"`
 
-	// Result lists what the update changed.
+	// Result lists what the update changed, and the markers it found.
 	// +optional
 	Result *UpdateResult `json:"result,omitempty"`
 
@@ -178,12 +178,55 @@ type UpdateJobStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
 
+// Bounds of the marker summary in an UpdateJob's status.result: the
+// counts stay exact, the lists are cut.
+const (
+	// MaxMarkerPolicies is how many policies result.markers lists.
+	MaxMarkerPolicies = 100
+	// MaxMarkerFiles is how many files each result.markers entry lists.
+	MaxMarkerFiles = 3
+)
+
 // UpdateResult lists the changes an update made: files, the objects in them,
-// and the changes in each object (Flux's ResultV2, as lists).
+// and the changes in each object (Flux's ResultV2, as lists); and the
+// markers it found, whether or not it changed their values, so that a value
+// left alone can be told apart from a value nothing marks.
 type UpdateResult struct {
 	// Files changed, in walk order.
 	// +optional
 	Files []FileResult `json:"files,omitempty"`
+
+	// Markers are the policies the markers under the update path name, one
+	// entry each: policies the job has no setter for first, then by policy;
+	// at most 100 entries.
+	// +optional
+	Markers []PolicyMarkers `json:"markers,omitempty"`
+
+	// OmittedMarkerPolicies is how many more policies markers name than
+	// markers lists.
+	// +optional
+	OmittedMarkerPolicies int `json:"omittedMarkerPolicies,omitempty"`
+
+	// UnmarkedPolicies are the policies of spec.update.setters that no
+	// marker names: the job cannot apply them anywhere.
+	// +optional
+	UnmarkedPolicies []string `json:"unmarkedPolicies,omitempty"`
+}
+
+// PolicyMarkers says where the markers naming one policy are.
+type PolicyMarkers struct {
+	// Policy is NAMESPACE:NAME, as the markers write it.
+	Policy string `json:"policy"`
+	// Count is the number of markers naming the policy.
+	Count int `json:"count"`
+	// Files are up to three of the files holding them, relative to the
+	// update path, in path order.
+	// +optional
+	Files []string `json:"files,omitempty"`
+	// Unknown is set when the job has no setter for the policy: its
+	// markers were left as they were.
+	// +optional
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // FileResult is the changes made to one file.
