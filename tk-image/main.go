@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -47,6 +48,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := root.ExecuteContext(ctx)
 	var usage usageError
 	var reported reportedError
+	// cobra's own checks of required and mutually exclusive flags come
+	// back as plain errors; they are usage errors all the same.
+	if err != nil && (strings.HasPrefix(err.Error(), "required flag(s)") || strings.HasPrefix(err.Error(), "if any flags in the group")) {
+		err = usageError{err}
+	}
 	switch {
 	case err == nil:
 		return 0

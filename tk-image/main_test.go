@@ -59,12 +59,150 @@ func TestVersionAndUsage(t *testing.T) {
 		{[]string{"update", "--policy", "apps:a=x:1", "--output", "yaml"}, 2, "", "--output must be"},
 		{[]string{"update", "--policy", "apps:a=x:1", "--dir", "/does/not/exist"}, 2, "", "is not a directory"},
 		{[]string{"update", "--policies-from", "/does/not/exist"}, 2, "", "--policies-from"},
+		// Cluster commands: arguments are checked before any API call.
+		{[]string{"get"}, 2, "", "requires at least 1 arg"},
+		{[]string{"get", "widgets"}, 2, "", `unknown kind "widgets"`},
+		{[]string{"get", "policies", "-o", "xml"}, 2, "", "--output must be"},
+		{[]string{"get", "policy", "a", "b", "--watch"}, 2, "", "at most one name"},
+		{[]string{"reconcile", "job", "x"}, 2, "", "want one of repository, policy, automation"},
+		{[]string{"reconcile", "policy"}, 2, "", "accepts 2 arg(s)"},
+		{[]string{"create", "policy", "p", "--semver", "1.x"}, 2, "", `required flag(s) "repository" not set`},
+		{[]string{"create", "repository", "r", "--image", "x", "--access-from", "team"}, 2, "", `"team" is not KEY=VALUE`},
+		{[]string{"create", "automation", "a", "--author-email", "a@b", "--label", "x"}, 2, "", "--label"},
+		{[]string{"create", "automation", "a", "--author-email", "a@b", "--policy-selector", "a in (", "--export"}, 2, "", "--policy-selector"},
+		{[]string{"create", "job", "j", "--url", "https://h/r", "--branch", "main"}, 2, "", "at least one --set"},
+		{[]string{"job", "run", "--url", "https://h/r", "--set", "a:b=x:1"}, 2, "", "give --branch"},
+		{[]string{"job", "run", "--url", "https://h/r", "--branch", "main", "--set", "a:b=x:1", "--set", "a:b=x:2"}, 2, "", "given twice"},
+		{[]string{"job", "run", "--from-automation", "a", "--set", "a:b=x:1"}, 2, "", "--from-automation takes no"},
+		{[]string{"job", "run", "--url", "https://h/r", "--branch", "main", "--set", "a:b=x:1", "--commit-template", "@/does/not/exist"}, 2, "", "--commit-template"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, out, errs := runCLI(t, "", tt.args...)
 			if code != tt.code || !strings.Contains(out, tt.out) || !strings.Contains(errs, tt.errs) {
 				t.Errorf("code %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errs, tt.code, tt.out, tt.errs)
+			}
+		})
+	}
+}
+
+// --export prints what a user commits, with no cluster to reach: the
+// object's apiVersion, kind, name, namespace, labels and spec.
+func TestCreateExport(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"create", "repository", "podinfo", "-n", "apps", "--image", "ghcr.io/stefanprodan/podinfo", "--interval", "10m",
+			"--secret-ref", "regcred", "--exclude", "^sha-", "--access-from", "*", "--access-from", "team=web,env=prod"}, `---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImageRepository
+metadata:
+  name: podinfo
+  namespace: apps
+spec:
+  accessFrom:
+    namespaceSelectors:
+    - {}
+    - matchLabels:
+        env: prod
+        team: web
+  exclusionList:
+  - ^sha-
+  image: ghcr.io/stefanprodan/podinfo
+  interval: 10m0s
+  provider: generic
+  secretRef:
+    name: regcred
+`},
+		{[]string{"create", "policy", "podinfo", "-n", "apps", "--repository", "images/podinfo", "--numerical", "asc",
+			"--filter-pattern", "^main-(?P<ts>[0-9]+)$", "--filter-extract", "$ts", "--label", "automation=enabled"}, `---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata:
+  labels:
+    automation: enabled
+  name: podinfo
+  namespace: apps
+spec:
+  filterTags:
+    extract: $ts
+    pattern: ^main-(?P<ts>[0-9]+)$
+  imageRepositoryRef:
+    name: podinfo
+    namespace: images
+  policy:
+    numerical:
+      order: asc
+`},
+		{[]string{"create", "automation", "fleet", "-n", "apps", "--source", "flux-system/fleet", "--author-email", "bot@example.com",
+			"--push-branch", "auto", "--push-option", "ci.skip=", "--path", "clusters/prod", "--policy-selector", "team=web",
+			"--commit-value", "env=prod", "--signing-key-secret", "signing", "--signing-key-type", "ssh"}, `---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata:
+  name: fleet
+  namespace: apps
+spec:
+  git:
+    commit:
+      author:
+        email: bot@example.com
+      messageTemplateValues:
+        env: prod
+      signingKey:
+        secretRef:
+          name: signing
+        type: ssh
+    push:
+      branch: auto
+      options:
+        ci.skip: ""
+  interval: 5m0s
+  policySelector:
+    matchLabels:
+      team: web
+  sourceRef:
+    kind: GitRepository
+    name: fleet
+    namespace: flux-system
+  update:
+    path: clusters/prod
+    strategy: Setters
+`},
+		{[]string{"create", "job", "bump", "-n", "apps", "--url", "https://git.example.com/fleet.git", "--secret", "auth", "--branch", "main",
+			"--set", "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0", "--ttl", "1h"}, `---
+apiVersion: update.toolkit.dev/v1beta1
+kind: UpdateJob
+metadata:
+  name: bump
+  namespace: apps
+spec:
+  checkout:
+    ref:
+      branch: main
+  commit:
+    author:
+      email: tk-image@localhost
+      name: tk-image
+  repository:
+    secretRef:
+      name: auth
+    url: https://git.example.com/fleet.git
+  ttlSecondsAfterFinished: 3600
+  update:
+    setters:
+    - name: ghcr.io/stefanprodan/podinfo
+      policy: apps:podinfo
+      tag: 6.5.0
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args[1], func(t *testing.T) {
+			code, out, errs := runCLI(t, "", append(tt.args, "--export")...)
+			if code != 0 || out != tt.want {
+				t.Errorf("code %d, stderr %q, stdout:\n%s\nwant:\n%s", code, errs, out, tt.want)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,6 +171,55 @@ spec:
 	c.expect(1, a("get", "repository", "missing"), `imagerepositories.image.toolkit.dev "missing" not found`)
 	c.expect(2, a("get", "widgets"), `unknown kind "widgets"`)
 
+	// get --watch prints a row for each change until interrupted.
+	watchCmd := exec.CommandContext(ctx, c.bin, "--kubeconfig", c.kubeconfig, "get", "policies", "--watch")
+	var watched lockedBuffer
+	watchCmd.Stdout, watchCmd.Stderr = &watched, &watched
+	if err := watchCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, &watched, regexp.MustCompile(`(?m)^podinfo\s`))
+	c.expect(0, a("create", "policy", "watched", "--repository", "podinfo", "--numerical", "asc"), "created")
+	waitFor(t, &watched, regexp.MustCompile(`(?m)^watched\s`))
+	_ = watchCmd.Process.Signal(os.Interrupt)
+	if err := watchCmd.Wait(); err != nil {
+		t.Fatalf("get --watch after an interrupt: %v\n%s", err, watched.String())
+	}
+	if n := strings.Count(watched.String(), "NAME "); n != 1 {
+		t.Fatalf("get --watch printed %d headers:\n%s", n, watched.String())
+	}
+
+	// Completion lists the objects of the kind on the command line, and
+	// the namespaces for -n.
+	c.expect(0, a("__complete", "get", "policies", ""), "podinfo\nwatched\n")
+	c.expect(0, a("__complete", "create", "policy", "x", "--repository", ""), "podinfo\n")
+	c.expect(0, a("__complete", "reconcile", ""), "repository\npolicy\nautomation\n")
+	c.expect(0, a("__complete", "get", "policies", "-n", ""), "default\n", "kube-system\n")
+	c.expect(0, a("delete", "policy", "watched"), "deleted")
+
+	// As a kubectl plugin: kubectl finds kubectl-tk_image on PATH, and
+	// asks kubectl_complete-tk_image for completions.
+	plugins := t.TempDir()
+	for _, name := range []string{"kubectl-tk_image", "kubectl_complete-tk_image"} {
+		if err := os.Symlink(c.bin, filepath.Join(plugins, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectl := exec.CommandContext(ctx, env.Cluster.Kubectl, "tk-image", "get", "policies")
+	kubectl.Env = append(os.Environ(), "PATH="+plugins+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+c.kubeconfig)
+	if out, err := kubectl.CombinedOutput(); err != nil || !regexp.MustCompile(`(?m)^podinfo\s`).Match(out) {
+		t.Fatalf("kubectl tk-image get policies: %v\n%s", err, out)
+	}
+	help := exec.CommandContext(ctx, filepath.Join(plugins, "kubectl-tk_image"), "get", "--help")
+	if out, err := help.CombinedOutput(); err != nil || !strings.Contains(string(out), "kubectl tk-image get") {
+		t.Fatalf("kubectl-tk_image get --help: %v\n%s", err, out)
+	}
+	complete := exec.CommandContext(ctx, filepath.Join(plugins, "kubectl_complete-tk_image"), "get", "policies", "")
+	complete.Env = append(os.Environ(), "KUBECONFIG="+c.kubeconfig)
+	if out, err := complete.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "podinfo\n") {
+		t.Fatalf("kubectl_complete-tk_image get policies '': %v\n%s", err, out)
+	}
+
 	// reconcile: a new scan sees a new tag, and the policy follows.
 	if err := env.PushTag(ctx, "6.5.0"); err != nil {
 		t.Fatal(err)
@@ -248,4 +298,29 @@ spec:
 	c.expect(0, a("delete", "automation", "fleet"), "ImageUpdateAutomation default/fleet deleted")
 	c.expect(0, a("delete", "job", "again"), "UpdateJob default/again deleted")
 	c.expect(1, a("delete", "policy", "missing"), `"missing" not found`)
+}
+
+// lockedBuffer is an output buffer a running process writes while the
+// test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor waits until the buffer matches re.
+func waitFor(t *testing.T, b *lockedBuffer, re *regexp.Regexp) {
+	t.Helper()
+	testenv.Eventually(t, 30*time.Second, func() (bool, error) { return re.MatchString(b.String()), nil })
 }
