@@ -166,7 +166,8 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 }
 
 // choose picks the latest image for the policy, and says when to look
-// again. What stops it is a *conditions.Failure.
+// again. What stops it is a *conditions.Failure. Once it has the tags, it
+// records how they were evaluated in status.lastSelection.
 func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePolicy) (imagev1.ImageRef, time.Duration, error) {
 	var none imagev1.ImageRef
 	sel, err := policy.New(obj.Spec.Policy, obj.Spec.FilterTags)
@@ -200,9 +201,15 @@ func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePo
 		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "no stored tags for ImageRepository %s yet", repoKey).After(dependencyRetry)
 	}
 
-	tag, err := sel.Select(entry.Tags)
-	if err != nil {
-		return none, 0, conditions.Retry(imagev1.NoMatchingTagReason, err)
+	// The breakdown is recorded whether or not a tag is chosen: "why not"
+	// is the question it answers most.
+	explained := sel.Explain(entry.Tags, imagev1.MaxTopCandidates)
+	explained.ScanRevision = entry.Revision
+	obj.Status.LastSelection = &explained
+	tag := explained.Selected()
+	if explained.Kept == 0 {
+		return none, 0, conditions.Retry(imagev1.NoMatchingTagReason, &policy.NoMatchError{Considered: explained.Considered,
+			Filtered: explained.Filtered, Dropped: explained.Unparsable + explained.OutOfRange})
 	}
 
 	latest := imagev1.ImageRef{Name: repo.Spec.Image, Tag: tag}

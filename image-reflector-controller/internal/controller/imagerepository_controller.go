@@ -163,10 +163,11 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
 
 	obj.Status.LastScanResult = &imagev1.ScanResult{
-		Revision:   entry.Revision,
-		TagCount:   len(entry.Tags),
-		ScanTime:   metav1.NewTime(entry.ScanTime),
-		LatestTags: latestTags(entry.Tags, 10),
+		Revision:      entry.Revision,
+		TagCount:      len(entry.Tags),
+		ExcludedCount: entry.Excluded,
+		ScanTime:      metav1.NewTime(entry.ScanTime),
+		LatestTags:    latestTags(entry.Tags, 10),
 	}
 	obj.Status.ObservedExclusionList = append([]string(nil), obj.Spec.ExclusionList...)
 	obj.Status.ObservedGeneration = obj.Generation
@@ -210,8 +211,9 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 		if err != nil {
 			return nil, err
 		}
-		sorted := filterTags(tags, exclude)
-		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: time.Now().UTC(), Tags: sorted}
+		sorted, excluded := filterTags(tags, exclude)
+		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: time.Now().UTC(),
+			Excluded: excluded, Tags: sorted}
 		if err := r.Store.Put(e); err != nil {
 			return nil, err
 		}

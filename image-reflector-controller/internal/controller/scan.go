@@ -47,8 +47,9 @@ func compileExclusions(list []string) ([]*regexp.Regexp, error) {
 	return out, nil
 }
 
-// filterTags drops excluded tags and sorts the rest.
-func filterTags(tags []string, exclude []*regexp.Regexp) []string {
+// filterTags drops excluded tags and sorts the rest; it returns them and
+// how many it dropped.
+func filterTags(tags []string, exclude []*regexp.Regexp) ([]string, int) {
 	out := make([]string, 0, len(tags))
 next:
 	for _, t := range tags {
@@ -60,7 +61,7 @@ next:
 		out = append(out, t)
 	}
 	sort.Strings(out)
-	return out
+	return out, len(tags) - len(out)
 }
 
 // revision is the sha256 of the sorted tag set.

@@ -40,12 +40,14 @@ func TestParseImage(t *testing.T) {
 
 func TestFilterRevisionLatest(t *testing.T) {
 	exclude := []*regexp.Regexp{regexp.MustCompile(`^.*\.sig$`), regexp.MustCompile(`^tmp-`)}
-	got := filterTags([]string{"v2", "sha256-x.sig", "tmp-1", "v10", "v1"}, exclude)
-	if !slices.Equal(got, []string{"v1", "v10", "v2"}) {
-		t.Errorf("filterTags = %v", got)
+	got, excluded := filterTags([]string{"v2", "sha256-x.sig", "tmp-1", "v10", "v1"}, exclude)
+	if !slices.Equal(got, []string{"v1", "v10", "v2"}) || excluded != 2 {
+		t.Errorf("filterTags = %v, %d excluded", got, excluded)
 	}
 	// The revision depends on the set, not the order the registry gave.
-	if revision(filterTags([]string{"a", "b"}, nil)) != revision(filterTags([]string{"b", "a"}, nil)) {
+	ab, _ := filterTags([]string{"a", "b"}, nil)
+	ba, _ := filterTags([]string{"b", "a"}, nil)
+	if revision(ab) != revision(ba) {
 		t.Error("revision depends on tag order")
 	}
 	if revision([]string{"a"}) == revision([]string{"a", "b"}) {

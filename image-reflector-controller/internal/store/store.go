@@ -38,6 +38,10 @@ type Entry struct {
 	ScanTime time.Time `json:"scanTime"`
 	// Count is the number of tags, checked on read.
 	Count int `json:"count"`
+	// Excluded is how many listed tags the exclusion list dropped (part of
+	// the key, so a shared scan's count holds for every sharer); 0 in files
+	// written before it was recorded.
+	Excluded int `json:"excluded,omitempty"`
 	// Tags are excluded from the header and stored one per line.
 	Tags []string `json:"-"`
 }
