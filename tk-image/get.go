@@ -24,6 +24,9 @@ type getOptions struct {
 	watch     bool
 	selector  string
 	noHeaders bool
+	// showManagedFields keeps metadata.managedFields in YAML and JSON,
+	// which kubectl also hides unless asked.
+	showManagedFields bool
 }
 
 func newGetCommand(k *kube) *cobra.Command {
@@ -54,6 +57,7 @@ The kind may be singular or plural, the kind's name or its short name
 	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, print changes as they happen")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. team=web")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "print tables without the header row")
+	f.BoolVar(&o.showManagedFields, "show-managed-fields", false, "keep metadata.managedFields in YAML and JSON")
 	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"wide", "yaml", "json", "name"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -239,6 +243,13 @@ func (o *getOptions) print(p printers.ResourcePrinter, objs []runtime.Object, si
 			}
 		}
 		return nil
+	}
+	if !o.showManagedFields {
+		for _, obj := range objs {
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				u.SetManagedFields(nil)
+			}
+		}
 	}
 	if single && len(objs) == 1 {
 		return p.PrintObj(objs[0], out)

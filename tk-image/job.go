@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -240,7 +241,7 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 		fmt.Fprintln(out, "no change: every marked value already holds its policy's image")
 		return nil
 	}
-	fmt.Fprintf(out, "pushed commit %s to %v\n", st.PushedCommit, st.PushedRefs)
+	fmt.Fprintf(out, "pushed commit %s to %s\n", st.PushedCommit, strings.Join(st.PushedRefs, ", "))
 	if st.Result != nil {
 		printResult(out, st.Result)
 	}

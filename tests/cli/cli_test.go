@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,7 @@ func (c cli) run(args ...string) result {
 	} else if err != nil {
 		c.t.Fatalf("tk-image %s: %v", strings.Join(args, " "), err)
 	}
+	transcribe(args, out.String()+errOut.String(), code)
 	return result{code, out.String(), errOut.String()}
 }
 
@@ -73,6 +75,22 @@ func (c cli) expect(code int, args []string, want ...string) result {
 }
 
 func a(s ...string) []string { return s }
+
+// transcribe appends a command and its output to $TK_IMAGE_TRANSCRIPT, when
+// set: the README's examples are copied from there, so their output is
+// what the commands print.
+func transcribe(args []string, output string, code int) {
+	path := os.Getenv("TK_IMAGE_TRANSCRIPT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "$ tk-image %s\n%s(exit %d)\n\n", strings.Join(args, " "), output, code)
+}
 
 // Every cluster command, as a user runs it, against real controllers:
 // create (applied, updated, rejected by the API server, exported), get in
@@ -164,7 +182,10 @@ spec:
 	if !regexp.MustCompile(`(?m)^NAMESPACE\s+NAME\s+IMAGE\s+TAG\s+DIGEST\s+READY`).MatchString(r.out) {
 		t.Fatalf("get imgpol -A -o wide:\n%s", r.out)
 	}
-	c.expect(0, a("get", "repository", "podinfo", "-o", "yaml"), "kind: ImageRepository", "tagCount: 2")
+	if r := c.expect(0, a("get", "repository", "podinfo", "-o", "yaml"), "kind: ImageRepository", "tagCount: 2"); strings.Contains(r.out, "managedFields") {
+		t.Fatalf("get -o yaml shows managedFields:\n%s", r.out)
+	}
+	c.expect(0, a("get", "repository", "podinfo", "-o", "yaml", "--show-managed-fields"), "managedFields")
 	c.expect(0, a("get", "repositories", "-o", "json"), `"kind": "List"`, `"name": "podinfo"`)
 	c.expect(0, a("get", "policies", "-o", "name"), "imagepolicy.image.toolkit.dev/podinfo")
 	c.expect(0, a("get", "automations"), "No resources found in default namespace.")

@@ -255,16 +255,28 @@ func TestCLICommands(t *testing.T) {
 		if len(words) == 0 {
 			continue // the name in prose
 		}
-		out, err := exec.Command(cli, append(words, "--help")...).CombinedOutput()
-		if err != nil {
-			t.Errorf("tk-image %s --help: %v\n%s", m[1], err, out)
+		// The command is the longest prefix of the words that names one;
+		// the rest are its arguments (a kind, a name).
+		var out []byte
+		n := len(words)
+		for ; n > 0; n-- {
+			help, err := exec.Command(cli, append(slices.Clone(words[:n]), "--help")...).CombinedOutput()
+			if err != nil {
+				t.Errorf("tk-image %s --help: %v\n%s", strings.Join(words[:n], " "), err, help)
+				break
+			}
+			// Cobra answers an unknown subcommand with its parent's help;
+			// a command's own help starts its usage with its path.
+			if regexp.MustCompile(`(?m)^  tk-image ` + regexp.QuoteMeta(strings.Join(words[:n], " ")) + `( |$)`).Match(help) {
+				out = help
+				break
+			}
+		}
+		if out == nil {
+			t.Errorf("README shows `tk-image %s`, which is not a command", strings.Join(words, " "))
 			continue
 		}
-		// Cobra answers an unknown subcommand with its parent's help.
-		if !strings.Contains(string(out), "tk-image "+strings.Join(words, " ")) {
-			t.Errorf("README shows `tk-image %s`, which is not a command:\n%s", strings.Join(words, " "), out)
-			continue
-		}
+		words = words[:n]
 		for _, f := range regexp.MustCompile(`(?:^|\s)(--[a-z][a-z-]*)`).FindAllStringSubmatch(m[2], -1) {
 			if !strings.Contains(string(out), f[1]+" ") && !strings.Contains(string(out), f[1]+"\n") && !strings.Contains(string(out), f[1]+"=") {
 				t.Errorf("README shows `tk-image %s %s`; its help has no such flag", strings.Join(words, " "), f[1])
