@@ -47,6 +47,7 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 
 	type outcome struct {
 		file     *FileResult
+		markers  []MarkerSite
 		problems []Problem
 	}
 	outcomes := make([]outcome, len(files))
@@ -57,8 +58,8 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				f, ps := updateFile(root, files[i], policies, opts)
-				outcomes[i] = outcome{f, ps}
+				f, ms, ps := updateFile(root, files[i], policies, opts)
+				outcomes[i] = outcome{f, ms, ps}
 			}
 		}()
 	}
@@ -73,9 +74,12 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 		if o.file != nil {
 			res.Files = append(res.Files, *o.file)
 		}
+		res.Markers = append(res.Markers, o.markers...)
 		res.Problems = append(res.Problems, o.problems...)
 	}
 	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
+	// Each file's markers are in line order already.
+	sort.SliceStable(res.Markers, func(i, j int) bool { return res.Markers[i].Path < res.Markers[j].Path })
 	sort.SliceStable(res.Problems, func(i, j int) bool { return res.Problems[i].Path < res.Problems[j].Path })
 	return res, nil
 }
@@ -159,34 +163,39 @@ func statID(info fs.FileInfo) ([2]uint64, bool) {
 	return [2]uint64{uint64(st.Dev), uint64(st.Ino)}, true
 }
 
-// updateFile updates one file; it returns nil when nothing changed.
-func updateFile(root *os.Root, p string, policies Policies, opts Options) (*FileResult, []Problem) {
+// updateFile updates one file; it returns nil when nothing changed, and
+// the markers it found.
+func updateFile(root *os.Root, p string, policies Policies, opts Options) (*FileResult, []MarkerSite, []Problem) {
 	data, err := root.ReadFile(p)
 	if err != nil {
-		return nil, []Problem{{Path: p, Err: err}}
+		return nil, nil, []Problem{{Path: p, Err: err}}
 	}
 	if !bytes.Contains(data, needle) {
-		return nil, nil
+		return nil, nil, nil
 	}
-	out, objs, skipped, err := UpdateBytes(data, policies)
+	out, objs, skipped, _, markers, err := update(data, policies)
+	clean := path.Clean(p)
+	for i := range markers {
+		markers[i].Path = clean
+	}
 	var problems []Problem
 	for _, s := range skipped {
 		problems = append(problems, Problem{Path: p, Err: s})
 	}
 	if err != nil {
-		return nil, append(problems, Problem{Path: p, Err: err})
+		return nil, markers, append(problems, Problem{Path: p, Err: err})
 	}
 	if len(objs) == 0 {
-		return nil, problems
+		return nil, markers, problems
 	}
 	if !opts.DryRun {
 		info, err := root.Stat(p)
 		if err != nil {
-			return nil, append(problems, Problem{Path: p, Err: err})
+			return nil, markers, append(problems, Problem{Path: p, Err: err})
 		}
 		if err := root.WriteFile(p, out, info.Mode().Perm()); err != nil {
-			return nil, append(problems, Problem{Path: p, Err: fmt.Errorf("writing: %w", err)})
+			return nil, markers, append(problems, Problem{Path: p, Err: fmt.Errorf("writing: %w", err)})
 		}
 	}
-	return &FileResult{Path: path.Clean(p), Objects: objs}, problems
+	return &FileResult{Path: clean, Objects: objs}, markers, problems
 }

@@ -35,7 +35,7 @@ type edit struct {
 // the targets it left alone with the reason (e.g. block scalars). A file
 // that does not parse is an error.
 func UpdateBytes(data []byte, policies Policies) ([]byte, []ObjectResult, []error, error) {
-	out, objs, skipped, _, err := update(data, policies)
+	out, objs, skipped, _, _, err := update(data, policies)
 	return out, objs, skipped, err
 }
 
@@ -46,13 +46,21 @@ type planned struct {
 	end    int
 }
 
-func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []edit, error) {
+// update is UpdateBytes, also returning the edits and every marker found
+// (without a path), whatever its policy and whether or not its value
+// changes; the markers are returned with the error of a file that parses
+// but cannot be rewritten, where they were found all the same.
+func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []edit, []MarkerSite, error) {
 	src := newSource(data)
 	docs, err := parseDocs(data)
 	if err != nil {
-		return data, nil, nil, nil, err
+		return data, nil, nil, nil, nil, err
 	}
 	targets := findTargets(src, docs)
+	markers := make([]MarkerSite, len(targets))
+	for i, t := range targets {
+		markers[i] = MarkerSite{Line: t.node.Line, Marker: t.marker}
+	}
 
 	var plan []planned
 	var skipped []error
@@ -74,14 +82,14 @@ func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []
 				skipped = append(skipped, fmt.Errorf("line %d: %s", t.node.Line, unsupported.reason))
 				continue
 			}
-			return data, nil, nil, nil, err
+			return data, nil, nil, nil, markers, err
 		}
 		want[i] = val
 		plan = append(plan, planned{index: i, start: start, end: end,
 			change: Change{OldValue: t.node.Value, NewValue: val, Setter: t.marker.String()}})
 	}
 	if len(plan) == 0 {
-		return data, nil, skipped, nil, nil
+		return data, nil, skipped, nil, markers, nil
 	}
 
 	// Render each value in the style it had. Re-parsing the result proves
@@ -100,7 +108,7 @@ func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []
 		}
 	}
 	if err != nil {
-		return data, nil, nil, nil, fmt.Errorf("rewriting the marked values would change the file's meaning (%v); left unchanged", err)
+		return data, nil, nil, nil, markers, fmt.Errorf("rewriting the marked values would change the file's meaning (%v); left unchanged", err)
 	}
 
 	var objs []ObjectResult
@@ -113,7 +121,7 @@ func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []
 		}
 		objs[len(objs)-1].Changes = append(objs[len(objs)-1].Changes, p.change)
 	}
-	return out, objs, skipped, edits, nil
+	return out, objs, skipped, edits, markers, nil
 }
 
 // verify re-parses out and checks that its targets have the wanted values.

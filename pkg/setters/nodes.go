@@ -21,8 +21,11 @@ func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
 		w.obj = identify(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{item.YNode()}})
 		w.walk(item.YNode(), false)
 
+		path, _, _ := kioutil.GetFileAnnotations(item)
 		var changes []Change
 		for _, t := range w.targets {
+			// The items' lines are the ResourceList's, not the file's.
+			res.Markers = append(res.Markers, MarkerSite{Path: path, Marker: t.marker})
 			img, ok := policies[t.marker.Policy]
 			if !ok {
 				continue
@@ -41,7 +44,6 @@ func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
 		if len(changes) == 0 {
 			continue
 		}
-		path, _, _ := kioutil.GetFileAnnotations(item)
 		i, ok := byPath[path]
 		if !ok {
 			i = len(res.Files)

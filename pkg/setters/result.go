@@ -39,6 +39,15 @@ type Problem struct {
 
 func (p Problem) Error() string { return p.Path + ": " + p.Err.Error() }
 
+// MarkerSite is a marker found in a file: where, and what it names.
+type MarkerSite struct {
+	// Path relative to the updated directory, with forward slashes.
+	Path string
+	// Line of the marked value, from 1; 0 when not known (UpdateNodes).
+	Line   int
+	Marker Marker
+}
+
 // Result is what an update changed: files sorted by path, then objects and
 // changes in document order. Only values that differ are recorded.
 type Result struct {
@@ -46,6 +55,10 @@ type Result struct {
 	// Problems are files not parsed, or targets not rewritten; the other
 	// files are still updated.
 	Problems []Problem `json:"-"`
+	// Markers are all the markers found, by path and line, whether or not
+	// a policy was given for them and their value changed: what tells "no
+	// marker names this policy" from "already up to date".
+	Markers []MarkerSite `json:"-"`
 }
 
 // Changes returns all changes, in file and document order.

@@ -395,7 +395,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 		if out != nil {
 			st.CheckoutRevision = out.CheckoutRevision
 			if out.Result != nil {
-				st.Result = runner.APIResult(out.Result)
+				st.Result = runner.APIResult(out.Result, plan.Policies)
 			}
 		}
 		switch {

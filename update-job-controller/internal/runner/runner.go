@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -418,9 +419,12 @@ func (in *Input) push(ctx context.Context, mirror *gitops.Mirror, commit *git2go
 }
 
 // APIResult is the setters' result in the UpdateJob status form; the
-// runner is the one place that knows both.
-func APIResult(r *setters.Result) *updatev1.UpdateResult {
+// runner is the one place that knows both. The markers are summed up per
+// policy within the status's bounds (exact counts, lists cut), against the
+// job's policies: those no marker names, and markers naming none of them.
+func APIResult(r *setters.Result, policies setters.Policies) *updatev1.UpdateResult {
 	out := &updatev1.UpdateResult{}
+	out.Markers, out.OmittedMarkerPolicies, out.UnmarkedPolicies = markerSummary(r.Markers, policies)
 	for _, f := range r.Files {
 		fr := updatev1.FileResult{Path: f.Path}
 		for _, o := range f.Objects {
@@ -433,4 +437,50 @@ func APIResult(r *setters.Result) *updatev1.UpdateResult {
 		out.Files = append(out.Files, fr)
 	}
 	return out
+}
+
+// markerSummary groups markers by policy: policies without a setter first
+// (the ones a reader is looking for), then by name, at most
+// MaxMarkerPolicies entries of MaxMarkerFiles files each; it also returns
+// how many entries were cut, and the policies no marker names, sorted.
+func markerSummary(markers []setters.MarkerSite, policies setters.Policies) ([]updatev1.PolicyMarkers, int, []string) {
+	byPolicy := map[string]*updatev1.PolicyMarkers{}
+	var entries []*updatev1.PolicyMarkers
+	for _, m := range markers {
+		e, ok := byPolicy[m.Marker.Policy]
+		if !ok {
+			_, known := policies[m.Marker.Policy]
+			e = &updatev1.PolicyMarkers{Policy: m.Marker.Policy, Unknown: !known}
+			byPolicy[m.Marker.Policy] = e
+			entries = append(entries, e)
+		}
+		e.Count++
+		// Markers come in path order: a new file is a new last path.
+		if n := len(e.Files); n < updatev1.MaxMarkerFiles && (n == 0 || e.Files[n-1] != m.Path) {
+			e.Files = append(e.Files, m.Path)
+		}
+	}
+	slices.SortFunc(entries, func(a, b *updatev1.PolicyMarkers) int {
+		if a.Unknown != b.Unknown {
+			if a.Unknown {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Policy, b.Policy)
+	})
+	omitted := max(len(entries)-updatev1.MaxMarkerPolicies, 0)
+	entries = entries[:len(entries)-omitted]
+	var list []updatev1.PolicyMarkers
+	for _, e := range entries {
+		list = append(list, *e)
+	}
+	var unmarked []string
+	for key := range policies {
+		if _, ok := byPolicy[key]; !ok {
+			unmarked = append(unmarked, key)
+		}
+	}
+	slices.Sort(unmarked)
+	return list, omitted, unmarked
 }
