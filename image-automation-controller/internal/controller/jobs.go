@@ -256,7 +256,7 @@ func runOf(j *updatev1.UpdateJob) int {
 // record writes a finished job's outcome into the status, once per job.
 func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) tally {
 	var t tally
-	obj.Status.LastJob = &imagev1.UpdateJobReference{Name: job.Name, UID: job.UID, Phase: job.Status.Phase}
+	obj.Status.LastJob = jobReference(job)
 	gen, _ := strconv.ParseInt(job.Annotations[GenerationAnnotation], 10, 64)
 	applied := func() {
 		obj.Status.ObservedPolicies = policiesOf(job)
@@ -310,6 +310,26 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		t.outcome(OutcomeFailed)
 	}
 	return t
+}
+
+// jobReference names the finished job, with what its markers say about
+// the policies: setters no marker names, and markers naming a policy the job
+// had no value for. They are the commonest answer to "why was my image not
+// updated", and outlive the job, which may be pruned.
+func jobReference(job *updatev1.UpdateJob) *imagev1.UpdateJobReference {
+	ref := &imagev1.UpdateJobReference{Name: job.Name, UID: job.UID, Phase: job.Status.Phase}
+	r := job.Status.Result
+	if r == nil {
+		return ref
+	}
+	ref.UnmarkedPolicies = r.UnmarkedPolicies[:min(len(r.UnmarkedPolicies), imagev1.MaxLastJobPolicies)]
+	// The job lists its unknown policies first.
+	for _, m := range r.Markers {
+		if m.Unknown && len(ref.UnknownPolicies) < imagev1.MaxLastJobPolicies {
+			ref.UnknownPolicies = append(ref.UnknownPolicies, m.Policy)
+		}
+	}
+	return ref
 }
 
 // policiesOf turns a job's setters back into observed policies.
