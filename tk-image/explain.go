@@ -1,12 +1,955 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
-// Placeholder until explain lands; replaced wholesale.
-func newExplainCommand(k *kube) *cobra.Command {
-	return &cobra.Command{Use: "explain", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("explain: not built yet") }}
+// explainKinds are the kinds explain takes: the two whose status answers
+// "why was (or wasn't) my image updated".
+var explainKinds = []string{"policy", "automation"}
+
+// defaultHeadTimeout bounds listing the branch head when the repository
+// sets no timeout: the controllers' default of a minute is long for a
+// command someone waits on.
+const defaultHeadTimeout = 30 * time.Second
+
+// maxScanSites is how many marker places per policy a --scan-checkout
+// explanation lists (the count stays exact).
+const maxScanSites = 5
+
+type explainOptions struct {
+	output       string
+	scanCheckout string
 }
+
+func newExplainCommand(k *kube) *cobra.Command {
+	var o explainOptions
+	cmd := &cobra.Command{
+		Use:   "explain policy|automation NAME",
+		Short: "Explain why an image was (or was not) updated",
+		Long: `Explain, from what the controllers record in status, why an image was (or
+was not) updated.
+
+For a policy: its ImageRepository's last scan (tags kept, tags the
+exclusionList dropped), how the policy's last evaluation treated those tags
+(how many the filter and the policy dropped, and the best candidates), the
+image chosen, when it changed and what it was before.
+
+For an automation: the policies it selects with their latest image against
+the image its last run applied (pending when they differ), the branch head
+(listed now from the git server, with the repository's credentials) against
+the head its last run saw, the last UpdateJob's outcome and changes, and the
+markers naming each policy: from the last job's status, or with
+--scan-checkout from a dry run of the setters over a local checkout of the
+repository. Markers that name a policy the automation cannot apply, and
+selected policies no marker names, are listed as problems.`,
+		Example: `  tk-image explain policy podinfo -n apps
+  tk-image explain automation fleet -n flux-system
+  tk-image explain automation fleet --scan-checkout ~/src/fleet
+  tk-image explain policy podinfo -o yaml`,
+		Args:              usageArgs(cobra.ExactArgs(2)),
+		ValidArgsFunction: completeKindAndNames(k, explainKinds...),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kd, err := kindNamed(args[0], explainKinds...)
+			if err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), k, kd, args[1], cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", "", "output format: yaml or json (default: text)")
+	f.StringVar(&o.scanCheckout, "scan-checkout", "", "for an automation: find the markers in this local checkout of its repository (a dry run of the setters over its update path) instead of reading them from the last UpdateJob")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagDirname("scan-checkout")
+	return cmd
+}
+
+// explanation is what explain prints: as text, or as YAML or JSON (its
+// exported fields).
+type explanation interface {
+	text(w io.Writer)
+}
+
+func (o *explainOptions) run(ctx context.Context, k *kube, kd kind, name string, out io.Writer) error {
+	switch o.output {
+	case "", "yaml", "json":
+	default:
+		return usageError{fmt.Errorf("--output must be yaml or json, got %q", o.output)}
+	}
+	if o.scanCheckout != "" {
+		if kd.name != "automation" {
+			return usageError{errors.New("--scan-checkout applies to an automation")}
+		}
+		if info, err := os.Stat(o.scanCheckout); err != nil || !info.IsDir() {
+			return usageError{fmt.Errorf("--scan-checkout %q is not a directory", o.scanCheckout)}
+		}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	c, key, err := k.target(name)
+	if err != nil {
+		return err
+	}
+	var e explanation
+	if kd.name == "policy" {
+		e, err = explainPolicy(ctx, c, key)
+	} else {
+		e, err = explainAutomation(ctx, c, key, o.scanCheckout)
+	}
+	if err != nil {
+		return err
+	}
+	switch o.output {
+	case "yaml":
+		b, err := sigsyaml.Marshal(e)
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(b)
+		return err
+	case "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	tw := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	e.text(tw)
+	return tw.Flush()
+}
+
+// policyExplanation is what explain policy says.
+type policyExplanation struct {
+	Policy    string `json:"policy"`
+	Rules     string `json:"rules"`
+	Suspended bool   `json:"suspended,omitempty"`
+	// Repository is the policy's ImageRepository, as its status says.
+	Repository repositoryFacts `json:"repository"`
+	// LastSelection is the policy's status.lastSelection.
+	LastSelection *imagev1.TagSelection `json:"lastSelection,omitempty"`
+	// SelectionIsCurrent is whether lastSelection evaluated the
+	// repository's last scan.
+	SelectionIsCurrent bool              `json:"selectionIsCurrent"`
+	LatestRef          *imagev1.ImageRef `json:"latestRef,omitempty"`
+	LatestRefTime      *metav1.MicroTime `json:"latestRefTime,omitempty"`
+	PreviousRef        *imagev1.ImageRef `json:"previousRef,omitempty"`
+	Ready              *metav1.Condition `json:"ready,omitempty"`
+	choice             imagev1.ImagePolicyChoice
+	filter             *imagev1.TagFilter
+}
+
+type repositoryFacts struct {
+	Name string `json:"name"`
+	// Error says why the repository could not be read.
+	Error              string              `json:"error,omitempty"`
+	Image              string              `json:"image,omitempty"`
+	CanonicalImageName string              `json:"canonicalImageName,omitempty"`
+	LastScanResult     *imagev1.ScanResult `json:"lastScanResult,omitempty"`
+	ExclusionList      []string            `json:"exclusionList,omitempty"`
+	Ready              *metav1.Condition   `json:"ready,omitempty"`
+}
+
+func explainPolicy(ctx context.Context, c client.Client, key types.NamespacedName) (*policyExplanation, error) {
+	p := &imagev1.ImagePolicy{}
+	if err := c.Get(ctx, key, p); err != nil {
+		return nil, err
+	}
+	e := &policyExplanation{
+		Policy:        key.String(),
+		Rules:         describeRules(p.Spec.Policy, p.Spec.FilterTags),
+		Suspended:     p.Spec.Suspend,
+		LastSelection: p.Status.LastSelection,
+		LatestRef:     p.Status.LatestRef,
+		LatestRefTime: p.Status.LatestRefTime,
+		PreviousRef:   p.Status.ObservedPreviousRef,
+		Ready:         apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition),
+		choice:        p.Spec.Policy,
+		filter:        p.Spec.FilterTags,
+	}
+	repoKey := types.NamespacedName{Namespace: p.Spec.ImageRepositoryRef.Namespace, Name: p.Spec.ImageRepositoryRef.Name}
+	if repoKey.Namespace == "" {
+		repoKey.Namespace = p.Namespace
+	}
+	e.Repository.Name = repoKey.String()
+	repo := &imagev1.ImageRepository{}
+	if err := c.Get(ctx, repoKey, repo); err != nil {
+		e.Repository.Error = err.Error()
+		return e, nil
+	}
+	e.Repository.Image = repo.Spec.Image
+	e.Repository.CanonicalImageName = repo.Status.CanonicalImageName
+	e.Repository.LastScanResult = repo.Status.LastScanResult
+	e.Repository.ExclusionList = repo.Status.ObservedExclusionList
+	e.Repository.Ready = apimeta.FindStatusCondition(repo.Status.Conditions, conditions.ReadyCondition)
+	if s, scan := e.LastSelection, repo.Status.LastScanResult; s != nil && scan != nil {
+		e.SelectionIsCurrent = s.ScanRevision == scan.Revision
+	}
+	return e, nil
+}
+
+func (e *policyExplanation) text(w io.Writer) {
+	fmt.Fprintf(w, "ImagePolicy:\t%s\n", e.Policy)
+	fmt.Fprintf(w, "Rules:\t%s\n", e.Rules)
+	if e.Suspended {
+		fmt.Fprintf(w, "Suspended:\ttrue: the policy is not evaluated until resumed\n")
+	}
+	r := e.Repository
+	if r.Error != "" {
+		fmt.Fprintf(w, "ImageRepository:\t%s: %s\n", r.Name, r.Error)
+	} else {
+		fmt.Fprintf(w, "ImageRepository:\t%s (%s)\n", r.Name, orText(r.CanonicalImageName, r.Image))
+		if s := r.LastScanResult; s != nil {
+			fmt.Fprintf(w, "  Last scan:\t%s, revision %s\n", formatTime(s.ScanTime.Time), shortRevision(s.Revision))
+			excluded := fmt.Sprintf("%d dropped by the exclusionList", s.ExcludedCount)
+			if len(r.ExclusionList) > 0 {
+				excluded += " " + quoteList(r.ExclusionList)
+			}
+			fmt.Fprintf(w, "  Tags:\t%d kept, %s\n", s.TagCount, excluded)
+		} else {
+			fmt.Fprintf(w, "  Last scan:\tnone yet\n")
+		}
+		writeCondition(w, "  Ready:", r.Ready)
+	}
+	switch s := e.LastSelection; {
+	case s == nil:
+		fmt.Fprintf(w, "Last selection:\tnone recorded: the policy has not evaluated any tags yet\n")
+	case r.LastScanResult == nil || e.SelectionIsCurrent:
+		fmt.Fprintf(w, "Last selection:\tof scan %s (the repository's last)\n", shortRevision(s.ScanRevision))
+		writeSelection(w, "  ", s, e.choice, e.filter)
+	default:
+		fmt.Fprintf(w, "Last selection:\tof scan %s, not the repository's last (%s): the policy has not been evaluated since\n",
+			shortRevision(s.ScanRevision), shortRevision(r.LastScanResult.Revision))
+		writeSelection(w, "  ", s, e.choice, e.filter)
+	}
+	if e.LatestRef == nil {
+		fmt.Fprintf(w, "Latest image:\tnone chosen yet\n")
+	} else {
+		fmt.Fprintf(w, "Latest image:\t%s\n", e.LatestRef)
+		if e.LatestRefTime != nil {
+			fmt.Fprintf(w, "  Chosen:\t%s\n", formatTime(e.LatestRefTime.Time))
+		}
+		if e.PreviousRef != nil {
+			fmt.Fprintf(w, "  Previous:\t%s\n", e.PreviousRef)
+		} else {
+			fmt.Fprintf(w, "  Previous:\tnone\n")
+		}
+	}
+	writeCondition(w, "Ready:", e.Ready)
+}
+
+// describeRules says how a policy orders tags, in the spec's words.
+func describeRules(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) string {
+	var s string
+	switch {
+	case choice.SemVer != nil:
+		s = fmt.Sprintf("semver range %q: the highest version in range", choice.SemVer.Range)
+	case choice.Alphabetical != nil:
+		s = "alphabetical " + orText(choice.Alphabetical.Order, "asc")
+	case choice.Numerical != nil:
+		s = "numerical " + orText(choice.Numerical.Order, "asc")
+	default:
+		s = "none"
+	}
+	if filter != nil && filter.Pattern != "" {
+		s += fmt.Sprintf("; only tags matching %q", filter.Pattern)
+		if filter.Extract != "" {
+			s += fmt.Sprintf(", ordered by %q", filter.Extract)
+		}
+	}
+	return s
+}
+
+// writeSelection writes a selection's breakdown as tab-separated lines,
+// naming each drop as the policy's rules have it. explain policy and
+// policy eval --explain both print it.
+func writeSelection(w io.Writer, indent string, s *imagev1.TagSelection, choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) {
+	fmt.Fprintf(w, "%sConsidered:\t%d tags\n", indent, s.Considered)
+	if filter != nil && filter.Pattern != "" {
+		fmt.Fprintf(w, "%sFiltered out:\t%d not matching %q\n", indent, s.Filtered, filter.Pattern)
+	}
+	switch {
+	case choice.SemVer != nil:
+		fmt.Fprintf(w, "%sNot a version:\t%d (a version needs all three numbers, e.g. 1.2.0)\n", indent, s.Unparsable)
+		fmt.Fprintf(w, "%sOut of range:\t%d outside %q\n", indent, s.OutOfRange, choice.SemVer.Range)
+	case choice.Numerical != nil:
+		fmt.Fprintf(w, "%sNot a number:\t%d\n", indent, s.Unparsable)
+	}
+	fmt.Fprintf(w, "%sKept:\t%d\n", indent, s.Kept)
+	if len(s.TopCandidates) > 0 {
+		fmt.Fprintf(w, "%sBest first:\t%s\n", indent, strings.Join(s.TopCandidates, ", "))
+	}
+	if sel := s.Selected(); sel != "" {
+		fmt.Fprintf(w, "%sSelected:\t%s\n", indent, sel)
+	} else {
+		fmt.Fprintf(w, "%sSelected:\tnothing: no tag is left\n", indent)
+	}
+}
+
+// automationExplanation is what explain automation says.
+type automationExplanation struct {
+	Automation string      `json:"automation"`
+	Suspended  bool        `json:"suspended,omitempty"`
+	Source     sourceFacts `json:"source"`
+	// PolicySelector selects the policies; empty selects all.
+	PolicySelector string             `json:"policySelector"`
+	Policies       []automationPolicy `json:"policies"`
+	LastRunTime    *metav1.Time       `json:"lastRunTime,omitempty"`
+	LastPushCommit string             `json:"lastPushCommit,omitempty"`
+	LastPushTime   *metav1.Time       `json:"lastPushTime,omitempty"`
+	Ready          *metav1.Condition  `json:"ready,omitempty"`
+	// InFlightJob is an UpdateJob that has not finished yet.
+	InFlightJob *jobFacts   `json:"inFlightJob,omitempty"`
+	LastJob     *jobFacts   `json:"lastJob,omitempty"`
+	Markers     markerFacts `json:"markers"`
+	// Problems are the reasons, found in the above, that an image is not
+	// updated.
+	Problems []string `json:"problems,omitempty"`
+}
+
+type sourceFacts struct {
+	// Describe names where the repository comes from.
+	Describe   string `json:"describe"`
+	URL        string `json:"url,omitempty"`
+	Ref        string `json:"ref,omitempty"`
+	UpdatePath string `json:"updatePath,omitempty"`
+	// Head is the checkout branch's head, listed now.
+	Head      string `json:"head,omitempty"`
+	HeadError string `json:"headError,omitempty"`
+	// ObservedRevision is the head the last run saw.
+	ObservedRevision string `json:"observedRevision,omitempty"`
+}
+
+type automationPolicy struct {
+	// Policy is NAMESPACE:NAME, as markers write it.
+	Policy    string            `json:"policy"`
+	LatestRef *imagev1.ImageRef `json:"latestRef,omitempty"`
+	// Applied is the image the last run applied (status.observedPolicies).
+	Applied *imagev1.ImageRef `json:"applied,omitempty"`
+	// State is applied, pending (the latest image differs from the
+	// applied one) or "no latest image".
+	State string `json:"state"`
+	// Markers counts the markers naming the policy; absent when not known.
+	Markers *int `json:"markers,omitempty"`
+	// Files are some of the files holding them.
+	Files []string `json:"files,omitempty"`
+}
+
+type jobFacts struct {
+	Name  string                  `json:"name"`
+	Phase updatev1.UpdateJobPhase `json:"phase,omitempty"`
+	// Error says why the job could not be read (e.g. it was deleted).
+	Error            string                 `json:"error,omitempty"`
+	CheckoutRevision string                 `json:"checkoutRevision,omitempty"`
+	PushedCommit     string                 `json:"pushedCommit,omitempty"`
+	PushedRefs       []string               `json:"pushedRefs,omitempty"`
+	CompletionTime   *metav1.Time           `json:"completionTime,omitempty"`
+	Ready            *metav1.Condition      `json:"ready,omitempty"`
+	Changes          []updatev1.FileResult  `json:"changes,omitempty"`
+	result           *updatev1.UpdateResult // the markers, read into markerFacts
+}
+
+type markerFacts struct {
+	// From says where the markers were read; empty when nowhere has them.
+	From string `json:"from,omitempty"`
+	// Complete is whether every policy markers name is listed, so that a
+	// policy not listed has no marker.
+	Complete bool          `json:"complete"`
+	Policies []markerEntry `json:"policies,omitempty"`
+	// Omitted counts the policies the job's status did not list.
+	Omitted int `json:"omitted,omitempty"`
+	// WouldChange lists, for --scan-checkout, the values a run would set.
+	WouldChange []string `json:"wouldChange,omitempty"`
+	// Problems are files the scan could not read or rewrite.
+	ScanProblems []string `json:"scanProblems,omitempty"`
+}
+
+type markerEntry struct {
+	Policy string `json:"policy"`
+	// Count is the number of markers naming the policy; absent when only
+	// its existence is known.
+	Count *int     `json:"count,omitempty"`
+	Files []string `json:"files,omitempty"`
+	// Problem says why the automation cannot apply the policy.
+	Problem string `json:"problem,omitempty"`
+}
+
+func explainAutomation(ctx context.Context, c client.Client, key types.NamespacedName, scanCheckout string) (*automationExplanation, error) {
+	a := &imagev1.ImageUpdateAutomation{}
+	if err := c.Get(ctx, key, a); err != nil {
+		return nil, err
+	}
+	e := &automationExplanation{
+		Automation:     key.String(),
+		Suspended:      a.Spec.Suspend,
+		LastRunTime:    a.Status.LastAutomationRunTime,
+		LastPushCommit: a.Status.LastPushCommit,
+		LastPushTime:   a.Status.LastPushTime,
+		Ready:          apimeta.FindStatusCondition(a.Status.Conditions, conditions.ReadyCondition),
+		Policies:       []automationPolicy{},
+	}
+	e.Source = branchHead(ctx, c, a)
+
+	// The policies, as the automation controller selects them: in its
+	// namespace, by spec.policySelector (all without one).
+	all := &imagev1.ImagePolicyList{}
+	if err := c.List(ctx, all, client.InNamespace(a.Namespace)); err != nil {
+		return nil, err
+	}
+	sel := labels.Everything()
+	if a.Spec.PolicySelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(a.Spec.PolicySelector)
+		if err != nil {
+			e.Problems = append(e.Problems, fmt.Sprintf("spec.policySelector is invalid, so no policy is selected: %s", err))
+			s = labels.Nothing()
+		}
+		sel = s
+		e.PolicySelector = metav1.FormatLabelSelector(a.Spec.PolicySelector)
+	}
+	policies := map[string]*imagev1.ImagePolicy{}
+	for i := range all.Items {
+		policies[all.Items[i].Name] = &all.Items[i]
+	}
+	selected := map[string]bool{}
+	for _, p := range all.Items {
+		if !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		row := automationPolicy{Policy: updatev1.PolicyKey(p.Namespace, p.Name), LatestRef: p.Status.LatestRef}
+		selected[row.Policy] = true
+		if applied, ok := a.Status.ObservedPolicies[p.Name]; ok {
+			row.Applied = &applied
+		}
+		switch {
+		case row.LatestRef == nil:
+			row.State = "no latest image"
+		case row.Applied != nil && *row.Applied == *row.LatestRef:
+			row.State = "applied"
+		default:
+			row.State = "pending"
+		}
+		e.Policies = append(e.Policies, row)
+	}
+	slices.SortFunc(e.Policies, func(x, y automationPolicy) int { return strings.Compare(x.Policy, y.Policy) })
+
+	if job, err := inFlightJob(ctx, c, a); err == nil && job != nil {
+		e.InFlightJob = describeJob(job)
+	}
+	if ref := a.Status.LastJob; ref != nil {
+		job := &updatev1.UpdateJob{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}, job)
+		switch {
+		case err == nil && job.UID == ref.UID:
+			e.LastJob = describeJob(job)
+		case err == nil || apierrors.IsNotFound(err):
+			e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: "deleted since (pruned, or removed by its TTL)"}
+		default:
+			e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: err.Error()}
+		}
+	}
+
+	if scanCheckout != "" {
+		if err := e.scan(scanCheckout, a); err != nil {
+			return nil, err
+		}
+	} else {
+		e.markersFromJob(a)
+	}
+	e.judge(a, policies, selected, sel)
+	return e, nil
+}
+
+func describeJob(job *updatev1.UpdateJob) *jobFacts {
+	f := &jobFacts{
+		Name:             job.Name,
+		Phase:            job.Status.Phase,
+		CheckoutRevision: job.Status.CheckoutRevision,
+		PushedCommit:     job.Status.PushedCommit,
+		PushedRefs:       job.Status.PushedRefs,
+		CompletionTime:   job.Status.CompletionTime,
+		Ready:            apimeta.FindStatusCondition(job.Status.Conditions, conditions.ReadyCondition),
+		result:           job.Status.Result,
+	}
+	if f.Phase == "" {
+		f.Phase = updatev1.UpdateJobPending
+	}
+	if job.Status.Result != nil {
+		f.Changes = job.Status.Result.Files
+	}
+	return f
+}
+
+// branchHead resolves the automation's repository and checkout ref as its
+// controller does, and lists the branch head from the server with the
+// repository's credentials, read from the automation's namespace. Any
+// failure is recorded, not returned: the rest of the explanation stands.
+func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) sourceFacts {
+	f := sourceFacts{ObservedRevision: a.Status.ObservedSourceRevision}
+	if u := a.Spec.Update; u != nil {
+		f.UpdatePath = u.Path
+	}
+	var repo updatev1.GitRepositorySpec
+	var ref updatev1.GitRepositoryRef
+	switch {
+	case a.Spec.GitSpec.Repository != nil:
+		f.Describe = "spec.git.repository"
+		repo = *a.Spec.GitSpec.Repository
+	case a.Spec.SourceRef != nil:
+		var err error
+		repo, ref, f.Describe, err = fluxGitRepository(ctx, c, a)
+		if err != nil {
+			f.HeadError = err.Error()
+			return f
+		}
+	default:
+		f.Describe = "none"
+		f.HeadError = "the automation names no repository"
+		return f
+	}
+	if co := a.Spec.GitSpec.Checkout; co != nil {
+		ref = co.Reference
+	}
+	f.URL, f.Ref = git.Redact(repo.URL), describeRef(ref)
+	if ref.Branch == "" || ref.Tag != "" || ref.SemVer != "" || ref.Name != "" || ref.Commit != "" {
+		f.HeadError = "not listed: the checkout ref is not just a branch, so the automation does not compare heads"
+		return f
+	}
+	var secret, proxy string
+	if repo.SecretRef != nil {
+		secret = repo.SecretRef.Name
+	}
+	if repo.ProxySecretRef != nil {
+		proxy = repo.ProxySecretRef.Name
+	}
+	auth, _, err := git.ReadAuth(ctx, c, a.Namespace, repo.URL, secret, proxy)
+	if err != nil {
+		f.HeadError = "credentials: " + err.Error()
+		return f
+	}
+	timeout := defaultHeadTimeout
+	if repo.Timeout != nil && repo.Timeout.Duration > 0 {
+		timeout = min(timeout, repo.Timeout.Duration)
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	oid, err := git.Branch(lctx, repo.URL, auth, ref.Branch)
+	if err != nil {
+		f.HeadError = auth.Scrub(err.Error())
+		return f
+	}
+	f.Head = git.FormatRevision(ref.Branch, oid)
+	return f
+}
+
+// Flux's GitRepository, read as unstructured as the automation controller
+// reads it.
+const (
+	fluxSourceGroup   = "source.toolkit.fluxcd.io"
+	gitRepositoryKind = "GitRepository"
+)
+
+// fluxGitRepository reads the URL, Secrets and ref of the GitRepository an
+// automation's sourceRef names.
+func fluxGitRepository(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) (updatev1.GitRepositorySpec, updatev1.GitRepositoryRef, string, error) {
+	var repo updatev1.GitRepositorySpec
+	var ref updatev1.GitRepositoryRef
+	sr := a.Spec.SourceRef
+	gv := schema.GroupVersion{Group: fluxSourceGroup, Version: "v1"}
+	if sr.APIVersion != "" {
+		parsed, err := schema.ParseGroupVersion(sr.APIVersion)
+		if err != nil {
+			return repo, ref, "spec.sourceRef", fmt.Errorf("spec.sourceRef.apiVersion %q: %w", sr.APIVersion, err)
+		}
+		gv = parsed
+	}
+	key := types.NamespacedName{Namespace: orText(sr.Namespace, a.Namespace), Name: sr.Name}
+	describe := gitRepositoryKind + " " + key.String()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gv.WithKind(gitRepositoryKind))
+	if err := c.Get(ctx, key, u); err != nil {
+		return repo, ref, describe, err
+	}
+	str := func(path ...string) string {
+		s, _, _ := unstructured.NestedString(u.Object, append([]string{"spec"}, path...)...)
+		return s
+	}
+	repo.URL = str("url")
+	if n := str("secretRef", "name"); n != "" {
+		repo.SecretRef = &meta.LocalObjectReference{Name: n}
+	}
+	if n := str("proxySecretRef", "name"); n != "" {
+		repo.ProxySecretRef = &meta.LocalObjectReference{Name: n}
+	}
+	if t, err := time.ParseDuration(str("timeout")); err == nil {
+		repo.Timeout = &metav1.Duration{Duration: t}
+	}
+	if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "ref"); ok {
+		ref = updatev1.GitRepositoryRef{Branch: str("ref", "branch"), Tag: str("ref", "tag"), SemVer: str("ref", "semver"),
+			Name: str("ref", "name"), Commit: str("ref", "commit")}
+	} else {
+		ref.Branch = "master" // Flux's default
+	}
+	return repo, ref, describe, nil
+}
+
+func describeRef(r updatev1.GitRepositoryRef) string {
+	var parts []string
+	for _, p := range [][2]string{{"branch", r.Branch}, {"tag", r.Tag}, {"semver", r.SemVer}, {"name", r.Name}, {"commit", r.Commit}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+" "+p[1])
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// markersFromJob reads the markers from the last job's status.result, or,
+// when the job is gone, what the automation kept of them in lastJob.
+func (e *automationExplanation) markersFromJob(a *imagev1.ImageUpdateAutomation) {
+	m := &e.Markers
+	switch {
+	case e.LastJob != nil && e.LastJob.Error == "" && e.LastJob.result != nil:
+		r := e.LastJob.result
+		m.From = fmt.Sprintf("UpdateJob %s status.result", e.LastJob.Name)
+		m.Complete = r.OmittedMarkerPolicies == 0
+		m.Omitted = r.OmittedMarkerPolicies
+		for _, pm := range r.Markers {
+			m.Policies = append(m.Policies, markerEntry{Policy: pm.Policy, Count: ptrTo(pm.Count), Files: pm.Files})
+		}
+		// Unmarked setters are known to have no marker even in a cut list.
+		for _, p := range r.UnmarkedPolicies {
+			m.Policies = append(m.Policies, markerEntry{Policy: p, Count: ptrTo(0)})
+		}
+	case a.Status.LastJob != nil && (len(a.Status.LastJob.UnknownPolicies) > 0 || len(a.Status.LastJob.UnmarkedPolicies) > 0):
+		m.From = fmt.Sprintf("the automation's status.lastJob (UpdateJob %s is gone: only the policies it could not apply are known)", a.Status.LastJob.Name)
+		for _, p := range a.Status.LastJob.UnknownPolicies {
+			m.Policies = append(m.Policies, markerEntry{Policy: p})
+		}
+		for _, p := range a.Status.LastJob.UnmarkedPolicies {
+			m.Policies = append(m.Policies, markerEntry{Policy: p, Count: ptrTo(0)})
+		}
+	}
+}
+
+// scan finds the markers in a local checkout with a dry run of the setters
+// over the automation's update path, with the selected policies' latest
+// images: the markers, and the values a run would set.
+func (e *automationExplanation) scan(checkout string, a *imagev1.ImageUpdateAutomation) error {
+	dir := filepath.Join(checkout, filepath.FromSlash(e.Source.UpdatePath))
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return usageError{fmt.Errorf("--scan-checkout: %s is not a directory: give the repository's root (the update path %q is joined to it)", dir, e.Source.UpdatePath)}
+	}
+	policies := setters.Policies{}
+	for _, p := range e.Policies {
+		if p.LatestRef != nil {
+			policies[p.Policy] = setters.Image{Name: p.LatestRef.Name, Tag: p.LatestRef.Tag, Digest: p.LatestRef.Digest}
+		}
+	}
+	res, err := setters.UpdateDir(dir, policies, setters.Options{DryRun: true})
+	if err != nil {
+		return err
+	}
+	m := &e.Markers
+	m.From = "a dry run of the setters over " + dir
+	m.Complete = true
+	byPolicy := map[string]int{}
+	for _, site := range res.Markers {
+		i, ok := byPolicy[site.Marker.Policy]
+		if !ok {
+			i = len(m.Policies)
+			byPolicy[site.Marker.Policy] = i
+			m.Policies = append(m.Policies, markerEntry{Policy: site.Marker.Policy, Count: ptrTo(0)})
+		}
+		en := &m.Policies[i]
+		*en.Count++
+		if len(en.Files) < maxScanSites {
+			en.Files = append(en.Files, fmt.Sprintf("%s:%d", site.Path, site.Line))
+		}
+	}
+	for _, f := range res.Files {
+		for _, o := range f.Objects {
+			for _, ch := range o.Changes {
+				m.WouldChange = append(m.WouldChange, fmt.Sprintf("%s: %s -> %s (%s)", f.Path, ch.OldValue, ch.NewValue, ch.Setter))
+			}
+		}
+	}
+	for _, p := range res.Problems {
+		m.ScanProblems = append(m.ScanProblems, p.Error())
+	}
+	return nil
+}
+
+// judge matches the markers with the policies: it fills each selected
+// policy's marker count, says what is wrong with the policies markers name
+// that the automation cannot apply, and lists the problems.
+func (e *automationExplanation) judge(a *imagev1.ImageUpdateAutomation, policies map[string]*imagev1.ImagePolicy, selected map[string]bool, sel labels.Selector) {
+	m := &e.Markers
+	slices.SortStableFunc(m.Policies, func(x, y markerEntry) int { return strings.Compare(x.Policy, y.Policy) })
+	m.Policies = slices.CompactFunc(m.Policies, func(x, y markerEntry) bool { return x.Policy == y.Policy })
+	byPolicy := map[string]*markerEntry{}
+	for i := range m.Policies {
+		en := &m.Policies[i]
+		byPolicy[en.Policy] = en
+		if en.Count != nil && *en.Count == 0 {
+			continue // a setter no marker names: judged below
+		}
+		en.Problem = whyNotApplied(a, en.Policy, policies, selected)
+		if en.Problem != "" {
+			e.Problems = append(e.Problems, fmt.Sprintf("%s %s, but %s", markersName(en), en.Policy, en.Problem))
+		}
+	}
+	for i := range e.Policies {
+		p := &e.Policies[i]
+		en, listed := byPolicy[p.Policy]
+		switch {
+		case listed:
+			p.Markers, p.Files = en.Count, en.Files
+		case m.Complete:
+			p.Markers = ptrTo(0)
+		}
+		if p.LatestRef == nil {
+			_, name, _ := updatev1.SplitPolicyKey(p.Policy)
+			e.Problems = append(e.Problems, fmt.Sprintf("ImagePolicy %s/%s has no latest image yet, so the automation does not apply it: tk-image explain policy %s -n %s",
+				a.Namespace, name, name, a.Namespace))
+			continue
+		}
+		if p.Markers != nil && *p.Markers == 0 {
+			e.Problems = append(e.Problems, fmt.Sprintf("no marker names %s, so its image %s is written nowhere", p.Policy, p.LatestRef))
+		}
+	}
+}
+
+func markersName(en *markerEntry) string {
+	switch {
+	case en.Count == nil:
+		return "markers name"
+	case *en.Count == 1:
+		return "1 marker names"
+	}
+	return fmt.Sprintf("%d markers name", *en.Count)
+}
+
+// whyNotApplied says why the automation does not apply a policy markers
+// name, "" when it does.
+func whyNotApplied(a *imagev1.ImageUpdateAutomation, key string, policies map[string]*imagev1.ImagePolicy, selected map[string]bool) string {
+	ns, name, ok := updatev1.SplitPolicyKey(key)
+	switch {
+	case !ok:
+		return "that is not NAMESPACE:NAME"
+	case ns != a.Namespace:
+		return fmt.Sprintf("the automation applies only the ImagePolicies of its own namespace, %s", a.Namespace)
+	case policies[name] == nil:
+		return fmt.Sprintf("no ImagePolicy %s/%s exists", ns, name)
+	case !selected[key]:
+		return fmt.Sprintf("ImagePolicy %s/%s is not selected by spec.policySelector", ns, name)
+	case policies[name].Status.LatestRef == nil:
+		return fmt.Sprintf("ImagePolicy %s/%s has no latest image yet", ns, name)
+	}
+	return ""
+}
+
+func (e *automationExplanation) text(w io.Writer) {
+	fmt.Fprintf(w, "ImageUpdateAutomation:\t%s\n", e.Automation)
+	if e.Suspended {
+		fmt.Fprintf(w, "Suspended:\ttrue: the automation makes no job until resumed\n")
+	}
+	s := e.Source
+	fmt.Fprintf(w, "Repository:\t%s (%s)\n", orText(s.URL, "unknown"), s.Describe)
+	if s.Ref != "" {
+		fmt.Fprintf(w, "  Checkout:\t%s\n", s.Ref)
+	}
+	fmt.Fprintf(w, "  Update path:\t%s\n", orText(s.UpdatePath, "the repository root"))
+	if s.Head != "" {
+		fmt.Fprintf(w, "  Branch head:\t%s (listed now)\n", s.Head)
+	} else {
+		fmt.Fprintf(w, "  Branch head:\tunknown: %s\n", s.HeadError)
+	}
+	switch {
+	case s.ObservedRevision == "":
+		fmt.Fprintf(w, "  Last run saw:\tnothing recorded yet\n")
+	case s.Head == "":
+		fmt.Fprintf(w, "  Last run saw:\t%s\n", s.ObservedRevision)
+	case s.Head == s.ObservedRevision:
+		fmt.Fprintf(w, "  Last run saw:\t%s: the same, nothing was pushed since\n", s.ObservedRevision)
+	default:
+		fmt.Fprintf(w, "  Last run saw:\t%s: the branch moved since; the next run looks again\n", s.ObservedRevision)
+	}
+	fmt.Fprintf(w, "Last run:\t%s\n", formatTimePtr(e.LastRunTime))
+	if e.LastPushCommit != "" {
+		fmt.Fprintf(w, "Last push:\t%s at %s\n", e.LastPushCommit, formatTimePtr(e.LastPushTime))
+	}
+	writeCondition(w, "Ready:", e.Ready)
+
+	what := "all ImagePolicies of the namespace"
+	if e.PolicySelector != "" {
+		what = "ImagePolicies matching " + e.PolicySelector
+	}
+	fmt.Fprintf(w, "\nPolicies (%s):\n", what)
+	if len(e.Policies) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		fmt.Fprintf(w, "  POLICY\tLATEST IMAGE\tAPPLIED BY THE LAST RUN\tSTATE\tMARKERS\n")
+		for _, p := range e.Policies {
+			markers := "unknown"
+			if p.Markers != nil {
+				markers = fmt.Sprint(*p.Markers)
+				if len(p.Files) > 0 {
+					markers += " (" + strings.Join(p.Files, ", ") + ")"
+				}
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Policy, refOr(p.LatestRef, "none"), refOr(p.Applied, "none"), p.State, markers)
+		}
+	}
+
+	if j := e.InFlightJob; j != nil {
+		fmt.Fprintf(w, "\nUpdateJob in flight:\t%s (%s)\n", j.Name, j.Phase)
+	}
+	if j := e.LastJob; j == nil {
+		fmt.Fprintf(w, "\nLast job:\tnone finished yet\n")
+	} else {
+		fmt.Fprintf(w, "\nLast job:\t%s (%s)\n", j.Name, j.Phase)
+		if j.Error != "" {
+			fmt.Fprintf(w, "  Job:\t%s\n", j.Error)
+		}
+		if j.CompletionTime != nil {
+			fmt.Fprintf(w, "  Finished:\t%s\n", formatTime(j.CompletionTime.Time))
+		}
+		if j.CheckoutRevision != "" {
+			fmt.Fprintf(w, "  Checked out:\t%s\n", j.CheckoutRevision)
+		}
+		if j.PushedCommit != "" {
+			fmt.Fprintf(w, "  Pushed:\t%s to %s\n", j.PushedCommit, strings.Join(j.PushedRefs, ", "))
+		}
+		writeCondition(w, "  Ready:", j.Ready)
+		if len(j.Changes) > 0 {
+			fmt.Fprintf(w, "  Changes:\n")
+			for _, f := range j.Changes {
+				for _, o := range f.Objects {
+					for _, ch := range o.Changes {
+						fmt.Fprintf(w, "    %s %s/%s/%s: %s -> %s (%s)\n", f.Path, o.Kind, o.Namespace, o.Name, ch.OldValue, ch.NewValue, ch.Setter)
+					}
+				}
+			}
+		}
+	}
+
+	m := e.Markers
+	if m.From == "" {
+		fmt.Fprintf(w, "\nMarkers:\tunknown: no finished UpdateJob recorded them; --scan-checkout DIR finds them in a local checkout\n")
+	} else {
+		fmt.Fprintf(w, "\nMarkers (from %s):\n", m.From)
+	}
+	found := slices.ContainsFunc(m.Policies, func(en markerEntry) bool { return en.Count == nil || *en.Count > 0 })
+	if !found && m.Complete {
+		fmt.Fprintln(w, "  none found")
+	} else if found {
+		fmt.Fprintf(w, "  POLICY\tMARKERS\tWHERE\tPROBLEM\n")
+		for _, en := range m.Policies {
+			if en.Count != nil && *en.Count == 0 {
+				continue // a setter no marker names: see the policies and problems
+			}
+			count := "some"
+			if en.Count != nil {
+				count = fmt.Sprint(*en.Count)
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", en.Policy, count, orText(strings.Join(en.Files, ", "), "-"), orText(en.Problem, "-"))
+		}
+	}
+	if m.Omitted > 0 {
+		fmt.Fprintf(w, "  (%d more policies, not listed in the job's status)\n", m.Omitted)
+	}
+	if len(m.WouldChange) > 0 {
+		fmt.Fprintf(w, "  A run would change:\n")
+		for _, c := range m.WouldChange {
+			fmt.Fprintf(w, "    %s\n", c)
+		}
+	}
+	for _, p := range m.ScanProblems {
+		fmt.Fprintf(w, "  Not read: %s\n", p)
+	}
+
+	if len(e.Problems) > 0 {
+		fmt.Fprintf(w, "\nProblems:\n")
+		for _, p := range e.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+	}
+}
+
+// writeCondition writes a condition as status, reason: message.
+func writeCondition(w io.Writer, label string, c *metav1.Condition) {
+	if c == nil {
+		fmt.Fprintf(w, "%s\tunknown: no Ready condition yet\n", label)
+		return
+	}
+	fmt.Fprintf(w, "%s\t%s, %s: %s\n", label, c.Status, c.Reason, c.Message)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func formatTimePtr(t *metav1.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return formatTime(t.Time)
+}
+
+// shortRevision abbreviates a sha256:<hex> scan revision as git does a
+// commit.
+func shortRevision(rev string) string {
+	if algo, hex, ok := strings.Cut(rev, ":"); ok && len(hex) > 12 {
+		return algo + ":" + hex[:12]
+	}
+	return orText(rev, "unknown")
+}
+
+func quoteList(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "(" + strings.Join(q, ", ") + ")"
+}
+
+func orText(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+func refOr(r *imagev1.ImageRef, fallback string) string {
+	if r == nil {
+		return fallback
+	}
+	return r.String()
+}
+
+func ptrTo[T any](v T) *T { return &v }

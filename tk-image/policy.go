@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -38,6 +39,7 @@ type evalOptions struct {
 	pattern, extract                string
 	image, dockerConfig             string
 	timeout                         time.Duration
+	explain                         bool
 }
 
 func newPolicyEvalCommand() *cobra.Command {
@@ -48,10 +50,13 @@ func newPolicyEvalCommand() *cobra.Command {
 		Long: `Select the latest tag from tags read one per line from stdin, or listed from
 a live repository with --image, with the same code the image-reflector-controller
 runs. Prints the selected tag; exits 1 when no tag is selected, 2 for an invalid
-policy or arguments.`,
+policy or arguments. With --explain, prints instead what the filter and the
+policy dropped, the best candidates and the selection, as the controller records
+them in an ImagePolicy's status.lastSelection.`,
 		Example: `  crane ls ghcr.io/stefanprodan/podinfo | tk-image policy eval --semver '>=6.0.0 <7.0.0'
   tk-image policy eval --numerical asc --filter-pattern '^main-[a-f0-9]+-(?P<ts>[0-9]+)$' --filter-extract '$ts' < tags.txt
-  tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver 6.x`,
+  tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver 6.x
+  tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver '>=7.0.0' --explain`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
@@ -66,6 +71,7 @@ policy or arguments.`,
 	f.StringVar(&o.image, "image", "", "list the tags of this image repository instead of reading stdin")
 	f.StringVar(&o.dockerConfig, "docker-config", "", "directory of a Docker config.json with credentials for --image (default: anonymous)")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout for listing --image")
+	f.BoolVar(&o.explain, "explain", false, "also print what the filter and the policy dropped and the best candidates, as ImagePolicy status.lastSelection records them")
 	return cmd
 }
 
@@ -90,7 +96,8 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if o.dockerConfig != "" && o.image == "" {
 		return usageError{errors.New("--docker-config needs --image")}
 	}
-	p, err := policy.New(choice, &imagev1.TagFilter{Pattern: o.pattern, Extract: o.extract})
+	filter := &imagev1.TagFilter{Pattern: o.pattern, Extract: o.extract}
+	p, err := policy.New(choice, filter)
 	if err != nil {
 		return usageError{err}
 	}
@@ -113,6 +120,15 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		}
 	}
 	tag, err := p.Select(tags)
+	if o.explain {
+		e := p.Explain(tags, imagev1.MaxTopCandidates)
+		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+		writeSelection(tw, "", &e, choice, filter)
+		if ferr := tw.Flush(); ferr != nil || err != nil {
+			return errors.Join(err, ferr)
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}
