@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -359,7 +360,8 @@ type automationPolicy struct {
 	State string `json:"state"`
 	// Markers counts the markers naming the policy; absent when not known.
 	Markers *int `json:"markers,omitempty"`
-	// Files are some of the files holding them.
+	// Files are some of the files holding them, from the repository root
+	// (with the line after a colon when scanned).
 	Files []string `json:"files,omitempty"`
 }
 
@@ -367,14 +369,15 @@ type jobFacts struct {
 	Name  string                  `json:"name"`
 	Phase updatev1.UpdateJobPhase `json:"phase,omitempty"`
 	// Error says why the job could not be read (e.g. it was deleted).
-	Error            string                 `json:"error,omitempty"`
-	CheckoutRevision string                 `json:"checkoutRevision,omitempty"`
-	PushedCommit     string                 `json:"pushedCommit,omitempty"`
-	PushedRefs       []string               `json:"pushedRefs,omitempty"`
-	CompletionTime   *metav1.Time           `json:"completionTime,omitempty"`
-	Ready            *metav1.Condition      `json:"ready,omitempty"`
-	Changes          []updatev1.FileResult  `json:"changes,omitempty"`
-	result           *updatev1.UpdateResult // the markers, read into markerFacts
+	Error            string            `json:"error,omitempty"`
+	CheckoutRevision string            `json:"checkoutRevision,omitempty"`
+	PushedCommit     string            `json:"pushedCommit,omitempty"`
+	PushedRefs       []string          `json:"pushedRefs,omitempty"`
+	CompletionTime   *metav1.Time      `json:"completionTime,omitempty"`
+	Ready            *metav1.Condition `json:"ready,omitempty"`
+	// Changes are the job's status.result.files: paths from the update path.
+	Changes []updatev1.FileResult  `json:"changes,omitempty"`
+	result  *updatev1.UpdateResult // the markers, read into markerFacts
 }
 
 type markerFacts struct {
@@ -641,7 +644,7 @@ func (e *automationExplanation) markersFromJob(a *imagev1.ImageUpdateAutomation)
 		m.Complete = r.OmittedMarkerPolicies == 0
 		m.Omitted = r.OmittedMarkerPolicies
 		for _, pm := range r.Markers {
-			m.Policies = append(m.Policies, markerEntry{Policy: pm.Policy, Count: ptrTo(pm.Count), Files: pm.Files})
+			m.Policies = append(m.Policies, markerEntry{Policy: pm.Policy, Count: ptrTo(pm.Count), Files: e.inRepository(pm.Files...)})
 		}
 		// Unmarked setters are known to have no marker even in a cut list.
 		for _, p := range r.UnmarkedPolicies {
@@ -690,13 +693,13 @@ func (e *automationExplanation) scan(checkout string, a *imagev1.ImageUpdateAuto
 		en := &m.Policies[i]
 		*en.Count++
 		if len(en.Files) < maxScanSites {
-			en.Files = append(en.Files, fmt.Sprintf("%s:%d", site.Path, site.Line))
+			en.Files = append(en.Files, fmt.Sprintf("%s:%d", e.inRepository(site.Path)[0], site.Line))
 		}
 	}
 	for _, f := range res.Files {
 		for _, o := range f.Objects {
 			for _, ch := range o.Changes {
-				m.WouldChange = append(m.WouldChange, fmt.Sprintf("%s: %s -> %s (%s)", f.Path, ch.OldValue, ch.NewValue, ch.Setter))
+				m.WouldChange = append(m.WouldChange, fmt.Sprintf("%s: %s -> %s (%s)", e.inRepository(f.Path)[0], ch.OldValue, ch.NewValue, ch.Setter))
 			}
 		}
 	}
@@ -744,6 +747,16 @@ func (e *automationExplanation) judge(a *imagev1.ImageUpdateAutomation, policies
 			e.Problems = append(e.Problems, fmt.Sprintf("no marker names %s, so its image %s is written nowhere", p.Policy, p.LatestRef))
 		}
 	}
+}
+
+// inRepository makes paths relative to the update path, as jobs and the
+// setters report them, relative to the repository root, as people find them.
+func (e *automationExplanation) inRepository(paths ...string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = path.Join(e.Source.UpdatePath, p)
+	}
+	return out
 }
 
 func markersName(en *markerEntry) string {
@@ -853,7 +866,7 @@ func (e *automationExplanation) text(w io.Writer) {
 			for _, f := range j.Changes {
 				for _, o := range f.Objects {
 					for _, ch := range o.Changes {
-						fmt.Fprintf(w, "    %s %s/%s/%s: %s -> %s (%s)\n", f.Path, o.Kind, o.Namespace, o.Name, ch.OldValue, ch.NewValue, ch.Setter)
+						fmt.Fprintf(w, "    %s %s/%s/%s: %s -> %s (%s)\n", e.inRepository(f.Path)[0], o.Kind, o.Namespace, o.Name, ch.OldValue, ch.NewValue, ch.Setter)
 					}
 				}
 			}

@@ -105,7 +105,10 @@ func squeeze(s string) string {
 // with the API's message; bad flags exit 2.
 func TestExplain(t *testing.T) {
 	c := startExplainCluster(t)
-	ns := c.env.Namespace(t)
+	// The control plane is the test's own: a plain name reads well in the
+	// output the README shows.
+	ns := "apps"
+	c.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, nil)
 	key := func(name string) string { return updatev1.PolicyKey(ns, name) }
 	marker := func(name string) string { return `# {"$imagepolicy": "` + key(name) + `"}` }
 
@@ -266,12 +269,12 @@ func TestExplain(t *testing.T) {
 			"  Last run saw:         "+seen+": the branch moved since; the next run looks again\n",
 			"Policies (ImagePolicies matching team=web):\n",
 			key("nightly"), "none", "no latest image",
-			key("podinfo"), "ghcr.io/org/podinfo:app-6.5.0", "ghcr.io/org/podinfo:app-6.4.0", "pending", "1 (app.yaml)",
+			key("podinfo"), "ghcr.io/org/podinfo:app-6.5.0", "ghcr.io/org/podinfo:app-6.4.0", "pending", "1 (deploy/app.yaml)",
 			key("redis"), "applied",
 			"Last job:               fleet-0123456789 (NoChange)\n",
 			"  Checked out:          "+seen+"\n",
 			"Markers (from UpdateJob fleet-0123456789 status.result):\n",
-			key("podinf")+"  1", "typo.yaml", "no ImagePolicy "+ns+"/podinf exists",
+			key("podinf")+" 1 deploy/typo.yaml", "no ImagePolicy "+ns+"/podinf exists",
 			"Problems:\n",
 			"  - 1 marker names "+key("podinf")+", but no ImagePolicy "+ns+"/podinf exists\n",
 			"  - no marker names "+key("redis")+", so its image ghcr.io/org/redis:7.2.4 is written nowhere\n",
@@ -303,11 +306,11 @@ func TestExplain(t *testing.T) {
 		t.Logf("tk-image explain automation fleet --scan-checkout DIR:\n%s", out)
 		mustContain(t, "explain automation --scan-checkout", out,
 			"Markers (from a dry run of the setters over "+filepath.Join(dir, "deploy")+"):\n",
-			"app.yaml:1", "other.yaml:1", "other.yaml:2",
+			"deploy/app.yaml:1", "deploy/other.yaml:1", "deploy/other.yaml:2",
 			"ImagePolicy "+ns+"/unselected is not selected by spec.policySelector",
 			"A run would change:\n",
-			"    app.yaml: ghcr.io/org/podinfo:app-6.4.0 -> ghcr.io/org/podinfo:app-6.5.0 ("+key("podinfo")+")\n",
-			"    other.yaml: y:1 -> ghcr.io/org/redis:7.2.4 ("+key("redis")+")\n")
+			"    deploy/app.yaml: ghcr.io/org/podinfo:app-6.4.0 -> ghcr.io/org/podinfo:app-6.5.0 ("+key("podinfo")+")\n",
+			"    deploy/other.yaml: y:1 -> ghcr.io/org/redis:7.2.4 ("+key("redis")+")\n")
 		// The update path bounds the scan, as it bounds a job.
 		if strings.Contains(out, "gone") || strings.Contains(out, "no marker names "+key("redis")) {
 			t.Errorf("the scan saw outside the update path, or missed redis:\n%s", out)
