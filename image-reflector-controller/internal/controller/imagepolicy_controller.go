@@ -172,6 +172,8 @@ func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePo
 	var none imagev1.ImageRef
 	sel, err := policy.New(obj.Spec.Policy, obj.Spec.FilterTags)
 	if err != nil {
+		// A breakdown by rules that no longer stand would mislead.
+		obj.Status.LastSelection = nil
 		return none, 0, conditions.Stall(imagev1.InvalidPolicyReason, err)
 	}
 

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -42,6 +43,16 @@ func TestLastSelectionAndExcludedCount(t *testing.T) {
 	}
 	if p.Status.LatestRef.Tag != p.Status.LastSelection.Selected() {
 		t.Errorf("latestRef %s is not the first candidate", p.Status.LatestRef.Tag)
+	}
+
+	// Rules that do not parse drop the breakdown made by the old ones.
+	p.Spec.Policy = semverChoice(">=1 <<2")
+	if err := env.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	waitReason(t, p, imagev1.InvalidPolicyReason)
+	if p.Status.LastSelection != nil {
+		t.Errorf("lastSelection %+v kept under an invalid policy", p.Status.LastSelection)
 	}
 
 	// No match: the breakdown says why not.
