@@ -299,6 +299,11 @@ spec:
 	// Nothing changed since: the automation makes no job, and says why.
 	c.expect(0, a("job", "run", "--from-automation", "fleet"), "no job: nothing changed since the last run")
 
+	// explain, from what the real controllers recorded.
+	c.expect(0, a("explain", "policy", "podinfo"), "Selected:       6.5.0", "Kept:           3")
+	c.expect(0, a("explain", "automation", "fleet"), "Branch head:", "(listed now)", "default:podinfo", "applied",
+		"no ImagePolicy default/podinfo-beta exists")
+
 	// suspend and resume.
 	c.expect(0, a("suspend", "automation", "fleet"), "ImageUpdateAutomation default/fleet suspended")
 	c.expect(1, a("job", "run", "--from-automation", "fleet"), "is suspended: resume it first")
