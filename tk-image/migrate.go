@@ -1,12 +1,1469 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/policy"
 )
 
-// Placeholder until migrate lands; replaced wholesale.
+// fluxImageGroup is the API group of Flux's image automation kinds.
+const fluxImageGroup = "image.toolkit.fluxcd.io"
+
+// fluxImageVersions are the versions of Flux's image API migrate reads. Their
+// fields are (nearly) nested supersets of each other, so one converter reads
+// them all; v1alpha1 and v1alpha2 were shaped differently.
+var fluxImageVersions = []string{"v1", "v1beta2", "v1beta1"}
+
+// fluxImageKinds are the kinds migrate converts, with the resource names
+// --from-cluster lists them by, in the order it lists them.
+var fluxImageKinds = []struct{ kind, resource string }{
+	{imagev1.ImageRepositoryKind, "imagerepositories"},
+	{imagev1.ImagePolicyKind, "imagepolicies"},
+	{imagev1.ImageUpdateAutomationKind, "imageupdateautomations"},
+}
+
+type migrateOptions struct {
+	files         []string
+	fromCluster   bool
+	allNamespaces bool
+	output        string
+	onlyConverted bool
+}
+
 func newMigrateCommand(k *kube) *cobra.Command {
-	return &cobra.Command{Use: "migrate", Hidden: true, RunE: func(*cobra.Command, []string) error { return errors.New("migrate: not built yet") }}
+	var o migrateOptions
+	cmd := &cobra.Command{
+		Use:   "migrate [-f FILE|DIR|-]... | --from-cluster [-n NAMESPACE | -A]",
+		Short: "Convert Flux image automation manifests to image-toolkit's",
+		Long: `Convert Flux's image automation objects (ImageRepository, ImagePolicy and
+ImageUpdateAutomation of image.toolkit.fluxcd.io/v1, v1beta2 or v1beta1) to
+image-toolkit's (` + imagev1.GroupVersion.String() + `) and write them to stdout, as
+multi-document YAML or, with -o json, as a List.
+
+Input: the files and directories given with -f (directories are walked for
+.yaml, .yml and .json files, hidden directories skipped; - is stdin); stdin
+when there is no -f; or, with --from-cluster, the live objects in the cluster
+the kubeconfig flags name, in the namespace of -n (else the context's) or in
+all namespaces with -A. A kind whose Flux CRD is not installed is skipped
+with a note.
+
+Every other document (Deployments, Kustomizations, Flux GitRepositories ...)
+is written out unchanged, in its place, so a whole directory can be piped
+through; --only-converted leaves them out.
+
+The markers in git need no change: # {"$imagepolicy": "NAMESPACE:NAME"} (and
+its :tag, :name and :digest forms) is the same marker to image-toolkit. An
+ImageUpdateAutomation keeps its spec.sourceRef: image-toolkit reads Flux's
+GitRepository.
+
+Field names are Flux's, so most fields are copied as they are. Where
+image-toolkit differs (docs/api.md, "Differences from Flux"), the field is
+adjusted, or a warning on stderr names the object and the field; fields
+image-toolkit lacks are dropped with a warning; an object that cannot work
+(e.g. an ImageUpdateAutomation without spec.git) is an error. Status is
+dropped; metadata keeps name, namespace, labels and annotations, less Flux's
+reconcile.fluxcd.io/requestedAt and kubectl's last-applied-configuration.
+Comments inside the converted objects are not kept.
+
+Exit status: 0 when every object converted, warnings or not; 1 when an input
+does not parse or an object cannot be converted (each one named, with its
+file and document number; nothing is written); 2 for bad flags.`,
+		Example: `  tk-image migrate -f flux/ > image-toolkit.yaml
+  kustomize build clusters/prod | tk-image migrate > prod.yaml
+  tk-image migrate -f imagepolicies.yaml -f automation.yaml --only-converted
+  tk-image migrate --from-cluster -A > image-toolkit.yaml
+  tk-image migrate --from-cluster -n flux-system -o json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd, k)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "a file or directory of Flux manifests, - for stdin (repeatable; default stdin)")
+	f.BoolVar(&o.fromCluster, "from-cluster", false, "read the Flux objects from the cluster instead of files")
+	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "with --from-cluster, read all namespaces")
+	f.StringVarP(&o.output, "output", "o", "yaml", "output format: yaml (multi-document) or json (a List)")
+	f.BoolVar(&o.onlyConverted, "only-converted", false, "write only the converted objects, not the other documents of the input")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"yaml", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
+	return cmd
+}
+
+func (o *migrateOptions) run(cmd *cobra.Command, k *kube) error {
+	if o.output != "yaml" && o.output != "json" {
+		return usageError{fmt.Errorf("--output must be yaml or json, got %q", o.output)}
+	}
+	// -n is kubectl's persistent flag; Changed tells a deliberate -n from
+	// the kubeconfig's default namespace.
+	nsGiven := cmd.Flags().Changed("namespace")
+	switch {
+	case o.fromCluster && len(o.files) > 0:
+		return usageError{errors.New("--from-cluster reads the cluster: it takes no -f")}
+	case !o.fromCluster && (o.allNamespaces || nsGiven):
+		return usageError{errors.New("-n and -A choose the namespaces --from-cluster reads; objects from files keep their own namespace")}
+	case o.allNamespaces && nsGiven:
+		return usageError{errors.New("-A and -n exclude each other")}
+	}
+	stderr := cmd.ErrOrStderr()
+	m := &migration{stderr: stderr, onlyConverted: o.onlyConverted, seen: map[string]string{}, gitRepositories: map[string]string{}}
+	if o.fromCluster {
+		if err := m.readCluster(cmd.Context(), k, o.allNamespaces); err != nil {
+			return err
+		}
+	} else {
+		inputs, err := o.inputs(cmd.InOrStdin())
+		if err != nil {
+			return err
+		}
+		for _, in := range inputs {
+			m.readInput(in)
+		}
+		m.checkSources()
+	}
+	if m.failed > 0 {
+		fmt.Fprintf(stderr, "tk-image: %d %s could not be migrated; nothing written\n", m.failed, migPlural(m.failed, "document", "documents"))
+		return reportedError{fmt.Errorf("%d documents failed", m.failed)}
+	}
+	if m.converted == 0 && !o.fromCluster {
+		fmt.Fprintf(stderr, "note: the input has no %s objects\n", fluxImageGroup)
+	}
+	return m.write(cmd.OutOrStdout(), o.output)
+}
+
+// migrateInput is one file to read, or stdin.
+type migrateInput struct {
+	name  string // as messages show it
+	path  string // "" for stdin
+	stdin io.Reader
+}
+
+// inputs expands -f into the files to read, in order: a directory's files
+// in lexical order. A path that does not exist is a usage error, found
+// before anything is read.
+func (o *migrateOptions) inputs(stdin io.Reader) ([]migrateInput, error) {
+	files := o.files
+	if len(files) == 0 {
+		// Waiting for a terminal to type manifests is never what was meant.
+		if f, ok := stdin.(*os.File); ok {
+			if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
+				return nil, usageError{errors.New("no input: give -f FILE or DIR, pipe manifests on stdin, or use --from-cluster")}
+			}
+		}
+		files = []string{"-"}
+	}
+	var out []migrateInput
+	stdinUsed := false
+	for _, f := range files {
+		if f == "-" {
+			if stdinUsed {
+				return nil, usageError{errors.New("-f - (stdin) can be given once")}
+			}
+			stdinUsed = true
+			out = append(out, migrateInput{name: "<stdin>", stdin: stdin})
+			continue
+		}
+		info, err := os.Stat(f)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, usageError{fmt.Errorf("-f %s: %w", f, err)}
+		}
+		if !info.IsDir() {
+			out = append(out, migrateInput{name: f, path: f})
+			continue
+		}
+		err = filepath.WalkDir(f, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				// .git, .github (whose workflows are YAML too) and the
+				// like are not manifests.
+				if p != f && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			switch strings.ToLower(filepath.Ext(p)) {
+			case ".yaml", ".yml", ".json":
+				out = append(out, migrateInput{name: p, path: p})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", f, err)
+		}
+	}
+	return out, nil
+}
+
+// migration converts the input documents in order and remembers the output,
+// printing warnings and failures on stderr as it goes.
+type migration struct {
+	stderr        io.Writer
+	onlyConverted bool
+	docs          []migratedDoc
+	converted     int
+	failed        int
+	// seen maps "Kind namespace/name" to where the object was read, to
+	// warn when two inputs define the same object.
+	seen map[string]string
+	// gitRepositories maps "namespace/name" of the Flux GitRepositories in
+	// the input to their spec.provider, and sourceRefs are the automations
+	// naming one: checkSources warns about providers image-toolkit refuses.
+	gitRepositories map[string]string
+	sourceRefs      []sourceRefUse
+}
+
+type sourceRefUse struct {
+	object, key string
+}
+
+// migratedDoc is one output document: text is a YAML document written
+// out as it was read; otherwise value is marshalled.
+type migratedDoc struct {
+	text  []byte
+	value any
+}
+
+// docLocation says where a document came from, for messages.
+type docLocation struct {
+	input string
+	doc   int // 1-based
+	line  int // where the document starts, 0 when unknown
+	item  int // 1-based index in a List, 0 when not in one
+}
+
+func (l docLocation) String() string {
+	if l.input == "" {
+		return "the cluster"
+	}
+	s := fmt.Sprintf("%s: document %d", l.input, l.doc)
+	if l.line > 0 {
+		s += fmt.Sprintf(" (line %d)", l.line)
+	}
+	if l.item > 0 {
+		s += fmt.Sprintf(", item %d", l.item)
+	}
+	return s
+}
+
+func (m *migration) fail(loc docLocation, format string, args ...any) {
+	m.failed++
+	m.report(loc, format, args...)
+}
+
+func (m *migration) report(loc docLocation, format string, args ...any) {
+	fmt.Fprintf(m.stderr, "tk-image: %s: %s\n", loc, fmt.Sprintf(format, args...))
+}
+
+// readInput reads one file (or stdin) as a stream of YAML documents, or of
+// JSON values when it starts with '{'.
+func (m *migration) readInput(in migrateInput) {
+	var data []byte
+	var err error
+	if in.stdin != nil {
+		data, err = io.ReadAll(in.stdin)
+	} else {
+		data, err = os.ReadFile(in.path)
+	}
+	if err != nil {
+		m.failed++
+		fmt.Fprintf(m.stderr, "tk-image: %s: %v\n", in.name, err)
+		return
+	}
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		for n := 1; ; n++ {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err == io.EOF {
+				return
+			} else if err != nil {
+				// The decoder cannot resynchronise after a syntax error.
+				m.fail(docLocation{input: in.name, doc: n}, "not valid JSON: %v", err)
+				return
+			}
+			m.document(docLocation{input: in.name, doc: n}, nil, raw)
+		}
+	}
+	for n, d := range migSplitYAML(data) {
+		loc := docLocation{input: in.name, doc: n + 1, line: d.line}
+		j, err := sigsyaml.YAMLToJSON(d.text)
+		if err != nil {
+			m.fail(loc, "not valid YAML: %v", err)
+			continue
+		}
+		m.document(loc, d.text, j)
+	}
+}
+
+// migYAMLDoc is one document of a YAML stream and the line it starts on.
+type migYAMLDoc struct {
+	text []byte
+	line int
+}
+
+// migSplitYAML splits a YAML stream at its "---" lines, keeping each
+// document's text as written (comments included) and where it starts, for
+// messages. Text after "---" on the same line starts the next document.
+func migSplitYAML(data []byte) []migYAMLDoc {
+	var docs []migYAMLDoc
+	var cur []byte
+	start := 0 // the line of the first non-blank line of cur
+	flush := func() {
+		if start > 0 {
+			docs = append(docs, migYAMLDoc{text: cur, line: start})
+		}
+		cur, start = nil, 0
+	}
+	for i, l := range bytes.SplitAfter(data, []byte("\n")) {
+		content := bytes.TrimRight(l, "\r\n")
+		if bytes.Equal(content, []byte("---")) || bytes.HasPrefix(content, []byte("--- ")) || bytes.HasPrefix(content, []byte("---\t")) {
+			flush()
+			if rest := bytes.TrimSpace(content[3:]); len(rest) > 0 && rest[0] != '#' {
+				cur, start = append(rest, '\n'), i+1
+			}
+			continue
+		}
+		if start == 0 && len(bytes.TrimSpace(content)) > 0 {
+			start = i + 1
+		}
+		cur = append(cur, l...)
+	}
+	flush()
+	return docs
+}
+
+// document handles one document: text is its YAML as written (nil for
+// JSON input), j the same as JSON.
+func (m *migration) document(loc docLocation, text []byte, j []byte) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(j))
+	// Numbers of passed-through documents stay exact.
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		m.fail(loc, "not valid JSON: %v", err)
+		return
+	}
+	if v == nil {
+		return // empty, or only comments
+	}
+	obj, _ := v.(map[string]any)
+	if items, ok := fluxListItems(obj); ok {
+		listKind, _ := obj["kind"].(string)
+		apiVersion, _ := obj["apiVersion"].(string)
+		for i, item := range items {
+			itemObj, isObj := item.(map[string]any)
+			// Items of a typed list (ImagePolicyList) may leave their
+			// apiVersion and kind to the list.
+			if isObj && itemObj["kind"] == nil && strings.HasSuffix(listKind, "List") && listKind != "List" {
+				itemObj["apiVersion"], itemObj["kind"] = apiVersion, strings.TrimSuffix(listKind, "List")
+			}
+			itemLoc := loc
+			itemLoc.item = i + 1
+			if isObj && isFluxImage(itemObj) {
+				m.convert(itemLoc, itemObj)
+			} else {
+				m.passThrough(nil, item, itemObj)
+			}
+		}
+		return
+	}
+	if obj != nil && isFluxImage(obj) {
+		m.convert(loc, obj)
+		return
+	}
+	if text != nil {
+		m.passThrough(text, nil, obj)
+	} else {
+		m.passThrough(nil, json.RawMessage(j), obj)
+	}
+}
+
+// fluxListItems returns the items of a List (v1 List, or a typed list such
+// as ImagePolicyList) holding at least one Flux image object; a List with
+// none is passed through whole, as written.
+func fluxListItems(obj map[string]any) ([]any, bool) {
+	kind, _ := obj["kind"].(string)
+	items, ok := obj["items"].([]any)
+	if !ok || !strings.HasSuffix(kind, "List") {
+		return nil, false
+	}
+	apiVersion, _ := obj["apiVersion"].(string)
+	if group, _, _ := strings.Cut(apiVersion, "/"); group == fluxImageGroup {
+		return items, true
+	}
+	for _, it := range items {
+		if o, ok := it.(map[string]any); ok && isFluxImage(o) {
+			return items, true
+		}
+	}
+	return nil, false
+}
+
+func migPlural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func isFluxImage(obj map[string]any) bool {
+	apiVersion, _ := obj["apiVersion"].(string)
+	group, _, _ := strings.Cut(apiVersion, "/")
+	return group == fluxImageGroup
+}
+
+func (m *migration) passThrough(text []byte, value any, obj map[string]any) {
+	m.noteGitRepository(obj)
+	if m.onlyConverted {
+		return
+	}
+	m.docs = append(m.docs, migratedDoc{text: text, value: value})
+}
+
+// noteGitRepository remembers a Flux GitRepository's provider, which the
+// automations naming it depend on.
+func (m *migration) noteGitRepository(obj map[string]any) {
+	apiVersion, _ := obj["apiVersion"].(string)
+	if group, _, _ := strings.Cut(apiVersion, "/"); group != "source.toolkit.fluxcd.io" || obj["kind"] != "GitRepository" {
+		return
+	}
+	md, _ := obj["metadata"].(map[string]any)
+	spec, _ := obj["spec"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	nm, _ := md["name"].(string)
+	provider, _ := spec["provider"].(string)
+	m.gitRepositories[ns+"/"+nm] = provider
+}
+
+// checkSources warns about automations whose GitRepository, found in the
+// input, uses a provider image-toolkit refuses.
+func (m *migration) checkSources() {
+	for _, use := range m.sourceRefs {
+		switch p := m.gitRepositories[use.key]; p {
+		case "azure", "github":
+			fmt.Fprintf(m.stderr, "warning: %s: spec.sourceRef: GitRepository %s has spec.provider %s, which image-toolkit refuses (InvalidSource): give the GitRepository a secretRef instead\n",
+				use.object, strings.TrimPrefix(use.key, "/"), p)
+		}
+	}
+}
+
+// convert converts one Flux object and records it, or reports why it
+// cannot be converted.
+func (m *migration) convert(loc docLocation, obj map[string]any) {
+	out, c := convertFluxObject(obj)
+	for _, w := range c.warnings {
+		fmt.Fprintf(m.stderr, "warning: %s: %s\n", c.label, w)
+	}
+	if len(c.problems) > 0 {
+		m.failed++
+		for _, p := range c.problems {
+			m.report(loc, "%s: %s", c.label, p)
+		}
+		return
+	}
+	key := c.kind + " " + c.namespace + "/" + c.name
+	if first, ok := m.seen[key]; ok {
+		fmt.Fprintf(m.stderr, "warning: %s: defined twice, in %s and in %s; both are written\n", c.label, first, loc)
+	} else {
+		m.seen[key] = loc.String()
+	}
+	if c.sourceKey != "" {
+		m.sourceRefs = append(m.sourceRefs, sourceRefUse{object: c.label, key: c.sourceKey})
+	}
+	m.converted++
+	m.docs = append(m.docs, migratedDoc{value: out})
+}
+
+// write prints the documents as multi-document YAML or a JSON List.
+func (m *migration) write(w io.Writer, format string) error {
+	if format == "json" {
+		items := make([]json.RawMessage, 0, len(m.docs))
+		for _, d := range m.docs {
+			var j []byte
+			var err error
+			if d.text != nil {
+				j, err = sigsyaml.YAMLToJSON(d.text)
+			} else {
+				j, err = json.Marshal(d.value)
+			}
+			if err != nil {
+				return err
+			}
+			items = append(items, j)
+		}
+		b, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "    ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	}
+	var buf bytes.Buffer
+	for i, d := range m.docs {
+		text := d.text
+		if text == nil {
+			var err error
+			if text, err = sigsyaml.Marshal(d.value); err != nil {
+				return err
+			}
+		}
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		buf.Write(bytes.TrimRight(text, "\n"))
+		buf.WriteString("\n")
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// readCluster lists the Flux image objects of the cluster, kind by kind,
+// each in the most preferred version the API server serves it in.
+func (m *migration) readCluster(ctx context.Context, k *kube, all bool) error {
+	cfg, err := k.flags.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig: %w", err)
+	}
+	ns := ""
+	if !all {
+		if ns, err = k.namespace(); err != nil {
+			return err
+		}
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	served, err := fluxServedVersions(disc)
+	if err != nil {
+		return err
+	}
+	read := false
+	for _, fk := range fluxImageKinds {
+		version, ok := served[fk.resource]
+		if !ok {
+			fmt.Fprintf(m.stderr, "note: %s.%s is not installed in the cluster (in a version migrate reads: %s); no %s read\n",
+				fk.resource, fluxImageGroup, strings.Join(fluxImageVersions, ", "), fk.kind)
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: fluxImageGroup, Version: version, Resource: fk.resource}
+		var items []map[string]any
+		opts := metav1.ListOptions{Limit: 500}
+		for {
+			list, err := dyn.Resource(gvr).Namespace(ns).List(ctx, opts)
+			if err != nil {
+				return fmt.Errorf("listing %s.%s: %w", fk.resource, fluxImageGroup, err)
+			}
+			for _, it := range list.Items {
+				items = append(items, it.Object)
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
+				break
+			}
+		}
+		read = true
+		for _, obj := range items {
+			m.convert(docLocation{}, obj)
+		}
+	}
+	if read && m.converted == 0 && m.failed == 0 {
+		where := "namespace " + ns
+		if all {
+			where = "any namespace"
+		}
+		fmt.Fprintf(m.stderr, "note: no %s objects in %s\n", fluxImageGroup, where)
+	}
+	return nil
+}
+
+// fluxServedVersions maps each Flux image resource the API server serves
+// to the first version of fluxImageVersions it is served in. The group not
+// being served at all is no error: nothing is installed.
+func fluxServedVersions(disc discovery.DiscoveryInterface) (map[string]string, error) {
+	groups, err := disc.ServerGroups()
+	if err != nil {
+		return nil, fmt.Errorf("discovering the API groups: %w", err)
+	}
+	servedVersions := map[string]bool{}
+	for _, g := range groups.Groups {
+		if g.Name == fluxImageGroup {
+			for _, v := range g.Versions {
+				servedVersions[v.Version] = true
+			}
+		}
+	}
+	out := map[string]string{}
+	for _, v := range fluxImageVersions {
+		if !servedVersions[v] {
+			continue
+		}
+		res, err := disc.ServerResourcesForGroupVersion(fluxImageGroup + "/" + v)
+		if apierrors.IsNotFound(err) {
+			continue // removed between the two calls
+		}
+		if err != nil {
+			return nil, fmt.Errorf("discovering %s/%s: %w", fluxImageGroup, v, err)
+		}
+		for _, r := range res.APIResources {
+			if _, ok := out[r.Name]; !ok && !strings.Contains(r.Name, "/") {
+				out[r.Name] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// fluxObject is one Flux object being converted: it names the object in
+// messages and collects the warnings and the problems that stop it.
+type fluxObject struct {
+	kind, version   string
+	name, namespace string
+	label           string // "ImagePolicy apps/podinfo"
+	warnings        []string
+	problems        []string
+	// sourceKey is "namespace/name" of an automation's GitRepository.
+	sourceKey string
+}
+
+func (c *fluxObject) warnf(field, format string, args ...any) {
+	c.warnings = append(c.warnings, field+": "+fmt.Sprintf(format, args...))
+}
+
+func (c *fluxObject) failf(field, format string, args ...any) {
+	c.problems = append(c.problems, field+": "+fmt.Sprintf(format, args...))
+}
+
+// fluxFields reads one map of a Flux object, remembering the keys it read so
+// that the others can be reported as unknown and dropped.
+type fluxFields struct {
+	obj  *fluxObject
+	path string
+	m    map[string]any
+	read map[string]bool
+}
+
+func (c *fluxObject) fieldsAt(path string, m map[string]any) *fluxFields {
+	return &fluxFields{obj: c, path: path, m: m, read: map[string]bool{}}
+}
+
+func (f *fluxFields) at(key string) string {
+	if f.path == "" {
+		return key
+	}
+	return f.path + "." + key
+}
+
+// value marks key read and returns its value; nil when absent or null.
+func (f *fluxFields) value(key string) any {
+	f.read[key] = true
+	return f.m[key]
+}
+
+func (f *fluxFields) str(key string) string {
+	switch v := f.value(key).(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		f.obj.failf(f.at(key), "want a string, got %s", migDescribe(v))
+		return ""
+	}
+}
+
+func (f *fluxFields) boolean(key string) bool {
+	switch v := f.value(key).(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	default:
+		f.obj.failf(f.at(key), "want true or false, got %s", migDescribe(v))
+		return false
+	}
+}
+
+func (f *fluxFields) object(key string) *fluxFields {
+	switch v := f.value(key).(type) {
+	case nil:
+		return nil
+	case map[string]any:
+		return f.obj.fieldsAt(f.at(key), v)
+	default:
+		f.obj.failf(f.at(key), "want an object, got %s", migDescribe(v))
+		return nil
+	}
+}
+
+// objects returns the items of a list of objects, each with its own path.
+func (f *fluxFields) objects(key string) []*fluxFields {
+	var out []*fluxFields
+	for i, it := range f.list(key) {
+		m, ok := it.(map[string]any)
+		if !ok {
+			f.obj.failf(fmt.Sprintf("%s[%d]", f.at(key), i), "want an object, got %s", migDescribe(it))
+			continue
+		}
+		out = append(out, f.obj.fieldsAt(fmt.Sprintf("%s[%d]", f.at(key), i), m))
+	}
+	return out
+}
+
+func (f *fluxFields) list(key string) []any {
+	switch v := f.value(key).(type) {
+	case nil:
+		return nil
+	case []any:
+		return v
+	default:
+		f.obj.failf(f.at(key), "want a list, got %s", migDescribe(v))
+		return nil
+	}
+}
+
+func (f *fluxFields) strings(key string) []string {
+	var out []string
+	for i, it := range f.list(key) {
+		s, ok := it.(string)
+		if !ok {
+			f.obj.failf(fmt.Sprintf("%s[%d]", f.at(key), i), "want a string, got %s", migDescribe(it))
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// stringMap returns a map of strings; an empty map given as {} stays an
+// empty map (not nil), since {} can mean something (e.g. every namespace).
+func (f *fluxFields) stringMap(key string) map[string]any {
+	switch v := f.value(key).(type) {
+	case nil:
+		return nil
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, val := range v {
+			s, ok := val.(string)
+			if !ok {
+				f.obj.failf(f.at(key)+"."+k, "want a string, got %s", migDescribe(val))
+				continue
+			}
+			out[k] = s
+		}
+		return out
+	default:
+		f.obj.failf(f.at(key), "want an object of strings, got %s", migDescribe(v))
+		return nil
+	}
+}
+
+// rest warns about the keys nobody read, which are dropped.
+func (f *fluxFields) rest() {
+	var unknown []string
+	for k := range f.m {
+		if !f.read[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		f.obj.warnf(f.at(k), "image-toolkit's %s has no such field; dropped", f.obj.kind)
+	}
+}
+
+func migDescribe(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return fmt.Sprintf("%t", v)
+	case json.Number:
+		return "the number " + v.String()
+	case float64:
+		return fmt.Sprintf("the number %v", v)
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// Patterns of the durations our CRDs accept (the same as Flux's v1 CRDs);
+// Flux's v1beta1 CRDs had no pattern.
+var (
+	migrateIntervalRE = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`)
+	migrateTimeoutRE  = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ms|s|m))+$`)
+	migrateCommitRE   = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+)
+
+// duration copies a duration, rewriting one Go accepts but the CRD's
+// pattern does not (e.g. a v1beta1 timeout of 1h) into a form it does.
+func (c *fluxObject) duration(f *fluxFields, key string, out map[string]any, required bool, pattern *regexp.Regexp) {
+	s := f.str(key)
+	if s == "" {
+		if required {
+			c.failf(f.at(key), "is required")
+		}
+		return
+	}
+	if pattern.MatchString(s) {
+		out[key] = s
+		return
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		c.failf(f.at(key), "%q is not a duration such as 30s, 5m or 1h", s)
+		return
+	}
+	rewritten := ""
+	switch hours := pattern == migrateIntervalRE; {
+	case hours && d%time.Hour == 0:
+		rewritten = fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		rewritten = fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		rewritten = fmt.Sprintf("%ds", d/time.Second)
+	case d%time.Millisecond == 0:
+		rewritten = fmt.Sprintf("%dms", d/time.Millisecond)
+	}
+	if rewritten == "" || !pattern.MatchString(rewritten) {
+		c.failf(f.at(key), "%q cannot be written in the form image-toolkit accepts (%s)", s, pattern)
+		return
+	}
+	out[key] = rewritten
+	c.warnf(f.at(key), "%q rewritten as %q, the form image-toolkit accepts", s, rewritten)
+}
+
+// localRef copies a {name} reference.
+func (c *fluxObject) localRef(f *fluxFields, key string, out map[string]any) bool {
+	ref := f.object(key)
+	if ref == nil {
+		return false
+	}
+	n := ref.str("name")
+	ref.rest()
+	if n == "" {
+		c.failf(f.at(key)+".name", "is required")
+		return false
+	}
+	out[key] = map[string]any{"name": n}
+	return true
+}
+
+func migSetString(out map[string]any, key, v string) {
+	if v != "" {
+		out[key] = v
+	}
+}
+
+func migSetBool(out map[string]any, f *fluxFields, key string) {
+	if f.boolean(key) {
+		out[key] = true
+	}
+}
+
+// convertFluxObject converts one Flux object. It returns the image-toolkit
+// object, and the fluxObject with the warnings and problems; the object is
+// only usable without problems.
+func convertFluxObject(obj map[string]any) (map[string]any, *fluxObject) {
+	apiVersion, _ := obj["apiVersion"].(string)
+	kind, _ := obj["kind"].(string)
+	_, version, _ := strings.Cut(apiVersion, "/")
+	c := &fluxObject{kind: kind, version: version}
+	md, _ := obj["metadata"].(map[string]any)
+	c.name, _ = md["name"].(string)
+	c.namespace, _ = md["namespace"].(string)
+	c.label = kind + " " + c.name
+	if c.namespace != "" {
+		c.label = kind + " " + c.namespace + "/" + c.name
+	}
+	if !slices.Contains(fluxImageVersions, version) {
+		c.failf("apiVersion", "%s is not a version migrate reads (%s/%s); convert it with Flux first",
+			apiVersion, fluxImageGroup, strings.Join(fluxImageVersions, ", "))
+		return nil, c
+	}
+	top := c.fieldsAt("", obj)
+	top.read["apiVersion"], top.read["kind"] = true, true
+	// The status is the controllers' to write; image-toolkit's differs.
+	top.value("status")
+	var convert func(*fluxFields) map[string]any
+	switch kind {
+	case imagev1.ImageRepositoryKind:
+		convert = c.imageRepository
+	case imagev1.ImagePolicyKind:
+		convert = c.imagePolicy
+	case imagev1.ImageUpdateAutomationKind:
+		convert = c.imageUpdateAutomation
+	default:
+		c.failf("kind", "%q has no image-toolkit equivalent (migrate converts ImageRepository, ImagePolicy and ImageUpdateAutomation)", kind)
+		return nil, c
+	}
+	mdf := top.object("metadata")
+	if mdf == nil {
+		c.failf("metadata", "is required")
+		return nil, c
+	}
+	meta := c.metadata(mdf)
+	specf := top.object("spec")
+	if specf == nil {
+		c.failf("spec", "is required")
+		return nil, c
+	}
+	spec := convert(specf)
+	specf.rest()
+	top.rest()
+	out := map[string]any{
+		"apiVersion": imagev1.GroupVersion.String(),
+		"kind":       kind,
+		"metadata":   meta,
+		"spec":       spec,
+	}
+	if len(c.problems) == 0 {
+		if err := fitsOurAPI(kind, out); err != nil {
+			// A converter bug, not the input's fault; still, say which object.
+			c.failf("spec", "the converted object does not fit image-toolkit's %s (a bug in migrate): %v", kind, err)
+		}
+	}
+	return out, c
+}
+
+// fitsOurAPI decodes the converted object strictly into our Go type, so
+// that no field our API lacks is ever written.
+func fitsOurAPI(kind string, obj map[string]any) error {
+	var into any
+	switch kind {
+	case imagev1.ImageRepositoryKind:
+		into = &imagev1.ImageRepository{}
+	case imagev1.ImagePolicyKind:
+		into = &imagev1.ImagePolicy{}
+	case imagev1.ImageUpdateAutomationKind:
+		into = &imagev1.ImageUpdateAutomation{}
+	default:
+		return fmt.Errorf("unknown kind %q", kind)
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+// Annotations not carried over: Flux's reconcile request means nothing to
+// image-toolkit (whose own is reconcile.toolkit.dev/requestedAt), and
+// kubectl's last-applied-configuration holds the Flux object, which a later
+// kubectl apply would diff against.
+var droppedAnnotations = []string{
+	"reconcile.fluxcd.io/requestedAt",
+	"kubectl.kubernetes.io/last-applied-configuration",
+}
+
+func (c *fluxObject) metadata(md *fluxFields) map[string]any {
+	out := map[string]any{}
+	if n := md.str("name"); n != "" {
+		out["name"] = n
+	} else {
+		c.failf("metadata.name", "is required")
+	}
+	migSetString(out, "namespace", md.str("namespace"))
+	if l := md.stringMap("labels"); len(l) > 0 {
+		out["labels"] = l
+	}
+	if a := md.stringMap("annotations"); len(a) > 0 {
+		for _, k := range droppedAnnotations {
+			delete(a, k)
+		}
+		if len(a) > 0 {
+			out["annotations"] = a
+		}
+	}
+	// Written by the API server for the object it stored; a new object
+	// gets its own.
+	for _, k := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
+		"selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
+		md.value(k)
+	}
+	// Flux's finalizer would never be removed without Flux's controllers.
+	for _, fin := range md.strings("finalizers") {
+		if fin != "finalizers.fluxcd.io" {
+			c.warnf("metadata.finalizers", "%q dropped: migrate keeps name, namespace, labels and annotations", fin)
+		}
+	}
+	for k := range md.m {
+		if !md.read[k] {
+			md.read[k] = true
+			c.warnf(md.at(k), "dropped: migrate keeps name, namespace, labels and annotations")
+		}
+	}
+	return out
+}
+
+func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
+	out := map[string]any{}
+	image := spec.str("image")
+	insecure := spec.boolean("insecure")
+	if insecure {
+		out["insecure"] = true
+	}
+	switch {
+	case image == "":
+		c.failf("spec.image", "is required (image-toolkit rejects an empty image)")
+	case strings.Contains(image, "://"):
+		out["image"] = image
+		c.warnf("spec.image", "%q has a scheme: the ImageRepository will be Stalled (ImageURLInvalid); give host/path, and spec.insecure for plain HTTP", image)
+	default:
+		out["image"] = image
+		repo, err := name.NewRepository(image)
+		if err != nil {
+			c.warnf("spec.image", "%q is not a repository without tag or digest: the ImageRepository will be Stalled (ImageURLInvalid)", image)
+		} else if !insecure && repo.Registry.Scheme() == "http" {
+			// go-containerregistry, which Flux uses, falls back to
+			// plain HTTP for these hosts; image-toolkit never does so
+			// unasked.
+			c.warnf("spec.insecure", "Flux falls back to plain HTTP for %s (a local or private address) when HTTPS fails; image-toolkit only with spec.insecure: true: set it if the registry serves plain HTTP", repo.RegistryStr())
+		}
+	}
+	c.duration(spec, "interval", out, true, migrateIntervalRE)
+	c.duration(spec, "timeout", out, false, migrateTimeoutRE)
+	c.localRef(spec, "secretRef", out)
+	sa := spec.str("serviceAccountName")
+	migSetString(out, "serviceAccountName", sa)
+	if c.localRef(spec, "certSecretRef", out) {
+		c.warnf("spec.certSecretRef", "image-toolkit reads the keys ca.crt, tls.crt and tls.key of the Secret; if it still has Flux's deprecated caFile, certFile and keyFile (Flux v1beta1's names), rename them")
+	}
+	c.localRef(spec, "proxySecretRef", out)
+	migSetBool(out, spec, "suspend")
+	if af := spec.object("accessFrom"); af != nil {
+		var sels []any
+		for _, s := range af.objects("namespaceSelectors") {
+			sel := map[string]any{}
+			if ml := s.stringMap("matchLabels"); ml != nil {
+				sel["matchLabels"] = ml
+			}
+			s.rest()
+			sels = append(sels, sel)
+		}
+		af.rest()
+		switch {
+		case len(sels) > 32:
+			c.failf("spec.accessFrom.namespaceSelectors", "has %d selectors; image-toolkit allows at most 32", len(sels))
+		case len(sels) > 0:
+			out["accessFrom"] = map[string]any{"namespaceSelectors": sels}
+		}
+		// No selectors grants no access, as no accessFrom does.
+	}
+	if list := spec.strings("exclusionList"); len(list) > 25 {
+		c.failf("spec.exclusionList", "has %d entries; at most 25 are allowed", len(list))
+	} else if len(list) > 0 {
+		// An empty list is left out: Flux then applies its default,
+		// ^.*\.sig$, and image-toolkit's CRD the same default only
+		// when the field is absent.
+		for i, e := range list {
+			if _, err := regexp.Compile(e); err != nil {
+				c.warnf(fmt.Sprintf("spec.exclusionList[%d]", i), "%q is not a Go regular expression: the ImageRepository will be Stalled (InvalidExclusionList): %v", e, err)
+			}
+		}
+		out["exclusionList"] = list
+	}
+	switch p := spec.str("provider"); p {
+	case "", "generic":
+		migSetString(out, "provider", p)
+	case "aws", "azure", "gcp":
+		out["provider"] = p
+		c.warnf("spec.provider", "%s is accepted but not implemented: image-toolkit authenticates only with spec.secretRef and the imagePullSecrets of spec.serviceAccountName (no cloud or workload identity), so without them the registry is read anonymously", p)
+	default:
+		c.failf("spec.provider", "%q is not one of generic, aws, azure, gcp", p)
+	}
+	return out
+}
+
+func (c *fluxObject) imagePolicy(spec *fluxFields) map[string]any {
+	out := map[string]any{}
+	if ref := spec.object("imageRepositoryRef"); ref != nil {
+		r := map[string]any{}
+		if n := ref.str("name"); n != "" {
+			r["name"] = n
+		} else {
+			c.failf("spec.imageRepositoryRef.name", "is required")
+		}
+		migSetString(r, "namespace", ref.str("namespace"))
+		ref.rest()
+		out["imageRepositoryRef"] = r
+	} else {
+		c.failf("spec.imageRepositoryRef", "is required")
+	}
+
+	// Flux evaluates the first choice set, in this order; image-toolkit's
+	// CRD wants exactly one.
+	choice := imagev1.ImagePolicyChoice{}
+	if pf := spec.object("policy"); pf != nil {
+		outPolicy := map[string]any{}
+		var chosen string
+		for _, key := range []string{"semver", "alphabetical", "numerical"} {
+			sub := pf.object(key)
+			if sub == nil {
+				continue
+			}
+			if chosen != "" {
+				sub.value("range")
+				sub.value("order")
+				c.warnf("spec.policy."+key, "dropped: Flux uses only the first of semver, alphabetical and numerical (here %s), image-toolkit accepts only one", chosen)
+				continue
+			}
+			chosen = key
+			switch key {
+			case "semver":
+				rng := sub.str("range")
+				if rng == "" {
+					c.failf("spec.policy.semver.range", "is required")
+				}
+				outPolicy[key] = map[string]any{"range": rng}
+				choice.SemVer = &imagev1.SemVerPolicy{Range: rng}
+				if _, err := policy.New(choice, nil); err != nil && rng != "" {
+					c.warnf("spec.policy.semver.range", "%q does not parse: the ImagePolicy will be Stalled (InvalidPolicy): %v", rng, err)
+				}
+			default:
+				o := map[string]any{}
+				switch order := sub.str("order"); order {
+				case "", "asc", "desc":
+					migSetString(o, "order", order)
+				default:
+					c.failf("spec.policy."+key+".order", "%q is not asc or desc", order)
+				}
+				outPolicy[key] = o
+				if key == "numerical" {
+					c.warnf("spec.policy.numerical", "image-toolkit skips tags (or extracted values) that are not numbers, where Flux fails the whole policy")
+				}
+			}
+			sub.rest()
+		}
+		pf.rest()
+		if chosen == "" {
+			c.failf("spec.policy", "sets none of semver, alphabetical, numerical")
+		}
+		out["policy"] = outPolicy
+	} else {
+		c.failf("spec.policy", "is required")
+	}
+
+	if ft := spec.object("filterTags"); ft != nil {
+		o := map[string]any{}
+		pattern, extract := ft.str("pattern"), ft.str("extract")
+		ft.rest()
+		if pattern != "" {
+			o["pattern"] = pattern
+			if _, err := regexp.Compile(pattern); err != nil {
+				c.warnf("spec.filterTags.pattern", "%q is not a Go regular expression: the ImagePolicy will be Stalled (InvalidPolicy): %v", pattern, err)
+			}
+			migSetString(o, "extract", extract)
+		} else if extract != "" {
+			c.warnf("spec.filterTags.extract", "dropped: without filterTags.pattern image-toolkit rejects it (InvalidPolicy), and Flux has nothing to extract from")
+		}
+		if len(o) > 0 {
+			out["filterTags"] = o
+		}
+	}
+
+	drp := spec.str("digestReflectionPolicy")
+	switch drp {
+	case "", "Never", "IfNotPresent", "Always":
+		migSetString(out, "digestReflectionPolicy", drp)
+	default:
+		c.failf("spec.digestReflectionPolicy", "%q is not Never, IfNotPresent or Always", drp)
+	}
+	// image-toolkit's CRD takes interval with, and only with, Always.
+	interval := map[string]any{}
+	c.duration(spec, "interval", interval, false, migrateIntervalRE)
+	switch iv, ok := interval["interval"]; {
+	case drp == "Always" && !ok:
+		out["interval"] = "10m"
+		c.warnf("spec.interval", "set to 10m, Flux's default with digestReflectionPolicy Always; image-toolkit requires it")
+	case drp == "Always":
+		out["interval"] = iv
+	case ok:
+		c.warnf("spec.interval", "dropped: it is only used, and image-toolkit only accepts it, with digestReflectionPolicy Always")
+	}
+	migSetBool(out, spec, "suspend")
+	return out
+}
+
+func (c *fluxObject) imageUpdateAutomation(spec *fluxFields) map[string]any {
+	out := map[string]any{}
+	if sr := spec.object("sourceRef"); sr != nil {
+		ref := map[string]any{}
+		apiVersion := sr.str("apiVersion")
+		migSetString(ref, "apiVersion", apiVersion)
+		if group, _, _ := strings.Cut(apiVersion, "/"); apiVersion != "" && group != "source.toolkit.fluxcd.io" {
+			c.warnf("spec.sourceRef.apiVersion", "%q is not source.toolkit.fluxcd.io: the automation will be Stalled (InvalidSource)", apiVersion)
+		}
+		switch k := sr.str("kind"); k {
+		case "", "GitRepository":
+			migSetString(ref, "kind", k)
+		default:
+			c.failf("spec.sourceRef.kind", "%q is not GitRepository", k)
+		}
+		n := sr.str("name")
+		if n == "" {
+			c.failf("spec.sourceRef.name", "is required")
+		}
+		migSetString(ref, "name", n)
+		ns := sr.str("namespace")
+		migSetString(ref, "namespace", ns)
+		sr.rest()
+		out["sourceRef"] = ref
+		if ns != "" && ns != c.namespace {
+			c.warnf("spec.sourceRef.namespace", "a GitRepository in another namespace is refused (AccessDenied) unless the automation controller runs with --no-cross-namespace-refs=false, and then its Secrets are read in the automation's namespace (Flux reads them in the GitRepository's)")
+		}
+		if ns == "" {
+			ns = c.namespace
+		}
+		c.sourceKey = ns + "/" + n
+	} else {
+		// image-toolkit could use spec.git.repository instead, but a
+		// Flux object always has a sourceRef: without one it is broken.
+		c.failf("spec.sourceRef", "is required")
+	}
+
+	checkoutBranch, pushBranch, refspec := "", "", ""
+	gf := spec.object("git")
+	if gf == nil {
+		c.failf("spec.git", "is required: image-toolkit needs spec.git.commit.author.email to commit (Flux cannot push without it either)")
+	} else {
+		git := map[string]any{}
+		if co := gf.object("checkout"); co != nil {
+			if rf := co.object("ref"); rf != nil {
+				ref := map[string]any{}
+				for _, key := range []string{"branch", "tag", "semver", "name", "commit"} {
+					migSetString(ref, key, rf.str(key))
+				}
+				rf.rest()
+				if len(ref) == 0 {
+					c.failf("spec.git.checkout.ref", "names no branch, tag, semver, name or commit")
+				}
+				if cm, ok := ref["commit"].(string); ok && !migrateCommitRE.MatchString(cm) {
+					c.failf("spec.git.checkout.ref.commit", "%q is not a hexadecimal commit SHA", cm)
+				}
+				checkoutBranch, _ = ref["branch"].(string)
+				git["checkout"] = map[string]any{"ref": ref}
+			} else {
+				c.failf("spec.git.checkout.ref", "is required")
+			}
+			co.rest()
+		}
+		if cf := gf.object("commit"); cf != nil {
+			git["commit"] = c.commit(cf)
+		} else {
+			c.failf("spec.git.commit", "is required")
+		}
+		if pf := gf.object("push"); pf != nil {
+			push := map[string]any{}
+			pushBranch = pf.str("branch")
+			migSetString(push, "branch", pushBranch)
+			refspec = c.refspec(pf.str("refspec"), checkoutBranch, pushBranch)
+			migSetString(push, "refspec", refspec)
+			if opts := pf.stringMap("options"); len(opts) > 0 {
+				push["options"] = opts
+				c.warnf("spec.git.push.options", "kept, but image-toolkit cannot send push options (libgit2 1.5): its jobs fail (InvalidSpec) rather than push without them; remove them to push")
+			}
+			pf.rest()
+			if len(push) > 0 {
+				git["push"] = push
+			}
+		}
+		gf.rest()
+		if _, ok := git["checkout"]; ok && checkoutBranch == "" && pushBranch == "" && refspec == "" {
+			c.warnf("spec.git.checkout.ref", "is not a branch, and spec.git.push sets no branch or refspec: the automation will be Stalled (InvalidSpec) until it names where to push")
+		}
+		out["git"] = git
+	}
+
+	c.duration(spec, "interval", out, true, migrateIntervalRE)
+	if ps := spec.object("policySelector"); ps != nil {
+		out["policySelector"] = c.labelSelector(ps)
+	}
+	if uf := spec.object("update"); uf != nil {
+		update := map[string]any{"strategy": string(imagev1.UpdateStrategySetters)}
+		switch s := uf.str("strategy"); s {
+		case "", string(imagev1.UpdateStrategySetters):
+		default:
+			c.failf("spec.update.strategy", "%q is not Setters", s)
+		}
+		if p := c.updatePath(uf.str("path")); p != "" {
+			update["path"] = p
+		}
+		uf.rest()
+		out["update"] = update
+	}
+	migSetBool(out, spec, "suspend")
+	return out
+}
+
+func (c *fluxObject) commit(cf *fluxFields) map[string]any {
+	commit := map[string]any{}
+	if af := cf.object("author"); af != nil {
+		author := map[string]any{}
+		migSetString(author, "name", af.str("name"))
+		email := af.str("email")
+		if len(email) < 3 {
+			c.failf("spec.git.commit.author.email", "is required")
+		}
+		migSetString(author, "email", email)
+		af.rest()
+		commit["author"] = author
+	} else {
+		c.failf("spec.git.commit.author", "is required")
+	}
+	if sk := cf.object("signingKey"); sk != nil {
+		key := map[string]any{}
+		c.localRef(sk, "secretRef", key)
+		if _, ok := key["secretRef"]; !ok {
+			c.failf("spec.git.commit.signingKey.secretRef", "is required")
+		}
+		switch t := sk.str("type"); t {
+		case "", "gpg", "ssh":
+			migSetString(key, "type", t)
+		default:
+			c.failf("spec.git.commit.signingKey.type", "%q is not gpg or ssh", t)
+		}
+		sk.rest()
+		commit["signingKey"] = key
+	}
+	tmpl := cf.str("messageTemplate")
+	migSetString(commit, "messageTemplate", tmpl)
+	values := cf.stringMap("messageTemplateValues")
+	if len(values) > 0 {
+		commit["messageTemplateValues"] = values
+	}
+	cf.rest()
+	if strings.TrimSpace(tmpl) != "" {
+		vals := map[string]string{}
+		for k, v := range values {
+			vals[k], _ = v.(string)
+		}
+		// The same check the automation makes before any job: the
+		// template gets .AutomationObject, .Changed and .Values.
+		if err := commitmsg.Validate(tmpl, vals); err != nil {
+			c.warnf("spec.git.commit.messageTemplate", "%v; the automation will be Stalled (InvalidMessageTemplate) until the template is fixed", err)
+		}
+	}
+	return commit
+}
+
+// refspec checks a push refspec: image-toolkit's job has the new commit at
+// HEAD and on the checkout branch only, so it must be the source. Flux
+// commits on the push branch, so a refspec from it is rewritten to HEAD.
+func (c *fluxObject) refspec(rs, checkoutBranch, pushBranch string) string {
+	if rs == "" {
+		return ""
+	}
+	force := ""
+	if strings.HasPrefix(rs, "+") {
+		force = "+"
+	}
+	src, dst, hasDst := strings.Cut(strings.TrimPrefix(rs, "+"), ":")
+	short := strings.TrimPrefix(src, "refs/heads/")
+	switch {
+	case src == "HEAD" || (checkoutBranch != "" && short == checkoutBranch):
+		return rs
+	case pushBranch != "" && short == pushBranch && hasDst:
+		rewritten := force + "HEAD:" + dst
+		c.warnf("spec.git.push.refspec", "%q rewritten as %q: Flux commits on the push branch, image-toolkit's job has the commit at HEAD", rs, rewritten)
+		return rewritten
+	default:
+		c.warnf("spec.git.push.refspec", "the source of %q must be HEAD or the checkout branch in image-toolkit (Flux accepts any local ref): its jobs would fail (InvalidSpec)", rs)
+		return rs
+	}
+}
+
+// updatePath makes spec.update.path one image-toolkit's CRD accepts:
+// relative, without "..". Flux joins it to the checkout securely, so a
+// leading / means the repository root there too.
+func (c *fluxObject) updatePath(p string) string {
+	if p == "" {
+		return ""
+	}
+	rel := strings.TrimLeft(p, "/")
+	if slices.Contains(strings.Split(rel, "/"), "..") {
+		cleaned := path.Clean(rel)
+		if cleaned == ".." || strings.HasPrefix(cleaned, "../") {
+			c.failf("spec.update.path", "%q leaves the repository (Flux fails on it too)", p)
+			return ""
+		}
+		rel = cleaned
+	}
+	if rel != p {
+		c.warnf("spec.update.path", "%q rewritten as %q: image-toolkit accepts only relative paths without \"..\"", p, rel)
+	}
+	if rel == "" || rel == "." {
+		return ""
+	}
+	return rel
+}
+
+func (c *fluxObject) labelSelector(ps *fluxFields) map[string]any {
+	sel := map[string]any{}
+	var typed metav1.LabelSelector
+	if ml := ps.stringMap("matchLabels"); ml != nil {
+		sel["matchLabels"] = ml
+		typed.MatchLabels = map[string]string{}
+		for k, v := range ml {
+			typed.MatchLabels[k], _ = v.(string)
+		}
+	}
+	var exprs []any
+	for _, ef := range ps.objects("matchExpressions") {
+		e := map[string]any{"key": ef.str("key"), "operator": ef.str("operator")}
+		values := ef.strings("values")
+		if len(values) > 0 {
+			e["values"] = values
+		}
+		ef.rest()
+		exprs = append(exprs, e)
+		typed.MatchExpressions = append(typed.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: e["key"].(string), Operator: metav1.LabelSelectorOperator(e["operator"].(string)), Values: values,
+		})
+	}
+	if len(exprs) > 0 {
+		sel["matchExpressions"] = exprs
+	}
+	ps.rest()
+	if _, err := metav1.LabelSelectorAsSelector(&typed); err != nil {
+		c.warnf("spec.policySelector", "is not a valid label selector: the automation will be Stalled (InvalidPolicySelector): %v", err)
+	}
+	return sel
 }
