@@ -45,8 +45,8 @@ deps: ## Install system packages the build and tests need (libgit2 1.5, pkg-conf
 tools: ## Build controller-gen from its pinned module into bin/ (cached).
 	@hack/tools.sh controller-gen
 
-testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv and helm into bin/ (cached).
-	@hack/tools.sh kube etcd helm
+testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv, helm and kustomize into bin/ (cached).
+	@hack/tools.sh kube etcd helm kustomize
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh
@@ -62,7 +62,7 @@ build: deps ## Build the four binaries into bin/.
 		CGO_ENABLED=1 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/$$b ./$$b; done
 	@echo "built: $(addprefix bin/,$(STATIC_BINARIES) $(CGO_BINARIES))"
 
-images: build ## Write an OCI image tarball per binary to bin/images, without a container engine.
+images: build ## Write an OCI image tarball per binary, and image-update (tk-image update --krm), to bin/images, without a container engine.
 	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) go run ./tests/cmd/images \
 		--bin $(BIN) --out $(BIN)/images --version $(VERSION) --revision "$$(git rev-parse HEAD 2>/dev/null || true)"
 

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,14 +44,20 @@ func images(t *testing.T) string {
 		t.Fatal(err)
 	}
 	bin, out := t.TempDir(), t.TempDir()
+	built := map[string]bool{}
 	for _, s := range imagebuild.Specs {
+		b := s.BinaryName()
+		if built[b] { // image-update is tk-image's binary again
+			continue
+		}
+		built[b] = true
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-X toolkit.dev/image-toolkit/pkg/version.Version="+testVersion,
-			"-o", filepath.Join(bin, s.Name), "./"+s.Name)
+			"-o", filepath.Join(bin, b), "./"+b)
 		cmd.Dir = root
 		// As `make build`: only the libgit2 binary links C.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+strconv.Itoa(len(s.Debian)))
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", s.Name, err, b)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", b, err, out)
 		}
 	}
 	cache := os.Getenv("IMAGE_TOOLKIT_CACHE")
@@ -104,8 +111,8 @@ func TestImagesRunTheirBinaryAsNonRoot(t *testing.T) {
 			if version == "" || cf.Config.Labels["org.opencontainers.image.title"] != s.Name {
 				t.Errorf("labels %v lack the title %s or a version", cf.Config.Labels, s.Name)
 			}
-			if want := path.Join(imagebuild.BinDir, s.Name); len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != want {
-				t.Fatalf("entrypoint %q, want [%s]", cf.Config.Entrypoint, want)
+			if want := s.Entrypoint(); !slices.Equal(cf.Config.Entrypoint, want) {
+				t.Fatalf("entrypoint %q, want %q", cf.Config.Entrypoint, want)
 			}
 
 			rootfs := t.TempDir()
@@ -127,7 +134,7 @@ func TestImagesRunTheirBinaryAsNonRoot(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s in the image: %v\n%s", s.Name, strings.Join(s.VersionArgs, " "), err, out)
 			}
-			if want := s.Name + " " + version + " ("; !strings.HasPrefix(string(out), want) {
+			if want := s.BinaryName() + " " + version + " ("; !strings.HasPrefix(string(out), want) {
 				t.Errorf("version output %q does not start with %q", out, want)
 			}
 			if len(s.Debian) > 0 && !strings.Contains(string(out), "libgit2 1.5.") {
@@ -136,8 +143,87 @@ func TestImagesRunTheirBinaryAsNonRoot(t *testing.T) {
 			if len(s.Debian) > 0 && !strings.Contains(string(out), "https: true, ssh: true") {
 				t.Errorf("%s's libgit2 lacks HTTPS or SSH: %q", s.Name, out)
 			}
+			if s.Name == "image-update" {
+				checkKRMFunction(t, cf, rootfs)
+			}
 		})
 	}
+}
+
+// checkKRMFunction runs the image-update image as kpt fn eval --image and
+// kustomize's container functions run a function image: `docker run --user
+// nobody` (docker looks nobody up in the image's /etc/passwd), its whole
+// entrypoint, no arguments, a ResourceList on stdin (kpt reads the files
+// with their comments, so the markers are there), the updated ResourceList
+// expected on stdout.
+func checkKRMFunction(t *testing.T, cf *v1.ConfigFile, rootfs string) {
+	t.Helper()
+	uid, gid, err := lookupUser(filepath.Join(rootfs, "etc/passwd"), "nobody")
+	if err != nil {
+		t.Fatalf("kpt and kustomize run functions as nobody: %v", err)
+	}
+	const in = `apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+items:
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata:
+    name: podinfo
+    namespace: apps
+  spec:
+    template:
+      spec:
+        containers:
+        - name: podinfo
+          image: ghcr.io/stefanprodan/podinfo:6.4.0 # {"$imagepolicy": "apps:podinfo"}
+        - name: sidecar
+          image: docker.io/library/busybox:1.36
+functionConfig:
+  apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: image-update
+  data:
+    apps:podinfo: ghcr.io/stefanprodan/podinfo:6.5.0
+`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cf.Config.Entrypoint[0], cf.Config.Entrypoint[1:]...)
+	cmd.Env = cf.Config.Env
+	cmd.Dir = "/"
+	cmd.Stdin = strings.NewReader(in)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: rootfs,
+		Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}}
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the entrypoint %q as a KRM function: %v\n%s", cf.Config.Entrypoint, err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		`image: ghcr.io/stefanprodan/podinfo:6.5.0 # {"$imagepolicy": "apps:podinfo"}`,
+		"image: docker.io/library/busybox:1.36\n",
+		"message: ghcr.io/stefanprodan/podinfo:6.4.0 -> ghcr.io/stefanprodan/podinfo:6.5.0 (apps:podinfo)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the function's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// lookupUser finds name's uid and gid in a passwd file, as docker run
+// --user NAME does in the image.
+func lookupUser(passwd, name string) (uint32, uint32, error) {
+	b, err := os.ReadFile(passwd)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Split(l, ":"); len(f) >= 4 && f[0] == name {
+			return user(f[2] + ":" + f[3])
+		}
+	}
+	return 0, 0, fmt.Errorf("no user %s in the image's /etc/passwd", name)
 }
 
 func user(s string) (uint32, uint32, error) {
@@ -345,6 +431,11 @@ func TestDockerfilesMatchTheImages(t *testing.T) {
 	}
 	inDistrolessCC := map[string]bool{"libc6": true, "libgcc-s1": true, "gcc-12-base": true, "libssl3": true}
 	for _, s := range imagebuild.Specs {
+		if s.BinaryName() != s.Name {
+			// image-update is tk-image's binary with another entrypoint;
+			// only `make images` builds it, there is no Dockerfile.
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join(root, s.Name, "Dockerfile"))
 		if err != nil {
 			t.Error(err)

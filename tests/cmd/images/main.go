@@ -1,6 +1,7 @@
-// Command images writes an OCI image tarball per image-toolkit binary
-// without a container engine (see package imagebuild); `make images` runs
-// it on the binaries of `make build`.
+// Command images writes an OCI image tarball per image-toolkit binary, and
+// image-update (tk-image with the entrypoint `tk-image update --krm`, a KRM
+// function image), without a container engine (see package imagebuild);
+// `make images` runs it on the binaries of `make build`.
 package main
 
 import (

@@ -40,9 +40,16 @@ const (
 
 // Spec is one image.
 type Spec struct {
-	// Name of the binary and of the image.
-	Name        string
+	// Name of the image, and of its binary unless Binary says otherwise.
+	Name string
+	// Binary is the binary in BinDir/<Binary> when it is not Name: one
+	// binary can be the entrypoint of several images.
+	Binary      string
 	Description string
+	// Args follow the binary in the entrypoint: an image that always runs
+	// one subcommand, as a KRM function image must (kpt and kustomize run
+	// it with no arguments, the ResourceList on stdin).
+	Args []string
 	// Debian packages whose shared libraries (and theirs) the binary
 	// loads; empty for static binaries.
 	Debian []string
@@ -61,6 +68,22 @@ var Specs = []Spec{
 	{Name: "update-job-controller", Description: "Runs UpdateJobs: checks out a git repository, updates image references, commits and pushes.",
 		Debian: []string{"libgit2-1.5"}, Ports: []string{"8080/tcp", "8081/tcp"}, VersionArgs: []string{"--version"}},
 	{Name: "tk-image", Description: "The image-toolkit command line.", VersionArgs: []string{"version"}},
+	{Name: "image-update", Binary: "tk-image", Args: []string{"update", "--krm"},
+		Description: "The image setters as a KRM function: tk-image update --krm, a ResourceList on stdin and stdout.",
+		VersionArgs: []string{"version"}},
+}
+
+// BinaryName is the binary the image runs.
+func (s Spec) BinaryName() string {
+	if s.Binary != "" {
+		return s.Binary
+	}
+	return s.Name
+}
+
+// Entrypoint is the image's entrypoint: the binary and Args.
+func (s Spec) Entrypoint() []string {
+	return append([]string{path.Join(BinDir, s.BinaryName())}, s.Args...)
 }
 
 // Options configure a build.
@@ -137,12 +160,12 @@ func buildOne(ctx context.Context, a *apt, o Options, s Spec, base v1.Layer, bas
 			History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "imagebuild: shared libraries of " + strings.Join(s.Debian, ", "),
 				Comment: "Debian bookworm packages: " + strings.Join(pkgs, " ")}})
 	}
-	bin, err := os.ReadFile(filepath.Join(o.BinDir, s.Name))
+	bin, err := os.ReadFile(filepath.Join(o.BinDir, s.BinaryName()))
 	if err != nil {
 		return Result{}, err
 	}
 	t := newTree()
-	if err := t.file(path.Join(BinDir, s.Name)[1:], 0o755, bin); err != nil {
+	if err := t.file(path.Join(BinDir, s.BinaryName())[1:], 0o755, bin); err != nil {
 		return Result{}, err
 	}
 	l, size, err := t.layer(o.Created)
@@ -151,7 +174,7 @@ func buildOne(ctx context.Context, a *apt, o Options, s Spec, base v1.Layer, bas
 	}
 	unpacked += size
 	adds = append(adds, mutate.Addendum{Layer: l, MediaType: types.OCILayer,
-		History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "imagebuild: " + path.Join(BinDir, s.Name)}})
+		History: v1.History{Created: v1.Time{Time: o.Created}, CreatedBy: "imagebuild: " + path.Join(BinDir, s.BinaryName())}})
 
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err = mutate.Append(img, adds...)
@@ -167,7 +190,7 @@ func buildOne(ctx context.Context, a *apt, o Options, s Spec, base v1.Layer, bas
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Config.User = User
 	cf.Config.WorkingDir = "/"
-	cf.Config.Entrypoint = []string{path.Join(BinDir, s.Name)}
+	cf.Config.Entrypoint = s.Entrypoint()
 	cf.Config.Env = []string{"PATH=" + BinDir + ":/usr/bin:/bin", "HOME=" + Home,
 		"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"}
 	if len(s.Ports) > 0 {
@@ -240,8 +263,12 @@ func baseLayer(ctx context.Context, a *apt, mtime time.Time) (v1.Layer, int64, e
 	files := []struct {
 		name, data string
 	}{
-		{"etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"},
-		{"etc/group", "root:x:0:\nnonroot:x:65532:\n"},
+		// As distroless: nobody too, the user kpt and kustomize run a
+		// KRM function image as (docker run --user nobody), which docker
+		// must find here.
+		{"etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+			"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n"},
+		{"etc/group", "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n"},
 		// glibc and Go's resolver read it; without it glibc asks DNS
 		// before /etc/hosts.
 		{"etc/nsswitch.conf", "passwd: files\ngroup: files\nhosts: files dns\n"},
