@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -330,6 +331,18 @@ functionConfig:
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+
+	if strings.Contains(out, "severity: warning") {
+		t.Errorf("a warning with markers present:\n%s", out)
+	}
+	// Without any marker (as under kustomize build, which strips
+	// comments) the function says so in a warning, and changes nothing.
+	stripped := regexp.MustCompile(` *# \{"\$imagepolicy[^\n]*`).ReplaceAllString(in, "")
+	code, out, errs = runCLI(t, stripped, "update", "--krm")
+	if code != 0 || !strings.Contains(out, "severity: warning") || !strings.Contains(out, "kustomize build removes comments") ||
+		!strings.Contains(out, "image: ghcr.io/stefanprodan/podinfo:6.0.0") {
+		t.Errorf("no markers: code %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 
 	bad := strings.Replace(in, "ghcr.io/stefanprodan/podinfo:6.5.0\n", "no-tag\n", 1)

@@ -200,6 +200,17 @@ func runKRM(stdin io.Reader, stdout io.Writer) error {
 			return err
 		}
 		res := setters.UpdateNodes(rl.Items, policies)
+		if len(res.Markers) == 0 && len(rl.Items) > 0 {
+			// kustomize build hands transformers its resources without
+			// their comments, so a run there never sees a marker; say
+			// so rather than succeed silently.
+			rl.Results = append(rl.Results, &framework.Result{
+				Severity: framework.Warning,
+				Message: fmt.Sprintf("no $imagepolicy marker in the %d resources given: nothing to update. "+
+					"kustomize build removes comments before transformers see them; "+
+					"run this function with kustomize fn run or kpt fn eval over the sources instead", len(rl.Items)),
+			})
+		}
 		for _, f := range res.Files {
 			for _, o := range f.Objects {
 				for _, c := range o.Changes {

@@ -7,6 +7,7 @@
 #   hack/tools/pin.sh kube 1.37.1        kube-apiserver and kubectl
 #   hack/tools/pin.sh etcd 3.7.3
 #   hack/tools/pin.sh helm 3.22.0
+#   hack/tools/pin.sh kustomize 5.8.2
 #   hack/tools/pin.sh controller-gen 0.23.0
 set -euo pipefail
 [ $# = 2 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
@@ -19,6 +20,7 @@ case $tool in
   etcd) main=go.etcd.io/etcd/server/v3; tools=(go.etcd.io/etcd/server/v3) ;;
   helm) main=helm.sh/helm/v3; tools=(helm.sh/helm/v3/cmd/helm) ;;
   controller-gen) main=sigs.k8s.io/controller-tools; tools=(sigs.k8s.io/controller-tools/cmd/controller-gen) ;;
+  kustomize) main=sigs.k8s.io/kustomize/kustomize/v5; tools=(sigs.k8s.io/kustomize/kustomize/v5) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 
