@@ -18,17 +18,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
@@ -37,9 +35,9 @@ import (
 // "why was (or wasn't) my image updated".
 var explainKinds = []string{"policy", "automation"}
 
-// defaultHeadTimeout bounds listing the branch head when the repository
-// sets no timeout: the controllers' default of a minute is long for a
-// command someone waits on.
+// defaultHeadTimeout bounds listing the branch head: the controllers'
+// default of a minute is long for a command someone waits on; a shorter
+// repository timeout wins.
 const defaultHeadTimeout = 30 * time.Second
 
 // maxScanSites is how many marker places per policy a --scan-checkout
@@ -511,126 +509,55 @@ func describeJob(job *updatev1.UpdateJob) *jobFacts {
 }
 
 // branchHead resolves the automation's repository and checkout ref as its
-// controller does, and lists the branch head from the server with the
-// repository's credentials, read from the automation's namespace. Any
-// failure is recorded, not returned: the rest of the explanation stands.
+// controller does (pkg/gitsource), and lists the branch head from the
+// server with the repository's credentials, read from the automation's
+// namespace. Any failure is recorded, not returned: the rest of the
+// explanation stands.
 func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) sourceFacts {
-	f := sourceFacts{ObservedRevision: a.Status.ObservedSourceRevision}
+	f := sourceFacts{ObservedRevision: a.Status.ObservedSourceRevision, Describe: "none"}
 	if u := a.Spec.Update; u != nil {
 		f.UpdatePath = u.Path
 	}
-	var repo updatev1.GitRepositorySpec
-	var ref updatev1.GitRepositoryRef
-	switch {
-	case a.Spec.GitSpec.Repository != nil:
-		f.Describe = "spec.git.repository"
-		repo = *a.Spec.GitSpec.Repository
-	case a.Spec.SourceRef != nil:
-		var err error
-		repo, ref, f.Describe, err = fluxGitRepository(ctx, c, a)
-		if err != nil {
-			f.HeadError = err.Error()
-			return f
-		}
-	default:
-		f.Describe = "none"
-		f.HeadError = "the automation names no repository"
+	// explain does not know the controller's --no-cross-namespace-refs; a
+	// refusal shows in the automation's Ready condition.
+	src, err := gitsource.Resolve(ctx, c, a, gitsource.Options{})
+	// On a failure src still says where it was looked for.
+	if src != nil {
+		f.Describe = src.Describe
+		f.URL, f.Ref = git.Redact(src.Repository.URL), gitsource.DescribeRef(src.Ref)
+	}
+	if err != nil {
+		f.HeadError = err.Error()
 		return f
 	}
-	if co := a.Spec.GitSpec.Checkout; co != nil {
-		ref = co.Reference
-	}
-	f.URL, f.Ref = git.Redact(repo.URL), describeRef(ref)
-	if ref.Branch == "" || ref.Tag != "" || ref.SemVer != "" || ref.Name != "" || ref.Commit != "" {
+	if !gitsource.BranchOnly(src.Ref) {
 		f.HeadError = "not listed: the checkout ref is not just a branch, so the automation does not compare heads"
 		return f
 	}
-	var secret, proxy string
-	if repo.SecretRef != nil {
-		secret = repo.SecretRef.Name
-	}
-	if repo.ProxySecretRef != nil {
-		proxy = repo.ProxySecretRef.Name
-	}
-	auth, _, err := git.ReadAuth(ctx, c, a.Namespace, repo.URL, secret, proxy)
+	auth, err := gitsource.Credentials(ctx, c, a, src)
 	if err != nil {
+		// The condition's wording says where the controller's jobs read
+		// the Secrets; here pkg/git's error alone reads better.
+		var ce *gitsource.CredentialsError
+		if errors.As(err, &ce) {
+			err = ce.Err
+		}
 		f.HeadError = "credentials: " + err.Error()
 		return f
 	}
 	timeout := defaultHeadTimeout
-	if repo.Timeout != nil && repo.Timeout.Duration > 0 {
-		timeout = min(timeout, repo.Timeout.Duration)
+	if t := src.Repository.Timeout; t != nil && t.Duration > 0 {
+		timeout = min(timeout, t.Duration)
 	}
 	lctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	oid, err := git.Branch(lctx, repo.URL, auth, ref.Branch)
+	oid, err := git.Branch(lctx, src.Repository.URL, auth, src.Ref.Branch)
 	if err != nil {
 		f.HeadError = auth.Scrub(err.Error())
 		return f
 	}
-	f.Head = git.FormatRevision(ref.Branch, oid)
+	f.Head = git.FormatRevision(src.Ref.Branch, oid)
 	return f
-}
-
-// Flux's GitRepository, read as unstructured as the automation controller
-// reads it.
-const (
-	fluxSourceGroup   = "source.toolkit.fluxcd.io"
-	gitRepositoryKind = "GitRepository"
-)
-
-// fluxGitRepository reads the URL, Secrets and ref of the GitRepository an
-// automation's sourceRef names.
-func fluxGitRepository(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) (updatev1.GitRepositorySpec, updatev1.GitRepositoryRef, string, error) {
-	var repo updatev1.GitRepositorySpec
-	var ref updatev1.GitRepositoryRef
-	sr := a.Spec.SourceRef
-	gv := schema.GroupVersion{Group: fluxSourceGroup, Version: "v1"}
-	if sr.APIVersion != "" {
-		parsed, err := schema.ParseGroupVersion(sr.APIVersion)
-		if err != nil {
-			return repo, ref, "spec.sourceRef", fmt.Errorf("spec.sourceRef.apiVersion %q: %w", sr.APIVersion, err)
-		}
-		gv = parsed
-	}
-	key := types.NamespacedName{Namespace: orText(sr.Namespace, a.Namespace), Name: sr.Name}
-	describe := gitRepositoryKind + " " + key.String()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gv.WithKind(gitRepositoryKind))
-	if err := c.Get(ctx, key, u); err != nil {
-		return repo, ref, describe, err
-	}
-	str := func(path ...string) string {
-		s, _, _ := unstructured.NestedString(u.Object, append([]string{"spec"}, path...)...)
-		return s
-	}
-	repo.URL = str("url")
-	if n := str("secretRef", "name"); n != "" {
-		repo.SecretRef = &meta.LocalObjectReference{Name: n}
-	}
-	if n := str("proxySecretRef", "name"); n != "" {
-		repo.ProxySecretRef = &meta.LocalObjectReference{Name: n}
-	}
-	if t, err := time.ParseDuration(str("timeout")); err == nil {
-		repo.Timeout = &metav1.Duration{Duration: t}
-	}
-	if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "ref"); ok {
-		ref = updatev1.GitRepositoryRef{Branch: str("ref", "branch"), Tag: str("ref", "tag"), SemVer: str("ref", "semver"),
-			Name: str("ref", "name"), Commit: str("ref", "commit")}
-	} else {
-		ref.Branch = "master" // Flux's default
-	}
-	return repo, ref, describe, nil
-}
-
-func describeRef(r updatev1.GitRepositoryRef) string {
-	var parts []string
-	for _, p := range [][2]string{{"branch", r.Branch}, {"tag", r.Tag}, {"semver", r.SemVer}, {"name", r.Name}, {"commit", r.Commit}} {
-		if p[1] != "" {
-			parts = append(parts, p[0]+" "+p[1])
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // markersFromJob reads the markers from the last job's status.result, or,

@@ -317,19 +317,26 @@ func TestExplain(t *testing.T) {
 		}
 	})
 
-	// Nothing recorded yet and a Secret missing: the explanation says what
-	// it cannot know, and why, and goes on.
-	t.Run("automation before its first run", func(t *testing.T) {
-		fresh := &imagev1.ImageUpdateAutomation{
-			ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: ns},
-			Spec:       *auto.Spec.DeepCopy(),
-		}
-		fresh.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "no-such-secret"}
-		c.create(t, fresh, nil)
-		code, out, errs := c.explain(t, "automation", "fresh", "-n", ns)
+	// variant creates an automation like fleet but for change, and
+	// explains it.
+	variant := func(t *testing.T, name string, change func(*imagev1.ImageUpdateAutomation)) string {
+		t.Helper()
+		a := &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: *auto.Spec.DeepCopy()}
+		change(a)
+		c.create(t, a, nil)
+		code, out, errs := c.explain(t, "automation", name, "-n", ns)
 		if code != 0 {
 			t.Fatalf("code %d, stderr %q", code, errs)
 		}
+		return out
+	}
+
+	// Nothing recorded yet and a Secret missing: the explanation says what
+	// it cannot know, and why, and goes on.
+	t.Run("automation before its first run", func(t *testing.T) {
+		out := variant(t, "fresh", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "no-such-secret"}
+		})
 		mustContain(t, "explain automation fresh", out,
 			"Branch head: unknown: credentials: Secret "+ns+"/no-such-secret (the secretRef) not found\n",
 			"Last run saw: nothing recorded yet\n",
@@ -338,6 +345,28 @@ func TestExplain(t *testing.T) {
 			key("podinfo")+" ghcr.io/org/podinfo:app-6.5.0 none pending unknown\n",
 			"Last job: none finished yet\n",
 			"Markers: unknown: no finished UpdateJob recorded them; --scan-checkout DIR finds them in a local checkout\n")
+	})
+
+	// explain resolves the source as the controller does (pkg/gitsource):
+	// where the controller would stall, explain gives its reason, and
+	// still shows what it resolved.
+	t.Run("automation the controller cannot run", func(t *testing.T) {
+		out := variant(t, "flux", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Name: "fleet"}
+			a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		})
+		// This control plane has no Flux.
+		mustContain(t, "explain automation flux", out,
+			"Repository: unknown (GitRepository "+ns+"/fleet)\n",
+			"Branch head: unknown: the GitRepository kind (source.toolkit.fluxcd.io/v1) is not installed\n")
+
+		out = variant(t, "tag", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.GitSpec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1"}
+		})
+		mustContain(t, "explain automation tag", out,
+			"Repository: "+srv.RepoURL("fleet")+" (spec.git.repository)\n",
+			"  Checkout: tag v1\n",
+			"Branch head: unknown: the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec\n")
 	})
 
 	t.Run("errors", func(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -25,6 +24,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -97,7 +97,7 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 
 	// Without Flux installed there is nothing to watch; automations
 	// referring to a GitRepository then say its kind is missing.
-	gvk := schema.GroupVersionKind{Group: fluxSourceGroup, Version: defaultSourceVersion, Kind: gitRepositoryKind}
+	gvk := gitsource.GitRepositoryGVK
 	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 		repo := &metav1.PartialObjectMetadata{}
 		repo.SetGroupVersionKind(gvk)
@@ -226,9 +226,9 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	}
 
 	head := ""
-	if branchOnly(src.ref) {
-		ctx, cancel := context.WithTimeout(ctx, src.repository.Timeout.Duration)
-		oid, err := git.Branch(ctx, src.repository.URL, src.remote, src.ref.Branch)
+	if gitsource.BranchOnly(src.Ref) {
+		ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
+		oid, err := git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
 		cancel()
 		if err != nil {
 			reason := conditions.GitOperationFailedReason
@@ -236,11 +236,11 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 				reason = conditions.AuthenticationFailedReason
 			}
 			msg := events.Redact(err.Error(), src.remote.Secrets()...)
-			conditions.MarkFailed(obj, reason, "reading the head of branch %s of %s: %s", src.ref.Branch, src.describe, msg)
+			conditions.MarkFailed(obj, reason, "reading the head of branch %s of %s: %s", src.Ref.Branch, src.Describe, msg)
 			d.tally.outcome(OutcomeFailed)
 			return d.requeue(ctrl.Result{RequeueAfter: min(interval, time.Minute)}), nil
 		}
-		head = git.FormatRevision(src.ref.Branch, oid)
+		head = git.FormatRevision(src.Ref.Branch, oid)
 	}
 
 	now := time.Now()
@@ -258,7 +258,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	if last != nil && last.Annotations[InputsAnnotation] == inputs && !due {
 		return d.requeue(ctrl.Result{RequeueAfter: next}), nil
 	}
-	if canShortCircuit(src.ref, obj.Spec.GitSpec.Push) && obj.Status.ObservedGeneration == obj.Generation &&
+	if canShortCircuit(src.Ref, obj.Spec.GitSpec.Push) && obj.Status.ObservedGeneration == obj.Generation &&
 		head == obj.Status.ObservedSourceRevision && maps.Equal(pols.observed, obj.Status.ObservedPolicies) {
 		if recorded {
 			// The run that just ended is the last one; its outcome
@@ -284,7 +284,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		adopt(obj, job)
 	} else {
 		obj.Status.LastAutomationRunTime = &metav1.Time{Time: now}
-		r.Events.Normal(ctx, obj, "UpdateJobCreated", "Update", fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(pols.setters), revisionOr(head, src.ref)))
+		r.Events.Normal(ctx, obj, "UpdateJobCreated", "Update", fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(pols.setters), revisionOr(head, src.Ref)))
 	}
 	conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", job.Name, phaseOf(job))
 	return d.requeue(ctrl.Result{RequeueAfter: interval}), nil

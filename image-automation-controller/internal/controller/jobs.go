@@ -22,6 +22,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
@@ -88,8 +89,8 @@ func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, ob
 // jobSpec is the UpdateJob for one run.
 func jobSpec(obj *imagev1.ImageUpdateAutomation, src *source, sel *selection) updatev1.UpdateJobSpec {
 	spec := updatev1.UpdateJobSpec{
-		Repository: *src.repository.DeepCopy(),
-		Checkout:   updatev1.GitCheckoutSpec{Reference: src.ref},
+		Repository: *src.Repository.DeepCopy(),
+		Checkout:   updatev1.GitCheckoutSpec{Reference: src.Ref},
 		Update:     updatev1.UpdateSpec{Setters: sel.setters},
 		Commit:     *obj.Spec.GitSpec.Commit.DeepCopy(),
 		Push:       obj.Spec.GitSpec.Push.DeepCopy(),
@@ -347,7 +348,7 @@ func policiesOf(job *updatev1.UpdateJob) imagev1.ObservedPolicies {
 // next run's ls-remote matches and short-circuits.
 func revisionAfterPush(job *updatev1.UpdateJob) string {
 	ref := job.Spec.Checkout.Reference
-	if job.Status.PushedCommit != "" && branchOnly(ref) && pushBranch(job) == ref.Branch {
+	if job.Status.PushedCommit != "" && gitsource.BranchOnly(ref) && pushBranch(job) == ref.Branch {
 		return git.FormatRevision(ref.Branch, job.Status.PushedCommit)
 	}
 	return job.Status.CheckoutRevision

@@ -105,15 +105,15 @@ func TestCrossNamespaceSourceAllowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src.repository.URL != "https://git.example.com/fleet.git" || src.ref != (updatev1.GitRepositoryRef{Tag: "v1"}) ||
-		src.repository.SecretRef == nil || src.repository.SecretRef.Name != "auth" || src.remote.Password != "ours" {
-		t.Errorf("source %+v, remote password %q", src.repository, src.remote.Password)
+	if src.Repository.URL != "https://git.example.com/fleet.git" || src.Ref != (updatev1.GitRepositoryRef{Tag: "v1"}) ||
+		src.Repository.SecretRef == nil || src.Repository.SecretRef.Name != "auth" || src.remote.Password != "ours" {
+		t.Errorf("source %+v, remote password %q", src.Repository, src.remote.Password)
 	}
 	// Without a ref, Flux checks out master.
 	create(t, gitRepository(other, "noref", map[string]any{"url": "https://git.example.com/x.git", "interval": "5m"}))
 	a.Spec.SourceRef.Name = "noref"
 	a.Spec.GitSpec.Push = nil
-	if src, err := r.resolveSource(ctx, a); err != nil || src.ref != (updatev1.GitRepositoryRef{Branch: "master"}) {
+	if src, err := r.resolveSource(ctx, a); err != nil || src.Ref != (updatev1.GitRepositoryRef{Branch: "master"}) {
 		t.Errorf("default ref: %+v, %v", src, err)
 	}
 }

@@ -1,0 +1,280 @@
+// Package gitsource resolves where an ImageUpdateAutomation reads and
+// writes: the repository (spec.git.repository, or the Flux GitRepository
+// that spec.sourceRef names), the ref its jobs check out, and the
+// credentials to reach it.
+//
+// The automation controller acts on the answer and tk-image explain
+// reports it; both call this package, so that what explain says is what
+// the controller does. It knows nothing of controllers: it takes a
+// client.Reader (a manager's client, or a CLI's) and the automation.
+// Flux's GitRepository is read as unstructured, so that Flux's types are
+// not a dependency. Problems with the automation's spec, its source or
+// its Secrets are *conditions.Failure values with the automation's
+// reasons: they are facts about the automation, which the controller
+// records as they are and explain prints; any other error (an API read
+// failing) is transient.
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+)
+
+// GitRepositoryGVK is Flux's GitRepository at the version read when
+// spec.sourceRef.apiVersion is not set.
+var GitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
+
+// DefaultTimeout bounds git operations when the repository sets no
+// timeout, as Flux's default does.
+const DefaultTimeout = 60 * time.Second
+
+// defaultFluxBranch is what Flux checks out of a GitRepository without a
+// ref.
+const defaultFluxBranch = "master"
+
+// Options are the controller's flags that change the answer.
+type Options struct {
+	// NoCrossNamespaceRefs refuses a sourceRef to another namespace
+	// (--no-cross-namespace-refs).
+	NoCrossNamespaceRefs bool
+}
+
+// Source is where an automation's UpdateJobs read and write.
+type Source struct {
+	// Repository is what a job's spec.repository gets; its Timeout is
+	// always set.
+	Repository updatev1.GitRepositorySpec
+	// Ref is the ref the jobs check out: spec.git.checkout's, else the
+	// GitRepository's (master when it sets none, as in Flux).
+	Ref updatev1.GitRepositoryRef
+	// Describe names the source in messages, e.g. "spec.git.repository"
+	// or "GitRepository ns/name".
+	Describe string
+}
+
+// Resolve reads the automation's repository from spec.git.repository or
+// the Flux GitRepository of spec.sourceRef, and its checkout ref
+// (spec.git.checkout wins over the GitRepository's), and checks that a job
+// could check it out and push. A problem with the spec or the source is a
+// *conditions.Failure: Stalled, or retried when the GitRepository is
+// missing (it may yet be created). c reads the GitRepository.
+//
+// On a failure the Source is still returned when the spec names one, with
+// what was resolved before the problem (at least Describe), so that a
+// report can say where it looked; it is nil only when the spec names no
+// source. A caller that acts on the Source must check the error first.
+func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, opts Options) (*Source, error) {
+	src := &Source{}
+	if ref := obj.Spec.SourceRef; ref != nil {
+		if err := readGitRepository(ctx, c, obj, ref, opts, src); err != nil {
+			return src, err
+		}
+	} else {
+		// The CRD refuses both cases; an older CRD may not.
+		if obj.Spec.GitSpec.Repository == nil {
+			return nil, conditions.Stallf(conditions.InvalidSpecReason, "set spec.sourceRef or spec.git.repository")
+		}
+		src.Describe = "spec.git.repository"
+		if obj.Spec.GitSpec.Checkout == nil {
+			return src, conditions.Stallf(conditions.InvalidSpecReason, "spec.git.checkout is required with spec.git.repository")
+		}
+		src.Repository = *obj.Spec.GitSpec.Repository.DeepCopy()
+		if err := checkURL(src.Repository.URL, src.Describe); err != nil {
+			return src, err
+		}
+	}
+	if c := obj.Spec.GitSpec.Checkout; c != nil {
+		src.Ref = c.Reference
+	}
+	if src.Repository.Timeout == nil {
+		src.Repository.Timeout = &metav1.Duration{Duration: DefaultTimeout}
+	}
+	if !hasRef(src.Ref) {
+		return src, conditions.Stallf(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit")
+	}
+	if src.Ref.Branch == "" {
+		if p := obj.Spec.GitSpec.Push; p == nil || (p.Branch == "" && p.Refspec == "") {
+			return src, conditions.Stallf(conditions.InvalidSpecReason,
+				"the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec")
+		}
+	}
+	return src, nil
+}
+
+// readGitRepository reads a Flux GitRepository into src.
+func readGitRepository(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation,
+	ref *imagev1.CrossNamespaceSourceReference, opts Options, src *Source) error {
+	src.Describe = "spec.sourceRef"
+	if ref.Kind != "" && ref.Kind != GitRepositoryGVK.Kind {
+		return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.kind %q is not supported: only GitRepository", ref.Kind)
+	}
+	gv := GitRepositoryGVK.GroupVersion()
+	if ref.APIVersion != "" {
+		parsed, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || parsed.Group != gv.Group || parsed.Version == "" {
+			return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.apiVersion %q is not a version of %s", ref.APIVersion, gv.Group)
+		}
+		gv = parsed
+	}
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	if key.Namespace == "" {
+		key.Namespace = obj.Namespace
+	}
+	src.Describe = GitRepositoryGVK.Kind + " " + key.String()
+	if key.Namespace != obj.Namespace && opts.NoCrossNamespaceRefs {
+		return conditions.Stallf(conditions.AccessDeniedReason,
+			"cannot use GitRepository %s from namespace %s: cross-namespace references are disabled (--no-cross-namespace-refs)", key, obj.Namespace)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gv.WithKind(GitRepositoryGVK.Kind))
+	if err := c.Get(ctx, key, u); err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return conditions.Retryf(imagev1.SourceNotFoundReason, "GitRepository %s not found", key)
+		case apimeta.IsNoMatchError(err):
+			return conditions.Stallf(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", GitRepositoryGVK.Kind, gv)
+		}
+		return fmt.Errorf("reading GitRepository %s: %w", key, err)
+	}
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	str := func(path ...string) string {
+		s, _, _ := unstructured.NestedString(spec, path...)
+		return s
+	}
+	src.Repository.URL = str("url")
+	if err := checkURL(src.Repository.URL, src.Describe); err != nil {
+		return err
+	}
+	if p := str("provider"); p != "" && p != "generic" {
+		return conditions.Stallf(imagev1.InvalidSourceReason, "%s uses provider %q: only generic credentials (secretRef) are supported", src.Describe, p)
+	}
+	if n := str("secretRef", "name"); n != "" {
+		src.Repository.SecretRef = &meta.LocalObjectReference{Name: n}
+	}
+	if n := str("proxySecretRef", "name"); n != "" {
+		src.Repository.ProxySecretRef = &meta.LocalObjectReference{Name: n}
+	}
+	if t := str("timeout"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return conditions.Stallf(imagev1.InvalidSourceReason, "%s has an invalid spec.timeout %q", src.Describe, t)
+		}
+		src.Repository.Timeout = &metav1.Duration{Duration: d}
+	}
+	if _, ok := spec["ref"]; ok {
+		src.Ref = updatev1.GitRepositoryRef{
+			Branch: str("ref", "branch"), Tag: str("ref", "tag"), SemVer: str("ref", "semver"),
+			Name: str("ref", "name"), Commit: str("ref", "commit"),
+		}
+	} else {
+		src.Ref = updatev1.GitRepositoryRef{Branch: defaultFluxBranch}
+	}
+	return nil
+}
+
+// Credentials reads the Secrets src's repository names. They are read in
+// the automation's namespace, where its UpdateJobs run and read them too,
+// also when the GitRepository is in another namespace: a Secret of another
+// namespace is never used for the automation. c reads the Secrets; a
+// controller passes a reader past its cache, so that it needs no
+// cluster-wide list and watch of Secrets.
+//
+// A Secret that is missing is a Failure retried soon (Secrets are not
+// watched), credentials that cannot work are Stalled; both wrap a
+// *CredentialsError, as does any other error, which is transient.
+func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) (*git.Auth, error) {
+	var secret, proxy string
+	if ref := src.Repository.SecretRef; ref != nil {
+		secret = ref.Name
+	}
+	if ref := src.Repository.ProxySecretRef; ref != nil {
+		proxy = ref.Name
+	}
+	auth, _, err := git.ReadAuth(ctx, c, obj.Namespace, src.Repository.URL, secret, proxy)
+	if err == nil {
+		return auth, nil
+	}
+	ce := &CredentialsError{Source: src.Describe, Namespace: obj.Namespace, Err: err}
+	switch {
+	case errors.Is(err, git.ErrSecretNotFound):
+		return nil, conditions.Retry(conditions.SecretNotFoundReason, ce)
+	case errors.Is(err, git.ErrInvalidCredentials):
+		return nil, conditions.Stall(imagev1.InvalidSecretReason, ce)
+	}
+	return nil, ce
+}
+
+// CredentialsError is why the Secrets of a source could not be read or
+// used. Its message is worded for the automation's Ready condition; Err is
+// pkg/git's error (git.ErrSecretNotFound, git.ErrInvalidCredentials, or a
+// failed read), for a caller that words it its own way.
+type CredentialsError struct {
+	// Source is the source's Describe.
+	Source string
+	// Namespace is where the Secrets were read: the automation's.
+	Namespace string
+	Err       error
+}
+
+func (e *CredentialsError) Error() string {
+	switch {
+	case errors.Is(e.Err, git.ErrSecretNotFound):
+		return fmt.Sprintf("%s, for %s; the UpdateJobs run in namespace %s and read it there", e.Err, e.Source, e.Namespace)
+	case errors.Is(e.Err, git.ErrInvalidCredentials):
+		return fmt.Sprintf("credentials of %s: %s", e.Source, e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *CredentialsError) Unwrap() error { return e.Err }
+
+// checkURL accepts the URLs an UpdateJob accepts: the one rule of pkg/git.
+func checkURL(raw, describe string) error {
+	if raw == "" {
+		return conditions.Stallf(imagev1.InvalidSourceReason, "%s has no URL", describe)
+	}
+	if _, err := git.ParseEndpoint(raw); err != nil {
+		return conditions.Stallf(imagev1.InvalidSourceReason, "%s: %s", describe, err)
+	}
+	return nil
+}
+
+func hasRef(r updatev1.GitRepositoryRef) bool {
+	return r.Branch != "" || r.Tag != "" || r.SemVer != "" || r.Name != "" || r.Commit != ""
+}
+
+// BranchOnly reports whether the ref names just a branch, whose head
+// ls-remote can read; with anything else the head tells nothing of what a
+// job checks out.
+func BranchOnly(r updatev1.GitRepositoryRef) bool {
+	return r.Branch != "" && r.Tag == "" && r.SemVer == "" && r.Name == "" && r.Commit == ""
+}
+
+// DescribeRef says which refs a checkout ref sets, e.g. "branch main" or
+// "tag v1, commit abc123"; "" when it sets none.
+func DescribeRef(r updatev1.GitRepositoryRef) string {
+	var parts []string
+	for _, p := range [][2]string{{"branch", r.Branch}, {"tag", r.Tag}, {"semver", r.SemVer}, {"name", r.Name}, {"commit", r.Commit}} {
+		if p[1] != "" {
+			parts = append(parts, p[0]+" "+p[1])
+		}
+	}
+	return strings.Join(parts, ", ")
+}
