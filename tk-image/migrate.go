@@ -28,6 +28,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/policy"
 )
 
@@ -453,7 +454,7 @@ func (m *migration) passThrough(text []byte, value any, obj map[string]any) {
 // automations naming it depend on.
 func (m *migration) noteGitRepository(obj map[string]any) {
 	apiVersion, _ := obj["apiVersion"].(string)
-	if group, _, _ := strings.Cut(apiVersion, "/"); group != "source.toolkit.fluxcd.io" || obj["kind"] != "GitRepository" {
+	if group, _, _ := strings.Cut(apiVersion, "/"); group != gitsource.GitRepositoryGVK.Group || obj["kind"] != "GitRepository" {
 		return
 	}
 	md, _ := obj["metadata"].(map[string]any)
@@ -1228,8 +1229,8 @@ func (c *fluxObject) imageUpdateAutomation(spec *fluxFields) map[string]any {
 		ref := map[string]any{}
 		apiVersion := sr.str("apiVersion")
 		migSetString(ref, "apiVersion", apiVersion)
-		if group, _, _ := strings.Cut(apiVersion, "/"); apiVersion != "" && group != "source.toolkit.fluxcd.io" {
-			c.warnf("spec.sourceRef.apiVersion", "%q is not source.toolkit.fluxcd.io: the automation will be Stalled (InvalidSource)", apiVersion)
+		if group, _, _ := strings.Cut(apiVersion, "/"); apiVersion != "" && group != gitsource.GitRepositoryGVK.Group {
+			c.warnf("spec.sourceRef.apiVersion", "%q is not %s: the automation will be Stalled (InvalidSource)", apiVersion, gitsource.GitRepositoryGVK.Group)
 		}
 		switch k := sr.str("kind"); k {
 		case "", "GitRepository":

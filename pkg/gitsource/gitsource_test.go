@@ -3,36 +3,68 @@ package gitsource
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"os"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/testenv"
 )
 
-const (
-	ns    = "apps"
-	other = "elsewhere"
-	url   = "https://git.example.com/fleet.git"
-)
+const url = "https://git.example.com/fleet.git"
 
-// gitRepository is a Flux GitRepository as the API server returns it.
+// env is the control plane the tests read from: a real kube-apiserver and
+// etcd with the image-toolkit CRDs and Flux's GitRepository CRD
+// (testdata/crds).
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	e, err := testenv.Start(testenv.AllCharts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := 1
+	if _, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
+		Paths: []string{"testdata/crds"}, ErrorIfPathMissing: true,
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "installing Flux's GitRepository CRD:", err)
+	} else {
+		env = e
+		code = m.Run()
+	}
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// gitRepository is a Flux GitRepository as it is sent to the API server,
+// at v1 unless version names another.
 func gitRepository(namespace, name, version string, spec map[string]any) *unstructured.Unstructured {
+	spec["interval"] = "1m" // required by the CRD; not read
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetGroupVersionKind(GitRepositoryGVK.GroupVersion().WithKind(GitRepositoryGVK.Kind))
+	u.SetGroupVersionKind(GitRepositoryGVK)
 	if version != "" {
 		u.SetAPIVersion(GitRepositoryGVK.Group + "/" + version)
 	}
@@ -49,40 +81,82 @@ func secret(namespace, name string, data map[string]string) *corev1.Secret {
 	return s
 }
 
-// reader holds the objects the tests read: GitRepositories in both
-// namespaces, with and without a ref, and Secrets.
-func reader(t *testing.T, get func(client.WithWatch, client.ObjectKey, client.Object) error) client.Reader {
+// fixtures creates, through the real client, the objects the tests read in
+// two fresh namespaces, and returns them: ns, the automation's, and other.
+// Both hold GitRepositories (with and without a ref) and Secrets.
+func fixtures(t *testing.T) (ns, other string) {
 	t.Helper()
-	b := fake.NewClientBuilder().WithObjects(
+	ns, other = env.Namespace(t), env.Namespace(t)
+	for _, obj := range []client.Object{
 		gitRepository(ns, "fleet", "", map[string]any{
 			"url": url, "secretRef": map[string]any{"name": "auth"}, "proxySecretRef": map[string]any{"name": "proxy"},
 			"timeout": "20s", "ref": map[string]any{"branch": "main"},
 		}),
 		gitRepository(ns, "noref", "", map[string]any{"url": url}),
 		gitRepository(ns, "beta", "v1beta2", map[string]any{"url": url, "ref": map[string]any{"tag": "v1"}}),
-		gitRepository(ns, "nourl", "", map[string]any{"ref": map[string]any{"branch": "main"}}),
-		gitRepository(ns, "badurl", "", map[string]any{"url": "ftp://git.example.com/x"}),
 		gitRepository(ns, "azure", "", map[string]any{"url": url, "provider": "azure"}),
 		gitRepository(ns, "generic", "", map[string]any{"url": url, "provider": "generic"}),
+		// The CRD here does not check the timeout's form, so the server
+		// stores it as written.
 		gitRepository(ns, "badtimeout", "", map[string]any{"url": url, "timeout": "soon"}),
 		gitRepository(other, "fleet", "", map[string]any{"url": url, "secretRef": map[string]any{"name": "auth"}, "ref": map[string]any{"tag": "v1"}}),
 		secret(ns, "auth", map[string]string{"username": "bot", "password": "ours"}),
 		secret(ns, "proxy", map[string]string{"address": "http://proxy.example.com:3128"}),
 		secret(ns, "token-and-user", map[string]string{"username": "bot", "bearerToken": "t0ken"}),
 		secret(other, "auth", map[string]string{"username": "bot", "password": "theirs"}),
-	)
-	if get != nil {
-		b = b.WithInterceptorFuncs(interceptor.Funcs{
-			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-				return get(c, key, obj)
-			},
-		})
+		secret(other, "only-elsewhere", map[string]string{"username": "bot", "password": "theirs"}),
+	} {
+		if err := env.Client.Create(context.Background(), obj); err != nil {
+			t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+		}
 	}
-	return b.Build()
+	return ns, other
 }
 
-// automation is an automation of ns with what set sets.
-func automation(set func(a *imagev1.ImageUpdateAutomation)) *imagev1.ImageUpdateAutomation {
+// unreachable is a client of an API server that refuses connections: a
+// closed port on this host, with the real server's mappings so that the
+// read itself is attempted.
+func unreachable(t *testing.T) client.Reader {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = "https://" + addr
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme, Mapper: env.Client.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// storedAs reads through the real client and then applies edit to each
+// GitRepository it returns: a GitRepository as a looser CRD than Flux's
+// (or an older one) would have stored it, which this API server refuses.
+type storedAs struct {
+	client.Reader
+	edit func(*unstructured.Unstructured)
+}
+
+func (r storedAs) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.Reader.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok && u.GroupVersionKind().GroupKind() == GitRepositoryGVK.GroupKind() {
+		r.edit(u)
+	}
+	return nil
+}
+
+// automation is an automation of namespace ns with what set sets. It is
+// Resolve's and Credentials' argument, never read from the server, so it
+// is not created: some cases are automations the CRD refuses.
+func automation(ns string, set func(a *imagev1.ImageUpdateAutomation)) *imagev1.ImageUpdateAutomation {
 	a := &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"}}
 	set(a)
 	return a
@@ -134,16 +208,19 @@ func checkFailure(t *testing.T, err error, want failure) {
 // problem as the Failure the automation's condition records, returning
 // what it resolved before the problem.
 func TestResolve(t *testing.T) {
+	ns, other := fixtures(t)
 	minute := &metav1.Duration{Duration: DefaultTimeout}
 	repoSpec := &updatev1.GitRepositorySpec{URL: url, SecretRef: &meta.LocalObjectReference{Name: "auth"}}
 	tests := []struct {
 		name string
 		set  func(*imagev1.ImageUpdateAutomation)
 		opts Options
-		// get, when set, answers the reader's Get instead.
-		get  func(client.WithWatch, client.ObjectKey, client.Object) error
-		want *Source
-		fail failure
+		// stored, when set, is what a GitRepository this API server
+		// refuses would look like: the case reads the real one through
+		// storedAs with it, after checking that the server refuses it.
+		stored func(*unstructured.Unstructured)
+		want   *Source
+		fail   failure
 	}{
 		{
 			name: "spec.git.repository with its checkout, the timeout defaulted",
@@ -188,7 +265,7 @@ func TestResolve(t *testing.T) {
 			set:  sourceRef("", "fleet"),
 			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url, SecretRef: &meta.LocalObjectReference{Name: "auth"},
 				ProxySecretRef: &meta.LocalObjectReference{Name: "proxy"}, Timeout: &metav1.Duration{Duration: 20 * time.Second}},
-				Ref: updatev1.GitRepositoryRef{Branch: "main"}, Describe: "GitRepository apps/fleet"},
+				Ref: updatev1.GitRepositoryRef{Branch: "main"}, Describe: "GitRepository " + ns + "/fleet"},
 		},
 		{
 			name: "spec.git.checkout wins over the GitRepository's ref",
@@ -198,19 +275,19 @@ func TestResolve(t *testing.T) {
 			},
 			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url, SecretRef: &meta.LocalObjectReference{Name: "auth"},
 				ProxySecretRef: &meta.LocalObjectReference{Name: "proxy"}, Timeout: &metav1.Duration{Duration: 20 * time.Second}},
-				Ref: updatev1.GitRepositoryRef{Branch: "release"}, Describe: "GitRepository apps/fleet"},
+				Ref: updatev1.GitRepositoryRef{Branch: "release"}, Describe: "GitRepository " + ns + "/fleet"},
 		},
 		{
 			name: "a GitRepository without a ref checks out master, as in Flux",
 			set:  sourceRef("", "noref"),
 			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url, Timeout: minute},
-				Ref: updatev1.GitRepositoryRef{Branch: "master"}, Describe: "GitRepository apps/noref"},
+				Ref: updatev1.GitRepositoryRef{Branch: "master"}, Describe: "GitRepository " + ns + "/noref"},
 		},
 		{
 			name: "the generic provider is plain Secrets",
 			set:  sourceRef("", "generic"),
 			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url, Timeout: minute},
-				Ref: updatev1.GitRepositoryRef{Branch: "master"}, Describe: "GitRepository apps/generic"},
+				Ref: updatev1.GitRepositoryRef{Branch: "master"}, Describe: "GitRepository " + ns + "/generic"},
 		},
 		{
 			name: "the version spec.sourceRef.apiVersion names is read",
@@ -221,7 +298,7 @@ func TestResolve(t *testing.T) {
 				a.Spec.GitSpec.Push = &updatev1.PushSpec{Branch: "auto"}
 			},
 			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url, Timeout: minute},
-				Ref: updatev1.GitRepositoryRef{Tag: "v1"}, Describe: "GitRepository apps/beta"},
+				Ref: updatev1.GitRepositoryRef{Tag: "v1"}, Describe: "GitRepository " + ns + "/beta"},
 		},
 		{
 			name: "another kind of source",
@@ -248,52 +325,66 @@ func TestResolve(t *testing.T) {
 				a.Spec.GitSpec.Push = &updatev1.PushSpec{Branch: "auto"}
 			},
 			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url, SecretRef: &meta.LocalObjectReference{Name: "auth"}, Timeout: minute},
-				Ref: updatev1.GitRepositoryRef{Tag: "v1"}, Describe: "GitRepository elsewhere/fleet"},
+				Ref: updatev1.GitRepositoryRef{Tag: "v1"}, Describe: "GitRepository " + other + "/fleet"},
 		},
 		{
 			name: "another namespace, refused by --no-cross-namespace-refs",
 			set:  sourceRef(other, "fleet"),
 			opts: Options{NoCrossNamespaceRefs: true},
-			want: &Source{Describe: "GitRepository elsewhere/fleet"},
+			want: &Source{Describe: "GitRepository " + other + "/fleet"},
 			fail: failure{conditions.AccessDeniedReason, true, "cross-namespace references are disabled"},
 		},
 		{
 			name: "a GitRepository not there (yet) is retried",
 			set:  sourceRef("", "missing"),
-			want: &Source{Describe: "GitRepository apps/missing"},
-			fail: failure{imagev1.SourceNotFoundReason, false, "GitRepository apps/missing not found"},
+			want: &Source{Describe: "GitRepository " + ns + "/missing"},
+			fail: failure{imagev1.SourceNotFoundReason, false, "GitRepository " + ns + "/missing not found"},
 		},
 		{
+			// The server has the CRD, so the kind is asked for at a
+			// version it does not serve (testdata/crds serves v1 and
+			// v1beta2): the same answer from its discovery as when the
+			// CRD is missing.
 			name: "Flux's kind not installed",
-			set:  sourceRef("", "fleet"),
-			get: func(client.WithWatch, client.ObjectKey, client.Object) error {
-				return &apimeta.NoKindMatchError{GroupKind: GitRepositoryGVK.GroupKind(), SearchedVersions: []string{"v1"}}
+			set: func(a *imagev1.ImageUpdateAutomation) {
+				sourceRef("", "fleet")(a)
+				a.Spec.SourceRef.APIVersion = "source.toolkit.fluxcd.io/v1beta1"
+				a.Spec.GitSpec.Push = &updatev1.PushSpec{Branch: "auto"}
 			},
-			want: &Source{Describe: "GitRepository apps/fleet"},
-			fail: failure{imagev1.SourceNotFoundReason, true, "the GitRepository kind (source.toolkit.fluxcd.io/v1) is not installed"},
+			want: &Source{Describe: "GitRepository " + ns + "/fleet"},
+			fail: failure{imagev1.SourceNotFoundReason, true, "the GitRepository kind (source.toolkit.fluxcd.io/v1beta1) is not installed"},
 		},
 		{
-			name: "a GitRepository without a URL",
-			set:  sourceRef("", "nourl"),
-			want: &Source{Describe: "GitRepository apps/nourl"},
-			fail: failure{imagev1.InvalidSourceReason, true, "GitRepository apps/nourl has no URL"},
+			// Flux's CRD requires spec.url, so the server refuses this
+			// GitRepository; Resolve still checks, for one stored under
+			// a looser CRD.
+			name:   "a GitRepository without a URL",
+			set:    sourceRef("", "noref"),
+			stored: func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "url") },
+			want:   &Source{Describe: "GitRepository " + ns + "/noref"},
+			fail:   failure{imagev1.InvalidSourceReason, true, "GitRepository " + ns + "/noref has no URL"},
 		},
 		{
+			// Flux's CRD allows only http, https and ssh URLs, so the
+			// server refuses this GitRepository too.
 			name: "a GitRepository with a URL a job refuses",
-			set:  sourceRef("", "badurl"),
-			want: &Source{Repository: updatev1.GitRepositorySpec{URL: "ftp://git.example.com/x"}, Describe: "GitRepository apps/badurl"},
-			fail: failure{imagev1.InvalidSourceReason, true, "GitRepository apps/badurl: "},
+			set:  sourceRef("", "noref"),
+			stored: func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "ftp://git.example.com/x", "spec", "url")
+			},
+			want: &Source{Repository: updatev1.GitRepositorySpec{URL: "ftp://git.example.com/x"}, Describe: "GitRepository " + ns + "/noref"},
+			fail: failure{imagev1.InvalidSourceReason, true, "GitRepository " + ns + "/noref: "},
 		},
 		{
 			name: "a cloud provider's credentials",
 			set:  sourceRef("", "azure"),
-			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url}, Describe: "GitRepository apps/azure"},
+			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url}, Describe: "GitRepository " + ns + "/azure"},
 			fail: failure{imagev1.InvalidSourceReason, true, `uses provider "azure"`},
 		},
 		{
 			name: "a timeout that is no duration",
 			set:  sourceRef("", "badtimeout"),
-			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url}, Describe: "GitRepository apps/badtimeout"},
+			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url}, Describe: "GitRepository " + ns + "/badtimeout"},
 			fail: failure{imagev1.InvalidSourceReason, true, `invalid spec.timeout "soon"`},
 		},
 		{
@@ -327,9 +418,16 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := automation(tt.set)
+			a := automation(ns, tt.set)
 			before := a.DeepCopy()
-			src, err := Resolve(context.Background(), reader(t, tt.get), a, tt.opts)
+			var r client.Reader = env.Client
+			if tt.stored != nil {
+				refused := gitRepository(ns, "refused", "", map[string]any{"url": url})
+				tt.stored(refused)
+				env.ExpectInvalid(t, refused, "spec.url")
+				r = storedAs{Reader: r, edit: tt.stored}
+			}
+			src, err := Resolve(context.Background(), r, a, tt.opts)
 			if !reflect.DeepEqual(a, before) {
 				t.Error("the automation was changed")
 			}
@@ -349,11 +447,10 @@ func TestResolve(t *testing.T) {
 // A read of the GitRepository failing for another reason is no Failure:
 // it is transient and names the GitRepository.
 func TestResolveTransient(t *testing.T) {
-	boom := errors.New("connection refused")
-	r := reader(t, func(client.WithWatch, client.ObjectKey, client.Object) error { return boom })
-	_, err := Resolve(context.Background(), r, automation(sourceRef("", "fleet")), Options{})
+	ns, _ := fixtures(t)
+	_, err := Resolve(context.Background(), unreachable(t), automation(ns, sourceRef("", "fleet")), Options{})
 	var f *conditions.Failure
-	if !errors.Is(err, boom) || errors.As(err, &f) || !strings.Contains(err.Error(), "reading GitRepository apps/fleet") {
+	if !errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &f) || !strings.Contains(err.Error(), "reading GitRepository "+ns+"/fleet") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -375,12 +472,13 @@ func equalPtr[T comparable](a, b *T) bool {
 // failure is transient; each is a *CredentialsError carrying pkg/git's
 // error, worded for the condition.
 func TestCredentials(t *testing.T) {
-	boom := errors.New("connection refused")
+	ns, other := fixtures(t)
 	tests := []struct {
 		name string
 		// secret and proxy are the Secrets the repository names.
 		secret, proxy string
-		get           func(client.WithWatch, client.ObjectKey, client.Object) error
+		// unreachable reads from a server that refuses connections.
+		unreachable bool
 		// password and proxyURL are what the Auth holds.
 		password, proxyURL string
 		fail               failure
@@ -391,29 +489,33 @@ func TestCredentials(t *testing.T) {
 		{name: "the automation's namespace's Secret", secret: "auth", password: "ours"},
 		{name: "a proxy Secret", secret: "auth", proxy: "proxy", password: "ours", proxyURL: "http://proxy.example.com:3128"},
 		{name: "a Secret missing from the automation's namespace", secret: "only-elsewhere",
-			fail:   failure{conditions.SecretNotFoundReason, false, "Secret apps/only-elsewhere (the secretRef) not found, for GitRepository elsewhere/fleet; the UpdateJobs run in namespace apps and read it there"},
+			fail:   failure{conditions.SecretNotFoundReason, false, "Secret " + ns + "/only-elsewhere (the secretRef) not found, for GitRepository " + other + "/fleet; the UpdateJobs run in namespace " + ns + " and read it there"},
 			gitErr: git.ErrSecretNotFound},
 		{name: "a proxy Secret missing", secret: "auth", proxy: "no-proxy",
 			fail:   failure{conditions.SecretNotFoundReason, false, "(the proxySecretRef) not found"},
 			gitErr: git.ErrSecretNotFound},
 		{name: "credentials that cannot work", secret: "token-and-user",
-			fail:   failure{imagev1.InvalidSecretReason, true, "credentials of GitRepository elsewhere/fleet: invalid credentials: "},
+			fail:   failure{imagev1.InvalidSecretReason, true, "credentials of GitRepository " + other + "/fleet: invalid credentials: "},
 			gitErr: git.ErrInvalidCredentials},
 		{name: "a failed read", secret: "auth",
-			get:    func(client.WithWatch, client.ObjectKey, client.Object) error { return boom },
-			gitErr: boom},
+			unreachable: true,
+			gitErr:      syscall.ECONNREFUSED},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src := &Source{Repository: updatev1.GitRepositorySpec{URL: url}, Describe: "GitRepository elsewhere/fleet"}
+			src := &Source{Repository: updatev1.GitRepositorySpec{URL: url}, Describe: "GitRepository " + other + "/fleet"}
 			if tt.secret != "" {
 				src.Repository.SecretRef = &meta.LocalObjectReference{Name: tt.secret}
 			}
 			if tt.proxy != "" {
 				src.Repository.ProxySecretRef = &meta.LocalObjectReference{Name: tt.proxy}
 			}
-			a := automation(sourceRef(other, "fleet"))
-			auth, err := Credentials(context.Background(), reader(t, tt.get), a, src)
+			a := automation(ns, sourceRef(other, "fleet"))
+			var r client.Reader = env.Client
+			if tt.unreachable {
+				r = unreachable(t)
+			}
+			auth, err := Credentials(context.Background(), r, a, src)
 			if tt.gitErr == nil {
 				checkFailure(t, err, failure{})
 				if auth.Password != tt.password || auth.ProxyURL != tt.proxyURL {
