@@ -12,10 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -36,8 +34,7 @@ type createFlags struct {
 func (f *createFlags) add(cmd *cobra.Command) {
 	cmd.PersistentFlags().BoolVar(&f.export, "export", false, "print the object as YAML instead of applying it")
 	cmd.PersistentFlags().StringArrayVar(&f.labels, "label", nil, "a label KEY=VALUE to set (repeatable)")
-	cmd.PersistentFlags().BoolVar(&f.wait, "wait", false, "wait until the controller has reconciled the object (a job: until it finished)")
-	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 5*time.Minute, "how long --wait waits")
+	f.waitFlags.add(cmd.PersistentFlags(), false, defaultWait, "the controller has reconciled the object (a job: until it finished)")
 }
 
 func newCreateCommand(k *kube) *cobra.Command {
@@ -135,11 +132,9 @@ func parseAccessFrom(values []string) (*meta.AccessFrom, error) {
 
 func newCreatePolicyCommand(k *kube, f *createFlags) *cobra.Command {
 	var (
-		repository                           string
-		semverRange, alphabetical, numerical string
-		pattern, extract                     string
-		digest                               string
-		interval                             time.Duration
+		repository, digest string
+		rules              policyFlags
+		interval           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "policy NAME --repository REPOSITORY (--semver RANGE | --alphabetical ORDER | --numerical ORDER)",
@@ -157,18 +152,8 @@ tk-image policy eval, which runs the same code.`,
 				ns, name = "", repository
 			}
 			spec.ImageRepositoryRef = meta.NamespacedObjectReference{Namespace: ns, Name: name}
-			if semverRange != "" {
-				spec.Policy.SemVer = &imagev1.SemVerPolicy{Range: semverRange}
-			}
-			if alphabetical != "" {
-				spec.Policy.Alphabetical = &imagev1.AlphabeticalPolicy{Order: alphabetical}
-			}
-			if numerical != "" {
-				spec.Policy.Numerical = &imagev1.NumericalPolicy{Order: numerical}
-			}
-			if pattern != "" || extract != "" {
-				spec.FilterTags = &imagev1.TagFilter{Pattern: pattern, Extract: extract}
-			}
+			// The API server checks that exactly one ordering is given.
+			spec.Policy, spec.FilterTags, _ = rules.rules()
 			if interval > 0 {
 				spec.Interval = &metav1.Duration{Duration: interval}
 			}
@@ -180,19 +165,12 @@ tk-image policy eval, which runs the same code.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&repository, "repository", "", "the ImageRepository: NAME, or NAMESPACE/NAME (required)")
-	fl.StringVar(&semverRange, "semver", "", "pick the highest version in this range, e.g. '>=1.0.0 <2.0.0'")
-	fl.StringVar(&alphabetical, "alphabetical", "", "pick by alphabetical order: asc (greatest) or desc")
-	fl.StringVar(&numerical, "numerical", "", "pick by numerical order: asc (greatest) or desc")
-	fl.StringVar(&pattern, "filter-pattern", "", "keep only tags matching this Go regexp")
-	fl.StringVar(&extract, "filter-extract", "", "order by this expansion of the pattern, e.g. '$ts'")
+	rules.add(cmd)
 	fl.StringVar(&digest, "digest-reflection", "", "when to look up the chosen tag's digest: Never, IfNotPresent or Always")
 	fl.DurationVar(&interval, "interval", 0, "time between digest look-ups (with --digest-reflection Always)")
 	_ = cmd.MarkFlagRequired("repository")
 	_ = cmd.RegisterFlagCompletionFunc("repository", completeNames(k, "repository", 0))
 	_ = cmd.RegisterFlagCompletionFunc("digest-reflection", cobra.FixedCompletions([]string{"Never", "IfNotPresent", "Always"}, cobra.ShellCompDirectiveNoFileComp))
-	for _, o := range []string{"alphabetical", "numerical"} {
-		_ = cmd.RegisterFlagCompletionFunc(o, cobra.FixedCompletions([]string{"asc", "desc"}, cobra.ShellCompDirectiveNoFileComp))
-	}
 	return cmd
 }
 
@@ -375,10 +353,6 @@ created. tk-image job run creates one and follows it to the end.`,
 				return err
 			}
 			job := &updatev1.UpdateJob{Spec: spec}
-			if f.export {
-				job.Name = args[0]
-				return f.exportObject(k, "job", job, cmd.OutOrStdout())
-			}
 			job.Name = args[0]
 			return createJob(cmd.Context(), k, f, job, cmd.OutOrStdout())
 		},
@@ -392,14 +366,14 @@ created. tk-image job run creates one and follows it to the end.`,
 // the current object, and labels are added, keeping everything else (status,
 // other labels, annotations). With --export it prints the YAML instead.
 func (f *createFlags) apply(ctx context.Context, k *kube, kindName, name string, obj client.Object, mutate func(client.Object), out io.Writer) error {
-	lbls, err := parseKeyValueList(f.labels)
+	lbls, err := f.labelMap()
 	if err != nil {
-		return usageError{fmt.Errorf("--label: %w", err)}
+		return err
 	}
 	obj.SetName(name)
 	obj.SetLabels(lbls)
 	if f.export {
-		return f.doExport(k, kindName, obj, out)
+		return f.writeYAML(k, kindName, obj, out)
 	}
 	kd, _ := kindNamed(kindName)
 	c, key, err := k.target(name)
@@ -431,21 +405,18 @@ func (f *createFlags) apply(ctx context.Context, k *kube, kindName, name string,
 	return waitCurrent(ctx, c, kd, key, "", f.timeout, out)
 }
 
-// export is the --export path for objects built elsewhere (jobs).
-func (f *createFlags) exportObject(k *kube, kindName string, obj client.Object, out io.Writer) error {
+// labelMap is --label as a map; nil when none given.
+func (f *createFlags) labelMap() (map[string]string, error) {
 	lbls, err := parseKeyValueList(f.labels)
 	if err != nil {
-		return usageError{fmt.Errorf("--label: %w", err)}
+		return nil, usageError{fmt.Errorf("--label: %w", err)}
 	}
-	if len(lbls) > 0 {
-		obj.SetLabels(lbls)
-	}
-	return f.doExport(k, kindName, obj, out)
+	return lbls, nil
 }
 
-// doExport prints obj as the YAML a user commits: apiVersion, kind, name,
+// writeYAML prints obj as the YAML a user commits: apiVersion, kind, name,
 // namespace, labels and spec; no status or server-set fields.
-func (f *createFlags) doExport(k *kube, kindName string, obj client.Object, out io.Writer) error {
+func (f *createFlags) writeYAML(k *kube, kindName string, obj client.Object, out io.Writer) error {
 	kd, _ := kindNamed(kindName)
 	ns, err := k.namespace()
 	if err != nil {
@@ -521,11 +492,3 @@ func parseSetters(values []string) ([]updatev1.PolicySetter, error) {
 	}
 	return out, nil
 }
-
-// keyOf is an object's namespace/name.
-func keyOf(obj client.Object) types.NamespacedName {
-	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}
-}
-
-// isGone reports an object deleted while being followed.
-func isGone(err error) bool { return apierrors.IsNotFound(err) }

@@ -110,13 +110,14 @@ func (o *getOptions) run(ctx context.Context, k *kube, args []string, stdout, st
 	for _, info := range infos {
 		objs = append(objs, info.Object)
 	}
-	if printErr := o.print(p, objs, len(names) == 1 && !o.watch, stdout); printErr != nil {
+	printed, printErr := o.print(p, objs, len(names) == 1 && !o.watch, stdout)
+	if printErr != nil {
 		return printErr
 	}
 	if err != nil {
 		return err
 	}
-	if !o.watch && (len(objs) == 0 || (table && rowCount(objs) == 0)) {
+	if !o.watch && printed == 0 {
 		if o.all {
 			fmt.Fprintln(stderr, "No resources found")
 		} else {
@@ -171,7 +172,7 @@ func (o *getOptions) stream(ctx context.Context, w watch.Interface, p printers.R
 			if ev.Type == watch.Bookmark {
 				continue
 			}
-			if err := o.print(p, []runtime.Object{ev.Object}, true, out); err != nil {
+			if _, err := o.print(p, []runtime.Object{ev.Object}, true, out); err != nil {
 				return rv, err
 			}
 		}
@@ -213,10 +214,11 @@ func (o *getOptions) printer(allNamespaces bool) printers.ResourcePrinter {
 }
 
 // print writes objs: tables merged into one (one header), a single object
-// as itself, several as a v1 List, as kubectl does.
-func (o *getOptions) print(p printers.ResourcePrinter, objs []runtime.Object, single bool, out io.Writer) error {
+// as itself, several as a v1 List, as kubectl does. It returns how many
+// objects (table rows) it printed.
+func (o *getOptions) print(p printers.ResourcePrinter, objs []runtime.Object, single bool, out io.Writer) (int, error) {
 	if len(objs) == 0 {
-		return nil
+		return 0, nil
 	}
 	switch o.output {
 	case "", "wide":
@@ -224,7 +226,7 @@ func (o *getOptions) print(p printers.ResourcePrinter, objs []runtime.Object, si
 		for _, obj := range objs {
 			t, err := asTable(obj)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if merged == nil {
 				merged = t
@@ -233,16 +235,16 @@ func (o *getOptions) print(p printers.ResourcePrinter, objs []runtime.Object, si
 			merged.Rows = append(merged.Rows, t.Rows...)
 		}
 		if len(merged.Rows) == 0 {
-			return nil
+			return 0, nil
 		}
-		return p.PrintObj(merged, out)
+		return len(merged.Rows), p.PrintObj(merged, out)
 	case "name":
 		for _, obj := range objs {
 			if err := p.PrintObj(obj, out); err != nil {
-				return err
+				return 0, err
 			}
 		}
-		return nil
+		return len(objs), nil
 	}
 	if !o.showManagedFields {
 		for _, obj := range objs {
@@ -252,17 +254,17 @@ func (o *getOptions) print(p printers.ResourcePrinter, objs []runtime.Object, si
 		}
 	}
 	if single && len(objs) == 1 {
-		return p.PrintObj(objs[0], out)
+		return 1, p.PrintObj(objs[0], out)
 	}
 	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{"resourceVersion": ""}}}
 	for _, obj := range objs {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
-			return fmt.Errorf("unexpected object %T", obj)
+			return 0, fmt.Errorf("unexpected object %T", obj)
 		}
 		list.Items = append(list.Items, *u)
 	}
-	return p.PrintObj(list, out)
+	return len(objs), p.PrintObj(list, out)
 }
 
 // asTable reads the Table the API server rendered.
@@ -287,16 +289,6 @@ func asTable(obj runtime.Object) (*metav1.Table, error) {
 		}
 	}
 	return t, nil
-}
-
-func rowCount(objs []runtime.Object) int {
-	n := 0
-	for _, obj := range objs {
-		if t, err := asTable(obj); err == nil {
-			n += len(t.Rows)
-		}
-	}
-	return n
 }
 
 // apiStatusMessage is the message of a watch error's Status.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -140,21 +141,24 @@ cluster), 2 for bad arguments.`,
 	j.add(cmd.Flags())
 	cmd.Flags().StringArrayVar(&f.labels, "label", nil, "a label KEY=VALUE to set on the job (repeatable)")
 	cmd.Flags().StringVar(&fromAutomation, "from-automation", "", "run this ImageUpdateAutomation's job now")
-	f.waitFlags.add(cmd, true, "the job has finished")
-	cmd.Flags().Lookup("timeout").DefValue = "10m0s"
-	f.timeout = 10 * time.Minute
+	// A job clones, updates and pushes: longer than a reconcile.
+	f.waitFlags.add(cmd.Flags(), true, 10*time.Minute, "the job has finished")
 	_ = cmd.RegisterFlagCompletionFunc("from-automation", completeNames(k, "automation", 0))
 	return cmd
 }
 
 // createJob creates job in the selected namespace and, with --wait,
-// follows it to the end.
+// follows it to the end; with --export it prints it instead. A job is
+// created, never updated: its spec is immutable.
 func createJob(ctx context.Context, k *kube, f *createFlags, job *updatev1.UpdateJob, out io.Writer) error {
-	lbls, err := parseKeyValueList(f.labels)
+	lbls, err := f.labelMap()
 	if err != nil {
-		return usageError{fmt.Errorf("--label: %w", err)}
+		return err
 	}
 	job.Labels = lbls
+	if f.export {
+		return f.writeYAML(k, "job", job, out)
+	}
 	c, key, err := k.target(job.Name)
 	if err != nil {
 		return err
@@ -193,7 +197,7 @@ func followJob(ctx context.Context, c client.Client, key types.NamespacedName, t
 			if job.Status.Phase.Finished() {
 				return jobOutcome(job, out)
 			}
-		} else if isGone(err) {
+		} else if apierrors.IsNotFound(err) {
 			return fmt.Errorf("UpdateJob %s was deleted before it finished", key)
 		}
 		select {
@@ -303,7 +307,7 @@ func runAutomation(ctx context.Context, k *kube, name string, w waitFlags, out i
 				}
 			}
 			if job != nil {
-				return followJob(ctx, c, keyOf(job), time.Until(deadline), out)
+				return followJob(ctx, c, client.ObjectKeyFromObject(job), time.Until(deadline), out)
 			}
 			if !apimeta.IsStatusConditionTrue(auto.Status.Conditions, conditions.ReconcilingCondition) {
 				ready := apimeta.FindStatusCondition(auto.Status.Conditions, conditions.ReadyCondition)

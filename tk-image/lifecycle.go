@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,10 +30,13 @@ type waitFlags struct {
 	timeout time.Duration
 }
 
-func (w *waitFlags) add(cmd *cobra.Command, wait bool, what string) {
-	cmd.Flags().BoolVar(&w.wait, "wait", wait, "wait until "+what)
-	cmd.Flags().DurationVar(&w.timeout, "timeout", 5*time.Minute, "how long --wait waits")
+func (w *waitFlags) add(fs *pflag.FlagSet, wait bool, timeout time.Duration, what string) {
+	fs.BoolVar(&w.wait, "wait", wait, "wait until "+what)
+	fs.DurationVar(&w.timeout, "timeout", timeout, "how long --wait waits")
 }
+
+// defaultWait bounds the waits of all commands but job run.
+const defaultWait = 5 * time.Minute
 
 func newReconcileCommand(k *kube) *cobra.Command {
 	var w waitFlags
@@ -59,7 +63,7 @@ job has finished and the automation records its outcome).`,
 			return reconcileNow(cmd.Context(), k, kd, args[1], w, cmd.OutOrStdout())
 		},
 	}
-	w.add(cmd, true, "the controller has handled the request")
+	w.add(cmd.Flags(), true, defaultWait, "the controller has handled the request")
 	return cmd
 }
 
@@ -84,14 +88,14 @@ func reconcileNow(ctx context.Context, k *kube, kd kind, name string, w waitFlag
 // token, which the controller echoes in status.lastHandledReconcileAt.
 func requestReconcile(ctx context.Context, c client.Client, kd kind, obj client.Object, out io.Writer) (string, error) {
 	if suspended(obj) {
-		return "", fmt.Errorf("%s %s is suspended: resume it first", kd.gvk.Kind, keyOf(obj))
+		return "", fmt.Errorf("%s %s is suspended: resume it first", kd.gvk.Kind, client.ObjectKeyFromObject(obj))
 	}
 	token := time.Now().Format(time.RFC3339Nano)
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, token)
 	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return "", err
 	}
-	fmt.Fprintf(out, "%s %s: reconcile requested\n", kd.gvk.Kind, keyOf(obj))
+	fmt.Fprintf(out, "%s %s: reconcile requested\n", kd.gvk.Kind, client.ObjectKeyFromObject(obj))
 	return token, nil
 }
 
@@ -226,7 +230,7 @@ until it is resumed.`
 		cmd.Long = `Clear spec.suspend and request a reconciliation, then (by default) wait for
 it, as reconcile does.`
 		cmd.Example = "  tk-image resume automation apps"
-		w.add(cmd, true, "the controller has reconciled the resumed object")
+		w.add(cmd.Flags(), true, defaultWait, "the controller has reconciled the resumed object")
 	}
 	return cmd
 }
@@ -288,7 +292,7 @@ deletes the UpdateJobs an automation owns.`,
 			return errors.Join(errs...)
 		},
 	}
-	w.add(cmd, true, "the objects are gone")
+	w.add(cmd.Flags(), true, defaultWait, "the objects are gone")
 	return cmd
 }
 

@@ -34,12 +34,54 @@ func newPolicyCommand() *cobra.Command {
 	return cmd
 }
 
-type evalOptions struct {
+// policyFlags are an ImagePolicy's rules as flags: create policy writes
+// them to the cluster, policy eval runs them here.
+type policyFlags struct {
 	semver, alphabetical, numerical string
 	pattern, extract                string
-	image, dockerConfig             string
-	timeout                         time.Duration
-	explain                         bool
+}
+
+func (p *policyFlags) add(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&p.semver, "semver", "", "pick the highest version in this range, e.g. '>=1.0.0 <2.0.0'")
+	f.StringVar(&p.alphabetical, "alphabetical", "", "alphabetical order: asc (greatest wins) or desc")
+	f.StringVar(&p.numerical, "numerical", "", "numerical order: asc (greatest wins) or desc")
+	f.StringVar(&p.pattern, "filter-pattern", "", "keep only tags matching this Go regexp")
+	f.StringVar(&p.extract, "filter-extract", "", "order by this expansion of the pattern, e.g. '$ts'")
+	for _, o := range []string{"alphabetical", "numerical"} {
+		_ = cmd.RegisterFlagCompletionFunc(o, cobra.FixedCompletions([]string{"asc", "desc"}, cobra.ShellCompDirectiveNoFileComp))
+	}
+}
+
+// rules returns the orderings given (and how many: the policy wants
+// exactly one) and the filter, nil when no filter flag is given.
+func (p *policyFlags) rules() (imagev1.ImagePolicyChoice, *imagev1.TagFilter, int) {
+	var choice imagev1.ImagePolicyChoice
+	n := 0
+	if p.semver != "" {
+		n++
+		choice.SemVer = &imagev1.SemVerPolicy{Range: p.semver}
+	}
+	if p.alphabetical != "" {
+		n++
+		choice.Alphabetical = &imagev1.AlphabeticalPolicy{Order: p.alphabetical}
+	}
+	if p.numerical != "" {
+		n++
+		choice.Numerical = &imagev1.NumericalPolicy{Order: p.numerical}
+	}
+	var filter *imagev1.TagFilter
+	if p.pattern != "" || p.extract != "" {
+		filter = &imagev1.TagFilter{Pattern: p.pattern, Extract: p.extract}
+	}
+	return choice, filter, n
+}
+
+type evalOptions struct {
+	policyFlags
+	image, dockerConfig string
+	timeout             time.Duration
+	explain             bool
 }
 
 func newPolicyEvalCommand() *cobra.Command {
@@ -63,11 +105,7 @@ them in an ImagePolicy's status.lastSelection.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.semver, "semver", "", "semver range, e.g. '>=1.0.0 <2.0.0'")
-	f.StringVar(&o.alphabetical, "alphabetical", "", "alphabetical order: asc (greatest wins) or desc")
-	f.StringVar(&o.numerical, "numerical", "", "numerical order: asc (greatest wins) or desc")
-	f.StringVar(&o.pattern, "filter-pattern", "", "keep only tags matching this Go regexp")
-	f.StringVar(&o.extract, "filter-extract", "", "order by this expansion of the pattern, e.g. '$ts'")
+	o.policyFlags.add(cmd)
 	f.StringVar(&o.image, "image", "", "list the tags of this image repository instead of reading stdin")
 	f.StringVar(&o.dockerConfig, "docker-config", "", "directory of a Docker config.json with credentials for --image (default: anonymous)")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout for listing --image")
@@ -76,27 +114,13 @@ them in an ImagePolicy's status.lastSelection.`,
 }
 
 func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
-	var choice imagev1.ImagePolicyChoice
-	set := 0
-	if o.semver != "" {
-		set++
-		choice.SemVer = &imagev1.SemVerPolicy{Range: o.semver}
-	}
-	if o.alphabetical != "" {
-		set++
-		choice.Alphabetical = &imagev1.AlphabeticalPolicy{Order: o.alphabetical}
-	}
-	if o.numerical != "" {
-		set++
-		choice.Numerical = &imagev1.NumericalPolicy{Order: o.numerical}
-	}
+	choice, filter, set := o.rules()
 	if set != 1 {
 		return usageError{errors.New("give exactly one of --semver, --alphabetical or --numerical")}
 	}
 	if o.dockerConfig != "" && o.image == "" {
 		return usageError{errors.New("--docker-config needs --image")}
 	}
-	filter := &imagev1.TagFilter{Pattern: o.pattern, Extract: o.extract}
 	p, err := policy.New(choice, filter)
 	if err != nil {
 		return usageError{err}
