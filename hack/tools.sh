@@ -19,8 +19,9 @@
 #
 # Each hack/tools/<tool>/tool.sh is sourced here and declares, with the
 # helpers below, the binaries to build (bin NAME PACKAGE VERSION-ARGS...),
-# the tool's version, optional -ldflags and the directory under bin/ to link
-# into.
+# the tool's version, optional -ldflags, build tags and cgo=1, directories of
+# the main module to copy beside the binaries (data MODULE DIR...: files a
+# tool reads at run time) and the directory under bin/ to link into.
 #
 # Environment (tests point these elsewhere):
 #   IMAGE_TOOLKIT_TOOLS  the tool modules     (default hack/tools)
@@ -44,11 +45,15 @@ modversion() {
 }
 
 # Filled by a tool.sh.
-declare -a names pkgs checks
-version= ldflags= link=
+declare -a names pkgs checks datadirs
+version= ldflags= link= tags= cgo= datamod=
 bin() {
   local name=$1 pkg=$2; shift 2
   names+=("$name") pkgs+=("$pkg") checks+=("$*")
+}
+data() {
+  datamod=$1; shift
+  datadirs=("$@")
 }
 
 # check DIR: every binary exists and answers its version command. The output
@@ -68,6 +73,9 @@ check() {
     fi
     echo "${names[$i]}: ${out%%$'\n'*}"
   done
+  for i in "${datadirs[@]}"; do
+    [ -d "$dir/$i" ] || { echo "$tool: $dir/$i is missing" >&2; return 1; }
+  done
 }
 
 build() {
@@ -75,19 +83,27 @@ build() {
   mkdir -p "$out"
   for i in "${!names[@]}"; do
     echo "$tool: building ${names[$i]} ${version} (${pkgs[$i]})" >&2
-    (cd "$src" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out/${names[$i]}" "${pkgs[$i]}")
+    (cd "$src" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
+      -o "$out/${names[$i]}" "${pkgs[$i]}")
   done
+  if [ -n "$datamod" ]; then
+    local dir
+    dir=$(cd "$src" && go list -m -f '{{.Dir}}' "$datamod")
+    for i in "${datadirs[@]}"; do
+      cp -R "$dir/$i" "$out/$i" && chmod -R u+w "$out/$i"
+    done
+  fi
 }
 
 for tool in "$@"; do
   src=$tools/$tool
   [ -f "$src/tool.sh" ] && [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] ||
     { echo "$tool: $src needs go.mod, go.sum and tool.sh" >&2; exit 1; }
-  names=() pkgs=() checks=() version= ldflags= link=
+  names=() pkgs=() checks=() datadirs=() version= ldflags= link= tags= cgo= datamod=
   # shellcheck source=/dev/null
   pushd "$src" >/dev/null && . ./tool.sh && popd >/dev/null
   [ -n "$version" ] && [ ${#names[@]} -gt 0 ] || { echo "$tool: tool.sh sets no version or binaries" >&2; exit 1; }
-  key=$( { cat "$src/go.mod" "$src/go.sum" "$src/tool.sh"; echo "$ldflags"; go version; } | sha256sum | cut -c1-12)
+  key=$( { cat "$src/go.mod" "$src/go.sum" "$src/tool.sh"; echo "$ldflags $tags $cgo"; go version; } | sha256sum | cut -c1-12)
   entry=$cache/$tool-$version-$key
 
   if [ -f "$entry/.complete" ] && check "$entry" >/dev/null; then
@@ -111,5 +127,5 @@ for tool in "$@"; do
   # Earlier layouts linked bin/testenv to a single cache directory.
   [ ! -L "$dest" ] || rm -f "$dest"
   mkdir -p "$dest"
-  for n in "${names[@]}"; do ln -sfn "$entry/$n" "$dest/$n"; done
+  for n in "${names[@]}" "${datadirs[@]}"; do ln -sfn "$entry/$n" "$dest/$n"; done
 done

@@ -9,8 +9,9 @@
 #   hack/tools/pin.sh helm 3.22.0
 #   hack/tools/pin.sh kustomize 5.8.2
 #   hack/tools/pin.sh controller-gen 0.23.0
+#   hack/tools/pin.sh gitea 1.26.0           the forge tests/pullrequest runs
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -21,6 +22,7 @@ case $tool in
   helm) main=helm.sh/helm/v3; tools=(helm.sh/helm/v3/cmd/helm) ;;
   controller-gen) main=sigs.k8s.io/controller-tools; tools=(sigs.k8s.io/controller-tools/cmd/controller-gen) ;;
   kustomize) main=sigs.k8s.io/kustomize/kustomize/v5; tools=(sigs.k8s.io/kustomize/kustomize/v5) ;;
+  gitea) main=code.gitea.io/gitea; tools=(code.gitea.io/gitea) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 
@@ -39,6 +41,13 @@ if [ "$tool" = kube ]; then
   for m in $staging; do
     go mod edit -replace "$m=$m@v0.${v#*.}"
   done
+fi
+if [ "$tool" = gitea ]; then
+  # Gitea pins some dependencies below their newest release with replace
+  # directives, which a dependent module does not inherit: copy them.
+  gomod=$(go list -m -f '{{.GoMod}}' "$main@v$v")
+  awk '$1 == "replace" && $3 == "=>" && NF >= 5 {print $2 "=" $4 "@" $5}' "$gomod" |
+    while read -r r; do go mod edit -replace "$r"; done
 fi
 # Every path names its version: never @latest of anything.
 go get "$main@v$v"

@@ -1,0 +1,427 @@
+// Package forge keeps pull (merge) requests on GitHub, GitLab and Gitea
+// (which covers Forgejo): find the open request of a head branch, open one,
+// edit its title and body, close it with a comment.
+//
+// The interface is the few verbs an update stream needs and no more, so
+// that the job's logic (one request per stream, kept fresh, never
+// duplicated) lives once, in the runner, and each forge is a small adapter
+// over its official client library (google/go-github,
+// gitlab.com/gitlab-org/api/client-go, code.gitea.io/sdk/gitea). The
+// libraries are used rather than hand-written REST because they track the
+// APIs' shapes and pagination; fluxcd/go-git-providers was not chosen
+// because its common interface has no labels, reviewers, draft, close or
+// comments, so every adapter would have gone around it to the same
+// clients.
+//
+// What the adapters share is here: where a forge's API is (derived from
+// the git URL), the rate-limit handling every request goes through
+// (Retry-After, X-RateLimit-Reset), and one error type that says what the
+// forge answered, for the job's conditions. Tokens never appear in errors:
+// the libraries' messages are scrubbed of them.
+package forge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Provider names a forge's API.
+type Provider string
+
+const (
+	GitHub Provider = "github"
+	GitLab Provider = "gitlab"
+	// Gitea covers Forgejo, whose API is Gitea's.
+	Gitea Provider = "gitea"
+)
+
+// State of a request.
+type State string
+
+const (
+	Open   State = "open"
+	Closed State = "closed"
+	Merged State = "merged"
+)
+
+// MergeMethod is how an auto-merged request is merged.
+type MergeMethod string
+
+const (
+	Merge  MergeMethod = "merge"
+	Squash MergeMethod = "squash"
+	Rebase MergeMethod = "rebase"
+)
+
+// Request is a pull request (GitHub, Gitea) or merge request (GitLab).
+type Request struct {
+	// Number is the request's number in its repository (GitLab's iid).
+	Number int
+	// URL is the request's web page.
+	URL   string
+	State State
+	Title string
+	Body  string
+	Head  string
+	Base  string
+	// HeadCommit is the head branch's commit the forge knows of.
+	HeadCommit string
+	Draft      bool
+}
+
+// NewRequest is a request to open.
+type NewRequest struct {
+	Head, Base  string
+	Title, Body string
+	Draft       bool
+	Labels      []string
+	// Reviewers and Assignees are user names.
+	Reviewers []string
+	Assignees []string
+	// AutoMerge, when set, asks the forge to merge the request once its
+	// checks pass, with this method.
+	AutoMerge MergeMethod
+}
+
+// Client is one repository's requests on one forge. Every call honours
+// its context; the HTTP client bounds each request too.
+type Client interface {
+	// FindOpen returns the open request from head into base, or nil.
+	FindOpen(ctx context.Context, head, base string) (*Request, error)
+	// Create opens a request, then applies what the forge takes in
+	// separate calls (labels, reviewers, assignees, auto-merge). A failure
+	// after the request exists returns the request and the error.
+	Create(ctx context.Context, req NewRequest) (*Request, error)
+	// Edit sets the title and body of an open request. A draft marked by a
+	// title prefix (GitLab, Gitea) keeps its prefix.
+	Edit(ctx context.Context, current *Request, title, body string) (*Request, error)
+	// Close comments on an open request with comment, then closes it.
+	Close(ctx context.Context, current *Request, comment string) error
+}
+
+// Options say which forge and repository a Client talks to.
+type Options struct {
+	Provider Provider
+	// APIURL is the API's base URL, e.g. https://api.github.com/,
+	// https://gitlab.example.com/ or https://gitea.example.com/.
+	APIURL string
+	// Repository is owner/name, or GitLab's full project path
+	// (group/subgroup/project).
+	Repository string
+	Token      string
+	// HTTPClient carries TLS trust and the proxy; New wraps its transport
+	// with the rate-limit handling and a per-request timeout.
+	HTTPClient *http.Client
+	// Timeout bounds each request; zero means DefaultTimeout.
+	Timeout time.Duration
+	// MaxRateLimitWait is the longest a rate-limited request waits before
+	// it is tried again; a longer wait is returned as an Error with
+	// RetryAfter. Zero means DefaultMaxRateLimitWait.
+	MaxRateLimitWait time.Duration
+	// OnResponse is told of every response (or failed request, status 0).
+	OnResponse func(method string, status int)
+}
+
+// Defaults of Options.
+const (
+	DefaultTimeout          = 30 * time.Second
+	DefaultMaxRateLimitWait = time.Minute
+)
+
+// New returns the Client of opts.Provider.
+func New(opts Options) (Client, error) {
+	if opts.Token == "" {
+		return nil, errors.New("no API token: the Secret needs token, password or bearerToken")
+	}
+	owner, name, ok := strings.Cut(opts.Repository, "/")
+	if !ok || owner == "" || name == "" {
+		return nil, fmt.Errorf("repository %q is not owner/name", opts.Repository)
+	}
+	hc := Wrap(opts.HTTPClient, opts)
+	switch opts.Provider {
+	case GitHub:
+		return newGitHub(opts, hc)
+	case GitLab:
+		return newGitLab(opts, hc)
+	case Gitea:
+		return newGitea(opts, hc)
+	}
+	return nil, fmt.Errorf("unknown forge provider %q: want github, gitlab or gitea", opts.Provider)
+}
+
+// Endpoint is where a repository's forge API is.
+type Endpoint struct {
+	Provider   Provider
+	APIURL     string
+	Repository string
+}
+
+// Resolve finds the forge, its API and the repository's path from the git
+// URL, with the provider and API URL the spec sets (either may be empty).
+// The provider is told by the host's name: github.com and hosts with
+// "github" in their name are GitHub (Enterprise Server's API is at
+// /api/v3/), gitlab.com and "gitlab" hosts are GitLab, codeberg.org and
+// "gitea" or "forgejo" hosts are Gitea. The API is reached over https,
+// unless the git URL is plain http (a test or a trusted network).
+func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error) {
+	u, err := parseGitURL(gitURL)
+	if err != nil {
+		return nil, err
+	}
+	host := strings.ToLower(u.Hostname())
+	if provider == "" {
+		switch {
+		case host == "github.com" || strings.Contains(host, "github"):
+			provider = GitHub
+		case host == "gitlab.com" || strings.Contains(host, "gitlab"):
+			provider = GitLab
+		case host == "codeberg.org" || strings.Contains(host, "gitea") || strings.Contains(host, "forgejo"):
+			provider = Gitea
+		default:
+			return nil, fmt.Errorf("cannot tell which forge %s is: set pullRequest.provider (github, gitlab or gitea)", host)
+		}
+	}
+	repo := strings.TrimSuffix(strings.Trim(u.Path, "/"), ".git")
+	if apiURL == "" {
+		scheme := "https"
+		if u.Scheme == "http" {
+			scheme = "http"
+		}
+		hostport := u.Host
+		if u.Scheme == "ssh" {
+			hostport = u.Hostname() // the API is not on the SSH port
+		}
+		switch {
+		case provider == GitHub && host == "github.com":
+			apiURL = "https://api.github.com/"
+		case provider == GitHub:
+			apiURL = scheme + "://" + hostport + "/api/v3/"
+		default:
+			apiURL = scheme + "://" + hostport + "/"
+		}
+	} else {
+		a, err := url.Parse(apiURL)
+		if err != nil || (a.Scheme != "https" && a.Scheme != "http") || a.Host == "" {
+			return nil, fmt.Errorf("pullRequest.apiURL %q is not an http(s) URL", apiURL)
+		}
+		// An instance under a path (https://host/gitlab/) serves its
+		// repositories under the same path.
+		if prefix := strings.Trim(a.Path, "/"); prefix != "" && strings.EqualFold(a.Hostname(), host) {
+			repo = strings.TrimPrefix(strings.TrimPrefix(repo, prefix), "/")
+		}
+		if !strings.HasSuffix(apiURL, "/") {
+			apiURL += "/"
+		}
+	}
+	parts := strings.Split(repo, "/")
+	if len(parts) < 2 || slicesHasEmpty(parts) || (provider != GitLab && len(parts) != 2) {
+		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", redact(gitURL), repo)
+	}
+	return &Endpoint{Provider: provider, APIURL: apiURL, Repository: repo}, nil
+}
+
+func slicesHasEmpty(parts []string) bool {
+	for _, p := range parts {
+		if p == "" {
+			return true
+		}
+	}
+	return false
+}
+
+func parseGitURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("repository URL %s is not a URL", redact(raw))
+	}
+	u.Path = path.Clean("/" + u.Path)
+	return u, nil
+}
+
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
+}
+
+// Error is a forge's refusal of a call, or a call that got no answer.
+type Error struct {
+	Provider Provider
+	// Op says what was being done, e.g. "creating the pull request".
+	Op string
+	// StatusCode is the HTTP status; 0 when no response came.
+	StatusCode int
+	// Message is what the forge said (or the transport's error).
+	Message string
+	// RetryAfter is how long the forge asked to wait (rate limits).
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	if e.StatusCode == 0 {
+		return fmt.Sprintf("%s: %s: %s", e.Provider, e.Op, e.Message)
+	}
+	msg := fmt.Sprintf("%s: %s: %d %s", e.Provider, e.Op, e.StatusCode, http.StatusText(e.StatusCode))
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	switch {
+	case e.StatusCode == http.StatusNotFound:
+		msg += " (the repository or request does not exist, or the token cannot see it)"
+	case e.StatusCode == http.StatusForbidden && e.RetryAfter == 0:
+		msg += " (the token lacks a permission or scope this needs)"
+	}
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (rate limited: retry in %s)", e.RetryAfter.Round(time.Second))
+	}
+	return msg
+}
+
+// Unauthorized reports whether the forge refused the token itself.
+func (e *Error) Unauthorized() bool { return e.StatusCode == http.StatusUnauthorized }
+
+// RateLimited reports whether the forge asked to wait.
+func (e *Error) RateLimited() bool { return e.RetryAfter > 0 || e.StatusCode == http.StatusTooManyRequests }
+
+// NewError makes the Error of a failed call from the library's error and
+// the HTTP response it got, if any. token is scrubbed from the message.
+func NewError(p Provider, op string, resp *http.Response, err error, token string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %s: %w", p, op, err)
+	}
+	e := &Error{Provider: p, Op: op, Message: firstLine(err.Error())}
+	if resp != nil {
+		e.StatusCode = resp.StatusCode
+		if isRateLimited(resp) {
+			e.RetryAfter = max(RetryAfter(resp, time.Now()), time.Second)
+		}
+	}
+	if token != "" {
+		e.Message = strings.ReplaceAll(e.Message, token, "xxxxx")
+	}
+	return e
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 512 {
+		s = s[:512] + "..."
+	}
+	return s
+}
+
+// Wrap returns a client whose transport is base's (http.DefaultTransport
+// when nil) behind the rate-limit handling, with a per-request timeout.
+func Wrap(base *http.Client, opts Options) *http.Client {
+	c := &http.Client{}
+	if base != nil {
+		*c = *base
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = &limiter{next: next, maxWait: cmpOr(opts.MaxRateLimitWait, DefaultMaxRateLimitWait), observe: opts.OnResponse}
+	c.Timeout = cmpOr(opts.Timeout, DefaultTimeout)
+	return c
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// limiter honours rate limits: a response that says to wait (429, or 403
+// with Retry-After or an exhausted X-RateLimit-Remaining) is retried once
+// the wait is over, when the wait is short and the request can be sent
+// again; otherwise the response goes to the library, whose error becomes
+// an Error with RetryAfter.
+type limiter struct {
+	next    http.RoundTripper
+	maxWait time.Duration
+	observe func(method string, status int)
+}
+
+const maxRateLimitRetries = 3
+
+func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
+	for try := 0; ; try++ {
+		resp, err := l.next.RoundTrip(req)
+		if l.observe != nil {
+			status := 0
+			if resp != nil {
+				status = resp.StatusCode
+			}
+			l.observe(req.Method, status)
+		}
+		if err != nil || !isRateLimited(resp) || try >= maxRateLimitRetries {
+			return resp, err
+		}
+		wait := RetryAfter(resp, time.Now())
+		if wait > l.maxWait || (req.Body != nil && req.GetBody == nil) {
+			return resp, nil
+		}
+		again := req.Clone(req.Context())
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return resp, nil
+			}
+			again.Body = body
+		}
+		resp.Body.Close()
+		t := time.NewTimer(max(wait, 100*time.Millisecond))
+		select {
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		case <-t.C:
+		}
+		req = again
+	}
+}
+
+func isRateLimited(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests:
+		return true
+	case http.StatusForbidden:
+		return resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-RateLimit-Remaining") == "0" ||
+			resp.Header.Get("RateLimit-Remaining") == "0"
+	}
+	return false
+}
+
+// RetryAfter is how long a rate-limited response asks to wait: its
+// Retry-After (seconds or an HTTP date), else the reset time of
+// X-RateLimit-Reset (GitHub) or RateLimit-Reset (GitLab), in Unix seconds;
+// zero when it says nothing.
+func RetryAfter(resp *http.Response, now time.Time) time.Duration {
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
+			return time.Duration(s) * time.Second
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return max(t.Sub(now), 0)
+		}
+	}
+	for _, h := range []string{"X-RateLimit-Reset", "RateLimit-Reset"} {
+		if s, err := strconv.ParseInt(strings.TrimSpace(resp.Header.Get(h)), 10, 64); err == nil && s > 0 {
+			return max(time.Unix(s, 0).Sub(now), 0)
+		}
+	}
+	return 0
+}
