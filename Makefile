@@ -45,8 +45,8 @@ deps: ## Install system packages the build and tests need (libgit2 1.5, pkg-conf
 tools: ## Build controller-gen from its pinned module into bin/ (cached).
 	@hack/tools.sh controller-gen
 
-testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv, helm and kustomize into bin/ (cached).
-	@hack/tools.sh kube etcd helm kustomize
+testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv, helm and kustomize into bin/, gitea into bin/gitea (cached).
+	@hack/tools.sh kube etcd helm kustomize gitea
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh

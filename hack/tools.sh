@@ -103,7 +103,7 @@ for tool in "$@"; do
   # shellcheck source=/dev/null
   pushd "$src" >/dev/null && . ./tool.sh && popd >/dev/null
   [ -n "$version" ] && [ ${#names[@]} -gt 0 ] || { echo "$tool: tool.sh sets no version or binaries" >&2; exit 1; }
-  key=$( { cat "$src/go.mod" "$src/go.sum" "$src/tool.sh"; echo "$ldflags $tags $cgo"; go version; } | sha256sum | cut -c1-12)
+  key=$( { cat "$src/go.mod" "$src/go.sum" "$src/tool.sh"; echo "$ldflags${tags:+ tags=$tags}${cgo:+ cgo=$cgo}"; go version; } | sha256sum | cut -c1-12)
   entry=$cache/$tool-$version-$key
 
   if [ -f "$entry/.complete" ] && check "$entry" >/dev/null; then

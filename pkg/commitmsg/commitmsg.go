@@ -2,7 +2,10 @@
 // Flux's image automation gives them (.AutomationObject, .Changed in the
 // ResultV2 shape, .Values), with Sprig's hermetic functions. Validate is what
 // the automation and a job check before any work; Render is what the job
-// commits with. It is its own package so that the setters know only YAML.
+// commits with. A pull request's title, body and head branch are templates
+// with the same data, so they are Templates here too: one parser, one
+// check of the fields, one set of functions for all four. It is its own
+// package so that the setters know only YAML.
 package commitmsg
 
 import (
@@ -45,38 +48,99 @@ const DefaultTemplate = `Update images
 {{ end -}}
 `
 
+// DefaultTitleTemplate names each policy with its new tag (from :tag
+// markers and full image references; a digest is left out), or counts them
+// when there are more than three: "Update podinfo to 6.3.1".
+const DefaultTitleTemplate = `
+{{- $tags := dict -}}
+{{- range .Changed.Changes -}}
+  {{- $parts := splitList ":" .Setter -}}
+  {{- if eq (len $parts) 2 -}}
+    {{- $_ := set $tags (index $parts 1) (regexReplaceAll "^.*:" (regexReplaceAll "@.*$" .NewValue "") "") -}}
+  {{- else if eq (index $parts 2) "tag" -}}
+    {{- $_ := set $tags (index $parts 1) .NewValue -}}
+  {{- end -}}
+{{- end -}}
+{{- $names := keys $tags | sortAlpha -}}
+{{- if gt (len $names) 3 -}}
+Update {{ len $names }} images
+{{- else if eq (len $names) 0 -}}
+Update images
+{{- else -}}
+Update {{ range $i, $n := $names }}{{ if $i }}, {{ end }}{{ $n }} to {{ get $tags $n }}{{ end }}
+{{- end -}}
+`
+
+// DefaultBodyTemplate is a table of the changes, and a word on the branch:
+// it is rebuilt at every update, so a commit pushed to it is lost.
+const DefaultBodyTemplate = `Image updates{{ with .AutomationObject.Name }} from ImageUpdateAutomation {{ $.AutomationObject }}{{ end }}:
+
+| File | Object | Old | New |
+| --- | --- | --- | --- |
+{{ range $file, $objects := .Changed.FileChanges -}}
+{{ range $object, $changes := $objects -}}
+{{ range $changes -}}
+| {{ $file }} | {{ $object.Kind }}/{{ $object.Name }} | ` + "`{{ .OldValue }}`" + ` | ` + "`{{ .NewValue }}`" + ` |
+{{ end -}}
+{{ end -}}
+{{ end }}
+This request is kept up to date by image-toolkit: its branch is rebuilt from the base at every update, so commits pushed to it are replaced. It is closed when the base already has these changes.
+`
+
+// DefaultBranchTemplate is an automation's update stream: one head branch,
+// so at most one open request, per automation.
+const DefaultBranchTemplate = `image-toolkit/{{ .AutomationObject.Namespace }}-{{ .AutomationObject.Name }}`
+
+// Template is one use of the data: its name in errors, its default text,
+// and whether it renders a single line.
+type Template struct {
+	Name    string
+	Default string
+	// Line: the result is one line (titles, branch names), trimmed.
+	Line bool
+}
+
+// The templates the data renders.
+var (
+	CommitMessage     = Template{Name: "commit message", Default: DefaultTemplate}
+	PullRequestTitle  = Template{Name: "pull request title", Default: DefaultTitleTemplate, Line: true}
+	PullRequestBody   = Template{Name: "pull request body", Default: DefaultBodyTemplate}
+	PullRequestBranch = Template{Name: "pull request branch", Default: DefaultBranchTemplate, Line: true}
+)
+
 var templateFields = []string{"AutomationObject", "Changed", "Values"}
 
-// parseTemplate parses a message template with the hermetic Sprig functions
-// (no environment, network or randomness) and checks that it refers only to
-// fields the data has, in every branch, not only those a sample run takes.
-func parseTemplate(text string) (*template.Template, error) {
+// parse parses text (the default when empty) with the hermetic Sprig
+// functions (no environment, network or randomness) and checks that it
+// refers only to fields the data has, in every branch, not only those a
+// sample run takes.
+func (t Template) parse(text string) (*template.Template, error) {
 	if strings.TrimSpace(text) == "" {
-		text = DefaultTemplate
+		text = t.Default
 	}
-	tmpl, err := template.New("commit message").Funcs(sprig.HermeticTxtFuncMap()).
+	tmpl, err := template.New(t.Name).Funcs(sprig.HermeticTxtFuncMap()).
 		Option("missingkey=zero").Parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("invalid commit message template: %w", err)
+		return nil, fmt.Errorf("invalid %s template: %w", t.Name, err)
 	}
-	for _, t := range tmpl.Templates() {
+	for _, d := range tmpl.Templates() {
 		// A {{ define }}d template can be called with any dot; only $ is
 		// known to be the data there.
-		if err := checkNode(t.Root, t.Name() == tmpl.Name()); err != nil {
-			return nil, fmt.Errorf("invalid commit message template: %w", err)
+		if err := checkNode(d.Root, d.Name() == tmpl.Name()); err != nil {
+			return nil, fmt.Errorf("invalid %s template: %w", t.Name, err)
 		}
 	}
 	return tmpl, nil
 }
 
-// Validate checks a message template: it must parse, refer only to
-// existing fields, and render for an example change with the given values.
-func Validate(text string, values map[string]string) error {
+// Validate checks a template: it must parse, refer only to existing
+// fields, and render for an example change with the given values.
+func (t Template) Validate(text string, values map[string]string) error {
 	example := &setters.Result{Files: []setters.FileResult{{Path: "deploy/app.yaml", Objects: []setters.ObjectResult{{
 		ObjectID: setters.ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "app"},
 		Changes:  []setters.Change{{OldValue: "app:1.0.0", NewValue: "app:1.0.1", Setter: "default:app"}},
 	}}}}}
-	_, err := Render(text, Data{
+	_, err := t.Render(text, Data{
 		AutomationObject: types.NamespacedName{Namespace: "default", Name: "automation"},
 		Changed:          example.V2(),
 		Values:           values,
@@ -84,21 +148,38 @@ func Validate(text string, values map[string]string) error {
 	return err
 }
 
-// Render renders a commit message; an empty template means
-// DefaultTemplate.
-func Render(text string, data Data) (string, error) {
-	tmpl, err := parseTemplate(text)
+// Render renders text (the default when empty) with data.
+func (t Template) Render(text string, data Data) (string, error) {
+	tmpl, err := t.parse(text)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	if err := tmpl.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("rendering the commit message template: %w", err)
+		return "", fmt.Errorf("rendering the %s template: %w", t.Name, err)
 	}
-	if strings.TrimSpace(b.String()) == "" {
-		return "", errors.New("the commit message template rendered an empty message")
+	out := b.String()
+	if t.Line {
+		out = strings.TrimSpace(out)
+		if strings.ContainsAny(out, "\r\n") {
+			return "", fmt.Errorf("the %s template rendered more than one line", t.Name)
+		}
 	}
-	return b.String(), nil
+	if strings.TrimSpace(out) == "" {
+		return "", fmt.Errorf("the %s template rendered an empty text", t.Name)
+	}
+	return out, nil
+}
+
+// Validate checks a commit message template (CommitMessage.Validate).
+func Validate(text string, values map[string]string) error {
+	return CommitMessage.Validate(text, values)
+}
+
+// Render renders a commit message; an empty template means
+// DefaultTemplate (CommitMessage.Render).
+func Render(text string, data Data) (string, error) {
+	return CommitMessage.Render(text, data)
 }
 
 func checkField(name string) error {

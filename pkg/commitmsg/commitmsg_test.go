@@ -116,7 +116,7 @@ func TestValidateTemplateRejects(t *testing.T) {
 		{"unknown nested field", `{{ .Changed.Files }}`, "can't evaluate field Files"},
 		{"parse error", `{{ range .Changed.Changes }}`, "invalid commit message template"},
 		{"non-hermetic function", `{{ env "HOME" }}`, `function "env" not defined`},
-		{"empty message", `{{ "" }}`, "rendered an empty message"},
+		{"empty message", `{{ "" }}`, "rendered an empty text"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,5 +129,62 @@ func TestValidateTemplateRejects(t *testing.T) {
 	// Fields of elements inside range are not the data's and are allowed.
 	if err := Validate(`{{ range .Changed.Changes }}{{ .OldValue }}{{ end }}`, nil); err != nil {
 		t.Errorf("valid template rejected: %v", err)
+	}
+}
+
+// The pull request templates' defaults name the policies and their new
+// tags in the title, tabulate every change in the body, and name the
+// automation's stream in the branch; a custom title must be one line.
+func TestPullRequestDefaults(t *testing.T) {
+	data := seedData()
+	title, err := PullRequestTitle.Render("", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Update foo to 5.0.3, podinfo to 5.0.3"; title != want {
+		t.Errorf("title = %q, want %q", title, want)
+	}
+	body, err := PullRequestBody.Render("", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{
+		"| foo-deployment.yaml | Deployment/foo | `2.2.2` | `5.0.3` |",
+		"| podinfo-deployment.yaml | Deployment/podinfo | `ghcr.io/stefanprodan/podinfo:4.0.6` | `ghcr.io/stefanprodan/podinfo:5.0.3` |",
+		"| podinfo-deployment.yaml | Deployment/infopod | `v1.0` | `5.0.3` |",
+		"from ImageUpdateAutomation default/test-update-auto",
+	} {
+		if !strings.Contains(body, row) {
+			t.Errorf("body lacks %q:\n%s", row, body)
+		}
+	}
+	branch, err := PullRequestBranch.Render("", data)
+	if err != nil || branch != "image-toolkit/default-test-update-auto" {
+		t.Errorf("branch = %q, %v", branch, err)
+	}
+
+	tests := []struct {
+		name    string
+		changes []setters.Change
+		want    string
+	}{
+		{"digest left out", []setters.Change{{NewValue: "reg:5000/app:1.2.3@sha256:abc", Setter: "ns:app"}}, "Update app to 1.2.3"},
+		{"name marker alone", []setters.Change{{NewValue: "reg/app", Setter: "ns:app:name"}}, "Update images"},
+		{"more than three", []setters.Change{
+			{NewValue: "1", Setter: "ns:a:tag"}, {NewValue: "2", Setter: "ns:b:tag"},
+			{NewValue: "3", Setter: "ns:c:tag"}, {NewValue: "4", Setter: "ns:d:tag"},
+		}, "Update 4 images"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &setters.Result{Files: []setters.FileResult{{Path: "a.yaml", Objects: []setters.ObjectResult{{Changes: tt.changes}}}}}
+			got, err := PullRequestTitle.Render("", Data{Changed: r.V2()})
+			if err != nil || got != tt.want {
+				t.Errorf("title = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := PullRequestTitle.Render("a\nb", data); err == nil || !strings.Contains(err.Error(), "more than one line") {
+		t.Errorf("two-line title: err = %v", err)
 	}
 }

@@ -265,6 +265,9 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 			obj.Status.ObservedGeneration = gen
 		}
 	}
+	if pr := job.Status.PullRequest; pr != nil {
+		obj.Status.LastPullRequest = pr.DeepCopy()
+	}
 	switch job.Status.Phase {
 	case updatev1.UpdateJobSucceeded:
 		now := time.Now()
@@ -281,10 +284,17 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		}
 		obj.Status.ObservedSourceRevision = revisionAfterPush(job)
 		applied()
-		conditions.MarkReady(obj, conditions.SucceededReason, "pushed commit %s to %s (UpdateJob %s)",
-			short(job.Status.PushedCommit), pushBranch(job), job.Name)
-		r.Events.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
-			job.Name, job.Status.PushedCommit, pushBranch(job)))
+		if pr := job.Status.PullRequest; pr != nil {
+			conditions.MarkReady(obj, conditions.SucceededReason, "%s pull request #%d (UpdateJob %s): %s",
+				pr.Action, pr.Number, job.Name, pr.URL)
+			r.Events.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s %s pull request #%d: %s",
+				job.Name, pr.Action, pr.Number, pr.URL))
+		} else {
+			conditions.MarkReady(obj, conditions.SucceededReason, "pushed commit %s to %s (UpdateJob %s)",
+				short(job.Status.PushedCommit), pushBranch(job), job.Name)
+			r.Events.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
+				job.Name, job.Status.PushedCommit, pushBranch(job)))
+		}
 		t.outcome(OutcomePushed)
 		for _, s := range job.Spec.Update.Setters {
 			if s.LatestRefTime != nil && !pushed.Before(s.LatestRefTime.Time) {
@@ -294,7 +304,17 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 	case updatev1.UpdateJobNoChange:
 		obj.Status.ObservedSourceRevision = job.Status.CheckoutRevision
 		applied()
-		conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s (UpdateJob %s)", job.Status.CheckoutRevision, job.Name)
+		switch pr := job.Status.PullRequest; {
+		case pr == nil:
+			conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s (UpdateJob %s)", job.Status.CheckoutRevision, job.Name)
+		case pr.Action == updatev1.PullRequestClosedNow:
+			conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s: closed pull request #%d (UpdateJob %s): %s",
+				job.Status.CheckoutRevision, pr.Number, job.Name, pr.URL)
+			r.Events.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s closed pull request #%d: the base has its changes: %s",
+				job.Name, pr.Number, pr.URL))
+		default:
+			conditions.MarkReady(obj, conditions.SucceededReason, "pull request #%d is up to date (UpdateJob %s): %s", pr.Number, job.Name, pr.URL)
+		}
 		t.outcome(OutcomeNoChange)
 	case updatev1.UpdateJobFailed:
 		reason, msg := conditions.FailedReason, "no reason given"
@@ -348,13 +368,17 @@ func policiesOf(job *updatev1.UpdateJob) imagev1.ObservedPolicies {
 // next run's ls-remote matches and short-circuits.
 func revisionAfterPush(job *updatev1.UpdateJob) string {
 	ref := job.Spec.Checkout.Reference
-	if job.Status.PushedCommit != "" && gitsource.BranchOnly(ref) && pushBranch(job) == ref.Branch {
+	if job.Status.PushedCommit != "" && gitsource.BranchOnly(ref) && pushBranch(job) == ref.Branch &&
+		job.Status.PullRequest == nil {
 		return git.FormatRevision(ref.Branch, job.Status.PushedCommit)
 	}
 	return job.Status.CheckoutRevision
 }
 
 func pushBranch(job *updatev1.UpdateJob) string {
+	if pr := job.Status.PullRequest; pr != nil {
+		return pr.HeadBranch
+	}
 	if p := job.Spec.Push; p != nil && p.Branch != "" {
 		return p.Branch
 	}

@@ -15,7 +15,7 @@ import (
 )
 
 // validateSpec checks what the spec alone decides, before anything is read:
-// the update strategy, the policy selector and the message template.
+// the update strategy, the policy selector and the templates.
 func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 	if u := obj.Spec.Update; u != nil && u.Strategy != imagev1.UpdateStrategySetters {
 		return nil, conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
@@ -28,6 +28,21 @@ func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 	c := obj.Spec.GitSpec.Commit
 	if err := commitmsg.Validate(c.MessageTemplate, c.MessageTemplateValues); err != nil {
 		return nil, conditions.Stallf(imagev1.InvalidMessageTemplateReason, "spec.git.commit.messageTemplate: %s", err)
+	}
+	if p := obj.Spec.GitSpec.Push; p != nil && p.PullRequest != nil {
+		for _, t := range []struct {
+			field string
+			tmpl  commitmsg.Template
+			text  string
+		}{
+			{"branchTemplate", commitmsg.PullRequestBranch, p.PullRequest.BranchTemplate},
+			{"titleTemplate", commitmsg.PullRequestTitle, p.PullRequest.TitleTemplate},
+			{"bodyTemplate", commitmsg.PullRequestBody, p.PullRequest.BodyTemplate},
+		} {
+			if err := t.tmpl.Validate(t.text, c.MessageTemplateValues); err != nil {
+				return nil, conditions.Stallf(imagev1.InvalidMessageTemplateReason, "spec.git.push.pullRequest.%s: %s", t.field, err)
+			}
+		}
 	}
 	return sel, nil
 }
@@ -70,7 +85,11 @@ func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj
 // canShortCircuit reports whether the branch head tells all that changed in
 // git: the job checks out a branch and pushes back to it, and nothing else.
 // With another push branch or a refspec, drift there is invisible (as in
-// Flux), so every interval makes a job.
+// Flux), so every interval makes a job. A pull request is made of the
+// checkout branch head and the policies alone (its head branch is rebuilt
+// from them), so it short-circuits too: an open request that is up to date
+// makes no job, and a request closed unmerged is not proposed again until
+// the base or a policy changes.
 func canShortCircuit(ref updatev1.GitRepositoryRef, push *updatev1.PushSpec) bool {
 	if !gitsource.BranchOnly(ref) {
 		return false

@@ -27,6 +27,9 @@ type JobMetrics struct {
 	PushRetries prometheus.Counter
 	CacheBytes  prometheus.Gauge
 	Running     prometheus.Gauge
+	// ForgeRequests counts pull request API calls, by forge and HTTP
+	// status (0: no response).
+	ForgeRequests *prometheus.CounterVec
 }
 
 // NewJobMetrics creates the collectors; register them with MustRegister.
@@ -59,12 +62,16 @@ func NewJobMetrics() *JobMetrics {
 			Namespace: ns, Subsystem: sub, Name: "running_jobs",
 			Help: "Jobs this replica is running now.",
 		}),
+		ForgeRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "forge_requests_total",
+			Help: "Pull request API calls to forges, by provider and HTTP status code (0: no response).",
+		}, []string{"provider", "code"}),
 	}
 }
 
 // MustRegister registers the collectors.
 func (m *JobMetrics) MustRegister(reg prometheus.Registerer) *JobMetrics {
-	reg.MustRegister(m.Jobs, m.Duration, m.GitOps, m.PushRetries, m.CacheBytes, m.Running)
+	reg.MustRegister(m.Jobs, m.Duration, m.GitOps, m.PushRetries, m.CacheBytes, m.Running, m.ForgeRequests)
 	// Series that exist from the start make rate() and alerts work before
 	// the first job of each outcome.
 	for _, o := range []string{OutcomeSucceeded, OutcomeNoChange, OutcomeFailed, OutcomeRetried} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/patch"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/runner"
 )
@@ -328,6 +330,15 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 			return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
 		}
 	}
+	var fc forge.Client
+	if pr := plan.PullRequest; pr != nil {
+		var s4 []string
+		fc, s4, err = r.forgeClient(ctx, job, pr, auth)
+		secrets = append(secrets, s4...)
+		if err != nil {
+			return nil, secrets, err
+		}
+	}
 	out, err := runner.Run(ctx, r.Cache, runner.Input{
 		Spec:             &job.Spec,
 		Plan:             plan,
@@ -341,8 +352,59 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 		},
 		OnPushRetry: r.JobMetrics.PushRetries.Inc,
 		PushRetries: r.PushRetries,
+		Forge:       fc,
+		Job:         client.ObjectKeyFromObject(job),
 	})
 	return out, secrets, err
+}
+
+// forgeClient is the API client of the job's pull request. The token is
+// the key token of pullRequest.secretRef, else the repository Secret's
+// bearerToken or password; TLS trust (ca.crt) and the proxy are the
+// repository's, as the forge usually serves both.
+func (r *UpdateJobReconciler) forgeClient(ctx context.Context, job *updatev1.UpdateJob, pr *runner.PullRequestPlan,
+	auth *git.Auth) (forge.Client, []string, error) {
+	var token string
+	var secrets []string
+	if ref := pr.Spec.SecretRef; ref != nil && ref.Name != "" {
+		data, s, err := r.secretData(ctx, job.Namespace, ref)
+		if err != nil {
+			return nil, s, err
+		}
+		secrets, token = s, string(data["token"])
+		if token == "" {
+			return nil, secrets, conditions.Stallf(conditions.InvalidSpecReason,
+				"secret %s/%s (push.pullRequest.secretRef) has no key token", job.Namespace, ref.Name)
+		}
+	} else if auth != nil {
+		token = auth.BearerToken
+		if token == "" {
+			token = auth.Password
+		}
+	}
+	if token == "" {
+		return nil, secrets, conditions.Stallf(conditions.InvalidSpecReason,
+			"push.pullRequest needs an API token: set push.pullRequest.secretRef to a Secret with key token, or give the repository Secret a bearerToken or password")
+	}
+	hc, err := auth.HTTPClient(pr.Endpoint.APIURL)
+	if err != nil {
+		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
+	}
+	provider := string(pr.Endpoint.Provider)
+	fc, err := forge.New(forge.Options{
+		Provider:   pr.Endpoint.Provider,
+		APIURL:     pr.Endpoint.APIURL,
+		Repository: pr.Endpoint.Repository,
+		Token:      token,
+		HTTPClient: hc,
+		OnResponse: func(_ string, status int) {
+			r.JobMetrics.ForgeRequests.WithLabelValues(provider, strconv.Itoa(status)).Inc()
+		},
+	})
+	if err != nil {
+		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, fmt.Errorf("push.pullRequest: %w", err))
+	}
+	return fc, secrets, nil
 }
 
 // secretData reads a Secret of the job's namespace; the values it returns
@@ -398,7 +460,28 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 				st.Result = runner.APIResult(out.Result, plan.Policies)
 			}
 		}
+		if out != nil && out.PullRequest != nil {
+			st.PullRequest = out.PullRequest
+		}
 		switch {
+		case rerr == nil && out.PullRequest != nil:
+			pr := out.PullRequest
+			st.CompletionTime = &metav1.Time{Time: time.Now()}
+			st.PushedCommit = out.Commit
+			st.PushedRefs = out.PushedRefs
+			msg := requestMessage(pr, out.Commit)
+			if pr.Action == updatev1.PullRequestOpened || pr.Action == updatev1.PullRequestUpdated {
+				outcome = OutcomeSucceeded
+				st.Phase = updatev1.UpdateJobSucceeded
+				conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
+			} else {
+				outcome = OutcomeNoChange
+				st.Phase = updatev1.UpdateJobNoChange
+				conditions.MarkReady(job, updatev1.NoChangeReason, "%s", msg)
+			}
+			event = func(job *updatev1.UpdateJob) {
+				r.Events.Normal(ctx, job, "PullRequest", "Push", msg, secrets...)
+			}
 		case rerr == nil && out.Commit != "":
 			outcome = OutcomeSucceeded
 			st.Phase = updatev1.UpdateJobSucceeded
@@ -425,7 +508,8 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			event = func(job *updatev1.UpdateJob) { r.Events.Warning(ctx, job, rerr.Reason, "Run", msg, secrets...) }
 		default:
 			outcome = OutcomeRetried
-			wait := r.backoff(st.Attempts)
+			// A forge's rate limit says when it resets.
+			wait := max(r.backoff(st.Attempts), rerr.RetryAfter)
 			msg := events.Redact(rerr.Error(), secrets...)
 			st.Phase = updatev1.UpdateJobPending
 			st.Runner = ""
@@ -453,11 +537,32 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 		r.Events.Warning(ctx, l.job, updatev1.UpdateFailedReason, "Update",
 			"files not updated: "+strings.Join(out.Problems, "; "), secrets...)
 	}
+	if out != nil && len(out.Warnings) > 0 {
+		r.Events.Warning(ctx, l.job, updatev1.PullRequestFailedReason, "PullRequest", strings.Join(out.Warnings, "; "), secrets...)
+	}
 	if l.job.Status.Phase.Finished() {
 		return r.expire(ctx, l.job, time.Now())
 	}
 	return result, nil
 }
+
+// requestMessage says what a job did to its request, with its address.
+func requestMessage(pr *updatev1.PullRequestStatus, pushed string) string {
+	switch pr.Action {
+	case updatev1.PullRequestOpened:
+		return fmt.Sprintf("opened pull request #%d from %s: %s", pr.Number, pr.HeadBranch, pr.URL)
+	case updatev1.PullRequestUpdated:
+		if pushed != "" {
+			return fmt.Sprintf("updated pull request #%d: pushed commit %s to %s: %s", pr.Number, short(pushed), pr.HeadBranch, pr.URL)
+		}
+		return fmt.Sprintf("updated the title and description of pull request #%d: %s", pr.Number, pr.URL)
+	case updatev1.PullRequestClosedNow:
+		return fmt.Sprintf("no change: the base already has the policies' values; closed pull request #%d: %s", pr.Number, pr.URL)
+	}
+	return fmt.Sprintf("no change: pull request #%d already proposes these values: %s", pr.Number, pr.URL)
+}
+
+func short(oid string) string { return oid[:min(len(oid), 7)] }
 
 func pushTarget(plan *runner.Plan) string {
 	var names []string

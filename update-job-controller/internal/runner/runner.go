@@ -25,6 +25,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 )
 
@@ -65,6 +66,17 @@ type Plan struct {
 	Extra    []gitops.PushRef
 	Path     string
 	Policies setters.Policies
+	// PullRequest is set when the change is proposed as a pull request:
+	// nothing is pushed to Branch then.
+	PullRequest *PullRequestPlan
+}
+
+// PullRequestPlan is where a job proposes its change.
+type PullRequestPlan struct {
+	Spec *updatev1.PullRequestSpec
+	// Base is the branch the request merges into.
+	Base     string
+	Endpoint *forge.Endpoint
 }
 
 // NewPlan validates a spec. Its errors are terminal (InvalidSpec).
@@ -87,14 +99,25 @@ func NewPlan(spec *updatev1.UpdateJobSpec) (*Plan, error) {
 		// drop what a server hook relies on (e.g. merge requests).
 		return fail("push.options are not supported: libgit2 1.5 cannot send git push options")
 	}
+	if push.PullRequest != nil {
+		if push.Branch != "" || push.Refspec != "" {
+			return fail("push.pullRequest pushes to its own head branch: push.branch and push.refspec cannot be set with it")
+		}
+		pr, err := newPullRequestPlan(spec, push.PullRequest)
+		if err != nil {
+			return fail("push.pullRequest: %v", err)
+		}
+		p.PullRequest = pr
+	}
 	switch {
+	case p.PullRequest != nil:
 	case push.Branch != "":
 		p.Branch = push.Branch
 		p.Force = push.Branch != ref.Branch
 	case push.Refspec == "":
 		p.Branch = ref.Branch
 	}
-	if p.Branch == "" && push.Refspec == "" {
+	if p.PullRequest == nil && p.Branch == "" && push.Refspec == "" {
 		return fail("nothing to push to: set checkout.ref.branch, push.branch or push.refspec")
 	}
 	if p.Branch != "" && !validRefName("refs/heads/"+p.Branch) {
@@ -119,6 +142,37 @@ func NewPlan(spec *updatev1.UpdateJobSpec) (*Plan, error) {
 		p.Policies[s.Policy] = setters.Image{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
 	}
 	return p, nil
+}
+
+func newPullRequestPlan(spec *updatev1.UpdateJobSpec, pr *updatev1.PullRequestSpec) (*PullRequestPlan, error) {
+	base := pr.Base
+	if base == "" {
+		base = spec.Checkout.Reference.Branch
+	}
+	if base == "" {
+		return nil, errors.New("base is needed when the checkout ref is not a branch")
+	}
+	if !validRefName("refs/heads/" + base) {
+		return nil, fmt.Errorf("base %q is not a valid branch name", base)
+	}
+	ep, err := forge.Resolve(spec.Repository.URL, forge.Provider(pr.Provider), pr.APIURL)
+	if err != nil {
+		return nil, err
+	}
+	values := spec.Commit.MessageTemplateValues
+	for _, t := range []struct {
+		tmpl commitmsg.Template
+		text string
+	}{
+		{commitmsg.PullRequestBranch, pr.BranchTemplate},
+		{commitmsg.PullRequestTitle, pr.TitleTemplate},
+		{commitmsg.PullRequestBody, pr.BodyTemplate},
+	} {
+		if err := t.tmpl.Validate(t.text, values); err != nil {
+			return nil, err
+		}
+	}
+	return &PullRequestPlan{Spec: pr, Base: base, Endpoint: ep}, nil
 }
 
 // parseRefspec reads [+]SRC:DST. The commit exists only in the job, so the
@@ -174,6 +228,11 @@ type Input struct {
 	OnPushRetry func()
 	// PushRetries bounds non-fast-forward retries; 0 means DefaultPushRetries.
 	PushRetries int
+	// Forge keeps the pull request of a Plan with PullRequest.
+	Forge forge.Client
+	// Job names the job, whose name is the head branch of a job no
+	// automation made.
+	Job types.NamespacedName
 }
 
 // Output is what an attempt did. Commit is empty when nothing changed.
@@ -187,6 +246,12 @@ type Output struct {
 	// were still updated.
 	Problems []string
 	Retries  int
+	// PullRequest is the request opened, updated, found up to date or
+	// closed.
+	PullRequest *updatev1.PullRequestStatus
+	// Warnings are what failed on the request after the update was made
+	// (labels, reviewers, auto-merge, an edit of its text).
+	Warnings []string
 }
 
 // Run carries out the job against the mirror of its repository.
@@ -208,8 +273,16 @@ func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 			return nil, err
 		}
 		commit, err := in.update(mirror, oid, out)
-		if err != nil || commit == nil {
+		if err != nil {
 			return out, err
+		}
+		if in.Plan.PullRequest != nil {
+			// The head branch is the job's own and force-pushed: no
+			// race to retry.
+			return in.propose(ctx, mirror, oid, commit, out)
+		}
+		if commit == nil {
+			return out, nil
 		}
 		if in.BeforePush != nil {
 			if err := in.BeforePush(ctx); err != nil {

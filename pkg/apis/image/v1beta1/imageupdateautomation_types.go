@@ -141,6 +141,11 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	LastJob *UpdateJobReference `json:"lastJob,omitempty"`
 
+	// LastPullRequest is the pull request the last job that proposed,
+	// updated or closed one left (spec.git.push.pullRequest).
+	// +optional
+	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
+
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -188,6 +193,7 @@ const MaxLastJobPolicies = 20
 // +kubebuilder:resource:shortName=iua,categories=image-toolkit
 // +kubebuilder:printcolumn:name="Last run",type=date,JSONPath=`.status.lastAutomationRunTime`
 // +kubebuilder:printcolumn:name="Last push",type=string,JSONPath=`.status.lastPushCommit`,priority=1
+// +kubebuilder:printcolumn:name="Pull request",type=string,JSONPath=`.status.lastPullRequest.url`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

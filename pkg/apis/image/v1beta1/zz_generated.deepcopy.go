@@ -513,6 +513,11 @@ func (in *ImageUpdateAutomationStatus) DeepCopyInto(out *ImageUpdateAutomationSt
 		*out = new(UpdateJobReference)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.LastPullRequest != nil {
+		in, out := &in.LastPullRequest, &out.LastPullRequest
+		*out = new(updatev1beta1.PullRequestStatus)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

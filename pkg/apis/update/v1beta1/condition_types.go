@@ -12,4 +12,10 @@ const (
 	DeadlineExceededReason = "DeadlineExceeded"
 	// ClaimedReason: a runner claimed the job and is working on it.
 	ClaimedReason = "Claimed"
+	// PullRequestFailedReason: the forge refused a pull request call; the
+	// message says what it answered.
+	PullRequestFailedReason = "PullRequestFailed"
+	// RateLimitedReason: the forge's rate limit was exhausted for longer
+	// than a request waits; the job retries after the reset.
+	RateLimitedReason = "RateLimited"
 )

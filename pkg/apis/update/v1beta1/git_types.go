@@ -133,6 +133,7 @@ type SigningKey struct {
 }
 
 // PushSpec says where to push the commit.
+// +kubebuilder:validation:XValidation:rule="!has(self.pullRequest) || (!has(self.branch) && !has(self.refspec))",message="push.pullRequest pushes to its own head branch (pullRequest.branchTemplate): push.branch and push.refspec cannot be set with it"
 type PushSpec struct {
 	// Branch to push to; defaults to the checkout branch. When it differs from
 	// the checkout branch, it is force-pushed as the checkout revision plus
@@ -150,4 +151,99 @@ type PushSpec struct {
 	// Options are git push options (-o key=value).
 	// +optional
 	Options map[string]string `json:"options,omitempty"`
+
+	// PullRequest proposes the change as a pull (merge) request instead of
+	// pushing it to the checkout branch: the commit goes to a head branch
+	// of its own, rebuilt from the base at every update, and one request
+	// per head branch is opened and kept up to date.
+	// +optional
+	PullRequest *PullRequestSpec `json:"pullRequest,omitempty"`
+}
+
+// ForgeProvider names a forge's API.
+// +kubebuilder:validation:Enum=github;gitlab;gitea
+type ForgeProvider string
+
+// MergeMethod is how an auto-merged request is merged.
+// +kubebuilder:validation:Enum=merge;squash;rebase
+type MergeMethod string
+
+// PullRequestSpec says how to propose an update as a pull request.
+type PullRequestSpec struct {
+	// Provider of the forge: github, gitlab or gitea (which covers
+	// Forgejo). When empty it is told from the repository's host:
+	// github.com or a host with "github" in its name, gitlab.com or
+	// "gitlab", codeberg.org or "gitea" or "forgejo".
+	// +optional
+	Provider ForgeProvider `json:"provider,omitempty"`
+
+	// APIURL is the forge API's base URL, e.g. https://github.example.com/api/v3/.
+	// When empty it is derived from the repository URL: https://api.github.com/
+	// for github.com, https://HOST/api/v3/ for other GitHub hosts,
+	// https://HOST/ for GitLab and Gitea (http:// when the repository URL
+	// is http://).
+	// +kubebuilder:validation:Pattern="^https?://.*$"
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	APIURL string `json:"apiURL,omitempty"`
+
+	// SecretRef names a Secret in the same namespace whose key token holds
+	// the API token. When empty, the repository's Secret is used: its
+	// bearerToken, else its password.
+	// +optional
+	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Base is the branch the request merges into; defaults to the checkout
+	// branch. The update is always made on the checkout revision.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Base string `json:"base,omitempty"`
+
+	// BranchTemplate is a Go template for the head branch, with the data of
+	// commit messages. One head branch is one update stream with at most
+	// one open request. The default is
+	// image-toolkit/<namespace>-<automation> for an automation's jobs, and
+	// image-toolkit/<namespace>-<job> for other jobs.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	BranchTemplate string `json:"branchTemplate,omitempty"`
+
+	// TitleTemplate is a Go template for the request's title, with the
+	// data of commit messages; the default names the images and tags.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	TitleTemplate string `json:"titleTemplate,omitempty"`
+
+	// BodyTemplate is a Go template for the request's description, with the
+	// data of commit messages; the default is a table of the changes.
+	// +kubebuilder:validation:MaxLength=16384
+	// +optional
+	BodyTemplate string `json:"bodyTemplate,omitempty"`
+
+	// Labels are put on a new request.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Labels []string `json:"labels,omitempty"`
+
+	// Reviewers are user names asked to review a new request (on GitHub,
+	// ORG/TEAM asks a team).
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Reviewers []string `json:"reviewers,omitempty"`
+
+	// Assignees are user names a new request is assigned to.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Assignees []string `json:"assignees,omitempty"`
+
+	// Draft opens requests as drafts.
+	// +optional
+	Draft bool `json:"draft,omitempty"`
+
+	// AutoMerge asks the forge to merge a new request, with this method,
+	// once its checks pass (GitHub's auto-merge, GitLab's merge when the
+	// pipeline succeeds, Gitea's merge when checks succeed). Unset: a
+	// person merges.
+	// +optional
+	AutoMerge MergeMethod `json:"autoMerge,omitempty"`
 }

@@ -11,7 +11,7 @@ const UpdateJobKind = "UpdateJob"
 
 // UpdateJobSpec is a one-off update of a git repository: check out a ref, run
 // the image setters, commit and push. It is immutable once created.
-// +kubebuilder:validation:XValidation:rule="has(self.checkout.ref.branch) || (has(self.push) && (has(self.push.branch) || has(self.push.refspec)))",message="a job that does not check out a branch needs push.branch or push.refspec"
+// +kubebuilder:validation:XValidation:rule="has(self.checkout.ref.branch) || (has(self.push) && (has(self.push.branch) || has(self.push.refspec) || (has(self.push.pullRequest) && has(self.push.pullRequest.base))))",message="a job that does not check out a branch needs push.branch, push.refspec or push.pullRequest.base"
 type UpdateJobSpec struct {
 	// Repository to update.
 	// +required
@@ -112,9 +112,12 @@ const (
 	UpdateJobPending UpdateJobPhase = "Pending"
 	// UpdateJobRunning is claimed by the runner in status.runner.
 	UpdateJobRunning UpdateJobPhase = "Running"
-	// UpdateJobSucceeded pushed a commit.
+	// UpdateJobSucceeded pushed a commit; with a pull request, opened or
+	// updated the request.
 	UpdateJobSucceeded UpdateJobPhase = "Succeeded"
-	// UpdateJobNoChange found nothing to change, and pushed nothing.
+	// UpdateJobNoChange found nothing to change, and pushed nothing; with a
+	// pull request, the request was already up to date, or the base had
+	// the change (an open request is then closed).
 	UpdateJobNoChange UpdateJobPhase = "NoChange"
 	// UpdateJobFailed gave up; see the conditions.
 	UpdateJobFailed UpdateJobPhase = "Failed"
@@ -169,6 +172,11 @@ type UpdateJobStatus struct {
 	// +optional
 	Result *UpdateResult `json:"result,omitempty"`
 
+	// PullRequest is the request the job opened, updated or closed, with
+	// spec.push.pullRequest.
+	// +optional
+	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
+
 	// Conditions hold Ready, Reconciling and Stalled.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
@@ -177,6 +185,46 @@ type UpdateJobStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
+
+// PullRequestState is the state of a pull request.
+// +kubebuilder:validation:Enum=open;closed;merged
+type PullRequestState string
+
+const (
+	PullRequestOpen   PullRequestState = "open"
+	PullRequestClosed PullRequestState = "closed"
+	PullRequestMerged PullRequestState = "merged"
+)
+
+// PullRequestStatus is a pull (merge) request as a job left it.
+type PullRequestStatus struct {
+	// URL is the request's web page.
+	URL string `json:"url"`
+	// Number of the request in its repository (GitLab's IID).
+	Number int `json:"number"`
+	// State of the request when the job finished.
+	State PullRequestState `json:"state"`
+	// HeadBranch is the branch the request merges from.
+	HeadBranch string `json:"headBranch"`
+	// HeadCommit is the head branch's commit.
+	// +optional
+	HeadCommit string `json:"headCommit,omitempty"`
+	// Action is what the job did: opened, updated (new commit or
+	// description), unchanged (already up to date) or closed (the base has
+	// the change).
+	// +kubebuilder:validation:Enum=opened;updated;unchanged;closed
+	Action PullRequestAction `json:"action"`
+}
+
+// PullRequestAction is what a job did to its request.
+type PullRequestAction string
+
+const (
+	PullRequestOpened    PullRequestAction = "opened"
+	PullRequestUpdated   PullRequestAction = "updated"
+	PullRequestUnchanged PullRequestAction = "unchanged"
+	PullRequestClosedNow PullRequestAction = "closed"
+)
 
 // Bounds of the marker summary in an UpdateJob's status.result: the
 // counts stay exact, the lists are cut.
@@ -269,6 +317,7 @@ type Change struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
 // +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.pushedCommit`
+// +kubebuilder:printcolumn:name="Pull request",type=string,JSONPath=`.status.pullRequest.url`,priority=1
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
