@@ -115,7 +115,20 @@ func TestValidationRejects(t *testing.T) {
 		}, "ref must set one of branch, tag, semver, name or commit"},
 		{"tag checkout with nowhere to push", func(j *updatev1.UpdateJob) {
 			j.Spec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1.0.0"}
-		}, "a job that does not check out a branch needs push.branch or push.refspec"},
+		}, "a job that does not check out a branch needs push.branch, push.refspec or push.pullRequest.base"},
+		{"tag checkout, pull request without a base", func(j *updatev1.UpdateJob) {
+			j.Spec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1.0.0"}
+			j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{}}
+		}, "needs push.branch, push.refspec or push.pullRequest.base"},
+		{"pull request with a push branch", func(j *updatev1.UpdateJob) {
+			j.Spec.Push = &updatev1.PushSpec{Branch: "auto", PullRequest: &updatev1.PullRequestSpec{}}
+		}, "push.branch and push.refspec cannot be set with it"},
+		{"unknown forge", func(j *updatev1.UpdateJob) {
+			j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{Provider: "bitbucket"}}
+		}, "spec.push.pullRequest.provider"},
+		{"unknown merge method", func(j *updatev1.UpdateJob) {
+			j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{AutoMerge: "fast-forward"}}
+		}, "spec.push.pullRequest.autoMerge"},
 		{"escaping path", func(j *updatev1.UpdateJob) {
 			j.Spec.Update.Path = "../outside"
 		}, "path must be relative and stay inside the repository"},
@@ -151,13 +164,19 @@ func TestValidationRejects(t *testing.T) {
 	}
 }
 
-// A tag checkout is fine when the job says where to push.
+// A tag checkout is fine when the job says where to push, or which branch
+// its pull request merges into.
 func TestTagCheckoutWithPushBranch(t *testing.T) {
-	j := job(env.Namespace(t), "tag", func(j *updatev1.UpdateJob) {
-		j.Spec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1.0.0"}
-		j.Spec.Push = &updatev1.PushSpec{Branch: "release-1.0"}
-	})
-	if err := env.Client.Create(context.Background(), j); err != nil {
-		t.Fatal(err)
+	for name, push := range map[string]*updatev1.PushSpec{
+		"tag":    {Branch: "release-1.0"},
+		"tag-pr": {PullRequest: &updatev1.PullRequestSpec{Base: "release-1.0"}},
+	} {
+		j := job(env.Namespace(t), name, func(j *updatev1.UpdateJob) {
+			j.Spec.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1.0.0"}
+			j.Spec.Push = push
+		})
+		if err := env.Client.Create(context.Background(), j); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -87,9 +87,33 @@ func TestNewPlan(t *testing.T) {
 			s.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1"}
 		}, err: "nothing to push to"},
 	}
+	pr := func(p updatev1.PullRequestSpec) func(s *updatev1.UpdateJobSpec) {
+		return func(s *updatev1.UpdateJobSpec) { s.Push = &updatev1.PushSpec{PullRequest: &p} }
+	}
+	tests = append(tests, []struct {
+		name   string
+		mutate func(*updatev1.UpdateJobSpec)
+		want   Plan
+		err    string
+	}{
+		{name: "pull request pushes no branch", mutate: pr(updatev1.PullRequestSpec{Provider: "gitea"}), want: Plan{}},
+		{name: "pull request with a push branch", mutate: func(s *updatev1.UpdateJobSpec) {
+			s.Push = &updatev1.PushSpec{Branch: "x", PullRequest: &updatev1.PullRequestSpec{Provider: "gitea"}}
+		}, err: "cannot be set with it"},
+		{name: "pull request on an unknown forge", mutate: pr(updatev1.PullRequestSpec{}), err: "cannot tell which forge example.com is"},
+		{name: "pull request from a tag without base", mutate: func(s *updatev1.UpdateJobSpec) {
+			s.Checkout.Reference = updatev1.GitRepositoryRef{Tag: "v1"}
+			s.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{Provider: "gitea"}}
+		}, err: "base is needed"},
+		{name: "pull request with a bad base", mutate: pr(updatev1.PullRequestSpec{Provider: "gitea", Base: "a..b"}), err: "not a valid branch name"},
+		{name: "pull request with a bad title template", mutate: pr(updatev1.PullRequestSpec{Provider: "gitea", TitleTemplate: "{{ .Nope }}"}),
+			err: ".Nope, which does not exist"},
+		{name: "pull request with a two-line title", mutate: pr(updatev1.PullRequestSpec{Provider: "gitea", TitleTemplate: "a\nb"}),
+			err: "more than one line"},
+	}...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewPlan(spec("http://example.com/r.git", tt.mutate))
+			p, err := NewPlan(spec("http://example.com/org/r.git", tt.mutate))
 			if tt.err != "" {
 				var e *conditions.Failure
 				if err == nil || !strings.Contains(err.Error(), tt.err) || !errors.As(err, &e) ||
