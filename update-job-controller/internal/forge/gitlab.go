@@ -1,11 +1,471 @@
 package forge
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	gitlab "gitlab.com/gitlab-org/api/client-go"
 )
 
-// Placeholder until the GitLab adapter lands (being written now).
+// gitLab keeps merge requests of one GitLab project. The project is named
+// by its full path (group/subgroup/project), which the API takes in place
+// of the numeric ID, so no call is spent looking the ID up.
+type gitLab struct {
+	api     *gitlab.Client
+	project string
+	token   string
+}
+
 func newGitLab(opts Options, hc *http.Client) (Client, error) {
-	return nil, errors.New("gitlab: not written yet")
+	base, err := gitLabBaseURL(opts.APIURL)
+	if err != nil {
+		return nil, err
+	}
+	api, err := gitlab.NewClient(opts.Token,
+		gitlab.WithBaseURL(base),
+		gitlab.WithHTTPClient(keepGitLabAnswers(hc)),
+		// The transport of forge.go is the one place rate limits are
+		// waited out, the same way for every forge; the library's own
+		// retries (of 429s and 5xx, up to five) would repeat what the
+		// transport chose to hand back, and they resend a POST answered
+		// 5xx, which a proxy can answer after GitLab made the request.
+		gitlab.WithoutRetries(),
+		// The library would also pace calls by the RateLimit-Limit of the
+		// first response; a job makes a handful of calls, and a limit that
+		// is reached is the transport's to wait out.
+		gitlab.WithCustomLimiter(gitLabNoPacing{}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("gitlab: %w", err)
+	}
+	return &gitLab{api: api, project: opts.Repository, token: opts.Token}, nil
+}
+
+// gitLabBaseURL is the REST API's root under the instance's URL (which
+// may itself be under a path, https://host/gitlab/).
+func gitLabBaseURL(apiURL string) (string, error) {
+	u, err := url.Parse(apiURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", fmt.Errorf("gitlab: API URL %s is not an http(s) URL", redact(apiURL))
+	}
+	return strings.TrimSuffix(apiURL, "/") + "/api/v4", nil
+}
+
+// gitLabNoPacing is a limiter that never waits.
+type gitLabNoPacing struct{}
+
+func (gitLabNoPacing) Wait(context.Context) error { return nil }
+
+func (g *gitLab) FindOpen(ctx context.Context, head, base string) (*Request, error) {
+	opt := &gitlab.ListProjectMergeRequestsOptions{
+		// GitLab allows one open merge request per source and target
+		// branch of a project, so one page is plenty even with forks'.
+		ListOptions:  gitlab.ListOptions{PerPage: 100},
+		State:        gitlab.Ptr("opened"),
+		SourceBranch: gitlab.Ptr(head),
+		TargetBranch: gitlab.Ptr(base),
+	}
+	var mrs []*gitlab.BasicMergeRequest
+	err := g.call(ctx, fmt.Sprintf("finding the open merge request from %s into %s", head, base),
+		func(o gitlab.RequestOptionFunc) (resp *gitlab.Response, err error) {
+			mrs, resp, err = g.api.MergeRequests.ListProjectMergeRequests(g.project, opt, o)
+			return resp, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	for _, mr := range mrs {
+		// A fork's merge request from a branch of the same name targets
+		// this project too; it is someone else's, not the job's.
+		if mr != nil && (mr.SourceProjectID == 0 || mr.SourceProjectID == mr.TargetProjectID) {
+			return gitLabRequest(mr, false), nil
+		}
+	}
+	return nil, nil
+}
+
+func (g *gitLab) Create(ctx context.Context, req NewRequest) (*Request, error) {
+	// Names are resolved before anything is created, so that a misspelt
+	// name leaves no merge request behind.
+	ids := map[string]int64{}
+	assignees, err := g.userIDs(ctx, "assignee", req.Assignees, ids)
+	if err != nil {
+		return nil, err
+	}
+	reviewers, err := g.userIDs(ctx, "reviewer", req.Reviewers, ids)
+	if err != nil {
+		return nil, err
+	}
+	opt := &gitlab.CreateMergeRequestOptions{
+		Title:              gitlab.Ptr(gitLabTitle(req.Title, req.Draft)),
+		Description:        gitlab.Ptr(req.Body),
+		SourceBranch:       gitlab.Ptr(req.Head),
+		TargetBranch:       gitlab.Ptr(req.Base),
+		RemoveSourceBranch: gitlab.Ptr(true),
+	}
+	if len(req.Labels) > 0 {
+		opt.Labels = gitlab.Ptr(gitlab.LabelOptions(req.Labels))
+	}
+	if len(assignees) > 0 {
+		opt.AssigneeIDs = &assignees
+	}
+	if len(reviewers) > 0 {
+		opt.ReviewerIDs = &reviewers
+	}
+	if req.AutoMerge == Squash {
+		opt.Squash = gitlab.Ptr(true)
+	}
+	var mr *gitlab.MergeRequest
+	err = g.call(ctx, "creating the merge request", func(o gitlab.RequestOptionFunc) (resp *gitlab.Response, err error) {
+		mr, resp, err = g.api.MergeRequests.CreateMergeRequest(g.project, opt, o)
+		return resp, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	created := gitLabMergeRequest(mr)
+	if req.AutoMerge == "" {
+		return created, nil
+	}
+	return created, g.autoMerge(ctx, created, req.AutoMerge)
+}
+
+// userIDs resolves user names to IDs, which is what GitLab takes for
+// assignees and reviewers. known saves a second look-up of a name that is
+// both an assignee and a reviewer.
+func (g *gitLab) userIDs(ctx context.Context, role string, names []string, known map[string]int64) ([]int64, error) {
+	var ids []int64
+	for _, name := range names {
+		name = strings.TrimPrefix(strings.TrimSpace(name), "@")
+		if name == "" {
+			continue
+		}
+		id, ok := known[strings.ToLower(name)]
+		if !ok {
+			var err error
+			if id, err = g.userID(ctx, role, name); err != nil {
+				return nil, err
+			}
+			known[strings.ToLower(name)] = id
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (g *gitLab) userID(ctx context.Context, role, name string) (int64, error) {
+	op := fmt.Sprintf("looking up the %s %q", role, name)
+	var users []*gitlab.User
+	err := g.call(ctx, op, func(o gitlab.RequestOptionFunc) (resp *gitlab.Response, err error) {
+		users, resp, err = g.api.Users.ListUsers(&gitlab.ListUsersOptions{Username: gitlab.Ptr(name)}, o)
+		return resp, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The name is compared, not trusted to the filter: an instance that
+	// ignored it would answer with a page of other users.
+	for _, u := range users {
+		if u != nil && strings.EqualFold(u.Username, name) {
+			return u.ID, nil
+		}
+	}
+	return 0, &Error{Provider: GitLab, Op: op, Message: "GitLab has no user of that name"}
+}
+
+// autoMerge asks GitLab to merge the request when its pipeline succeeds
+// (auto-merge). GitLab has no rebase merge per request (rebasing is the
+// project's merge method, fast-forward), so Rebase is a plain Merge here.
+// The head commit is sent so that only the commit the job pushed is
+// merged. Projects should require pipelines to succeed: without that
+// setting, GitLab merges at once a request whose pipeline has not been
+// created yet.
+func (g *gitLab) autoMerge(ctx context.Context, mr *Request, method MergeMethod) error {
+	opt := &gitlab.AcceptMergeRequestOptions{
+		// merge_when_pipeline_succeeds is what every GitLab version
+		// knows; auto_merge is its name since 17.11, sent too so that
+		// the call outlives the old name. Either is enough.
+		MergeWhenPipelineSucceeds: gitlab.Ptr(true),
+		AutoMerge:                 gitlab.Ptr(true),
+	}
+	if method == Squash {
+		opt.Squash = gitlab.Ptr(true)
+	}
+	if mr.HeadCommit != "" {
+		opt.SHA = gitlab.Ptr(mr.HeadCommit)
+	}
+	op := fmt.Sprintf("enabling auto-merge of merge request !%d", mr.Number)
+	err := g.call(ctx, op, func(o gitlab.RequestOptionFunc) (*gitlab.Response, error) {
+		_, resp, err := g.api.MergeRequests.AcceptMergeRequest(g.project, int64(mr.Number), opt, o)
+		return resp, err
+	})
+	var e *Error
+	if errors.As(err, &e) && gitLabRefusedMerge(e.StatusCode) {
+		// The request is open and fine; only the automation of its
+		// merge is missing, which a person can still do.
+		e.Op = fmt.Sprintf("auto-merge could not be enabled on merge request !%d (it stays open, to merge by hand)", mr.Number)
+	}
+	return err
+}
+
+// gitLabRefusedMerge tells the answers of a merge request GitLab will not
+// set to merge: 405 (draft, closed, no pipeline, checks pending), 406
+// (conflicts, on older versions), 409 (the head moved on), 422 (not
+// mergeable).
+func gitLabRefusedMerge(status int) bool {
+	switch status {
+	case http.StatusMethodNotAllowed, http.StatusNotAcceptable, http.StatusConflict, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
+func (g *gitLab) Edit(ctx context.Context, current *Request, title, body string) (*Request, error) {
+	if current == nil {
+		return nil, errors.New("gitlab: editing a merge request: no merge request given")
+	}
+	opt := &gitlab.UpdateMergeRequestOptions{
+		Title:       gitlab.Ptr(keepDraftPrefix(current, title)),
+		Description: gitlab.Ptr(body),
+	}
+	var mr *gitlab.MergeRequest
+	err := g.call(ctx, fmt.Sprintf("editing merge request !%d", current.Number),
+		func(o gitlab.RequestOptionFunc) (resp *gitlab.Response, err error) {
+			mr, resp, err = g.api.MergeRequests.UpdateMergeRequest(g.project, int64(current.Number), opt, o)
+			return resp, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return gitLabMergeRequest(mr), nil
+}
+
+func (g *gitLab) Close(ctx context.Context, current *Request, comment string) error {
+	if current == nil {
+		return errors.New("gitlab: closing a merge request: no merge request given")
+	}
+	iid := int64(current.Number)
+	if strings.TrimSpace(comment) != "" {
+		err := g.call(ctx, fmt.Sprintf("commenting on merge request !%d", current.Number),
+			func(o gitlab.RequestOptionFunc) (*gitlab.Response, error) {
+				_, resp, err := g.api.Notes.CreateMergeRequestNote(g.project, iid,
+					&gitlab.CreateMergeRequestNoteOptions{Body: gitlab.Ptr(comment)}, o)
+				return resp, err
+			})
+		if err != nil {
+			return err
+		}
+	}
+	return g.call(ctx, fmt.Sprintf("closing merge request !%d", current.Number),
+		func(o gitlab.RequestOptionFunc) (*gitlab.Response, error) {
+			_, resp, err := g.api.MergeRequests.UpdateMergeRequest(g.project, iid,
+				&gitlab.UpdateMergeRequestOptions{StateEvent: gitlab.Ptr("close")}, o)
+			return resp, err
+		})
+}
+
+// call runs one library call with ctx and turns its failure into an
+// Error that says what GitLab answered.
+func (g *gitLab) call(ctx context.Context, op string, fn func(gitlab.RequestOptionFunc) (*gitlab.Response, error)) error {
+	answer := &gitLabAnswer{}
+	resp, err := fn(gitlab.WithContext(context.WithValue(ctx, gitLabAnswerKey{}, answer)))
+	if err == nil {
+		return nil
+	}
+	if msg := gitLabMessage(answer.body); msg != "" {
+		err = errors.New(msg)
+	}
+	return NewError(GitLab, op, gitLabHTTPResponse(resp), err, g.token)
+}
+
+func gitLabHTTPResponse(resp *gitlab.Response) *http.Response {
+	if resp == nil {
+		return nil
+	}
+	return resp.Response
+}
+
+// The library answers a 404 with gitlab.ErrNotFound alone, and quotes
+// other failures with the method and URL around them; what GitLab said
+// ("404 Project Not Found" is not "404 Not found" of a merge request) is
+// in the body, which the library has consumed by the time it returns. So
+// the transport keeps the body of a failed call for the call that asked,
+// through the request's context.
+type (
+	gitLabAnswerKey struct{}
+	gitLabAnswer    struct{ body []byte }
+	gitLabAnswers   struct{ next http.RoundTripper }
+)
+
+// maxGitLabAnswer bounds the body kept: GitLab's error bodies are short,
+// and a proxy's error page need not be kept whole.
+const maxGitLabAnswer = 64 << 10
+
+func keepGitLabAnswers(hc *http.Client) *http.Client {
+	c := &http.Client{}
+	if hc != nil {
+		*c = *hc
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = gitLabAnswers{next: next}
+	return c
+}
+
+func (t gitLabAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	answer, ok := req.Context().Value(gitLabAnswerKey{}).(*gitLabAnswer)
+	if err != nil || !ok || resp.StatusCode < http.StatusBadRequest {
+		return resp, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxGitLabAnswer))
+	resp.Body.Close()
+	answer.body = body
+	// The library reads the body again for its own error.
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// gitLabMessage is what a GitLab error body says: {"message": "404
+// Project Not Found"}, {"message": {"title": ["can't be blank"]}},
+// {"message": ["..."]} or OAuth's {"error": ..., "error_description":
+// ...}; a plain text body (a rate limit's "Retry later") as it is; and of
+// an HTML page, from a proxy or a URL that is not the API, only that it is
+// one. Empty when there is no body.
+func gitLabMessage(body []byte) string {
+	text := strings.TrimSpace(string(body))
+	if text == "" {
+		return ""
+	}
+	var v struct {
+		Message          any    `json:"message"`
+		Error            string `json:"error"`
+		ErrorDescription string `json:"error_description"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		if strings.HasPrefix(text, "<") {
+			return "an HTML page, not the API's JSON"
+		}
+		return text
+	}
+	if msg := flattenGitLabMessage(v.Message); msg != "" {
+		return msg
+	}
+	if v.ErrorDescription != "" {
+		return strings.TrimSpace(v.Error + ": " + v.ErrorDescription)
+	}
+	return v.Error
+}
+
+func flattenGitLabMessage(m any) string {
+	switch m := m.(type) {
+	case nil:
+		return ""
+	case string:
+		return m
+	case []any:
+		parts := make([]string, 0, len(m))
+		for _, v := range m {
+			if s := flattenGitLabMessage(v); s != "" {
+				parts = append(parts, s)
+			}
+		}
+		return strings.Join(parts, "; ")
+	case map[string]any:
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			parts = append(parts, k+" "+flattenGitLabMessage(m[k]))
+		}
+		return strings.Join(parts, "; ")
+	}
+	return fmt.Sprint(m)
+}
+
+func gitLabMergeRequest(mr *gitlab.MergeRequest) *Request {
+	if mr == nil {
+		return nil
+	}
+	return gitLabRequest(&mr.BasicMergeRequest, mr.WorkInProgress)
+}
+
+// gitLabRequest maps a merge request. Draft is the draft field, the
+// work_in_progress field of older versions, or the title's prefix, which
+// is what GitLab itself goes by.
+func gitLabRequest(mr *gitlab.BasicMergeRequest, wip bool) *Request {
+	return &Request{
+		Number:     int(mr.IID),
+		URL:        mr.WebURL,
+		State:      gitLabState(mr.State),
+		Title:      mr.Title,
+		Body:       mr.Description,
+		Head:       mr.SourceBranch,
+		Base:       mr.TargetBranch,
+		HeadCommit: mr.SHA,
+		Draft:      mr.Draft || wip || gitLabDraftPrefix(mr.Title) != "",
+	}
+}
+
+func gitLabState(s string) State {
+	switch s {
+	case "opened", "locked": // locked: being merged, still open
+		return Open
+	case "closed":
+		return Closed
+	case "merged":
+		return Merged
+	}
+	return State(s)
+}
+
+// GitLab marks a draft by its title: these prefixes, in any case.
+var gitLabDraftPrefixes = []string{"draft:", "[draft]", "(draft)", "draft -"}
+
+// gitLabDraftPrefix is title's draft prefix with the spaces after it, or
+// "" when title has none.
+func gitLabDraftPrefix(title string) string {
+	for _, p := range gitLabDraftPrefixes {
+		if len(title) >= len(p) && strings.EqualFold(title[:len(p)], p) {
+			rest := strings.TrimLeft(title[len(p):], " ")
+			return title[:len(title)-len(rest)]
+		}
+	}
+	return ""
+}
+
+func gitLabTitle(title string, draft bool) string {
+	if !draft || gitLabDraftPrefix(title) != "" {
+		return title
+	}
+	return "Draft: " + title
+}
+
+// keepDraftPrefix keeps a draft a draft when the job rewrites its title,
+// with the prefix it had. A request a person took out of draft has no
+// prefix to keep, and none is added back.
+func keepDraftPrefix(current *Request, title string) string {
+	if !current.Draft || gitLabDraftPrefix(title) != "" {
+		return title
+	}
+	if p := gitLabDraftPrefix(current.Title); p != "" {
+		if !strings.HasSuffix(p, " ") {
+			p += " "
+		}
+		return p + title
+	}
+	return "Draft: " + title
 }
