@@ -289,7 +289,9 @@ func (e *Error) Error() string {
 func (e *Error) Unauthorized() bool { return e.StatusCode == http.StatusUnauthorized }
 
 // RateLimited reports whether the forge asked to wait.
-func (e *Error) RateLimited() bool { return e.RetryAfter > 0 || e.StatusCode == http.StatusTooManyRequests }
+func (e *Error) RateLimited() bool {
+	return e.RetryAfter > 0 || e.StatusCode == http.StatusTooManyRequests
+}
 
 // NewError makes the Error of a failed call from the library's error and
 // the HTTP response it got, if any. token is scrubbed from the message.
