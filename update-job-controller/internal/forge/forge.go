@@ -257,7 +257,8 @@ type Error struct {
 	Provider Provider
 	// Op says what was being done, e.g. "creating the pull request".
 	Op string
-	// StatusCode is the HTTP status; 0 when no response came.
+	// StatusCode is the HTTP status; 0 when no response came, or when the
+	// refusal came inside a successful response (GitHub's GraphQL errors).
 	StatusCode int
 	// Message is what the forge said (or the transport's error).
 	Message string
