@@ -187,6 +187,7 @@ type gitFlags struct {
 	template                      string
 	values                        []string
 	signingSecret, signingKeyType string
+	pr                            pullRequestFlags
 }
 
 func (g *gitFlags) add(fl *pflag.FlagSet, defaultAuthor bool) {
@@ -212,6 +213,7 @@ func (g *gitFlags) add(fl *pflag.FlagSet, defaultAuthor bool) {
 	fl.StringArrayVar(&g.values, "commit-value", nil, "a template value KEY=VALUE, as .Values.KEY (repeatable)")
 	fl.StringVar(&g.signingSecret, "signing-key-secret", "", "Secret holding the key commits are signed with")
 	fl.StringVar(&g.signingKeyType, "signing-key-type", "", "signing key type: gpg (git.asc) or ssh (identity)")
+	g.pr.add(fl)
 }
 
 func (g *gitFlags) repository() updatev1.GitRepositorySpec {
@@ -232,13 +234,9 @@ func (g *gitFlags) checkout() *updatev1.GitCheckoutSpec {
 
 func (g *gitFlags) commitSpec() (updatev1.CommitSpec, error) {
 	c := updatev1.CommitSpec{Author: updatev1.CommitUser{Name: g.authorName, Email: g.authorEmail}}
-	tmpl := g.template
-	if file, ok := strings.CutPrefix(tmpl, "@"); ok {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return c, usageError{fmt.Errorf("--commit-template: %w", err)}
-		}
-		tmpl = string(b)
+	tmpl, err := readTemplate("--commit-template", g.template)
+	if err != nil {
+		return c, err
 	}
 	c.MessageTemplate = tmpl
 	if len(g.values) > 0 {
@@ -256,8 +254,30 @@ func (g *gitFlags) commitSpec() (updatev1.CommitSpec, error) {
 	return c, nil
 }
 
+// readTemplate is a template flag's value, read from FILE when it is @FILE.
+func readTemplate(flag, value string) (string, error) {
+	file, ok := strings.CutPrefix(value, "@")
+	if !ok {
+		return value, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", usageError{fmt.Errorf("%s: %w", flag, err)}
+	}
+	return string(b), nil
+}
+
 func (g *gitFlags) push() (*updatev1.PushSpec, error) {
-	p := &updatev1.PushSpec{Branch: g.pushBranch, Refspec: g.pushRefspec}
+	pr, err := g.pr.spec()
+	if err != nil {
+		return nil, err
+	}
+	// The API refuses both (a request has a head branch of its own); said
+	// here, --export does not write what it would refuse.
+	if pr != nil && (g.pushBranch != "" || g.pushRefspec != "") {
+		return nil, usageError{fmt.Errorf("%s pushes to a head branch of its own (--pr-branch-template): not with --push-branch or --push-refspec", g.pr.askedBy())}
+	}
+	p := &updatev1.PushSpec{Branch: g.pushBranch, Refspec: g.pushRefspec, PullRequest: pr}
 	if len(g.pushOptions) > 0 {
 		o, err := parseKeyValueList(g.pushOptions)
 		if err != nil {
@@ -265,7 +285,7 @@ func (g *gitFlags) push() (*updatev1.PushSpec, error) {
 		}
 		p.Options = o
 	}
-	if p.Branch == "" && p.Refspec == "" && p.Options == nil {
+	if p.Branch == "" && p.Refspec == "" && p.Options == nil && p.PullRequest == nil {
 		return nil, nil
 	}
 	return p, nil
@@ -283,11 +303,17 @@ func newCreateAutomationCommand(k *kube, f *createFlags) *cobra.Command {
 		Short: "Create or update an ImageUpdateAutomation: keep a git repository's markers up to date",
 		Long: `Create or update an ImageUpdateAutomation. The repository is given either
 directly (--url, --secret, --branch, ...) or as a Flux GitRepository
-(--source NAME or NAMESPACE/NAME), whose URL, credentials and ref are used.`,
+(--source NAME or NAMESPACE/NAME), whose URL, credentials and ref are used.
+
+With --pull-request (or any --pr-* flag) its jobs propose each update as one
+pull (merge) request from a head branch of their own instead of pushing to
+the branch: not with --push-branch or --push-refspec.`,
 		Example: `  tk-image create automation apps --url https://github.com/org/fleet --secret fleet-auth \
     --branch main --path ./clusters/prod --author-email bot@example.com
   tk-image create automation apps --source flux-system/flux-system --author-email bot@example.com \
-    --push-branch image-updates --policy-selector team=web --export`,
+    --push-branch image-updates --policy-selector team=web --export
+  tk-image create automation apps --url https://github.com/org/fleet --secret fleet-auth \
+    --branch main --author-email bot@example.com --pull-request --pr-reviewer org/platform --pr-auto-merge squash`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := imagev1.ImageUpdateAutomationSpec{Interval: metav1.Duration{Duration: interval}}
@@ -328,6 +354,7 @@ directly (--url, --secret, --branch, ...) or as a Flux GitRepository
 	}
 	fl := cmd.Flags()
 	g.add(fl, false)
+	g.pr.complete(cmd)
 	fl.StringVar(&source, "source", "", "a Flux GitRepository: NAME or NAMESPACE/NAME (instead of --url)")
 	fl.StringVar(&path, "path", "", "directory in the repository to update (default: the root)")
 	fl.DurationVar(&interval, "interval", 5*time.Minute, "time between runs")
@@ -342,7 +369,8 @@ func newCreateJobCommand(k *kube, f *createFlags) *cobra.Command {
 		Use:   "job NAME --url URL --set NAMESPACE:NAME=IMAGE:TAG...",
 		Short: "Create an UpdateJob: one update of a git repository",
 		Long: `Create an UpdateJob, which the update-job-controller runs once: check out,
-set the marked values, commit and push. An UpdateJob cannot be changed once
+set the marked values, commit and push (with --pull-request, propose the
+change as a pull request instead). An UpdateJob cannot be changed once
 created. tk-image job run creates one and follows it to the end.`,
 		Example: `  tk-image create job bump-podinfo --url https://github.com/org/fleet --secret fleet-auth \
     --branch main --set apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0 --export`,
@@ -358,6 +386,7 @@ created. tk-image job run creates one and follows it to the end.`,
 		},
 	}
 	j.add(cmd.Flags())
+	j.pr.complete(cmd)
 	return cmd
 }
 

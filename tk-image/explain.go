@@ -324,7 +324,10 @@ type automationExplanation struct {
 	LastRunTime    *metav1.Time       `json:"lastRunTime,omitempty"`
 	LastPushCommit string             `json:"lastPushCommit,omitempty"`
 	LastPushTime   *metav1.Time       `json:"lastPushTime,omitempty"`
-	Ready          *metav1.Condition  `json:"ready,omitempty"`
+	// LastPullRequest is the request the last job that proposed, updated
+	// or closed one left (status.lastPullRequest), as it was then.
+	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
+	Ready           *metav1.Condition           `json:"ready,omitempty"`
 	// InFlightJob is an UpdateJob that has not finished yet.
 	InFlightJob *jobFacts   `json:"inFlightJob,omitempty"`
 	LastJob     *jobFacts   `json:"lastJob,omitempty"`
@@ -409,13 +412,14 @@ func explainAutomation(ctx context.Context, c client.Client, key types.Namespace
 		return nil, err
 	}
 	e := &automationExplanation{
-		Automation:     key.String(),
-		Suspended:      a.Spec.Suspend,
-		LastRunTime:    a.Status.LastAutomationRunTime,
-		LastPushCommit: a.Status.LastPushCommit,
-		LastPushTime:   a.Status.LastPushTime,
-		Ready:          apimeta.FindStatusCondition(a.Status.Conditions, conditions.ReadyCondition),
-		Policies:       []automationPolicy{},
+		Automation:      key.String(),
+		Suspended:       a.Spec.Suspend,
+		LastRunTime:     a.Status.LastAutomationRunTime,
+		LastPushCommit:  a.Status.LastPushCommit,
+		LastPushTime:    a.Status.LastPushTime,
+		LastPullRequest: a.Status.LastPullRequest,
+		Ready:           apimeta.FindStatusCondition(a.Status.Conditions, conditions.ReadyCondition),
+		Policies:        []automationPolicy{},
 	}
 	e.Source = branchHead(ctx, c, a)
 
@@ -743,7 +747,16 @@ func (e *automationExplanation) text(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Last run:\t%s\n", formatTimePtr(e.LastRunTime))
 	if e.LastPushCommit != "" {
-		fmt.Fprintf(w, "Last push:\t%s at %s\n", e.LastPushCommit, formatTimePtr(e.LastPushTime))
+		to := ""
+		// A request's job pushes to the head branch, not the checkout
+		// branch the lines above are about.
+		if pr := e.LastPullRequest; pr != nil && pr.HeadCommit == e.LastPushCommit {
+			to = " to the pull request's head branch"
+		}
+		fmt.Fprintf(w, "Last push:\t%s%s at %s\n", e.LastPushCommit, to, formatTimePtr(e.LastPushTime))
+	}
+	if pr := e.LastPullRequest; pr != nil {
+		writeLastPullRequest(w, pr)
 	}
 	writeCondition(w, "Ready:", e.Ready)
 
@@ -841,6 +854,41 @@ func (e *automationExplanation) text(w io.Writer) {
 			fmt.Fprintf(w, "  - %s\n", p)
 		}
 	}
+}
+
+// writeLastPullRequest writes an automation's last pull request. Its state
+// is the one the job saw: explain asks no forge, so a request merged or
+// closed by hand since still shows open.
+func writeLastPullRequest(w io.Writer, pr *updatev1.PullRequestStatus) {
+	fmt.Fprintf(w, "Last pull request:\t#%d %s\n", pr.Number, pr.URL)
+	state := fmt.Sprintf("%s when its job finished", pr.State)
+	if pr.State == updatev1.PullRequestOpen {
+		// The automation makes no job while the base and the policies
+		// are as they were, so a request closed unmerged since waits.
+		state += " (explain asks no forge; closed unmerged since, it is proposed again only once the base branch or a policy changes)"
+	}
+	fmt.Fprintf(w, "  State:\t%s\n", state)
+	fmt.Fprintf(w, "  Action:\t%s\n", explainPullRequestAction(pr.Action))
+	head := pr.HeadBranch
+	if pr.HeadCommit != "" {
+		head += " at " + shortCommit(pr.HeadCommit)
+	}
+	fmt.Fprintf(w, "  Head branch:\t%s\n", head)
+}
+
+// explainPullRequestAction says what a job did to its request, and why.
+func explainPullRequestAction(a updatev1.PullRequestAction) string {
+	switch a {
+	case updatev1.PullRequestOpened:
+		return "opened"
+	case updatev1.PullRequestUpdated:
+		return "updated: a new commit on the head branch, or a new title or description"
+	case updatev1.PullRequestUnchanged:
+		return "unchanged: it already proposed the policies' values"
+	case updatev1.PullRequestClosedNow:
+		return "closed: the base branch already had the policies' values"
+	}
+	return string(a)
 }
 
 // writeCondition writes a condition as status, reason: message.

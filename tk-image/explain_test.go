@@ -369,6 +369,77 @@ func TestExplain(t *testing.T) {
 			"Branch head: unknown: the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec\n")
 	})
 
+	// An automation that proposes pull requests shows its last one where
+	// it talks about the last run and push: the address, the state its
+	// job saw (and that explain asks no forge), what the job did and the
+	// head branch; -o json has it as status.lastPullRequest has it.
+	t.Run("automation proposing pull requests", func(t *testing.T) {
+		const commit = "abc1234def5678abc1234def5678abc1234def56"
+		tests := []struct {
+			name  string
+			pr    updatev1.PullRequestStatus
+			push  string // status.lastPushCommit: the head branch's
+			ready string
+			wants []string
+		}{
+			{"proposer", updatev1.PullRequestStatus{URL: "https://git.example.com/org/fleet/pulls/3", Number: 3, State: updatev1.PullRequestOpen,
+				HeadBranch: "image-toolkit/apps-proposer", HeadCommit: commit, Action: updatev1.PullRequestOpened},
+				commit, "opened pull request #3 (UpdateJob proposer-0123456789): https://git.example.com/org/fleet/pulls/3", []string{
+					"Last push: " + commit + " to the pull request's head branch at 2026-03-01T11:00:00Z\n",
+					"Last pull request: #3 https://git.example.com/org/fleet/pulls/3\n",
+					"  State: open when its job finished (explain asks no forge; closed unmerged since, it is proposed again only once the base branch or a policy changes)\n",
+					"  Action: opened\n",
+					"  Head branch: image-toolkit/apps-proposer at abc1234\n",
+				}},
+			{"closer", updatev1.PullRequestStatus{URL: "https://git.example.com/org/fleet/pulls/4", Number: 4, State: updatev1.PullRequestClosed,
+				HeadBranch: "image-toolkit/apps-closer", Action: updatev1.PullRequestClosedNow},
+				"", "no change needed at " + head + ": closed pull request #4 (UpdateJob closer-0123456789): https://git.example.com/org/fleet/pulls/4", []string{
+					"Last pull request: #4 https://git.example.com/org/fleet/pulls/4\n",
+					"  State: closed when its job finished\n",
+					"  Action: closed: the base branch already had the policies' values\n",
+					"  Head branch: image-toolkit/apps-closer\n",
+				}},
+		}
+		for _, tt := range tests {
+			a := &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Name: tt.name, Namespace: ns}, Spec: *auto.Spec.DeepCopy()}
+			a.Spec.GitSpec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{Labels: []string{"automated"}}}
+			c.create(t, a, func() {
+				a.Status.LastAutomationRunTime = &finished
+				a.Status.ObservedSourceRevision = head
+				if tt.push != "" {
+					a.Status.LastPushCommit, a.Status.LastPushTime = tt.push, &finished
+				}
+				a.Status.LastPullRequest = tt.pr.DeepCopy()
+				conditions.MarkReady(a, conditions.SucceededReason, "%s", tt.ready)
+			})
+			code, out, errs := c.explain(t, "automation", tt.name, "-n", ns)
+			if code != 0 {
+				t.Fatalf("%s: code %d, stderr %q", tt.name, code, errs)
+			}
+			t.Logf("tk-image explain automation %s:\n%s", tt.name, out)
+			mustContain(t, "explain automation "+tt.name, out, append([]string{"Last run: 2026-03-01T11:00:00Z\n"}, tt.wants...)...)
+			// Where the explanation talks about the last run: before the
+			// policies.
+			if strings.Index(out, "Last pull request:") > strings.Index(out, "Policies (") {
+				t.Errorf("the pull request is not with the last run:\n%s", out)
+			}
+
+			code, out, _ = c.explain(t, "automation", tt.name, "-n", ns, "-o", "json")
+			var got struct {
+				LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest"`
+			}
+			if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.LastPullRequest == nil || *got.LastPullRequest != tt.pr {
+				t.Errorf("%s -o json: code %d, %v, lastPullRequest %+v:\n%s", tt.name, code, err, got.LastPullRequest, out)
+			}
+		}
+
+		// Without one, nothing is said about pull requests.
+		_, out, _ := c.explain(t, "automation", "fleet", "-n", ns)
+		if strings.Contains(out, "pull request") {
+			t.Errorf("an automation that never proposed a request mentions one:\n%s", out)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		code, _, errs := c.explain(t, "policy", "missing", "-n", ns)
 		if code != 1 || !strings.Contains(errs, `imagepolicies.image.toolkit.dev "missing" not found`) {

@@ -106,15 +106,22 @@ pushed commit and what changed (file, object, old -> new value). The
 update-job-controller in the cluster does the work, with the credentials
 in --secret. Without NAME the job gets a generated name.
 
+With --pull-request (or any --pr-* flag) the job proposes the change as a
+pull (merge) request from a head branch of its own instead of pushing to
+the branch, and a line says what it did to the request (opened, updated,
+unchanged or closed) with its address, head branch and commit.
+
 With --from-automation, ask the automation to run now (a reconcile request)
 and follow the UpdateJob it creates; when nothing changed since its last
 run it creates none, and that is reported.
 
-Exit status: 0 when the job pushed a commit or found nothing to change, 1
-when it failed or did not finish within --timeout (it keeps running in the
-cluster), 2 for bad arguments.`,
+Exit status: 0 when the job pushed a commit, proposed it, or found nothing
+to change, 1 when it failed or did not finish within --timeout (it keeps
+running in the cluster), 2 for bad arguments.`,
 		Example: `  tk-image job run --url https://github.com/org/fleet --secret fleet-auth --branch main \
     --path clusters/prod --set apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
+  tk-image job run --url https://github.com/org/fleet --secret fleet-auth --branch main \
+    --set apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0 --pull-request --pr-label automated
   tk-image job run --from-automation apps -n flux-system`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -122,6 +129,11 @@ cluster), 2 for bad arguments.`,
 			if fromAutomation != "" {
 				if len(args) > 0 || j.url != "" || len(j.set) > 0 {
 					return usageError{errors.New("--from-automation takes no NAME, --url or --set: the automation says what to run")}
+				}
+				// Asking for a request that the automation would not make
+				// could push straight to its branch instead: refuse it.
+				if by := j.pr.askedBy(); by != "" {
+					return usageError{fmt.Errorf("--from-automation takes no %s: the automation's spec.git.push.pullRequest says whether it proposes a pull request", by)}
 				}
 				return runAutomation(cmd.Context(), k, fromAutomation, f.waitFlags, out)
 			}
@@ -139,6 +151,7 @@ cluster), 2 for bad arguments.`,
 		},
 	}
 	j.add(cmd.Flags())
+	j.pr.complete(cmd)
 	cmd.Flags().StringArrayVar(&f.labels, "label", nil, "a label KEY=VALUE to set on the job (repeatable)")
 	cmd.Flags().StringVar(&fromAutomation, "from-automation", "", "run this ImageUpdateAutomation's job now")
 	// A job clones, updates and pushes: longer than a reconcile.
@@ -234,19 +247,27 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 	if st.CheckoutRevision != "" {
 		fmt.Fprintf(out, "checked out %s\n", st.CheckoutRevision)
 	}
-	switch st.Phase {
-	case updatev1.UpdateJobFailed:
+	if st.Phase == updatev1.UpdateJobFailed {
 		msg := "no message"
 		if c := apimeta.FindStatusCondition(st.Conditions, conditions.ReadyCondition); c != nil {
 			msg = c.Reason + ": " + c.Message
 		}
 		return fmt.Errorf("UpdateJob %s/%s failed: %s", job.Namespace, job.Name, msg)
-	case updatev1.UpdateJobNoChange:
-		fmt.Fprintln(out, "no change: every marked value already holds its policy's image")
-		return nil
 	}
-	fmt.Fprintf(out, "pushed commit %s to %s\n", st.PushedCommit, strings.Join(st.PushedRefs, ", "))
-	if st.Result != nil {
+	pr := st.PullRequest
+	// A request left unchanged still proposes values the base lacks: the
+	// files do not hold them, so its own line says why nothing changed.
+	if st.Phase == updatev1.UpdateJobNoChange && (pr == nil || pr.Action == updatev1.PullRequestClosedNow) {
+		fmt.Fprintln(out, "no change: every marked value already holds its policy's image")
+	}
+	// A request's job pushes only when its head branch needs a new commit.
+	if st.PushedCommit != "" {
+		fmt.Fprintf(out, "pushed commit %s to %s\n", st.PushedCommit, strings.Join(st.PushedRefs, ", "))
+	}
+	if pr != nil {
+		writePullRequest(out, pr)
+	}
+	if st.Phase == updatev1.UpdateJobSucceeded && st.Result != nil {
 		printResult(out, st.Result)
 	}
 	return nil
