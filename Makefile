@@ -82,8 +82,8 @@ unit: deps testenv build images ## Run every module's tests (unit and envtest) w
 
 test: verify-generate lint build unit ## lint, stale-generation check and all tests.
 
-demo: build testenv ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit.
-	@go run ./tests/cmd/demo --bin $(BIN)
+demo: build testenv ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
+	@go run ./tests/cmd/demo --bin $(BIN) $(DEMO_FLAGS)
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))

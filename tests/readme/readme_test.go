@@ -83,6 +83,7 @@ func TestToolVersions(t *testing.T) {
 		{"etcd", "go.etcd.io/etcd/server/v3", "testenv"},
 		{"helm", "helm.sh/helm/v3", "testenv"},
 		{"kustomize", "sigs.k8s.io/kustomize/kustomize/v5", "testenv"},
+		{"gitea", "code.gitea.io/gitea", "testenv"},
 		{"controller-gen", "sigs.k8s.io/controller-tools", "tools"},
 	} {
 		_, gomod := read(t, "hack", "tools", c.tool, "go.mod")

@@ -199,7 +199,7 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "controller-gen"} {
+	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen"} {
 		for _, f := range []string{"go.mod", "go.sum", "tool.sh"} {
 			b, err := os.ReadFile(filepath.Join(root, "hack", "tools", tool, f))
 			if err != nil {
@@ -209,5 +209,46 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 				t.Errorf("%s/go.sum is empty", tool)
 			}
 		}
+	}
+}
+
+// A tool that reads files of its module at run time (gitea's options/ and
+// templates/) gets them copied into its entry and linked beside the binary;
+// its build tags and cgo setting reach the build; an entry whose data
+// directory is gone is rebuilt, not trusted.
+func TestDataTagsAndCgo(t *testing.T) {
+	e := newToolEnv(t)
+	e.tool("withdata", `if len(os.Args) > 1 && os.Args[1] == "--version" { fmt.Println("withdata " + tagged + " " + cgo); return }`)
+	dir := filepath.Join(e.tools, "withdata")
+	for f, body := range map[string]string{
+		"tool.sh":             "version=$(modversion example.test/pinned)\ncgo=1\ntags=\"special\"\ndata example.test/withdata assets\nbin withdata example.test/withdata/cmd --version\n",
+		"assets/greeting.txt": "hello\n",
+		"cmd/tagged.go":       "//go:build special\n\npackage main\n\nconst tagged = \"tagged\"\n",
+		"cmd/untagged.go":     "//go:build !special\n\npackage main\n\nconst tagged = \"untagged\"\n",
+		"cmd/cgo.go":          "//go:build cgo\n\npackage main\n\nconst cgo = \"cgo\"\n",
+		"cmd/nocgo.go":        "//go:build !cgo\n\npackage main\n\nconst cgo = \"nocgo\"\n",
+	} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, ok := e.run("withdata")
+	if !ok || !strings.Contains(out, "withdata tagged cgo") {
+		t.Fatalf("build (ok=%v):\n%s", ok, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.bindir, "assets", "greeting.txt")); err != nil || string(b) != "hello\n" {
+		t.Errorf("bin/assets/greeting.txt = %q, %v", b, err)
+	}
+	ent := e.entries("withdata")[0]
+	if err := os.RemoveAll(filepath.Join(ent, "assets")); err != nil {
+		t.Fatal(err)
+	}
+	out, ok = e.run("withdata")
+	if !ok || !strings.Contains(out, "is incomplete; rebuilding") {
+		t.Errorf("an entry without its data was trusted (ok=%v):\n%s", ok, out)
 	}
 }
