@@ -3,6 +3,9 @@
 // three controllers, and the charts' sample objects. It prints each step as
 // it happens (scan, policy choice, job, commit and diff), pushes a newer
 // tag and follows it into git again, then stops everything it started.
+// With --pull-request the fleet repository is on a real Gitea (bin/gitea,
+// `make testenv`) and the automation proposes each update as a pull
+// request instead of pushing to main.
 package main
 
 import (
@@ -27,6 +30,7 @@ import (
 func main() {
 	bin := flag.String("bin", "", "directory of the controller binaries (default: bin/ of the workspace)")
 	flag.DurationVar(&timeout, "timeout", 3*time.Minute, "give up after this long")
+	flag.BoolVar(&pullRequest, "pull-request", false, "host the repository on Gitea and propose updates as a pull request")
 	flag.Parse()
 	if err := run(*bin); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -34,7 +38,10 @@ func main() {
 	}
 }
 
-var timeout time.Duration
+var (
+	timeout     time.Duration
+	pullRequest bool
+)
 
 func run(bin string) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -49,7 +56,7 @@ func run(bin string) (err error) {
 	}
 	defer os.RemoveAll(dir)
 
-	env, err := chain.Start(ctx, dir, bin, []string{"6.3.0", "6.4.0", "7.0.0-rc.1"}, step)
+	env, err := chain.StartWith(ctx, dir, bin, []string{"6.3.0", "6.4.0", "7.0.0-rc.1"}, step, chain.Options{Gitea: pullRequest})
 	if err != nil {
 		return err
 	}
@@ -74,8 +81,16 @@ func run(bin string) (err error) {
 	}
 	fmt.Print(indent(show))
 
-	step("applying the charts' samples (ImageRepository, ImagePolicies, ImageUpdateAutomation), pointed at the local registry and git server")
-	samples, err := env.Samples(env.Cluster.Root)
+	sample := "imageupdateautomation.yaml"
+	if pullRequest {
+		sample = "imageupdateautomation-pullrequest.yaml"
+		// The sample puts this label on its requests.
+		if _, err := env.Gitea.CreateLabel(ctx, "fleet", "image-update", "#00aabb"); err != nil {
+			return err
+		}
+	}
+	step("applying the charts' samples (ImageRepository, ImagePolicies, " + sample + "), pointed at the local registry and git server")
+	samples, err := env.Samples(env.Cluster.Root, sample)
 	if err != nil {
 		return err
 	}
@@ -161,6 +176,9 @@ func (d *demo) follow(ctx context.Context, head, tag string) error {
 	if job.Status.Phase != updatev1.UpdateJobSucceeded {
 		return fmt.Errorf("job %s: %s %+v", job.Name, job.Status.Phase, job.Status.Conditions)
 	}
+	if pr := job.Status.PullRequest; pr != nil {
+		return d.showRequest(ctx, pr)
+	}
 
 	if err := d.wait(ctx, "the commit", func() (bool, error) {
 		h := d.env.Head("main")
@@ -173,6 +191,24 @@ func (d *demo) follow(ctx context.Context, head, tag string) error {
 		return err
 	}
 	step("commit: the git server's main branch now has")
+	fmt.Print(indent(out))
+	return nil
+}
+
+// showRequest prints the request the job opened or updated on Gitea, and
+// its diff.
+func (d *demo) showRequest(ctx context.Context, pr *updatev1.PullRequestStatus) error {
+	p, err := d.env.Gitea.GetPull(ctx, "fleet", pr.Number)
+	if err != nil {
+		return err
+	}
+	step(fmt.Sprintf("pull request: #%d %s on Gitea (main untouched): %s", p.Number, pr.Action, p.HTMLURL))
+	fmt.Print(indent(fmt.Sprintf("%s\n\n%s", p.Title, p.Body)))
+	out, err := d.env.FleetGit("diff", "main", pr.HeadBranch)
+	if err != nil {
+		return err
+	}
+	step("diff of " + pr.HeadBranch + " against main")
 	fmt.Print(indent(out))
 	return nil
 }

@@ -2,7 +2,8 @@
 // registry, a git server with a fleet repository, the control plane and the
 // three controller processes, and the charts' sample objects pointed at the
 // local registry and git server. The end-to-end tests, the latency
-// benchmark and `make demo` share it.
+// benchmark and `make demo` share it. With Options.Gitea the fleet
+// repository is on a real forge instead, for pull requests.
 package chain
 
 import (
@@ -12,6 +13,7 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +29,7 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/pkg/testgitea"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
@@ -66,21 +69,44 @@ const ManifestPath = "clusters/prod/podinfo.yaml"
 type Env struct {
 	Cluster      *localenv.Cluster
 	RegistryHost string
-	Git          *testgit.Server
+	// Git is the git server (git http-backend); nil with Options.Gitea.
+	Git *testgit.Server
+	// Gitea is the forge holding the fleet repository, with Options.Gitea.
+	Gitea *testgitea.Server
 	// RepoURL is the fleet repository's URL.
 	RepoURL string
 	Procs   map[string]*localenv.Process
 
-	img   v1.Image
-	work  string
-	stops []func()
+	img  v1.Image
+	work string
+	// remote is where the work clone pushes and the mirror fetches from:
+	// the bare repository, or the forge's URL with credentials.
+	remote string
+	// mirror is a mirror clone of the forge's repository, fetched before
+	// it is read (the server's own bare repository is read directly).
+	mirror               string
+	gitUser, gitPassword string
+	stops                []func()
+}
+
+// Options change what Start starts.
+type Options struct {
+	// Gitea serves the fleet repository from a real Gitea (bin/gitea,
+	// `make testenv`) instead of git http-backend; the Secret's password
+	// is the Gitea administrator's API token, as pull requests need.
+	Gitea bool
 }
 
 // Start starts everything; dir holds the scratch files, bin the
 // controller binaries, tags are pushed to the registry before the
 // controllers start. say reports progress.
 func Start(ctx context.Context, dir, bin string, tags []string, say func(string)) (e *Env, err error) {
-	e = &Env{Procs: map[string]*localenv.Process{}}
+	return StartWith(ctx, dir, bin, tags, say, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, dir, bin string, tags []string, say func(string), opts Options) (e *Env, err error) {
+	e = &Env{Procs: map[string]*localenv.Process{}, gitUser: gitUser, gitPassword: gitPassword}
 	defer func() {
 		if err != nil {
 			e.Stop()
@@ -100,21 +126,29 @@ func Start(ctx context.Context, dir, bin string, tags []string, say func(string)
 		}
 	}
 
-	say("starting a git server (git http-backend, basic auth) with the fleet repository")
-	gitRoot := filepath.Join(dir, "git")
-	if err := os.MkdirAll(gitRoot, 0o755); err != nil {
-		return nil, err
-	}
-	srv, stop, err := testgit.Start(gitRoot, testgit.Options{Username: gitUser, Password: gitPassword})
-	if err != nil {
-		return nil, err
-	}
-	e.stops = append(e.stops, stop)
-	e.Git = srv
-	e.RepoURL = srv.RepoURL("fleet")
 	e.work = filepath.Join(dir, "fleet")
-	if err := e.createFleet(e.work); err != nil {
-		return nil, err
+	if opts.Gitea {
+		say("starting Gitea (bin/gitea) with the fleet repository")
+		if err := e.startGitea(ctx, dir); err != nil {
+			return nil, err
+		}
+	} else {
+		say("starting a git server (git http-backend, basic auth) with the fleet repository")
+		gitRoot := filepath.Join(dir, "git")
+		if err := os.MkdirAll(gitRoot, 0o755); err != nil {
+			return nil, err
+		}
+		srv, stop, err := testgit.Start(gitRoot, testgit.Options{Username: gitUser, Password: gitPassword})
+		if err != nil {
+			return nil, err
+		}
+		e.stops = append(e.stops, stop)
+		e.Git = srv
+		e.RepoURL = srv.RepoURL("fleet")
+		e.remote = srv.BarePath("fleet")
+		if err := e.createFleet(e.work); err != nil {
+			return nil, err
+		}
 	}
 
 	say("starting kube-apiserver and etcd from bin/testenv, with the CRDs of all three charts")
@@ -163,6 +197,75 @@ func (e *Env) PushTag(ctx context.Context, tag string) error {
 	return remote.Write(ref, e.img, remote.WithContext(ctx))
 }
 
+// fleetFiles are the fleet repository's first commit.
+func (e *Env) fleetFiles() map[string]string {
+	return map[string]string{
+		ManifestPath: fmt.Sprintf(Manifest, e.RegistryHost),
+		"README.md":  "# fleet\n\nManifests kept up to date by image-toolkit.\n",
+	}
+}
+
+// startGitea starts Gitea, creates the fleet repository on it, clones it as
+// the work tree and mirrors it for reading.
+func (e *Env) startGitea(ctx context.Context, dir string) error {
+	srv, err := testgitea.Start(ctx, dir, "")
+	if err != nil {
+		return err
+	}
+	e.stops = append(e.stops, func() { srv.Stop() })
+	e.Gitea = srv
+	if e.RepoURL, err = srv.CreateRepo(ctx, "fleet", e.fleetFiles()); err != nil {
+		return err
+	}
+	e.gitUser, e.gitPassword = srv.Admin, srv.Token
+	u, err := url.Parse(e.RepoURL)
+	if err != nil {
+		return err
+	}
+	u.User = url.UserPassword(srv.Admin, srv.Token)
+	e.remote = u.String()
+	e.mirror = filepath.Join(dir, "fleet-mirror.git")
+	if _, err := Git("", "clone", "-q", "--mirror", e.remote, e.mirror); err != nil {
+		return err
+	}
+	_, err = Git("", "clone", "-q", e.remote, e.work)
+	return err
+}
+
+// Pulls lists the fleet repository's pull requests in state (open, closed,
+// all), with Options.Gitea.
+func (e *Env) Pulls(ctx context.Context, state string) ([]testgitea.Pull, error) {
+	return e.Gitea.ListPulls(ctx, "fleet", state)
+}
+
+// Commit commits files (path → content) on the fleet repository's main
+// branch, as a person would, and returns the commit.
+func (e *Env) Commit(files map[string]string, message string) (string, error) {
+	if _, err := Git("", "-C", e.work, "pull", "-q", "--ff-only", e.remote, "main"); err != nil {
+		return "", err
+	}
+	for p, body := range files {
+		full := filepath.Join(e.work, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			return "", err
+		}
+	}
+	for _, args := range [][]string{
+		{"-C", e.work, "add", "."},
+		{"-C", e.work, "commit", "-q", "-m", message},
+		{"-C", e.work, "push", "-q", e.remote, "HEAD:main"},
+	} {
+		if _, err := Git("", args...); err != nil {
+			return "", err
+		}
+	}
+	out, err := Git("", "-C", e.work, "rev-parse", "HEAD")
+	return strings.TrimSpace(out), err
+}
+
 func (e *Env) createFleet(work string) error {
 	bare := e.Git.BarePath("fleet")
 	steps := [][]string{
@@ -175,11 +278,7 @@ func (e *Env) createFleet(work string) error {
 			return err
 		}
 	}
-	files := map[string]string{
-		ManifestPath: fmt.Sprintf(Manifest, e.RegistryHost),
-		"README.md":  "# fleet\n\nManifests kept up to date by image-toolkit.\n",
-	}
-	for p, body := range files {
+	for p, body := range e.fleetFiles() {
 		full := filepath.Join(work, p)
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return err
@@ -236,7 +335,7 @@ spec:
 	for _, args := range [][]string{
 		{"-C", e.work, "add", "."},
 		{"-C", e.work, "commit", "-q", "-m", fmt.Sprintf("fleet: %d more manifests", files)},
-		{"-C", e.work, "push", "-q", e.Git.BarePath("fleet"), "main"},
+		{"-C", e.work, "push", "-q", e.remote, "main"},
 	} {
 		if _, err := Git("", args...); err != nil {
 			return err
@@ -262,27 +361,40 @@ func Git(dir string, args ...string) (string, error) {
 // Head returns the commit a branch of the fleet repository points at, or ""
 // when it does not exist.
 func (e *Env) Head(branch string) string {
-	out, err := Git(e.Git.BarePath("fleet"), "rev-parse", "--verify", "-q", "refs/heads/"+branch)
+	out, err := e.FleetGit("rev-parse", "--verify", "-q", "refs/heads/"+branch)
 	if err != nil {
 		return ""
 	}
 	return strings.TrimSpace(out)
 }
 
-// FleetGit runs git in the fleet repository on the server.
+// FleetGit runs git in the fleet repository on the server (with
+// Options.Gitea, in a mirror fetched first).
 func (e *Env) FleetGit(args ...string) (string, error) {
-	return Git(e.Git.BarePath("fleet"), args...)
+	if e.mirror == "" {
+		return Git(e.Git.BarePath("fleet"), args...)
+	}
+	if _, err := Git(e.mirror, "fetch", "-q", "--prune", e.remote, "+refs/heads/*:refs/heads/*"); err != nil {
+		return "", err
+	}
+	return Git(e.mirror, args...)
 }
 
 // Samples returns the charts' sample objects (but the UpdateJob sample,
 // whose one-off job targets another repository layout), pointed at the
 // local registry and git server, plus the git-credentials Secret they name.
-func (e *Env) Samples(root string) (string, error) {
+// automation names the automation sample of the image-automation-controller
+// chart to use; the default is imageupdateautomation.yaml.
+func (e *Env) Samples(root string, automation ...string) (string, error) {
+	auto := "imageupdateautomation.yaml"
+	if len(automation) > 0 {
+		auto = automation[0]
+	}
 	var docs []string
 	for _, f := range []string{
 		"charts/image-reflector-controller/samples/imagerepository.yaml",
 		"charts/image-reflector-controller/samples/imagepolicy.yaml",
-		"charts/image-automation-controller/samples/imageupdateautomation.yaml",
+		"charts/image-automation-controller/samples/" + auto,
 	} {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
@@ -308,7 +420,7 @@ metadata:
 stringData:
   username: %s
   password: %s
-`, gitUser, gitPassword), nil
+`, e.gitUser, e.gitPassword), nil
 }
 
 // Apply applies YAML with the cluster's kubectl.
