@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -171,8 +172,12 @@ func (d *demo) follow(ctx context.Context, head, tag string) error {
 	}); err != nil {
 		return err
 	}
-	step(fmt.Sprintf("job: ImageUpdateAutomation fleet created UpdateJob %s; %s after %d attempt(s), from %s",
-		job.Name, job.Status.Phase, job.Status.Attempts, job.Status.CheckoutRevision))
+	owner := "(none)"
+	if o := metav1.GetControllerOf(&job); o != nil {
+		owner = o.Name
+	}
+	step(fmt.Sprintf("job: ImageUpdateAutomation %s created UpdateJob %s; %s after %d attempt(s), from %s",
+		owner, job.Name, job.Status.Phase, job.Status.Attempts, job.Status.CheckoutRevision))
 	if job.Status.Phase != updatev1.UpdateJobSucceeded {
 		return fmt.Errorf("job %s: %s %+v", job.Name, job.Status.Phase, job.Status.Conditions)
 	}
