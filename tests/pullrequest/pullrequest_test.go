@@ -313,3 +313,70 @@ func TestPullRequestLifecycle(t *testing.T) {
 		t.Errorf("lastPullRequest %+v", a.Status.LastPullRequest)
 	}
 }
+
+// A token the forge refuses fails the job as AuthenticationFailed with
+// what the forge said, before anything is pushed, and the token appears in
+// no condition or event. The job is an ad-hoc one, whose stream is its own
+// head branch image-toolkit/<namespace>-<job>.
+func TestPullRequestRefusedToken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	e := Start(ctx, t)
+	const token = "not-a-gitea-token-4f2a9c"
+	job := fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: forge-token
+stringData:
+  token: %s
+---
+apiVersion: update.toolkit.dev/v1beta1
+kind: UpdateJob
+metadata:
+  name: bad-token
+spec:
+  repository:
+    url: %s
+    secretRef:
+      name: git-credentials
+  checkout:
+    ref:
+      branch: main
+  update:
+    setters:
+    - policy: default:podinfo
+      name: %s/%s
+      tag: 6.3.9
+  commit:
+    author:
+      email: bot@example.com
+  push:
+    pullRequest:
+      provider: gitea
+      secretRef:
+        name: forge-token
+  backoffLimit: 0
+`, token, e.RepoURL, e.RegistryHost, chain.Image)
+	if err := e.Apply(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	j := &updatev1.UpdateJob{}
+	testenv.Eventually(t, 2*time.Minute, func() (bool, error) {
+		err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "bad-token"}, j)
+		return j.Status.Phase == updatev1.UpdateJobFailed, err
+	})
+	status := dump(j.Status)
+	if c := j.Status.Conditions; len(c) == 0 || c[0].Reason != "AuthenticationFailed" || !strings.Contains(c[0].Message, "401") {
+		t.Errorf("status %s", status)
+	}
+	out, err := e.Cluster.KubectlCmd(ctx, "get", "events", "-n", "default", "-o", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(string(out), "bad-token") || strings.Contains(string(out), token) || strings.Contains(status, token) {
+		t.Errorf("the token leaked, or no event names the job:\nstatus %s\nevents %s", status, out)
+	}
+	if h := e.Head("image-toolkit/default-bad-token"); h != "" {
+		t.Errorf("the head branch was pushed (%s) though the forge refused the token", h)
+	}
+}
