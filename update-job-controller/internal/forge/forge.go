@@ -15,15 +15,19 @@
 //
 // What the adapters share is here: where a forge's API is (derived from
 // the git URL), the rate-limit handling every request goes through
-// (Retry-After, X-RateLimit-Reset), and one error type that says what the
-// forge answered, for the job's conditions. Tokens never appear in errors:
-// the libraries' messages are scrubbed of them.
+// (Retry-After, X-RateLimit-Reset), one error type that says what the
+// forge answered, for the job's conditions, the keeping of a refusal's
+// body that a library would not quote, and the title prefixes by which
+// GitLab and Gitea mark a draft. Tokens never appear in errors: the
+// libraries' messages are scrubbed of them.
 package forge
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -316,6 +320,88 @@ func NewError(p Provider, op string, resp *http.Response, err error, token strin
 	return e
 }
 
+// callKeepingAnswer runs call with a context under which keepAnswers
+// keeps the body of a failed answer, and turns call's failure into an
+// Error that quotes the forge's words from that body (read by message,
+// see answerMessage), or else the library's error.
+func callKeepingAnswer(ctx context.Context, p Provider, op, token string, message func([]byte) (string, error),
+	call func(context.Context) (*http.Response, error)) error {
+	answer := &keptAnswer{}
+	resp, err := call(context.WithValue(ctx, keptAnswerKey{}, answer))
+	if err == nil {
+		return nil
+	}
+	if msg := answerMessage(answer.body, message); msg != "" {
+		err = errors.New(msg)
+	}
+	return NewError(p, op, resp, err, token)
+}
+
+// The GitLab and Gitea libraries quote a refusal in part or not at all
+// (GitLab's 404 is ErrNotFound alone, though "404 Project Not Found" is
+// not a missing merge request; Gitea's SDK quotes only a message, and
+// nothing of a merge it reports by status), and what the forge said is in
+// the body, which the library has read and closed by the time it returns.
+// So a transport keeps the body of a failed answer for the call that
+// asked, through the request's context.
+type (
+	keptAnswerKey struct{}
+	keptAnswer    struct{ body []byte }
+	answerKeeper  struct{ next http.RoundTripper }
+)
+
+// maxKeptAnswer bounds the body kept: the forges' error bodies are short,
+// and a proxy's error page need not be kept whole.
+const maxKeptAnswer = 64 << 10
+
+// keepAnswers returns a copy of hc whose transport keeps failed answers'
+// bodies for callKeepingAnswer.
+func keepAnswers(hc *http.Client) *http.Client {
+	c := &http.Client{}
+	if hc != nil {
+		*c = *hc
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	c.Transport = answerKeeper{next: next}
+	return c
+}
+
+func (t answerKeeper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	answer, ok := req.Context().Value(keptAnswerKey{}).(*keptAnswer)
+	if err != nil || !ok || resp.StatusCode < http.StatusBadRequest {
+		return resp, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxKeptAnswer))
+	resp.Body.Close()
+	answer.body = body
+	// The library reads the body again for its own error.
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// answerMessage is what an error body says: what message reads from the
+// forge's JSON; a body that is not JSON, as it is (a rate limit's "Retry
+// later"); and of an HTML page, from a proxy or a URL that is not the API,
+// only that it is one. Empty when there is no body.
+func answerMessage(body []byte, message func([]byte) (string, error)) string {
+	text := strings.TrimSpace(string(body))
+	if text == "" {
+		return ""
+	}
+	msg, err := message(body)
+	switch {
+	case err == nil:
+		return msg
+	case strings.HasPrefix(text, "<"):
+		return "an HTML page, not the API's JSON"
+	}
+	return text
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	if len(s) > 512 {
@@ -427,4 +513,48 @@ func RetryAfter(resp *http.Response, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// draftPrefixes are the title prefixes by which a forge marks a draft
+// (GitLab, Gitea), in any case, and the one it puts on a new draft.
+type draftPrefixes struct {
+	known []string
+	add   string
+}
+
+// prefix is title's draft prefix with the spaces after it, or "" when
+// title has none.
+func (d draftPrefixes) prefix(title string) string {
+	for _, p := range d.known {
+		if len(title) >= len(p) && strings.EqualFold(title[:len(p)], p) {
+			rest := strings.TrimLeft(title[len(p):], " ")
+			return title[:len(title)-len(rest)]
+		}
+	}
+	return ""
+}
+
+// create is the title of a new request: a draft's is marked, unless the
+// title (from a template) is already.
+func (d draftPrefixes) create(title string, draft bool) string {
+	if !draft || d.prefix(title) != "" {
+		return title
+	}
+	return d.add + title
+}
+
+// edit keeps a draft a draft when the job rewrites its title, with the
+// prefix it had. A request a person took out of draft has no prefix to
+// keep, and none is added back.
+func (d draftPrefixes) edit(current *Request, title string) string {
+	if !current.Draft || d.prefix(title) != "" {
+		return title
+	}
+	if p := d.prefix(current.Title); p != "" {
+		if !strings.HasSuffix(p, " ") {
+			p += " "
+		}
+		return p + title
+	}
+	return d.add + title
 }

@@ -1,12 +1,10 @@
 package forge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,8 +22,8 @@ import (
 // make and, told not to ask the server's version, makes no request when
 // made; so every call gets its own client, bound to the call's context.
 type giteaForge struct {
-	base        string // the instance's root, without a trailing slash
-	hc          *http.Client
+	base        string       // the instance's root, without a trailing slash
+	hc          *http.Client // keeps failed answers (keepAnswers)
 	owner, name string
 	token       string
 	// pageSize and maxPullPages bound FindOpen's reading, mergeCheckWait
@@ -51,10 +49,10 @@ func newGitea(opts Options, hc *http.Client) (Client, error) {
 		return nil, err
 	}
 	owner, name, _ := strings.Cut(opts.Repository, "/")
-	g := &giteaForge{base: base, hc: hc, owner: owner, name: name, token: opts.Token,
+	g := &giteaForge{base: base, hc: keepAnswers(hc), owner: owner, name: name, token: opts.Token,
 		pageSize: giteaPageSize, maxPullPages: giteaMaxPullPages, mergeCheckWait: giteaMergeCheckWait}
 	// Made once here so that a bad option fails New, not the first call.
-	if _, err := g.client(context.Background(), &giteaAnswer{}); err != nil {
+	if _, err := g.client(context.Background()); err != nil {
 		return nil, fmt.Errorf("gitea: %w", err)
 	}
 	return g, nil
@@ -73,21 +71,11 @@ func giteaBaseURL(apiURL string) (string, error) {
 	return strings.TrimSuffix(base, "/"), nil
 }
 
-// client is an SDK client for one call: bound to ctx, and with a transport
-// that keeps the body of a failed answer in answer (see giteaAnswer).
-func (g *giteaForge) client(ctx context.Context, answer *giteaAnswer) (*gitea.Client, error) {
-	hc := &http.Client{}
-	if g.hc != nil {
-		*hc = *g.hc
-	}
-	next := hc.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	hc.Transport = giteaKeepAnswer{next: next, answer: answer}
+// client is an SDK client for one call, bound to ctx.
+func (g *giteaForge) client(ctx context.Context) (*gitea.Client, error) {
 	return gitea.NewClient(g.base,
 		gitea.SetToken(g.token),
-		gitea.SetHTTPClient(hc),
+		gitea.SetHTTPClient(g.hc),
 		gitea.SetContext(ctx),
 		// "" skips the SDK's GET /api/v1/version, which it would otherwise
 		// make on construction and before some calls to pick workarounds
@@ -100,26 +88,17 @@ func (g *giteaForge) client(ctx context.Context, answer *giteaAnswer) (*gitea.Cl
 // call runs one SDK call with ctx and turns its failure into an Error that
 // says what Gitea answered.
 func (g *giteaForge) call(ctx context.Context, op string, fn func(*gitea.Client) (*gitea.Response, error)) error {
-	answer := &giteaAnswer{}
-	api, err := g.client(ctx, answer)
-	if err != nil {
-		return NewError(Gitea, op, nil, err, g.token)
-	}
-	resp, err := fn(api)
-	if err == nil {
-		return nil
-	}
-	if msg := giteaMessage(answer.body); msg != "" {
-		err = errors.New(msg)
-	}
-	return NewError(Gitea, op, giteaHTTPResponse(resp), err, g.token)
-}
-
-func giteaHTTPResponse(resp *gitea.Response) *http.Response {
-	if resp == nil {
-		return nil
-	}
-	return resp.Response
+	return callKeepingAnswer(ctx, Gitea, op, g.token, giteaMessage, func(ctx context.Context) (*http.Response, error) {
+		api, err := g.client(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := fn(api)
+		if resp == nil {
+			return nil, err
+		}
+		return resp.Response, err
+	})
 }
 
 func (g *giteaForge) FindOpen(ctx context.Context, head, base string) (*Request, error) {
@@ -191,7 +170,7 @@ func (g *giteaForge) Create(ctx context.Context, req NewRequest) (*Request, erro
 	opt := gitea.CreatePullRequestOption{
 		Head:      req.Head,
 		Base:      req.Base,
-		Title:     giteaTitle(req.Title, req.Draft),
+		Title:     giteaDraft.create(req.Title, req.Draft),
 		Body:      req.Body,
 		Assignees: giteaUserNames(req.Assignees),
 		Labels:    labels,
@@ -439,7 +418,12 @@ func (g *giteaForge) Edit(ctx context.Context, current *Request, title, body str
 	if current == nil {
 		return nil, errors.New("gitea: editing a pull request: no pull request given")
 	}
-	opt := gitea.EditPullRequestOption{Title: giteaKeepWIP(current, title), Body: &body}
+	// An empty title is Gitea's "leave the title be"; a prefix alone would
+	// replace it.
+	if strings.TrimSpace(title) != "" {
+		title = giteaDraft.edit(current, title)
+	}
+	opt := gitea.EditPullRequestOption{Title: title, Body: &body}
 	var pr *gitea.PullRequest
 	err := g.call(ctx, fmt.Sprintf("editing pull request #%d", current.Number),
 		func(api *gitea.Client) (resp *gitea.Response, err error) {
@@ -489,7 +473,7 @@ func giteaRequest(pr *gitea.PullRequest) *Request {
 		State:  Open,
 		Title:  pr.Title,
 		Body:   pr.Body,
-		Draft:  pr.Draft || giteaWIPPrefix(pr.Title) != "",
+		Draft:  pr.Draft || giteaDraft.prefix(pr.Title) != "",
 	}
 	switch {
 	case pr.HasMerged || pr.Merged != nil:
@@ -508,92 +492,18 @@ func giteaRequest(pr *gitea.PullRequest) *Request {
 
 // Gitea marks a draft by its title: [repository.pull-request]
 // WORK_IN_PROGRESS_PREFIXES, by default these, in any case.
-var giteaWIPPrefixes = []string{"WIP:", "[WIP]"}
+var giteaDraft = draftPrefixes{known: []string{"WIP:", "[WIP]"}, add: "WIP: "}
 
-// giteaWIPPrefix is title's WIP prefix with the spaces after it, or ""
-// when title has none.
-func giteaWIPPrefix(title string) string {
-	for _, p := range giteaWIPPrefixes {
-		if len(title) >= len(p) && strings.EqualFold(title[:len(p)], p) {
-			rest := strings.TrimLeft(title[len(p):], " ")
-			return title[:len(title)-len(rest)]
-		}
-	}
-	return ""
-}
-
-func giteaTitle(title string, draft bool) string {
-	if !draft || giteaWIPPrefix(title) != "" {
-		return title
-	}
-	return "WIP: " + title
-}
-
-// giteaKeepWIP keeps a draft a draft when the job rewrites its title, with
-// the prefix it had. A request a person took out of draft has no prefix
-// to keep, and none is added back.
-func giteaKeepWIP(current *Request, title string) string {
-	// An empty title leaves the title as it is (Gitea ignores it).
-	if !current.Draft || strings.TrimSpace(title) == "" || giteaWIPPrefix(title) != "" {
-		return title
-	}
-	if p := giteaWIPPrefix(current.Title); p != "" {
-		if !strings.HasSuffix(p, " ") {
-			p += " "
-		}
-		return p + title
-	}
-	return "WIP: " + title
-}
-
-// The SDK quotes only the "message" of an error body, and not even that
-// for calls it reports by status (a merge); what Gitea said is in the
-// body, which the SDK has read and closed by the time it returns. So each
-// call's transport keeps the body of a failed answer for that call.
-type (
-	giteaAnswer     struct{ body []byte }
-	giteaKeepAnswer struct {
-		next   http.RoundTripper
-		answer *giteaAnswer
-	}
-)
-
-// maxGiteaAnswer bounds the body kept: Gitea's error bodies are short, and
-// a proxy's error page need not be kept whole.
-const maxGiteaAnswer = 64 << 10
-
-func (t giteaKeepAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || resp.StatusCode < http.StatusBadRequest {
-		return resp, err
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxGiteaAnswer))
-	resp.Body.Close()
-	t.answer.body = body
-	// The SDK reads the body again for its own error.
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	return resp, nil
-}
-
-// giteaMessage is what a Gitea error body says: {"message": ..., "errors":
-// [...]} (the errors add the detail to a generic message, e.g. a 404's
-// "The target couldn't be found." and which target); a plain text body as
-// it is; and of an HTML page, from a proxy or a URL that is not the API,
-// only that it is one. Empty when there is no body.
-func giteaMessage(body []byte) string {
-	text := strings.TrimSpace(string(body))
-	if text == "" {
-		return ""
-	}
+// giteaMessage is what a Gitea error body in JSON says: {"message": ...,
+// "errors": [...]} (the errors add the detail to a generic message, e.g. a
+// 404's "The target couldn't be found." and which target).
+func giteaMessage(body []byte) (string, error) {
 	var v struct {
 		Message string `json:"message"`
 		Errors  []any  `json:"errors"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
-		if strings.HasPrefix(text, "<") {
-			return "an HTML page, not the API's JSON"
-		}
-		return text
+		return "", err
 	}
 	parts := []string{strings.TrimSpace(v.Message)}
 	for _, e := range v.Errors {
@@ -601,5 +511,5 @@ func giteaMessage(body []byte) string {
 			parts = append(parts, s)
 		}
 	}
-	return strings.Trim(strings.Join(parts, ": "), ": ")
+	return strings.Trim(strings.Join(parts, ": "), ": "), nil
 }

@@ -134,6 +134,16 @@ func giteaClient(t *testing.T, srv *testgitea.Server, repo, token string) Client
 	return c
 }
 
+// giteaSetup is how most tests start: the test binary's Gitea, a context
+// for the test, a repository of its own (see giteaRepo) and a client of it
+// with the admin's token.
+func giteaSetup(t *testing.T) (*testgitea.Server, context.Context, string, Client) {
+	t.Helper()
+	srv := giteaServer(t)
+	repo, _ := giteaRepo(t, srv, "")
+	return srv, giteaCtx(t), repo, giteaClient(t, srv, repo, srv.Token)
+}
+
 func giteaErrorOf(t *testing.T, err error) *Error {
 	t.Helper()
 	var e *Error
@@ -154,10 +164,7 @@ func TestGiteaFindOpenNone(t *testing.T) {
 	// FindOpen finds nothing in a repository without requests, nor when
 	// the only requests are from another head, into another base, or
 	// closed.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	c := giteaClient(t, srv, repo, srv.Token)
+	srv, ctx, repo, c := giteaSetup(t)
 
 	if got, err := c.FindOpen(ctx, "update/app", "main"); err != nil || got != nil {
 		t.Fatalf("FindOpen in an empty repository = %+v, %v; want nil, nil", got, err)
@@ -253,39 +260,28 @@ func TestGiteaCreateThenFind(t *testing.T) {
 func TestGiteaCreatePlain(t *testing.T) {
 	// A request that is no draft has its title as written and no extras;
 	// a title already marked WIP by the template is not marked twice.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	c := giteaClient(t, srv, repo, srv.Token)
-	created, err := c.Create(ctx, giteaNewRequest("Update app"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if created.Title != "Update app" || created.Draft || created.State != Open {
-		t.Errorf("created %+v, want an open non-draft titled as written", created)
-	}
-
-	repo2, _ := giteaRepo(t, srv, "")
-	c2 := giteaClient(t, srv, repo2, srv.Token)
-	req := giteaNewRequest("[WIP] Update app")
-	req.Draft = true
-	created, err = c2.Create(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if created.Title != "[WIP] Update app" || !created.Draft {
-		t.Errorf("created %q (draft %t), want [WIP] Update app as a draft", created.Title, created.Draft)
+	for _, tt := range []struct {
+		title string
+		draft bool
+	}{{"Update app", false}, {"[WIP] Update app", true}} {
+		_, ctx, _, c := giteaSetup(t)
+		req := giteaNewRequest(tt.title)
+		req.Draft = tt.draft
+		created, err := c.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.Title != tt.title || created.Draft != tt.draft || created.State != Open {
+			t.Errorf("created %+v, want an open request titled %q, draft %t", created, tt.title, tt.draft)
+		}
 	}
 }
 
 func TestGiteaEditKeepsWIP(t *testing.T) {
 	// Edit sets the title and body; a draft keeps its WIP prefix (the one
-	// it had) when the new title lacks one, and a request that is no
-	// draft gets none.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	c := giteaClient(t, srv, repo, srv.Token)
+	// it had) when the new title lacks one, an empty title leaves the
+	// title as it is, and a request that is no draft gets none.
+	srv, ctx, repo, c := giteaSetup(t)
 	req := giteaNewRequest("[wip] Update app to 1.1.0")
 	req.Draft = true
 	created, err := c.Create(ctx, req)
@@ -305,6 +301,9 @@ func TestGiteaEditKeepsWIP(t *testing.T) {
 	}
 	if pr.Title != edited.Title || pr.Body != "New body." || !pr.Draft {
 		t.Errorf("Gitea shows %q / %q (draft %t)", pr.Title, pr.Body, pr.Draft)
+	}
+	if kept, err := c.Edit(ctx, edited, "", "New body."); err != nil || kept.Title != edited.Title {
+		t.Errorf("edit with an empty title = %+v, %v; want the title %q kept", kept, err, edited.Title)
 	}
 
 	// A person took it out of draft: the job's edit leaves it so.
@@ -327,10 +326,7 @@ func TestGiteaEditKeepsWIP(t *testing.T) {
 func TestGiteaCloseWithComment(t *testing.T) {
 	// Close comments on the request, then closes it; FindOpen no longer
 	// finds it. An empty comment closes without commenting.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	c := giteaClient(t, srv, repo, srv.Token)
+	srv, ctx, repo, c := giteaSetup(t)
 	created, err := c.Create(ctx, giteaNewRequest("Update app"))
 	if err != nil {
 		t.Fatal(err)
@@ -375,9 +371,7 @@ func TestGiteaCloseWithComment(t *testing.T) {
 func TestGiteaBadToken(t *testing.T) {
 	// A token Gitea does not know is an Error that is Unauthorized, and
 	// the token appears nowhere in it.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
+	srv, ctx, repo, _ := giteaSetup(t)
 	const bad = "0123456789abcdef0123456789abcdef01234567"
 	_, err := giteaClient(t, srv, repo, bad).FindOpen(ctx, "update/app", "main")
 	e := giteaErrorOf(t, err)
@@ -413,65 +407,49 @@ func TestGiteaMissingRepository(t *testing.T) {
 	t.Logf("Gitea's answer to a missing owner: %v", err)
 }
 
-func TestGiteaUnknownLabel(t *testing.T) {
-	// A label the repository does not have fails Create, naming the label,
-	// before any request exists (Gitea itself would drop it silently).
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	if _, err := srv.CreateLabel(ctx, repo, "dependencies", "#00aabb"); err != nil {
-		t.Fatal(err)
+func TestGiteaUnknownNames(t *testing.T) {
+	// A name Gitea does not know fails Create with an Error naming it: a
+	// label before any request exists (labels are resolved first, as Gitea
+	// would drop an unknown one silently), an assignee too (Gitea refuses
+	// it, 422, before it creates the request), and a reviewer after the
+	// request exists, which is returned with the error, as the interface
+	// says.
+	for _, tt := range []struct {
+		name   string
+		names  NewRequest // the labels, assignees and reviewers asked for
+		opened bool       // the request exists after the refusal
+		ok     func(e *Error, got *Request) bool
+	}{
+		{"label", NewRequest{Labels: []string{"dependencies", "no-such-label"}}, false, func(e *Error, _ *Request) bool {
+			return strings.Contains(e.Error(), `"no-such-label"`) && !strings.Contains(e.Error(), `"dependencies"`)
+		}},
+		{"assignee", NewRequest{Assignees: []string{"nobody-at-all"}}, false, func(e *Error, _ *Request) bool {
+			return e.StatusCode == http.StatusUnprocessableEntity && strings.Contains(e.Message, "nobody-at-all")
+		}},
+		{"reviewer", NewRequest{Reviewers: []string{"nobody-at-all"}}, true, func(e *Error, got *Request) bool {
+			return strings.Contains(e.Op, fmt.Sprintf("requesting reviews of pull request #%d", got.Number)) && e.StatusCode/100 == 4
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv, ctx, repo, c := giteaSetup(t)
+			if _, err := srv.CreateLabel(ctx, repo, "dependencies", "#00aabb"); err != nil {
+				t.Fatal(err)
+			}
+			req := giteaNewRequest("Update app")
+			req.Labels, req.Assignees, req.Reviewers = tt.names.Labels, tt.names.Assignees, tt.names.Reviewers
+			got, err := c.Create(ctx, req)
+			if opened := got != nil && got.Number != 0 && got.State == Open; (got != nil) != tt.opened || opened != tt.opened {
+				t.Fatalf("Create returned %+v, want the open request: %t", got, tt.opened)
+			}
+			if e := giteaErrorOf(t, err); !tt.ok(e, got) {
+				t.Errorf("err = %v, want Gitea's refusal naming the %s", err, tt.name)
+			}
+			if prs, err := srv.ListPulls(ctx, repo, "all"); err != nil || (len(prs) == 1) != tt.opened || len(prs) > 1 {
+				t.Errorf("requests after the refusal: %d, %v; want the open one: %t", len(prs), err, tt.opened)
+			}
+			t.Logf("Gitea's answer to an unknown %s: %v", tt.name, err)
+		})
 	}
-	req := giteaNewRequest("Update app")
-	req.Labels = []string{"dependencies", "no-such-label"}
-	got, err := giteaClient(t, srv, repo, srv.Token).Create(ctx, req)
-	if got != nil || err == nil || !strings.Contains(err.Error(), `"no-such-label"`) || strings.Contains(err.Error(), `"dependencies"`) {
-		t.Fatalf("Create = %+v, %v; want no request and an error naming no-such-label alone", got, err)
-	}
-	giteaErrorOf(t, err)
-	if prs, err := srv.ListPulls(ctx, repo, "all"); err != nil || len(prs) != 0 {
-		t.Errorf("requests after the refusal: %d, %v; want none", len(prs), err)
-	}
-}
-
-func TestGiteaUnknownAssignee(t *testing.T) {
-	// An assignee that does not exist is refused by Gitea before it
-	// creates the request: an Error naming the user, and no request.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	req := giteaNewRequest("Update app")
-	req.Assignees = []string{"nobody-at-all"}
-	got, err := giteaClient(t, srv, repo, srv.Token).Create(ctx, req)
-	if got != nil {
-		t.Errorf("Create returned %+v, want no request", got)
-	}
-	e := giteaErrorOf(t, err)
-	if e.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(e.Message, "nobody-at-all") {
-		t.Errorf("err = %v, want 422 naming nobody-at-all", err)
-	}
-	if prs, err := srv.ListPulls(ctx, repo, "all"); err != nil || len(prs) != 0 {
-		t.Errorf("requests after the refusal: %d, %v; want none", len(prs), err)
-	}
-}
-
-func TestGiteaUnknownReviewer(t *testing.T) {
-	// A reviewer that does not exist fails after the request exists: the
-	// request is returned with the error, as the interface says.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	req := giteaNewRequest("Update app")
-	req.Reviewers = []string{"nobody-at-all"}
-	got, err := giteaClient(t, srv, repo, srv.Token).Create(ctx, req)
-	if got == nil || got.Number == 0 || got.State != Open {
-		t.Fatalf("Create returned %+v, want the open request", got)
-	}
-	e := giteaErrorOf(t, err)
-	if !strings.Contains(e.Op, fmt.Sprintf("requesting reviews of pull request #%d", got.Number)) || e.StatusCode/100 != 4 {
-		t.Errorf("err = %v, want Gitea's refusal of the review request", err)
-	}
-	t.Logf("Gitea's answer to an unknown reviewer: %v", err)
 }
 
 func TestGiteaOrganizationLabels(t *testing.T) {
@@ -506,9 +484,7 @@ func TestGiteaOrganizationLabels(t *testing.T) {
 func TestGiteaFindOpenIgnoresForks(t *testing.T) {
 	// A fork's request from a branch of the same name into the same base
 	// is not the job's: FindOpen skips it and finds the repository's own.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
+	srv, ctx, repo, c := giteaSetup(t)
 	org := giteaUnique(t, "fork-")
 	if err := srv.CreateOrg(ctx, org); err != nil {
 		t.Fatal(err)
@@ -528,7 +504,6 @@ func TestGiteaFindOpenIgnoresForks(t *testing.T) {
 	}, &forkPR); err != nil {
 		t.Fatal(err)
 	}
-	c := giteaClient(t, srv, repo, srv.Token)
 	if got, err := c.FindOpen(ctx, "update/app", "main"); err != nil || got != nil {
 		t.Fatalf("FindOpen with only the fork's request = %+v, %v; want nil", got, err)
 	}
@@ -547,10 +522,7 @@ func TestGiteaFindOpenPages(t *testing.T) {
 	// ago, is found behind a page of others; and when the pages it may
 	// read run out first, it says so rather than report none (which
 	// would open a second request).
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
-	c := giteaClient(t, srv, repo, srv.Token)
+	srv, ctx, repo, c := giteaSetup(t)
 	own, err := c.Create(ctx, giteaNewRequest("Update app"))
 	if err != nil {
 		t.Fatal(err)
@@ -587,12 +559,10 @@ func TestGiteaFindOpenPages(t *testing.T) {
 func TestGiteaAutoMergeWithoutChecks(t *testing.T) {
 	// Auto-merge on a base that requires no checks: Gitea 1.26 schedules
 	// it and merges from its queue within moments, with the asked method.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
+	srv, ctx, repo, c := giteaSetup(t)
 	req := giteaNewRequest("Update app")
 	req.AutoMerge = Squash
-	created, err := giteaClient(t, srv, repo, srv.Token).Create(ctx, req)
+	created, err := c.Create(ctx, req)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -622,9 +592,7 @@ func TestGiteaAutoMergeWaitsForChecks(t *testing.T) {
 	// Auto-merge on a base whose protection requires a check: the request
 	// stays open until the check succeeds on its head, then Gitea merges
 	// it by itself.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
+	srv, ctx, repo, c := giteaSetup(t)
 	if err := srv.Do(ctx, http.MethodPost, "repos/"+repo+"/branch_protections", map[string]any{
 		"rule_name": "main", "enable_status_check": true, "status_check_contexts": []string{"ci"},
 	}, nil); err != nil {
@@ -632,7 +600,7 @@ func TestGiteaAutoMergeWaitsForChecks(t *testing.T) {
 	}
 	req := giteaNewRequest("Update app")
 	req.AutoMerge = Merge
-	created, err := giteaClient(t, srv, repo, srv.Token).Create(ctx, req)
+	created, err := c.Create(ctx, req)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
@@ -657,13 +625,11 @@ func TestGiteaAutoMergeWaitsForChecks(t *testing.T) {
 func TestGiteaAutoMergeDraftRefused(t *testing.T) {
 	// Gitea merges no draft, so auto-merge of a draft is refused: Create
 	// returns the open request with an Error that says it stays open.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
+	_, ctx, _, c := giteaSetup(t)
 	req := giteaNewRequest("Update app")
 	req.Draft = true
 	req.AutoMerge = Rebase
-	created, err := giteaClient(t, srv, repo, srv.Token).Create(ctx, req)
+	created, err := c.Create(ctx, req)
 	if created == nil || created.State != Open || !created.Draft {
 		t.Fatalf("Create returned %+v, want the open draft", created)
 	}
@@ -679,9 +645,7 @@ func TestGiteaAutoMergeConflictGivesUp(t *testing.T) {
 	// again later", as a request still being tested does; Create asks
 	// again for a bounded while, then returns the open request with an
 	// Error that says it stays open.
-	srv := giteaServer(t)
-	ctx := giteaCtx(t)
-	repo, _ := giteaRepo(t, srv, "")
+	srv, ctx, repo, c := giteaSetup(t)
 	if _, err := srv.PushBranch(ctx, repo, "main", "main", map[string]string{"apps/app.yaml": "image: app:2.0.0\n"}, "Someone else's change"); err != nil {
 		t.Fatal(err)
 	}
@@ -720,18 +684,16 @@ func TestGiteaAutoMergeConflictGivesUp(t *testing.T) {
 func TestGiteaContextCanceled(t *testing.T) {
 	// Every call honours its context: a canceled one makes no call, and
 	// one canceled while Gitea has not answered ends the call at once.
-	srv := giteaServer(t)
-	repo, _ := giteaRepo(t, srv, "")
+	srv, ctx, repo, c := giteaSetup(t)
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	c := giteaClient(t, srv, repo, srv.Token)
 	if _, err := c.FindOpen(canceled, "update/app", "main"); !errors.Is(err, context.Canceled) {
 		t.Errorf("FindOpen with a canceled context = %v, want context.Canceled", err)
 	}
 	if _, err := c.Create(canceled, giteaNewRequest("Update app")); !errors.Is(err, context.Canceled) {
 		t.Errorf("Create with a canceled context = %v, want context.Canceled", err)
 	}
-	if prs, err := srv.ListPulls(giteaCtx(t), repo, "all"); err != nil || len(prs) != 0 {
+	if prs, err := srv.ListPulls(ctx, repo, "all"); err != nil || len(prs) != 0 {
 		t.Errorf("requests after a canceled Create: %d, %v; want none", len(prs), err)
 	}
 
@@ -749,10 +711,10 @@ func TestGiteaContextCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = hc.FindOpen(ctx, "update/app", "main")
+	_, err = hc.FindOpen(short, "update/app", "main")
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Errorf("FindOpen against a hung server = %v after %s, want DeadlineExceeded soon after 200ms", err, time.Since(start))
 	}
@@ -801,7 +763,7 @@ func TestGiteaMessage(t *testing.T) {
 		"<html>Bad gateway</html>":                                                               "an HTML page, not the API's JSON",
 		"":                                                                                       "",
 	} {
-		if got := giteaMessage([]byte(body)); got != want {
+		if got := answerMessage([]byte(body), giteaMessage); got != want {
 			t.Errorf("giteaMessage(%q) = %q, want %q", body, got, want)
 		}
 	}
@@ -809,13 +771,13 @@ func TestGiteaMessage(t *testing.T) {
 
 func TestGiteaWIPTitles(t *testing.T) {
 	// Draft titles: Gitea's default prefixes in any case are drafts; a new
-	// draft gets "WIP: "; an edit keeps the prefix the draft had, adds
-	// none to a request that is no draft, and leaves an empty title be.
+	// draft gets "WIP: "; an edit keeps the prefix the draft had and adds
+	// none to a request that is no draft.
 	for title, draft := range map[string]bool{
 		"WIP: x": true, "wip:x": true, "[WIP] x": true, "[wip]x": true,
 		"Draft: x": false, "WIP x": false, "x WIP:": false, "": false,
 	} {
-		if got := giteaWIPPrefix(title) != ""; got != draft {
+		if got := giteaDraft.prefix(title) != ""; got != draft {
 			t.Errorf("%q is a draft: %t, want %t", title, got, draft)
 		}
 	}
@@ -826,8 +788,8 @@ func TestGiteaWIPTitles(t *testing.T) {
 	}{
 		{"x", false, "x"}, {"x", true, "WIP: x"}, {"[WIP] x", true, "[WIP] x"}, {"wip: x", true, "wip: x"},
 	} {
-		if got := giteaTitle(c.title, c.draft); got != c.want {
-			t.Errorf("giteaTitle(%q, %t) = %q, want %q", c.title, c.draft, got, c.want)
+		if got := giteaDraft.create(c.title, c.draft); got != c.want {
+			t.Errorf("create(%q, %t) = %q, want %q", c.title, c.draft, got, c.want)
 		}
 	}
 	for _, c := range []struct {
@@ -840,10 +802,9 @@ func TestGiteaWIPTitles(t *testing.T) {
 		{Request{Title: "WIP: old", Draft: true}, "[WIP] new", "[WIP] new"},
 		{Request{Title: "old", Draft: true}, "new", "WIP: new"}, // a draft by Gitea's own prefixes
 		{Request{Title: "old"}, "new", "new"},
-		{Request{Title: "WIP: old", Draft: true}, "", ""},
 	} {
-		if got := giteaKeepWIP(&c.current, c.title); got != c.want {
-			t.Errorf("giteaKeepWIP(%q, %q) = %q, want %q", c.current.Title, c.title, got, c.want)
+		if got := giteaDraft.edit(&c.current, c.title); got != c.want {
+			t.Errorf("edit(%q, %q) = %q, want %q", c.current.Title, c.title, got, c.want)
 		}
 	}
 }

@@ -10,23 +10,21 @@ package forge
 // headers x-ratelimit-remaining, x-ratelimit-reset and retry-after
 // (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api)
 // — with the documented status codes and field names, bodies trimmed to
-// what the adapter reads. The server checks every request against the next
-// expected one (method, path, query, JSON body, Authorization) in order,
-// and the clients are made by New, so the wiring the job uses (base URL,
-// token, rate-limit transport) is what is tested.
+// what the adapter reads. The replay server (replay_test.go) checks every
+// request against the next expected one (method, path, query, JSON body,
+// Authorization) in order, and the clients are made by New, so the wiring
+// the job uses (base URL, token, rate-limit transport) is what is tested.
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,101 +39,9 @@ const (
 	ghNodeID = "PR_kwDOAbc12s5Zp0Qx"
 )
 
-// ghCall is one expected request and GitHub's answer to it.
-type ghCall struct {
-	method string
-	path   string
-	query  url.Values // the exact query; none when nil
-	body   string     // the exact JSON body; none when empty
-	// graphQL, when set, is the mutation's expected variables (the query
-	// text is checked to be enablePullRequestAutoMerge).
-	graphQL map[string]any
-	status  int // 200 when zero
-	header  map[string]string
-	reply   string
-}
-
-// ghServer answers the expected calls in order and fails the test on any
-// other request, or when an expected call was not made.
-func ghServer(t *testing.T, calls ...ghCall) *httptest.Server {
-	t.Helper()
-	var mu sync.Mutex
-	next := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if next >= len(calls) {
-			t.Errorf("unexpected request %s %s", r.Method, r.URL.RequestURI())
-			http.Error(w, `{"message":"unexpected"}`, http.StatusInternalServerError)
-			return
-		}
-		c := calls[next]
-		next++
-		ghCheck(t, next, c, r)
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		for k, v := range c.header {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(max(c.status, http.StatusOK))
-		io.WriteString(w, c.reply)
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		if next != len(calls) {
-			t.Errorf("%d requests made, want %d", next, len(calls))
-		}
-	})
-	return srv
-}
-
-func ghCheck(t *testing.T, n int, c ghCall, r *http.Request) {
-	t.Helper()
-	if got, want := r.Method+" "+r.URL.Path, c.method+" "+c.path; got != want {
-		t.Errorf("request %d: %s, want %s", n, got, want)
-	}
-	if auth := r.Header.Get("Authorization"); auth != "Bearer "+ghToken {
-		t.Errorf("request %d: Authorization %q", n, auth)
-	}
-	if got := r.URL.Query(); !(len(got) == 0 && len(c.query) == 0) && !reflect.DeepEqual(got, c.query) {
-		t.Errorf("request %d: query %v, want %v", n, got, c.query)
-	}
-	sent, _ := io.ReadAll(r.Body)
-	switch {
-	case c.graphQL != nil:
-		ghCheckGraphQL(t, n, sent, c.graphQL)
-	case c.body == "" && len(sent) > 0:
-		t.Errorf("request %d: unexpected body %s", n, sent)
-	case c.body != "":
-		if !ghSameJSON(sent, []byte(c.body)) {
-			t.Errorf("request %d: body %s, want %s", n, sent, c.body)
-		}
-	}
-}
-
-func ghCheckGraphQL(t *testing.T, n int, sent []byte, vars map[string]any) {
-	t.Helper()
-	var req struct {
-		Query     string         `json:"query"`
-		Variables map[string]any `json:"variables"`
-	}
-	if err := json.Unmarshal(sent, &req); err != nil {
-		t.Errorf("request %d: GraphQL body %s: %v", n, sent, err)
-		return
-	}
-	if !strings.Contains(req.Query, "mutation") || !strings.Contains(req.Query, "enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, mergeMethod: $mergeMethod})") {
-		t.Errorf("request %d: GraphQL query %q", n, req.Query)
-	}
-	if !reflect.DeepEqual(req.Variables, vars) {
-		t.Errorf("request %d: GraphQL variables %v, want %v", n, req.Variables, vars)
-	}
-}
-
-func ghSameJSON(a, b []byte) bool {
-	var x, y any
-	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
-}
+// ghServer replays GitHub's answers (see replayer), checking the token
+// and each request's exact query and JSON body.
+var ghServer = replayer{authHeader: "Authorization", auth: "Bearer " + ghToken, exact: true}.serve
 
 // ghClient is the Client New makes for org/app on srv, as the job does.
 func ghClient(t *testing.T, srv *httptest.Server, apiPath string) Client {
@@ -205,7 +111,7 @@ func TestGitHubFindOpen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := ghServer(t, ghCall{method: "GET", path: ghPulls, query: ghFindQuery, reply: tt.reply})
+			srv := ghServer(t, replayCall{method: "GET", path: ghPulls, query: ghFindQuery, reply: tt.reply})
 			got, err := ghClient(t, srv, "/").FindOpen(t.Context(), "image-updates", "main")
 			if err != nil {
 				t.Fatal(err)
@@ -254,8 +160,8 @@ func TestGitHubRequestState(t *testing.T) {
 // ghCreateCalls are the calls of a Create with every extra, in order:
 // the pull request, labels, assignees, reviewers (users and a team's
 // slug), then auto-merge by squash over GraphQL with the request's node ID.
-func ghCreateCalls(prefix string, labels ghCall) []ghCall {
-	return []ghCall{
+func ghCreateCalls(prefix string, labels replayCall) []replayCall {
+	return []replayCall{
 		{method: "POST", path: prefix + ghPulls,
 			body:   `{"title":"Update images","head":"image-updates","base":"main","body":"Updates app to 1.2.3","draft":true}`,
 			status: http.StatusCreated, reply: ghPull(map[string]any{"draft": true})},
@@ -276,7 +182,7 @@ func ghGraphQLPath(prefix string) string {
 	return "/graphql"
 }
 
-var ghLabelsAdded = ghCall{method: "POST", path: ghIssue + "/labels", body: `["images","automated"]`,
+var ghLabelsAdded = replayCall{method: "POST", path: ghIssue + "/labels", body: `["images","automated"]`,
 	reply: `[{"id":208045946,"node_id":"MDU6TGFiZWwyMDgwNDU5NDY=","name":"images","color":"f29513","default":false},` +
 		`{"id":208045947,"node_id":"MDU6TGFiZWwyMDgwNDU5NDc=","name":"automated","color":"a2eeef","default":false}]`}
 
@@ -304,7 +210,7 @@ func TestGitHubCreate(t *testing.T) {
 
 // Create without extras is the one call, and draft false is sent as such.
 func TestGitHubCreatePlain(t *testing.T) {
-	srv := ghServer(t, ghCall{method: "POST", path: ghPulls,
+	srv := ghServer(t, replayCall{method: "POST", path: ghPulls,
 		body:   `{"title":"Update images","head":"image-updates","base":"main","body":"","draft":false}`,
 		status: http.StatusCreated, reply: ghPull(nil)})
 	got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "Update images"})
@@ -317,7 +223,7 @@ func TestGitHubCreatePlain(t *testing.T) {
 // the request and the labels' error, and still makes the other calls (the
 // runner does not retry them).
 func TestGitHubCreateLabelsRefused(t *testing.T) {
-	refused := ghCall{method: "POST", path: ghIssue + "/labels", body: `["images","automated"]`, status: http.StatusForbidden,
+	refused := replayCall{method: "POST", path: ghIssue + "/labels", body: `["images","automated"]`, status: http.StatusForbidden,
 		reply: `{"message":"Resource not accessible by personal access token","documentation_url":"https://docs.github.com/rest/issues/labels#add-labels-to-an-issue","status":"403"}`}
 	srv := ghServer(t, ghCreateCalls("", refused)...)
 	got, err := ghClient(t, srv, "/").Create(t.Context(), ghNewRequest)
@@ -337,10 +243,10 @@ func TestGitHubCreateLabelsRefused(t *testing.T) {
 // exists.
 func TestGitHubAutoMergeRefused(t *testing.T) {
 	srv := ghServer(t,
-		ghCall{method: "POST", path: ghPulls,
+		replayCall{method: "POST", path: ghPulls,
 			body:   `{"title":"Update images","head":"image-updates","base":"main","body":"Updates app to 1.2.3","draft":false}`,
 			status: http.StatusCreated, reply: ghPull(nil)},
-		ghCall{method: "POST", path: "/graphql", graphQL: map[string]any{"pullRequestId": ghNodeID, "mergeMethod": "REBASE"},
+		replayCall{method: "POST", path: "/graphql", graphQL: map[string]any{"pullRequestId": ghNodeID, "mergeMethod": "REBASE"},
 			reply: `{"data":{"enablePullRequestAutoMerge":null},"errors":[{"type":"UNPROCESSABLE","path":["enablePullRequestAutoMerge"],` +
 				`"locations":[{"line":2,"column":3}],"message":"Auto merge is not allowed for this repository"},` +
 				`{"type":"UNPROCESSABLE","message":"second"}]}`},
@@ -363,10 +269,10 @@ func TestGitHubAutoMergeRefused(t *testing.T) {
 // Unauthorized Error naming what GitHub said.
 func TestGitHubAutoMergeUnauthorized(t *testing.T) {
 	srv := ghServer(t,
-		ghCall{method: "POST", path: ghPulls,
+		replayCall{method: "POST", path: ghPulls,
 			body:   `{"title":"t","head":"image-updates","base":"main","body":"","draft":false}`,
 			status: http.StatusCreated, reply: ghPull(nil)},
-		ghCall{method: "POST", path: "/graphql", graphQL: map[string]any{"pullRequestId": ghNodeID, "mergeMethod": "MERGE"},
+		replayCall{method: "POST", path: "/graphql", graphQL: map[string]any{"pullRequestId": ghNodeID, "mergeMethod": "MERGE"},
 			status: http.StatusUnauthorized, reply: `{"message":"Bad credentials","documentation_url":"https://docs.github.com/graphql"}`},
 	)
 	got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "t", AutoMerge: Merge})
@@ -378,7 +284,7 @@ func TestGitHubAutoMergeUnauthorized(t *testing.T) {
 
 // An unknown merge method fails auto-merge without a call.
 func TestGitHubAutoMergeUnknownMethod(t *testing.T) {
-	srv := ghServer(t, ghCall{method: "POST", path: ghPulls,
+	srv := ghServer(t, replayCall{method: "POST", path: ghPulls,
 		body:   `{"title":"t","head":"image-updates","base":"main","body":"","draft":false}`,
 		status: http.StatusCreated, reply: ghPull(nil)})
 	got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "t", AutoMerge: "fast-forward"})
@@ -390,7 +296,7 @@ func TestGitHubAutoMergeUnknownMethod(t *testing.T) {
 // Edit sends the title and body alone (not the base or state) and returns
 // the request as GitHub answers it.
 func TestGitHubEdit(t *testing.T) {
-	srv := ghServer(t, ghCall{method: "PATCH", path: ghPulls + "/42", body: `{"title":"Update images (2)","body":""}`,
+	srv := ghServer(t, replayCall{method: "PATCH", path: ghPulls + "/42", body: `{"title":"Update images (2)","body":""}`,
 		reply: ghPull(map[string]any{"title": "Update images (2)", "body": nil})})
 	got, err := ghClient(t, srv, "/").Edit(t.Context(), &ghWant, "Update images (2)", "")
 	if err != nil {
@@ -406,18 +312,18 @@ func TestGitHubEdit(t *testing.T) {
 // Close comments on the request, then sets its state to closed; without a
 // comment it only closes.
 func TestGitHubClose(t *testing.T) {
-	closeCall := ghCall{method: "PATCH", path: ghPulls + "/42", body: `{"state":"closed"}`, reply: ghPull(map[string]any{"state": "closed"})}
+	closeCall := replayCall{method: "PATCH", path: ghPulls + "/42", body: `{"state":"closed"}`, reply: ghPull(map[string]any{"state": "closed"})}
 	tests := []struct {
 		name    string
 		comment string
-		calls   []ghCall
+		calls   []replayCall
 	}{
-		{name: "with comment", comment: "Already on main.", calls: []ghCall{
+		{name: "with comment", comment: "Already on main.", calls: []replayCall{
 			{method: "POST", path: ghIssue + "/comments", body: `{"body":"Already on main."}`, status: http.StatusCreated,
 				reply: `{"id":1,"node_id":"MDEyOklzc3VlQ29tbWVudDE=","html_url":"https://github.com/org/app/pull/42#issuecomment-1","body":"Already on main."}`},
 			closeCall,
 		}},
-		{name: "without comment", calls: []ghCall{closeCall}},
+		{name: "without comment", calls: []replayCall{closeCall}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -431,7 +337,7 @@ func TestGitHubClose(t *testing.T) {
 
 // A failed comment stops Close before it closes the request.
 func TestGitHubCloseCommentRefused(t *testing.T) {
-	srv := ghServer(t, ghCall{method: "POST", path: ghIssue + "/comments", body: `{"body":"c"}`, status: http.StatusNotFound,
+	srv := ghServer(t, replayCall{method: "POST", path: ghIssue + "/comments", body: `{"body":"c"}`, status: http.StatusNotFound,
 		reply: `{"message":"Not Found","documentation_url":"https://docs.github.com/rest/issues/comments#create-an-issue-comment","status":"404"}`})
 	err := ghClient(t, srv, "/").Close(t.Context(), &ghWant, "c")
 	var fe *Error
@@ -476,7 +382,7 @@ func TestGitHubErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := ghServer(t, ghCall{method: "POST", path: ghPulls,
+			srv := ghServer(t, replayCall{method: "POST", path: ghPulls,
 				body:   `{"title":"t","head":"image-updates","base":"main","body":"","draft":false}`,
 				status: tt.status, reply: tt.reply})
 			got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "t"})
@@ -496,7 +402,7 @@ func TestGitHubErrors(t *testing.T) {
 
 // ghRateLimited is GitHub's answer to a request over the primary rate
 // limit: 403 with x-ratelimit-remaining 0 and the reset in Unix seconds.
-func ghRateLimited(c ghCall, reset time.Time) ghCall {
+func ghRateLimited(c replayCall, reset time.Time) replayCall {
 	c.status = http.StatusForbidden
 	c.header = map[string]string{
 		"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0", "x-ratelimit-used": "5000",
@@ -509,7 +415,7 @@ func ghRateLimited(c ghCall, reset time.Time) ghCall {
 // A 403 of an exhausted limit whose reset is a second ahead is waited out
 // by the transport and sent again, body and all, and the call succeeds.
 func TestGitHubRateLimitRetried(t *testing.T) {
-	edit := ghCall{method: "PATCH", path: ghPulls + "/42", body: `{"title":"Update images","body":"b"}`,
+	edit := replayCall{method: "PATCH", path: ghPulls + "/42", body: `{"title":"Update images","body":"b"}`,
 		header: map[string]string{"x-ratelimit-remaining": "4999", "x-ratelimit-reset": strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)},
 		reply:  ghPull(map[string]any{"body": "b"})}
 	srv := ghServer(t, ghRateLimited(edit, time.Now().Add(time.Second)), edit)
@@ -525,7 +431,7 @@ func TestGitHubRateLimitRetried(t *testing.T) {
 // remembers the exhausted limit), and is the same kind of Error.
 func TestGitHubRateLimitFarAhead(t *testing.T) {
 	reset := time.Now().Add(time.Hour)
-	srv := ghServer(t, ghRateLimited(ghCall{method: "GET", path: ghPulls, query: ghFindQuery}, reset))
+	srv := ghServer(t, ghRateLimited(replayCall{method: "GET", path: ghPulls, query: ghFindQuery}, reset))
 	c := ghClient(t, srv, "/")
 	for i := range 2 {
 		start := time.Now()
@@ -555,7 +461,7 @@ func TestGitHubSecondaryRateLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := ghServer(t, ghCall{method: "GET", path: ghPulls, query: ghFindQuery, status: tt.status,
+			srv := ghServer(t, replayCall{method: "GET", path: ghPulls, query: ghFindQuery, status: tt.status,
 				header: map[string]string{"retry-after": strconv.Itoa(int(tt.wait.Seconds()))},
 				reply: `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",` +
 					`"documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`})
@@ -619,10 +525,10 @@ func TestGitHubRateLimitMapping(t *testing.T) {
 // On GitHub Enterprise Server the REST calls go under /api/v3/ and
 // auto-merge to /api/graphql, with the instance's web URLs.
 func TestGitHubEnterprise(t *testing.T) {
-	calls := ghCreateCalls("/api/v3", ghCall{})
+	calls := ghCreateCalls("/api/v3", replayCall{})
 	calls = append(calls[:1], calls[2:]...) // no labels
 	calls[0].reply = ghPull(map[string]any{"draft": true, "html_url": "https://github.example.com/org/app/pull/42"})
-	calls = append([]ghCall{{method: "GET", path: "/api/v3" + ghPulls, query: ghFindQuery, reply: `[]`}}, calls...)
+	calls = append([]replayCall{{method: "GET", path: "/api/v3" + ghPulls, query: ghFindQuery, reply: `[]`}}, calls...)
 	srv := ghServer(t, calls...)
 	c := ghClient(t, srv, "/api/v3/")
 	if got, err := c.FindOpen(t.Context(), "image-updates", "main"); got != nil || err != nil {

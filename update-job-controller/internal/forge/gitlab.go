@@ -1,12 +1,10 @@
 package forge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -31,7 +29,7 @@ func newGitLab(opts Options, hc *http.Client) (Client, error) {
 	}
 	api, err := gitlab.NewClient(opts.Token,
 		gitlab.WithBaseURL(base),
-		gitlab.WithHTTPClient(keepGitLabAnswers(hc)),
+		gitlab.WithHTTPClient(keepAnswers(hc)),
 		// The transport of forge.go is the one place rate limits are
 		// waited out, the same way for every forge; the library's own
 		// retries (of 429s and 5xx, up to five) would repeat what the
@@ -105,7 +103,7 @@ func (g *gitLab) Create(ctx context.Context, req NewRequest) (*Request, error) {
 		return nil, err
 	}
 	opt := &gitlab.CreateMergeRequestOptions{
-		Title:              gitlab.Ptr(gitLabTitle(req.Title, req.Draft)),
+		Title:              gitlab.Ptr(gitLabDraft.create(req.Title, req.Draft)),
 		Description:        gitlab.Ptr(req.Body),
 		SourceBranch:       gitlab.Ptr(req.Head),
 		TargetBranch:       gitlab.Ptr(req.Base),
@@ -233,7 +231,7 @@ func (g *gitLab) Edit(ctx context.Context, current *Request, title, body string)
 		return nil, errors.New("gitlab: editing a merge request: no merge request given")
 	}
 	opt := &gitlab.UpdateMergeRequestOptions{
-		Title:       gitlab.Ptr(keepDraftPrefix(current, title)),
+		Title:       gitlab.Ptr(gitLabDraft.edit(current, title)),
 		Description: gitlab.Ptr(body),
 	}
 	var mr *gitlab.MergeRequest
@@ -275,96 +273,35 @@ func (g *gitLab) Close(ctx context.Context, current *Request, comment string) er
 // call runs one library call with ctx and turns its failure into an
 // Error that says what GitLab answered.
 func (g *gitLab) call(ctx context.Context, op string, fn func(gitlab.RequestOptionFunc) (*gitlab.Response, error)) error {
-	answer := &gitLabAnswer{}
-	resp, err := fn(gitlab.WithContext(context.WithValue(ctx, gitLabAnswerKey{}, answer)))
-	if err == nil {
-		return nil
-	}
-	if msg := gitLabMessage(answer.body); msg != "" {
-		err = errors.New(msg)
-	}
-	return NewError(GitLab, op, gitLabHTTPResponse(resp), err, g.token)
+	return callKeepingAnswer(ctx, GitLab, op, g.token, gitLabMessage, func(ctx context.Context) (*http.Response, error) {
+		resp, err := fn(gitlab.WithContext(ctx))
+		if resp == nil {
+			return nil, err
+		}
+		return resp.Response, err
+	})
 }
 
-func gitLabHTTPResponse(resp *gitlab.Response) *http.Response {
-	if resp == nil {
-		return nil
-	}
-	return resp.Response
-}
-
-// The library answers a 404 with gitlab.ErrNotFound alone, and quotes
-// other failures with the method and URL around them; what GitLab said
-// ("404 Project Not Found" is not "404 Not found" of a merge request) is
-// in the body, which the library has consumed by the time it returns. So
-// the transport keeps the body of a failed call for the call that asked,
-// through the request's context.
-type (
-	gitLabAnswerKey struct{}
-	gitLabAnswer    struct{ body []byte }
-	gitLabAnswers   struct{ next http.RoundTripper }
-)
-
-// maxGitLabAnswer bounds the body kept: GitLab's error bodies are short,
-// and a proxy's error page need not be kept whole.
-const maxGitLabAnswer = 64 << 10
-
-func keepGitLabAnswers(hc *http.Client) *http.Client {
-	c := &http.Client{}
-	if hc != nil {
-		*c = *hc
-	}
-	next := c.Transport
-	if next == nil {
-		next = http.DefaultTransport
-	}
-	c.Transport = gitLabAnswers{next: next}
-	return c
-}
-
-func (t gitLabAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	answer, ok := req.Context().Value(gitLabAnswerKey{}).(*gitLabAnswer)
-	if err != nil || !ok || resp.StatusCode < http.StatusBadRequest {
-		return resp, err
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxGitLabAnswer))
-	resp.Body.Close()
-	answer.body = body
-	// The library reads the body again for its own error.
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	return resp, nil
-}
-
-// gitLabMessage is what a GitLab error body says: {"message": "404
+// gitLabMessage is what a GitLab error body in JSON says: {"message": "404
 // Project Not Found"}, {"message": {"title": ["can't be blank"]}},
 // {"message": ["..."]} or OAuth's {"error": ..., "error_description":
-// ...}; a plain text body (a rate limit's "Retry later") as it is; and of
-// an HTML page, from a proxy or a URL that is not the API, only that it is
-// one. Empty when there is no body.
-func gitLabMessage(body []byte) string {
-	text := strings.TrimSpace(string(body))
-	if text == "" {
-		return ""
-	}
+// ...}.
+func gitLabMessage(body []byte) (string, error) {
 	var v struct {
 		Message          any    `json:"message"`
 		Error            string `json:"error"`
 		ErrorDescription string `json:"error_description"`
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
-		if strings.HasPrefix(text, "<") {
-			return "an HTML page, not the API's JSON"
-		}
-		return text
+		return "", err
 	}
 	if msg := flattenGitLabMessage(v.Message); msg != "" {
-		return msg
+		return msg, nil
 	}
 	if v.ErrorDescription != "" {
-		return strings.TrimSpace(v.Error + ": " + v.ErrorDescription)
+		return strings.TrimSpace(v.Error + ": " + v.ErrorDescription), nil
 	}
-	return v.Error
+	return v.Error, nil
 }
 
 func flattenGitLabMessage(m any) string {
@@ -416,7 +353,7 @@ func gitLabRequest(mr *gitlab.BasicMergeRequest, wip bool) *Request {
 		Head:       mr.SourceBranch,
 		Base:       mr.TargetBranch,
 		HeadCommit: mr.SHA,
-		Draft:      mr.Draft || wip || gitLabDraftPrefix(mr.Title) != "",
+		Draft:      mr.Draft || wip || gitLabDraft.prefix(mr.Title) != "",
 	}
 }
 
@@ -433,39 +370,4 @@ func gitLabState(s string) State {
 }
 
 // GitLab marks a draft by its title: these prefixes, in any case.
-var gitLabDraftPrefixes = []string{"draft:", "[draft]", "(draft)", "draft -"}
-
-// gitLabDraftPrefix is title's draft prefix with the spaces after it, or
-// "" when title has none.
-func gitLabDraftPrefix(title string) string {
-	for _, p := range gitLabDraftPrefixes {
-		if len(title) >= len(p) && strings.EqualFold(title[:len(p)], p) {
-			rest := strings.TrimLeft(title[len(p):], " ")
-			return title[:len(title)-len(rest)]
-		}
-	}
-	return ""
-}
-
-func gitLabTitle(title string, draft bool) string {
-	if !draft || gitLabDraftPrefix(title) != "" {
-		return title
-	}
-	return "Draft: " + title
-}
-
-// keepDraftPrefix keeps a draft a draft when the job rewrites its title,
-// with the prefix it had. A request a person took out of draft has no
-// prefix to keep, and none is added back.
-func keepDraftPrefix(current *Request, title string) string {
-	if !current.Draft || gitLabDraftPrefix(title) != "" {
-		return title
-	}
-	if p := gitLabDraftPrefix(current.Title); p != "" {
-		if !strings.HasSuffix(p, " ") {
-			p += " "
-		}
-		return p + title
-	}
-	return "Draft: " + title
-}
+var gitLabDraft = draftPrefixes{known: []string{"draft:", "[draft]", "(draft)", "draft -"}, add: "Draft: "}

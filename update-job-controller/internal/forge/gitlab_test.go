@@ -6,24 +6,21 @@ package forge
 // https://docs.gitlab.com/api/notes/, https://docs.gitlab.com/api/users/,
 // and the rate-limit headers RateLimit-Remaining, RateLimit-Reset and
 // Retry-After of https://docs.gitlab.com/security/rate_limits/), with the
-// documented field names, trimmed to what the adapter reads. The server
-// checks every request against the next expected one (method, escaped path,
-// query, JSON body fields, PRIVATE-TOKEN) in order, and the clients are made
-// by New, so the wiring the job uses (base URL, transport, no library
-// retries) is what is tested.
+// documented field names, trimmed to what the adapter reads. The replay
+// server (replay_test.go) checks every request against the next expected
+// one (method, escaped path, query, JSON body fields, PRIVATE-TOKEN) in
+// order, and the clients are made by New, so the wiring the job uses (base
+// URL, transport, no library retries) is what is tested.
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -37,94 +34,9 @@ const (
 	glSHA   = "1a0b36d0f1a5f4c3f2e1d9b8a7c6b5a4d3c2b1a0"
 )
 
-// glCall is one expected request and GitLab's answer to it.
-type glCall struct {
-	method string
-	path   string     // escaped
-	query  url.Values // parameters the request must carry (others allowed)
-	body   string     // JSON object whose fields the request body must have
-	absent []string   // body fields the request must not send
-	status int        // 200 when zero
-	header map[string]string
-	reply  string
-}
-
-// glServer answers the expected calls in order and fails the test on any
-// other request, or when an expected call was not made.
-func glServer(t *testing.T, calls ...glCall) *httptest.Server {
-	t.Helper()
-	var mu sync.Mutex
-	next := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		if next >= len(calls) {
-			t.Errorf("unexpected request %s %s", r.Method, r.URL.RequestURI())
-			http.Error(w, `{"message":"unexpected"}`, http.StatusInternalServerError)
-			return
-		}
-		c := calls[next]
-		next++
-		glCheck(t, next, c, r)
-		w.Header().Set("Content-Type", "application/json")
-		for k, v := range c.header {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(max(c.status, http.StatusOK))
-		io.WriteString(w, c.reply)
-	}))
-	t.Cleanup(func() {
-		srv.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		if next != len(calls) {
-			t.Errorf("%d requests made, want %d", next, len(calls))
-		}
-	})
-	return srv
-}
-
-func glCheck(t *testing.T, n int, c glCall, r *http.Request) {
-	t.Helper()
-	got := r.Method + " " + r.URL.EscapedPath()
-	if want := c.method + " " + c.path; got != want {
-		t.Errorf("request %d: %s, want %s", n, got, want)
-	}
-	if tok := r.Header.Get("PRIVATE-TOKEN"); tok != glToken {
-		t.Errorf("request %d: PRIVATE-TOKEN %q", n, tok)
-	}
-	q := r.URL.Query()
-	for k, v := range c.query {
-		if !reflect.DeepEqual(q[k], v) {
-			t.Errorf("request %d: query %s = %q, want %q", n, k, q[k], v)
-		}
-	}
-	if c.body == "" && len(c.absent) == 0 {
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		t.Errorf("request %d: Content-Type %q", n, ct)
-	}
-	var sent, want map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&sent); err != nil {
-		t.Errorf("request %d: body: %v", n, err)
-	}
-	if c.body != "" {
-		if err := json.Unmarshal([]byte(c.body), &want); err != nil {
-			t.Fatalf("bad expected body %s: %v", c.body, err)
-		}
-	}
-	for k, v := range want {
-		if !reflect.DeepEqual(sent[k], v) {
-			t.Errorf("request %d: body %s = %#v, want %#v", n, k, sent[k], v)
-		}
-	}
-	for _, k := range c.absent {
-		if v, ok := sent[k]; ok {
-			t.Errorf("request %d: body has %s = %#v, want none", n, k, v)
-		}
-	}
-}
+// glServer replays GitLab's answers (see replayer), checking the token
+// and the query parameters and JSON body fields each request must have.
+var glServer = replayer{authHeader: "PRIVATE-TOKEN", auth: glToken}.serve
 
 func glNew(t *testing.T, srv *httptest.Server) Client {
 	t.Helper()
@@ -205,7 +117,7 @@ func TestGitLabFindOpen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := glServer(t, glCall{
+			srv := glServer(t, replayCall{
 				method: "GET", path: glMRs,
 				query: url.Values{"state": {"opened"}, "source_branch": {"image-update/app"}, "target_branch": {"main"}},
 				reply: tt.reply,
@@ -232,12 +144,12 @@ func TestGitLabCreate(t *testing.T) {
 	tests := []struct {
 		name  string
 		req   NewRequest
-		calls []glCall
+		calls []replayCall
 		want  *Request
 	}{{
 		name: "plain",
 		req:  NewRequest{Head: "image-update/app", Base: "main", Title: "Update app", Body: "Bumps app to 1.2.4"},
-		calls: []glCall{{
+		calls: []replayCall{{
 			method: "POST", path: glMRs, status: 201, reply: created,
 			body: `{"source_branch": "image-update/app", "target_branch": "main", "title": "Update app",
 				"description": "Bumps app to 1.2.4", "remove_source_branch": true}`,
@@ -251,7 +163,7 @@ func TestGitLabCreate(t *testing.T) {
 			Labels: []string{"dependencies", "image-update"}, Assignees: []string{"alice", "bob"},
 			Reviewers: []string{"carol", "Alice"}, AutoMerge: Squash,
 		},
-		calls: []glCall{
+		calls: []replayCall{
 			{method: "GET", path: glUsers, query: url.Values{"username": {"alice"}}, reply: glUser(11, "alice")},
 			{method: "GET", path: glUsers, query: url.Values{"username": {"bob"}}, reply: glUser(12, "bob")},
 			{method: "GET", path: glUsers, query: url.Values{"username": {"carol"}}, reply: glUser(13, "carol")},
@@ -270,7 +182,7 @@ func TestGitLabCreate(t *testing.T) {
 	}, {
 		name: "rebase merges",
 		req:  NewRequest{Head: "image-update/app", Base: "main", Title: "Update app", Body: "Bumps app to 1.2.4", AutoMerge: Rebase},
-		calls: []glCall{
+		calls: []replayCall{
 			{method: "POST", path: glMRs, status: 201, reply: created, body: `{"title": "Update app"}`, absent: []string{"squash"}},
 			{
 				method: "PUT", path: glMRs + "/7/merge", reply: created,
@@ -297,8 +209,8 @@ func TestGitLabCreate(t *testing.T) {
 // it, before the merge request is created (the server would flag the POST).
 func TestGitLabCreateUnknownUser(t *testing.T) {
 	srv := glServer(t,
-		glCall{method: "GET", path: glUsers, query: url.Values{"username": {"alice"}}, reply: glUser(11, "alice")},
-		glCall{method: "GET", path: glUsers, query: url.Values{"username": {"mallory"}}, reply: `[]`},
+		replayCall{method: "GET", path: glUsers, query: url.Values{"username": {"alice"}}, reply: glUser(11, "alice")},
+		replayCall{method: "GET", path: glUsers, query: url.Values{"username": {"mallory"}}, reply: `[]`},
 	)
 	got, err := glNew(t, srv).Create(context.Background(), NewRequest{
 		Head: "image-update/app", Base: "main", Title: "Update app",
@@ -332,8 +244,8 @@ func TestGitLabAutoMergeRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			srv := glServer(t,
-				glCall{method: "POST", path: glMRs, status: 201, reply: glMR(7, "Update app", false)},
-				glCall{method: "PUT", path: glMRs + "/7/merge", status: tt.status, reply: tt.reply},
+				replayCall{method: "POST", path: glMRs, status: 201, reply: glMR(7, "Update app", false)},
+				replayCall{method: "PUT", path: glMRs + "/7/merge", status: tt.status, reply: tt.reply},
 			)
 			got, err := glNew(t, srv).Create(context.Background(), NewRequest{
 				Head: "image-update/app", Base: "main", Title: "Update app", AutoMerge: Merge,
@@ -370,7 +282,7 @@ func TestGitLabEdit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := glServer(t, glCall{
+			srv := glServer(t, replayCall{
 				method: "PUT", path: glMRs + "/4",
 				body:  fmt.Sprintf(`{"title": %q, "description": "Bumps app to 1.2.5"}`, tt.sent),
 				reply: glMR(4, tt.sent, false),
@@ -392,19 +304,19 @@ func TestGitLabClose(t *testing.T) {
 	note := `{"id": 302, "body": "Superseded by !8", "noteable_type": "MergeRequest", "noteable_iid": 4,
 		"author": {"id": 1, "username": "image-bot"}, "system": false}`
 	closed := strings.Replace(glMR(4, "Update app", false), `"state": "opened"`, `"state": "closed"`, 1)
-	closeCall := glCall{
+	closeCall := replayCall{
 		method: "PUT", path: glMRs + "/4", body: `{"state_event": "close"}`, absent: []string{"title", "description"}, reply: closed,
 	}
 	tests := []struct {
 		name    string
 		comment string
-		calls   []glCall
+		calls   []replayCall
 	}{
-		{"with comment", "Superseded by !8", []glCall{
+		{"with comment", "Superseded by !8", []replayCall{
 			{method: "POST", path: glMRs + "/4/notes", status: 201, body: `{"body": "Superseded by !8"}`, reply: note},
 			closeCall,
 		}},
-		{"without comment", "", []glCall{closeCall}},
+		{"without comment", "", []replayCall{closeCall}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -444,7 +356,7 @@ func TestGitLabErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := glServer(t, glCall{method: "GET", path: glMRs, status: tt.status, header: tt.header, reply: tt.reply})
+			srv := glServer(t, replayCall{method: "GET", path: glMRs, status: tt.status, header: tt.header, reply: tt.reply})
 			start := time.Now()
 			_, err := glNew(t, srv).FindOpen(context.Background(), "image-update/app", "main")
 			e := glErrorOf(t, err)
@@ -481,17 +393,17 @@ func TestGitLabNoAnswer(t *testing.T) {
 // of forge.go, once, request body and all (the library's own retries are
 // off, so exactly two requests reach GitLab).
 func TestGitLabRateLimitRetried(t *testing.T) {
-	limited := glCall{status: 429, header: map[string]string{
+	limited := replayCall{status: 429, header: map[string]string{
 		"Retry-After": "1", "RateLimit-Remaining": "0", "RateLimit-Limit": "600",
 		"RateLimit-Reset": fmt.Sprint(time.Now().Add(time.Second).Unix()),
 	}, reply: `Retry later`}
 	tests := []struct {
 		name string
-		call glCall
+		call replayCall
 		run  func(Client) error
 	}{{
 		name: "find",
-		call: glCall{method: "GET", path: glMRs, query: url.Values{"state": {"opened"}}, reply: `[` + glMR(4, "Update app", false) + `]`},
+		call: replayCall{method: "GET", path: glMRs, query: url.Values{"state": {"opened"}}, reply: `[` + glMR(4, "Update app", false) + `]`},
 		run: func(c Client) error {
 			got, err := c.FindOpen(context.Background(), "image-update/app", "main")
 			if err == nil && (got == nil || got.Number != 4) {
@@ -501,7 +413,7 @@ func TestGitLabRateLimitRetried(t *testing.T) {
 		},
 	}, {
 		name: "create",
-		call: glCall{method: "POST", path: glMRs, status: 201, body: `{"title": "Update app", "source_branch": "image-update/app"}`, reply: glMR(7, "Update app", false)},
+		call: replayCall{method: "POST", path: glMRs, status: 201, body: `{"title": "Update app", "source_branch": "image-update/app"}`, reply: glMR(7, "Update app", false)},
 		run: func(c Client) error {
 			_, err := c.Create(context.Background(), NewRequest{Head: "image-update/app", Base: "main", Title: "Update app"})
 			return err
@@ -534,7 +446,7 @@ func TestGitLabProjectPathEscaped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.repo, func(t *testing.T) {
-			srv := glServer(t, glCall{method: "GET", path: tt.path, reply: `[]`})
+			srv := glServer(t, replayCall{method: "GET", path: tt.path, reply: `[]`})
 			c, err := New(Options{Provider: GitLab, APIURL: srv.URL + "/", Repository: tt.repo, Token: glToken, HTTPClient: srv.Client()})
 			if err != nil {
 				t.Fatal(err)
@@ -549,7 +461,7 @@ func TestGitLabProjectPathEscaped(t *testing.T) {
 // An instance served under a path (https://host/gitlab/) has its API under
 // that path.
 func TestGitLabAPIUnderPath(t *testing.T) {
-	srv := glServer(t, glCall{method: "GET", path: "/gitlab" + glMRs, reply: `[]`})
+	srv := glServer(t, replayCall{method: "GET", path: "/gitlab" + glMRs, reply: `[]`})
 	c, err := New(Options{Provider: GitLab, APIURL: srv.URL + "/gitlab/", Repository: "group/sub/app", Token: glToken, HTTPClient: srv.Client()})
 	if err != nil {
 		t.Fatal(err)
@@ -565,9 +477,9 @@ func TestGitLabAPIUnderPath(t *testing.T) {
 func TestGitLabNoPacing(t *testing.T) {
 	limits := map[string]string{"RateLimit-Limit": "60", "RateLimit-Remaining": "57", "RateLimit-Observed": "3"}
 	srv := glServer(t,
-		glCall{method: "GET", path: glMRs, header: limits, reply: `[` + glMR(4, "Update app", false) + `]`},
-		glCall{method: "POST", path: glMRs + "/4/notes", status: 201, header: limits, reply: `{"id": 302, "body": "Superseded"}`},
-		glCall{method: "PUT", path: glMRs + "/4", header: limits, reply: glMR(4, "Update app", false)},
+		replayCall{method: "GET", path: glMRs, header: limits, reply: `[` + glMR(4, "Update app", false) + `]`},
+		replayCall{method: "POST", path: glMRs + "/4/notes", status: 201, header: limits, reply: `{"id": 302, "body": "Superseded"}`},
+		replayCall{method: "PUT", path: glMRs + "/4", header: limits, reply: glMR(4, "Update app", false)},
 	)
 	c := glNew(t, srv)
 	start := time.Now()
