@@ -3,13 +3,15 @@
 # libgit2 1.5 (git2go v34 accepts no other) with pkg-config for cgo; git for
 # the test git servers; openssh-server/-client for the SSH git server and SSH
 # commit signatures; gnupg to verify OpenPGP signatures; prometheus for
-# promtool and the scrape test. Installs them with apt when we are root on
-# Debian/Ubuntu; otherwise prints the command to run.
+# promtool and the scrape test; docker-registry (CNCF distribution 2.8) as a
+# real sender of registry notifications for the webhook tests. Installs them
+# with apt when we are root on Debian/Ubuntu; otherwise prints the command to
+# run.
 set -euo pipefail
-packages=(libgit2-dev pkg-config git openssh-server openssh-client gnupg prometheus)
+packages=(libgit2-dev pkg-config git openssh-server openssh-client gnupg prometheus docker-registry)
 
 have() {
-  for c in pkg-config git /usr/sbin/sshd ssh-keygen gpg promtool prometheus; do
+  for c in pkg-config git /usr/sbin/sshd ssh-keygen gpg promtool prometheus docker-registry; do
     command -v "$c" >/dev/null || return 1
   done
   pkg-config --exists 'libgit2 >= 1.5.0' && ! pkg-config --exists 'libgit2 >= 1.6.0'
