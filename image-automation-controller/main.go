@@ -16,7 +16,6 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
-	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
 
@@ -33,9 +32,10 @@ func main() {
 	must(updatev1.AddToScheme(scheme))
 
 	os.Exit(app.Main(app.Config{
-		Name:        name,
-		LeaderElect: true,
-		Scheme:      scheme,
+		Name:             name,
+		MetricsSubsystem: "automation",
+		LeaderElect:      true,
+		Scheme:           scheme,
 		Flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
 			fs.IntVar(&jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
@@ -47,7 +47,7 @@ func main() {
 			return (&controller.ImageUpdateAutomationReconciler{
 				Client:               mgr.GetClient(),
 				APIReader:            mgr.GetAPIReader(),
-				Events:               events.New(mgr.GetEventRecorder(name)),
+				Events:               opts.Events,
 				Metrics:              metrics.NewRecorder("automation").MustRegisterDefault(),
 				Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
 				NoCrossNamespaceRefs: noCrossNamespaceRefs,

@@ -18,7 +18,6 @@ import (
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
-	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
 
@@ -35,9 +34,10 @@ func main() {
 	utilruntimeMust(imagev1.AddToScheme(scheme))
 
 	os.Exit(app.Main(app.Config{
-		Name:        name,
-		LeaderElect: true,
-		Scheme:      scheme,
+		Name:             name,
+		MetricsSubsystem: "reflector",
+		LeaderElect:      true,
+		Scheme:           scheme,
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&storagePath, "storage-path", app.DataDir(name, "/data"), "Directory of the tag database (the chart mounts /data).")
 			fs.Float64Var(&registryQPS, "registry-qps", 10, "Requests per second allowed to each registry host.")
@@ -53,7 +53,7 @@ func main() {
 			scanMetrics := controller.NewScanMetrics()
 			crmetrics.Registry.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
 			reg := registry.New(registryQPS, registryBurst, regMetrics)
-			ev := events.New(mgr.GetEventRecorder(name))
+			ev := opts.Events
 			if err := (&controller.ImageRepositoryReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
 				ScanMetrics: scanMetrics, Registry: reg, Store: st,

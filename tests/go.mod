@@ -3,6 +3,7 @@ module toolkit.dev/image-toolkit/tests
 go 1.26.0
 
 require (
+	github.com/fluxcd/pkg/apis/event v0.30.0
 	github.com/google/go-containerregistry v0.22.1
 	go.yaml.in/yaml/v3 v3.0.5
 	k8s.io/api v0.37.1

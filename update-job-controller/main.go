@@ -17,7 +17,6 @@ import (
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
-	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/controller"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
@@ -36,7 +35,8 @@ func main() {
 	must(updatev1.AddToScheme(scheme))
 
 	os.Exit(app.Main(app.Config{
-		Name: name,
+		Name:             name,
+		MetricsSubsystem: "updatejob",
 		// Every replica runs jobs; claims, not a leader, keep them apart.
 		LeaderElect: false,
 		Scheme:      scheme,
@@ -72,7 +72,7 @@ func main() {
 			return (&controller.UpdateJobReconciler{
 				Client:        mgr.GetClient(),
 				APIReader:     mgr.GetAPIReader(),
-				Events:        events.New(mgr.GetEventRecorder(name)),
+				Events:        opts.Events,
 				Metrics:       metrics.NewRecorder("updatejob").MustRegisterDefault(),
 				JobMetrics:    jobMetrics,
 				Cache:         cache,

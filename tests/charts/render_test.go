@@ -136,7 +136,7 @@ func TestTemplateDefaults(t *testing.T) {
 					t.Errorf("args %v lack %s", a, want)
 				}
 			}
-			for _, flag := range []string{"--watch-namespace", "--watch-label-selector"} {
+			for _, flag := range []string{"--watch-namespace", "--watch-label-selector", "--events-addr"} {
 				if slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, flag) }) {
 					t.Errorf("args %v have %s by default", a, flag)
 				}
@@ -222,7 +222,8 @@ func TestTemplateAllOptions(t *testing.T) {
 			a := args(t, w)
 			for _, want := range []string{"--watch-namespace=team-a", "--watch-label-selector=sharding.toolkit.dev/key=shard1",
 				"--log-encoding=console", "--log-level=debug", "--concurrent=8", "--kube-api-qps=100", "--kube-api-burst=400",
-				"--metrics-bind-address=:9440", "--health-probe-bind-address=:9441", "--kube-api-qps=120"} {
+				"--metrics-bind-address=:9440", "--health-probe-bind-address=:9441", "--kube-api-qps=120",
+				"--events-addr=http://notification-controller.flux-system.svc.cluster.local./"} {
 				if !hasArg(a, want) {
 					t.Errorf("args %v lack %s", a, want)
 				}
@@ -368,6 +369,7 @@ func TestBadValuesRejected(t *testing.T) {
 		{"update-job-controller", "leaderElection.enabled=true", "additional properties 'leaderElection' not allowed"},
 		{"image-automation-controller", "metrics.serviceMonitor.enable=true", "additional properties 'enable' not allowed"},
 		{"image-reflector-controller", "resources.requests.memory=lots", "/resources/requests/memory"},
+		{"update-job-controller", "eventsAddr=notification-controller:80", "/eventsAddr"},
 		// Checked by the templates: combinations the schema cannot express.
 		{"image-reflector-controller", "storage.persistence.enabled=true,replicaCount=2", "storage.persistence.enabled needs replicaCount: 1"},
 		{"update-job-controller", "metrics.service.enabled=false,metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.enabled needs metrics.service.enabled"},

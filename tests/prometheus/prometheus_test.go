@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -62,9 +64,17 @@ func TestMetrics(t *testing.T) {
 		"image-reflector-controller": {"--storage-path=" + t.TempDir()},
 		"update-job-controller":      {"--cache-dir=" + t.TempDir()},
 	}
+	// An events endpoint that takes everything, so the forwarder's metrics
+	// exist and move.
+	events := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer events.Close()
 	procs := map[string]*localenv.Process{}
 	for _, name := range localenv.Controllers {
-		p, err := cluster.StartController(ctx, bin, name, append([]string{"--leader-elect=false"}, extra[name]...)...)
+		args := append([]string{"--leader-elect=false", "--events-addr=" + events.URL}, extra[name]...)
+		p, err := cluster.StartController(ctx, bin, name, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,6 +132,9 @@ func TestMetrics(t *testing.T) {
 		}, logs)
 		// ...reports reconciliations of its kinds...
 		prom.eventually(t, `sum by (job) ({__name__=~"imagetoolkit_[a-z]+_reconcile_duration_seconds_count"}) > 0`,
+			func(s []sample) error { return perJob(s, nil) }, logs)
+		// ...and forwarded events to --events-addr.
+		prom.eventually(t, `sum by (job) ({__name__=~"imagetoolkit_[a-z]+_forwarded_events_total", outcome="sent"}) > 0`,
 			func(s []sample) error { return perJob(s, nil) }, logs)
 		// ...and its own work: the reflector scanned the registry, the
 		// automation pushed through an UpdateJob, which succeeded.

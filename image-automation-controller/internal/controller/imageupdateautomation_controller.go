@@ -284,7 +284,7 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		adopt(obj, job)
 	} else {
 		obj.Status.LastAutomationRunTime = &metav1.Time{Time: now}
-		r.Events.Normal(ctx, obj, "UpdateJobCreated", "Update", fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(pols.setters), revisionOr(head, src.Ref)))
+		r.Events.WithMetadata(map[string]string{events.MetaRevision: head}).Normal(ctx, obj, "UpdateJobCreated", "Update", fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(pols.setters), revisionOr(head, src.Ref)))
 	}
 	conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", job.Name, phaseOf(job))
 	return d.requeue(ctrl.Result{RequeueAfter: interval}), nil

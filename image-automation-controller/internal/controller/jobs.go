@@ -24,6 +24,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
 )
 
 // Labels and annotations on the UpdateJobs an automation creates.
@@ -257,6 +258,9 @@ func runOf(j *updatev1.UpdateJob) int {
 // record writes a finished job's outcome into the status, once per job.
 func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) tally {
 	var t tally
+	// The automation's events carry what its job did: commit, pull
+	// request, replaced values.
+	ev := r.Events.WithMetadata(events.UpdateJobMetadata(job))
 	obj.Status.LastJob = jobReference(job)
 	gen, _ := strconv.ParseInt(job.Annotations[GenerationAnnotation], 10, 64)
 	applied := func() {
@@ -287,12 +291,12 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		if pr := job.Status.PullRequest; pr != nil {
 			conditions.MarkReady(obj, conditions.SucceededReason, "%s pull request #%d (UpdateJob %s): %s",
 				pr.Action, pr.Number, job.Name, pr.URL)
-			r.Events.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s %s pull request #%d: %s",
+			ev.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s %s pull request #%d: %s",
 				job.Name, pr.Action, pr.Number, pr.URL))
 		} else {
 			conditions.MarkReady(obj, conditions.SucceededReason, "pushed commit %s to %s (UpdateJob %s)",
 				short(job.Status.PushedCommit), pushBranch(job), job.Name)
-			r.Events.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
+			ev.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
 				job.Name, job.Status.PushedCommit, pushBranch(job)))
 		}
 		t.outcome(OutcomePushed)
@@ -310,7 +314,7 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		case pr.Action == updatev1.PullRequestClosedNow:
 			conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s: closed pull request #%d (UpdateJob %s): %s",
 				job.Status.CheckoutRevision, pr.Number, job.Name, pr.URL)
-			r.Events.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s closed pull request #%d: the base has its changes: %s",
+			ev.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s closed pull request #%d: the base has its changes: %s",
 				job.Name, pr.Number, pr.URL))
 		default:
 			conditions.MarkReady(obj, conditions.SucceededReason, "pull request #%d is up to date (UpdateJob %s): %s", pr.Number, job.Name, pr.URL)
@@ -327,7 +331,7 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 			}
 		}
 		conditions.MarkFailed(obj, reason, "UpdateJob %s failed: %s", job.Name, msg)
-		r.Events.Warning(ctx, obj, reason, "Update", fmt.Sprintf("UpdateJob %s failed: %s", job.Name, msg))
+		ev.Warning(ctx, obj, reason, "Update", fmt.Sprintf("UpdateJob %s failed: %s", job.Name, msg))
 		t.outcome(OutcomeFailed)
 	}
 	return t

@@ -149,13 +149,14 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	prev := obj.Status.LatestRef
 	if prev == nil || *prev != latest {
+		ev := r.Events.WithMetadata(map[string]string{events.MetaLatestImage: latest.String()})
 		if prev != nil {
 			p := *prev
 			obj.Status.ObservedPreviousRef = &p
-			r.Events.Normal(ctx, obj, "NewImage", "Select",
+			ev.WithMetadata(map[string]string{events.MetaPreviousImage: p.String()}).Normal(ctx, obj, "NewImage", "Select",
 				"latest image for "+latest.Name+" changed from "+prev.String()+" to "+latest.String())
 		} else {
-			r.Events.Normal(ctx, obj, "NewImage", "Select", "latest image for "+latest.Name+" is "+latest.String())
+			ev.Normal(ctx, obj, "NewImage", "Select", "latest image for "+latest.Name+" is "+latest.String())
 		}
 		obj.Status.LatestRef = &latest
 		now := metav1.NowMicro()

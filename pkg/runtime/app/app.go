@@ -27,8 +27,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/version"
 )
 
@@ -49,12 +51,21 @@ type Options struct {
 	Version                 bool
 	KubeAPIQPS              float64
 	KubeAPIBurst            int
+	EventsAddr              string
+
+	// Events is the recorder the controller's reconcilers share, which
+	// Main makes before Setup: Kubernetes events, also forwarded to
+	// --events-addr when set.
+	Events *events.Recorder
 }
 
 // Config describes one controller binary.
 type Config struct {
 	// Name of the binary, used for logs, events and the leader lease.
 	Name string
+	// MetricsSubsystem names the controller's metrics,
+	// imagetoolkit_<subsystem>_..., e.g. reflector.
+	MetricsSubsystem string
 	// LeaderElect is the --leader-elect default.
 	LeaderElect bool
 	// Scheme holds the kinds the controller reads and writes.
@@ -81,6 +92,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "Requests per second to the Kubernetes API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server.")
+	fs.StringVar(&o.EventsAddr, "events-addr", "", "Also send every event to this HTTP endpoint, as Flux's notification-controller event API takes them, e.g. http://notification-controller.flux-system.svc.cluster.local./; Kubernetes events only when empty.")
 }
 
 // Validate checks the flag values.
@@ -100,6 +112,11 @@ func (o *Options) Validate() error {
 	}
 	if _, err := o.selector(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.EventsAddr != "" {
+		if err := events.ValidateAddress(o.EventsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--events-addr: %w", err))
+		}
 	}
 	for flag, ns := range map[string]string{"--watch-namespace": o.WatchNamespace, "--leader-election-namespace": o.LeaderElectionNamespace} {
 		if ns == "" {
@@ -322,6 +339,10 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 		log.Error(err, "adding ready check")
 		return 1
 	}
+	if opts.Events, err = eventRecorder(cfg, opts, mgr, log); err != nil {
+		log.Error(err, "setting up events")
+		return 1
+	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := cfg.Setup(ctx, mgr, opts); err != nil {
 		log.Error(err, "setting up controllers")
@@ -333,6 +354,36 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// eventRecorder makes the controller's event recorder and, with
+// --events-addr, the forwarder it feeds: run by the manager, its metrics
+// served with the controller's.
+func eventRecorder(cfg Config, opts Options, mgr ctrl.Manager, log logr.Logger) (*events.Recorder, error) {
+	rec := events.New(mgr.GetEventRecorder(cfg.Name))
+	if opts.EventsAddr == "" {
+		return rec, nil
+	}
+	fwd, err := events.NewForwarder(events.ForwarderOptions{
+		Address:    opts.EventsAddr,
+		Controller: cfg.Name,
+		Scheme:     mgr.GetScheme(),
+		Subsystem:  cfg.MetricsSubsystem,
+		Log:        log.WithName("events"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range fwd.Collectors() {
+		if err := crmetrics.Registry.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	if err := mgr.Add(fwd); err != nil {
+		return nil, err
+	}
+	log.Info("forwarding events", "address", events.Redact(opts.EventsAddr))
+	return rec.ForwardTo(fwd), nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -41,6 +41,8 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 		{"bad qps", []string{"--kube-api-qps=0"}, 2, "", "--kube-api-qps"},
 		{"bad namespace", []string{"--watch-namespace=Team_A"}, 2, "", "--watch-namespace"},
 		{"bad lease namespace", []string{"--leader-election-namespace=a.b"}, 2, "", "--leader-election-namespace \"a.b\""},
+		{"events address without scheme", []string{"--events-addr=notification-controller:9292"}, 2, "", "--events-addr: events address"},
+		{"events address credentials redacted", []string{"--events-addr=ftp://bot:s3cret@example.com/"}, 2, "", "bot:***@example.com"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

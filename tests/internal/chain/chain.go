@@ -95,6 +95,9 @@ type Options struct {
 	// `make testenv`) instead of git http-backend; the Secret's password
 	// is the Gitea administrator's API token, as pull requests need.
 	Gitea bool
+	// ControllerArgs are added to every controller's arguments, e.g.
+	// --events-addr.
+	ControllerArgs []string
 }
 
 // Start starts everything; dir holds the scratch files, bin the
@@ -159,7 +162,7 @@ func StartWith(ctx context.Context, dir, bin string, tags []string, say func(str
 		bin = localenv.BinDir(e.Cluster.Root)
 	}
 	for _, name := range localenv.Controllers {
-		p, err := e.Cluster.StartController(ctx, bin, name)
+		p, err := e.Cluster.StartController(ctx, bin, name, opts.ControllerArgs...)
 		if err != nil {
 			return nil, err
 		}

@@ -480,7 +480,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 				conditions.MarkReady(job, updatev1.NoChangeReason, "%s", msg)
 			}
 			event = func(job *updatev1.UpdateJob) {
-				r.Events.Normal(ctx, job, "PullRequest", "Push", msg, secrets...)
+				r.jobEvents(job).Normal(ctx, job, "PullRequest", "Push", msg, secrets...)
 			}
 		case rerr == nil && out.Commit != "":
 			outcome = OutcomeSucceeded
@@ -491,7 +491,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			msg := fmt.Sprintf("pushed commit %s to %s", out.Commit[:7], pushTarget(plan))
 			conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
 			event = func(job *updatev1.UpdateJob) {
-				r.Events.Normal(ctx, job, conditions.SucceededReason, "Push", msg+"\n\n"+out.Message, secrets...)
+				r.jobEvents(job).Normal(ctx, job, conditions.SucceededReason, "Push", msg+"\n\n"+out.Message, secrets...)
 			}
 		case rerr == nil:
 			outcome = OutcomeNoChange
@@ -505,7 +505,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 				msg = fmt.Sprintf("%s (gave up after %d attempts)", msg, st.Attempts)
 			}
 			failJob(job, rerr.Reason, msg)
-			event = func(job *updatev1.UpdateJob) { r.Events.Warning(ctx, job, rerr.Reason, "Run", msg, secrets...) }
+			event = func(job *updatev1.UpdateJob) { r.jobEvents(job).Warning(ctx, job, rerr.Reason, "Run", msg, secrets...) }
 		default:
 			outcome = OutcomeRetried
 			// A forge's rate limit says when it resets.
@@ -518,7 +518,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			conditions.Set(job, conditions.ReconcilingCondition, metav1.ConditionTrue, rerr.Reason,
 				"retrying in %s (attempt %d of %d)", wait.Round(time.Second), st.Attempts+1, backoffLimit(job)+1)
 			result = ctrl.Result{RequeueAfter: wait}
-			event = func(job *updatev1.UpdateJob) { r.Events.Warning(ctx, job, rerr.Reason, "Run", msg, secrets...) }
+			event = func(job *updatev1.UpdateJob) { r.jobEvents(job).Warning(ctx, job, rerr.Reason, "Run", msg, secrets...) }
 		}
 	})
 	if errors.Is(err, errClaimLost) {
@@ -534,16 +534,23 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 		event(l.job)
 	}
 	if out != nil && len(out.Problems) > 0 {
-		r.Events.Warning(ctx, l.job, updatev1.UpdateFailedReason, "Update",
+		r.jobEvents(l.job).Warning(ctx, l.job, updatev1.UpdateFailedReason, "Update",
 			"files not updated: "+strings.Join(out.Problems, "; "), secrets...)
 	}
 	if out != nil && len(out.Warnings) > 0 {
-		r.Events.Warning(ctx, l.job, updatev1.PullRequestFailedReason, "PullRequest", strings.Join(out.Warnings, "; "), secrets...)
+		r.jobEvents(l.job).Warning(ctx, l.job, updatev1.PullRequestFailedReason, "PullRequest", strings.Join(out.Warnings, "; "), secrets...)
 	}
 	if l.job.Status.Phase.Finished() {
 		return r.expire(ctx, l.job, time.Now())
 	}
 	return result, nil
+}
+
+// jobEvents records events that carry what the job did: the commit it
+// pushed or the revision it started from, its pull request, the values it
+// replaced.
+func (r *UpdateJobReconciler) jobEvents(job *updatev1.UpdateJob) *events.Recorder {
+	return r.Events.WithMetadata(events.UpdateJobMetadata(job))
 }
 
 // requestMessage says what a job did to its request, with its address.
