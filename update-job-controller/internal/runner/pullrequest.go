@@ -107,7 +107,7 @@ func (in *Input) propose(ctx context.Context, mirror *gitops.Mirror, base, commi
 			// retry never opens a second request.
 			out.Warnings = append(out.Warnings, fmt.Sprintf("request #%d: %s", created.Number, in.Auth.Scrub(err.Error())))
 		}
-		out.PullRequest = requestStatus(created, head, updatev1.PullRequestOpen, updatev1.PullRequestOpened)
+		out.PullRequest = requestStatus(created, head, stateOf(created), updatev1.PullRequestOpened)
 	case sameText(open.Title, title) && sameText(open.Body, body):
 		action := updatev1.PullRequestUnchanged
 		if pushed {
@@ -125,7 +125,7 @@ func (in *Input) propose(ctx context.Context, mirror *gitops.Mirror, base, commi
 			out.Warnings = append(out.Warnings, fmt.Sprintf("request #%d: %s", open.Number, in.Auth.Scrub(err.Error())))
 			edited = open
 		}
-		out.PullRequest = requestStatus(edited, head, updatev1.PullRequestOpen, updatev1.PullRequestUpdated)
+		out.PullRequest = requestStatus(edited, head, stateOf(edited), updatev1.PullRequestUpdated)
 	}
 	out.PullRequest.HeadCommit = headCommit
 	out.Message = title
@@ -168,6 +168,18 @@ func (in *Input) beforePush(ctx context.Context) error {
 func sameText(a, b string) bool {
 	norm := func(s string) string { return strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n")) }
 	return norm(a) == norm(b)
+}
+
+// stateOf is the state the forge reported: a request auto-merged at once
+// (a forge without required checks) is merged already.
+func stateOf(r *forge.Request) updatev1.PullRequestState {
+	switch r.State {
+	case forge.Merged:
+		return updatev1.PullRequestMerged
+	case forge.Closed:
+		return updatev1.PullRequestClosed
+	}
+	return updatev1.PullRequestOpen
 }
 
 func requestStatus(r *forge.Request, head string, state updatev1.PullRequestState, action updatev1.PullRequestAction) *updatev1.PullRequestStatus {
