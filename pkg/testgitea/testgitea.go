@@ -570,7 +570,26 @@ func (s *Server) CreateRepo(ctx context.Context, name string, files map[string]s
 	if _, err := s.commit(ctx, repo.CloneURL, "", "main", files, "Initial commit"); err != nil {
 		return "", fmt.Errorf("pushing the first commit of %s: %w", name, err)
 	}
-	return repo.CloneURL, nil
+	// Gitea marks the repository non-empty after the push, in the
+	// background; until then its pull request API answers 404.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var state struct {
+			Empty bool `json:"empty"`
+		}
+		if err := s.Do(ctx, http.MethodGet, s.repoPath(name), nil, &state); err != nil {
+			return "", err
+		}
+		if !state.Empty {
+			return repo.CloneURL, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("repository %s is still empty after its first push: %w", name, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // CloneURL is the HTTP clone URL of repo (owner/name, or the admin's name).
