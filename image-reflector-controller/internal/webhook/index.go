@@ -1,0 +1,77 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+// Field indexes the receiver looks objects up by.
+const (
+	// PathIndex indexes ImageWebhooks by status.webhookPath.
+	PathIndex = ".status.webhookPath"
+	// ImageIndex indexes ImageRepositories by their canonical repository
+	// name (index.docker.io/library/nginx for nginx).
+	ImageIndex = ".spec.image.canonical"
+	// RepositoryPathIndex indexes ImageRepositories by repository path
+	// alone (library/nginx), for senders that do not say the host.
+	RepositoryPathIndex = ".spec.image.path"
+)
+
+// TokenKey is the key of the ImageWebhook Secret that holds the token or
+// HMAC key.
+const TokenKey = "token"
+
+// PathPrefix is where every webhook lives on the receiver's address.
+const PathPrefix = "/hook/"
+
+// Path is the URL path of a webhook: the sha256 of the token, name and
+// namespace, so it is unguessable without the token and differs between
+// webhooks sharing one.
+func Path(token []byte, name, namespace string) string {
+	h := sha256.New()
+	h.Write(token)
+	h.Write([]byte(name))
+	h.Write([]byte(namespace))
+	return PathPrefix + hex.EncodeToString(h.Sum(nil))
+}
+
+func indexPath(o client.Object) []string {
+	w, ok := o.(*imagev1.ImageWebhook)
+	if !ok || w.Status.WebhookPath == "" {
+		return nil
+	}
+	return []string{w.Status.WebhookPath}
+}
+
+// canonical parses spec.image as NewRepository does for a scan; an image
+// that does not parse has no key, and is never triggered.
+func canonical(o client.Object) (name.Repository, bool) {
+	r, ok := o.(*imagev1.ImageRepository)
+	if !ok {
+		return name.Repository{}, false
+	}
+	repo, err := name.NewRepository(r.Spec.Image)
+	if err != nil {
+		return name.Repository{}, false
+	}
+	return repo, true
+}
+
+func indexImage(o client.Object) []string {
+	if repo, ok := canonical(o); ok {
+		return []string{repo.Name()}
+	}
+	return nil
+}
+
+func indexRepositoryPath(o client.Object) []string {
+	if repo, ok := canonical(o); ok {
+		return []string{repo.RepositoryStr()}
+	}
+	return nil
+}

@@ -1,0 +1,457 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+// Target is a repository a call is about. Name is the canonical repository
+// (host/path) when the payload says where it lives; otherwise Path is the
+// repository path alone, matched on any host, and with Prefix also every
+// repository below it (a GitLab project's images).
+type Target struct {
+	Name   string
+	Path   string
+	Prefix bool
+	Tag    string
+}
+
+// Reasons a call is refused, the rejected metric's reason label.
+const (
+	ReasonNotFound        = "not_found"
+	ReasonMethod          = "method"
+	ReasonRateLimited     = "rate_limited"
+	ReasonTooLarge        = "too_large"
+	ReasonMissingAuth     = "missing_credentials"
+	ReasonBadAuth         = "bad_credentials"
+	ReasonBadSignature    = "bad_signature"
+	ReasonBadPayload      = "bad_payload"
+	ReasonSuspended       = "suspended"
+	ReasonSecret          = "secret_unavailable"
+	ReasonOverloaded      = "overloaded"
+	ReasonUnsupportedType = "unsupported_type"
+)
+
+// authError is a refused credential: its status (401, 403) and reason.
+type authError struct {
+	status int
+	reason string
+	msg    string
+}
+
+func (e *authError) Error() string { return e.msg }
+
+func missing(header string) error {
+	return &authError{http.StatusUnauthorized, ReasonMissingAuth, "no " + header + " header"}
+}
+
+func wrong(reason, header string) error {
+	return &authError{http.StatusForbidden, reason, header + " does not match"}
+}
+
+// equal compares in constant time, so the answer's timing says nothing of
+// how much of a guess was right.
+func equal(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// verify authenticates a call of the given type with the Secret's token.
+func verify(typ string, h http.Header, body, token []byte) error {
+	switch typ {
+	case imagev1.WebhookDistribution, imagev1.WebhookGeneric:
+		// distribution sends the headers configured on the endpoint; we
+		// ask for a bearer token, as an operator would write it there.
+		got := h.Get("Authorization")
+		if got == "" {
+			return missing("Authorization")
+		}
+		if !equal(got, "Bearer "+string(token)) {
+			return wrong(ReasonBadAuth, "Authorization")
+		}
+	case imagev1.WebhookHarbor:
+		// Harbor sends its "Auth Header" setting verbatim; accept the token
+		// alone or as a bearer token, whichever the operator typed.
+		got := h.Get("Authorization")
+		if got == "" {
+			return missing("Authorization")
+		}
+		if !equal(got, string(token)) && !equal(got, "Bearer "+string(token)) {
+			return wrong(ReasonBadAuth, "Authorization")
+		}
+	case imagev1.WebhookGitLab:
+		got := h.Get("X-Gitlab-Token")
+		if got == "" {
+			return missing("X-Gitlab-Token")
+		}
+		if !equal(got, string(token)) {
+			return wrong(ReasonBadAuth, "X-Gitlab-Token")
+		}
+	case imagev1.WebhookGitHub:
+		return verifyHMAC(h, "X-Hub-Signature-256", body, token)
+	case imagev1.WebhookGenericHMAC:
+		return verifyHMAC(h, "X-Signature", body, token)
+	case imagev1.WebhookDockerHub, imagev1.WebhookQuay:
+		// Neither signs nor sends a configurable header: the unguessable
+		// path, already matched, is the credential.
+	default:
+		return &authError{http.StatusBadRequest, ReasonUnsupportedType, "unsupported webhook type"}
+	}
+	return nil
+}
+
+// verifyHMAC checks header = "sha256=" + hex(HMAC-SHA256(token, body)).
+func verifyHMAC(h http.Header, header string, body, token []byte) error {
+	got := h.Get(header)
+	if got == "" {
+		return missing(header)
+	}
+	hexSum, ok := strings.CutPrefix(got, "sha256=")
+	if !ok {
+		return wrong(ReasonBadSignature, header)
+	}
+	sum, err := hex.DecodeString(hexSum)
+	if err != nil {
+		return wrong(ReasonBadSignature, header)
+	}
+	mac := hmac.New(sha256.New, token)
+	mac.Write(body)
+	if !hmac.Equal(sum, mac.Sum(nil)) {
+		return wrong(ReasonBadSignature, header)
+	}
+	return nil
+}
+
+// Sign returns the signature header value generic-hmac and GitHub expect
+// for body, for senders written against this receiver and for tests.
+func Sign(token, body []byte) string {
+	mac := hmac.New(sha256.New, token)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// errIgnore marks a valid call that is about nothing to scan (a ping, a
+// delete, a blob upload): it is accepted and nothing is queued.
+var errIgnore = errors.New("nothing to scan")
+
+// parse reads the repositories a call of the given type is about. A
+// payload that is not what the sender sends is an error; a valid one about
+// something other than a pushed image yields no targets.
+func parse(typ string, h http.Header, body []byte) ([]Target, error) {
+	switch typ {
+	case imagev1.WebhookDistribution:
+		return parseDistribution(body)
+	case imagev1.WebhookDockerHub:
+		return parseDockerHub(body)
+	case imagev1.WebhookGitHub:
+		return parseGitHub(h.Get("X-GitHub-Event"), body)
+	case imagev1.WebhookGitLab:
+		return parseGitLab(body)
+	case imagev1.WebhookHarbor:
+		return parseHarbor(body)
+	case imagev1.WebhookQuay:
+		return parseQuay(body)
+	case imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC:
+		return parseGeneric(body)
+	}
+	return nil, fmt.Errorf("unsupported webhook type %q", typ)
+}
+
+// repoTarget canonicalises host/path (docker.io/library/x and x are the
+// same repository); a tag or digest on it is dropped.
+func repoTarget(ref, tag string) (Target, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return Target{}, errors.New("empty repository")
+	}
+	r, err := name.ParseReference(strings.ToLower(ref))
+	if err != nil {
+		return Target{}, fmt.Errorf("repository %q: %w", ref, err)
+	}
+	if t, ok := r.(name.Tag); ok && tag == "" && t.TagStr() != "" && strings.Contains(ref, ":") &&
+		strings.LastIndex(ref, ":") > strings.LastIndex(ref, "/") {
+		tag = t.TagStr()
+	}
+	return Target{Name: r.Context().Name(), Tag: tag}, nil
+}
+
+// decode unmarshals a JSON object; anything else is an error.
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("payload is not the JSON this sender sends: %w", err)
+	}
+	return nil
+}
+
+// CNCF distribution's notification envelope
+// (https://distribution.github.io/distribution/about/notifications/):
+// events with action "push"; a manifest's event carries target.tag, blob
+// events do not. Only tagged manifest pushes are targets: a scan triggered
+// by a blob would run before the tag exists.
+func parseDistribution(body []byte) ([]Target, error) {
+	var env struct {
+		Events []struct {
+			Action string `json:"action"`
+			Target struct {
+				Repository string `json:"repository"`
+				Tag        string `json:"tag"`
+				URL        string `json:"url"`
+			} `json:"target"`
+			Request struct {
+				Host string `json:"host"`
+			} `json:"request"`
+		} `json:"events"`
+	}
+	if err := decode(body, &env); err != nil {
+		return nil, err
+	}
+	if env.Events == nil {
+		return nil, errors.New("payload has no events")
+	}
+	var out []Target
+	for _, e := range env.Events {
+		if e.Action != "push" || e.Target.Tag == "" || e.Target.Repository == "" {
+			continue
+		}
+		host := e.Request.Host
+		if host == "" {
+			if u, err := url.Parse(e.Target.URL); err == nil {
+				host = u.Host
+			}
+		}
+		if host == "" {
+			out = append(out, Target{Path: strings.ToLower(e.Target.Repository), Tag: e.Target.Tag})
+			continue
+		}
+		t, err := repoTarget(host+"/"+e.Target.Repository, e.Target.Tag)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Docker Hub's repository webhook
+// (https://docs.docker.com/docker-hub/repos/manage/webhooks/):
+// repository.repo_name ("user/app", or "app" for an official image) and
+// push_data.tag.
+func parseDockerHub(body []byte) ([]Target, error) {
+	var p struct {
+		PushData struct {
+			Tag string `json:"tag"`
+		} `json:"push_data"`
+		Repository struct {
+			RepoName string `json:"repo_name"`
+		} `json:"repository"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	if p.Repository.RepoName == "" {
+		return nil, errors.New("payload has no repository.repo_name")
+	}
+	t, err := repoTarget("index.docker.io/"+p.Repository.RepoName, p.PushData.Tag)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(p.Repository.RepoName, "/") {
+		t.Name = "index.docker.io/library/" + strings.ToLower(p.Repository.RepoName)
+	}
+	return []Target{t}, nil
+}
+
+// GitHub's package and registry_package events
+// (https://docs.github.com/en/webhooks/webhook-events-and-payloads#package):
+// action published or updated, package.name, package.owner.login,
+// package.package_type container (docker for the old registry) and
+// package.package_version.container_metadata.tag.name; the image is
+// ghcr.io/<owner>/<name>, lower case. A ping is accepted with nothing to do.
+func parseGitHub(event string, body []byte) ([]Target, error) {
+	type pkg struct {
+		Name        string `json:"name"`
+		PackageType string `json:"package_type"`
+		Owner       struct {
+			Login string `json:"login"`
+		} `json:"owner"`
+		PackageVersion struct {
+			ContainerMetadata struct {
+				Tag struct {
+					Name string `json:"name"`
+				} `json:"tag"`
+			} `json:"container_metadata"`
+		} `json:"package_version"`
+	}
+	var p struct {
+		Action          string `json:"action"`
+		Package         *pkg   `json:"package"`
+		RegistryPackage *pkg   `json:"registry_package"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	switch event {
+	case "ping":
+		return nil, errIgnore
+	case "package", "registry_package":
+	default:
+		return nil, errIgnore
+	}
+	pk := p.Package
+	if event == "registry_package" {
+		pk = p.RegistryPackage
+	}
+	if pk == nil || pk.Name == "" || pk.Owner.Login == "" {
+		return nil, errors.New("payload has no package name and owner")
+	}
+	if p.Action != "published" && p.Action != "updated" {
+		return nil, errIgnore
+	}
+	if t := strings.ToLower(pk.PackageType); t != "container" && t != "docker" {
+		return nil, errIgnore
+	}
+	t, err := repoTarget("ghcr.io/"+pk.Owner.Login+"/"+pk.Name, pk.PackageVersion.ContainerMetadata.Tag.Name)
+	if err != nil {
+		return nil, err
+	}
+	return []Target{t}, nil
+}
+
+// GitLab's push and tag push events
+// (https://docs.gitlab.com/user/project/integrations/webhook_events/):
+// project.path_with_namespace. GitLab's container registry holds a
+// project's images at <registry>/<project path>[/<name>], on a host the
+// payload does not give, so the target is that path and everything below.
+func parseGitLab(body []byte) ([]Target, error) {
+	var p struct {
+		ObjectKind string `json:"object_kind"`
+		Ref        string `json:"ref"`
+		Project    struct {
+			PathWithNamespace string `json:"path_with_namespace"`
+		} `json:"project"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	if p.Project.PathWithNamespace == "" {
+		return nil, errors.New("payload has no project.path_with_namespace")
+	}
+	tag, _ := strings.CutPrefix(p.Ref, "refs/tags/")
+	if tag == p.Ref {
+		tag = ""
+	}
+	return []Target{{Path: strings.ToLower(strings.Trim(p.Project.PathWithNamespace, "/")), Prefix: true, Tag: tag}}, nil
+}
+
+// Harbor's HTTP webhook
+// (https://goharbor.io/docs/main/working-with-projects/project-configuration/configure-webhooks/):
+// type PUSH_ARTIFACT, event_data.resources[].resource_url
+// (host/project/repo:tag) and tag; event_data.repository.repo_full_name
+// when no resource names a host.
+func parseHarbor(body []byte) ([]Target, error) {
+	var p struct {
+		Type      string `json:"type"`
+		EventData struct {
+			Resources []struct {
+				Tag         string `json:"tag"`
+				ResourceURL string `json:"resource_url"`
+			} `json:"resources"`
+			Repository struct {
+				RepoFullName string `json:"repo_full_name"`
+			} `json:"repository"`
+		} `json:"event_data"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	if p.Type == "" {
+		return nil, errors.New("payload has no type")
+	}
+	if p.Type != "PUSH_ARTIFACT" && p.Type != "pushImage" {
+		return nil, errIgnore
+	}
+	var out []Target
+	for _, r := range p.EventData.Resources {
+		if r.ResourceURL == "" {
+			continue
+		}
+		ref := r.ResourceURL
+		if i := strings.Index(ref, "://"); i >= 0 {
+			ref = ref[i+3:]
+		}
+		t, err := repoTarget(ref, r.Tag)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	if len(out) == 0 && p.EventData.Repository.RepoFullName != "" {
+		out = append(out, Target{Path: strings.ToLower(p.EventData.Repository.RepoFullName)})
+	}
+	return out, nil
+}
+
+// Quay's repository push notification
+// (https://docs.quay.io/guides/notifications.html): docker_url
+// (quay.io/ns/repo, or the registry's own host) and updated_tags.
+func parseQuay(body []byte) ([]Target, error) {
+	var p struct {
+		Repository  string   `json:"repository"`
+		DockerURL   string   `json:"docker_url"`
+		UpdatedTags []string `json:"updated_tags"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	ref := p.DockerURL
+	if ref == "" && p.Repository != "" {
+		ref = "quay.io/" + p.Repository
+	}
+	if ref == "" {
+		return nil, errors.New("payload has no docker_url or repository")
+	}
+	tag := ""
+	if len(p.UpdatedTags) > 0 {
+		tag = p.UpdatedTags[0]
+	}
+	t, err := repoTarget(ref, tag)
+	if err != nil {
+		return nil, err
+	}
+	return []Target{t}, nil
+}
+
+// Our own payload, for CI jobs and scripts:
+// {"repositories": ["ghcr.io/org/app", "nginx:1.27"]}, each an image
+// reference (a tag is informative, dropped for the match).
+func parseGeneric(body []byte) ([]Target, error) {
+	var p struct {
+		Repositories []string `json:"repositories"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	if len(p.Repositories) == 0 {
+		return nil, errors.New(`payload has no "repositories"`)
+	}
+	out := make([]Target, 0, len(p.Repositories))
+	for _, r := range p.Repositories {
+		t, err := repoTarget(r, "")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
