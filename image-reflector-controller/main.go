@@ -16,6 +16,7 @@ import (
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/controller"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -28,6 +29,7 @@ func main() {
 		storagePath   string
 		registryQPS   float64
 		registryBurst int
+		webhookAddr   string
 	)
 	scheme := runtime.NewScheme()
 	utilruntimeMust(clientgoscheme.AddToScheme(scheme))
@@ -42,6 +44,7 @@ func main() {
 			fs.StringVar(&storagePath, "storage-path", app.DataDir(name, "/data"), "Directory of the tag database (the chart mounts /data).")
 			fs.Float64Var(&registryQPS, "registry-qps", 10, "Requests per second allowed to each registry host.")
 			fs.IntVar(&registryBurst, "registry-burst", 20, "Request burst allowed to each registry host.")
+			fs.StringVar(&webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
 			st, err := store.Open(storagePath)
@@ -54,10 +57,16 @@ func main() {
 			crmetrics.Registry.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
 			reg := registry.New(registryQPS, registryBurst, regMetrics)
 			ev := opts.Events
-			if err := (&controller.ImageRepositoryReconciler{
+			repos := &controller.ImageRepositoryReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
 				ScanMetrics: scanMetrics, Registry: reg, Store: st,
-			}).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
+			}
+			if webhookAddr != "" {
+				if err := setupWebhooks(ctx, mgr, opts, rec, repos, webhookAddr); err != nil {
+					return err
+				}
+			}
+			if err := repos.SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
 				return err
 			}
 			return (&controller.ImagePolicyReconciler{
@@ -66,6 +75,27 @@ func main() {
 			}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// setupWebhooks adds the ImageWebhook reconciler and the receiver, and
+// tells the receiver when a scan it requested starts.
+func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec *metrics.Recorder,
+	repos *controller.ImageRepositoryReconciler, addr string) error {
+	if err := webhook.SetupIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&controller.ImageWebhookReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: rec,
+	}).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
+		return err
+	}
+	m := webhook.NewMetrics()
+	crmetrics.Registry.MustRegister(m.Collectors()...)
+	srv := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), m, webhook.Options{
+		Addr: addr, Log: ctrl.Log.WithName("webhook"),
+	})
+	repos.RequestHandled = srv.ScanStarted
+	return mgr.Add(srv)
 }
 
 func utilruntimeMust(err error) {

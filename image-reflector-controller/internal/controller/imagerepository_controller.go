@@ -46,6 +46,9 @@ type ImageRepositoryReconciler struct {
 	ScanMetrics *ScanMetrics
 	Registry    *registry.Client
 	Store       *store.Store
+	// RequestHandled, when set, is told of each reconcile request handled
+	// (the webhook receiver measures its latency to scan start with it).
+	RequestHandled func(namespace, name, value string)
 
 	inflight singleflight.Group
 	fresh    freshScans
@@ -108,6 +111,9 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok && v != obj.Status.LastHandledReconcileAt {
 		obj.Status.SetLastHandledReconcileRequest(v)
 		requested = true
+		if r.RequestHandled != nil {
+			r.RequestHandled(obj.Namespace, obj.Name, v)
+		}
 	}
 
 	repo, err := parseImage(obj)

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	}, testenv.ReflectorChart)
 }
 
-// setupReconcilers wires both reconcilers as main does, on a store directory.
+// setupReconcilers wires the reconcilers as main does, on a store directory.
 func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	st, err := store.Open(dir)
 	if err != nil {
@@ -53,6 +53,10 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	ev := events.New(mgr.GetEventRecorder("image-reflector-controller"))
 	if err := (&ImageRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
 		Metrics: rec, ScanMetrics: scanMetrics, Registry: regClient, Store: st}).SetupWithManager(mgr, ctrlOptions()); err != nil {
+		return err
+	}
+	if err := (&ImageWebhookReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Metrics: rec}).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
