@@ -223,6 +223,18 @@ func one(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstruct
 	return found[0]
 }
 
+// named returns the object of a kind with a name, failing the test without one.
+func named(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range find(objs, kind) {
+		if o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("no %s %s", kind, name)
+	return nil
+}
+
 // workload returns the controller's Deployment or StatefulSet.
 func workload(t *testing.T, objs []*unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()

@@ -173,13 +173,23 @@ func TestTemplateDefaults(t *testing.T) {
 			}
 
 			// Metrics: a Service with the scrape annotations, no ServiceMonitor, no dashboard.
-			svc := one(t, objs, "Service")
+			svc := named(t, objs, "Service", c+"-metrics")
 			if svc.GetAnnotations()["prometheus.io/scrape"] != "true" || svc.GetAnnotations()["prometheus.io/port"] != "8080" {
 				t.Errorf("Service annotations = %v", svc.GetAnnotations())
 			}
-			for _, kind := range []string{"ServiceMonitor", "ConfigMap", "PersistentVolumeClaim", "StatefulSet"} {
+			for _, kind := range []string{"ServiceMonitor", "ConfigMap", "PersistentVolumeClaim", "StatefulSet", "Ingress"} {
 				if n := len(find(objs, kind)); n != 0 {
 					t.Errorf("%d %s by default", n, kind)
+				}
+			}
+			// The reflector's webhook receiver listens and has a ClusterIP Service by default.
+			if c == "image-reflector-controller" {
+				hs := named(t, objs, "Service", c+"-webhook")
+				if s := toJSON(t, hs.Object["spec"]); !strings.Contains(s, `"type":"ClusterIP"`) || !strings.Contains(s, `"port":80`) {
+					t.Errorf("webhook Service spec = %s", s)
+				}
+				if !hasArg(args(t, w), "--webhook-bind-address=:9292") {
+					t.Errorf("args = %v", args(t, w))
 				}
 			}
 		})
@@ -256,6 +266,25 @@ func TestTemplateAllOptions(t *testing.T) {
 				if st, _, _ := unstructured.NestedString(w.Object, "spec", "strategy", "type"); st != "Recreate" {
 					t.Errorf("strategy %q with a ReadWriteOnce claim", st)
 				}
+				// The webhook receiver: flag, container port, Service, Ingress on /hook/.
+				if !hasArg(a, "--webhook-bind-address=:9393") {
+					t.Errorf("args %v lack the webhook address", a)
+				}
+				if p := toJSON(t, container(t, w)["ports"]); !strings.Contains(p, `{"containerPort":9393,"name":"http-webhook","protocol":"TCP"}`) {
+					t.Errorf("container ports = %s", p)
+				}
+				hs := named(t, objs, "Service", c+"-webhook")
+				if s := toJSON(t, hs.Object["spec"]); !strings.Contains(s, `"type":"LoadBalancer"`) || !strings.Contains(s, `"port":8443`) || !strings.Contains(s, `"targetPort":"http-webhook"`) {
+					t.Errorf("webhook Service spec = %s", s)
+				}
+				ing := one(t, objs, "Ingress")
+				if s := toJSON(t, ing.Object["spec"]); !strings.Contains(s, `"ingressClassName":"nginx"`) || !strings.Contains(s, `"host":"hooks.example.com"`) ||
+					!strings.Contains(s, `"path":"/hook/"`) || !strings.Contains(s, `"secretName":"hooks-tls"`) || !strings.Contains(s, `"name":"`+c+`-webhook"`) {
+					t.Errorf("Ingress spec = %s", s)
+				}
+				if ing.GetAnnotations()["nginx.ingress.kubernetes.io/proxy-body-size"] != "1m" {
+					t.Errorf("Ingress annotations = %v", ing.GetAnnotations())
+				}
 			case "image-automation-controller":
 				if !hasArg(a, "--no-cross-namespace-refs=false") {
 					t.Errorf("args %v", a)
@@ -279,7 +308,7 @@ func TestTemplateAllOptions(t *testing.T) {
 			}
 
 			// Metrics: the ServiceMonitor replaces the scrape annotations.
-			svc := one(t, objs, "Service")
+			svc := named(t, objs, "Service", c+"-metrics")
 			if _, ok := svc.GetAnnotations()["prometheus.io/scrape"]; ok || svc.GetAnnotations()["example.com/scraped-by"] != "prometheus" {
 				t.Errorf("Service annotations with a ServiceMonitor = %v", svc.GetAnnotations())
 			}
@@ -307,7 +336,7 @@ func TestTemplateAllOptions(t *testing.T) {
 
 // Options that change which objects exist.
 func TestTemplateToggles(t *testing.T) {
-	objs := render(t, "image-reflector-controller", "r", "ns", "--set", "crds.install=false,rbac.create=false,serviceAccount.create=false,metrics.service.enabled=false,leaderElection.enabled=false")
+	objs := render(t, "image-reflector-controller", "r", "ns", "--set", "crds.install=false,rbac.create=false,serviceAccount.create=false,metrics.service.enabled=false,leaderElection.enabled=false,webhook.enabled=false")
 	for _, kind := range []string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount", "Service"} {
 		if n := len(find(objs, kind)); n != 0 {
 			t.Errorf("%d %s", n, kind)
@@ -317,7 +346,7 @@ func TestTemplateToggles(t *testing.T) {
 	if sa, _, _ := unstructured.NestedString(w.Object, "spec", "template", "spec", "serviceAccountName"); sa != "default" {
 		t.Errorf("serviceAccountName = %q", sa)
 	}
-	if !hasArg(args(t, w), "--leader-elect=false") {
+	if !hasArg(args(t, w), "--leader-elect=false") || !hasArg(args(t, w), "--webhook-bind-address=") {
 		t.Errorf("args = %v", args(t, w))
 	}
 	objs = render(t, "image-reflector-controller", "r", "ns", "--set", "crds.keep=false")
@@ -338,7 +367,7 @@ func TestTemplateToggles(t *testing.T) {
 			t.Errorf("both shards render %s/%s", o.GetKind(), o.GetName())
 		}
 	}
-	if len(find(s1, "CustomResourceDefinition")) != 2 || len(find(s2, "CustomResourceDefinition")) != 0 {
+	if len(find(s1, "CustomResourceDefinition")) != 3 || len(find(s2, "CustomResourceDefinition")) != 0 {
 		t.Error("shard1 must own the CRDs and shard2 not")
 	}
 	if !hasArg(args(t, workload(t, s2)), "--watch-label-selector=sharding.toolkit.dev/key=shard2") {
@@ -373,6 +402,8 @@ func TestBadValuesRejected(t *testing.T) {
 		// Checked by the templates: combinations the schema cannot express.
 		{"image-reflector-controller", "storage.persistence.enabled=true,replicaCount=2", "storage.persistence.enabled needs replicaCount: 1"},
 		{"update-job-controller", "metrics.service.enabled=false,metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.enabled needs metrics.service.enabled"},
+		{"image-reflector-controller", "webhook.service.enabled=false,webhook.ingress.enabled=true", "webhook.ingress.enabled needs webhook.service.enabled"},
+		{"image-reflector-controller", "webhook.service.type=External", "/webhook/service/type"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.chart+"/"+tt.set, func(t *testing.T) {
