@@ -14,7 +14,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -96,6 +98,9 @@ type Process struct {
 	Name        string
 	MetricsAddr string
 	ProbeAddr   string
+	// WebhookAddr is the reflector's free webhook address localenv chose,
+	// when the arguments gave none.
+	WebhookAddr string
 	LogPath     string
 	cmd         *exec.Cmd
 	done        chan struct{}
@@ -119,8 +124,10 @@ func (c *Cluster) StartInstance(ctx context.Context, binDir, name, instance stri
 }
 
 // StartWith starts bin/<name> with exactly the environment env and the
-// arguments args, adding only free metrics and probe addresses, and waits
-// until it is ready. Logs go to <dir>/<instance>.log.
+// arguments args, adding only free metrics and probe addresses (and for the
+// reflector a free webhook address, unless args give one: its default :9292
+// would collide between controllers started at once), and waits until it is
+// ready. Logs go to <dir>/<instance>.log.
 func (c *Cluster) StartWith(ctx context.Context, binDir, name, instance string, env []string, args ...string) (*Process, error) {
 	metrics, err := freeAddr()
 	if err != nil {
@@ -137,6 +144,12 @@ func (c *Cluster) StartWith(ctx context.Context, binDir, name, instance string, 
 		return nil, err
 	}
 	all := append([]string{"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probe}, args...)
+	if name == "image-reflector-controller" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-bind-address") }) {
+		if p.WebhookAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		all = append(all, "--webhook-bind-address="+p.WebhookAddr)
+	}
 	p.cmd = exec.Command(filepath.Join(binDir, name), all...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.Env = env
