@@ -32,7 +32,7 @@ import (
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,7 +44,7 @@ func freePort(t *testing.T) string {
 
 // startRegistry runs docker-registry on a free loopback port, storing in a
 // temporary directory and notifying url with the bearer token.
-func startRegistry(t *testing.T, url, token string) string {
+func startRegistry(t testing.TB, url, token string) string {
 	t.Helper()
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
@@ -112,7 +112,7 @@ func tail(s string, n int) string {
 }
 
 // push writes a small random image as repo:tag.
-func push(t *testing.T, repo, tag string) {
+func push(t testing.TB, repo, tag string) {
 	t.Helper()
 	img, err := random.Image(256, 1)
 	if err != nil {

@@ -98,6 +98,13 @@ type Options struct {
 	// ControllerArgs are added to every controller's arguments, e.g.
 	// --events-addr.
 	ControllerArgs []string
+	// ReflectorArgs are added to image-reflector-controller's arguments
+	// only, e.g. --webhook-bind-address.
+	ReflectorArgs []string
+	// RegistryHost is a registry already running (host:port, plain HTTP)
+	// to use instead of starting one, e.g. a real distribution registry
+	// that sends notifications.
+	RegistryHost string
 }
 
 // Start starts everything; dir holds the scratch files, bin the
@@ -116,10 +123,15 @@ func StartWith(ctx context.Context, dir, bin string, tags []string, say func(str
 		}
 	}()
 
-	say("starting a local OCI registry with " + Image + " " + strings.Join(tags, ", "))
-	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	e.stops = append(e.stops, reg.Close)
-	e.RegistryHost = strings.TrimPrefix(reg.URL, "http://")
+	if opts.RegistryHost != "" {
+		say("using the registry at " + opts.RegistryHost + " with " + Image + " " + strings.Join(tags, ", "))
+		e.RegistryHost = opts.RegistryHost
+	} else {
+		say("starting a local OCI registry with " + Image + " " + strings.Join(tags, ", "))
+		reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+		e.stops = append(e.stops, reg.Close)
+		e.RegistryHost = strings.TrimPrefix(reg.URL, "http://")
+	}
 	if e.img, err = random.Image(512, 1); err != nil {
 		return nil, err
 	}
@@ -162,7 +174,11 @@ func StartWith(ctx context.Context, dir, bin string, tags []string, say func(str
 		bin = localenv.BinDir(e.Cluster.Root)
 	}
 	for _, name := range localenv.Controllers {
-		p, err := e.Cluster.StartController(ctx, bin, name, opts.ControllerArgs...)
+		args := opts.ControllerArgs
+		if name == "image-reflector-controller" {
+			args = append(append([]string(nil), args...), opts.ReflectorArgs...)
+		}
+		p, err := e.Cluster.StartController(ctx, bin, name, args...)
 		if err != nil {
 			return nil, err
 		}
