@@ -76,5 +76,5 @@ func TestImageWebhookPath(t *testing.T) {
 		t.Errorf("path %q after the Secret appeared", h.Status.WebhookPath)
 	}
 
-	env.ExpectInvalid(t, newWebhook(ns, "nexus", "token", func(w *imagev1.ImageWebhook) { w.Spec.Type = "nexus" }), "spec.type")
+	env.ExpectInvalid(t, newWebhook(ns, "gcr", "token", func(w *imagev1.ImageWebhook) { w.Spec.Type = "gcr" }), "spec.type")
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -70,7 +71,7 @@ func equal(a, b string) bool {
 // verify authenticates a call of the given type with the Secret's token.
 func verify(typ string, h http.Header, body, token []byte) error {
 	switch typ {
-	case imagev1.WebhookDistribution, imagev1.WebhookGeneric:
+	case imagev1.WebhookDistribution, imagev1.WebhookGeneric, imagev1.WebhookACR:
 		// distribution sends the headers configured on the endpoint; we
 		// ask for a bearer token, as an operator would write it there.
 		got := h.Get("Authorization")
@@ -102,6 +103,8 @@ func verify(typ string, h http.Header, body, token []byte) error {
 		return verifyHMAC(h, "X-Hub-Signature-256", body, token)
 	case imagev1.WebhookGenericHMAC:
 		return verifyHMAC(h, "X-Signature", body, token)
+	case imagev1.WebhookNexus:
+		return verifyNexus(h, body, token)
 	case imagev1.WebhookDockerHub, imagev1.WebhookQuay:
 		// Neither signs nor sends a configurable header: the unguessable
 		// path, already matched, is the credential.
@@ -126,6 +129,26 @@ func verifyHMAC(h http.Header, header string, body, token []byte) error {
 		return wrong(ReasonBadSignature, header)
 	}
 	mac := hmac.New(sha256.New, token)
+	mac.Write(body)
+	if !hmac.Equal(sum, mac.Sum(nil)) {
+		return wrong(ReasonBadSignature, header)
+	}
+	return nil
+}
+
+// verifyNexus checks X-Nexus-Webhook-Signature, the bare hex HMAC-SHA1 of
+// the body with the secret key, as Nexus Repository signs its webhooks.
+func verifyNexus(h http.Header, body, token []byte) error {
+	const header = "X-Nexus-Webhook-Signature"
+	got := h.Get(header)
+	if got == "" {
+		return missing(header)
+	}
+	sum, err := hex.DecodeString(got)
+	if err != nil {
+		return wrong(ReasonBadSignature, header)
+	}
+	mac := hmac.New(sha1.New, token)
 	mac.Write(body)
 	if !hmac.Equal(sum, mac.Sum(nil)) {
 		return wrong(ReasonBadSignature, header)
@@ -164,6 +187,10 @@ func parse(typ string, h http.Header, body []byte) ([]Target, error) {
 		return parseQuay(body)
 	case imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC:
 		return parseGeneric(body)
+	case imagev1.WebhookACR:
+		return parseACR(body)
+	case imagev1.WebhookNexus:
+		return parseNexus(h.Get("X-Nexus-Webhook-Id"), body)
 	}
 	return nil, fmt.Errorf("unsupported webhook type %q", typ)
 }
@@ -454,4 +481,77 @@ func parseGeneric(body []byte) ([]Target, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// Azure Container Registry's webhook
+// (https://learn.microsoft.com/en-us/azure/container-registry/container-registry-webhook-reference):
+// one event per call, the distribution event's shape: action push,
+// target.repository and target.tag, request.host (the registry's login
+// server). Custom headers are configured on the webhook; we ask for a
+// bearer token there.
+func parseACR(body []byte) ([]Target, error) {
+	var e struct {
+		Action string `json:"action"`
+		Target struct {
+			Repository string `json:"repository"`
+			Tag        string `json:"tag"`
+		} `json:"target"`
+		Request struct {
+			Host string `json:"host"`
+		} `json:"request"`
+	}
+	if err := decode(body, &e); err != nil {
+		return nil, err
+	}
+	if e.Action == "" {
+		return nil, errors.New("payload has no action")
+	}
+	if e.Action != "push" || e.Target.Tag == "" {
+		return nil, errIgnore
+	}
+	if e.Target.Repository == "" || e.Request.Host == "" {
+		return nil, errors.New("payload has no target.repository and request.host")
+	}
+	t, err := repoTarget(e.Request.Host+"/"+e.Target.Repository, e.Target.Tag)
+	if err != nil {
+		return nil, err
+	}
+	return []Target{t}, nil
+}
+
+// Nexus Repository's repository component webhook
+// (https://help.sonatype.com/en/webhooks.html), X-Nexus-Webhook-Id
+// rm:repository:component: action CREATED or UPDATED, component.format
+// docker, component.name (the image path) and component.version (the
+// tag). The payload names the repository, not the host its Docker
+// connector serves on, so the path is matched on any host.
+func parseNexus(id string, body []byte) ([]Target, error) {
+	var p struct {
+		Action    string `json:"action"`
+		Component *struct {
+			Format  string `json:"format"`
+			Name    string `json:"name"`
+			Version string `json:"version"`
+		} `json:"component"`
+	}
+	if err := decode(body, &p); err != nil {
+		return nil, err
+	}
+	if id != "" && id != "rm:repository:component" {
+		return nil, errIgnore
+	}
+	if p.Component == nil {
+		return nil, errors.New("payload has no component")
+	}
+	if (p.Action != "CREATED" && p.Action != "UPDATED") || p.Component.Format != "docker" {
+		return nil, errIgnore
+	}
+	path := strings.ToLower(strings.Trim(p.Component.Name, "/"))
+	if path == "" {
+		return nil, errors.New("payload has no component.name")
+	}
+	if _, err := name.NewRepository("example.com/" + path); err != nil {
+		return nil, fmt.Errorf("component.name %q: %w", p.Component.Name, err)
+	}
+	return []Target{{Path: path, Tag: p.Component.Version}}, nil
 }

@@ -1,6 +1,9 @@
 package webhook
 
 import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/hex"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,6 +41,14 @@ const harborPush = `{"type":"PUSH_ARTIFACT","occur_at":1680501893,"operator":"ha
  "event_data":{"resources":[{"digest":"sha256:dd","tag":"v1.1","resource_url":"harbor.example.com/library/app:v1.1"}],
  "repository":{"date_created":1680501893,"name":"app","namespace":"library","repo_full_name":"library/app","repo_type":"private"}}}`
 
+const acrPush = `{"id":"cb8c3971-9adc-488b-xxxx-43cbb4974ff5","timestamp":"2017-11-17T16:52:01.343145347Z","action":"push",
+ "target":{"mediaType":"application/vnd.docker.distribution.manifest.v2+json","size":524,"digest":"sha256:80f0d5c8786bb9e621a45ece0db56d11cdc624ad20da9fe62e9d25490f331d7d","length":524,"repository":"hello-world","tag":"v1"},
+ "request":{"id":"3cbb6949-7549-4fa1-xxxx-a6d5451dffc7","host":"myregistry.azurecr.io","method":"PUT","useragent":"docker/17.09.0-ce"}}`
+
+const nexusComponent = `{"timestamp":"2016-11-10T23:57:49.664+0000","nodeId":"52905B51-085CCABB-CEBBEAAD-16795588-FC927D93",
+ "initiator":"admin/127.0.0.1","repositoryName":"docker-hosted","action":"CREATED",
+ "component":{"id":"08909bf0c86cf6c9600aade89e1c5e25","componentId":"Y2xhc3NpZmllcl9zZXJ2aWNl","format":"docker","name":"team/app","group":null,"version":"2.1.0"}}`
+
 const quayPush = `{"repository":"mynamespace/repository","namespace":"mynamespace","name":"repository",
  "docker_url":"quay.io/mynamespace/repository","homepage":"https://quay.io/repository/mynamespace/repository",
  "updated_tags":["latest","1.0"]}`
@@ -63,6 +74,11 @@ func TestParse(t *testing.T) {
 		{imagev1.WebhookHarbor, "", harborPush, []Target{{Name: "harbor.example.com/library/app", Tag: "v1.1"}}, false},
 		{imagev1.WebhookHarbor, "", `{"type":"DELETE_ARTIFACT","event_data":{}}`, nil, true},
 		{imagev1.WebhookQuay, "", quayPush, []Target{{Name: "quay.io/mynamespace/repository", Tag: "latest"}}, false},
+		{imagev1.WebhookACR, "", acrPush, []Target{{Name: "myregistry.azurecr.io/hello-world", Tag: "v1"}}, false},
+		{imagev1.WebhookACR, "", `{"action":"delete","target":{"repository":"hello-world"}}`, nil, true},
+		{imagev1.WebhookNexus, "rm:repository:component", nexusComponent, []Target{{Path: "team/app", Tag: "2.1.0"}}, false},
+		{imagev1.WebhookNexus, "rm:repository:asset", nexusComponent, nil, true},
+		{imagev1.WebhookNexus, "rm:repository:component", strings.Replace(nexusComponent, `"docker"`, `"maven2"`, 1), nil, true},
 		{imagev1.WebhookGeneric, "", `{"repositories":["docker.io/library/nginx:1.27","ghcr.io/org/app"]}`,
 			[]Target{{Name: "index.docker.io/library/nginx", Tag: "1.27"}, {Name: "ghcr.io/org/app"}}, false},
 	}
@@ -70,6 +86,7 @@ func TestParse(t *testing.T) {
 		t.Run(tt.typ+"/"+tt.event, func(t *testing.T) {
 			h := http.Header{}
 			h.Set("X-GitHub-Event", tt.event)
+			h.Set("X-Nexus-Webhook-Id", tt.event)
 			got, err := parse(tt.typ, h, []byte(tt.body))
 			if tt.ignored {
 				if err != errIgnore {
@@ -98,9 +115,10 @@ func TestParseMalformed(t *testing.T) {
 		`{"events":[{"action":"push","target":{"repository":"UPPER/../x","tag":"t"},"request":{"host":"bad host"}}]}`,
 		`{"repository":{"repo_name":"a b"}}`, `{"package":null}`, `{"action":"published","registry_package":{}}`,
 		`{"project":{}}`, `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"::"}]}}`,
-		`{"docker_url":"http://"}`, `{"repositories":[""]}`, `{"repositories":[1]}`, strings.Repeat("[", 10000)}
+		`{"docker_url":"http://"}`, `{"repositories":[""]}`, `{"repositories":[1]}`, `{"action":"push","target":{"tag":"x"}}`,
+		`{"action":"CREATED","component":{"format":"docker","name":"../A B"}}`, strings.Repeat("[", 10000)}
 	types := []string{imagev1.WebhookDistribution, imagev1.WebhookDockerHub, imagev1.WebhookGitHub, imagev1.WebhookGitLab,
-		imagev1.WebhookHarbor, imagev1.WebhookQuay, imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC, "nexus"}
+		imagev1.WebhookHarbor, imagev1.WebhookQuay, imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC, imagev1.WebhookACR, imagev1.WebhookNexus, "gcr"}
 	for _, typ := range types {
 		for _, b := range bodies {
 			h := http.Header{}
@@ -159,7 +177,13 @@ func TestVerify(t *testing.T) {
 		{imagev1.WebhookGenericHMAC, hdr(), http.StatusUnauthorized},
 		{imagev1.WebhookDockerHub, hdr(), 0},
 		{imagev1.WebhookQuay, hdr(), 0},
-		{"nexus", hdr(), http.StatusBadRequest},
+		{imagev1.WebhookACR, hdr("Authorization", "Bearer "+string(token)), 0},
+		{imagev1.WebhookACR, hdr(), http.StatusUnauthorized},
+		// Nexus: bare hex HMAC-SHA1 of the body (Sonatype's webhook docs).
+		{imagev1.WebhookNexus, hdr("X-Nexus-Webhook-Signature", nexusSig(token, body)), 0},
+		{imagev1.WebhookNexus, hdr("X-Nexus-Webhook-Signature", Sign(token, body)), http.StatusForbidden},
+		{imagev1.WebhookNexus, hdr(), http.StatusUnauthorized},
+		{"gcr", hdr(), http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		err := verify(tt.typ, tt.h, body, token)
@@ -176,4 +200,10 @@ func TestVerify(t *testing.T) {
 			}
 		}
 	}
+}
+
+func nexusSig(key, body []byte) string {
+	mac := hmac.New(sha1.New, key)
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
 }

@@ -265,3 +265,53 @@ func TestRotatedToken(t *testing.T) {
 		t.Fatalf("status %d, want 403", got)
 	}
 }
+
+// Senders that do not name the host match by path on any host: a GitLab
+// project triggers the selected repositories at or below its path, a
+// Nexus component the repository of its name.
+func TestPathMatch(t *testing.T) {
+	tests := []struct {
+		typ, body string
+		header    map[string]string
+	}{
+		{imagev1.WebhookGitLab, `{"object_kind":"tag_push","ref":"refs/tags/v1","project":{"path_with_namespace":"Team"}}`,
+			map[string]string{"X-Gitlab-Token": "s3cret"}},
+		{imagev1.WebhookNexus, strings.Replace(nexusComponent, "team/app", "Team/App", 1),
+			map[string]string{"X-Nexus-Webhook-Id": "rm:repository:component", "X-Nexus-Webhook-Signature": nexusSig([]byte("s3cret"), []byte(strings.Replace(nexusComponent, "team/app", "Team/App", 1)))}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ, func(t *testing.T) {
+			f := start(t, tt.typ, Options{})
+			if got := f.post(t, f.url, tt.body, tt.header); got != http.StatusAccepted {
+				t.Fatalf("status %d", got)
+			}
+			waitRequested(t, f, "team/app")
+		})
+	}
+}
+
+// A suspended webhook authenticates the call, answers 200 and requests
+// nothing.
+func TestSuspended(t *testing.T) {
+	f := start(t, imagev1.WebhookQuay, Options{})
+	var wh imagev1.ImageWebhook
+	ctx := context.Background()
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: "team", Name: "registry"}, &wh); err != nil {
+		t.Fatal(err)
+	}
+	wh.Spec.Suspend = true
+	if err := f.c.Update(ctx, &wh); err != nil {
+		t.Fatal(err)
+	}
+	body := strings.Replace(quayPush, "quay.io/mynamespace/repository", "127.0.0.1:5000/team/app", 1)
+	if got := f.post(t, f.url, body, nil); got != http.StatusOK {
+		t.Fatalf("status %d, want 200", got)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got := f.requested(t); len(got) != 0 {
+		t.Errorf("scans requested while suspended: %v", got)
+	}
+	if got := testutil.ToFloat64(f.metrics.Rejected.WithLabelValues("quay", ReasonSuspended)); got != 1 {
+		t.Errorf("suspended = %v", got)
+	}
+}

@@ -29,6 +29,12 @@ const (
 	// WebhookQuay: Quay repository notifications. Quay neither signs nor
 	// sends a header, so the unguessable path is the credential.
 	WebhookQuay = "quay"
+	// WebhookACR: Azure Container Registry webhooks, with the custom
+	// header Authorization: Bearer <token>.
+	WebhookACR = "acr"
+	// WebhookNexus: Nexus Repository component webhooks, signed with
+	// X-Nexus-Webhook-Signature (hex HMAC-SHA1 of the body with the token).
+	WebhookNexus = "nexus"
 	// WebhookGeneric: {"repositories": [...]} with Authorization: Bearer <token>.
 	WebhookGeneric = "generic"
 	// WebhookGenericHMAC: the generic payload, signed in X-Signature as
@@ -40,8 +46,8 @@ const (
 // and which ImageRepositories it may trigger.
 type ImageWebhookSpec struct {
 	// Type of the sender: distribution, dockerhub, github, gitlab, harbor,
-	// quay, generic or generic-hmac.
-	// +kubebuilder:validation:Enum=distribution;dockerhub;github;gitlab;harbor;quay;generic;generic-hmac
+	// quay, acr, nexus, generic or generic-hmac.
+	// +kubebuilder:validation:Enum=distribution;dockerhub;github;gitlab;harbor;quay;acr;nexus;generic;generic-hmac
 	// +required
 	Type string `json:"type"`
 
