@@ -1,7 +1,8 @@
 // Package testregistry runs a real OCI registry (go-containerregistry's
 // pkg/registry) on loopback for tests, wrapped with what that registry lacks:
-// basic authentication, TLS with a private CA and optional client
-// certificates, Link pagination of tags/list, and injected failures.
+// basic authentication or bearer tokens, TLS with a private CA and optional
+// client certificates, Link pagination of tags/list, an enforced request
+// rate, and injected failures.
 package testregistry
 
 import (
@@ -11,16 +12,19 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,6 +52,27 @@ type Options struct {
 	// PageSize paginates tags/list with Link headers when > 0, also when
 	// the client asks for no page size.
 	PageSize int
+	// Bearer makes clients fetch tokens, as Docker Hub and most hosted
+	// registries do: requests without a token for their repository get 401
+	// with a Bearer challenge naming the realm /token on this server,
+	// which issues tokens for the scopes asked (checking Username and
+	// Password when set; anonymous otherwise), valid until RevokeTokens.
+	Bearer bool
+	// Limit enforces a request rate when its QPS is above 0.
+	Limit Limit
+}
+
+// Limit is a token bucket over every request, as a registry protecting
+// itself enforces one: a request finding it empty gets 429 with a
+// Retry-After of the seconds until the next token, rounded up.
+type Limit struct {
+	// QPS refills the bucket; Burst is its size (1 when 0).
+	QPS   float64
+	Burst int
+	// Headers announces the bucket on every answer the way Docker Hub
+	// announces its pull quota: RateLimit-Limit: <QPS>;w=1 and
+	// RateLimit-Remaining: <whole tokens left>;w=1.
+	Headers bool
 }
 
 // Registry is a running registry.
@@ -59,14 +84,18 @@ type Registry struct {
 	// ClientCertPEM and ClientKeyPEM are a client certificate for ClientCerts.
 	ClientCertPEM, ClientKeyPEM []byte
 
-	opts     Options
-	server   *httptest.Server
-	inner    http.Handler
-	requests atomic.Int64
-	tagLists atomic.Int64
+	opts      Options
+	server    *httptest.Server
+	inner     http.Handler
+	requests  atomic.Int64
+	tagLists  atomic.Int64
+	throttled atomic.Int64
 
 	mu       sync.Mutex
 	failures []failure
+	tokens   map[string]map[string]bool // token → granted "name:action"
+	bucket   float64                    // tokens of Limit
+	filled   time.Time                  // when bucket was last refilled
 }
 
 type failure struct {
@@ -77,7 +106,8 @@ type failure struct {
 // New starts a registry, stopped at the end of the test.
 func New(t testing.TB, o Options) *Registry {
 	t.Helper()
-	r := &Registry{opts: o, inner: registry.New(registry.Logger(log.New(io.Discard, "", 0)))}
+	r := &Registry{opts: o, inner: registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+		tokens: map[string]map[string]bool{}, bucket: float64(max(o.Limit.Burst, 1)), filled: time.Now()}
 	r.server = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
 	if o.TLS || o.ClientCerts {
 		r.setupTLS(t)
@@ -99,6 +129,17 @@ func (r *Registry) Requests() int64 { return r.requests.Load() }
 
 // TagListRequests counts tags/list requests (pages).
 func (r *Registry) TagListRequests() int64 { return r.tagLists.Load() }
+
+// Throttled counts the requests Limit refused with 429.
+func (r *Registry) Throttled() int64 { return r.throttled.Load() }
+
+// RevokeTokens invalidates every token issued so far, as their expiry
+// would: clients must fetch new ones.
+func (r *Registry) RevokeTokens() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.tokens)
+}
 
 // Fail makes the next n requests fail with status, with a Retry-After
 // header when retryAfter is not empty.
@@ -213,13 +254,24 @@ func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, http.StatusText(f.status), f.status)
 		return
 	}
-	if r.opts.Username != "" {
+	if r.opts.Limit.QPS > 0 && !r.admit(w) {
+		r.throttled.Add(1)
+		writeError(w, http.StatusTooManyRequests, "TOOMANYREQUESTS", "rate limit exceeded")
+		return
+	}
+	if r.opts.Bearer {
+		if req.URL.Path == "/token" {
+			r.serveToken(w, req)
+			return
+		}
+		if !r.authorized(w, req) {
+			return
+		}
+	} else if r.opts.Username != "" {
 		u, p, ok := req.BasicAuth()
 		if !ok || u != r.opts.Username || p != r.opts.Password {
 			w.Header().Set("WWW-Authenticate", `Basic realm="testregistry"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`))
+			writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
 			return
 		}
 	}
@@ -229,6 +281,106 @@ func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.inner.ServeHTTP(w, req)
+}
+
+// admit takes a token from the Limit bucket, setting the rate-limit and
+// Retry-After headers; false when the bucket is empty.
+func (r *Registry) admit(w http.ResponseWriter) bool {
+	l := r.opts.Limit
+	r.mu.Lock()
+	now := time.Now()
+	r.bucket = min(float64(max(l.Burst, 1)), r.bucket+now.Sub(r.filled).Seconds()*l.QPS)
+	r.filled = now
+	ok := r.bucket >= 1
+	if ok {
+		r.bucket--
+	}
+	left := r.bucket
+	r.mu.Unlock()
+	if l.Headers {
+		w.Header().Set("RateLimit-Limit", strconv.FormatFloat(l.QPS, 'f', -1, 64)+";w=1")
+		w.Header().Set("RateLimit-Remaining", strconv.Itoa(int(left))+";w=1")
+	}
+	if !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil((1-left)/l.QPS))))
+	}
+	return ok
+}
+
+// repoPath finds the repository name and what is asked of it in a
+// Distribution API path.
+var repoPath = regexp.MustCompile(`^/v2/(.+)/(tags|manifests|blobs)/`)
+
+// authorized checks a request's bearer token against the scope it needs,
+// answering 401 with a challenge when it falls short.
+func (r *Registry) authorized(w http.ResponseWriter, req *http.Request) bool {
+	token, _ := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+	r.mu.Lock()
+	grant, valid := r.tokens[token]
+	r.mu.Unlock()
+	scheme := "http"
+	if r.server.TLS != nil {
+		scheme = "https"
+	}
+	challenge := fmt.Sprintf(`Bearer realm="%s://%s/token",service="testregistry"`, scheme, r.Host)
+	m := repoPath.FindStringSubmatch(req.URL.Path)
+	if m == nil {
+		// /v2/ and the like need a token, of any scope.
+		if valid {
+			return true
+		}
+	} else {
+		action, want := "pull", "pull"
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			action, want = "push", "push,pull"
+		}
+		if grant[m[1]+":"+action] {
+			return true
+		}
+		challenge += fmt.Sprintf(`,scope="repository:%s:%s"`, m[1], want)
+	}
+	w.Header().Set("WWW-Authenticate", challenge)
+	writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+	return false
+}
+
+// serveToken issues a token for the scopes asked, as a Docker token
+// server's GET endpoint does.
+func (r *Registry) serveToken(w http.ResponseWriter, req *http.Request) {
+	if r.opts.Username != "" {
+		u, p, ok := req.BasicAuth()
+		if !ok || u != r.opts.Username || p != r.opts.Password {
+			writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", "authentication required")
+			return
+		}
+	}
+	grant := map[string]bool{}
+	for _, scope := range req.URL.Query()["scope"] {
+		for _, s := range strings.Fields(scope) {
+			parts := strings.Split(s, ":")
+			if len(parts) != 3 || parts[0] != "repository" {
+				continue
+			}
+			for _, action := range strings.Split(parts[2], ",") {
+				grant[parts[1]+":"+action] = true
+			}
+		}
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	token := hex.EncodeToString(b)
+	r.mu.Lock()
+	r.tokens[token] = grant
+	r.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"token": token, "expires_in": 300})
+}
+
+// writeError answers in the Distribution API's error format.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"errors": []map[string]string{{"code": code, "message": msg}}})
 }
 
 // serveTags pages tags/list itself: the inner registry sends no Link header
