@@ -89,12 +89,14 @@ func (r *ImageWebhookReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, err
 	}
-	token := sec.Data[webhook.TokenKey]
-	if len(token) == 0 {
-		obj.Status.WebhookPath = ""
-		conditions.MarkFailed(obj, imagev1.InvalidSecretReason, "secret %q has no %q key", obj.Spec.SecretRef.Name, webhook.TokenKey)
-		return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	for _, k := range webhook.SecretKeys(obj.Spec.Type) {
+		if len(sec.Data[k]) == 0 {
+			obj.Status.WebhookPath = ""
+			conditions.MarkFailed(obj, imagev1.InvalidSecretReason, "secret %q has no %q key", obj.Spec.SecretRef.Name, k)
+			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+		}
 	}
+	token := sec.Data[webhook.TokenKey]
 	obj.Status.WebhookPath = webhook.Path(token, obj.Name, obj.Namespace)
 	if obj.Spec.Suspend {
 		conditions.MarkReady(obj, conditions.SucceededReason, "suspended: calls to %s are ignored", obj.Status.WebhookPath)

@@ -25,8 +25,8 @@ func newWebhook(ns, name, secret string, mutate ...func(*imagev1.ImageWebhook)) 
 
 // An ImageWebhook is Ready with the path derived from its token, name and
 // namespace; without its Secret, without the token key or with a selector
-// that does not parse it has no path and says why; the API refuses types
-// not built yet.
+// that does not parse it has no path and says why; the API refuses
+// unknown types.
 func TestImageWebhookPath(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -41,6 +41,8 @@ func TestImageWebhookPath(t *testing.T) {
 		{newWebhook(ns, "ready", "token"), conditions.SucceededReason, false, true},
 		{newWebhook(ns, "nosecret", "absent"), conditions.SecretNotFoundReason, false, false},
 		{newWebhook(ns, "nokey", "nokey"), imagev1.InvalidSecretReason, false, false},
+		// gcr also needs the service account and audience.
+		{newWebhook(ns, "gcr", "token", func(w *imagev1.ImageWebhook) { w.Spec.Type = imagev1.WebhookGCR }), imagev1.InvalidSecretReason, false, false},
 		{newWebhook(ns, "badselector", "token", func(w *imagev1.ImageWebhook) {
 			w.Spec.ImageRepositorySelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
 		}), conditions.InvalidSpecReason, true, false},
@@ -76,5 +78,5 @@ func TestImageWebhookPath(t *testing.T) {
 		t.Errorf("path %q after the Secret appeared", h.Status.WebhookPath)
 	}
 
-	env.ExpectInvalid(t, newWebhook(ns, "gcr", "token", func(w *imagev1.ImageWebhook) { w.Spec.Type = "gcr" }), "spec.type")
+	env.ExpectInvalid(t, newWebhook(ns, "ecr", "token", func(w *imagev1.ImageWebhook) { w.Spec.Type = "ecr" }), "spec.type")
 }

@@ -191,6 +191,8 @@ func parse(typ string, h http.Header, body []byte) ([]Target, error) {
 		return parseACR(body)
 	case imagev1.WebhookNexus:
 		return parseNexus(h.Get("X-Nexus-Webhook-Id"), body)
+	case imagev1.WebhookGCR:
+		return parseGCR(body)
 	}
 	return nil, fmt.Errorf("unsupported webhook type %q", typ)
 }

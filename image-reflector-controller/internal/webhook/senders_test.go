@@ -118,7 +118,7 @@ func TestParseMalformed(t *testing.T) {
 		`{"docker_url":"http://"}`, `{"repositories":[""]}`, `{"repositories":[1]}`, `{"action":"push","target":{"tag":"x"}}`,
 		`{"action":"CREATED","component":{"format":"docker","name":"../A B"}}`, strings.Repeat("[", 10000)}
 	types := []string{imagev1.WebhookDistribution, imagev1.WebhookDockerHub, imagev1.WebhookGitHub, imagev1.WebhookGitLab,
-		imagev1.WebhookHarbor, imagev1.WebhookQuay, imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC, imagev1.WebhookACR, imagev1.WebhookNexus, "gcr"}
+		imagev1.WebhookHarbor, imagev1.WebhookQuay, imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC, imagev1.WebhookACR, imagev1.WebhookNexus, imagev1.WebhookGCR, "unknown"}
 	for _, typ := range types {
 		for _, b := range bodies {
 			h := http.Header{}
@@ -183,7 +183,7 @@ func TestVerify(t *testing.T) {
 		{imagev1.WebhookNexus, hdr("X-Nexus-Webhook-Signature", nexusSig(token, body)), 0},
 		{imagev1.WebhookNexus, hdr("X-Nexus-Webhook-Signature", Sign(token, body)), http.StatusForbidden},
 		{imagev1.WebhookNexus, hdr(), http.StatusUnauthorized},
-		{"gcr", hdr(), http.StatusBadRequest},
+		{"unknown", hdr(), http.StatusBadRequest},
 	}
 	for _, tt := range tests {
 		err := verify(tt.typ, tt.h, body, token)

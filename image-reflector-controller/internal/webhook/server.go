@@ -41,7 +41,10 @@ type Options struct {
 	// MaxBody caps a request body (default 1 MiB; the senders' push
 	// payloads are a few KiB).
 	MaxBody int64
-	Log     logr.Logger
+	// GoogleCertsURL is where the keys of Google's ID tokens are read
+	// (default GoogleCertsURL), for gcr webhooks.
+	GoogleCertsURL string
+	Log            logr.Logger
 }
 
 func (o *Options) defaults() {
@@ -124,7 +127,8 @@ type Server struct {
 	metrics *Metrics
 	opts    Options
 
-	queue chan call
+	queue  chan call
+	google *googleKeys
 
 	mu        sync.Mutex
 	limiters  map[types.NamespacedName]*rate.Limiter
@@ -139,6 +143,7 @@ func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server 
 	o.defaults()
 	return &Server{client: c, secrets: secrets, metrics: m, opts: o,
 		queue:     make(chan call, 1024),
+		google:    newGoogleKeys(o.GoogleCertsURL),
 		limiters:  map[types.NamespacedName]*rate.Limiter{},
 		pending:   map[types.NamespacedName]*pendingScan{},
 		requested: map[string]time.Time{},
@@ -251,7 +256,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, typ, ReasonBadPayload, http.StatusBadRequest, "reading body failed")
 		return
 	}
-	token, err := s.token(ctx, wh)
+	secret, err := s.secret(ctx, wh)
 	if err != nil {
 		// Our side is not ready: the sender may retry.
 		s.opts.Log.Error(err, "reading the webhook's token", "webhook", key.String())
@@ -260,11 +265,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A rotated token moves the path; the old one stops working at once,
 	// not when the reconciler next writes the status.
-	if !equal(Path(token, wh.Name, wh.Namespace), r.URL.Path) {
+	if !equal(Path(secret[TokenKey], wh.Name, wh.Namespace), r.URL.Path) {
 		s.reject(w, typ, ReasonBadAuth, http.StatusForbidden, "stale webhook path")
 		return
 	}
-	if err := verify(typ, r.Header, body, token); err != nil {
+	if typ == imagev1.WebhookGCR {
+		err = s.google.verify(ctx, r.Header, secret[EmailKey], secret[AudienceKey])
+	} else {
+		err = verify(typ, r.Header, body, secret[TokenKey])
+	}
+	if err != nil {
 		var ae *authError
 		if errors.As(err, &ae) {
 			s.reject(w, typ, ae.reason, ae.status, ae.msg)
@@ -320,18 +330,27 @@ func (s *Server) limiter(key types.NamespacedName) *rate.Limiter {
 	return l
 }
 
-// token reads the webhook's Secret. The token is never logged or returned
-// in an answer.
-func (s *Server) token(ctx context.Context, wh *imagev1.ImageWebhook) ([]byte, error) {
+// secret reads the webhook's Secret, checking it has the keys its type
+// needs. Its values are never logged or returned in an answer.
+func (s *Server) secret(ctx context.Context, wh *imagev1.ImageWebhook) (map[string][]byte, error) {
 	var sec corev1.Secret
 	if err := s.secrets.Get(ctx, types.NamespacedName{Namespace: wh.Namespace, Name: wh.Spec.SecretRef.Name}, &sec); err != nil {
 		return nil, err
 	}
-	t := sec.Data[TokenKey]
-	if len(t) == 0 {
-		return nil, fmt.Errorf("secret %s has no %q", wh.Spec.SecretRef.Name, TokenKey)
+	for _, k := range SecretKeys(wh.Spec.Type) {
+		if len(sec.Data[k]) == 0 {
+			return nil, fmt.Errorf("secret %s has no %q", wh.Spec.SecretRef.Name, k)
+		}
 	}
-	return t, nil
+	return sec.Data, nil
+}
+
+// SecretKeys are the keys a webhook's Secret must have for its type.
+func SecretKeys(typ string) []string {
+	if typ == imagev1.WebhookGCR {
+		return []string{TokenKey, EmailKey, AudienceKey}
+	}
+	return []string{TokenKey}
 }
 
 // work resolves queued calls to ImageRepositories and schedules one scan

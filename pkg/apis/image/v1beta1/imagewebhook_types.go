@@ -35,6 +35,10 @@ const (
 	// WebhookNexus: Nexus Repository component webhooks, signed with
 	// X-Nexus-Webhook-Signature (hex HMAC-SHA1 of the body with the token).
 	WebhookNexus = "nexus"
+	// WebhookGCR: Google Artifact Registry / Container Registry
+	// notifications through a Pub/Sub push subscription, authenticated by
+	// its Google-signed OIDC ID token (the Secret's email and audience).
+	WebhookGCR = "gcr"
 	// WebhookGeneric: {"repositories": [...]} with Authorization: Bearer <token>.
 	WebhookGeneric = "generic"
 	// WebhookGenericHMAC: the generic payload, signed in X-Signature as
@@ -46,14 +50,16 @@ const (
 // and which ImageRepositories it may trigger.
 type ImageWebhookSpec struct {
 	// Type of the sender: distribution, dockerhub, github, gitlab, harbor,
-	// quay, acr, nexus, generic or generic-hmac.
-	// +kubebuilder:validation:Enum=distribution;dockerhub;github;gitlab;harbor;quay;acr;nexus;generic;generic-hmac
+	// quay, acr, gcr, nexus, generic or generic-hmac.
+	// +kubebuilder:validation:Enum=distribution;dockerhub;github;gitlab;harbor;quay;acr;gcr;nexus;generic;generic-hmac
 	// +required
 	Type string `json:"type"`
 
 	// SecretRef names a Secret in the same namespace whose key "token" is
 	// the shared token, or the HMAC key for signing senders. The status
-	// path is derived from it.
+	// path is derived from it. A gcr webhook's Secret also has "email",
+	// the push subscription's service account, and "audience", the
+	// audience set on the subscription.
 	// +required
 	SecretRef meta.LocalObjectReference `json:"secretRef"`
 
