@@ -22,12 +22,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/pkg/testgit"
 	"toolkit.dev/image-toolkit/pkg/testregistry"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
@@ -119,6 +121,38 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 
+	// An ImageWebhook called once without and once with its token, so the
+	// receiver's labelled series exist and are linted too.
+	hook := &imagev1.ImageWebhook{ObjectMeta: metav1.ObjectMeta{Name: "ci", Namespace: ns},
+		Spec: imagev1.ImageWebhookSpec{Type: imagev1.WebhookGeneric, SecretRef: meta.LocalObjectReference{Name: "ci-webhook"}}}
+	for _, obj := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ci-webhook", Namespace: ns}, StringData: map[string]string{"token": "ci-token"}},
+		hook,
+	} {
+		if err := cluster.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, func() (bool, error) {
+		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(hook), hook)
+		return hook.Status.WebhookPath != "", err
+	})
+	for _, auth := range []string{"", "Bearer ci-token"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+procs["image-reflector-controller"].WebhookAddr+hook.Status.WebhookPath,
+			strings.NewReader(fmt.Sprintf(`{"repositories":[%q]}`, reg.Repo("team/app"))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+
 	targets := map[string]string{}
 	for name, p := range procs {
 		targets[name] = p.MetricsAddr
@@ -145,6 +179,9 @@ func TestMetrics(t *testing.T) {
 			`imagetoolkit_automation_policy_to_push_seconds_count > 0`,
 			`imagetoolkit_updatejob_jobs_total{job="update-job-controller",outcome="succeeded"} > 0`,
 			`sum(imagetoolkit_updatejob_git_operation_duration_seconds_count{operation="push"}) > 0`,
+			`imagetoolkit_reflector_webhook_accepted_total{type="generic"} > 0`,
+			`imagetoolkit_reflector_webhook_rejected_total{type="generic",reason="missing_credentials"} > 0`,
+			`imagetoolkit_reflector_webhook_scan_start_seconds_count > 0`,
 		} {
 			prom.eventually(t, q, func(s []sample) error {
 				if len(s) == 0 {
