@@ -89,7 +89,7 @@ func TestControllersRunAgainstRealAPIServer(t *testing.T) {
 		t.Fatalf("kubectl get image-toolkit: %v\n%s", err, out)
 	}
 	for _, want := range []string{"imagerepository.image.toolkit.dev/podinfo", "imagepolicy.image.toolkit.dev/podinfo",
-		"imageupdateautomation.image.toolkit.dev/", "updatejob.update.toolkit.dev/"} {
+		"imagewebhook.image.toolkit.dev/registry", "imageupdateautomation.image.toolkit.dev/", "updatejob.update.toolkit.dev/"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("kubectl get image-toolkit lacks %s:\n%s", want, out)
 		}

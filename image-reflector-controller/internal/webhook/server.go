@@ -432,7 +432,11 @@ func (s *Server) schedule(ctx context.Context, repo types.NamespacedName, typ st
 // reflector scan it now.
 func (s *Server) request(ctx context.Context, repo types.NamespacedName) {
 	s.mu.Lock()
-	p := s.pending[repo]
+	p, ok := s.pending[repo]
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
 	delete(s.pending, repo)
 	value := time.Now().UTC().Format(time.RFC3339Nano)
 	s.requested[repo.String()+"|"+value] = p.first
