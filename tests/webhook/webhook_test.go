@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,19 +115,23 @@ func tail(s string, n int) string {
 // push writes a small random image as repo:tag.
 func push(t testing.TB, repo, tag string) {
 	t.Helper()
+	if err := pushImage(repo, tag); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pushImage(repo, tag string) error {
 	img, err := random.Image(256, 1)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ref, err := name.NewTag(repo+":"+tag, name.Insecure)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
-		t.Fatal(err)
-	}
+	return remote.Write(ref, img, remote.WithContext(ctx))
 }
 
 // A push to the real distribution registry reaches the receiver as a
@@ -134,7 +139,8 @@ func push(t testing.TB, repo, tag string) {
 // requests a scan of exactly the ImageRepository of the pushed image (not
 // another of the same registry, nor one the selector leaves out), and the
 // ImagePolicy picks the new tag within seconds although the repository's
-// interval is an hour. It logs push → policy latency over several tags.
+// interval is an hour; five tags pushed at once are fewer scans than tags.
+// It logs push → policy latency over several tags.
 func TestDistributionPushScansAtOnce(t *testing.T) {
 	cluster, bin := localenv.StartTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -210,6 +216,40 @@ func TestDistributionPushScansAtOnce(t *testing.T) {
 	slices.Sort(took)
 	t.Logf("registry push → ImagePolicy latestRef over %d tags: p50 %s, p95 %s, max %s (interval 1h)",
 		len(took), took[len(took)/2].Round(time.Millisecond), took[len(took)*95/100].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+
+	// A burst: five tags pushed at once are fewer scans than tags, the
+	// rest folded into the pending request.
+	before, err := reflector.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := 1; i <= 5; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := pushImage(app, fmt.Sprintf("2.0.%d", i)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	testenv.Eventually(t, 60*time.Second, func() (bool, error) { return latest() == "2.0.5", nil })
+	after, err := reflector.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requests := `imagetoolkit_reflector_webhook_scan_requests_total{type="distribution"}`
+	coalesced := `imagetoolkit_reflector_webhook_coalesced_total{type="distribution"}`
+	scans := metricValue(after, requests) - metricValue(before, requests)
+	folded := metricValue(after, coalesced) - metricValue(before, coalesced)
+	t.Logf("5 tags pushed at once: %v scan requests, %v folded into them", scans, folded)
+	if scans >= 5 || folded < 1 {
+		t.Errorf("5 tags pushed at once made %v scan requests (%v coalesced); want fewer than 5", scans, folded)
+	}
 
 	// Only the pushed, selected repository was asked to scan.
 	for _, name := range []string{"other", "unselected"} {
