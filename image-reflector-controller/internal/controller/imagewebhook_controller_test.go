@@ -26,7 +26,8 @@ func newWebhook(ns, name, secret string, mutate ...func(*imagev1.ImageWebhook)) 
 // An ImageWebhook is Ready with the path derived from its token, name and
 // namespace; without its Secret, without the token key or with a selector
 // that does not parse it has no path and says why; the API refuses
-// unknown types.
+// unknown types, and the CRD has the short name and columns docs/api.md
+// gives.
 func TestImageWebhookPath(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -79,4 +80,5 @@ func TestImageWebhookPath(t *testing.T) {
 	}
 
 	env.ExpectInvalid(t, newWebhook(ns, "ecr", "token", func(w *imagev1.ImageWebhook) { w.Spec.Type = "ecr" }), "spec.type")
+	env.ExpectCRD(t, "imagewebhooks.image.toolkit.dev", "imghook", "Type", "Ready", "Status", "Age")
 }
