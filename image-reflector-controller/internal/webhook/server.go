@@ -206,8 +206,12 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-func (s *Server) reject(w http.ResponseWriter, typ, reason string, status int, msg string) {
+// reject answers a refused call and counts it. The log line names the
+// webhook, never the path (for Docker Hub and Quay the path is the
+// credential) or a header.
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, hook, typ, reason string, status int, msg string) {
 	s.metrics.Rejected.WithLabelValues(typ, reason).Inc()
+	s.opts.Log.V(1).Info("webhook call refused", "webhook", hook, "type", typ, "reason", reason, "status", status, "remote", r.RemoteAddr)
 	http.Error(w, msg, status)
 }
 
@@ -221,7 +225,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !strings.HasPrefix(r.URL.Path, PathPrefix) || len(r.URL.Path) > len(PathPrefix)+64 {
 		s.metrics.Received.WithLabelValues("unknown").Inc()
-		s.reject(w, "unknown", ReasonNotFound, http.StatusNotFound, "no such webhook")
+		s.reject(w, r, "", "unknown", ReasonNotFound, http.StatusNotFound, "no such webhook")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -229,44 +233,44 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var hooks imagev1.ImageWebhookList
 	if err := s.client.List(ctx, &hooks, client.MatchingFields{PathIndex: r.URL.Path}); err != nil || len(hooks.Items) != 1 {
 		s.metrics.Received.WithLabelValues("unknown").Inc()
-		s.reject(w, "unknown", ReasonNotFound, http.StatusNotFound, "no such webhook")
+		s.reject(w, r, "", "unknown", ReasonNotFound, http.StatusNotFound, "no such webhook")
 		return
 	}
 	wh := &hooks.Items[0]
 	typ := wh.Spec.Type
+	key := types.NamespacedName{Namespace: wh.Namespace, Name: wh.Name}
 	s.metrics.Received.WithLabelValues(typ).Inc()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		s.reject(w, typ, ReasonMethod, http.StatusMethodNotAllowed, "POST only")
+		s.reject(w, r, key.String(), typ, ReasonMethod, http.StatusMethodNotAllowed, "POST only")
 		return
 	}
-	key := types.NamespacedName{Namespace: wh.Namespace, Name: wh.Name}
 	if !s.limiter(key).Allow() {
 		w.Header().Set("Retry-After", "1")
-		s.reject(w, typ, ReasonRateLimited, http.StatusTooManyRequests, "too many calls")
+		s.reject(w, r, key.String(), typ, ReasonRateLimited, http.StatusTooManyRequests, "too many calls")
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.reject(w, typ, ReasonTooLarge, http.StatusRequestEntityTooLarge, "body too large")
+			s.reject(w, r, key.String(), typ, ReasonTooLarge, http.StatusRequestEntityTooLarge, "body too large")
 			return
 		}
-		s.reject(w, typ, ReasonBadPayload, http.StatusBadRequest, "reading body failed")
+		s.reject(w, r, key.String(), typ, ReasonBadPayload, http.StatusBadRequest, "reading body failed")
 		return
 	}
 	secret, err := s.secret(ctx, wh)
 	if err != nil {
 		// Our side is not ready: the sender may retry.
 		s.opts.Log.Error(err, "reading the webhook's token", "webhook", key.String())
-		s.reject(w, typ, ReasonSecret, http.StatusServiceUnavailable, "webhook not ready")
+		s.reject(w, r, key.String(), typ, ReasonSecret, http.StatusServiceUnavailable, "webhook not ready")
 		return
 	}
 	// A rotated token moves the path; the old one stops working at once,
 	// not when the reconciler next writes the status.
 	if !equal(Path(secret[TokenKey], wh.Name, wh.Namespace), r.URL.Path) {
-		s.reject(w, typ, ReasonBadAuth, http.StatusForbidden, "stale webhook path")
+		s.reject(w, r, key.String(), typ, ReasonBadAuth, http.StatusForbidden, "stale webhook path")
 		return
 	}
 	if typ == imagev1.WebhookGCR {
@@ -277,10 +281,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var ae *authError
 		if errors.As(err, &ae) {
-			s.reject(w, typ, ae.reason, ae.status, ae.msg)
+			s.reject(w, r, key.String(), typ, ae.reason, ae.status, ae.msg)
 			return
 		}
-		s.reject(w, typ, ReasonBadAuth, http.StatusForbidden, "refused")
+		s.reject(w, r, key.String(), typ, ReasonBadAuth, http.StatusForbidden, "refused")
 		return
 	}
 	if wh.Spec.Suspend {
@@ -296,13 +300,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.reject(w, typ, ReasonBadPayload, http.StatusBadRequest, err.Error())
+		s.reject(w, r, key.String(), typ, ReasonBadPayload, http.StatusBadRequest, err.Error())
 		return
 	}
 	sel := labels.Everything()
 	if wh.Spec.ImageRepositorySelector != nil {
 		if sel, err = metav1.LabelSelectorAsSelector(wh.Spec.ImageRepositorySelector); err != nil {
-			s.reject(w, typ, ReasonSecret, http.StatusServiceUnavailable, "webhook not ready")
+			s.reject(w, r, key.String(), typ, ReasonSecret, http.StatusServiceUnavailable, "webhook not ready")
 			return
 		}
 	}
@@ -311,7 +315,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case s.queue <- call{hook: hook{key: key, typ: typ, selector: sel}, targets: targets, received: received}:
 		default:
 			w.Header().Set("Retry-After", "1")
-			s.reject(w, typ, ReasonOverloaded, http.StatusServiceUnavailable, "busy")
+			s.reject(w, r, key.String(), typ, ReasonOverloaded, http.StatusServiceUnavailable, "busy")
 			return
 		}
 	}
