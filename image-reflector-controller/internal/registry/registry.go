@@ -1,16 +1,48 @@
 // Package registry lists the tags of image repositories and looks up
-// digests, politely: a rate limit per registry host, Retry-After honoured on
-// 429 and 503 with capped backoff, and every request counted by host and
-// status code.
+// digests, politely and cheaply.
+//
+// Politeness is adaptive and per registry host. A fixed rate is wrong both
+// ways: low enough for the strictest registry, it made a cold start of a
+// thousand repositories on one fast registry wait 200 s; high enough for
+// that, it overruns a registry that cannot take it. Registries say when
+// they are overrun, so the limiter listens instead of guessing:
+//
+//   - It starts at the ceiling, --registry-qps with --registry-burst, and
+//     never exceeds it: the operator's bound for a registry that gives no
+//     feedback.
+//   - A 429 or 503 halves the rate (from what was actually sent, when that
+//     is lower) once per round of requests in flight, and growth then stops
+//     at 90% of the refused rate for a minute, so a registry with a steady
+//     limit refuses about once a minute, not at every probe. Retry-After
+//     pauses every request to the host, not only the refused one (at most
+//     MaxBackoff), and the refused request is retried after it.
+//   - Every answered request adds a tenth of a request per second: busy,
+//     the rate grows 10% a second; idle, not at all.
+//   - Quotas a registry announces (RateLimit-Limit and -Remaining, e.g.
+//     Docker Hub's "100;w=21600", or X-RateLimit-*) are exported per host,
+//     and when less than a tenth is left the requests of the kind that
+//     carried them (tag lists, manifests, blobs) are paced so the rest
+//     lasts until the reset, or at 90% of the quota's rate when the reset
+//     is not given: the limit is approached, not hit. Docker Hub announces
+//     its pull quota on manifest answers only, so a low pull quota paces
+//     digest lookups, not tag lists, which it does not count.
+//
+// Authentication is reused. Per registry host and credentials (by hash) the
+// client remembers the registry's challenge and the bearer tokens it
+// issued, per repository scope, until 90% of their lifetime; it sends no
+// credentials until a 401 asks for them, so an anonymous registry is never
+// pinged. A scan is then one tags/list request per page; a 401 on a
+// remembered token fetches a fresh one and retries once.
 package registry
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,10 +52,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 )
 
 // Metrics are the registry request metrics.
@@ -31,12 +62,19 @@ type Metrics struct {
 	Requests  *prometheus.CounterVec
 	Throttled *prometheus.CounterVec
 	Retried   *prometheus.CounterVec
+	// Allowed is the adaptive limiter's current rate per host.
+	Allowed *prometheus.GaugeVec
+	// QuotaLimit and QuotaRemaining are the quota registries announce.
+	QuotaLimit, QuotaRemaining *prometheus.GaugeVec
 }
 
 // NewMetrics returns unregistered metrics named imagetoolkit_reflector_*.
 func NewMetrics() *Metrics {
 	opts := func(n, help string) prometheus.CounterOpts {
 		return prometheus.CounterOpts{Namespace: "imagetoolkit", Subsystem: "reflector", Name: n, Help: help}
+	}
+	gauge := func(n, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "imagetoolkit", Subsystem: "reflector", Name: n, Help: help}, []string{"host"})
 	}
 	return &Metrics{
 		Requests: prometheus.NewCounterVec(opts("registry_requests_total",
@@ -45,19 +83,28 @@ func NewMetrics() *Metrics {
 			"Registry responses asking us to slow down (429, 503), by host."), []string{"host"}),
 		Retried: prometheus.NewCounterVec(opts("registry_retried_requests_total",
 			"Registry requests retried after a 429 or 503, by host."), []string{"host"}),
+		Allowed: gauge("registry_allowed_requests_per_second",
+			"Requests per second the adaptive limiter allows to each registry host now: --registry-qps until the host throttles, lower after."),
+		QuotaLimit: gauge("registry_ratelimit_limit",
+			"The request quota a registry host last announced (RateLimit-Limit or X-RateLimit-Limit), per its window."),
+		QuotaRemaining: gauge("registry_ratelimit_remaining",
+			"What is left of the quota a registry host last announced (RateLimit-Remaining or X-RateLimit-Remaining)."),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Requests, m.Throttled, m.Retried}
+	return []prometheus.Collector{m.Requests, m.Throttled, m.Retried, m.Allowed, m.QuotaLimit, m.QuotaRemaining}
 }
 
 // Client talks to registries. It is safe for concurrent use.
 type Client struct {
-	qps     rate.Limit
+	qps     float64
 	burst   int
 	metrics *Metrics
+	// fixed turns adaptation off: the rate stays at qps whatever the
+	// registry says, as before this limiter; tests compare against it.
+	fixed bool
 
 	// MaxRetries bounds retries of one request after 429/503.
 	MaxRetries int
@@ -67,19 +114,20 @@ type Client struct {
 	PageSize int
 
 	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
+	limiters map[string]*hostLimiter
+	auth     authCache
 }
 
-// New returns a client allowing qps requests per second (burst burst) to
-// each registry host.
+// New returns a client allowing at most qps requests per second (burst
+// burst) to each registry host, and fewer when a host asks.
 func New(qps float64, burst int, metrics *Metrics) *Client {
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
 	return &Client{
-		qps: rate.Limit(qps), burst: max(burst, 1), metrics: metrics,
+		qps: qps, burst: max(burst, 1), metrics: metrics,
 		MaxRetries: 5, MaxBackoff: 30 * time.Second, PageSize: 1000,
-		limiters: map[string]*rate.Limiter{},
+		limiters: map[string]*hostLimiter{},
 	}
 }
 
@@ -94,48 +142,56 @@ type Options struct {
 	Insecure bool
 }
 
-func (c *Client) limiter(host string) *rate.Limiter {
+func (c *Client) limiter(host string) *hostLimiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l, ok := c.limiters[host]
 	if !ok {
-		l = rate.NewLimiter(c.qps, c.burst)
+		l = newHostLimiter(host, c.qps, c.burst, c.fixed, c.MaxBackoff, c.metrics)
 		c.limiters[host] = l
 	}
 	return l
 }
 
-// transport builds the authenticating, polite transport for a repository.
-func (c *Client) transport(ctx context.Context, repo name.Repository, o Options) (http.RoundTripper, error) {
+// httpClient builds the authenticating, polite client for a repository.
+func (c *Client) httpClient(ctx context.Context, repo name.Repository, o Options) (*http.Client, error) {
 	base := o.Transport
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	polite := &politeTransport{client: c, host: repo.RegistryStr(), next: base, requireTLS: !o.Insecure}
 	auth := o.Auth
 	if auth == nil {
 		auth = authn.Anonymous
 	}
-	return transport.NewWithContext(ctx, repo.Registry, auth, polite, []string{repo.Scope(transport.PullScope)})
-}
-
-// ListTags returns every tag of the repository, following Link pagination.
-func (c *Client) ListTags(ctx context.Context, repo name.Repository, o Options) ([]string, error) {
-	tr, err := c.transport(ctx, repo, o)
+	cfg, err := authn.Authorization(ctx, auth)
 	if err != nil {
 		return nil, err
 	}
+	reg := repo.RegistryStr()
+	polite := &politeTransport{client: c, host: reg, next: base, requireTLS: !o.Insecure}
+	return &http.Client{Transport: &authTransport{
+		cache: &c.auth, state: c.auth.state(authKey(reg, o.Insecure, cfg), time.Now()),
+		registry: repo.Registry, insecure: o.Insecure, scope: repo.Scope(transport.PullScope),
+		auth: auth, cfg: cfg, next: polite,
+	}}, nil
+}
+
+func baseURL(repo name.Repository, o Options) *url.URL {
 	scheme := "https"
 	if o.Insecure {
 		scheme = "http"
 	}
-	next := &url.URL{
-		Scheme:   scheme,
-		Host:     repo.RegistryStr(),
-		Path:     fmt.Sprintf("/v2/%s/tags/list", repo.RepositoryStr()),
-		RawQuery: url.Values{"n": {strconv.Itoa(c.PageSize)}}.Encode(),
+	return &url.URL{Scheme: scheme, Host: repo.RegistryStr(), Path: "/v2/" + repo.RepositoryStr() + "/"}
+}
+
+// ListTags returns every tag of the repository, following Link pagination.
+func (c *Client) ListTags(ctx context.Context, repo name.Repository, o Options) ([]string, error) {
+	httpc, err := c.httpClient(ctx, repo, o)
+	if err != nil {
+		return nil, err
 	}
-	httpc := &http.Client{Transport: tr}
+	next := baseURL(repo, o).JoinPath("tags", "list")
+	next.RawQuery = url.Values{"n": {strconv.Itoa(c.PageSize)}}.Encode()
 	var tags []string
 	seen := map[string]bool{}
 	for next != nil {
@@ -206,17 +262,71 @@ func nextPage(cur *url.URL, link string) (*url.URL, error) {
 	return nil, nil
 }
 
-// Digest returns the digest of the manifest a tag points to (HEAD).
+// manifestTypes are the manifests a tag may point to, as Accept asks for
+// them: without it a registry may convert an index to one platform's
+// manifest and answer that digest.
+var manifestTypes = strings.Join([]string{
+	"application/vnd.oci.image.index.v1+json",
+	"application/vnd.docker.distribution.manifest.list.v2+json",
+	"application/vnd.oci.image.manifest.v1+json",
+	"application/vnd.docker.distribution.manifest.v2+json",
+}, ", ")
+
+// Digest returns the digest of the manifest a tag points to: the
+// Docker-Content-Digest of a HEAD, which Docker Hub does not count as a
+// pull, or the sha256 of the manifest when a registry does not send it.
 func (c *Client) Digest(ctx context.Context, ref name.Tag, o Options) (string, error) {
-	tr, err := c.transport(ctx, ref.Repository, o)
+	httpc, err := c.httpClient(ctx, ref.Repository, o)
 	if err != nil {
 		return "", err
 	}
-	desc, err := remote.Head(ref, remote.WithContext(ctx), remote.WithTransport(tr))
-	if err != nil {
+	u := baseURL(ref.Repository, o).JoinPath("manifests", ref.TagStr())
+	for _, method := range []string{http.MethodHead, http.MethodGet} {
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Accept", manifestTypes)
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return "", err
+		}
+		d, err := manifestDigest(resp)
+		resp.Body.Close()
+		if err != nil || d != "" {
+			return d, err
+		}
+	}
+	return "", fmt.Errorf("%s: the registry sent neither a digest nor a manifest", ref)
+}
+
+// manifestDigest reads a manifest answer's digest: its Docker-Content-Digest
+// header, else (for a GET) the sha256 of its body; "" when neither is there.
+func manifestDigest(resp *http.Response) (string, error) {
+	if err := transport.CheckError(resp, http.StatusOK); err != nil {
 		return "", err
 	}
-	return desc.Digest.String(), nil
+	if h := resp.Header.Get("Docker-Content-Digest"); h != "" {
+		d, err := v1.NewHash(h)
+		if err != nil {
+			return "", fmt.Errorf("Docker-Content-Digest %q: %w", h, err)
+		}
+		return d.String(), nil
+	}
+	if resp.Request == nil || resp.Request.Method != http.MethodGet {
+		return "", nil
+	}
+	h := sha256.New()
+	// Manifests are small; the distribution specification caps them at 4 MiB.
+	switch n, err := io.Copy(h, io.LimitReader(resp.Body, 4<<20+1)); {
+	case err != nil:
+		return "", fmt.Errorf("reading the manifest: %w", err)
+	case n > 4<<20:
+		return "", errors.New("the manifest is larger than 4 MiB")
+	case n == 0:
+		return "", nil
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // IsAuthError reports whether err is the registry refusing our credentials.
@@ -226,81 +336,4 @@ func IsAuthError(err error) bool {
 		return terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden
 	}
 	return false
-}
-
-// politeTransport rate-limits requests per host, retries 429 and 503 after
-// Retry-After (or exponential backoff with jitter), and counts requests.
-type politeTransport struct {
-	client *Client
-	host   string
-	next   http.RoundTripper
-	// requireTLS refuses plain HTTP: go-containerregistry falls back to it
-	// for loopback and private addresses when HTTPS fails, which would
-	// downgrade a registry the user did not mark insecure.
-	requireTLS bool
-}
-
-func (p *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c := p.client
-	ctx := req.Context()
-	if p.requireTLS && req.URL.Scheme != "https" {
-		return nil, fmt.Errorf("refusing plain HTTP to %s: set spec.insecure to allow it", req.URL.Host)
-	}
-	for attempt := 0; ; attempt++ {
-		if err := c.limiter(p.host).Wait(ctx); err != nil {
-			return nil, err
-		}
-		resp, err := p.next.RoundTrip(req)
-		if err != nil {
-			c.metrics.Requests.WithLabelValues(p.host, "error").Inc()
-			return nil, err
-		}
-		c.metrics.Requests.WithLabelValues(p.host, strconv.Itoa(resp.StatusCode)).Inc()
-		if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
-			return resp, nil
-		}
-		c.metrics.Throttled.WithLabelValues(p.host).Inc()
-		// Only requests without a body can be sent again as they are.
-		if attempt >= c.MaxRetries || (req.Body != nil && req.GetBody == nil) {
-			return resp, nil
-		}
-		wait := retryAfter(resp, attempt, c.MaxBackoff)
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return nil, fmt.Errorf("%s asks to retry after %s, past the scan's deadline: %w", p.host, wait, context.DeadlineExceeded)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		c.metrics.Retried.WithLabelValues(p.host).Inc()
-		if req.GetBody != nil {
-			body, err := req.GetBody()
-			if err != nil {
-				return nil, err
-			}
-			req = req.Clone(ctx)
-			req.Body = body
-		}
-	}
-}
-
-// retryAfter reads Retry-After (seconds or an HTTP date); without it, backs
-// off exponentially from 500ms with jitter. Capped at max.
-func retryAfter(resp *http.Response, attempt int, maxWait time.Duration) time.Duration {
-	var wait time.Duration
-	if v := resp.Header.Get("Retry-After"); v != "" {
-		if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-			wait = time.Duration(s) * time.Second
-		} else if t, err := http.ParseTime(v); err == nil {
-			wait = time.Until(t)
-		}
-	}
-	if wait <= 0 {
-		base := 500 * time.Millisecond << min(attempt, 10)
-		wait = base/2 + time.Duration(rand.Int64N(int64(base/2)+1))
-	}
-	return min(wait, maxWait)
 }

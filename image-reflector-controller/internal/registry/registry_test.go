@@ -2,13 +2,17 @@ package registry
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,5 +201,251 @@ func TestNextPage(t *testing.T) {
 		if gotS != tt.want || (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("nextPage(%q) = %q, %v; want %q, %q", tt.link, gotS, err, tt.want, tt.err)
 		}
+	}
+}
+
+// TestRequestsPerScan proves authentication is reused: once a registry's
+// challenge is known and while its token is valid, a scan costs exactly
+// its pages of tags/list, for anonymous, basic and bearer registries; a
+// new repository costs one token more, and a revoked token one 401 and one
+// token more, once.
+func TestRequestsPerScan(t *testing.T) {
+	tests := []struct {
+		name string
+		opts testregistry.Options
+		auth authn.Authenticator
+		// first is what the first scan costs beyond its pages (learning the
+		// challenge from a 401, fetching a token); newRepo what a scan of
+		// another repository costs beyond its pages.
+		first, newRepo int
+		bearer         bool
+	}{
+		{name: "anonymous", first: 0, newRepo: 0},
+		{name: "basic", opts: testregistry.Options{Username: "bot", Password: "pa55"},
+			auth: &authn.Basic{Username: "bot", Password: "pa55"}, first: 1, newRepo: 0},
+		{name: "anonymous bearer tokens", opts: testregistry.Options{Bearer: true}, first: 2, newRepo: 1, bearer: true},
+		{name: "bearer tokens for credentials", opts: testregistry.Options{Bearer: true, Username: "bot", Password: "pa55"},
+			auth: &authn.Basic{Username: "bot", Password: "pa55"}, first: 2, newRepo: 1, bearer: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.opts
+			o.PageSize = 2
+			reg := testregistry.New(t, o)
+			reg.PushTags(t, "app", []string{"v1", "v2", "v3"})
+			reg.PushTags(t, "other", []string{"v1"})
+			c := New(100, 100, nil)
+			scan := func(repo string) (requests, pages int64) {
+				t.Helper()
+				r0, p0 := reg.Requests(), reg.TagListRequests()
+				if _, err := c.ListTags(context.Background(), repoOf(t, reg, repo), Options{Insecure: true, Auth: tt.auth}); err != nil {
+					t.Fatalf("scanning %s: %v", repo, err)
+				}
+				return reg.Requests() - r0, reg.TagListRequests() - p0
+			}
+			check := func(what, repo string, extra int64) {
+				t.Helper()
+				if requests, pages := scan(repo); requests != pages+extra {
+					t.Errorf("%s: %d requests for %d pages, want %d more", what, requests, pages, extra)
+				}
+			}
+			check("first scan", "app", int64(tt.first))
+			check("second scan", "app", 0)
+			check("third scan", "app", 0)
+			check("another repository", "other", int64(tt.newRepo))
+			check("its second scan", "other", 0)
+			if !tt.bearer {
+				return
+			}
+			reg.RevokeTokens()
+			check("after the tokens were revoked", "app", 2)
+			check("and then", "app", 0)
+		})
+	}
+}
+
+// TestTokensNeverCrossCredentials proves a token is reused only by the
+// credentials it was issued to: other credentials, or none, fetch their own
+// (and are refused), while the cache of the right ones stays valid.
+func TestTokensNeverCrossCredentials(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{Bearer: true, Username: "bot", Password: "pa55"})
+	reg.PushTags(t, "app", []string{"v1"})
+	c := New(100, 100, nil)
+	ctx := context.Background()
+	list := func(auth authn.Authenticator) (int64, error) {
+		before := reg.Requests()
+		_, err := c.ListTags(ctx, repoOf(t, reg, "app"), Options{Insecure: true, Auth: auth})
+		return reg.Requests() - before, err
+	}
+	right := &authn.Basic{Username: "bot", Password: "pa55"}
+	if _, err := list(right); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		auth authn.Authenticator
+	}{
+		{"wrong password", &authn.Basic{Username: "bot", Password: "guess"}},
+		{"no credentials", nil},
+	} {
+		n, err := list(tt.auth)
+		// A 401 and a refused token request: the right credentials' token
+		// was not offered.
+		if !IsAuthError(err) || n != 2 || strings.Contains(err.Error(), "guess") {
+			t.Errorf("%s: %d requests, %v; want 2 and an auth error without the password", tt.name, n, err)
+		}
+	}
+	if n, err := list(right); err != nil || n != 1 {
+		t.Errorf("the right credentials again: %d requests, %v; want 1", n, err)
+	}
+	if k := authKey("r.example.com", false, &authn.AuthConfig{Username: "bot", Password: "pa55"}); strings.Contains(k, "pa55") {
+		t.Errorf("the cache key %q holds the password", k)
+	}
+}
+
+// TestEnforcedLimit proves, against a real registry enforcing a token
+// bucket, that the adaptive limiter draws no more 429s than a fixed one:
+// than one at the same ceiling when the registry's limit is silent (a
+// fixed rate cannot know it), than one at the registry's own rate and burst
+// when the registry announces its quota (which the adaptive limiter then
+// paces by, so it draws none); and that under a limit above the ceiling
+// nothing is refused and the ceiling holds. Counts, not durations, except
+// a lower bound on time, which cannot flake.
+func TestEnforcedLimit(t *testing.T) {
+	tests := []struct {
+		name           string
+		limit          testregistry.Limit
+		qps            float64
+		burst          int
+		workers, scans int
+		fixedAtLimit   bool
+		wantNone       bool
+	}{
+		{name: "a silent limit below the ceiling", limit: testregistry.Limit{QPS: 50, Burst: 10},
+			qps: 500, burst: 100, workers: 8, scans: 80},
+		{name: "an announced limit below the ceiling", limit: testregistry.Limit{QPS: 50, Burst: 20, Headers: true},
+			qps: 500, burst: 100, workers: 4, scans: 150, fixedAtLimit: true, wantNone: true},
+		{name: "a limit above the ceiling", limit: testregistry.Limit{QPS: 1000, Burst: 1000},
+			qps: 50, burst: 5, workers: 4, scans: 100, wantNone: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var host string
+			run := func(c *Client) (refused int64, elapsed time.Duration) {
+				reg := testregistry.New(t, testregistry.Options{Limit: tt.limit})
+				host = reg.Host
+				// Pushing goes through the limit too: start from a full bucket.
+				reg.PushTags(t, "app", []string{"v1"})
+				time.Sleep(time.Duration(float64(time.Second) * float64(max(tt.limit.Burst, 1)) / tt.limit.QPS))
+				before := reg.Throttled()
+				start := time.Now()
+				scanAll(t, c, repoOf(t, reg, "app"), tt.workers, tt.scans)
+				return reg.Throttled() - before, time.Since(start)
+			}
+			adaptive := New(tt.qps, tt.burst, nil)
+			got, elapsed := run(adaptive)
+			if q := testutil.ToFloat64(adaptive.metrics.QuotaLimit.WithLabelValues(host)); tt.limit.Headers && q != tt.limit.QPS {
+				t.Errorf("quota gauge %v, want the announced %v", q, tt.limit.QPS)
+			}
+			fixed := New(tt.qps, tt.burst, nil)
+			if tt.fixedAtLimit {
+				fixed = New(tt.limit.QPS, max(tt.limit.Burst, 1), nil)
+			}
+			fixed.fixed = true
+			base, fixedElapsed := run(fixed)
+			t.Logf("429s: adaptive %d in %s, fixed %d in %s", got, elapsed, base, fixedElapsed)
+			if got > base {
+				t.Errorf("the adaptive limiter drew %d 429s, a fixed one %d", got, base)
+			}
+			if tt.wantNone && got != 0 {
+				t.Errorf("%d 429s, want none", got)
+			}
+			if least := time.Duration(float64(tt.scans-tt.burst) / tt.qps * float64(time.Second)); tt.limit.QPS > tt.qps && elapsed < least {
+				t.Errorf("%d scans in %s: faster than the ceiling of %v a second allows", tt.scans, elapsed, tt.qps)
+			}
+		})
+	}
+}
+
+// scanAll lists a repository's tags scans times from workers goroutines;
+// scans refused for good (a fixed limiter's retries run out) are allowed.
+func scanAll(t *testing.T, c *Client, repo name.Repository, workers, scans int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	jobs := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			for range jobs {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				_, _ = c.ListTags(ctx, repo, Options{Insecure: true})
+				cancel()
+			}
+		})
+	}
+	for range scans {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+// TestQuotaGauges proves the quota a registry announces is exported per
+// host, as Docker Hub announces it.
+func TestQuotaGauges(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("RateLimit-Limit", "100;w=21600")
+		w.Header().Set("RateLimit-Remaining", "76;w=21600")
+		_, _ = w.Write([]byte(`{"tags":["v1"]}`))
+	}))
+	defer srv.Close()
+	c := New(100, 100, nil)
+	repo, _ := name.NewRepository(strings.TrimPrefix(srv.URL, "http://")+"/app", name.Insecure)
+	if _, err := c.ListTags(context.Background(), repo, Options{Insecure: true}); err != nil {
+		t.Fatal(err)
+	}
+	host := repo.RegistryStr()
+	if l, r := testutil.ToFloat64(c.metrics.QuotaLimit.WithLabelValues(host)), testutil.ToFloat64(c.metrics.QuotaRemaining.WithLabelValues(host)); l != 100 || r != 76 {
+		t.Errorf("limit %v, remaining %v; want 100, 76", l, r)
+	}
+	if a := testutil.ToFloat64(c.metrics.Allowed.WithLabelValues(host)); a != 100 {
+		t.Errorf("allowed %v a second, want the ceiling", a)
+	}
+}
+
+// TestDigestFallsBackToGet proves a digest is read from a HEAD's
+// Docker-Content-Digest and, from a registry that does not send one, is the
+// sha256 of the manifest a GET returns.
+func TestDigestFallsBackToGet(t *testing.T) {
+	manifest := []byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"}`)
+	sum := sha256.Sum256(manifest)
+	want := "sha256:" + hex.EncodeToString(sum[:])
+	tests := []struct {
+		name       string
+		header     string
+		wantMethod []string
+	}{
+		{"a HEAD with the digest", want, []string{"HEAD"}},
+		{"no digest header", "", []string{"HEAD", "GET"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var methods []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				methods = append(methods, r.Method)
+				if !strings.Contains(r.Header.Get("Accept"), "application/vnd.oci.image.index.v1+json") {
+					t.Errorf("Accept %q", r.Header.Get("Accept"))
+				}
+				if tt.header != "" {
+					w.Header().Set("Docker-Content-Digest", tt.header)
+				}
+				_, _ = w.Write(manifest)
+			}))
+			defer srv.Close()
+			ref, _ := name.NewTag(strings.TrimPrefix(srv.URL, "http://")+"/app:v1", name.Insecure)
+			got, err := New(100, 100, nil).Digest(context.Background(), ref, Options{Insecure: true})
+			if err != nil || got != want || !slices.Equal(methods, tt.wantMethod) {
+				t.Errorf("digest %q, %v after %v; want %q after %v", got, err, methods, want, tt.wantMethod)
+			}
+		})
 	}
 }

@@ -1,0 +1,200 @@
+package registry
+
+import (
+	"container/heap"
+	"math"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// simRegistry is a registry's token bucket in virtual time: QPS, burst,
+// and optionally the quota headers testregistry's Limit sends.
+type simRegistry struct {
+	qps, burst float64
+	headers    bool
+	// noRetryAfter refuses without saying when to come back.
+	noRetryAfter bool
+	tokens       float64
+	last         time.Time
+}
+
+func (r *simRegistry) answer(now time.Time) *http.Response {
+	if r.last.IsZero() {
+		r.tokens, r.last = r.burst, now
+	}
+	r.tokens = min(r.burst, r.tokens+now.Sub(r.last).Seconds()*r.qps)
+	r.last = now
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+	if r.tokens >= 1 {
+		r.tokens--
+	} else {
+		resp.StatusCode = http.StatusTooManyRequests
+		if !r.noRetryAfter {
+			resp.Header.Set("Retry-After", strconv.Itoa(int(math.Ceil((1-r.tokens)/r.qps))))
+		}
+	}
+	if r.headers {
+		resp.Header.Set("RateLimit-Limit", strconv.FormatFloat(r.qps, 'f', -1, 64)+";w=1")
+		resp.Header.Set("RateLimit-Remaining", strconv.Itoa(int(r.tokens))+";w=1")
+	}
+	return resp
+}
+
+// simEvent is a worker's next step: ready to queue a request, sending it,
+// or reading its answer.
+type simEvent struct {
+	at     time.Time
+	worker int
+	step   int // 0 ready, 1 send, 2 answer
+	sent   time.Time
+	resp   *http.Response
+}
+
+type simQueue []simEvent
+
+func (q simQueue) Len() int           { return len(q) }
+func (q simQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q simQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *simQueue) Push(x any)        { *q = append(*q, x.(simEvent)) }
+func (q *simQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type simResult struct {
+	// refused and answered count 429s and other answers, in the whole run
+	// and in its second half (when the limiter should have settled).
+	refused, answered, lateRefused, lateAnswered int
+	// maxPerSecond is the most requests sent in any one-second window.
+	maxPerSecond int
+	rate         float64
+}
+
+// simulate runs workers scanning back to back for d of virtual time
+// through a limiter, against reg, each answer taking latency; a refused
+// request is retried after Retry-After, as politeTransport does.
+func simulate(h *hostLimiter, reg *simRegistry, workers int, latency, d time.Duration) simResult {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	half, end := start.Add(d/2), start.Add(d)
+	q := &simQueue{}
+	for w := range workers {
+		heap.Push(q, simEvent{at: start, worker: w})
+	}
+	var res simResult
+	var sends []time.Time
+	for q.Len() > 0 {
+		e := heap.Pop(q).(simEvent)
+		if e.at.After(end) {
+			break
+		}
+		switch e.step {
+		case 0:
+			r := h.reserve(e.at, kindTags)
+			heap.Push(q, simEvent{at: e.at.Add(r.delay), worker: e.worker, step: 1})
+		case 1:
+			if h.pausedAt(e.at) { // as wait does
+				heap.Push(q, simEvent{at: e.at, worker: e.worker})
+				continue
+			}
+			sends = append(sends, e.at)
+			heap.Push(q, simEvent{at: e.at.Add(latency), worker: e.worker, step: 2, sent: e.at, resp: reg.answer(e.at)})
+		case 2:
+			h.observe(e.sent, e.at, kindTags, e.resp)
+			next := e.at
+			late := e.at.After(half)
+			if e.resp.StatusCode == http.StatusTooManyRequests {
+				res.refused++
+				if late {
+					res.lateRefused++
+				}
+				wait, ok := parseRetryAfter(e.resp.Header, e.at)
+				if !ok {
+					wait = 500 * time.Millisecond // backoff's first wait, without jitter
+				}
+				next = next.Add(wait)
+			} else {
+				res.answered++
+				if late {
+					res.lateAnswered++
+				}
+			}
+			heap.Push(q, simEvent{at: next, worker: e.worker})
+		}
+	}
+	for i, j := 0, 0; i < len(sends); i++ {
+		for sends[i].Sub(sends[j]) >= time.Second {
+			j++
+		}
+		res.maxPerSecond = max(res.maxPerSecond, i-j+1)
+	}
+	res.rate = h.rate
+	return res
+}
+
+// TestAdaptiveConverges proves, in virtual time so no timing can flake,
+// how the limiter settles against a registry enforcing a limit: no more
+// refusals than a fixed limiter would draw (at the ceiling when the limit
+// is silent, since no fixed rate can know it; at the limit itself when the
+// registry announces it), about one refusal per hold once settled, most of
+// the limit used, and never above the ceiling.
+func TestAdaptiveConverges(t *testing.T) {
+	tests := []struct {
+		name    string
+		ceiling float64
+		burst   int
+		reg     simRegistry
+		workers int
+		// fixedAtLimit compares with a fixed limiter at the registry's
+		// own rate and burst instead of one at the ceiling.
+		fixedAtLimit bool
+		minUse       float64 // of the registry's limit, answered once settled
+	}{
+		{name: "a silent limit far below the ceiling", ceiling: 200, burst: 100, workers: 4,
+			reg: simRegistry{qps: 10, burst: 5}, minUse: 0.6},
+		{name: "a silent limit just below the ceiling", ceiling: 100, burst: 100, workers: 8,
+			reg: simRegistry{qps: 80, burst: 40}, minUse: 0.6},
+		{name: "a silent limit without Retry-After", ceiling: 200, burst: 100, workers: 4,
+			reg: simRegistry{qps: 20, burst: 10, noRetryAfter: true}, minUse: 0.6},
+		{name: "a limit above the ceiling", ceiling: 50, burst: 10, workers: 4,
+			reg: simRegistry{qps: 100, burst: 100}},
+		{name: "an announced limit below the ceiling", ceiling: 200, burst: 100, workers: 4,
+			reg: simRegistry{qps: 50, burst: 20, headers: true}, fixedAtLimit: true, minUse: 0.8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const d = 10 * time.Minute
+			reg := tt.reg
+			got := simulate(newHostLimiter("r.example.com", tt.ceiling, tt.burst, false, 30*time.Second, NewMetrics()),
+				&reg, tt.workers, 2*time.Millisecond, d)
+			fixed := newHostLimiter("r.example.com", tt.ceiling, tt.burst, true, 30*time.Second, NewMetrics())
+			if tt.fixedAtLimit {
+				fixed = newHostLimiter("r.example.com", tt.reg.qps, int(tt.reg.burst), true, 30*time.Second, NewMetrics())
+			}
+			reg = tt.reg
+			base := simulate(fixed, &reg, tt.workers, 2*time.Millisecond, d)
+			t.Logf("adaptive %+v; fixed %+v", got, base)
+
+			if got.refused > base.refused {
+				t.Errorf("%d requests refused, a fixed limiter drew %d", got.refused, base.refused)
+			}
+			if tt.reg.qps >= tt.ceiling && (got.refused != 0 || got.rate != tt.ceiling) {
+				t.Errorf("under a higher limit: %d refusals, rate %.1f; want none, at the ceiling", got.refused, got.rate)
+			}
+			// Settled, a registry with a steady limit refuses about once
+			// per hold, never in streaks.
+			if most := int((d/2)/holdFor) + 2; got.lateRefused > most {
+				t.Errorf("%d refusals in the second half, want at most %d", got.lateRefused, most)
+			}
+			if most := int(tt.ceiling) + tt.burst; got.maxPerSecond > most {
+				t.Errorf("%d requests in one second, above the ceiling's %d", got.maxPerSecond, most)
+			}
+			if use := float64(got.lateAnswered) / (d / 2).Seconds() / tt.reg.qps; use < tt.minUse {
+				t.Errorf("used %.0f%% of the registry's limit once settled, want at least %.0f%%", 100*use, 100*tt.minUse)
+			}
+		})
+	}
+}
