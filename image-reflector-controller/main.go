@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +31,7 @@ func main() {
 		registryQPS   float64
 		registryBurst int
 		webhookAddr   string
+		defaultsErr   error
 	)
 	scheme := runtime.NewScheme()
 	utilruntimeMust(clientgoscheme.AddToScheme(scheme))
@@ -52,8 +54,20 @@ func main() {
 			fs.Float64Var(&registryQPS, "registry-qps", 100, "The most requests per second to each registry host. The rate starts there, drops when the host answers 429 or 503, sends Retry-After or announces a nearly used quota, and climbs back while the host keeps up.")
 			fs.IntVar(&registryBurst, "registry-burst", 100, "The most requests sent at once to each registry host, at the --registry-qps ceiling; the burst shrinks with the rate.")
 			fs.StringVar(&webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
+			// The shared API client defaults (50 a second, 300 at once)
+			// are too low for this controller: a scan writes an
+			// ImageRepository's metadata and status and its policies'
+			// status, and client-go's limit applies per kind, so 1,000
+			// repositories took at least 34 s to record even from an
+			// instant registry (tests/bench). The API server protects
+			// itself with API Priority and Fairness; steady state is far
+			// below this, which only shapes cold starts and resyncs.
+			defaultsErr = errors.Join(setDefault(fs, "kube-api-qps", "200"), setDefault(fs, "kube-api-burst", "400"))
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+			if defaultsErr != nil {
+				return defaultsErr
+			}
 			if registryQPS <= 0 || registryBurst < 1 {
 				return fmt.Errorf("--registry-qps and --registry-burst must be positive")
 			}
@@ -106,6 +120,20 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	})
 	repos.RequestHandled = srv.ScanStarted
 	return mgr.Add(srv)
+}
+
+// setDefault changes the default of a flag app registers for every
+// controller, for this one, --help included.
+func setDefault(fs *flag.FlagSet, name, value string) error {
+	f := fs.Lookup(name)
+	if f == nil {
+		return fmt.Errorf("no flag --%s to default to %s", name, value)
+	}
+	if err := f.Value.Set(value); err != nil {
+		return fmt.Errorf("defaulting --%s: %w", name, err)
+	}
+	f.DefValue = value
+	return nil
 }
 
 func utilruntimeMust(err error) {
