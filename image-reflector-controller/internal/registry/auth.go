@@ -284,6 +284,10 @@ func parseChallenges(values []string) []challenge {
 			if s == "" {
 				break
 			}
+			if strings.HasPrefix(s, `"`) {
+				_, s = quotedString(s) // a stray value: skip it
+				continue
+			}
 			tok, rest := httpToken(s)
 			if tok == "" {
 				s = s[1:] // a stray separator: skip it

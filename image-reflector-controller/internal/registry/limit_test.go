@@ -198,3 +198,93 @@ func TestAdaptiveConverges(t *testing.T) {
 		})
 	}
 }
+
+// TestParseQuota proves the rate-limit headers registries send are read:
+// Docker Hub's with a window, GitHub's X- forms with a Unix reset, a reset
+// in seconds, lists, and nonsense ignored.
+func TestParseQuota(t *testing.T) {
+	now := time.Unix(1_900_000_000, 0)
+	tests := []struct {
+		name    string
+		headers map[string]string
+		want    quota
+	}{
+		{"none", nil, quota{limit: -1, remaining: -1}},
+		{"Docker Hub", map[string]string{"RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "76;w=21600"},
+			quota{limit: 100, remaining: 76, window: 6 * time.Hour}},
+		{"a window on remaining only", map[string]string{"RateLimit-Limit": "100", "RateLimit-Remaining": "5;w=60"},
+			quota{limit: 100, remaining: 5, window: time.Minute}},
+		{"GitHub's X- forms, reset a Unix time", map[string]string{"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "12",
+			"X-RateLimit-Reset": "1900000030"}, quota{limit: 5000, remaining: 12, reset: 30 * time.Second}},
+		{"reset in seconds, a list", map[string]string{"RateLimit-Limit": "10, 10;w=1, 1000;w=3600", "RateLimit-Remaining": "0",
+			"RateLimit-Reset": "2"}, quota{limit: 10, remaining: 0, reset: 2 * time.Second}},
+		{"a reset in the past", map[string]string{"X-RateLimit-Reset": "1899999990"}, quota{limit: -1, remaining: -1}},
+		{"nonsense", map[string]string{"RateLimit-Limit": "lots", "RateLimit-Remaining": "-3;w=x"}, quota{limit: -1, remaining: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tt.headers {
+				h.Set(k, v)
+			}
+			if got := parseQuota(h, now); got != tt.want {
+				t.Errorf("parseQuota = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestQuotaPacing proves when an announced quota paces requests: below a
+// tenth left, only the kind of request that carried it, spreading the rest
+// until the reset (or at 90% of the quota's rate without one), waiting for
+// the reset when nothing is left, and not after a fifth is back.
+func TestQuotaPacing(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name    string
+		headers map[string]string
+		// wantGap is the wait between two more manifest requests; 0 when
+		// not paced.
+		wantGap time.Duration
+	}{
+		{"plenty left", map[string]string{"RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "76;w=21600"}, 0},
+		{"little left, a window", map[string]string{"RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "9;w=21600"},
+			time.Duration(float64(time.Second) / (0.9 * 100 / 21600))},
+		{"little left, a reset", map[string]string{"RateLimit-Limit": "100", "RateLimit-Remaining": "4", "RateLimit-Reset": "40"},
+			10 * time.Second},
+		{"nothing left, a reset", map[string]string{"RateLimit-Limit": "100", "RateLimit-Remaining": "0", "RateLimit-Reset": "30"},
+			30 * time.Second},
+		{"little left, no time to spread it over", map[string]string{"RateLimit-Limit": "100", "RateLimit-Remaining": "1"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHostLimiter("r.example.com", 100, 100, false, 30*time.Second, NewMetrics())
+			resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+			for k, v := range tt.headers {
+				resp.Header.Set(k, v)
+			}
+			h.observe(start, start, kindManifests, resp)
+			// Two manifest requests: with something left the first goes
+			// at once and the second waits the gap; with nothing left
+			// both do.
+			first := h.reserve(start, kindManifests).delay
+			second := h.reserve(start, kindManifests).delay
+			gap := second - first
+			if tt.headers["RateLimit-Remaining"] == "0" {
+				gap = first
+			}
+			if d := gap - tt.wantGap; d < -time.Millisecond || d > time.Millisecond {
+				t.Errorf("manifests %s apart (first after %s), want %s", gap, first, tt.wantGap)
+			}
+			if d := h.reserve(start, kindTags).delay; d != 0 {
+				t.Errorf("a tag list waits %s: the quota came on a manifest answer", d)
+			}
+			// A fifth of the quota back ends the pacing.
+			resp.Header.Set("RateLimit-Remaining", "20")
+			h.observe(start, start, kindManifests, resp)
+			if d := h.reserve(start, kindManifests).delay; d != 0 && tt.headers["RateLimit-Remaining"] != "0" {
+				t.Errorf("with a fifth back, a manifest waits %s", d)
+			}
+		})
+	}
+}

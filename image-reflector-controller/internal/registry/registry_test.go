@@ -449,3 +449,36 @@ func TestDigestFallsBackToGet(t *testing.T) {
 		})
 	}
 }
+
+// TestParseChallenges proves WWW-Authenticate is read as registries send
+// it: Docker Hub's bearer challenge with its scope, basic, several
+// challenges in one header or several headers, quoted commas and escapes.
+func TestParseChallenges(t *testing.T) {
+	tests := []struct {
+		name   string
+		values []string
+		want   []challenge
+	}{
+		{"Docker Hub", []string{`Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/nginx:pull"`},
+			[]challenge{{"bearer", map[string]string{"realm": "https://auth.docker.io/token", "service": "registry.docker.io",
+				"scope": "repository:library/nginx:pull"}}}},
+		{"basic, token values", []string{`Basic realm=registry`}, []challenge{{"basic", map[string]string{"realm": "registry"}}}},
+		{"two in one header, spaces", []string{`Basic realm="a, b" , Bearer realm = "https://t.example.com/token", service=x`},
+			[]challenge{{"basic", map[string]string{"realm": "a, b"}},
+				{"bearer", map[string]string{"realm": "https://t.example.com/token", "service": "x"}}}},
+		{"two headers, an escape", []string{`Negotiate`, `Bearer realm="say \"hi\""`},
+			[]challenge{{"negotiate", map[string]string{}}, {"bearer", map[string]string{"realm": `say "hi"`}}}},
+		{"garbage", []string{`=,="x"`, ``}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := parseChallenges(tt.values)
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("parseChallenges = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if c, ok := pickChallenge(parseChallenges([]string{`Basic realm=x, Bearer realm=y`})); !ok || c.scheme != "bearer" {
+		t.Errorf("picked %v, want bearer", c)
+	}
+}
