@@ -186,5 +186,6 @@ func runScale(b *testing.B, repos, tags int, flags []string) {
 	b.ReportMetric(elapsed.Seconds(), "s-to-all-resolved")
 	b.ReportMetric(rss, "peak-RSS-MiB")
 	b.ReportMetric(float64(reg.requests.Load()), "registry-requests")
+	b.ReportMetric(float64(reg.requests.Load())/float64(repos), "requests-per-scan")
 	b.ReportMetric(float64(size)/(1<<20), "store-MiB")
 }
