@@ -152,7 +152,9 @@ func (h *hostLimiter) reserve(now time.Time, k kind) reservation {
 }
 
 // wait blocks until a request of kind k may be sent, and returns when that
-// was. It fails at once when the wait would pass ctx's deadline.
+// was. It fails at once when the wait would pass ctx's deadline, or last
+// longer than maxPause: a nearly used quota can space requests minutes
+// apart, and a reconcile worker is better spent elsewhere meanwhile.
 func (h *hostLimiter) wait(ctx context.Context, k kind) (time.Time, error) {
 	for {
 		now := time.Now()
@@ -164,6 +166,11 @@ func (h *hostLimiter) wait(ctx context.Context, k kind) (time.Time, error) {
 			r.cancel()
 			return time.Time{}, fmt.Errorf("%s: the next request allowed by its rate limit is %s away, past the deadline: %w",
 				h.host, r.delay.Round(time.Millisecond), context.DeadlineExceeded)
+		}
+		if r.delay > h.maxPause {
+			r.cancel()
+			return time.Time{}, fmt.Errorf("%s: the next request allowed by its rate limit is %s away; trying again later",
+				h.host, r.delay.Round(time.Second))
 		}
 		t := time.NewTimer(r.delay)
 		select {

@@ -2,9 +2,11 @@ package registry
 
 import (
 	"container/heap"
+	"context"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -284,6 +286,43 @@ func TestQuotaPacing(t *testing.T) {
 			h.observe(start, start, kindManifests, resp)
 			if d := h.reserve(start, kindManifests).delay; d != 0 && tt.headers["RateLimit-Remaining"] != "0" {
 				t.Errorf("with a fifth back, a manifest waits %s", d)
+			}
+		})
+	}
+}
+
+// TestWaitFailsFast proves a request does not sit in the limiter when its
+// turn is past the caller's deadline or further away than a single wait
+// may last (a nearly used quota), and waits when it is near.
+func TestWaitFailsFast(t *testing.T) {
+	tests := []struct {
+		name      string
+		remaining string // of a quota of 100, resetting in 600 s
+		timeout   time.Duration
+		wantErr   string
+	}{
+		{"a turn past the deadline", "0", time.Second, "past the deadline"},
+		{"a turn further than a wait may last", "0", time.Hour, "trying again later"},
+		{"a near turn", "9", time.Hour, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHostLimiter("r.example.com", 100, 100, false, 30*time.Second, NewMetrics())
+			resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}}
+			resp.Header.Set("RateLimit-Limit", "100")
+			resp.Header.Set("RateLimit-Remaining", tt.remaining)
+			resp.Header.Set("RateLimit-Reset", "600")
+			now := time.Now()
+			h.observe(now, now, kindManifests, resp)
+			ctx, cancel := context.WithTimeout(context.Background(), tt.timeout)
+			defer cancel()
+			start := time.Now()
+			_, err := h.wait(ctx, kindManifests)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("wait: %v, want %q", err, tt.wantErr)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Errorf("waited %s", time.Since(start))
 			}
 		})
 	}
