@@ -10,14 +10,16 @@
 //   - It starts at the ceiling, --registry-qps with --registry-burst, and
 //     never exceeds it: the operator's bound for a registry that gives no
 //     feedback.
-//   - A 429 or 503 halves the rate (from what was actually sent, when that
-//     is lower) once per round of requests in flight, and growth then stops
-//     at 90% of the refused rate for a minute, so a registry with a steady
-//     limit refuses about once a minute, not at every probe. Retry-After
-//     pauses every request to the host, not only the refused one (at most
-//     MaxBackoff), and the refused request is retried after it.
+//   - A 429 or 503 halves the rate once per round of requests in flight
+//     (a refusal of a request sent before the last decrease answers the
+//     old rate), and growth then stops at 90% of the refused rate for a
+//     minute, so a registry with a steady limit refuses about once a
+//     minute, not at every probe. Retry-After pauses every request to the
+//     host, not only the refused one (at most MaxBackoff); requests queued
+//     at the old rate wait it out too, and the refused one is retried.
 //   - Every answered request adds a tenth of a request per second: busy,
-//     the rate grows 10% a second; idle, not at all.
+//     the rate grows 10% a second, a tenth of that just past where the
+//     registry last refused; idle, not at all.
 //   - Quotas a registry announces (RateLimit-Limit and -Remaining, e.g.
 //     Docker Hub's "100;w=21600", or X-RateLimit-*) are exported per host,
 //     and when less than a tenth is left the requests of the kind that
@@ -26,6 +28,9 @@
 //     is not given: the limit is approached, not hit. Docker Hub announces
 //     its pull quota on manifest answers only, so a low pull quota paces
 //     digest lookups, not tag lists, which it does not count.
+//   - A request whose turn is further away than MaxBackoff (or past its
+//     deadline) fails at once and its reconcile is retried later, rather
+//     than hold a worker for minutes.
 //
 // Authentication is reused. Per registry host and credentials (by hash) the
 // client remembers the registry's challenge and the bearer tokens it
