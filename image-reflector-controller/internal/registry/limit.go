@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"toolkit.dev/image-toolkit/pkg/httpwait"
 )
 
 // The adaptive limiter's constants. They are not flags: the ceiling
@@ -216,7 +218,7 @@ func (h *hostLimiter) observe(sent, now time.Time, k kind, resp *http.Response) 
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
 		// Retry-After speaks for the host, not only for the refused
 		// request: every request waits it out.
-		if wait, ok := parseRetryAfter(resp.Header, now); ok && now.Add(min(wait, h.maxPause)).After(h.pausedUntil) {
+		if wait, ok := httpwait.RetryAfter(resp.Header, now); ok && now.Add(min(wait, h.maxPause)).After(h.pausedUntil) {
 			h.pausedUntil = now.Add(min(wait, h.maxPause))
 		}
 		if sent.After(h.decreasedAt) {
@@ -359,21 +361,6 @@ func quotaValue(s string) (float64, time.Duration, bool) {
 	return v, window, true
 }
 
-// parseRetryAfter reads Retry-After: seconds or an HTTP date.
-func parseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	v := h.Get("Retry-After")
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
-		return time.Duration(s) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
-}
-
 // backoff is the wait before retry attempt+1 when the registry gave no
 // Retry-After: 500 ms doubling, with jitter so refused callers do not
 // return together.
@@ -428,7 +415,7 @@ func (p *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if attempt >= c.MaxRetries || (req.Body != nil && req.GetBody == nil) {
 			return resp, nil
 		}
-		wait, ok := parseRetryAfter(resp.Header, now)
+		wait, ok := httpwait.RetryAfter(resp.Header, now)
 		if !ok || wait == 0 {
 			wait = backoff(attempt)
 		}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"toolkit.dev/image-toolkit/pkg/httpwait"
 )
 
 // simRegistry is a registry's token bucket in virtual time: QPS, burst,
@@ -113,7 +115,7 @@ func simulate(h *hostLimiter, reg *simRegistry, workers int, latency, d time.Dur
 				if late {
 					res.lateRefused++
 				}
-				wait, ok := parseRetryAfter(e.resp.Header, e.at)
+				wait, ok := httpwait.RetryAfter(e.resp.Header, e.at)
 				if !ok {
 					wait = 500 * time.Millisecond // backoff's first wait, without jitter
 				}

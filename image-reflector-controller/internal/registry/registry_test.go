@@ -320,11 +320,18 @@ func TestEnforcedLimit(t *testing.T) {
 		workers, scans int
 		fixedAtLimit   bool
 		wantNone       bool
+		// slack is how many 429s beyond the fixed limiter's are tolerated,
+		// and the most allowed.
+		slack int64
 	}{
 		{name: "a silent limit below the ceiling", limit: testregistry.Limit{QPS: 50, Burst: 10},
 			qps: 500, burst: 100, workers: 8, scans: 80},
+		// Paced by the announced quota it draws none or, when scheduling
+		// on a loaded 2-core machine bunches requests (seen once in four
+		// -race runs), one, as a fixed limiter at the registry's own rate
+		// does: at most one, never more than the fixed limiter plus one.
 		{name: "an announced limit below the ceiling", limit: testregistry.Limit{QPS: 50, Burst: 20, Headers: true},
-			qps: 500, burst: 100, workers: 4, scans: 150, fixedAtLimit: true, wantNone: true},
+			qps: 500, burst: 100, workers: 4, scans: 150, fixedAtLimit: true, slack: 1},
 		{name: "a limit above the ceiling", limit: testregistry.Limit{QPS: 1000, Burst: 1000},
 			qps: 50, burst: 5, workers: 4, scans: 100, wantNone: true},
 	}
@@ -354,8 +361,11 @@ func TestEnforcedLimit(t *testing.T) {
 			fixed.fixed = true
 			base, fixedElapsed := run(fixed)
 			t.Logf("429s: adaptive %d in %s, fixed %d in %s", got, elapsed, base, fixedElapsed)
-			if got > base {
+			if got > base+tt.slack {
 				t.Errorf("the adaptive limiter drew %d 429s, a fixed one %d", got, base)
+			}
+			if tt.slack > 0 && got > tt.slack {
+				t.Errorf("%d 429s, want at most %d", got, tt.slack)
 			}
 			if tt.wantNone && got != 0 {
 				t.Errorf("%d 429s, want none", got)

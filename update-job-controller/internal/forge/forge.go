@@ -34,6 +34,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"toolkit.dev/image-toolkit/pkg/httpwait"
 )
 
 // Provider names a forge's API.
@@ -499,13 +501,8 @@ func isRateLimited(resp *http.Response) bool {
 // X-RateLimit-Reset (GitHub) or RateLimit-Reset (GitLab), in Unix seconds;
 // zero when it says nothing.
 func RetryAfter(resp *http.Response, now time.Time) time.Duration {
-	if v := resp.Header.Get("Retry-After"); v != "" {
-		if s, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && s >= 0 {
-			return time.Duration(s) * time.Second
-		}
-		if t, err := http.ParseTime(v); err == nil {
-			return max(t.Sub(now), 0)
-		}
+	if wait, ok := httpwait.RetryAfter(resp.Header, now); ok {
+		return wait
 	}
 	for _, h := range []string{"X-RateLimit-Reset", "RateLimit-Reset"} {
 		if s, err := strconv.ParseInt(strings.TrimSpace(resp.Header.Get(h)), 10, 64); err == nil && s > 0 {
