@@ -488,7 +488,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			st.PushedCommit = out.Commit
 			st.PushedRefs = out.PushedRefs
 			st.CompletionTime = &metav1.Time{Time: time.Now()}
-			msg := fmt.Sprintf("pushed commit %s to %s", out.Commit[:7], pushTarget(plan))
+			msg := fmt.Sprintf("pushed commit %s to %s", short(out.Commit), pushTarget(plan))
 			conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
 			event = func(job *updatev1.UpdateJob) {
 				r.jobEvents(job).Normal(ctx, job, conditions.SucceededReason, "Push", msg+"\n\n"+out.Message, secrets...)

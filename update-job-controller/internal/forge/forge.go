@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -227,19 +228,10 @@ func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error)
 		}
 	}
 	parts := strings.Split(repo, "/")
-	if len(parts) < 2 || slicesHasEmpty(parts) || (provider != GitLab && len(parts) != 2) {
+	if len(parts) < 2 || slices.Contains(parts, "") || (provider != GitLab && len(parts) != 2) {
 		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", redact(gitURL), repo)
 	}
 	return &Endpoint{Provider: provider, APIURL: apiURL, Repository: repo}, nil
-}
-
-func slicesHasEmpty(parts []string) bool {
-	for _, p := range parts {
-		if p == "" {
-			return true
-		}
-	}
-	return false
 }
 
 func parseGitURL(raw string) (*url.URL, error) {

@@ -212,22 +212,25 @@ func nonFastForward(msg string) bool {
 
 // Proposes reports whether branch (as last fetched) already holds what
 // commit would make of base: a single commit on top of base with commit's
-// tree. A pull request's head branch that does is up to date, and pushing
-// it again would only churn the request.
-func (m *Mirror) Proposes(branch string, base, commit *git2go.Oid) bool {
+// tree, which it returns. A pull request's head branch that does is up to
+// date, and pushing it again would only churn the request.
+func (m *Mirror) Proposes(branch string, base, commit *git2go.Oid) (string, bool) {
 	head, _, err := m.Resolve(Ref{Branch: branch})
 	if err != nil {
-		return false
+		return "", false
 	}
 	h, err := m.repo.LookupCommit(head)
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer h.Free()
 	c, err := m.repo.LookupCommit(commit)
 	if err != nil {
-		return false
+		return "", false
 	}
 	defer c.Free()
-	return h.ParentCount() == 1 && h.ParentId(0).Equal(base) && h.TreeId().Equal(c.TreeId())
+	if h.ParentCount() != 1 || !h.ParentId(0).Equal(base) || !h.TreeId().Equal(c.TreeId()) {
+		return "", false
+	}
+	return head.String(), true
 }

@@ -69,11 +69,8 @@ func (in *Input) propose(ctx context.Context, mirror *gitops.Mirror, base, commi
 	}
 
 	pushed := false
-	headCommit := ""
-	if mirror.Proposes(head, base, commit) {
-		oid, _, _ := mirror.Resolve(gitops.Ref{Branch: head})
-		headCommit = oid.String()
-	} else {
+	headCommit, upToDate := mirror.Proposes(head, base, commit)
+	if !upToDate {
 		if err := in.beforePush(ctx); err != nil {
 			return nil, err
 		}

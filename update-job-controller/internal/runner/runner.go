@@ -284,10 +284,8 @@ func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 		if commit == nil {
 			return out, nil
 		}
-		if in.BeforePush != nil {
-			if err := in.BeforePush(ctx); err != nil {
-				return nil, err
-			}
+		if err := in.beforePush(ctx); err != nil {
+			return nil, err
 		}
 		err = in.push(ctx, mirror, commit, out)
 		if errors.Is(err, gitops.ErrNonFastForward) && round < maxRetries {
