@@ -34,10 +34,10 @@ place() {
   done
 }
 place image-reflector-controller image.toolkit.dev_imagerepositories.yaml image.toolkit.dev_imagepolicies.yaml image.toolkit.dev_imagewebhooks.yaml
-place image-automation-controller image.toolkit.dev_imageupdateautomations.yaml
+place image-automation-controller image.toolkit.dev_imageupdateautomations.yaml image.toolkit.dev_gitwebhooks.yaml
 place update-job-controller update.toolkit.dev_updatejobs.yaml
 left=$(cd "$tmp" && ls | grep -v -x -e image.toolkit.dev_imagerepositories.yaml -e image.toolkit.dev_imagepolicies.yaml \
-  -e image.toolkit.dev_imageupdateautomations.yaml -e image.toolkit.dev_imagewebhooks.yaml -e update.toolkit.dev_updatejobs.yaml || true)
+  -e image.toolkit.dev_imageupdateautomations.yaml -e image.toolkit.dev_imagewebhooks.yaml -e image.toolkit.dev_gitwebhooks.yaml -e update.toolkit.dev_updatejobs.yaml || true)
 [ -z "$left" ] || { echo "CRDs not placed in any chart: $left" >&2; exit 1; }
 
 # RBAC rules come from the +kubebuilder:rbac markers next to the reconcilers;

@@ -1,5 +1,5 @@
 // Package v1beta1 holds the image.toolkit.dev/v1beta1 API: ImageRepository,
-// ImagePolicy, ImageWebhook and ImageUpdateAutomation. Field names and meanings follow Flux's
+// ImagePolicy, ImageWebhook, ImageUpdateAutomation and GitWebhook. Field names and meanings follow Flux's
 // image.toolkit.fluxcd.io/v1; docs/api.md lists where we differ.
 // +kubebuilder:object:generate=true
 // +groupName=image.toolkit.dev
