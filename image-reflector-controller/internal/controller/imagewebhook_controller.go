@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +15,7 @@ import (
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/patch"
@@ -80,24 +80,16 @@ func (r *ImageWebhookReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			return ctrl.Result{}, nil
 		}
 	}
-	var sec corev1.Secret
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: obj.Spec.SecretRef.Name}, &sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			obj.Status.WebhookPath = ""
-			conditions.MarkFailed(obj, conditions.SecretNotFoundReason, "secret %q not found", obj.Spec.SecretRef.Name)
-			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	sec, err := receiver.ReadSecret(ctx, r.APIReader, obj.Namespace, obj.Spec.SecretRef.Name, webhook.SecretKeys(obj.Spec.Type))
+	if err != nil {
+		obj.Status.WebhookPath = ""
+		var f *conditions.Failure
+		if !errors.As(err, &f) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{RequeueAfter: conditions.Apply(obj, f.After(30*time.Second), 0)}, nil
 	}
-	for _, k := range webhook.SecretKeys(obj.Spec.Type) {
-		if len(sec.Data[k]) == 0 {
-			obj.Status.WebhookPath = ""
-			conditions.MarkFailed(obj, imagev1.InvalidSecretReason, "secret %q has no %q key", obj.Spec.SecretRef.Name, k)
-			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
-		}
-	}
-	token := sec.Data[webhook.TokenKey]
-	obj.Status.WebhookPath = webhook.Path(token, obj.Name, obj.Namespace)
+	obj.Status.WebhookPath = receiver.Path(sec[receiver.TokenKey], obj.Name, obj.Namespace)
 	if obj.Spec.Suspend {
 		conditions.MarkReady(obj, conditions.SucceededReason, "suspended: calls to %s are ignored", obj.Status.WebhookPath)
 	} else {

@@ -8,9 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"toolkit.dev/image-toolkit/image-reflector-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
@@ -59,7 +59,7 @@ func TestImageWebhookPath(t *testing.T) {
 			}
 			want := ""
 			if tt.wantPath {
-				want = webhook.Path([]byte("t0ken"), tt.hook.Name, ns)
+				want = receiver.Path([]byte("t0ken"), tt.hook.Name, ns)
 			}
 			if tt.hook.Status.WebhookPath != want {
 				t.Errorf("path %q, want %q", tt.hook.Status.WebhookPath, want)
@@ -75,7 +75,7 @@ func TestImageWebhookPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReason(t, h, conditions.SucceededReason)
-	if h.Status.WebhookPath != webhook.Path([]byte("t0ken"), "nosecret", ns) {
+	if h.Status.WebhookPath != receiver.Path([]byte("t0ken"), "nosecret", ns) {
 		t.Errorf("path %q after the Secret appeared", h.Status.WebhookPath)
 	}
 

@@ -1,9 +1,6 @@
 package webhook
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-
 	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,24 +18,6 @@ const (
 	// alone (library/nginx), for senders that do not say the host.
 	RepositoryPathIndex = ".spec.image.path"
 )
-
-// TokenKey is the key of the ImageWebhook Secret that holds the token or
-// HMAC key.
-const TokenKey = "token"
-
-// PathPrefix is where every webhook lives on the receiver's address.
-const PathPrefix = "/hook/"
-
-// Path is the URL path of a webhook: the sha256 of the token, name and
-// namespace, so it is unguessable without the token and differs between
-// webhooks sharing one.
-func Path(token []byte, name, namespace string) string {
-	h := sha256.New()
-	h.Write(token)
-	h.Write([]byte(name))
-	h.Write([]byte(namespace))
-	return PathPrefix + hex.EncodeToString(h.Sum(nil))
-}
 
 func indexPath(o client.Object) []string {
 	w, ok := o.(*imagev1.ImageWebhook)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"toolkit.dev/image-toolkit/pkg/receiver"
 )
 
 // GoogleCertsURL is where Google publishes the keys that sign its OIDC ID
@@ -129,34 +131,34 @@ func (g *googleKeys) verify(ctx context.Context, h http.Header, email, audience 
 	const header = "Authorization"
 	got := h.Get(header)
 	if got == "" {
-		return missing(header)
+		return receiver.Missing(header)
 	}
 	jwt, ok := strings.CutPrefix(got, "Bearer ")
 	if !ok {
-		return wrong(ReasonBadAuth, header)
+		return receiver.Wrong(receiver.ReasonBadAuth, header)
 	}
 	parts := strings.Split(jwt, ".")
 	if len(parts) != 3 {
-		return wrong(ReasonBadAuth, header)
+		return receiver.Wrong(receiver.ReasonBadAuth, header)
 	}
 	var hdr struct {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
 	}
 	if err := decodeSegment(parts[0], &hdr); err != nil || hdr.Alg != "RS256" {
-		return wrong(ReasonBadAuth, header)
+		return receiver.Wrong(receiver.ReasonBadAuth, header)
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil {
-		return wrong(ReasonBadSignature, header)
+		return receiver.Wrong(receiver.ReasonBadSignature, header)
 	}
 	key, err := g.key(ctx, hdr.Kid)
 	if err != nil {
-		return &authError{http.StatusForbidden, ReasonBadSignature, err.Error()}
+		return &receiver.Refusal{Status: http.StatusForbidden, Reason: receiver.ReasonBadSignature, Msg: err.Error()}
 	}
 	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], sig) != nil {
-		return wrong(ReasonBadSignature, header)
+		return receiver.Wrong(receiver.ReasonBadSignature, header)
 	}
 	var c struct {
 		Iss           string          `json:"iss"`
@@ -167,7 +169,7 @@ func (g *googleKeys) verify(ctx context.Context, h http.Header, email, audience 
 		EmailVerified bool            `json:"email_verified"`
 	}
 	if err := decodeSegment(parts[1], &c); err != nil {
-		return wrong(ReasonBadAuth, header)
+		return receiver.Wrong(receiver.ReasonBadAuth, header)
 	}
 	now := g.now().Unix()
 	const skew = 60
@@ -175,8 +177,8 @@ func (g *googleKeys) verify(ctx context.Context, h http.Header, email, audience 
 	case c.Iss != "accounts.google.com" && c.Iss != "https://accounts.google.com",
 		!audienceIs(c.Aud, string(audience)),
 		c.Exp+skew < now, c.Iat-skew > now,
-		!c.EmailVerified || !equal(c.Email, string(email)):
-		return wrong(ReasonBadAuth, header)
+		!c.EmailVerified || !receiver.Equal(c.Email, string(email)):
+		return receiver.Wrong(receiver.ReasonBadAuth, header)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 )
 
 // fakeGoogle serves a JWKS as https://www.googleapis.com/oauth2/v3/certs
@@ -125,7 +126,7 @@ func TestGoogleIDToken(t *testing.T) {
 			case tt.status == 0 && err != nil:
 				t.Errorf("refused: %v", err)
 			case tt.status != 0:
-				if ae, ok := err.(*authError); !ok || ae.status != tt.status {
+				if ae, ok := err.(*receiver.Refusal); !ok || ae.Status != tt.status {
 					t.Errorf("got %v, want %d", err, tt.status)
 				}
 			}

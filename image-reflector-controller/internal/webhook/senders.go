@@ -1,11 +1,7 @@
 package webhook
 
 import (
-	"crypto/hmac"
 	"crypto/sha1"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 )
 
 // Target is a repository a call is about. Name is the canonical repository
@@ -29,139 +26,39 @@ type Target struct {
 	Tag    string
 }
 
-// Reasons a call is refused, the rejected metric's reason label.
-const (
-	ReasonNotFound        = "not_found"
-	ReasonMethod          = "method"
-	ReasonRateLimited     = "rate_limited"
-	ReasonTooLarge        = "too_large"
-	ReasonMissingAuth     = "missing_credentials"
-	ReasonBadAuth         = "bad_credentials"
-	ReasonBadSignature    = "bad_signature"
-	ReasonBadPayload      = "bad_payload"
-	ReasonSuspended       = "suspended"
-	ReasonSecret          = "secret_unavailable"
-	ReasonOverloaded      = "overloaded"
-	ReasonUnsupportedType = "unsupported_type"
-)
-
-// authError is a refused credential: its status (401, 403) and reason.
-type authError struct {
-	status int
-	reason string
-	msg    string
-}
-
-func (e *authError) Error() string { return e.msg }
-
-func missing(header string) error {
-	return &authError{http.StatusUnauthorized, ReasonMissingAuth, "no " + header + " header"}
-}
-
-func wrong(reason, header string) error {
-	return &authError{http.StatusForbidden, reason, header + " does not match"}
-}
-
-// equal compares in constant time, so the answer's timing says nothing of
-// how much of a guess was right.
-func equal(a, b string) bool {
-	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
-
 // verify authenticates a call of the given type with the Secret's token.
 func verify(typ string, h http.Header, body, token []byte) error {
 	switch typ {
 	case imagev1.WebhookDistribution, imagev1.WebhookGeneric, imagev1.WebhookACR:
 		// distribution sends the headers configured on the endpoint; we
 		// ask for a bearer token, as an operator would write it there.
-		got := h.Get("Authorization")
-		if got == "" {
-			return missing("Authorization")
-		}
-		if !equal(got, "Bearer "+string(token)) {
-			return wrong(ReasonBadAuth, "Authorization")
-		}
+		return receiver.Bearer(h, token)
 	case imagev1.WebhookHarbor:
 		// Harbor sends its "Auth Header" setting verbatim; accept the token
 		// alone or as a bearer token, whichever the operator typed.
 		got := h.Get("Authorization")
 		if got == "" {
-			return missing("Authorization")
+			return receiver.Missing("Authorization")
 		}
-		if !equal(got, string(token)) && !equal(got, "Bearer "+string(token)) {
-			return wrong(ReasonBadAuth, "Authorization")
+		if !receiver.Equal(got, string(token)) && !receiver.Equal(got, "Bearer "+string(token)) {
+			return receiver.Wrong(receiver.ReasonBadAuth, "Authorization")
 		}
 	case imagev1.WebhookGitLab:
-		got := h.Get("X-Gitlab-Token")
-		if got == "" {
-			return missing("X-Gitlab-Token")
-		}
-		if !equal(got, string(token)) {
-			return wrong(ReasonBadAuth, "X-Gitlab-Token")
-		}
+		return receiver.Token(h, "X-Gitlab-Token", token)
 	case imagev1.WebhookGitHub:
-		return verifyHMAC(h, "X-Hub-Signature-256", body, token)
+		return receiver.SHA256(h, "X-Hub-Signature-256", body, token)
 	case imagev1.WebhookGenericHMAC:
-		return verifyHMAC(h, "X-Signature", body, token)
+		return receiver.SHA256(h, "X-Signature", body, token)
 	case imagev1.WebhookNexus:
-		return verifyNexus(h, body, token)
+		// Nexus Repository signs with the bare hex HMAC-SHA1 of the body.
+		return receiver.HMAC(h, "X-Nexus-Webhook-Signature", "", sha1.New, body, token)
 	case imagev1.WebhookDockerHub, imagev1.WebhookQuay:
 		// Neither signs nor sends a configurable header: the unguessable
 		// path, already matched, is the credential.
 	default:
-		return &authError{http.StatusBadRequest, ReasonUnsupportedType, "unsupported webhook type"}
+		return receiver.Unsupported()
 	}
 	return nil
-}
-
-// verifyHMAC checks header = "sha256=" + hex(HMAC-SHA256(token, body)).
-func verifyHMAC(h http.Header, header string, body, token []byte) error {
-	got := h.Get(header)
-	if got == "" {
-		return missing(header)
-	}
-	hexSum, ok := strings.CutPrefix(got, "sha256=")
-	if !ok {
-		return wrong(ReasonBadSignature, header)
-	}
-	sum, err := hex.DecodeString(hexSum)
-	if err != nil {
-		return wrong(ReasonBadSignature, header)
-	}
-	mac := hmac.New(sha256.New, token)
-	mac.Write(body)
-	if !hmac.Equal(sum, mac.Sum(nil)) {
-		return wrong(ReasonBadSignature, header)
-	}
-	return nil
-}
-
-// verifyNexus checks X-Nexus-Webhook-Signature, the bare hex HMAC-SHA1 of
-// the body with the secret key, as Nexus Repository signs its webhooks.
-func verifyNexus(h http.Header, body, token []byte) error {
-	const header = "X-Nexus-Webhook-Signature"
-	got := h.Get(header)
-	if got == "" {
-		return missing(header)
-	}
-	sum, err := hex.DecodeString(got)
-	if err != nil {
-		return wrong(ReasonBadSignature, header)
-	}
-	mac := hmac.New(sha1.New, token)
-	mac.Write(body)
-	if !hmac.Equal(sum, mac.Sum(nil)) {
-		return wrong(ReasonBadSignature, header)
-	}
-	return nil
-}
-
-// Sign returns the signature header value generic-hmac and GitHub expect
-// for body, for senders written against this receiver and for tests.
-func Sign(token, body []byte) string {
-	mac := hmac.New(sha256.New, token)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // errIgnore marks a valid call that is about nothing to scan (a ping, a

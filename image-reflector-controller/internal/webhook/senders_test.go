@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 )
 
 // The payloads below are built from each sender's public documentation
@@ -143,8 +144,8 @@ func TestVerify(t *testing.T) {
 	body := []byte("Hello, World!")
 	// From https://docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries
 	const githubExample = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
-	if Sign(token, body) != githubExample {
-		t.Fatalf("Sign = %s, GitHub documents %s", Sign(token, body), githubExample)
+	if receiver.Sign(token, body) != githubExample {
+		t.Fatalf("Sign = %s, GitHub documents %s", receiver.Sign(token, body), githubExample)
 	}
 	hdr := func(kv ...string) http.Header {
 		h := http.Header{}
@@ -181,7 +182,7 @@ func TestVerify(t *testing.T) {
 		{imagev1.WebhookACR, hdr(), http.StatusUnauthorized},
 		// Nexus: bare hex HMAC-SHA1 of the body (Sonatype's webhook docs).
 		{imagev1.WebhookNexus, hdr("X-Nexus-Webhook-Signature", nexusSig(token, body)), 0},
-		{imagev1.WebhookNexus, hdr("X-Nexus-Webhook-Signature", Sign(token, body)), http.StatusForbidden},
+		{imagev1.WebhookNexus, hdr("X-Nexus-Webhook-Signature", receiver.Sign(token, body)), http.StatusForbidden},
 		{imagev1.WebhookNexus, hdr(), http.StatusUnauthorized},
 		{"unknown", hdr(), http.StatusBadRequest},
 	}
@@ -191,11 +192,11 @@ func TestVerify(t *testing.T) {
 		case tt.status == 0 && err != nil:
 			t.Errorf("%s %v: refused: %v", tt.typ, tt.h, err)
 		case tt.status != 0:
-			ae, ok := err.(*authError)
-			if !ok || ae.status != tt.status {
+			ae, ok := err.(*receiver.Refusal)
+			if !ok || ae.Status != tt.status {
 				t.Errorf("%s %v: got %v, want status %d", tt.typ, tt.h, err, tt.status)
 			}
-			if ok && strings.Contains(ae.msg, string(token)) {
+			if ok && strings.Contains(ae.Msg, string(token)) {
 				t.Errorf("the refusal quotes the token")
 			}
 		}

@@ -3,9 +3,6 @@ package webhook
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 )
 
 // Options tune the receiver; zero values take the defaults.
@@ -34,12 +30,9 @@ type Options struct {
 	// for others about it before its scan is requested (default 250 ms): a
 	// push of many tags becomes one scan, at the cost of this much latency.
 	Window time.Duration
-	// Rate and Burst limit calls per webhook (default 10/s, burst 100);
-	// a sender beyond them gets 429.
-	Rate  rate.Limit
-	Burst int
-	// MaxBody caps a request body (default 1 MiB; the senders' push
-	// payloads are a few KiB).
+	// Rate, Burst and MaxBody are receiver.Options'.
+	Rate    rate.Limit
+	Burst   int
 	MaxBody int64
 	// GoogleCertsURL is where the keys of Google's ID tokens are read
 	// (default GoogleCertsURL), for gcr webhooks.
@@ -47,26 +40,9 @@ type Options struct {
 	Log            logr.Logger
 }
 
-func (o *Options) defaults() {
-	if o.Window <= 0 {
-		o.Window = 250 * time.Millisecond
-	}
-	if o.Rate <= 0 {
-		o.Rate = 10
-	}
-	if o.Burst <= 0 {
-		o.Burst = 100
-	}
-	if o.MaxBody <= 0 {
-		o.MaxBody = 1 << 20
-	}
-}
-
-// Metrics of the receiver.
+// Metrics of the receiver: the shared ones and the scans it requests.
 type Metrics struct {
-	Received       *prometheus.CounterVec
-	Accepted       *prometheus.CounterVec
-	Rejected       *prometheus.CounterVec
+	*receiver.Metrics
 	ScanRequests   *prometheus.CounterVec
 	Coalesced      *prometheus.CounterVec
 	ScanStartDelay prometheus.Histogram
@@ -76,15 +52,7 @@ type Metrics struct {
 func NewMetrics() *Metrics {
 	const ns, sub = "imagetoolkit", "reflector"
 	return &Metrics{
-		Received: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "webhook_requests_total", Help: "Calls to the webhook receiver, by webhook type (unknown when the path names no webhook)."},
-			[]string{"type"}),
-		Accepted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "webhook_accepted_total", Help: "Webhook calls authenticated and accepted, by type."},
-			[]string{"type"}),
-		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "webhook_rejected_total", Help: "Webhook calls refused or ignored, by type and reason."},
-			[]string{"type", "reason"}),
+		Metrics: receiver.NewMetrics(sub),
 		ScanRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "webhook_scan_requests_total", Help: "Scans of ImageRepositories requested by webhooks, by type."},
 			[]string{"type"}),
@@ -99,20 +67,7 @@ func NewMetrics() *Metrics {
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Received, m.Accepted, m.Rejected, m.ScanRequests, m.Coalesced, m.ScanStartDelay}
-}
-
-// hook is what the worker needs of an ImageWebhook, copied from the cache.
-type hook struct {
-	key      types.NamespacedName
-	typ      string
-	selector labels.Selector
-}
-
-type call struct {
-	hook     hook
-	targets  []Target
-	received time.Time
+	return append(m.Metrics.Collectors(), m.ScanRequests, m.Coalesced, m.ScanStartDelay)
 }
 
 type pendingScan struct {
@@ -120,34 +75,37 @@ type pendingScan struct {
 	typ   string
 }
 
-// Server is the receiver: an HTTP handler and a manager Runnable.
+// Server is the ImageWebhook receiver: a receiver.Server serving the
+// ImageWebhook kind, which requests scans.
 type Server struct {
+	*receiver.Server
 	client  client.Client
-	secrets client.Reader
 	metrics *Metrics
-	opts    Options
-
-	queue  chan call
-	google *googleKeys
+	window  time.Duration
+	log     logr.Logger
+	google  *googleKeys
 
 	mu        sync.Mutex
-	limiters  map[types.NamespacedName]*rate.Limiter
 	pending   map[types.NamespacedName]*pendingScan
 	requested map[string]time.Time // namespace/name|annotation value → first call
 }
 
 // New makes a receiver reading ImageWebhooks and ImageRepositories through
-// c (a cached client with the indexes of SetupWithManager) and Secrets
+// c (a cached client with the indexes of SetupIndexes) and Secrets
 // through secrets, uncached: the reflector never lists Secrets.
 func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server {
-	o.defaults()
-	return &Server{client: c, secrets: secrets, metrics: m, opts: o,
-		queue:     make(chan call, 1024),
+	if o.Window <= 0 {
+		o.Window = 250 * time.Millisecond
+	}
+	s := &Server{client: c, metrics: m, window: o.Window, log: o.Log,
 		google:    newGoogleKeys(o.GoogleCertsURL),
-		limiters:  map[types.NamespacedName]*rate.Limiter{},
 		pending:   map[types.NamespacedName]*pendingScan{},
 		requested: map[string]time.Time{},
 	}
+	s.Server = receiver.New(s, secrets, m.Metrics, receiver.Options{
+		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
+	})
+	return s
 }
 
 // SetupIndexes registers the field indexes the receiver looks up by.
@@ -162,231 +120,78 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
 	return idx.IndexField(ctx, &imagev1.ImageRepository{}, RepositoryPathIndex, indexRepositoryPath)
 }
 
-// NeedLeaderElection is false: every replica serves calls, since any can
-// annotate an ImageRepository; the leader scans.
-func (s *Server) NeedLeaderElection() bool { return false }
-
-// Start serves on Options.Addr until ctx ends.
-func (s *Server) Start(ctx context.Context) error {
-	l, err := net.Listen("tcp", s.opts.Addr)
-	if err != nil {
-		return fmt.Errorf("webhook receiver: %w", err)
-	}
-	return s.Serve(ctx, l)
-}
-
-// Serve serves on l until ctx ends.
-func (s *Server) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      15 * time.Second,
-		IdleTimeout:       90 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	go s.work(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	s.opts.Log.Info("serving webhooks", "address", l.Addr().String())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		return err
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// reject answers a refused call and counts it. The log line names the
-// webhook, never the path (for Docker Hub and Quay the path is the
-// credential) or a header.
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, hook, typ, reason string, status int, msg string) {
-	s.metrics.Rejected.WithLabelValues(typ, reason).Inc()
-	s.opts.Log.V(1).Info("webhook call refused", "webhook", hook, "type", typ, "reason", reason, "status", status, "remote", r.RemoteAddr)
-	http.Error(w, msg, status)
-}
-
-// ServeHTTP authenticates a call, reads what it is about, queues it and
-// answers 202; the scans are requested by the worker.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	received := time.Now()
-	if r.URL.Path == "/healthz" {
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	if !strings.HasPrefix(r.URL.Path, PathPrefix) || len(r.URL.Path) > len(PathPrefix)+64 {
-		s.metrics.Received.WithLabelValues("unknown").Inc()
-		s.reject(w, r, "", "unknown", ReasonNotFound, http.StatusNotFound, "no such webhook")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
+// Find implements receiver.Kind: the ImageWebhook at path.
+func (s *Server) Find(ctx context.Context, path string) (receiver.Hook, bool, error) {
 	var hooks imagev1.ImageWebhookList
-	if err := s.client.List(ctx, &hooks, client.MatchingFields{PathIndex: r.URL.Path}); err != nil || len(hooks.Items) != 1 {
-		s.metrics.Received.WithLabelValues("unknown").Inc()
-		s.reject(w, r, "", "unknown", ReasonNotFound, http.StatusNotFound, "no such webhook")
-		return
+	if err := s.client.List(ctx, &hooks, client.MatchingFields{PathIndex: path}); err != nil || len(hooks.Items) != 1 {
+		return receiver.Hook{}, false, err
 	}
 	wh := &hooks.Items[0]
-	typ := wh.Spec.Type
-	key := types.NamespacedName{Namespace: wh.Namespace, Name: wh.Name}
-	s.metrics.Received.WithLabelValues(typ).Inc()
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		s.reject(w, r, key.String(), typ, ReasonMethod, http.StatusMethodNotAllowed, "POST only")
-		return
-	}
-	if !s.limiter(key).Allow() {
-		w.Header().Set("Retry-After", "1")
-		s.reject(w, r, key.String(), typ, ReasonRateLimited, http.StatusTooManyRequests, "too many calls")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.reject(w, r, key.String(), typ, ReasonTooLarge, http.StatusRequestEntityTooLarge, "body too large")
-			return
-		}
-		s.reject(w, r, key.String(), typ, ReasonBadPayload, http.StatusBadRequest, "reading body failed")
-		return
-	}
-	secret, err := s.secret(ctx, wh)
-	if err != nil {
-		// Our side is not ready: the sender may retry.
-		s.opts.Log.Error(err, "reading the webhook's token", "webhook", key.String())
-		s.reject(w, r, key.String(), typ, ReasonSecret, http.StatusServiceUnavailable, "webhook not ready")
-		return
-	}
-	// A rotated token moves the path; the old one stops working at once,
-	// not when the reconciler next writes the status.
-	if !equal(Path(secret[TokenKey], wh.Name, wh.Namespace), r.URL.Path) {
-		s.reject(w, r, key.String(), typ, ReasonBadAuth, http.StatusForbidden, "stale webhook path")
-		return
-	}
-	if typ == imagev1.WebhookGCR {
-		err = s.google.verify(ctx, r.Header, secret[EmailKey], secret[AudienceKey])
-	} else {
-		err = verify(typ, r.Header, body, secret[TokenKey])
-	}
-	if err != nil {
-		var ae *authError
-		if errors.As(err, &ae) {
-			s.reject(w, r, key.String(), typ, ae.reason, ae.status, ae.msg)
-			return
-		}
-		s.reject(w, r, key.String(), typ, ReasonBadAuth, http.StatusForbidden, "refused")
-		return
-	}
-	if wh.Spec.Suspend {
-		s.metrics.Rejected.WithLabelValues(typ, ReasonSuspended).Inc()
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.WriteString(w, "suspended; ignored\n")
-		return
-	}
-	targets, err := parse(typ, r.Header, body)
-	if errors.Is(err, errIgnore) {
-		s.metrics.Accepted.WithLabelValues(typ).Inc()
-		w.WriteHeader(http.StatusOK)
-		return
-	}
-	if err != nil {
-		s.reject(w, r, key.String(), typ, ReasonBadPayload, http.StatusBadRequest, err.Error())
-		return
-	}
-	sel := labels.Everything()
-	if wh.Spec.ImageRepositorySelector != nil {
-		if sel, err = metav1.LabelSelectorAsSelector(wh.Spec.ImageRepositorySelector); err != nil {
-			s.reject(w, r, key.String(), typ, ReasonSecret, http.StatusServiceUnavailable, "webhook not ready")
-			return
-		}
-	}
-	if len(targets) > 0 {
-		select {
-		case s.queue <- call{hook: hook{key: key, typ: typ, selector: sel}, targets: targets, received: received}:
-		default:
-			w.Header().Set("Retry-After", "1")
-			s.reject(w, r, key.String(), typ, ReasonOverloaded, http.StatusServiceUnavailable, "busy")
-			return
-		}
-	}
-	s.metrics.Accepted.WithLabelValues(typ).Inc()
-	w.WriteHeader(http.StatusAccepted)
+	return receiver.Hook{Key: types.NamespacedName{Namespace: wh.Namespace, Name: wh.Name},
+		Type: wh.Spec.Type, Secret: wh.Spec.SecretRef.Name, Suspend: wh.Spec.Suspend, Object: wh}, true, nil
 }
 
-func (s *Server) limiter(key types.NamespacedName) *rate.Limiter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l, ok := s.limiters[key]
-	if !ok {
-		l = rate.NewLimiter(s.opts.Rate, s.opts.Burst)
-		s.limiters[key] = l
-	}
-	return l
-}
-
-// secret reads the webhook's Secret, checking it has the keys its type
-// needs. Its values are never logged or returned in an answer.
-func (s *Server) secret(ctx context.Context, wh *imagev1.ImageWebhook) (map[string][]byte, error) {
-	var sec corev1.Secret
-	if err := s.secrets.Get(ctx, types.NamespacedName{Namespace: wh.Namespace, Name: wh.Spec.SecretRef.Name}, &sec); err != nil {
-		return nil, err
-	}
-	for _, k := range SecretKeys(wh.Spec.Type) {
-		if len(sec.Data[k]) == 0 {
-			return nil, fmt.Errorf("secret %s has no %q", wh.Spec.SecretRef.Name, k)
-		}
-	}
-	return sec.Data, nil
-}
+// SecretKeys are the keys a webhook's Secret must have for its type.
+func (s *Server) SecretKeys(typ string) []string { return SecretKeys(typ) }
 
 // SecretKeys are the keys a webhook's Secret must have for its type.
 func SecretKeys(typ string) []string {
 	if typ == imagev1.WebhookGCR {
-		return []string{TokenKey, EmailKey, AudienceKey}
+		return []string{receiver.TokenKey, EmailKey, AudienceKey}
 	}
-	return []string{TokenKey}
+	return []string{receiver.TokenKey}
 }
 
-// work resolves queued calls to ImageRepositories and schedules one scan
-// request per repository and window.
-func (s *Server) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case c := <-s.queue:
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			repos, err := s.resolve(rctx, c.hook, c.targets)
-			cancel()
-			if err != nil {
-				s.opts.Log.Error(err, "finding the ImageRepositories of a webhook call", "webhook", c.hook.key.String())
-				continue
-			}
-			for _, r := range repos {
-				s.schedule(ctx, r, c.hook.typ, c.received)
-			}
+// Verify implements receiver.Kind.
+func (s *Server) Verify(ctx context.Context, c *receiver.Call, secret map[string][]byte) error {
+	if c.Hook.Type == imagev1.WebhookGCR {
+		return s.google.verify(ctx, c.Header, secret[EmailKey], secret[AudienceKey])
+	}
+	return verify(c.Hook.Type, c.Header, c.Body, secret[receiver.TokenKey])
+}
+
+// Accept implements receiver.Kind: the repositories the call names,
+// resolved and scheduled after the answer.
+func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
+	targets, err := parse(c.Hook.Type, c.Header, c.Body)
+	if errors.Is(err, errIgnore) || (err == nil && len(targets) == 0) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	wh := c.Hook.Object.(*imagev1.ImageWebhook)
+	sel := labels.Everything()
+	if wh.Spec.ImageRepositorySelector != nil {
+		if sel, err = metav1.LabelSelectorAsSelector(wh.Spec.ImageRepositorySelector); err != nil {
+			// The reconciler clears the path of such a webhook; until it
+			// has, refuse as not ready rather than guess.
+			return nil, &receiver.Refusal{Status: http.StatusServiceUnavailable, Reason: receiver.ReasonSecret, Msg: "webhook not ready"}
 		}
 	}
+	key, typ, received := c.Hook.Key, c.Hook.Type, c.Received
+	return func(ctx context.Context) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		repos, err := s.resolve(rctx, key.Namespace, sel, targets)
+		cancel()
+		if err != nil {
+			s.log.Error(err, "finding the ImageRepositories of a webhook call", "webhook", key.String())
+			return
+		}
+		for _, r := range repos {
+			s.schedule(ctx, r, typ, received)
+		}
+	}, nil
 }
 
-// resolve returns the ImageRepositories of the webhook's namespace, chosen
-// by its selector, that the targets name.
-func (s *Server) resolve(ctx context.Context, h hook, targets []Target) ([]types.NamespacedName, error) {
+// resolve returns the ImageRepositories of the namespace, chosen by the
+// selector, that the targets name.
+func (s *Server) resolve(ctx context.Context, namespace string, sel labels.Selector, targets []Target) ([]types.NamespacedName, error) {
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
 	for _, t := range targets {
 		var list imagev1.ImageRepositoryList
-		opts := []client.ListOption{client.InNamespace(h.key.Namespace)}
+		opts := []client.ListOption{client.InNamespace(namespace)}
 		switch {
 		case t.Name != "":
 			opts = append(opts, client.MatchingFields{ImageIndex: t.Name})
@@ -405,7 +210,7 @@ func (s *Server) resolve(ctx context.Context, h hook, targets []Target) ([]types
 				}
 			}
 			k := types.NamespacedName{Namespace: r.Namespace, Name: r.Name}
-			if seen[k] || !h.selector.Matches(labels.Set(r.Labels)) {
+			if seen[k] || !sel.Matches(labels.Set(r.Labels)) {
 				continue
 			}
 			seen[k] = true
@@ -428,7 +233,7 @@ func (s *Server) schedule(ctx context.Context, repo types.NamespacedName, typ st
 		return
 	}
 	s.pending[repo] = &pendingScan{first: received, typ: typ}
-	wait := s.opts.Window - time.Since(received)
+	wait := s.window - time.Since(received)
 	time.AfterFunc(max(wait, 0), func() { s.request(ctx, repo) })
 }
 
@@ -455,17 +260,14 @@ func (s *Server) request(ctx context.Context, repo types.NamespacedName) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	obj := &imagev1.ImageRepository{}
-	obj.Namespace, obj.Name = repo.Namespace, repo.Name
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, value)
-	if err := s.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := receiver.RequestReconcile(ctx, s.client, &imagev1.ImageRepository{}, repo, value); err != nil {
 		if !apierrors.IsNotFound(err) {
-			s.opts.Log.Error(err, "requesting a scan", "imagerepository", repo.String())
+			s.log.Error(err, "requesting a scan", "imagerepository", repo.String())
 		}
 		return
 	}
 	s.metrics.ScanRequests.WithLabelValues(p.typ).Inc()
-	s.opts.Log.V(1).Info("scan requested by webhook", "imagerepository", repo.String(), "type", p.typ)
+	s.log.V(1).Info("scan requested by webhook", "imagerepository", repo.String(), "type", p.typ)
 }
 
 // ScanStarted is told by the ImageRepository reconciler that it handles

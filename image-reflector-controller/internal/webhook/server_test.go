@@ -20,6 +20,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 )
 
 type fixture struct {
@@ -44,7 +45,7 @@ func start(t *testing.T, typ string, o Options) *fixture {
 	wh := &imagev1.ImageWebhook{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "registry"},
 		Spec: imagev1.ImageWebhookSpec{Type: typ, SecretRef: meta.LocalObjectReference{Name: "hook"},
 			ImageRepositorySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "yes"}}}}
-	wh.Status.WebhookPath = Path(token, wh.Name, wh.Namespace)
+	wh.Status.WebhookPath = receiver.Path(token, wh.Name, wh.Namespace)
 	repo := func(ns, name, image string, selected bool) *imagev1.ImageRepository {
 		r := &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: imagev1.ImageRepositorySpec{Image: image, Interval: metav1.Duration{Duration: time.Hour}}}
@@ -58,7 +59,7 @@ func start(t *testing.T, typ string, o Options) *fixture {
 		WithIndex(&imagev1.ImageRepository{}, ImageIndex, indexImage).
 		WithIndex(&imagev1.ImageRepository{}, RepositoryPathIndex, indexRepositoryPath).
 		WithObjects(wh,
-			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "hook"}, Data: map[string][]byte{TokenKey: token}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "hook"}, Data: map[string][]byte{receiver.TokenKey: token}},
 			repo("team", "app", "127.0.0.1:5000/team/app", true),
 			repo("team", "nginx", "nginx", true),
 			repo("team", "unselected", "127.0.0.1:5000/team/app", false),
@@ -188,14 +189,14 @@ func TestRefusals(t *testing.T) {
 		status                        int
 		reason                        string
 	}{
-		{"unknown path", imagev1.WebhookGeneric, "/hook/0000", "POST", "{}", nil, 404, ReasonNotFound},
-		{"not a hook", imagev1.WebhookGeneric, "/metrics", "POST", "{}", nil, 404, ReasonNotFound},
-		{"GET", imagev1.WebhookGeneric, "", "GET", "", nil, 405, ReasonMethod},
-		{"no token", imagev1.WebhookGeneric, "", "POST", `{"repositories":["nginx"]}`, nil, 401, ReasonMissingAuth},
-		{"wrong token", imagev1.WebhookGeneric, "", "POST", `{"repositories":["nginx"]}`, map[string]string{"Authorization": "Bearer x"}, 403, ReasonBadAuth},
-		{"bad hmac", imagev1.WebhookGenericHMAC, "", "POST", `{"repositories":["nginx"]}`, map[string]string{"X-Signature": Sign([]byte("x"), []byte(`{"repositories":["nginx"]}`))}, 403, ReasonBadSignature},
-		{"too large", imagev1.WebhookDockerHub, "", "POST", strings.Repeat(" ", 2<<10), nil, 413, ReasonTooLarge},
-		{"malformed", imagev1.WebhookDockerHub, "", "POST", `{"repository":`, nil, 400, ReasonBadPayload},
+		{"unknown path", imagev1.WebhookGeneric, "/hook/0000", "POST", "{}", nil, 404, receiver.ReasonNotFound},
+		{"not a hook", imagev1.WebhookGeneric, "/metrics", "POST", "{}", nil, 404, receiver.ReasonNotFound},
+		{"GET", imagev1.WebhookGeneric, "", "GET", "", nil, 405, receiver.ReasonMethod},
+		{"no token", imagev1.WebhookGeneric, "", "POST", `{"repositories":["nginx"]}`, nil, 401, receiver.ReasonMissingAuth},
+		{"wrong token", imagev1.WebhookGeneric, "", "POST", `{"repositories":["nginx"]}`, map[string]string{"Authorization": "Bearer x"}, 403, receiver.ReasonBadAuth},
+		{"bad hmac", imagev1.WebhookGenericHMAC, "", "POST", `{"repositories":["nginx"]}`, map[string]string{"X-Signature": receiver.Sign([]byte("x"), []byte(`{"repositories":["nginx"]}`))}, 403, receiver.ReasonBadSignature},
+		{"too large", imagev1.WebhookDockerHub, "", "POST", strings.Repeat(" ", 2<<10), nil, 413, receiver.ReasonTooLarge},
+		{"malformed", imagev1.WebhookDockerHub, "", "POST", `{"repository":`, nil, 400, receiver.ReasonBadPayload},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,7 +220,7 @@ func TestRefusals(t *testing.T) {
 				t.Errorf("status %d, want %d", resp.StatusCode, tt.status)
 			}
 			typ := tt.typ
-			if tt.reason == ReasonNotFound {
+			if tt.reason == receiver.ReasonNotFound {
 				typ = "unknown"
 			}
 			if got := testutil.ToFloat64(f.metrics.Rejected.WithLabelValues(typ, tt.reason)); got != 1 {
@@ -243,7 +244,7 @@ func TestRateLimit(t *testing.T) {
 	if codes[0] != 202 || codes[1] != 202 || codes[2] != 429 {
 		t.Fatalf("statuses %v, want 202 202 429", codes)
 	}
-	if got := testutil.ToFloat64(f.metrics.Rejected.WithLabelValues("quay", ReasonRateLimited)); got != 1 {
+	if got := testutil.ToFloat64(f.metrics.Rejected.WithLabelValues("quay", receiver.ReasonRateLimited)); got != 1 {
 		t.Errorf("rate_limited = %v", got)
 	}
 }
@@ -257,7 +258,7 @@ func TestRotatedToken(t *testing.T) {
 	if err := f.c.Get(ctx, client.ObjectKey{Namespace: "team", Name: "hook"}, &sec); err != nil {
 		t.Fatal(err)
 	}
-	sec.Data[TokenKey] = []byte("rotated")
+	sec.Data[receiver.TokenKey] = []byte("rotated")
 	if err := f.c.Update(ctx, &sec); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestSuspended(t *testing.T) {
 	if got := f.requested(t); len(got) != 0 {
 		t.Errorf("scans requested while suspended: %v", got)
 	}
-	if got := testutil.ToFloat64(f.metrics.Rejected.WithLabelValues("quay", ReasonSuspended)); got != 1 {
+	if got := testutil.ToFloat64(f.metrics.Rejected.WithLabelValues("quay", receiver.ReasonSuspended)); got != 1 {
 		t.Errorf("suspended = %v", got)
 	}
 }
