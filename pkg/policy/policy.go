@@ -1,8 +1,9 @@
 // Package policy picks the latest tag of an image repository: by semver
-// range, alphabetical or numerical order, after an optional regexp filter
-// that can extract the part of the tag to order by. The controller and
-// `tk-image policy eval` share it, so an offline test gives the answer the
-// cluster will.
+// range, alphabetical or numerical order, or build time (newestBuild),
+// after an optional regexp filter that can extract the part of the tag to
+// order by, and optionally only among tags older than a minimum age
+// (Evaluate). The controller and `tk-image policy eval` share it, so an
+// offline test gives the answer the cluster will.
 package policy
 
 import (
@@ -52,6 +53,9 @@ type Policy struct {
 	order   orderer
 	filter  *regexp.Regexp
 	extract string
+	// newest is newestBuild's candidate limit; 0 for the other policies,
+	// whose order needs no times.
+	newest int
 }
 
 // orderer is one ordering of candidates, with two ways to walk them that
@@ -60,7 +64,8 @@ type Policy struct {
 type orderer interface {
 	// newSelection starts a selection.
 	newSelection() selection
-	// newRanking starts a ranking that keeps the n best candidates.
+	// newRanking starts a ranking that keeps the n best candidates (all
+	// of them, when n < 0).
 	newRanking(n int) ranking
 }
 
@@ -115,8 +120,21 @@ func New(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) (*Policy, 
 		}
 		p.order = numericalOrder{desc: o == Descending}
 	}
+	if choice.NewestBuild != nil {
+		n++
+		p.newest = choice.NewestBuild.MaxCandidates
+		if p.newest == 0 {
+			p.newest = imagev1.DefaultMaxCandidates
+		}
+		if p.newest < 1 || p.newest > 1000 {
+			return nil, invalid(fmt.Errorf("newestBuild.maxCandidates must be 1 to 1000, got %d", p.newest))
+		}
+		// Every filtered tag is a candidate; the order is applied by
+		// Evaluate, which has the build times.
+		p.order = alphabeticalOrder{}
+	}
 	if n != 1 {
-		return nil, invalid(errors.New("exactly one of semver, alphabetical or numerical must be set"))
+		return nil, invalid(errors.New("exactly one of semver, alphabetical, numerical or newestBuild must be set"))
 	}
 	if filter != nil && filter.Pattern != "" {
 		re, err := regexp.Compile(filter.Pattern)
@@ -140,9 +158,20 @@ func order(o string) (string, error) {
 	return "", invalid(fmt.Errorf("order must be asc or desc, got %q", o))
 }
 
+// NeedsTimes reports whether the policy orders by build time, which only
+// Evaluate, given Times, can do.
+func (p *Policy) NeedsTimes() bool { return p.newest > 0 }
+
+// errNeedsTimes: Select and Explain cannot order by build time.
+var errNeedsTimes = errors.New("newestBuild orders by build time: it needs tag times")
+
 // Select returns the latest tag, or a *NoMatchError. The result does not
-// depend on the order of tags.
+// depend on the order of tags. It ignores time: newestBuild fails, and
+// minimumAge needs Evaluate.
 func (p *Policy) Select(tags []string) (string, error) {
+	if p.NeedsTimes() {
+		return "", errNeedsTimes
+	}
 	sel := p.order.newSelection()
 	stats := NoMatchError{Considered: len(tags)}
 	var buf []byte
@@ -172,8 +201,18 @@ func (p *Policy) Select(tags []string) (string, error) {
 // It costs more than Select, which skips the range check of a version that
 // loses to the best so far; the reflector still calls it on every
 // evaluation, so that the status can answer why a tag was (not) chosen.
+// Like Select it ignores time: a newestBuild policy's candidates are
+// counted but not ranked.
 func (p *Policy) Explain(tags []string, top int) imagev1.TagSelection {
-	r := p.order.newRanking(max(top, 0))
+	if p.NeedsTimes() {
+		top = 0
+	}
+	return p.explain(tags, max(top, 0))
+}
+
+// explain is Explain; top < 0 ranks every kept candidate.
+func (p *Policy) explain(tags []string, top int) imagev1.TagSelection {
+	r := p.order.newRanking(top)
 	e := imagev1.TagSelection{Considered: len(tags)}
 	var buf []byte
 	for _, tag := range tags {
@@ -213,7 +252,9 @@ func (p *Policy) filtered(tag string, buf []byte) (string, []byte, bool) {
 }
 
 // podium keeps the n best candidates it is shown, best first, in a sorted
-// slice: most candidates lose to the n-th and cost one comparison.
+// slice: most candidates lose to the n-th and cost one comparison. With n
+// < 0 it keeps them all and sorts once, in ranked: inserting each into a
+// sorted slice would cost a copy per candidate.
 type podium[C any] struct {
 	n       int
 	compare func(a, b C) int
@@ -221,6 +262,10 @@ type podium[C any] struct {
 }
 
 func (p *podium[C]) add(c C) {
+	if p.n < 0 {
+		p.best = append(p.best, c)
+		return
+	}
 	if p.n == 0 || (len(p.best) == p.n && p.compare(c, p.best[p.n-1]) <= 0) {
 		return
 	}
@@ -230,6 +275,14 @@ func (p *podium[C]) add(c C) {
 	if len(p.best) > p.n {
 		p.best = p.best[:p.n]
 	}
+}
+
+// ranked returns the candidates kept, best first.
+func (p *podium[C]) ranked() []C {
+	if p.n < 0 {
+		slices.SortFunc(p.best, func(a, b C) int { return p.compare(b, a) })
+	}
+	return p.best
 }
 
 // semverOrder picks the highest version in range.
@@ -301,8 +354,9 @@ func (r *semverRanking) add(tag, value string) verdict {
 }
 
 func (r *semverRanking) top() []string {
-	out := make([]string, len(r.podium.best))
-	for i, c := range r.podium.best {
+	best := r.podium.ranked()
+	out := make([]string, len(best))
+	for i, c := range best {
 		out[i] = c.tag
 	}
 	return out
@@ -405,8 +459,9 @@ func (r *orderedRanking[T]) add(tag, value string) verdict {
 }
 
 func (r *orderedRanking[T]) top() []string {
-	out := make([]string, len(r.podium.best))
-	for i, c := range r.podium.best {
+	best := r.podium.ranked()
+	out := make([]string, len(best))
+	for i, c := range best {
 		out[i] = c.tag
 	}
 	return out

@@ -17,6 +17,18 @@ const (
 	// DigestLookupFailedReason: the digest of the selected tag could not be
 	// read; it is retried.
 	DigestLookupFailedReason = "DigestLookupFailed"
+	// PlatformNotFoundReason: the chosen tag has no manifest for
+	// spec.platform; it is retried, since a new tag or a new scan can
+	// bring one.
+	PlatformNotFoundReason = "PlatformNotFound"
+	// BuildTimeLookupFailedReason: the image config of a candidate, whose
+	// build time minimumAge (source created) or newestBuild needs, could
+	// not be read; it is retried.
+	BuildTimeLookupFailedReason = "BuildTimeLookupFailed"
+	// MinimumAgeNotReachedReason: every candidate is younger than
+	// minimumAge and the policy has no earlier choice to keep;
+	// status.pendingRef says which tag comes first and when.
+	MinimumAgeNotReachedReason = "MinimumAgeNotReached"
 )
 
 // Condition reasons of ImageUpdateAutomation, beside the shared ones

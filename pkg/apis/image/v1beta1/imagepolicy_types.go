@@ -40,10 +40,54 @@ type ImagePolicySpec struct {
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
+	// Platform (os/architecture[/variant], e.g. linux/arm64) makes the
+	// reflected digest that platform's manifest in the tag's index instead
+	// of the index itself, and is the platform whose build time counts for
+	// minimumAge.source created and newestBuild. Unset, the digest is the
+	// one the tag points to (the index of a multi-platform image).
+	// +kubebuilder:validation:Pattern="^[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?$"
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Platform string `json:"platform,omitempty"`
+
+	// MinimumAge makes a tag a candidate only once it is at least this old:
+	// since a scan first listed it (source seen) or since the image was
+	// built (source created).
+	// +optional
+	MinimumAge *MinimumAge `json:"minimumAge,omitempty"`
+
 	// Suspend stops updating the policy's result.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
+
+// MinimumAge is a soak time: how old a tag must be to be chosen.
+type MinimumAge struct {
+	// Duration a tag must have existed before it can be chosen, e.g. 24h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +required
+	Duration metav1.Duration `json:"duration"`
+
+	// Source of a tag's age: seen (default), when a scan of the
+	// ImageRepository first listed the tag; created, the image config's
+	// build time, looked up only for the candidates that could win and
+	// cached.
+	// +kubebuilder:validation:Enum=seen;created
+	// +kubebuilder:default=seen
+	// +optional
+	Source AgeSource `json:"source,omitempty"`
+}
+
+// AgeSource says where a tag's age comes from.
+type AgeSource string
+
+const (
+	// AgeSeen: since a scan first listed the tag.
+	AgeSeen AgeSource = "seen"
+	// AgeCreated: since the image config's created time.
+	AgeCreated AgeSource = "created"
+)
 
 // ReflectionPolicy says when the digest of the latest image is looked up.
 // +kubebuilder:validation:Enum=Always;IfNotPresent;Never
@@ -59,7 +103,7 @@ const (
 )
 
 // ImagePolicyChoice is exactly one ordering of tags.
-// +kubebuilder:validation:XValidation:rule="[has(self.semver), has(self.alphabetical), has(self.numerical)].filter(x, x).size() == 1",message="exactly one of semver, alphabetical or numerical must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.semver), has(self.alphabetical), has(self.numerical), has(self.newestBuild)].filter(x, x).size() == 1",message="exactly one of semver, alphabetical, numerical or newestBuild must be set"
 type ImagePolicyChoice struct {
 	// SemVer picks the highest version in a range.
 	// +optional
@@ -72,6 +116,30 @@ type ImagePolicyChoice struct {
 	// Numerical orders tags as numbers.
 	// +optional
 	Numerical *NumericalPolicy `json:"numerical,omitempty"`
+
+	// NewestBuild orders tags by the build time (config created) of their
+	// images, newest first. It costs registry requests: see
+	// NewestBuildPolicy.
+	// +optional
+	NewestBuild *NewestBuildPolicy `json:"newestBuild,omitempty"`
+}
+
+// DefaultMaxCandidates is newestBuild.maxCandidates when unset.
+const DefaultMaxCandidates = 100
+
+// NewestBuildPolicy picks the tag whose image was built last. Build times
+// are read from each candidate's image config (two or three registry
+// requests per tag) once and cached with the repository's tags: a new tag
+// costs its own lookup only.
+type NewestBuildPolicy struct {
+	// MaxCandidates bounds the candidates (after filterTags) whose build
+	// time is looked up: the ones a scan first listed most recently, ties
+	// broken by the greater tag. Older candidates cannot be chosen.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=100
+	// +optional
+	MaxCandidates int `json:"maxCandidates,omitempty"`
 }
 
 // SemVerPolicy picks the highest semantic version within a range.
@@ -152,6 +220,11 @@ type ImagePolicyStatus struct {
 	// +optional
 	LatestRefTime *metav1.MicroTime `json:"latestRefTime,omitempty"`
 
+	// PendingRef is the tag minimumAge holds back that will be chosen
+	// next, and when; the policy is evaluated again then.
+	// +optional
+	PendingRef *PendingRef `json:"pendingRef,omitempty"`
+
 	// LastSelection is how the last evaluation treated the repository's
 	// tags, also when it chose none: what each step dropped and the best
 	// candidates, so that why a tag was (or was not) chosen can be read
@@ -167,6 +240,15 @@ type ImagePolicyStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// PendingRef is a tag that becomes the policy's choice at EligibleAt,
+// unless a scan changes the answer first.
+type PendingRef struct {
+	// Tag is the tag that will be chosen.
+	Tag string `json:"tag"`
+	// EligibleAt is when it reaches the minimum age.
+	EligibleAt metav1.Time `json:"eligibleAt"`
 }
 
 // MaxTopCandidates is how many of the kept tags the controller records in
@@ -198,11 +280,23 @@ type TagSelection struct {
 	// OutOfRange is how many semantic versions are outside semver.range.
 	OutOfRange int `json:"outOfRange"`
 
+	// BeyondLimit is how many candidates newestBuild left out because they
+	// were first seen before its maxCandidates most recent ones.
+	// +optional
+	BeyondLimit int `json:"beyondLimit,omitempty"`
+
 	// Kept is how many tags remained candidates.
 	Kept int `json:"kept"`
 
+	// TooNew is how many kept tags that rank above the chosen one are
+	// younger than minimumAge (all of them when none is chosen).
+	// +optional
+	TooNew int `json:"tooNew,omitempty"`
+
 	// TopCandidates are the best kept tags, best first, at most five: the
-	// first is the one chosen.
+	// first is the one chosen. With minimumAge, the candidates ranking
+	// above it that are too new are left out; those after it are listed in
+	// the policy's order.
 	// +optional
 	TopCandidates []string `json:"topCandidates,omitempty"`
 }
