@@ -36,8 +36,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Options configure a Registry.
@@ -90,6 +94,9 @@ type Registry struct {
 	requests  atomic.Int64
 	tagLists  atomic.Int64
 	throttled atomic.Int64
+	// manifestReads and blobReads count GET and HEAD of manifests and
+	// blobs: what looking up digests and build times costs.
+	manifestReads, blobReads atomic.Int64
 
 	mu       sync.Mutex
 	failures []failure
@@ -129,6 +136,12 @@ func (r *Registry) Requests() int64 { return r.requests.Load() }
 
 // TagListRequests counts tags/list requests (pages).
 func (r *Registry) TagListRequests() int64 { return r.tagLists.Load() }
+
+// ManifestRequests counts GET and HEAD requests of manifests.
+func (r *Registry) ManifestRequests() int64 { return r.manifestReads.Load() }
+
+// BlobRequests counts GET and HEAD requests of blobs (configs, layers).
+func (r *Registry) BlobRequests() int64 { return r.blobReads.Load() }
 
 // Throttled counts the requests Limit refused with 429.
 func (r *Registry) Throttled() int64 { return r.throttled.Load() }
@@ -173,6 +186,90 @@ func (r *Registry) Push(t testing.TB, repo, tag string) string {
 		t.Fatal(err)
 	}
 	return d.String()
+}
+
+// PushBuilt pushes a small random image for linux/amd64 whose config says
+// it was built at created, as repo:tag, and returns its digest.
+func (r *Registry) PushBuilt(t testing.TB, repo, tag string, created time.Time) string {
+	t.Helper()
+	img := r.platformImage(t, v1.Platform{OS: "linux", Architecture: "amd64"}, created)
+	r.write(t, repo, tag, img)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// PushIndex pushes a multi-platform image as repo:tag: an OCI index of one
+// small random image per platform ("linux/amd64", "linux/arm/v7"), each
+// built at created, followed by a buildx-style attestation manifest
+// (platform unknown/unknown). It returns the index's digest and each
+// platform's manifest digest.
+func (r *Registry) PushIndex(t testing.TB, repo, tag string, created time.Time, platforms ...string) (string, map[string]string) {
+	t.Helper()
+	var adds []mutate.IndexAddendum
+	digests := map[string]string{}
+	for _, ps := range platforms {
+		p, err := v1.ParsePlatform(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img := r.platformImage(t, *p, created)
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests[ps] = d.String()
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: p}})
+	}
+	att := r.platformImage(t, v1.Platform{OS: "unknown", Architecture: "unknown"}, created)
+	adds = append(adds, mutate.IndexAddendum{Add: att, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "unknown", Architecture: "unknown"}}})
+	idx := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
+	ref, err := name.NewTag(r.Repo(repo)+":"+tag, r.nameOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(ref, idx, r.RemoteOptions()...); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String(), digests
+}
+
+// platformImage is a small random image whose config names a platform and
+// a build time.
+func (r *Registry) platformImage(t testing.TB, p v1.Platform, created time.Time) v1.Image {
+	t.Helper()
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.OS, cfg.Architecture, cfg.Variant = p.OS, p.Architecture, p.Variant
+	cfg.Created = v1.Time{Time: created}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func (r *Registry) write(t testing.TB, repo, tag string, img v1.Image) {
+	t.Helper()
+	ref, err := name.NewTag(r.Repo(repo)+":"+tag, r.nameOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, r.RemoteOptions()...); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
 }
 
 // PushTags pushes one image under many tags (cheap: one upload).
@@ -240,6 +337,14 @@ func (r *Registry) DockerConfigJSON() []byte {
 
 func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 	r.requests.Add(1)
+	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+		switch {
+		case strings.Contains(req.URL.Path, "/manifests/"):
+			r.manifestReads.Add(1)
+		case strings.Contains(req.URL.Path, "/blobs/"):
+			r.blobReads.Add(1)
+		}
+	}
 	r.mu.Lock()
 	var f *failure
 	if len(r.failures) > 0 {

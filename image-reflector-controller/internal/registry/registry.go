@@ -71,6 +71,8 @@ type Metrics struct {
 	Allowed *prometheus.GaugeVec
 	// QuotaLimit and QuotaRemaining are the quota registries announce.
 	QuotaLimit, QuotaRemaining *prometheus.GaugeVec
+	// Metadata counts manifest and config requests by purpose.
+	Metadata *prometheus.CounterVec
 }
 
 // NewMetrics returns unregistered metrics named imagetoolkit_reflector_*.
@@ -94,12 +96,15 @@ func NewMetrics() *Metrics {
 			"The request quota a registry host last announced (RateLimit-Limit or X-RateLimit-Limit), per its window."),
 		QuotaRemaining: gauge("registry_ratelimit_remaining",
 			"What is left of the quota a registry host last announced (RateLimit-Remaining or X-RateLimit-Remaining)."),
+		Metadata: prometheus.NewCounterVec(opts("image_metadata_requests_total",
+			"Manifest and config requests to registries, by purpose (digest, build_time) and object (manifest, config)."),
+			[]string{"purpose", "object"}),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Requests, m.Throttled, m.Retried, m.Allowed, m.QuotaLimit, m.QuotaRemaining}
+	return []prometheus.Collector{m.Requests, m.Throttled, m.Retried, m.Allowed, m.QuotaLimit, m.QuotaRemaining, m.Metadata}
 }
 
 // Client talks to registries. It is safe for concurrent use.
@@ -287,6 +292,7 @@ func (c *Client) Digest(ctx context.Context, ref name.Tag, o Options) (string, e
 	}
 	u := baseURL(ref.Repository, o).JoinPath("manifests", ref.TagStr())
 	for _, method := range []string{http.MethodHead, http.MethodGet} {
+		c.metrics.Metadata.WithLabelValues(PurposeDigest, "manifest").Inc()
 		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 		if err != nil {
 			return "", err

@@ -1,12 +1,22 @@
 // Package store keeps the scanned tags of each ImageRepository on disk, so
-// a restarted controller serves policies without scanning again.
+// a restarted controller serves policies without scanning again, with when
+// each tag was first seen and, once a policy asked, when its image was built.
 //
 // It is plain files, not a database: one file per repository, a JSON header
-// line and then one tag per line, replaced atomically (write a temporary
-// file, fsync, rename). Tags cannot contain newlines, the files are
-// readable with cat, nothing is memory-mapped (bbolt's mmap would count
-// against the controller's RSS at a million tags), and a crash leaves either
-// the old file or the new one.
+// line, one tag per line, then (when the header says "timed") one line of
+// times per tag in the same order, "<first seen> <built or ->" in Unix
+// seconds; the whole file is replaced atomically (write a temporary file,
+// fsync, rename). Tags cannot contain newlines, the files are readable with
+// cat, nothing is memory-mapped (bbolt's mmap would count against the
+// controller's RSS at a million tags), and a crash leaves either the old
+// file or the new one.
+//
+// The times come after the tags, not on their lines, so that a controller
+// from before they were recorded reads a file with times as damaged (more
+// lines than its count) and scans again, instead of reading "tag time" as a
+// tag. Files written before times were recorded read with every tag first
+// seen at the file's scan time: the latest time the tag is known to have
+// existed, so a minimum age is never met early.
 package store
 
 import (
@@ -20,6 +30,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,8 +54,22 @@ type Entry struct {
 	// the key, so a shared scan's count holds for every sharer); 0 in files
 	// written before it was recorded.
 	Excluded int `json:"excluded,omitempty"`
+	// Timed says the file has a line of times per tag after the tags.
+	Timed bool `json:"timed,omitempty"`
 	// Tags are excluded from the header and stored one per line.
 	Tags []string `json:"-"`
+	// Times are the times of Tags[i], when read with the tags; on Put
+	// they may be missing or shorter than Tags (see Put).
+	Times []Times `json:"-"`
+}
+
+// Times are what the store knows of a tag's age.
+type Times struct {
+	// Seen is when a scan first listed the tag.
+	Seen time.Time
+	// Created is the image's build time, zero until looked up (or when
+	// the image has none).
+	Created time.Time
 }
 
 // Store is a directory of entries. It is safe for concurrent use.
@@ -79,22 +105,128 @@ func (s *Store) path(object string) string {
 	return filepath.Join(s.dir, hex.EncodeToString(sum[:16])+suffix)
 }
 
-// Put replaces the entry of e.Object.
+// Put replaces the entry of e.Object. A tag's first sighting is the
+// earliest of the stored entry's, e.Times' and e.ScanTime; its build time
+// is e.Times' or else the stored one. So a scan records only its own time,
+// and a scan shared from another repository brings that one's earlier
+// sightings along.
 func (s *Store) Put(e Entry) error {
+	for _, t := range e.Tags {
+		if strings.ContainsAny(t, "\r\n") {
+			return fmt.Errorf("tag %q contains a line break", t)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, err := s.read(s.path(e.Object), true)
+	if err != nil || old.Object != e.Object {
+		old = Entry{}
+	}
+	e.Times = merge(e, old)
+	return s.write(e)
+}
+
+// merge returns e's tag times given the stored entry old.
+func merge(e, old Entry) []Times {
+	out := make([]Times, len(e.Tags))
+	prev := lookup(old)
+	for i, tag := range e.Tags {
+		t := Times{Seen: e.ScanTime}
+		if i < len(e.Times) {
+			t.Created = e.Times[i].Created
+			if s := e.Times[i].Seen; !s.IsZero() && (t.Seen.IsZero() || s.Before(t.Seen)) {
+				t.Seen = s
+			}
+		}
+		if o, ok := prev(tag); ok {
+			if !o.Seen.IsZero() && (t.Seen.IsZero() || o.Seen.Before(t.Seen)) {
+				t.Seen = o.Seen
+			}
+			if t.Created.IsZero() {
+				t.Created = o.Created
+			}
+		}
+		out[i] = t
+	}
+	return out
+}
+
+// lookup finds the times of an entry's tags: by walking along when the
+// tags come sorted (as scans store them) and are asked in order, by a map
+// otherwise.
+func lookup(e Entry) func(tag string) (Times, bool) {
+	if len(e.Times) != len(e.Tags) {
+		return func(string) (Times, bool) { return Times{}, false }
+	}
+	sorted := slices.IsSorted(e.Tags)
+	var m map[string]Times
+	i, last := 0, ""
+	return func(tag string) (Times, bool) {
+		if m == nil && (!sorted || tag < last) {
+			m = make(map[string]Times, len(e.Tags))
+			for j, t := range e.Tags {
+				m[t] = e.Times[j]
+			}
+		}
+		if m != nil {
+			t, ok := m[tag]
+			return t, ok
+		}
+		last = tag
+		for i < len(e.Tags) && e.Tags[i] < tag {
+			i++
+		}
+		if i < len(e.Tags) && e.Tags[i] == tag {
+			return e.Times[i], true
+		}
+		return Times{}, false
+	}
+}
+
+// SetCreated records build times of an object's tags (those it still has),
+// keeping everything else.
+func (s *Store) SetCreated(object string, created map[string]time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, err := s.read(s.path(object), true)
+	if err != nil {
+		return err
+	}
+	if e.Object != object {
+		return ErrNotFound
+	}
+	for i, tag := range e.Tags {
+		if c, ok := created[tag]; ok {
+			e.Times[i].Created = c
+		}
+	}
+	return s.write(e)
+}
+
+// write replaces the file of e.Object with e; the caller holds s.mu.
+func (s *Store) write(e Entry) error {
 	e.Count = len(e.Tags)
+	e.Timed = len(e.Times) == len(e.Tags)
 	var b bytes.Buffer
 	if err := json.NewEncoder(&b).Encode(e); err != nil {
 		return err
 	}
 	for _, t := range e.Tags {
-		if strings.ContainsAny(t, "\r\n") {
-			return fmt.Errorf("tag %q contains a line break", t)
-		}
 		b.WriteString(t)
 		b.WriteByte('\n')
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	if e.Timed {
+		for _, t := range e.Times {
+			b.WriteString(strconv.FormatInt(t.Seen.Unix(), 10))
+			b.WriteByte(' ')
+			if t.Created.IsZero() {
+				b.WriteByte('-')
+			} else {
+				b.WriteString(strconv.FormatInt(t.Created.Unix(), 10))
+			}
+			b.WriteByte('\n')
+		}
+	}
 	final := s.path(e.Object)
 	tmp, err := os.CreateTemp(s.dir, filepath.Base(final)+".tmp*")
 	if err != nil {
@@ -164,13 +296,55 @@ func (s *Store) read(path string, withTags bool) (Entry, error) {
 	}
 	e.Tags = make([]string, 0, e.Count)
 	sc := bufio.NewScanner(r)
-	for sc.Scan() {
+	for len(e.Tags) < e.Count && sc.Scan() {
 		e.Tags = append(e.Tags, sc.Text())
 	}
 	if sc.Err() != nil || len(e.Tags) != e.Count {
 		return Entry{}, ErrNotFound
 	}
+	e.Times = make([]Times, e.Count)
+	if !e.Timed {
+		// Written before times were recorded: each tag existed at the
+		// scan, which is all that is known.
+		for i := range e.Times {
+			e.Times[i].Seen = e.ScanTime
+		}
+	}
+	for i := 0; e.Timed && i < e.Count; i++ {
+		if !sc.Scan() {
+			return Entry{}, ErrNotFound
+		}
+		t, ok := parseTimes(sc.Text())
+		if !ok {
+			return Entry{}, ErrNotFound
+		}
+		e.Times[i] = t
+	}
+	if sc.Scan() || sc.Err() != nil {
+		return Entry{}, ErrNotFound // more lines than the header says
+	}
 	return e, nil
+}
+
+// parseTimes reads a times line, "<seen> <created or ->".
+func parseTimes(line string) (Times, bool) {
+	seen, created, ok := strings.Cut(line, " ")
+	if !ok {
+		return Times{}, false
+	}
+	s, err := strconv.ParseInt(seen, 10, 64)
+	if err != nil {
+		return Times{}, false
+	}
+	t := Times{Seen: time.Unix(s, 0).UTC()}
+	if created != "-" {
+		c, err := strconv.ParseInt(created, 10, 64)
+		if err != nil {
+			return Times{}, false
+		}
+		t.Created = time.Unix(c, 0).UTC()
+	}
+	return t, true
 }
 
 // Delete removes the entry of an object.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -125,4 +126,118 @@ func BenchmarkStore(b *testing.B) {
 	}
 	size := s.Size()
 	b.ReportMetric(float64(size)/(1<<20), "MiB-on-disk")
+}
+
+// A tag's first sighting survives rescans, restarts and scans shared from
+// another repository (the earliest wins); build times set by a policy stay
+// until the tag goes; a file written before times were recorded reads with
+// every tag seen at its scan time; and a file with times is damaged, not
+// misread, when its time lines are missing, extra or garbled.
+func TestTimes(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	tests := []struct {
+		name  string
+		puts  []Entry // in order, all of object a/b
+		built map[string]time.Time
+		want  map[string]Times
+	}{
+		{name: "first scan: every tag seen at the scan",
+			puts: []Entry{{ScanTime: t0, Tags: []string{"1.0.0", "1.1.0"}}},
+			want: map[string]Times{"1.0.0": {Seen: t0}, "1.1.0": {Seen: t0}}},
+		{name: "rescan keeps first sightings, dates new tags, forgets removed ones",
+			puts: []Entry{{ScanTime: t0, Tags: []string{"1.0.0", "1.1.0"}}, {ScanTime: t0.Add(day), Tags: []string{"1.1.0", "1.2.0"}},
+				{ScanTime: t0.Add(2 * day), Tags: []string{"1.0.0", "1.1.0", "1.2.0"}}},
+			want: map[string]Times{"1.0.0": {Seen: t0.Add(2 * day)}, "1.1.0": {Seen: t0}, "1.2.0": {Seen: t0.Add(day)}}},
+		{name: "unsorted tags merge too",
+			puts: []Entry{{ScanTime: t0, Tags: []string{"b", "a", "c"}}, {ScanTime: t0.Add(day), Tags: []string{"c", "d", "a"}}},
+			want: map[string]Times{"a": {Seen: t0}, "c": {Seen: t0}, "d": {Seen: t0.Add(day)}}},
+		{name: "a shared scan brings earlier sightings, never later ones",
+			puts: []Entry{{ScanTime: t0.Add(day), Tags: []string{"1.0.0", "1.1.0"}},
+				{ScanTime: t0.Add(2 * day), Tags: []string{"1.0.0", "1.1.0"}, Times: []Times{{Seen: t0}, {Seen: t0.Add(3 * day)}}}},
+			want: map[string]Times{"1.0.0": {Seen: t0}, "1.1.0": {Seen: t0.Add(day)}}},
+		{name: "build times stay across rescans",
+			puts:  []Entry{{ScanTime: t0, Tags: []string{"1.0.0", "1.1.0"}}, {ScanTime: t0.Add(day), Tags: []string{"1.0.0", "1.1.0"}}},
+			built: map[string]time.Time{"1.0.0": t0.Add(-day), "gone": t0},
+			want:  map[string]Times{"1.0.0": {Seen: t0, Created: t0.Add(-day)}, "1.1.0": {Seen: t0}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := Open(t.TempDir())
+			for i, e := range tc.puts {
+				e.Object = "a/b"
+				if err := s.Put(e); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 && tc.built != nil {
+					if err := s.SetCreated("a/b", tc.built); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			got, err := s.Get("a/b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			times := map[string]Times{}
+			for i, tag := range got.Tags {
+				times[tag] = got.Times[i]
+			}
+			if len(times) != len(tc.want) {
+				t.Errorf("tags %v; want %d", got.Tags, len(tc.want))
+			}
+			for tag, w := range tc.want {
+				if g := times[tag]; !g.Seen.Equal(w.Seen) || !g.Created.Equal(w.Created) {
+					t.Errorf("%s: %+v; want %+v", tag, g, w)
+				}
+			}
+		})
+	}
+}
+
+// A file from before times were recorded reads with every tag seen at its
+// scan time, and its next Put keeps that; damaged time lines read as no
+// entry.
+func TestTimesCompatibility(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	scan := time.Date(2026, 10, 1, 8, 0, 0, 0, time.UTC)
+	old := `{"object":"a/b","key":"k","revision":"r","scanTime":"2026-10-01T08:00:00Z","count":2}` + "\n1.0.0\n1.1.0\n"
+	p := s.path("a/b")
+	if err := os.WriteFile(p, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Get("a/b")
+	if err != nil || len(e.Times) != 2 || !e.Times[0].Seen.Equal(scan) || !e.Times[1].Seen.Equal(scan) {
+		t.Fatalf("old file: %+v, %v", e, err)
+	}
+	if err := s.Put(Entry{Object: "a/b", ScanTime: scan.Add(time.Hour), Tags: []string{"1.0.0", "1.1.0", "1.2.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	e, _ = s.Get("a/b")
+	if !e.Timed || !e.Times[0].Seen.Equal(scan) || !e.Times[2].Seen.Equal(scan.Add(time.Hour)) {
+		t.Errorf("rewritten: %+v", e)
+	}
+
+	data, _ := os.ReadFile(p)
+	lines := strings.SplitAfter(string(data), "\n") // header, 3 tags, 3 times, ""
+	for name, damaged := range map[string]string{
+		"a time line missing": strings.Join(lines[:6], ""),
+		"a time line extra":   string(data) + "1 -\n",
+		"garbled seen":        strings.Join(lines[:4], "") + "x -\n" + strings.Join(lines[5:], ""),
+		"garbled created":     strings.Join(lines[:4], "") + "1 y\n" + strings.Join(lines[5:], ""),
+		"no separator":        strings.Join(lines[:4], "") + "1\n" + strings.Join(lines[5:], ""),
+	} {
+		if err := os.WriteFile(p, []byte(damaged), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get("a/b"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// What a controller from before times does with a new file: more
+	// lines than its count, so it reads as damaged and scans again.
+	if n := strings.Count(string(data), "\n") - 1; n == e.Count {
+		t.Errorf("an old reader would take %d lines for %d tags", n, e.Count)
+	}
 }
