@@ -11,10 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"toolkit.dev/image-toolkit/image-automation-controller/internal/controller"
+	"toolkit.dev/image-toolkit/image-automation-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
@@ -25,6 +28,7 @@ func main() {
 	var (
 		noCrossNamespaceRefs bool
 		jobHistoryLimit      int
+		webhookAddr          string
 	)
 	scheme := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(scheme))
@@ -39,22 +43,50 @@ func main() {
 		Flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
 			fs.IntVar(&jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
+			fs.StringVar(&webhookAddr, "webhook-bind-address", ":9293", "Address the GitWebhook receiver (git push events) serves on; empty disables it.")
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
 			if jobHistoryLimit < 0 {
 				return fmt.Errorf("--job-history-limit must not be negative, got %d", jobHistoryLimit)
 			}
-			return (&controller.ImageUpdateAutomationReconciler{
+			rec := metrics.NewRecorder("automation").MustRegisterDefault()
+			autos := &controller.ImageUpdateAutomationReconciler{
 				Client:               mgr.GetClient(),
 				APIReader:            mgr.GetAPIReader(),
 				Events:               opts.Events,
-				Metrics:              metrics.NewRecorder("automation").MustRegisterDefault(),
+				Metrics:              rec,
 				Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
 				NoCrossNamespaceRefs: noCrossNamespaceRefs,
 				JobHistoryLimit:      jobHistoryLimit,
-			}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
+			}
+			if webhookAddr != "" {
+				if err := setupWebhooks(ctx, mgr, opts, rec, autos, webhookAddr, noCrossNamespaceRefs); err != nil {
+					return err
+				}
+			}
+			return autos.SetupWithManager(ctx, mgr, opts.ControllerOptions())
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// setupWebhooks adds the GitWebhook reconciler and the receiver, and tells
+// the receiver when a run it requested starts.
+func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec *metrics.Recorder,
+	autos *controller.ImageUpdateAutomationReconciler, addr string, noCrossNamespaceRefs bool) error {
+	if err := webhook.SetupIndexes(ctx, mgr); err != nil {
+		return err
+	}
+	if err := controller.NewGitWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
+		return err
+	}
+	m := webhook.NewMetrics()
+	crmetrics.Registry.MustRegister(m.Collectors()...)
+	srv := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), m, webhook.Options{
+		Addr: addr, Log: ctrl.Log.WithName("webhook"),
+		Source: gitsource.Options{NoCrossNamespaceRefs: noCrossNamespaceRefs},
+	})
+	autos.RequestHandled = srv.RunStarted
+	return mgr.Add(srv)
 }
 
 func must(err error) {

@@ -108,9 +108,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	if err := webhook.SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&controller.ImageWebhookReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Metrics: rec,
-	}).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
+	if err := controller.NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
 		return err
 	}
 	m := webhook.NewMetrics()

@@ -323,6 +323,12 @@ DISABLE_GRAVATAR = true
 
 [api]
 ENABLE_SWAGGER = false
+
+[webhook]
+; Gitea refuses to deliver to loopback by default; the receivers under
+; test listen there. TLS stays verified.
+ALLOWED_HOST_LIST = loopback
+DELIVER_TIMEOUT = 10
 `, w, port, s.URL, sec.secretKey, sec.internalToken)
 	return os.WriteFile(s.configPath(), []byte(ini), 0o600)
 }
@@ -713,6 +719,25 @@ func (s *Server) CreateLabel(ctx context.Context, repo, name, color string) (int
 		return 0, fmt.Errorf("creating label %s of %s: %w", name, s.FullName(repo), err)
 	}
 	return l.ID, nil
+}
+
+// CreateHook adds a webhook of Gitea's own type to repo, signed with
+// secret, calling url on pushes to any branch, and returns its ID.
+func (s *Server) CreateHook(ctx context.Context, repo, url, secret string) (int64, error) {
+	var h struct {
+		ID int64 `json:"id"`
+	}
+	body := map[string]any{
+		"type":          "gitea",
+		"active":        true,
+		"events":        []string{"push"},
+		"branch_filter": "*",
+		"config":        map[string]string{"url": url, "content_type": "json", "secret": secret},
+	}
+	if err := s.Do(ctx, http.MethodPost, s.repoPath(repo)+"/hooks", body, &h); err != nil {
+		return 0, fmt.Errorf("creating a webhook of %s: %w", s.FullName(repo), err)
+	}
+	return h.ID, nil
 }
 
 // Label is a label as the API shows it.

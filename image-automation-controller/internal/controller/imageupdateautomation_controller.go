@@ -59,6 +59,9 @@ type ImageUpdateAutomationReconciler struct {
 	// JobHistoryLimit is how many finished UpdateJobs to keep per
 	// automation.
 	JobHistoryLimit int
+	// RequestHandled, when set, is told of each reconcile request handled
+	// (the git push webhook receiver observes its latency so).
+	RequestHandled func(namespace, name, value string)
 }
 
 // SetupWithManager registers the reconciler and its watches: its own jobs,
@@ -129,6 +132,9 @@ func (r *ImageUpdateAutomationReconciler) Reconcile(ctx context.Context, req ctr
 	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok && v != obj.Status.LastHandledReconcileAt {
 		requested = true
 		obj.Status.SetLastHandledReconcileRequest(v)
+		if r.RequestHandled != nil {
+			r.RequestHandled(obj.Namespace, obj.Name, v)
+		}
 	}
 	d, err := r.reconcile(ctx, obj, requested)
 	// The status is written against the object as read: if it changed in

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"net"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,7 +10,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"toolkit.dev/image-toolkit/image-automation-controller/internal/webhook"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/testenv"
@@ -17,6 +21,9 @@ import (
 
 var (
 	env *testenv.Env
+	// hooksURL is where the suite's GitWebhook receiver serves.
+	hooksURL    string
+	hookMetrics *webhook.Metrics
 	// automationMetrics are the suite manager's domain metrics.
 	automationMetrics *AutomationMetrics
 )
@@ -45,6 +52,9 @@ func TestMain(m *testing.M) {
 		}
 		r := newReconciler(mgr)
 		automationMetrics = r.Automation
+		if err := setupWebhooks(mgr, r); err != nil {
+			return err
+		}
 		return r.SetupWithManager(context.Background(), mgr, controller.Options{MaxConcurrentReconciles: 2})
 	}, testenv.AutomationChart, testenv.ReflectorChart, testenv.UpdateJobChart)
 }
@@ -64,4 +74,26 @@ func newReconciler(mgr ctrl.Manager) *ImageUpdateAutomationReconciler {
 		NoCrossNamespaceRefs: true,
 		JobHistoryLimit:      historyLimit,
 	}
+}
+
+// setupWebhooks adds the GitWebhook reconciler and receiver as main.go
+// does, serving on a free loopback port.
+func setupWebhooks(mgr ctrl.Manager, r *ImageUpdateAutomationReconciler) error {
+	if err := webhook.SetupIndexes(context.Background(), mgr); err != nil {
+		return err
+	}
+	if err := NewGitWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), r.Metrics).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hooksURL = "http://" + l.Addr().String()
+	hookMetrics = webhook.NewMetrics()
+	hooks := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), hookMetrics, webhook.Options{
+		Log: ctrl.Log.WithName("webhook"), Source: gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs},
+	})
+	r.RequestHandled = hooks.RunStarted
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return hooks.Serve(ctx, l) }))
 }

@@ -55,8 +55,7 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 		Metrics: rec, ScanMetrics: scanMetrics, Registry: regClient, Store: st}).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
-	if err := (&ImageWebhookReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Metrics: rec}).SetupWithManager(mgr, ctrlOptions()); err != nil {
+	if err := NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,

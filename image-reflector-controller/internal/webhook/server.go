@@ -87,7 +87,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	pending   map[types.NamespacedName]*pendingScan
-	requested map[string]time.Time // namespace/name|annotation value → first call
+	requested *receiver.Requests
 }
 
 // New makes a receiver reading ImageWebhooks and ImageRepositories through
@@ -100,7 +100,7 @@ func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server 
 	s := &Server{client: c, metrics: m, window: o.Window, log: o.Log,
 		google:    newGoogleKeys(o.GoogleCertsURL),
 		pending:   map[types.NamespacedName]*pendingScan{},
-		requested: map[string]time.Time{},
+		requested: receiver.NewRequests(),
 	}
 	s.Server = receiver.New(s, secrets, m.Metrics, receiver.Options{
 		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
@@ -248,13 +248,8 @@ func (s *Server) request(ctx context.Context, repo types.NamespacedName) {
 	}
 	delete(s.pending, repo)
 	value := time.Now().UTC().Format(time.RFC3339Nano)
-	s.requested[repo.String()+"|"+value] = p.first
-	for k, t := range s.requested {
-		if time.Since(t) > 10*time.Minute { // never handled (suspended, deleted)
-			delete(s.requested, k)
-		}
-	}
 	s.mu.Unlock()
+	s.requested.Add(repo, value, p.first)
 	if ctx.Err() != nil {
 		return
 	}
@@ -274,12 +269,7 @@ func (s *Server) request(ctx context.Context, repo types.NamespacedName) {
 // the reconcile request value on namespace/name; a request of ours is
 // observed as webhook → scan start latency.
 func (s *Server) ScanStarted(namespace, name, value string) {
-	k := namespace + "/" + name + "|" + value
-	s.mu.Lock()
-	first, ok := s.requested[k]
-	delete(s.requested, k)
-	s.mu.Unlock()
-	if ok {
+	if first, ok := s.requested.Take(types.NamespacedName{Namespace: namespace, Name: name}, value); ok {
 		s.metrics.ScanStartDelay.Observe(time.Since(first).Seconds())
 	}
 }

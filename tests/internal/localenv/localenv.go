@@ -125,8 +125,9 @@ func (c *Cluster) StartInstance(ctx context.Context, binDir, name, instance stri
 
 // StartWith starts bin/<name> with exactly the environment env and the
 // arguments args, adding only free metrics and probe addresses (and for the
-// reflector a free webhook address, unless args give one: its default :9292
-// would collide between controllers started at once), and waits until it is
+// reflector and the automation controller a free webhook address, unless
+// args give one: their defaults :9292 and :9293 would collide between
+// controllers started at once), and waits until it is
 // ready. Logs go to <dir>/<instance>.log.
 func (c *Cluster) StartWith(ctx context.Context, binDir, name, instance string, env []string, args ...string) (*Process, error) {
 	metrics, err := freeAddr()
@@ -144,7 +145,7 @@ func (c *Cluster) StartWith(ctx context.Context, binDir, name, instance string, 
 		return nil, err
 	}
 	all := append([]string{"--metrics-bind-address=" + metrics, "--health-probe-bind-address=" + probe}, args...)
-	if name == "image-reflector-controller" && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-bind-address") }) {
+	if (name == "image-reflector-controller" || name == "image-automation-controller") && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--webhook-bind-address") }) {
 		if p.WebhookAddr, err = freeAddr(); err != nil {
 			return nil, err
 		}

@@ -56,24 +56,6 @@ type GitWebhookSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 }
 
-// GitWebhookStatus is the observed state of a GitWebhook.
-type GitWebhookStatus struct {
-	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
-
-	// ObservedGeneration is the last generation reconciled.
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
-	// WebhookPath is the URL path to give the git host, on the automation
-	// controller's webhook address: /hook/<sha256 of token, name and
-	// namespace>.
-	// +optional
-	WebhookPath string `json:"webhookPath,omitempty"`
-
-	meta.ReconcileRequestStatus `json:",inline"`
-}
-
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=githook,categories=image-toolkit
@@ -92,7 +74,7 @@ type GitWebhook struct {
 	// +required
 	Spec GitWebhookSpec `json:"spec"`
 	// +optional
-	Status GitWebhookStatus `json:"status,omitempty"`
+	Status WebhookStatus `json:"status,omitempty"`
 }
 
 // GetConditions returns the status conditions.
@@ -100,6 +82,9 @@ func (in *GitWebhook) GetConditions() []metav1.Condition { return in.Status.Cond
 
 // SetConditions sets the status conditions.
 func (in *GitWebhook) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// GetWebhookStatus returns the status, which every webhook kind shares.
+func (in *GitWebhook) GetWebhookStatus() *WebhookStatus { return &in.Status }
 
 // +kubebuilder:object:root=true
 

@@ -74,8 +74,8 @@ type ImageWebhookSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 }
 
-// ImageWebhookStatus is the observed state of an ImageWebhook.
-type ImageWebhookStatus struct {
+// WebhookStatus is the observed state of an ImageWebhook or a GitWebhook.
+type WebhookStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -83,8 +83,9 @@ type ImageWebhookStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// WebhookPath is the URL path to give the sender, on the controller's
-	// webhook address: /hook/<sha256 of token, name and namespace>.
+	// WebhookPath is the URL path to give the sender, on the webhook
+	// address of the controller serving the kind:
+	// /hook/<sha256 of token, name and namespace>.
 	// +optional
 	WebhookPath string `json:"webhookPath,omitempty"`
 
@@ -109,7 +110,7 @@ type ImageWebhook struct {
 	// +required
 	Spec ImageWebhookSpec `json:"spec"`
 	// +optional
-	Status ImageWebhookStatus `json:"status,omitempty"`
+	Status WebhookStatus `json:"status,omitempty"`
 }
 
 // GetConditions returns the status conditions.
@@ -117,6 +118,9 @@ func (in *ImageWebhook) GetConditions() []metav1.Condition { return in.Status.Co
 
 // SetConditions sets the status conditions.
 func (in *ImageWebhook) SetConditions(c []metav1.Condition) { in.Status.Conditions = c }
+
+// GetWebhookStatus returns the status, which every webhook kind shares.
+func (in *ImageWebhook) GetWebhookStatus() *WebhookStatus { return &in.Status }
 
 // +kubebuilder:object:root=true
 

@@ -1,0 +1,247 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/receiver"
+)
+
+// Push is what a push event is about: the repository, by every URL the
+// payload gives for it (clone, SSH, web), and the branch pushed.
+type Push struct {
+	URLs []string
+	// Branch is the branch moved; empty for a generic call that names
+	// none, which is about every branch.
+	Branch string
+}
+
+// errIgnore marks a valid call about nothing to run: a ping, a tag push,
+// a deleted branch.
+var errIgnore = errors.New("nothing to run")
+
+// verify authenticates a call of the given type with the Secret's token.
+func verify(typ string, h http.Header, body, token []byte) error {
+	switch typ {
+	case imagev1.GitWebhookGitHub:
+		return receiver.SHA256(h, "X-Hub-Signature-256", body, token)
+	case imagev1.GitWebhookGitLab:
+		return receiver.Token(h, "X-Gitlab-Token", token)
+	case imagev1.GitWebhookGitea:
+		// Gitea signs with the bare hex HMAC-SHA256 of the body; Forgejo
+		// sends the same value under its own name as well.
+		header := "X-Gitea-Signature"
+		if h.Get(header) == "" && h.Get("X-Forgejo-Signature") != "" {
+			header = "X-Forgejo-Signature"
+		}
+		return receiver.HMAC(h, header, "", sha256.New, body, token)
+	case imagev1.GitWebhookGeneric:
+		return receiver.Bearer(h, token)
+	case imagev1.GitWebhookGenericHMAC:
+		return receiver.SHA256(h, "X-Signature", body, token)
+	}
+	return receiver.Unsupported()
+}
+
+// parse reads the push a call of the given type is about. A payload that is
+// not what the sender sends is an error; a valid one about something other
+// than a branch that moved is errIgnore.
+func parse(typ string, h http.Header, body []byte) (Push, error) {
+	switch typ {
+	case imagev1.GitWebhookGitHub:
+		return parseGitHub(h.Get("X-GitHub-Event"), body)
+	case imagev1.GitWebhookGitLab:
+		return parseGitLab(body)
+	case imagev1.GitWebhookGitea:
+		event := h.Get("X-Gitea-Event")
+		if event == "" {
+			event = h.Get("X-Forgejo-Event")
+		}
+		return parseGitea(event, body)
+	case imagev1.GitWebhookGeneric, imagev1.GitWebhookGenericHMAC:
+		return parseGeneric(body)
+	}
+	return Push{}, fmt.Errorf("unsupported webhook type %q", typ)
+}
+
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("payload is not the JSON this sender sends: %w", err)
+	}
+	return nil
+}
+
+// zeroCommit is the "after" of a push that deleted the branch.
+const zeroCommit = "0000000000000000000000000000000000000000"
+
+// branchOf is the branch a pushed ref names; ok is false for a tag or
+// anything else.
+func branchOf(ref string) (string, bool) {
+	b, ok := strings.CutPrefix(ref, "refs/heads/")
+	return b, ok && b != ""
+}
+
+// push makes the Push of a branch ref and the repository's URLs, or
+// errIgnore when the ref is not a branch or the branch was deleted.
+func push(ref, after string, deleted bool, urls ...string) (Push, error) {
+	b, ok := branchOf(ref)
+	if !ok || deleted || after == zeroCommit {
+		return Push{}, errIgnore
+	}
+	p := Push{Branch: b}
+	for _, u := range urls {
+		if u != "" {
+			p.URLs = append(p.URLs, u)
+		}
+	}
+	if len(p.URLs) == 0 {
+		return Push{}, errors.New("payload names no repository URL")
+	}
+	return p, nil
+}
+
+// GitHub's push event
+// (https://docs.github.com/en/webhooks/webhook-events-and-payloads#push):
+// X-GitHub-Event push, ref refs/heads/<branch>, after, deleted, and the
+// repository's clone_url, ssh_url, git_url and html_url. A ping, sent when
+// the webhook is made, is accepted with nothing to do.
+func parseGitHub(event string, body []byte) (Push, error) {
+	var p struct {
+		Ref        string `json:"ref"`
+		After      string `json:"after"`
+		Deleted    bool   `json:"deleted"`
+		Repository *struct {
+			CloneURL string `json:"clone_url"`
+			SSHURL   string `json:"ssh_url"`
+			GitURL   string `json:"git_url"`
+			HTMLURL  string `json:"html_url"`
+		} `json:"repository"`
+	}
+	if err := decode(body, &p); err != nil {
+		return Push{}, err
+	}
+	if event != "push" {
+		return Push{}, errIgnore
+	}
+	if p.Repository == nil {
+		return Push{}, errors.New("payload has no repository")
+	}
+	r := p.Repository
+	return push(p.Ref, p.After, p.Deleted, r.CloneURL, r.SSHURL, r.GitURL, r.HTMLURL)
+}
+
+// GitLab's push event
+// (https://docs.gitlab.com/user/project/integrations/webhook_events/#push-events):
+// object_kind push, ref, after (zeros when the branch was deleted), and
+// project.git_http_url, git_ssh_url and web_url. Tag pushes and every
+// other event are accepted with nothing to do.
+func parseGitLab(body []byte) (Push, error) {
+	var p struct {
+		ObjectKind string `json:"object_kind"`
+		Ref        string `json:"ref"`
+		After      string `json:"after"`
+		Project    *struct {
+			GitHTTPURL string `json:"git_http_url"`
+			GitSSHURL  string `json:"git_ssh_url"`
+			WebURL     string `json:"web_url"`
+		} `json:"project"`
+	}
+	if err := decode(body, &p); err != nil {
+		return Push{}, err
+	}
+	if p.ObjectKind == "" {
+		return Push{}, errors.New("payload has no object_kind")
+	}
+	if p.ObjectKind != "push" {
+		return Push{}, errIgnore
+	}
+	if p.Project == nil {
+		return Push{}, errors.New("payload has no project")
+	}
+	return push(p.Ref, p.After, false, p.Project.GitHTTPURL, p.Project.GitSSHURL, p.Project.WebURL)
+}
+
+// Gitea's (and Forgejo's) push event
+// (https://docs.gitea.com/usage/webhooks): X-Gitea-Event push, ref, after,
+// and repository.clone_url, ssh_url and html_url. Deleting a branch is a
+// delete event, not a push.
+func parseGitea(event string, body []byte) (Push, error) {
+	var p struct {
+		Ref        string `json:"ref"`
+		After      string `json:"after"`
+		Repository *struct {
+			CloneURL string `json:"clone_url"`
+			SSHURL   string `json:"ssh_url"`
+			HTMLURL  string `json:"html_url"`
+		} `json:"repository"`
+	}
+	if err := decode(body, &p); err != nil {
+		return Push{}, err
+	}
+	if event != "push" {
+		return Push{}, errIgnore
+	}
+	if p.Repository == nil {
+		return Push{}, errors.New("payload has no repository")
+	}
+	r := p.Repository
+	return push(p.Ref, p.After, false, r.CloneURL, r.SSHURL, r.HTMLURL)
+}
+
+// Our own payload, for CI jobs and git servers' hooks:
+// {"repository": "https://git.example.com/org/app.git", "branch": "main"};
+// without a branch every automation on the repository runs.
+func parseGeneric(body []byte) (Push, error) {
+	var p struct {
+		Repository string `json:"repository"`
+		Branch     string `json:"branch"`
+	}
+	if err := decode(body, &p); err != nil {
+		return Push{}, err
+	}
+	if p.Repository == "" {
+		return Push{}, errors.New(`payload has no "repository"`)
+	}
+	if _, ok := RepositoryKey(p.Repository); !ok {
+		return Push{}, fmt.Errorf("repository %q is not a git URL", p.Repository)
+	}
+	return Push{URLs: []string{p.Repository}, Branch: strings.TrimPrefix(p.Branch, "refs/heads/")}, nil
+}
+
+// RepositoryKey names a repository the same way whichever URL reaches it:
+// the host, lower case, without user or port, then the path, lower case,
+// without a trailing .git or slashes. https://Git.example.com/Org/App.git,
+// ssh://git@git.example.com:2222/org/app and git@git.example.com:org/app
+// are one repository. Dropping the port and case can make two
+// repositories one key; a push then runs an automation that finds nothing
+// new, which costs one branch read, never a wrong commit: the push is a
+// trigger and the automation reads the branch itself.
+func RepositoryKey(raw string) (string, bool) {
+	raw = strings.TrimSpace(raw)
+	var host, path string
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
+		host, path = u.Hostname(), u.Path
+	} else if at, rest, ok := strings.Cut(raw, "@"); ok && !strings.Contains(at, "/") {
+		// scp-like: user@host:path
+		h, p, ok := strings.Cut(rest, ":")
+		if !ok {
+			return "", false
+		}
+		host, path = h, p
+	} else {
+		return "", false
+	}
+	path = strings.Trim(path, "/")
+	path = strings.TrimSuffix(path, ".git")
+	path = strings.Trim(path, "/")
+	if host == "" || path == "" {
+		return "", false
+	}
+	return strings.ToLower(host) + "/" + strings.ToLower(path), true
+}

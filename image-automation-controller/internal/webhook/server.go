@@ -1,0 +1,261 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/receiver"
+)
+
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations,verbs=patch
+
+// PathIndex indexes GitWebhooks by status.webhookPath.
+const PathIndex = ".status.webhookPath"
+
+// Options tune the receiver; zero values take the defaults.
+type Options struct {
+	// Addr is the address to listen on, e.g. :9293.
+	Addr string
+	// Rate, Burst and MaxBody are receiver.Options'.
+	Rate    rate.Limit
+	Burst   int
+	MaxBody int64
+	// Source is how automations' repositories are resolved (the
+	// controller's --no-cross-namespace-refs).
+	Source gitsource.Options
+	Log    logr.Logger
+}
+
+// Metrics of the receiver: the shared ones and the runs it requests.
+type Metrics struct {
+	*receiver.Metrics
+	RunRequests   *prometheus.CounterVec
+	RunStartDelay prometheus.Histogram
+}
+
+// NewMetrics makes the receiver's metrics (docs/metrics.md).
+func NewMetrics() *Metrics {
+	const ns, sub = "imagetoolkit", "automation"
+	return &Metrics{
+		Metrics: receiver.NewMetrics(sub),
+		RunRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "webhook_run_requests_total", Help: "Runs of ImageUpdateAutomations requested by git push webhooks, by type."},
+			[]string{"type"}),
+		RunStartDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name: "webhook_run_start_seconds", Help: "Time from a git push webhook call to the start of the automation run it requested.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}),
+	}
+}
+
+// Collectors returns the metrics to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	return append(m.Metrics.Collectors(), m.RunRequests, m.RunStartDelay)
+}
+
+// Server is the GitWebhook receiver: a receiver.Server serving the
+// GitWebhook kind, which requests automation runs.
+type Server struct {
+	*receiver.Server
+	client  client.Client
+	sources client.Reader
+	metrics *Metrics
+	opts    Options
+
+	requested *receiver.Requests
+}
+
+// New makes a receiver reading GitWebhooks and ImageUpdateAutomations
+// through c (a cached client with the index of SetupIndexes), and
+// Secrets and Flux GitRepositories through api, uncached, as the
+// automation reconciler reads them.
+func New(c client.Client, api client.Reader, m *Metrics, o Options) *Server {
+	s := &Server{client: c, sources: api, metrics: m, opts: o, requested: receiver.NewRequests()}
+	s.Server = receiver.New(s, api, m.Metrics, receiver.Options{
+		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
+	})
+	return s
+}
+
+// SetupIndexes registers the field index the receiver looks up by.
+func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
+	return mgr.GetFieldIndexer().IndexField(ctx, &imagev1.GitWebhook{}, PathIndex, func(o client.Object) []string {
+		if w, ok := o.(*imagev1.GitWebhook); ok && w.Status.WebhookPath != "" {
+			return []string{w.Status.WebhookPath}
+		}
+		return nil
+	})
+}
+
+// Find implements receiver.Kind: the GitWebhook at path.
+func (s *Server) Find(ctx context.Context, path string) (receiver.Hook, bool, error) {
+	var hooks imagev1.GitWebhookList
+	if err := s.client.List(ctx, &hooks, client.MatchingFields{PathIndex: path}); err != nil || len(hooks.Items) != 1 {
+		return receiver.Hook{}, false, err
+	}
+	wh := &hooks.Items[0]
+	return receiver.Hook{Key: types.NamespacedName{Namespace: wh.Namespace, Name: wh.Name},
+		Type: wh.Spec.Type, Secret: wh.Spec.SecretRef.Name, Suspend: wh.Spec.Suspend, Object: wh}, true, nil
+}
+
+// SecretKeys implements receiver.Kind: every type needs the token alone.
+func (s *Server) SecretKeys(string) []string { return []string{receiver.TokenKey} }
+
+// Verify implements receiver.Kind.
+func (s *Server) Verify(_ context.Context, c *receiver.Call, secret map[string][]byte) error {
+	return verify(c.Hook.Type, c.Header, c.Body, secret[receiver.TokenKey])
+}
+
+// Accept implements receiver.Kind: the automations the push is about are
+// found and asked to run after the answer.
+func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
+	p, err := parse(c.Hook.Type, c.Header, c.Body)
+	if errors.Is(err, errIgnore) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	wh := c.Hook.Object.(*imagev1.GitWebhook)
+	sel := labels.Everything()
+	if wh.Spec.AutomationSelector != nil {
+		if sel, err = metav1.LabelSelectorAsSelector(wh.Spec.AutomationSelector); err != nil {
+			// The reconciler clears the path of such a webhook; until it
+			// has, refuse as not ready rather than guess.
+			return nil, &receiver.Refusal{Status: http.StatusServiceUnavailable, Reason: receiver.ReasonSecret, Msg: "webhook not ready"}
+		}
+	}
+	key, typ, received := c.Hook.Key, c.Hook.Type, c.Received
+	return func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		autos, err := s.match(ctx, key.Namespace, sel, p)
+		if err != nil {
+			s.opts.Log.Error(err, "finding the ImageUpdateAutomations of a push", "webhook", key.String())
+			return
+		}
+		for _, a := range autos {
+			s.request(ctx, a, typ, received)
+		}
+	}, nil
+}
+
+// match returns the automations of the namespace, chosen by the selector,
+// whose repository the push names and whose checkout branch it moved.
+// Each automation's repository is resolved as its reconciler resolves it
+// (spec.git.repository, or the Flux GitRepository of spec.sourceRef, read
+// once per call however many automations share it); one that does not
+// resolve is skipped, its own status says why.
+func (s *Server) match(ctx context.Context, namespace string, sel labels.Selector, p Push) ([]types.NamespacedName, error) {
+	want := map[string]bool{}
+	for _, u := range p.URLs {
+		if k, ok := RepositoryKey(u); ok {
+			want[k] = true
+		}
+	}
+	var list imagev1.ImageUpdateAutomationList
+	if err := s.client.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	reader := &onceReader{Reader: s.sources, got: map[onceKey]client.Object{}}
+	var out []types.NamespacedName
+	for i := range list.Items {
+		a := &list.Items[i]
+		if a.Spec.Suspend {
+			continue
+		}
+		src, err := gitsource.Resolve(ctx, reader, a, s.opts.Source)
+		if err != nil {
+			continue
+		}
+		k, ok := RepositoryKey(src.Repository.URL)
+		if !ok || !want[k] || !gitsource.BranchOnly(src.Ref) {
+			continue
+		}
+		if p.Branch != "" && p.Branch != src.Ref.Branch {
+			continue
+		}
+		out = append(out, types.NamespacedName{Namespace: a.Namespace, Name: a.Name})
+	}
+	return out, nil
+}
+
+// request asks the automation to run now.
+func (s *Server) request(ctx context.Context, a types.NamespacedName, typ string, received time.Time) {
+	value := time.Now().UTC().Format(time.RFC3339Nano)
+	s.requested.Add(a, value, received)
+	if err := receiver.RequestReconcile(ctx, s.client, &imagev1.ImageUpdateAutomation{}, a, value); err != nil {
+		if !apierrors.IsNotFound(err) {
+			s.opts.Log.Error(err, "requesting a run", "imageupdateautomation", a.String())
+		}
+		return
+	}
+	s.metrics.RunRequests.WithLabelValues(typ).Inc()
+	s.opts.Log.V(1).Info("run requested by git push webhook", "imageupdateautomation", a.String(), "type", typ)
+}
+
+// RunStarted is told by the automation reconciler that it handles the
+// reconcile request value on namespace/name; a request of ours is
+// observed as webhook → run start latency.
+func (s *Server) RunStarted(namespace, name, value string) {
+	if first, ok := s.requested.Take(types.NamespacedName{Namespace: namespace, Name: name}, value); ok {
+		s.metrics.RunStartDelay.Observe(time.Since(first).Seconds())
+	}
+}
+
+// onceReader reads each object once: the automations of a namespace
+// commonly share one GitRepository.
+type onceReader struct {
+	client.Reader
+	got map[onceKey]client.Object
+}
+
+type onceKey struct {
+	gvk string
+	key client.ObjectKey
+}
+
+func (r *onceReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	k := onceKey{obj.GetObjectKind().GroupVersionKind().String(), key}
+	if o, ok := r.got[k]; ok {
+		if o == nil {
+			return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+		}
+		return copyInto(o, obj)
+	}
+	if err := r.Reader.Get(ctx, key, obj, opts...); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.got[k] = nil
+		}
+		return err
+	}
+	r.got[k] = obj.DeepCopyObject().(client.Object)
+	return nil
+}
+
+// copyInto copies a stored object into obj, of the same type.
+func copyInto(stored, obj client.Object) error {
+	dst := reflect.ValueOf(obj)
+	src := reflect.ValueOf(stored.DeepCopyObject())
+	if dst.Type() != src.Type() || dst.Kind() != reflect.Pointer {
+		return fmt.Errorf("reading %T into %T", stored, obj)
+	}
+	dst.Elem().Set(src.Elem())
+	return nil
+}
