@@ -182,13 +182,14 @@ func TestTemplateDefaults(t *testing.T) {
 					t.Errorf("%d %s by default", n, kind)
 				}
 			}
-			// The reflector's webhook receiver listens and has a ClusterIP Service by default.
-			if c == "image-reflector-controller" {
+			// The reflector's and the automation controller's webhook
+			// receivers listen and have a ClusterIP Service by default.
+			if port, ok := map[string]string{"image-reflector-controller": "9292", "image-automation-controller": "9293"}[c]; ok {
 				hs := named(t, objs, "Service", c+"-webhook")
 				if s := toJSON(t, hs.Object["spec"]); !strings.Contains(s, `"type":"ClusterIP"`) || !strings.Contains(s, `"port":80`) {
 					t.Errorf("webhook Service spec = %s", s)
 				}
-				if !hasArg(args(t, w), "--webhook-bind-address=:9292") {
+				if !hasArg(args(t, w), "--webhook-bind-address=:"+port) {
 					t.Errorf("args = %v", args(t, w))
 				}
 			}
@@ -266,26 +267,9 @@ func TestTemplateAllOptions(t *testing.T) {
 				if st, _, _ := unstructured.NestedString(w.Object, "spec", "strategy", "type"); st != "Recreate" {
 					t.Errorf("strategy %q with a ReadWriteOnce claim", st)
 				}
-				// The webhook receiver: flag, container port, Service, Ingress on /hook/.
-				if !hasArg(a, "--webhook-bind-address=:9393") {
-					t.Errorf("args %v lack the webhook address", a)
-				}
-				if p := toJSON(t, container(t, w)["ports"]); !strings.Contains(p, `{"containerPort":9393,"name":"http-webhook","protocol":"TCP"}`) {
-					t.Errorf("container ports = %s", p)
-				}
-				hs := named(t, objs, "Service", c+"-webhook")
-				if s := toJSON(t, hs.Object["spec"]); !strings.Contains(s, `"type":"LoadBalancer"`) || !strings.Contains(s, `"port":8443`) || !strings.Contains(s, `"targetPort":"http-webhook"`) {
-					t.Errorf("webhook Service spec = %s", s)
-				}
-				ing := one(t, objs, "Ingress")
-				if s := toJSON(t, ing.Object["spec"]); !strings.Contains(s, `"ingressClassName":"nginx"`) || !strings.Contains(s, `"host":"hooks.example.com"`) ||
-					!strings.Contains(s, `"path":"/hook/"`) || !strings.Contains(s, `"secretName":"hooks-tls"`) || !strings.Contains(s, `"name":"`+c+`-webhook"`) {
-					t.Errorf("Ingress spec = %s", s)
-				}
-				if ing.GetAnnotations()["nginx.ingress.kubernetes.io/proxy-body-size"] != "1m" {
-					t.Errorf("Ingress annotations = %v", ing.GetAnnotations())
-				}
+				allWebhookValues(t, c, objs, w, a)
 			case "image-automation-controller":
+				allWebhookValues(t, c, objs, w, a)
 				if !hasArg(a, "--no-cross-namespace-refs=false") {
 					t.Errorf("args %v", a)
 				}
@@ -510,4 +494,28 @@ func toJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// allWebhookValues checks the webhook receiver's values of the all-options
+// files: flag, container port, Service, Ingress on /hook/.
+func allWebhookValues(t *testing.T, c string, objs []*unstructured.Unstructured, w *unstructured.Unstructured, a []string) {
+	t.Helper()
+	if !hasArg(a, "--webhook-bind-address=:9393") {
+		t.Errorf("args %v lack the webhook address", a)
+	}
+	if p := toJSON(t, container(t, w)["ports"]); !strings.Contains(p, `{"containerPort":9393,"name":"http-webhook","protocol":"TCP"}`) {
+		t.Errorf("container ports = %s", p)
+	}
+	hs := named(t, objs, "Service", c+"-webhook")
+	if s := toJSON(t, hs.Object["spec"]); !strings.Contains(s, `"type":"LoadBalancer"`) || !strings.Contains(s, `"port":8443`) || !strings.Contains(s, `"targetPort":"http-webhook"`) {
+		t.Errorf("webhook Service spec = %s", s)
+	}
+	ing := one(t, objs, "Ingress")
+	if s := toJSON(t, ing.Object["spec"]); !strings.Contains(s, `"ingressClassName":"nginx"`) || !strings.Contains(s, `"host":"hooks.example.com"`) ||
+		!strings.Contains(s, `"path":"/hook/"`) || !strings.Contains(s, `"secretName":"hooks-tls"`) || !strings.Contains(s, `"name":"`+c+`-webhook"`) {
+		t.Errorf("Ingress spec = %s", s)
+	}
+	if ing.GetAnnotations()["nginx.ingress.kubernetes.io/proxy-body-size"] != "1m" {
+		t.Errorf("Ingress annotations = %v", ing.GetAnnotations())
+	}
 }

@@ -98,7 +98,7 @@ type Process struct {
 	Name        string
 	MetricsAddr string
 	ProbeAddr   string
-	// WebhookAddr is the reflector's free webhook address localenv chose,
+	// WebhookAddr is the free webhook address localenv chose (reflector and automation controller),
 	// when the arguments gave none.
 	WebhookAddr string
 	LogPath     string
