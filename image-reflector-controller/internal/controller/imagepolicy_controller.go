@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +57,43 @@ type ImagePolicyReconciler struct {
 	Metrics   *metrics.Recorder
 	Registry  *registry.Client
 	Store     *store.Store
+	// Clock is the time minimum ages are measured at; time.Now when nil.
+	// Tests move it where waiting would be slow.
+	Clock func() time.Time
+
+	// Build times looked up lately, by store object and tag: policies of
+	// one repository evaluated at once look a new tag up once (the flight),
+	// and one that read the store before another saved finds it here.
+	buildFlight singleflight.Group
+	builtMu     sync.Mutex
+	built       map[string]time.Time
+}
+
+// maxRecentBuilt bounds the recent build times kept in memory; the store
+// has them all.
+const maxRecentBuilt = 10000
+
+func (r *ImagePolicyReconciler) recentBuilt(key string) (time.Time, bool) {
+	r.builtMu.Lock()
+	defer r.builtMu.Unlock()
+	t, ok := r.built[key]
+	return t, ok
+}
+
+func (r *ImagePolicyReconciler) rememberBuilt(key string, t time.Time) {
+	r.builtMu.Lock()
+	defer r.builtMu.Unlock()
+	if r.built == nil || len(r.built) >= maxRecentBuilt {
+		r.built = map[string]time.Time{}
+	}
+	r.built[key] = t
+}
+
+func (r *ImagePolicyReconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
 }
 
 // SetupWithManager registers the reconciler and its watch of repositories.
@@ -137,9 +178,10 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
 		obj.Status.SetLastHandledReconcileRequest(v)
 	}
+	specChanged := obj.Status.ObservedGeneration != obj.Generation
 	obj.Status.ObservedGeneration = obj.Generation
 
-	latest, requeue, err := r.choose(ctx, obj)
+	latest, requeue, err := r.choose(ctx, obj, specChanged)
 	var f *conditions.Failure
 	switch {
 	case errors.As(err, &f):
@@ -162,20 +204,36 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		now := metav1.NowMicro()
 		obj.Status.LatestRefTime = &now
 	}
-	conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
+	if pr := obj.Status.PendingRef; pr != nil {
+		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s; %s follows at %s (minimumAge)",
+			latest.Name, latest.Tag, pr.Tag, pr.EligibleAt.UTC().Format(time.RFC3339))
+	} else {
+		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
+	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // choose picks the latest image for the policy, and says when to look
 // again. What stops it is a *conditions.Failure. Once it has the tags, it
-// records how they were evaluated in status.lastSelection.
-func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePolicy) (imagev1.ImageRef, time.Duration, error) {
+// records how they were evaluated in status.lastSelection, and the tag a
+// minimum age holds back in status.pendingRef. specChanged says the spec
+// is not the one the status was made for (a reflected digest may belong to
+// another platform).
+func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePolicy, specChanged bool) (imagev1.ImageRef, time.Duration, error) {
 	var none imagev1.ImageRef
+	obj.Status.PendingRef = nil
 	sel, err := policy.New(obj.Spec.Policy, obj.Spec.FilterTags)
 	if err != nil {
 		// A breakdown by rules that no longer stand would mislead.
 		obj.Status.LastSelection = nil
 		return none, 0, conditions.Stall(imagev1.InvalidPolicyReason, err)
+	}
+	var platform *v1.Platform
+	if obj.Spec.Platform != "" {
+		if platform, err = v1.ParsePlatform(obj.Spec.Platform); err != nil || platform.OS == "" || platform.Architecture == "" {
+			obj.Status.LastSelection = nil
+			return none, 0, conditions.Stallf(imagev1.InvalidPolicyReason, "spec.platform %q is not os/architecture[/variant]", obj.Spec.Platform)
+		}
 	}
 
 	repoKey := repositoryKey(obj)
@@ -204,37 +262,187 @@ func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePo
 		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "no stored tags for ImageRepository %s yet", repoKey).After(dependencyRetry)
 	}
 
+	prev := obj.Status.LatestRef
+	opts := policy.Options{Now: r.now(), Top: imagev1.MaxTopCandidates}
+	if m := obj.Spec.MinimumAge; m != nil {
+		opts.MinimumAge, opts.Source = m.Duration.Duration, m.Source
+	}
+	if prev != nil && prev.Name == repo.Spec.Image {
+		opts.Keep = prev.Tag
+	}
+	times := &storeTimes{r: r, repo: repo, entry: entry, platform: platform}
+	opts.Times = times
+	res, err := sel.Evaluate(ctx, entry.Tags, opts)
+	times.save(ctx, repoKey.String())
+
 	// The breakdown is recorded whether or not a tag is chosen: "why not"
 	// is the question it answers most.
-	explained := sel.Explain(entry.Tags, imagev1.MaxTopCandidates)
+	explained := res.Selection
 	explained.ScanRevision = entry.Revision
 	obj.Status.LastSelection = &explained
-	tag := explained.Selected()
-	if explained.Kept == 0 {
-		return none, 0, conditions.Retry(imagev1.NoMatchingTagReason, &policy.NoMatchError{Considered: explained.Considered,
-			Filtered: explained.Filtered, Dropped: explained.Unparsable + explained.OutOfRange})
+	requeue := time.Duration(0)
+	if res.Pending != nil {
+		obj.Status.PendingRef = &imagev1.PendingRef{Tag: res.Pending.Tag, EligibleAt: metav1.NewTime(res.Pending.EligibleAt)}
+		// Evaluated again when the pending tag is old enough, without a
+		// scan. The store keeps whole seconds: a second more is sure to
+		// find it eligible.
+		requeue = res.Pending.EligibleAt.Sub(opts.Now).Truncate(time.Second) + time.Second
 	}
+	var noMatch *policy.NoMatchError
+	var tooNew *policy.TooNewError
+	var lookup *policy.LookupError
+	var notFound *registry.PlatformNotFoundError
+	switch {
+	case errors.As(err, &noMatch):
+		return none, 0, conditions.Retry(imagev1.NoMatchingTagReason, err)
+	case errors.As(err, &tooNew):
+		return none, 0, conditions.Retry(imagev1.MinimumAgeNotReachedReason, err).After(requeue)
+	case errors.As(err, &notFound):
+		// A new tag or a new scan may bring the platform; they trigger
+		// an evaluation, so no timer.
+		return none, 0, conditions.Retry(imagev1.PlatformNotFoundReason, err)
+	case errors.As(err, &lookup):
+		return none, 0, conditions.Retry(imagev1.BuildTimeLookupFailedReason, err).After(dependencyRetry)
+	case err != nil:
+		return none, 0, err
+	}
+	tag := explained.Selected()
 
 	latest := imagev1.ImageRef{Name: repo.Spec.Image, Tag: tag}
-	prev := obj.Status.LatestRef
-	requeue := time.Duration(0)
 	switch obj.Spec.DigestReflectionPolicy {
 	case imagev1.ReflectAlways:
-		requeue = obj.Spec.Interval.Duration
+		requeue = minPositive(requeue, obj.Spec.Interval.Duration)
 		fallthrough
 	case imagev1.ReflectIfNotPresent:
-		if obj.Spec.DigestReflectionPolicy == imagev1.ReflectIfNotPresent && prev != nil &&
+		if obj.Spec.DigestReflectionPolicy == imagev1.ReflectIfNotPresent && prev != nil && !specChanged &&
 			prev.Name == latest.Name && prev.Tag == tag && prev.Digest != "" {
 			latest.Digest = prev.Digest
 			break
 		}
-		digest, err := r.digest(ctx, repo, tag)
+		digest, err := r.digest(ctx, repo, tag, platform)
+		if errors.As(err, &notFound) {
+			return none, 0, conditions.Retry(imagev1.PlatformNotFoundReason, err)
+		}
 		if err != nil {
 			return none, 0, conditions.Retry(imagev1.DigestLookupFailedReason, err).After(dependencyRetry)
 		}
 		latest.Digest = digest
 	}
 	return latest, requeue, nil
+}
+
+// minPositive is the lesser of two durations, ignoring zeros (no timer).
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+// storeTimes gives an evaluation the tag times of the store, and looks up
+// build times the store does not have yet in the registry, to be saved
+// after the evaluation.
+type storeTimes struct {
+	r        *ImagePolicyReconciler
+	repo     *imagev1.ImageRepository
+	entry    store.Entry
+	platform *v1.Platform
+
+	access  *access
+	fetched map[string]time.Time
+}
+
+// index finds a tag in the entry; scans store tags sorted.
+func (s *storeTimes) index(tag string) (int, bool) {
+	i, ok := slices.BinarySearch(s.entry.Tags, tag)
+	if !ok || i >= len(s.entry.Times) {
+		return 0, false
+	}
+	return i, true
+}
+
+func (s *storeTimes) Seen(tag string) (time.Time, bool) {
+	i, ok := s.index(tag)
+	if !ok || s.entry.Times[i].Seen.IsZero() {
+		return time.Time{}, false
+	}
+	return s.entry.Times[i].Seen, true
+}
+
+// noBuildTime is stored for an image whose config has no build time, so
+// that it is not asked again; policy.Evaluate ignores a time that early.
+var noBuildTime = time.Unix(0, 0).UTC()
+
+func (s *storeTimes) Created(ctx context.Context, tag string) (time.Time, bool, error) {
+	if i, ok := s.index(tag); ok && !s.entry.Times[i].Created.IsZero() {
+		return s.entry.Times[i].Created, true, nil
+	}
+	key := s.entry.Object + "\x00" + tag
+	if t, ok := s.r.recentBuilt(key); ok {
+		return t, true, nil
+	}
+	if s.access == nil {
+		ref, err := parseImage(s.repo)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		if s.access, err = resolveAccess(ctx, s.r.APIReader, s.repo, ref); err != nil {
+			return time.Time{}, false, err
+		}
+	}
+	a := s.access
+	v, err, _ := s.r.buildFlight.Do(key, func() (any, error) {
+		// Its own deadline: a policy that gives up must not fail the
+		// others waiting on the same lookup.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), repositoryTimeout(s.repo))
+		defer cancel()
+		t, err := s.r.Registry.Created(ctx, a.repo.Tag(tag), s.platform, a.opts)
+		if err != nil {
+			return nil, err
+		}
+		if t.IsZero() {
+			t = noBuildTime
+		}
+		t = t.UTC()
+		s.r.rememberBuilt(key, t)
+		return t, nil
+	})
+	if err != nil {
+		var nf *registry.PlatformNotFoundError
+		if errors.As(err, &nf) {
+			return time.Time{}, false, err
+		}
+		return time.Time{}, false, errors.New(events.Redact(err.Error(), a.secrets...))
+	}
+	t := v.(time.Time)
+	if s.fetched == nil {
+		s.fetched = map[string]time.Time{}
+	}
+	s.fetched[tag] = t
+	return t, true, nil
+}
+
+// save stores the build times looked up, also after a failed evaluation:
+// what was paid for is not asked again.
+func (s *storeTimes) save(ctx context.Context, object string) {
+	if s.access != nil {
+		if tr, ok := s.access.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
+			tr.CloseIdleConnections()
+		}
+	}
+	if len(s.fetched) == 0 {
+		return
+	}
+	if err := s.r.Store.SetCreated(object, s.fetched); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "storing build times", "count", len(s.fetched))
+	}
+}
+
+func repositoryTimeout(repo *imagev1.ImageRepository) time.Duration {
+	if repo.Spec.Timeout != nil {
+		return repo.Spec.Timeout.Duration
+	}
+	return repo.Spec.Interval.Duration
 }
 
 // allowed reports whether the repository's accessFrom selects namespace.
@@ -254,8 +462,10 @@ func (r *ImagePolicyReconciler) allowed(ctx context.Context, repo *imagev1.Image
 	return false, nil
 }
 
-// digest looks up the digest of repo:tag with the repository's credentials.
-func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageRepository, tag string) (string, error) {
+// digest looks up the digest of repo:tag with the repository's credentials:
+// of the manifest the tag points to, or with a platform, of that
+// platform's manifest in it.
+func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageRepository, tag string, platform *v1.Platform) (string, error) {
 	ref, err := parseImage(repo)
 	if err != nil {
 		return "", err
@@ -267,13 +477,18 @@ func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageR
 	if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
 		defer tr.CloseIdleConnections()
 	}
-	timeout := repo.Spec.Interval.Duration
-	if repo.Spec.Timeout != nil {
-		timeout = repo.Spec.Timeout.Duration
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, repositoryTimeout(repo))
 	defer cancel()
-	d, err := r.Registry.Digest(ctx, ref.Tag(tag), a.opts)
+	var d string
+	if platform != nil {
+		d, err = r.Registry.PlatformDigest(ctx, ref.Tag(tag), *platform, a.opts)
+		var nf *registry.PlatformNotFoundError
+		if errors.As(err, &nf) {
+			return "", err
+		}
+	} else {
+		d, err = r.Registry.Digest(ctx, ref.Tag(tag), a.opts)
+	}
 	if err != nil {
 		return "", errors.New(events.Redact(err.Error(), a.secrets...))
 	}

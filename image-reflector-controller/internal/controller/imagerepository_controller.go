@@ -49,6 +49,10 @@ type ImageRepositoryReconciler struct {
 	// RequestHandled, when set, is told of each reconcile request handled
 	// (the webhook receiver measures its latency to scan start with it).
 	RequestHandled func(namespace, name, value string)
+	// Clock dates scans, and so the first sighting of each tag that
+	// minimum ages count from; time.Now when nil. Tests share one with the
+	// ImagePolicyReconciler to pass days in a moment.
+	Clock func() time.Time
 
 	inflight singleflight.Group
 	fresh    freshScans
@@ -142,8 +146,8 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	// Up to date: nothing changed and the interval has not passed.
 	if h, err := r.Store.Header(object); err == nil && h.Key == a.key && !requested &&
 		obj.Status.ObservedGeneration == obj.Generation && obj.Status.LastScanResult != nil &&
-		conditions.IsReady(obj) && time.Since(h.ScanTime) < interval {
-		return ctrl.Result{RequeueAfter: interval - time.Since(h.ScanTime)}, nil
+		conditions.IsReady(obj) && r.since(h.ScanTime) < interval {
+		return ctrl.Result{RequeueAfter: interval - r.since(h.ScanTime)}, nil
 	}
 
 	// A reconcile request asks for a scan now, not a neighbour's recent one.
@@ -178,7 +182,7 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	obj.Status.ObservedExclusionList = append([]string(nil), obj.Spec.ExclusionList...)
 	obj.Status.ObservedGeneration = obj.Generation
 	conditions.MarkReady(obj, conditions.SucceededReason, "successful scan: found %d tags", len(entry.Tags))
-	return ctrl.Result{RequeueAfter: interval - time.Since(entry.ScanTime)}, nil
+	return ctrl.Result{RequeueAfter: interval - r.since(entry.ScanTime)}, nil
 }
 
 // scan lists the repository's tags, or takes them from a repository with
@@ -201,7 +205,7 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 	// scan. The scan runs on its own deadline: one caller's cancellation
 	// must not fail the others waiting on it.
 	flight := func() (any, error) {
-		if f, ok := r.fresh.get(a.key); ok && !now && time.Since(f.at) < interval {
+		if f, ok := r.fresh.get(a.key); ok && !now && r.since(f.at) < interval {
 			if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
 				return outcome{e, f.object != object}, nil
 			}
@@ -218,7 +222,7 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 			return nil, err
 		}
 		sorted, excluded := filterTags(tags, exclude)
-		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: time.Now().UTC(),
+		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: r.now().UTC(),
 			Excluded: excluded, Tags: sorted}
 		if err := r.Store.Put(e); err != nil {
 			return nil, err
@@ -244,6 +248,15 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 	}
 	return e, o.reused || joined, nil
 }
+
+func (r *ImageRepositoryReconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
+}
+
+func (r *ImageRepositoryReconciler) since(t time.Time) time.Duration { return r.now().Sub(t) }
 
 // retryAfter spaces retries of a failing repository: 5s, doubling, capped
 // at the interval; the count resets on success.
