@@ -160,10 +160,12 @@ type policyExplanation struct {
 	SelectionIsCurrent bool              `json:"selectionIsCurrent"`
 	LatestRef          *imagev1.ImageRef `json:"latestRef,omitempty"`
 	LatestRefTime      *metav1.MicroTime `json:"latestRefTime,omitempty"`
-	PreviousRef        *imagev1.ImageRef `json:"previousRef,omitempty"`
-	Ready              *metav1.Condition `json:"ready,omitempty"`
-	choice             imagev1.ImagePolicyChoice
-	filter             *imagev1.TagFilter
+	// PendingRef is the tag a minimum age holds back (status.pendingRef).
+	PendingRef  *imagev1.PendingRef `json:"pendingRef,omitempty"`
+	PreviousRef *imagev1.ImageRef   `json:"previousRef,omitempty"`
+	Ready       *metav1.Condition   `json:"ready,omitempty"`
+	choice      imagev1.ImagePolicyChoice
+	filter      *imagev1.TagFilter
 }
 
 type repositoryFacts struct {
@@ -189,6 +191,7 @@ func explainPolicy(ctx context.Context, c client.Client, key types.NamespacedNam
 		LastSelection: p.Status.LastSelection,
 		LatestRef:     p.Status.LatestRef,
 		LatestRefTime: p.Status.LatestRefTime,
+		PendingRef:    p.Status.PendingRef,
 		PreviousRef:   p.Status.ObservedPreviousRef,
 		Ready:         apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition),
 		choice:        p.Spec.Policy,
@@ -249,6 +252,9 @@ func (e *policyExplanation) text(w io.Writer) {
 			shortRevision(s.ScanRevision), shortRevision(r.LastScanResult.Revision))
 		writeSelection(w, "  ", s, e.choice, e.filter)
 	}
+	if pr := e.PendingRef; pr != nil {
+		fmt.Fprintf(w, "Pending:\t%s, old enough at %s (minimumAge)\n", pr.Tag, formatTime(pr.EligibleAt.Time))
+	}
 	if e.LatestRef == nil {
 		fmt.Fprintf(w, "Latest image:\tnone chosen yet\n")
 	} else {
@@ -275,6 +281,8 @@ func describeRules(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) 
 		s = "alphabetical " + orText(choice.Alphabetical.Order, "asc")
 	case choice.Numerical != nil:
 		s = "numerical " + orText(choice.Numerical.Order, "asc")
+	case choice.NewestBuild != nil:
+		s = fmt.Sprintf("newest build, of the %d candidates most recently first seen", max(choice.NewestBuild.MaxCandidates, 1))
 	default:
 		s = "none"
 	}
@@ -302,13 +310,22 @@ func writeSelection(w io.Writer, indent string, s *imagev1.TagSelection, choice 
 	case choice.Numerical != nil:
 		fmt.Fprintf(w, "%sNot a number:\t%d\n", indent, s.Unparsable)
 	}
+	if s.BeyondLimit > 0 {
+		fmt.Fprintf(w, "%sBeyond limit:\t%d first seen before the newest maxCandidates\n", indent, s.BeyondLimit)
+	}
 	fmt.Fprintf(w, "%sKept:\t%d\n", indent, s.Kept)
+	if s.TooNew > 0 {
+		fmt.Fprintf(w, "%sToo new:\t%d ranking higher, younger than the minimum age\n", indent, s.TooNew)
+	}
 	if len(s.TopCandidates) > 0 {
 		fmt.Fprintf(w, "%sBest first:\t%s\n", indent, strings.Join(s.TopCandidates, ", "))
 	}
-	if sel := s.Selected(); sel != "" {
+	switch sel := s.Selected(); {
+	case sel != "":
 		fmt.Fprintf(w, "%sSelected:\t%s\n", indent, sel)
-	} else {
+	case s.Kept > 0 && s.TooNew > 0:
+		fmt.Fprintf(w, "%sSelected:\tnothing yet: no tag is old enough\n", indent)
+	default:
 		fmt.Fprintf(w, "%sSelected:\tnothing: no tag is left\n", indent)
 	}
 }

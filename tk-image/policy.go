@@ -82,6 +82,14 @@ type evalOptions struct {
 	image, dockerConfig string
 	timeout             time.Duration
 	explain             bool
+
+	// Time: a minimum age, newest build, and the tag times they need.
+	minimumAge    time.Duration
+	ageSource     string
+	newestBuild   bool
+	maxCandidates int
+	tagTimes      string
+	now           string
 }
 
 func newPolicyEvalCommand() *cobra.Command {
@@ -94,11 +102,26 @@ a live repository with --image, with the same code the image-reflector-controlle
 runs. Prints the selected tag; exits 1 when no tag is selected, 2 for an invalid
 policy or arguments. With --explain, prints instead what the filter and the
 policy dropped, the best candidates and the selection, as the controller records
-them in an ImagePolicy's status.lastSelection.`,
+them in an ImagePolicy's status.lastSelection.
+
+--minimum-age (spec.minimumAge) and --newest-build (spec.policy.newestBuild) need
+the tags' times, from --tag-times FILE: one tag a line, then when it was first
+seen and optionally when it was built, RFC 3339 ("-" for unknown); blank lines
+and lines starting with # are skipped:
+
+  # tag   first seen            built
+  1.4.0   2026-11-20T08:00:00Z  2026-11-20T07:42:10Z
+  1.5.0   2026-11-23T09:30:00Z  -
+
+The file's tags are the tags evaluated, unless --image lists them (a listed tag
+the file does not date is never old enough). When no tag is old enough, the
+tag that will be first and when are printed on stderr, exit 1.`,
 		Example: `  crane ls ghcr.io/stefanprodan/podinfo | tk-image policy eval --semver '>=6.0.0 <7.0.0'
   tk-image policy eval --numerical asc --filter-pattern '^main-[a-f0-9]+-(?P<ts>[0-9]+)$' --filter-extract '$ts' < tags.txt
   tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver 6.x
-  tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver '>=7.0.0' --explain`,
+  tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver '>=7.0.0' --explain
+  tk-image policy eval --semver 1.x --minimum-age 72h --tag-times times.txt --explain
+  tk-image policy eval --newest-build --minimum-age 24h --age-source created --tag-times times.txt`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
@@ -110,28 +133,63 @@ them in an ImagePolicy's status.lastSelection.`,
 	f.StringVar(&o.dockerConfig, "docker-config", "", "directory of a Docker config.json with credentials for --image (default: anonymous)")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout for listing --image")
 	f.BoolVar(&o.explain, "explain", false, "also print what the filter and the policy dropped and the best candidates, as ImagePolicy status.lastSelection records them")
+	f.DurationVar(&o.minimumAge, "minimum-age", 0, "only tags at least this old are candidates (spec.minimumAge.duration); needs --tag-times")
+	f.StringVar(&o.ageSource, "age-source", string(imagev1.AgeSeen), "what a tag's age counts from: seen or created (spec.minimumAge.source)")
+	f.BoolVar(&o.newestBuild, "newest-build", false, "order tags by build time, newest first (spec.policy.newestBuild); needs --tag-times")
+	f.IntVar(&o.maxCandidates, "max-candidates", imagev1.DefaultMaxCandidates, "with --newest-build, order only the candidates most recently first seen")
+	f.StringVar(&o.tagTimes, "tag-times", "", "file of tags with when each was first seen and built (see above)")
+	f.StringVar(&o.now, "now", "", "measure ages at this RFC 3339 time instead of now")
+	_ = cmd.RegisterFlagCompletionFunc("age-source", cobra.FixedCompletions([]string{"seen", "created"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	choice, filter, set := o.rules()
+	if o.newestBuild {
+		set++
+		choice.NewestBuild = &imagev1.NewestBuildPolicy{MaxCandidates: o.maxCandidates}
+	}
 	if set != 1 {
-		return usageError{errors.New("give exactly one of --semver, --alphabetical or --numerical")}
+		return usageError{errors.New("give exactly one of --semver, --alphabetical, --numerical or --newest-build")}
 	}
 	if o.dockerConfig != "" && o.image == "" {
 		return usageError{errors.New("--docker-config needs --image")}
+	}
+	source := imagev1.AgeSource(o.ageSource)
+	if source != imagev1.AgeSeen && source != imagev1.AgeCreated {
+		return usageError{fmt.Errorf("--age-source must be seen or created, got %q", o.ageSource)}
+	}
+	if o.minimumAge < 0 {
+		return usageError{errors.New("--minimum-age cannot be negative")}
+	}
+	if (o.minimumAge > 0 || o.newestBuild) && o.tagTimes == "" {
+		return usageError{errors.New("--minimum-age and --newest-build need --tag-times")}
+	}
+	now := time.Now()
+	if o.now != "" {
+		var err error
+		if now, err = time.Parse(time.RFC3339, o.now); err != nil {
+			return usageError{fmt.Errorf("--now: %w", err)}
+		}
 	}
 	p, err := policy.New(choice, filter)
 	if err != nil {
 		return usageError{err}
 	}
 
+	var times fileTimes
 	var tags []string
-	if o.image != "" {
+	if o.tagTimes != "" {
+		if tags, times, err = readTagTimes(o.tagTimes); err != nil {
+			return usageError{fmt.Errorf("--tag-times: %w", err)}
+		}
+	}
+	switch {
+	case o.image != "":
 		if tags, err = o.listTags(ctx); err != nil {
 			return err
 		}
-	} else {
+	case o.tagTimes == "":
 		sc := bufio.NewScanner(stdin)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
@@ -143,11 +201,17 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 			return fmt.Errorf("reading tags: %w", err)
 		}
 	}
-	tag, err := p.Select(tags)
+	opts := policy.Options{MinimumAge: o.minimumAge, Source: source, Now: now, Top: imagev1.MaxTopCandidates}
+	if times != nil {
+		opts.Times = times
+	}
+	res, err := p.Evaluate(ctx, tags, opts)
 	if o.explain {
-		e := p.Explain(tags, imagev1.MaxTopCandidates)
 		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-		writeSelection(tw, "", &e, choice, filter)
+		writeSelection(tw, "", &res.Selection, choice, filter)
+		if res.Pending != nil {
+			fmt.Fprintf(tw, "Pending:\t%s at %s (minimum age %s)\n", res.Pending.Tag, res.Pending.EligibleAt.UTC().Format(time.RFC3339), o.minimumAge)
+		}
 		if ferr := tw.Flush(); ferr != nil || err != nil {
 			return errors.Join(err, ferr)
 		}
@@ -156,8 +220,63 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, tag)
+	_, err = fmt.Fprintln(stdout, res.Selection.Selected())
 	return err
+}
+
+// fileTimes are the tag times of a --tag-times file.
+type fileTimes map[string]tagTime
+
+type tagTime struct{ seen, created time.Time }
+
+func (f fileTimes) Seen(tag string) (time.Time, bool) {
+	t := f[tag].seen
+	return t, !t.IsZero()
+}
+
+func (f fileTimes) Created(_ context.Context, tag string) (time.Time, bool, error) {
+	t := f[tag].created
+	return t, !t.IsZero(), nil
+}
+
+// readTagTimes reads a --tag-times file: "TAG SEEN [CREATED]" a line, RFC
+// 3339 times or "-"; blank lines and # comments skipped. It returns the
+// tags in file order.
+func readTagTimes(path string) ([]string, fileTimes, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	var tags []string
+	times := fileTimes{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 || len(fields) > 3 {
+			return nil, nil, fmt.Errorf("line %d: want TAG SEEN [CREATED], got %q", n, line)
+		}
+		var tt tagTime
+		for i, dst := range []*time.Time{&tt.seen, &tt.created} {
+			if i+1 >= len(fields) || fields[i+1] == "-" {
+				continue
+			}
+			if *dst, err = time.Parse(time.RFC3339, fields[i+1]); err != nil {
+				return nil, nil, fmt.Errorf("line %d: %w", n, err)
+			}
+		}
+		if _, dup := times[fields[0]]; dup {
+			return nil, nil, fmt.Errorf("line %d: tag %s given twice", n, fields[0])
+		}
+		times[fields[0]] = tt
+		tags = append(tags, fields[0])
+	}
+	return tags, times, sc.Err()
 }
 
 func (o *evalOptions) listTags(ctx context.Context) ([]string, error) {
