@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,35 +20,39 @@ import (
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
-// A real Gitea (built from the module proxy, `make testenv`) sends its own
-// signed push events to the automation controller's GitWebhook: when a
-// person pushes a commit to main that puts an old image back, the
-// automation runs at once, not at its hourly interval, and main has the
-// policy's image again within seconds. The automation's own pushes reach
-// the webhook too and make no further job.
-func TestGiteaPushRunsAutomation(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+// gitPush is the chain on a real Gitea (built from the module proxy,
+// `make testenv`) whose push events reach the automation controller's
+// GitWebhook, with the automation's interval at one hour, settled at 6.4.0.
+type gitPush struct {
+	*chain.Env
+	tb   testing.TB
+	ctx  context.Context
+	iua  *imagev1.ImageUpdateAutomation
+	want string
+}
+
+func startGitPush(ctx context.Context, tb testing.TB) *gitPush {
+	tb.Helper()
 	root, err := testenv.RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	bin := localenv.BinDir(root)
 	if _, err := testgitea.Binary(bin); err != nil {
-		t.Fatalf("%v: run `make testenv` (or hack/tools.sh gitea) first", err)
+		tb.Fatalf("%v: run `make testenv` (or hack/tools.sh gitea) first", err)
 	}
-	env, err := chain.StartWith(ctx, t.TempDir(), bin, []string{"6.3.0"}, func(s string) { t.Log(s) }, chain.Options{Gitea: true})
+	env, err := chain.StartWith(ctx, tb.TempDir(), bin, []string{"6.3.0"}, func(s string) { tb.Log(s) }, chain.Options{Gitea: true})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		if err := env.Stop(); err != nil {
-			t.Error(err)
+			tb.Error(err)
 		}
 	})
 	samples, err := env.Samples(root)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	const token, ns = "gitea-push-token", "default"
 	samples = strings.Replace(samples, "interval: 5m", "interval: 1h", 1)
@@ -64,64 +70,91 @@ spec:
   secretRef: {name: push-token}
 `, token, ns)
 	if err := env.Apply(ctx, samples); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	hook := &imagev1.GitWebhook{}
 	hook.Name, hook.Namespace = "fleet-push", ns
-	testenv.Eventually(t, time.Minute, func() (bool, error) {
+	testenv.Eventually(tb, time.Minute, func() (bool, error) {
 		err := env.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(hook), hook)
 		return hook.Status.WebhookPath != "", err
 	})
 	automation := env.Procs["image-automation-controller"]
 	if _, err := env.Gitea.CreateHook(ctx, "fleet", "http://"+automation.WebhookAddr+hook.Status.WebhookPath, token); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	g := &gitPush{Env: env, tb: tb, ctx: ctx, iua: &imagev1.ImageUpdateAutomation{},
+		want: env.RegistryHost + "/" + chain.Image + ":6.4.0"}
+	g.iua.Name, g.iua.Namespace = "fleet", ns
 
 	// The policy moves to 6.4.0; the automation commits it to main.
 	if err := env.PushTag(ctx, "6.4.0"); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", ns
 	if err := env.RequestReconcile(ctx, repo); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	want := env.RegistryHost + "/" + chain.Image + ":6.4.0"
-	manifest := func() string {
-		out, err := env.FleetGit("show", "main:"+chain.ManifestPath)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	testenv.Eventually(t, 2*time.Minute, func() (bool, error) {
-		return strings.Contains(manifest(), want), nil
+	testenv.Eventually(tb, 2*time.Minute, func() (bool, error) {
+		return strings.Contains(g.manifest(), g.want), nil
 	})
 	// Its own push comes back as a webhook call: handled, no new job.
-	waitCounter(t, ctx, automation, "imagetoolkit_automation_webhook_run_requests_total", 1)
-	iua := &imagev1.ImageUpdateAutomation{}
-	iua.Name, iua.Namespace = "fleet", ns
-	settled := func() *imagev1.ImageUpdateAutomation {
-		testenv.Eventually(t, time.Minute, func() (bool, error) {
-			err := env.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(iua), iua)
-			return err == nil && iua.Status.LastJob != nil && iua.Status.LastJob.Phase != "" &&
-				iua.Status.ObservedSourceRevision == "main@sha1:"+env.Head("main"), err
-		})
-		return iua
-	}
-	before := settled().Status.LastJob.Name
+	waitCounter(tb, ctx, automation, "imagetoolkit_automation_webhook_run_requests_total", 1)
+	return g
+}
 
-	// A person puts 6.3.0 back by hand.
-	old := strings.ReplaceAll(manifest(), want, env.RegistryHost+"/"+chain.Image+":6.3.0")
-	pushed := time.Now()
-	if _, err := env.Commit(map[string]string{chain.ManifestPath: old}, "Roll back podinfo by hand"); err != nil {
-		t.Fatal(err)
+func (g *gitPush) manifest() string {
+	g.tb.Helper()
+	out, err := g.FleetGit("show", "main:"+chain.ManifestPath)
+	if err != nil {
+		g.tb.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, error) {
-		return strings.Contains(manifest(), want), nil
+	return out
+}
+
+// settled waits until the automation has recorded its last job at the
+// head of main, and returns it.
+func (g *gitPush) settled() *imagev1.ImageUpdateAutomation {
+	g.tb.Helper()
+	testenv.Eventually(g.tb, time.Minute, func() (bool, error) {
+		err := g.Cluster.Client.Get(g.ctx, client.ObjectKeyFromObject(g.iua), g.iua)
+		return err == nil && g.iua.Status.LastJob != nil && g.iua.Status.LastJob.Phase != "" &&
+			g.iua.Status.ObservedSourceRevision == "main@sha1:"+g.Head("main"), err
 	})
-	t.Logf("a hand-made push to main was undone %.2f s later, through Gitea's push webhook", time.Since(pushed).Seconds())
-	if after := settled().Status.LastJob.Name; after == before {
+	return g.iua
+}
+
+// rollback pushes a commit that puts 6.3.0 back by hand, as a person
+// would, and returns how long until main has 6.4.0 again.
+func (g *gitPush) rollback() time.Duration {
+	g.tb.Helper()
+	old := strings.ReplaceAll(g.manifest(), g.want, g.RegistryHost+"/"+chain.Image+":6.3.0")
+	if _, err := g.Commit(map[string]string{chain.ManifestPath: old}, "Roll back podinfo by hand"); err != nil {
+		g.tb.Fatal(err)
+	}
+	pushed := time.Now()
+	for !strings.Contains(g.manifest(), g.want) {
+		if time.Since(pushed) > time.Minute || g.ctx.Err() != nil {
+			g.tb.Fatalf("main still has 6.3.0 a minute after the push\nautomation controller:\n%s", g.Procs["image-automation-controller"].Log())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return time.Since(pushed)
+}
+
+// A real Gitea sends its own signed push events to the automation
+// controller's GitWebhook: when a person pushes a commit to main that puts
+// an old image back, the automation runs at once, not at its hourly
+// interval, and main has the policy's image again within seconds. The
+// automation's own pushes reach the webhook too and make no further job.
+func TestGiteaPushRunsAutomation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	g := startGitPush(ctx, t)
+	automation := g.Procs["image-automation-controller"]
+	before := g.settled().Status.LastJob.Name
+	t.Logf("a hand-made push to main was undone %.2f s later, through Gitea's push webhook", g.rollback().Seconds())
+	if after := g.settled().Status.LastJob.Name; after == before {
 		t.Errorf("no new job after the push: last job still %s", after)
 	}
 	waitCounter(t, ctx, automation, `imagetoolkit_automation_webhook_accepted_total{type="gitea"}`, 2)
@@ -130,9 +163,35 @@ spec:
 	}
 }
 
+// BenchmarkGitPushToCommit measures a person's push to the automation's
+// commit, driven by a real Gitea's push events: a commit putting an old
+// image back is pushed to main, Gitea calls the GitWebhook, the automation
+// runs (its interval is an hour) and its UpdateJob pushes the policy's image
+// again. Reports p50 and p95 over 10 pushes, from the end of `git push` to
+// the automation's commit on main.
+func BenchmarkGitPushToCommit(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		g := startGitPush(ctx, b)
+		var lat []time.Duration
+		for range 10 {
+			g.settled()
+			b.StartTimer()
+			lat = append(lat, g.rollback())
+			b.StopTimer()
+		}
+		cancel()
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		rank := func(p float64) time.Duration { return lat[int(math.Ceil(p*float64(len(lat))))-1] }
+		b.ReportMetric(rank(0.50).Seconds(), "p50-s")
+		b.ReportMetric(rank(0.95).Seconds(), "p95-s")
+	}
+}
+
 // counter sums the samples of a metric the process exposes whose line
 // starts with prefix.
-func counter(t *testing.T, ctx context.Context, p *localenv.Process, prefix string) float64 {
+func counter(t testing.TB, ctx context.Context, p *localenv.Process, prefix string) float64 {
 	t.Helper()
 	text, err := p.Metrics(ctx)
 	if err != nil {
@@ -154,7 +213,7 @@ func counter(t *testing.T, ctx context.Context, p *localenv.Process, prefix stri
 }
 
 // waitCounter waits until the metric reaches at least n.
-func waitCounter(t *testing.T, ctx context.Context, p *localenv.Process, prefix string, n float64) {
+func waitCounter(t testing.TB, ctx context.Context, p *localenv.Process, prefix string, n float64) {
 	t.Helper()
 	testenv.Eventually(t, time.Minute, func() (bool, error) {
 		got := counter(t, ctx, p, prefix)
