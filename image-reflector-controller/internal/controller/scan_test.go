@@ -167,7 +167,7 @@ func TestScanAndSelect(t *testing.T) {
 	}
 }
 
-func requestReconcile(t *testing.T, obj client.Object, token string) {
+func requestReconcile(t testing.TB, obj client.Object, token string) {
 	t.Helper()
 	patch := client.RawPatch("application/merge-patch+json",
 		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, token)))
