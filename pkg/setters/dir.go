@@ -199,3 +199,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*File
 	}
 	return &FileResult{Path: clean, Objects: objs}, markers, problems
 }
+
+// ManifestFiles lists the files UpdateDir reads under root, and the paths
+// it could not read; pkg/discover walks a repository the same way.
+func ManifestFiles(root *os.Root) ([]string, []Problem, error) { return candidates(root) }

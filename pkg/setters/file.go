@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -18,10 +19,13 @@ type Policies map[string]Image
 // target is a scalar with a marker.
 type target struct {
 	node   *yaml.Node
+	key    *yaml.Node // nil for a sequence item
 	marker Marker
 	doc    int
 	obj    ObjectID
 	inFlow bool
+	// written: the marker is a comment in the file, not a Site.
+	written bool
 }
 
 // edit replaces data[start:end] with text.
@@ -39,6 +43,15 @@ func UpdateBytes(data []byte, policies Policies) ([]byte, []ObjectResult, []erro
 	return out, objs, skipped, err
 }
 
+// UpdateSites is UpdateBytes with the sites as markers of the scalars at
+// their positions, where the file has no marker of its own (a written
+// marker wins): a repository's discovered images are updated without
+// markers, by the same byte-exact rules.
+func UpdateSites(data []byte, sites []Site, policies Policies) ([]byte, []ObjectResult, []error, error) {
+	out, objs, skipped, _, _, err := update(data, policies, sites...)
+	return out, objs, skipped, err
+}
+
 type planned struct {
 	index  int // into the targets
 	change Change
@@ -50,13 +63,13 @@ type planned struct {
 // (without a path), whatever its policy and whether or not its value
 // changes; the markers are returned with the error of a file that parses
 // but cannot be rewritten, where they were found all the same.
-func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []edit, []MarkerSite, error) {
+func update(data []byte, policies Policies, sites ...Site) ([]byte, []ObjectResult, []error, []edit, []MarkerSite, error) {
 	src := newSource(data)
 	docs, err := parseDocs(data)
 	if err != nil {
 		return data, nil, nil, nil, nil, err
 	}
-	targets := findTargets(src, docs)
+	targets := findTargets(src, docs, sites...)
 	markers := make([]MarkerSite, len(targets))
 	for i, t := range targets {
 		markers[i] = MarkerSite{Line: t.node.Line, Marker: t.marker}
@@ -103,7 +116,7 @@ func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []
 			edits = append(edits, edit{p.start, p.end, render(targets[p.index], p.change.NewValue, forceQuote)})
 		}
 		out = splice(data, edits)
-		if err = verify(out, want); err == nil {
+		if err = verify(out, want, shiftSites(src, targets, edits)...); err == nil {
 			break
 		}
 	}
@@ -124,13 +137,14 @@ func update(data []byte, policies Policies) ([]byte, []ObjectResult, []error, []
 	return out, objs, skipped, edits, markers, nil
 }
 
-// verify re-parses out and checks that its targets have the wanted values.
-func verify(out []byte, want []string) error {
+// verify re-parses out and checks that its targets (with the sites, at
+// their positions in out) have the wanted values.
+func verify(out []byte, want []string, sites ...Site) error {
 	docs, err := parseDocs(out)
 	if err != nil {
 		return err
 	}
-	got := findTargets(newSource(out), docs)
+	got := findTargets(newSource(out), docs, sites...)
 	if len(got) != len(want) {
 		return fmt.Errorf("%d marked values after the update, %d before", len(got), len(want))
 	}
@@ -215,4 +229,31 @@ func plainSafe(value string, inFlow bool) bool {
 		return false
 	}
 	return v.ShortTag() == yaml.NodeTagString
+}
+
+// ParseDocuments parses a file's YAML documents as the setters read them.
+func ParseDocuments(data []byte) ([]*yaml.Node, error) { return parseDocs(data) }
+
+// shiftSites gives the targets marked by sites their positions after the
+// edits: a value's line never changes (values are single-line), its
+// column moves by what the edits before it on its line added or removed.
+func shiftSites(src *source, targets []target, edits []edit) []Site {
+	var out []Site
+	for _, t := range targets {
+		if t.written {
+			continue
+		}
+		start, err := src.offset(t.node.Line, t.node.Column)
+		if err != nil {
+			continue
+		}
+		col := t.node.Column
+		for _, e := range edits {
+			if e.start < start && src.lineOf(e.start) == t.node.Line {
+				col += utf8.RuneCountInString(e.text) - utf8.RuneCount(src.data[e.start:e.end])
+			}
+		}
+		out = append(out, Site{Line: t.node.Line, Column: col, Marker: t.marker})
+	}
+	return out
 }

@@ -7,8 +7,16 @@ import (
 )
 
 // findTargets lists the marked scalars of the documents, in document order.
-func findTargets(src *source, docs []*yaml.Node) []target {
+// A scalar at one of the sites' positions without a marker of its own is
+// marked with the site's.
+func findTargets(src *source, docs []*yaml.Node, sites ...Site) []target {
 	w := &walker{src: src, inScalar: map[int]bool{}}
+	if len(sites) > 0 {
+		w.sites = map[[2]int]Marker{}
+		for _, s := range sites {
+			w.sites[[2]int{s.Line, s.Column}] = s.Marker
+		}
+	}
 	w.head = w.sourceHeadMarker
 	for i, doc := range docs {
 		w.markMultiline(doc)
@@ -32,6 +40,8 @@ type walker struct {
 	inScalar map[int]bool // lines inside multi-line scalars, where a # is text
 	// head finds a marker above a field.
 	head func(key *yaml.Node, around pairContext) (Marker, bool)
+	// sites mark scalars by position (line, column).
+	sites map[[2]int]Marker
 }
 
 func identify(doc *yaml.Node) ObjectID {
@@ -114,8 +124,12 @@ func (w *walker) check(val, key *yaml.Node, around pairContext, inFlow bool) {
 	if !ok && key != nil {
 		m, ok = w.head(key, around)
 	}
+	written := ok
+	if !ok && w.sites != nil {
+		m, ok = w.sites[[2]int{val.Line, val.Column}]
+	}
 	if ok {
-		w.targets = append(w.targets, target{node: val, marker: m, doc: w.doc, obj: w.obj, inFlow: inFlow})
+		w.targets = append(w.targets, target{node: val, key: key, marker: m, doc: w.doc, obj: w.obj, inFlow: inFlow, written: written})
 	}
 }
 

@@ -1,0 +1,75 @@
+package discover
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"toolkit.dev/image-toolkit/pkg/setters"
+)
+
+// Sites are the setter sites of the images, by file: each location marked
+// with the policy policy names for its image (NAMESPACE:NAME), and the
+// part of the image its field holds. Images policy names no policy for
+// ("") are left out.
+func (r *Result) Sites(policy func(Image) string) map[string][]setters.Site {
+	out := map[string][]setters.Site{}
+	for _, img := range r.Images {
+		p := policy(img)
+		if p == "" {
+			continue
+		}
+		for _, l := range img.Locations {
+			out[l.File] = append(out[l.File], setters.Site{Line: l.Line, Column: l.Column,
+				Marker: setters.Marker{Policy: p, Field: l.Field}})
+		}
+	}
+	return out
+}
+
+// WriteMarkers writes the sites' markers into the files under dir with
+// setters.AddMarkers, changing nothing else, and writes only the files
+// that change (keeping their modes). It returns the files written and the
+// sites it could not mark, with the reason.
+func WriteMarkers(dir string, sites map[string][]setters.Site) (written []string, skipped []Skipped, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	files := make([]string, 0, len(sites))
+	for f := range sites {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	for _, f := range files {
+		data, err := root.ReadFile(f)
+		if err != nil {
+			return written, skipped, err
+		}
+		out, added, notMarked, err := setters.AddMarkers(data, sites[f])
+		if err != nil {
+			return written, skipped, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, e := range notMarked {
+			line, reason := 0, e.Error()
+			if n, err := fmt.Sscanf(reason, "line %d:", &line); n == 1 && err == nil {
+				_, reason, _ = strings.Cut(reason, ": ")
+			}
+			skipped = append(skipped, Skipped{File: f, Line: line, Reason: reason})
+		}
+		if len(added) == 0 || string(out) == string(data) {
+			continue
+		}
+		info, err := root.Stat(f)
+		if err != nil {
+			return written, skipped, err
+		}
+		if err := root.WriteFile(f, out, info.Mode().Perm()); err != nil {
+			return written, skipped, fmt.Errorf("writing %s: %w", f, err)
+		}
+		written = append(written, f)
+	}
+	return written, skipped, nil
+}
