@@ -537,6 +537,14 @@ func (r *Registry) serveTags(w http.ResponseWriter, req *http.Request) {
 
 func (r *Registry) setupTLS(t testing.TB) {
 	t.Helper()
+	r.server.TLS, r.CAPEM, r.ClientCertPEM, r.ClientKeyPEM = newTLS(t, r.opts.ClientCerts)
+}
+
+// newTLS makes a fresh CA and a server certificate for 127.0.0.1 and
+// localhost: the server's TLS configuration, the CA's PEM, and with
+// clientCerts a client certificate and key the server requires.
+func newTLS(t testing.TB, clientCerts bool) (cfg *tls.Config, caPEM, clientCertPEM, clientKeyPEM []byte) {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
@@ -552,7 +560,7 @@ func (r *Registry) setupTLS(t testing.TB) {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	r.CAPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 
 	issue := func(serial int64, server bool) tls.Certificate {
 		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -577,18 +585,18 @@ func (r *Registry) setupTLS(t testing.TB) {
 		certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 		keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 		if !server {
-			r.ClientCertPEM, r.ClientKeyPEM = certPEM, keyPEM
+			clientCertPEM, clientKeyPEM = certPEM, keyPEM
 		}
 		pair, _ := tls.X509KeyPair(certPEM, keyPEM)
 		return pair
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{issue(2, true)}}
-	if r.opts.ClientCerts {
+	cfg = &tls.Config{Certificates: []tls.Certificate{issue(2, true)}}
+	if clientCerts {
 		pool := x509.NewCertPool()
 		pool.AddCert(ca)
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 		issue(3, false)
 	}
-	r.server.TLS = cfg
+	return cfg, caPEM, clientCertPEM, clientKeyPEM
 }

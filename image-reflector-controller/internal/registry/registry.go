@@ -122,10 +122,14 @@ type Client struct {
 	MaxBackoff time.Duration
 	// PageSize is the n asked of tags/list.
 	PageSize int
+	// HelmIndexLimit caps the bytes read of a Helm repository's
+	// index.yaml; MaxHelmIndexBytes when zero.
+	HelmIndexLimit int64
 
 	mu       sync.Mutex
 	limiters map[string]*hostLimiter
 	auth     authCache
+	helm     helmCache
 }
 
 // New returns a client allowing at most qps requests per second (burst
