@@ -28,6 +28,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/schedule"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
@@ -338,9 +339,11 @@ type automationExplanation struct {
 	// PolicySelector selects the policies; empty selects all.
 	PolicySelector string             `json:"policySelector"`
 	Policies       []automationPolicy `json:"policies"`
-	LastRunTime    *metav1.Time       `json:"lastRunTime,omitempty"`
-	LastPushCommit string             `json:"lastPushCommit,omitempty"`
-	LastPushTime   *metav1.Time       `json:"lastPushTime,omitempty"`
+	// Schedule is spec.schedule read now; absent without one.
+	Schedule       *scheduleFacts `json:"schedule,omitempty"`
+	LastRunTime    *metav1.Time   `json:"lastRunTime,omitempty"`
+	LastPushCommit string         `json:"lastPushCommit,omitempty"`
+	LastPushTime   *metav1.Time   `json:"lastPushTime,omitempty"`
 	// LastPullRequest is the request the last job that proposed, updated
 	// or closed one left (status.lastPullRequest), as it was then.
 	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
@@ -352,6 +355,21 @@ type automationExplanation struct {
 	// Problems are the reasons, found in the above, that an image is not
 	// updated.
 	Problems []string `json:"problems,omitempty"`
+}
+
+// scheduleFacts is where the automation stands in its update windows,
+// computed now by the controller's own code (pkg/schedule).
+type scheduleFacts struct {
+	// Windows are the windows as a person reads them back.
+	Windows string `json:"windows,omitempty"`
+	// Error says why the schedule does not work (the automation is
+	// Stalled).
+	Error string `json:"error,omitempty"`
+	// Open is whether a window is open now.
+	Open bool `json:"open"`
+	// Start and End are the window open now, or the next to open.
+	Start *metav1.Time `json:"start,omitempty"`
+	End   *metav1.Time `json:"end,omitempty"`
 }
 
 type sourceFacts struct {
@@ -481,6 +499,17 @@ func explainAutomation(ctx context.Context, c client.Client, key types.Namespace
 		e.Policies = append(e.Policies, row)
 	}
 	slices.SortFunc(e.Policies, func(x, y automationPolicy) int { return strings.Compare(x.Policy, y.Policy) })
+	e.Schedule = explainSchedule(a.Spec.Schedule, time.Now())
+	if sf := e.Schedule; sf != nil && !a.Spec.Suspend {
+		pending := slices.ContainsFunc(e.Policies, func(p automationPolicy) bool { return p.State == "pending" })
+		switch {
+		case sf.Error != "":
+			e.Problems = append(e.Problems, "spec.schedule does not work, so the automation makes no job: "+sf.Error)
+		case !sf.Open && pending:
+			e.Problems = append(e.Problems, fmt.Sprintf("no update window is open: the pending images wait for the one opening at %s",
+				formatTime(sf.Start.Time)))
+		}
+	}
 
 	if job, err := inFlightJob(ctx, c, a); err == nil && job != nil {
 		e.InFlightJob = describeJob(job)
@@ -578,6 +607,27 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 		return f
 	}
 	f.Head = git.FormatRevision(src.Ref.Branch, oid)
+	return f
+}
+
+// explainSchedule reads spec.schedule at now as the controller does; nil
+// without one.
+func explainSchedule(spec *imagev1.UpdateSchedule, now time.Time) *scheduleFacts {
+	sched, err := schedule.OfAutomation(spec)
+	switch {
+	case err != nil:
+		return &scheduleFacts{Error: err.Error()}
+	case sched == nil:
+		return nil
+	}
+	f := &scheduleFacts{Windows: sched.Describe()}
+	span, open, ok := sched.At(now)
+	if !ok {
+		f.Error = "no window opens within five years (" + f.Windows + ")"
+		return f
+	}
+	f.Open = open
+	f.Start, f.End = &metav1.Time{Time: span.Start}, &metav1.Time{Time: span.End}
 	return f
 }
 
@@ -762,6 +812,9 @@ func (e *automationExplanation) text(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "  Last run saw:\t%s: the branch moved since; the next run looks again\n", s.ObservedRevision)
 	}
+	if sf := e.Schedule; sf != nil {
+		writeSchedule(w, sf)
+	}
 	fmt.Fprintf(w, "Last run:\t%s\n", formatTimePtr(e.LastRunTime))
 	if e.LastPushCommit != "" {
 		to := ""
@@ -870,6 +923,22 @@ func (e *automationExplanation) text(w io.Writer) {
 		for _, p := range e.Problems {
 			fmt.Fprintf(w, "  - %s\n", p)
 		}
+	}
+}
+
+// writeSchedule writes where the automation stands in its update windows.
+func writeSchedule(w io.Writer, sf *scheduleFacts) {
+	if sf.Windows != "" {
+		fmt.Fprintf(w, "Update windows:\t%s\n", sf.Windows)
+	}
+	switch {
+	case sf.Error != "":
+		fmt.Fprintf(w, "  Now:\tinvalid: %s\n", sf.Error)
+	case sf.Open:
+		fmt.Fprintf(w, "  Now:\topen until %s: changes get an UpdateJob\n", formatTime(sf.End.Time))
+	default:
+		fmt.Fprintf(w, "  Now:\tclosed: no UpdateJob until the next window, %s to %s (a job already running is left to finish)\n",
+			formatTime(sf.Start.Time), formatTime(sf.End.Time))
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package schedule computes update windows: times, read from cron
 // expressions in a time zone, that open for a fixed duration. It answers
 // whether an instant is inside a window, when the window it is in closes,
-// and when the next one opens. It knows nothing of Kubernetes, so the
-// automation controller and tk-image explain give the same answers.
+// and when the next one opens. It knows nothing of controllers (only
+// OfAutomation reads the API type), so the automation controller and
+// tk-image explain give the same answers.
 //
 // Cron expressions are parsed by github.com/robfig/cron/v3, the parser
 // Kubernetes CronJobs use, so a schedule reads the same as a CronJob's:

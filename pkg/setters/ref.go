@@ -26,7 +26,9 @@ func (i Image) String() string {
 }
 
 var (
-	tagPattern    = regexp.MustCompile(`^[\w][\w.-]{0,127}$`)
+	// An OCI tag, or a chart version of a Helm repository, which may carry
+	// build metadata after a '+' (OCI tags cannot: Helm writes it '_').
+	tagPattern    = regexp.MustCompile(`^[\w][\w.+-]{0,127}$`)
 	digestPattern = regexp.MustCompile(`^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$`)
 	// Kubernetes object names in markers: namespace:name.
 	policyPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)

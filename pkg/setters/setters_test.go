@@ -16,6 +16,8 @@ func TestParseImage(t *testing.T) {
 		{ref: "nginx:1.25", want: Image{Name: "nginx", Tag: "1.25"}},
 		{ref: "host:5000/app:1.0", want: Image{Name: "host:5000/app", Tag: "1.0"}},
 		{ref: "ghcr.io/org/app:v1@sha256:abc", want: Image{Name: "ghcr.io/org/app", Tag: "v1", Digest: "sha256:abc"}},
+		{ref: "https://charts.example.com/podinfo:6.2.0+build.1", want: Image{Name: "https://charts.example.com/podinfo", Tag: "6.2.0+build.1"}},
+		{ref: "app:+1", wantErr: "invalid tag"},
 		{ref: "host:5000/app", wantErr: "no tag"},
 		{ref: "app", wantErr: "no tag"},
 		{ref: ":1.0", wantErr: "invalid image name"},

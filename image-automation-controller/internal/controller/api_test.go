@@ -131,12 +131,35 @@ func TestValidationRejects(t *testing.T) {
 		{"no author email", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Commit.Author.Email = ""
 		}, "spec.git.commit.author.email"},
+		{"schedule without windows", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.Schedule = &imagev1.UpdateSchedule{TimeZone: "UTC"}
+		}, "spec.schedule.windows"},
+		{"@every window", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.Schedule = window("@every 1h", time.Hour)
+		}, "spec.schedule.windows[0].cron"},
+		{"cron with seconds", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.Schedule = window("0 0 2 * * *", time.Hour)
+		}, "spec.schedule.windows[0].cron"},
+		{"cron with a zone", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.Schedule = window("CRON_TZ=UTC 0 2 * * *", time.Hour)
+		}, "spec.schedule.windows[0].cron"},
+		{"zero window", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.Schedule = window("0 2 * * *", 0)
+		}, "a window must stay open at least 1s"},
+		{"Local time zone", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.Schedule = window("0 2 * * *", time.Hour)
+			a.Spec.Schedule.TimeZone = "Local"
+		}, "timeZone Local depends on the controller's machine"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env.ExpectInvalid(t, automation(ns, "bad", tt.mutate), tt.want)
 		})
 	}
+}
+
+func window(cron string, d time.Duration) *imagev1.UpdateSchedule {
+	return &imagev1.UpdateSchedule{Windows: []imagev1.UpdateWindow{{Cron: cron, Duration: metav1.Duration{Duration: d}}}}
 }
 
 func TestReconcileRequestIsHandled(t *testing.T) {

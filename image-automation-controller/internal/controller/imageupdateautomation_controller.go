@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +32,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/patch"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
+	"toolkit.dev/image-toolkit/pkg/schedule"
 )
 
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations,verbs=get;list;watch
@@ -62,6 +65,16 @@ type ImageUpdateAutomationReconciler struct {
 	// RequestHandled, when set, is told of each reconcile request handled
 	// (the git push webhook receiver observes its latency so).
 	RequestHandled func(namespace, name, value string)
+	// Clock is the time update windows and runs are measured at; time.Now
+	// when nil. Tests move it to a window's edge instead of waiting for it.
+	Clock func() time.Time
+}
+
+func (r *ImageUpdateAutomationReconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock()
+	}
+	return time.Now()
 }
 
 // SetupWithManager registers the reconciler and its watches: its own jobs,
@@ -148,6 +161,10 @@ func (r *ImageUpdateAutomationReconciler) Reconcile(ctx context.Context, req ctr
 	}
 	d.tally.commit(r.Automation)
 	r.Metrics.RecordReady(imagev1.ImageUpdateAutomationKind, obj)
+	if d.wake > 0 && err == nil && !conditions.IsTrue(obj, conditions.StalledCondition) &&
+		(d.result.RequeueAfter == 0 || d.wake < d.result.RequeueAfter) {
+		d.result.RequeueAfter = d.wake
+	}
 	// Old jobs go only once the status no longer needs them.
 	if d.finished != nil {
 		if perr := r.pruneJobs(ctx, d.finished); perr != nil {
@@ -165,6 +182,9 @@ type decision struct {
 	result   ctrl.Result
 	tally    tally
 	finished []updatev1.UpdateJob
+	// wake is when the update window opens or closes: the status then
+	// changes, and a change waiting for the window gets its job.
+	wake time.Duration
 }
 
 func (d *decision) requeue(r ctrl.Result) *decision {
@@ -176,11 +196,18 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	requested bool) (*decision, error) {
 	d := &decision{}
 	interval := obj.Spec.Interval.Duration
+	now := r.now()
 	sel, err := validateSpec(obj)
 	if err != nil {
 		markStalled(obj, err)
 		return d.requeue(ctrl.Result{}), nil
 	}
+	win, err := r.window(obj, now)
+	if err != nil {
+		markStalled(obj, err)
+		return d.requeue(ctrl.Result{}), nil
+	}
+	d.wake = win.wake
 	src, err := r.resolveSource(ctx, obj)
 	var f *conditions.Failure
 	switch {
@@ -249,7 +276,6 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		head = git.FormatRevision(src.Ref.Branch, oid)
 	}
 
-	now := time.Now()
 	spec := jobSpec(obj, src, pols)
 	inputs := inputsHash(spec, head, obj.Generation)
 	next := interval
@@ -274,6 +300,15 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		obj.Status.LastAutomationRunTime = &metav1.Time{Time: now}
 		conditions.MarkReady(obj, conditions.SucceededReason, "nothing changed since the last run: %s and %d policies as they were", head, len(pols.setters))
 		d.tally.outcome(OutcomeSkipped)
+		return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
+	}
+
+	if !win.open {
+		// No job outside the windows, whatever asked for the run (the
+		// interval, a reconcile request, a git push, a policy): the
+		// status says what waits and for when, and d.wake brings the
+		// run back when the window opens.
+		markOutsideWindow(obj, win, pendingChanges(obj, pols, head))
 		return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
 	}
 
@@ -411,4 +446,106 @@ func (r *ImageUpdateAutomationReconciler) automationsOfSource(ctx context.Contex
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
 	}
 	return reqs
+}
+
+// windowState is where the automation stands in its update windows.
+type windowState struct {
+	sched *schedule.Schedule
+	span  schedule.Span
+	// open is true without a schedule.
+	open bool
+	// wake is how long until the window opens or closes; 0 without a
+	// schedule.
+	wake time.Duration
+}
+
+// window reads spec.schedule at now and records the window open now, or
+// the next, in status.nextWindow. A schedule that does not parse, or never
+// opens, is Stalled: waiting cannot fix it.
+func (r *ImageUpdateAutomationReconciler) window(obj *imagev1.ImageUpdateAutomation, now time.Time) (windowState, error) {
+	sched, err := schedule.OfAutomation(obj.Spec.Schedule)
+	if err != nil {
+		obj.Status.NextWindow = nil
+		return windowState{}, conditions.Stallf(imagev1.InvalidScheduleReason, "spec.schedule: %s", err)
+	}
+	if sched == nil {
+		obj.Status.NextWindow = nil
+		return windowState{open: true}, nil
+	}
+	span, open, ok := sched.At(now)
+	if !ok {
+		obj.Status.NextWindow = nil
+		return windowState{}, conditions.Stallf(imagev1.InvalidScheduleReason,
+			"spec.schedule: no window opens within five years (%s)", sched.Describe())
+	}
+	obj.Status.NextWindow = &imagev1.UpdateWindowStatus{Start: metav1.NewTime(span.Start), End: metav1.NewTime(span.End)}
+	edge := span.Start
+	if open {
+		edge = span.End
+	}
+	// Never zero: a zero RequeueAfter would mean no requeue at all.
+	return windowState{sched: sched, span: span, open: open, wake: max(edge.Sub(now), time.Millisecond)}, nil
+}
+
+// waitSuffix ends a failed job's message while the retry waits for a
+// window, so that it is replaced rather than repeated on every run.
+const waitSuffix = "; the next UpdateJob waits for the update window opening at "
+
+// markOutsideWindow says that a run found changes but no window is open.
+// A failed last job stays Ready=False with its reason (a failure must not
+// look healthy while the fix waits for a window); otherwise Ready=True,
+// since waiting is what the automation was told to do.
+func markOutsideWindow(obj *imagev1.ImageUpdateAutomation, win windowState, pending string) {
+	opens := win.span.Start.UTC().Format(time.RFC3339)
+	if c := conditions.Get(obj, conditions.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse &&
+		obj.Status.LastJob != nil && obj.Status.LastJob.Phase == updatev1.UpdateJobFailed {
+		base, _, _ := strings.Cut(c.Message, waitSuffix)
+		conditions.MarkFailed(obj, c.Reason, "%s%s%s", base, waitSuffix, opens)
+		return
+	}
+	conditions.MarkReady(obj, imagev1.OutsideUpdateWindowReason,
+		"%s; no UpdateJob outside the update windows: the next opens at %s until %s (%s)",
+		pending, opens, win.span.End.UTC().Format(time.RFC3339), win.sched.Describe())
+}
+
+// pendingChanges says what a run outside the windows found changed since
+// the last recorded run.
+func pendingChanges(obj *imagev1.ImageUpdateAutomation, pols *selection, head string) string {
+	var changed []string
+	for name, ref := range pols.observed {
+		if prev, ok := obj.Status.ObservedPolicies[name]; !ok || prev != ref {
+			changed = append(changed, name+" ("+orDigest(ref)+")")
+		}
+	}
+	slices.Sort(changed)
+	const maxListed = 5
+	if n := len(changed); n > maxListed {
+		changed = append(changed[:maxListed], fmt.Sprintf("%d more", n-maxListed))
+	}
+	if len(obj.Status.ObservedPolicies) == 0 && obj.Status.ObservedSourceRevision == "" {
+		return "no run has applied ImagePolicies " + strings.Join(changed, ", ") + " yet"
+	}
+	var parts []string
+	if len(changed) > 0 {
+		parts = append(parts, "ImagePolicies "+strings.Join(changed, ", "))
+	}
+	if head != "" && obj.Status.ObservedSourceRevision != "" && head != obj.Status.ObservedSourceRevision {
+		parts = append(parts, "the branch head ("+head+")")
+	}
+	if g := obj.Status.ObservedGeneration; g != 0 && g != obj.Generation {
+		parts = append(parts, "the spec")
+	}
+	if len(parts) == 0 {
+		// Another push branch or a refspec: drift there is invisible,
+		// so a run is made every interval.
+		return "a run is due"
+	}
+	return strings.Join(parts, " and ") + " changed since the last run"
+}
+
+func orDigest(ref imagev1.ImageRef) string {
+	if ref.Tag != "" {
+		return ref.Tag
+	}
+	return ref.Digest
 }

@@ -31,13 +31,14 @@ var (
 const (
 	// historyLimit is the suite's --job-history-limit.
 	historyLimit = 2
-	// shardLabel keeps objects labelled restart away from the suite's
-	// manager, for the test that runs (and restarts) its own.
+	// shardLabel keeps objects labelled restart or clocked away from the
+	// suite's manager, for the tests that run (and restart) their own, or
+	// run one with a test clock.
 	shardLabel = "sharding.toolkit.dev/key"
 )
 
 func TestMain(m *testing.M) {
-	notRestart, err := labels.Parse(shardLabel + "!=restart")
+	notRestart, err := labels.Parse(shardLabel + " notin (restart,clocked)")
 	if err != nil {
 		panic(err)
 	}

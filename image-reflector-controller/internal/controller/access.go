@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -24,9 +25,13 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
-// access is how to reach one ImageRepository's registry.
+// access is how to reach one ImageRepository's registry, or its Helm
+// repository.
 type access struct {
 	repo name.Repository
+	// chart is set for a chart of an HTTP(S) Helm repository; repo is
+	// then unset.
+	chart *helmChart
 	opts registry.Options
 	// key identifies the scan: repositories with equal keys see the same
 	// tags and can share one.
@@ -36,19 +41,29 @@ type access struct {
 }
 
 // resolveAccess reads the Secrets and ServiceAccount an ImageRepository
-// names. Secrets are read uncached: watching every Secret of the cluster
-// would cost memory and RBAC we do not need.
-func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, repo name.Repository) (*access, error) {
-	a := &access{repo: repo}
+// names, for the registry repo or, when chart is set, for that Helm
+// repository. Secrets are read uncached: watching every Secret of the
+// cluster would cost memory and RBAC we do not need. TLS and proxy are
+// built the same way for both.
+func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, repo name.Repository, chart *helmChart) (*access, error) {
+	a := &access{repo: repo, chart: chart}
 	fp := sha256.New()
-	fmt.Fprintf(fp, "%s\x00%t\x00%s\x00", repo.Name(), obj.Spec.Insecure, obj.Spec.Provider)
+	target := repo.Name()
+	if chart != nil {
+		target = "helm:" + chart.name()
+	}
+	fmt.Fprintf(fp, "%s\x00%t\x00%s\x00", target, obj.Spec.Insecure, obj.Spec.Provider)
 	for _, e := range obj.Spec.ExclusionList {
 		fmt.Fprintf(fp, "x:%s\x00", e)
 	}
 	ns := obj.Namespace
 
 	var pullSecrets []corev1.Secret
-	if obj.Spec.SecretRef != nil {
+	if chart != nil {
+		if err := helmCredentials(ctx, reader, obj, a, fp); err != nil {
+			return nil, err
+		}
+	} else if obj.Spec.SecretRef != nil {
 		s, err := getSecret(ctx, reader, ns, obj.Spec.SecretRef.Name)
 		if err != nil {
 			return nil, authFailed(err)
@@ -68,7 +83,9 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 			pullSecrets = append(pullSecrets, *s)
 		}
 	}
-	if len(pullSecrets) > 0 {
+	if chart != nil {
+		// Helm credentials were read above.
+	} else if len(pullSecrets) > 0 {
 		for _, s := range pullSecrets {
 			hashSecret(fp, s)
 			a.secrets = append(a.secrets, secretValues(s)...)
@@ -116,6 +133,47 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 	a.opts.Insecure = obj.Spec.Insecure
 	a.key = hex.EncodeToString(fp.Sum(nil))
 	return a, nil
+}
+
+// helmCredentials reads the credentials of a Helm repository the way Helm
+// and Flux's HelmRepository take them: a Secret with username and
+// password (basic authentication; a kubernetes.io/basic-auth Secret has
+// them), or with bearerToken for repositories behind a token (Artifactory,
+// GitLab, ...). imagePullSecrets and cloud providers are for registries
+// only, and are refused rather than ignored.
+func helmCredentials(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, a *access, fp io.Writer) error {
+	if obj.Spec.ServiceAccountName != "" {
+		return conditions.Stallf(imagev1.ImageURLInvalidReason,
+			"spec.serviceAccountName (imagePullSecrets) does not apply to a Helm repository: use spec.secretRef with username and password")
+	}
+	if obj.Spec.Provider != "" && obj.Spec.Provider != "generic" {
+		return conditions.Stallf(imagev1.ImageURLInvalidReason,
+			"spec.provider %s does not apply to a Helm repository over HTTP(S)", obj.Spec.Provider)
+	}
+	a.opts.Auth = authn.Anonymous
+	if obj.Spec.SecretRef == nil {
+		return nil
+	}
+	s, err := getSecret(ctx, reader, obj.Namespace, obj.Spec.SecretRef.Name)
+	if err != nil {
+		return authFailed(err)
+	}
+	hashSecret(fp, *s)
+	a.secrets = append(a.secrets, secretValues(*s)...)
+	user, pass, token := string(s.Data["username"]), string(s.Data["password"]), string(s.Data["bearerToken"])
+	switch {
+	case token != "" && (user != "" || pass != ""):
+		return authFailed(fmt.Errorf("Secret %s: give either username and password or bearerToken, not both", s.Name))
+	case token != "":
+		a.opts.Auth = &authn.Bearer{Token: token}
+	case user != "" && pass != "":
+		a.opts.Auth = &authn.Basic{Username: user, Password: pass}
+	case s.Type == corev1.SecretTypeDockerConfigJson:
+		return authFailed(fmt.Errorf("Secret %s is a %s: a Helm repository takes username and password, or bearerToken", s.Name, s.Type))
+	default:
+		return authFailed(fmt.Errorf("Secret %s: a Helm repository needs username and password, or bearerToken", s.Name))
+	}
+	return nil
 }
 
 func getSecret(ctx context.Context, reader client.Reader, ns, name string) (*corev1.Secret, error) {

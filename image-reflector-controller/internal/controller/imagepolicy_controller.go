@@ -254,6 +254,21 @@ func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePo
 				"ImageRepository %s does not grant access to namespace %s (spec.accessFrom)", repoKey, obj.Namespace)
 		}
 	}
+	if isHelmChart(repo) {
+		// An index.yaml lists versions, not manifests: there is no digest
+		// a HelmRelease could pin, and no platform.
+		if d := obj.Spec.DigestReflectionPolicy; d != "" && d != imagev1.ReflectNever {
+			obj.Status.LastSelection = nil
+			return none, 0, conditions.Stallf(imagev1.InvalidPolicyReason,
+				"digestReflectionPolicy %s: ImageRepository %s is a chart of a Helm repository (%s), whose index has no manifest digests; use Never",
+				d, repoKey, repo.Spec.Image)
+		}
+		if platform != nil {
+			obj.Status.LastSelection = nil
+			return none, 0, conditions.Stallf(imagev1.InvalidPolicyReason,
+				"spec.platform: ImageRepository %s is a chart of a Helm repository (%s), which has no platforms", repoKey, repo.Spec.Image)
+		}
+	}
 	if repo.Status.LastScanResult == nil {
 		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s has not been scanned yet", repoKey).After(dependencyRetry)
 	}
@@ -377,6 +392,11 @@ func (s *storeTimes) Created(ctx context.Context, tag string) (time.Time, bool, 
 	if i, ok := s.index(tag); ok && !s.entry.Times[i].Created.IsZero() {
 		return s.entry.Times[i].Created, true, nil
 	}
+	if isHelmChart(s.repo) {
+		// A chart version's creation time comes with the index, stored by
+		// the scan; one the store lacks is not asked anywhere.
+		return time.Time{}, false, nil
+	}
 	key := s.entry.Object + "\x00" + tag
 	if t, ok := s.r.recentBuilt(key); ok {
 		return t, true, nil
@@ -386,7 +406,7 @@ func (s *storeTimes) Created(ctx context.Context, tag string) (time.Time, bool, 
 		if err != nil {
 			return time.Time{}, false, err
 		}
-		if s.access, err = resolveAccess(ctx, s.r.APIReader, s.repo, ref); err != nil {
+		if s.access, err = resolveAccess(ctx, s.r.APIReader, s.repo, ref, nil); err != nil {
 			return time.Time{}, false, err
 		}
 	}
@@ -470,7 +490,7 @@ func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageR
 	if err != nil {
 		return "", err
 	}
-	a, err := resolveAccess(ctx, r.APIReader, repo, ref)
+	a, err := resolveAccess(ctx, r.APIReader, repo, ref, nil)
 	if err != nil {
 		return "", err
 	}

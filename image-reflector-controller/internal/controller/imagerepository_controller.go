@@ -5,9 +5,11 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/sync/singleflight"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,7 +122,14 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 	}
 
-	repo, err := parseImage(obj)
+	var repo name.Repository
+	var chart *helmChart
+	var err error
+	if isHelmChart(obj) {
+		chart, err = parseHelmChart(obj)
+	} else {
+		repo, err = parseImage(obj)
+	}
 	if err != nil {
 		conditions.MarkStalled(obj, imagev1.ImageURLInvalidReason, "%s", err)
 		obj.Status.ObservedGeneration = obj.Generation
@@ -132,10 +141,19 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		obj.Status.ObservedGeneration = obj.Generation
 		return ctrl.Result{}, nil
 	}
-	obj.Status.CanonicalImageName = repo.Name()
+	if chart != nil {
+		obj.Status.CanonicalImageName = chart.name()
+	} else {
+		obj.Status.CanonicalImageName = repo.Name()
+	}
 	interval := obj.Spec.Interval.Duration
 
-	a, err := resolveAccess(ctx, r.APIReader, obj, repo)
+	a, err := resolveAccess(ctx, r.APIReader, obj, repo, chart)
+	if f := conditions.AsFailure(err); err != nil && f.Stalled {
+		conditions.MarkStalled(obj, f.Reason, "%s", err)
+		obj.Status.ObservedGeneration = obj.Generation
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		reason := conditions.AsFailure(err).Reason
 		conditions.MarkFailed(obj, reason, "%s", events.Redact(err.Error()))
@@ -154,10 +172,7 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	entry, shared, err := r.scan(ctx, obj, object, a, exclude, requested)
 	if err != nil {
 		r.ScanMetrics.Scans.WithLabelValues("failed").Inc()
-		reason := imagev1.ScanFailedReason
-		if registry.IsAuthError(err) {
-			reason = conditions.AuthenticationFailedReason
-		}
+		reason := scanFailureReason(err)
 		msg := events.Redact(err.Error(), a.secrets...)
 		conditions.MarkFailed(obj, reason, "%s", msg)
 		r.Events.Warning(ctx, obj, reason, "Scan", msg)
@@ -216,7 +231,14 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 		start := time.Now()
-		tags, err := r.Registry.ListTags(sctx, a.repo, a.opts)
+		var tags []string
+		var created map[string]time.Time
+		var err error
+		if a.chart != nil {
+			tags, created, err = r.chartVersions(sctx, a)
+		} else {
+			tags, err = r.Registry.ListTags(sctx, a.repo, a.opts)
+		}
 		r.ScanMetrics.Duration.Observe(time.Since(start).Seconds())
 		if err != nil {
 			return nil, err
@@ -224,6 +246,12 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 		sorted, excluded := filterTags(tags, exclude)
 		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: r.now().UTC(),
 			Excluded: excluded, Tags: sorted}
+		if created != nil {
+			e.Times = make([]store.Times, len(sorted))
+			for i, t := range sorted {
+				e.Times[i].Created = created[t]
+			}
+		}
 		if err := r.Store.Put(e); err != nil {
 			return nil, err
 		}
@@ -247,6 +275,51 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 		}
 	}
 	return e, o.reused || joined, nil
+}
+
+// chartVersions lists the versions of a chart of a Helm repository as
+// tags, and their creation times from the index, stored as the tags' build
+// times so that minimumAge (source created) and newestBuild need no
+// request: a version the index does not date is stored as having no build
+// time, and counts from its first sighting.
+func (r *ImageRepositoryReconciler) chartVersions(ctx context.Context, a *access) ([]string, map[string]time.Time, error) {
+	versions, _, err := r.Registry.ChartVersions(ctx, a.chart.index, a.chart.chart, a.opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	tags := make([]string, 0, len(versions))
+	created := make(map[string]time.Time, len(versions))
+	for _, v := range versions {
+		if strings.ContainsAny(v.Version, "\r\n") {
+			continue // the store keeps a tag a line
+		}
+		if _, dup := created[v.Version]; dup {
+			continue
+		}
+		tags = append(tags, v.Version)
+		c := v.Created
+		if c.IsZero() {
+			c = noBuildTime
+		}
+		created[v.Version] = c
+	}
+	return tags, created, nil
+}
+
+// scanFailureReason tells a refused credential and a bad Helm index from
+// other scan failures.
+func scanFailureReason(err error) string {
+	var indexErr *registry.HelmIndexError
+	var notFound *registry.ChartNotFoundError
+	switch {
+	case registry.IsAuthError(err):
+		return conditions.AuthenticationFailedReason
+	case errors.As(err, &indexErr):
+		return imagev1.InvalidHelmIndexReason
+	case errors.As(err, &notFound):
+		return imagev1.ChartNotFoundReason
+	}
+	return imagev1.ScanFailedReason
 }
 
 func (r *ImageRepositoryReconciler) now() time.Time {

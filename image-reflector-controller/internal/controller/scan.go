@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -13,14 +15,75 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
+
+// helmChart is a chart of a Helm repository reached over HTTP(S): an
+// ImageRepository whose spec.image is http(s)://REPOSITORY/CHART.
+type helmChart struct {
+	// index is REPOSITORY/index.yaml, where Helm reads the versions.
+	index *url.URL
+	chart string
+}
+
+// isHelmChart reports whether spec.image names a chart of an HTTP(S) Helm
+// repository rather than an OCI repository.
+func isHelmChart(obj *imagev1.ImageRepository) bool {
+	img := strings.ToLower(obj.Spec.Image)
+	return strings.HasPrefix(img, "https://") || strings.HasPrefix(img, "http://")
+}
+
+// chartNamePattern is what a chart name may be in the URL: Helm asks for
+// lower-case words and dashes; indexes in the wild also have capitals,
+// dots and underscores.
+var chartNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// parseHelmChart checks an http(s):// spec.image: the repository URL as
+// given to `helm repo add`, then "/" and the chart name, as an OCI chart is
+// oci://REGISTRY/PATH/CHART. Credentials, a query or a fragment in it are
+// refused: the first belong in secretRef, the others would not reach the
+// index the way Helm reads it.
+func parseHelmChart(obj *imagev1.ImageRepository) (*helmChart, error) {
+	img := obj.Spec.Image
+	u, err := url.Parse(img)
+	if err != nil {
+		return nil, fmt.Errorf("Helm chart URL %q does not parse: %w", img, err)
+	}
+	switch {
+	case u.Host == "":
+		return nil, fmt.Errorf("Helm chart URL %q has no host", img)
+	case u.User != nil:
+		return nil, fmt.Errorf("Helm chart URL %q holds credentials; put them in the Secret of spec.secretRef", u.Redacted())
+	case u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(img, "?") || strings.HasSuffix(img, "#"):
+		return nil, fmt.Errorf("Helm chart URL %q has a query or fragment; give http(s)://REPOSITORY/CHART", img)
+	case u.Scheme == "http" && !obj.Spec.Insecure:
+		return nil, fmt.Errorf("Helm chart URL %q is plain HTTP: set spec.insecure to allow it", img)
+	}
+	dir, chart := path.Split(u.Path)
+	if !chartNamePattern.MatchString(chart) {
+		return nil, fmt.Errorf("Helm chart URL %q does not end in a chart name; give http(s)://REPOSITORY/CHART, "+
+			"e.g. https://stefanprodan.github.io/podinfo/podinfo", img)
+	}
+	repoURL := &url.URL{Scheme: u.Scheme, Host: strings.ToLower(u.Host), Path: strings.TrimSuffix(dir, "/")}
+	return &helmChart{index: registry.HelmIndexURL(repoURL), chart: chart}, nil
+}
+
+// name is the canonical name of the chart, as status.canonicalImageName
+// shows it: the repository URL with its host in lower case, and the chart.
+func (h *helmChart) name() string {
+	return strings.TrimSuffix(h.index.String(), "/index.yaml") + "/" + h.chart
+}
 
 // parseImage checks spec.image: a repository, without scheme, tag or digest.
 func parseImage(obj *imagev1.ImageRepository) (name.Repository, error) {
 	img := obj.Spec.Image
+	if rest, ok := strings.CutPrefix(img, "oci://"); ok {
+		return name.Repository{}, fmt.Errorf("image %q has a scheme: an OCI chart repository is a registry, give %s", img, rest)
+	}
 	if strings.Contains(img, "://") {
-		return name.Repository{}, fmt.Errorf("image %q has a scheme; give host/path, and set spec.insecure for plain HTTP", img)
+		return name.Repository{}, fmt.Errorf("image %q has a scheme; give host/path, and set spec.insecure for plain HTTP "+
+			"(http(s):// is for a chart of a Helm repository)", img)
 	}
 	var opts []name.Option
 	if obj.Spec.Insecure {

@@ -178,7 +178,7 @@ func requestReconcile(t testing.TB, obj client.Object, token string) {
 
 func TestInvalidImage(t *testing.T) {
 	ns := env.Namespace(t)
-	for i, img := range []string{"ghcr.io/org/app:1.0", "ghcr.io/org/app@sha256:" + strings.Repeat("a", 64), "https://ghcr.io/org/app"} {
+	for i, img := range []string{"ghcr.io/org/app:1.0", "ghcr.io/org/app@sha256:" + strings.Repeat("a", 64), "ftp://ghcr.io/org/app"} {
 		r := newRepository(ns, fmt.Sprintf("bad-%d", i), func(r *imagev1.ImageRepository) { r.Spec.Image = img })
 		create(t, r)
 		waitReason(t, r, imagev1.ImageURLInvalidReason)

@@ -20,6 +20,7 @@ func TestParseImage(t *testing.T) {
 		{image: "nginx:1.25", err: "no tag or digest"},
 		{image: "ghcr.io/org/app@sha256:" + strings.Repeat("a", 64), err: "no tag or digest"},
 		{image: "https://ghcr.io/org/app", err: "has a scheme"},
+		{image: "oci://ghcr.io/org/charts/app", err: "give ghcr.io/org/charts/app"},
 		{image: "Upper/Case", err: "not a repository reference"},
 	}
 	for _, tt := range tests {

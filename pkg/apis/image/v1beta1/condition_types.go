@@ -4,12 +4,20 @@ package v1beta1
 // ones in pkg/runtime/conditions.
 const (
 	// ImageURLInvalidReason: spec.image is not a repository reference (it
-	// has a tag, a digest or a scheme, or does not parse).
+	// has a tag, a digest or a scheme other than http(s), or does not
+	// parse), or not a Helm chart URL (http(s)://REPOSITORY/CHART).
 	ImageURLInvalidReason = "ImageURLInvalid"
 	// InvalidExclusionListReason: an exclusionList entry is not a regexp.
 	InvalidExclusionListReason = "InvalidExclusionList"
 	// ScanFailedReason: listing the tags failed; it is retried.
 	ScanFailedReason = "ScanFailed"
+	// InvalidHelmIndexReason: a Helm repository's index.yaml does not
+	// parse, has no apiVersion, or is larger than the cap; it is retried,
+	// since the repository may publish a good one.
+	InvalidHelmIndexReason = "InvalidHelmIndex"
+	// ChartNotFoundReason: the Helm repository's index does not list the
+	// chart; it is retried, since the chart may be published later.
+	ChartNotFoundReason = "ChartNotFound"
 	// InvalidPolicyReason: a semver range or filter regexp does not parse.
 	InvalidPolicyReason = "InvalidPolicy"
 	// NoMatchingTagReason: no tag passed the filter and the policy.

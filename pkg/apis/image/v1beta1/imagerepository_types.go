@@ -12,7 +12,11 @@ const ImageRepositoryKind = "ImageRepository"
 // ImageRepositorySpec says which image repository to scan, and how.
 type ImageRepositorySpec struct {
 	// Image is the image repository to scan, without tag or digest, e.g.
-	// ghcr.io/org/app or nginx (index.docker.io/library/nginx).
+	// ghcr.io/org/app or nginx (index.docker.io/library/nginx); an OCI
+	// chart repository is given the same way (ghcr.io/org/charts/app). A
+	// chart of an HTTP(S) Helm repository is https://REPOSITORY/CHART
+	// (REPOSITORY as given to helm repo add): its index.yaml's versions are
+	// the tags.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +required
@@ -30,13 +34,16 @@ type ImageRepositorySpec struct {
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// SecretRef names a kubernetes.io/dockerconfigjson Secret in the same
-	// namespace with registry credentials.
+	// SecretRef names a Secret in the same namespace with the credentials:
+	// for a registry a kubernetes.io/dockerconfigjson Secret; for a Helm
+	// repository over HTTP(S) username and password (basic authentication,
+	// e.g. a kubernetes.io/basic-auth Secret), or bearerToken.
 	// +optional
 	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
 
 	// ServiceAccountName names a ServiceAccount in the same namespace whose
-	// imagePullSecrets are used as registry credentials.
+	// imagePullSecrets are used as registry credentials; not for a Helm
+	// repository over HTTP(S).
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
@@ -73,7 +80,8 @@ type ImageRepositorySpec struct {
 	// +optional
 	Provider string `json:"provider,omitempty"`
 
-	// Insecure allows plain HTTP to the registry.
+	// Insecure allows plain HTTP to the registry, or an http:// Helm
+	// repository.
 	// +optional
 	Insecure bool `json:"insecure,omitempty"`
 }

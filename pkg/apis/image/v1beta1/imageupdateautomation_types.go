@@ -41,9 +41,54 @@ type ImageUpdateAutomationSpec struct {
 	// +optional
 	Update *UpdateStrategy `json:"update,omitempty"`
 
+	// Schedule limits when the automation makes UpdateJobs to update
+	// windows; without it, a job is made whenever something changed.
+	// +optional
+	Schedule *UpdateSchedule `json:"schedule,omitempty"`
+
 	// Suspend stops the automation.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+}
+
+// UpdateSchedule is a set of update windows: the automation makes UpdateJobs
+// only while one is open. Changes found outside wait for the next window,
+// which the automation wakes up for by itself; a job already running when a
+// window closes is left to finish.
+type UpdateSchedule struct {
+	// TimeZone the cron expressions are read in: an IANA name such as
+	// Europe/Berlin. UTC when empty.
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self != 'Local'",message="timeZone Local depends on the controller's machine: use an IANA name such as Europe/Berlin, or UTC"
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// Windows open at the times their cron expression names and stay
+	// open for their duration. At least one.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +required
+	Windows []UpdateWindow `json:"windows"`
+}
+
+// UpdateWindow is one recurring update window.
+type UpdateWindow struct {
+	// Cron says when the window opens, as a Kubernetes CronJob's schedule:
+	// five fields (minute hour day-of-month month day-of-week) or
+	// @yearly, @monthly, @weekly, @daily, @hourly. Read in the schedule's
+	// time zone, which the expression cannot override.
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|[^\s@=]+(\s+[^\s@=]+){4})$`
+	// +required
+	Cron string `json:"cron"`
+
+	// Duration the window stays open, in elapsed time.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="a window must stay open at least 1s"
+	// +required
+	Duration metav1.Duration `json:"duration"`
 }
 
 // CrossNamespaceSourceReference names a source object, possibly in another
@@ -141,6 +186,11 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	LastJob *UpdateJobReference `json:"lastJob,omitempty"`
 
+	// NextWindow is, with spec.schedule, the update window that was open
+	// when the automation last ran, or else the next one to open.
+	// +optional
+	NextWindow *UpdateWindowStatus `json:"nextWindow,omitempty"`
+
 	// LastPullRequest is the pull request the last job that proposed,
 	// updated or closed one left (spec.git.push.pullRequest).
 	// +optional
@@ -154,6 +204,17 @@ type ImageUpdateAutomationStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// UpdateWindowStatus is one opening of an automation's update windows:
+// overlapping and back-to-back windows count as one.
+type UpdateWindowStatus struct {
+	// Start is when it opens (or opened).
+	// +required
+	Start metav1.Time `json:"start"`
+	// End is when it closes.
+	// +required
+	End metav1.Time `json:"end"`
 }
 
 // ObservedPolicies maps policy names to the image each selected.

@@ -85,8 +85,9 @@ type PolicySetter struct {
 	// +required
 	Name string `json:"name"`
 
-	// Tag is the image tag.
-	// +kubebuilder:validation:Pattern="^[\\w][\\w.-]{0,127}$"
+	// Tag is the image tag, or a chart version, whose build metadata
+	// follows a '+' (1.2.3+build.1).
+	// +kubebuilder:validation:Pattern="^[\\w][\\w.+-]{0,127}$"
 	// +required
 	Tag string `json:"tag"`
 
