@@ -60,4 +60,11 @@ const (
 	// InvalidSecretReason: a Secret lacks the keys its URL needs, or holds
 	// a key or certificate that does not parse.
 	InvalidSecretReason = "InvalidSecret"
+	// InvalidScheduleReason: spec.schedule has a cron expression or time
+	// zone that does not parse, or a window that never opens.
+	InvalidScheduleReason = "InvalidSchedule"
+	// OutsideUpdateWindowReason: something changed, but no update window
+	// is open; the job is made when the next one opens (Ready=True: the
+	// automation is doing what it was told).
+	OutsideUpdateWindowReason = "OutsideUpdateWindow"
 )
