@@ -55,7 +55,7 @@ type rawManifest struct {
 	mediaType types.MediaType
 }
 
-func (m rawManifest) RawManifest() ([]byte, error)         { return m.body, nil }
+func (m rawManifest) RawManifest() ([]byte, error)        { return m.body, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return m.mediaType, nil }
 
 // PushChart pushes a chart version as an OCI artifact the way helm push

@@ -32,7 +32,7 @@ type access struct {
 	// chart is set for a chart of an HTTP(S) Helm repository; repo is
 	// then unset.
 	chart *helmChart
-	opts registry.Options
+	opts  registry.Options
 	// key identifies the scan: repositories with equal keys see the same
 	// tags and can share one.
 	key string

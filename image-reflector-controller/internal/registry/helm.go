@@ -211,7 +211,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // version and its creation time are kept (the chart's metadata, URLs and
 // digests are dropped while decoding).
 type helmIndex struct {
-	APIVersion string                       `yaml:"apiVersion"`
+	APIVersion string                      `yaml:"apiVersion"`
 	Entries    map[string][]helmIndexEntry `yaml:"entries"`
 }
 
