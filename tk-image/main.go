@@ -98,6 +98,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	k.registerFlagCompletions(root)
 	root.AddCommand(
 		newUpdateCommand(),
+		newDiscoverCommand(k),
 		newPolicyCommand(),
 		newCreateCommand(k),
 		newGetCommand(k),

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/discover"
+)
+
+type discoverOptions struct {
+	dir          string
+	output       string
+	export       bool
+	writeMarkers bool
+	mode         string
+	interval     time.Duration
+}
+
+func newDiscoverCommand(k *kube) *cobra.Command {
+	var o discoverOptions
+	cmd := &cobra.Command{
+		Use:   "discover",
+		Short: "Find the images a directory of YAML deploys, and onboard them",
+		Long: `List every image the YAML files under --dir deploy, each with every place
+it is written: container images of pod templates (Deployments, CronJobs and
+any kind with the shape), kustomization images entries, and the
+image.repository/image.tag convention of Helm values (HelmReleases and
+values files). Strings that only look like images (ConfigMap data, env
+values, annotations) are not images; references that cannot be automated
+as written (no tag, latest, a digest alone, template expressions) are
+listed as skipped with the reason.
+
+With --export, print an ImageRepository and an ImagePolicy for each image,
+in -n NAMESPACE; the policy follows the current tag (--policy-mode: patch,
+minor (the default: the same major) or major; never below the current
+tag), or the workload's image.toolkit.dev/policy.<container> annotation.
+With --write-markers, add a $imagepolicy marker naming those policies to
+every location, changing nothing else in any file; tk-image update then
+updates them all.`,
+		Example: `  tk-image discover --dir ./clusters/prod
+  tk-image discover --dir . -o json
+  tk-image discover --dir . --export -n apps > image-automation.yaml
+  tk-image discover --dir . --write-markers -n apps`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(k, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.dir, "dir", ".", "directory to read")
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
+	f.BoolVar(&o.export, "export", false, "print an ImageRepository and an ImagePolicy (YAML) for each image")
+	f.BoolVar(&o.writeMarkers, "write-markers", false, "write a $imagepolicy marker on every location of every image with a policy")
+	f.StringVar(&o.mode, "policy-mode", "minor", "how far the default policies follow: patch, minor or major")
+	f.DurationVar(&o.interval, "interval", 5*time.Minute, "scan interval of the exported ImageRepositories")
+	_ = cmd.RegisterFlagCompletionFunc("policy-mode", cobra.FixedCompletions([]string{"patch", "minor", "major"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (o *discoverOptions) run(k *kube, stdout, stderr io.Writer) error {
+	if o.output != "text" && o.output != "json" {
+		return usageError{fmt.Errorf("--output must be text or json, got %q", o.output)}
+	}
+	mode, err := discover.ParseMode(o.mode)
+	if err != nil {
+		return usageError{fmt.Errorf("--policy-mode: %w", err)}
+	}
+	if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
+		return usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
+	}
+	res, err := discover.Dir(o.dir)
+	if err != nil {
+		return err
+	}
+	if !o.export && !o.writeMarkers {
+		if o.output == "json" {
+			return json.NewEncoder(stdout).Encode(res)
+		}
+		return printDiscovered(stdout, res)
+	}
+
+	ns, err := k.namespace()
+	if err != nil {
+		return err
+	}
+	names := discover.Names(res.Images)
+	type chosen struct {
+		img    discover.Image
+		choice imagev1.ImagePolicyChoice
+		filter *imagev1.TagFilter
+	}
+	var with []chosen
+	for _, img := range res.Images {
+		choice, filter, err := discover.Policy(img, mode)
+		if err != nil {
+			fmt.Fprintf(stderr, "tk-image: %s: %v; not automated\n", img.Name, err)
+			continue
+		}
+		with = append(with, chosen{img, choice, filter})
+	}
+	if o.export {
+		for _, c := range with {
+			n := names[c.img.Name]
+			repo := &imagev1.ImageRepository{Spec: imagev1.ImageRepositorySpec{Image: c.img.Name, Interval: metav1.Duration{Duration: o.interval}}}
+			pol := &imagev1.ImagePolicy{Spec: imagev1.ImagePolicySpec{
+				ImageRepositoryRef: meta.NamespacedObjectReference{Name: n}, Policy: c.choice, FilterTags: c.filter}}
+			repo.Name, pol.Name = n, n
+			var f createFlags
+			if err := f.writeYAML(k, "repository", repo, stdout); err != nil {
+				return err
+			}
+			if err := f.writeYAML(k, "policy", pol, stdout); err != nil {
+				return err
+			}
+		}
+	}
+	if o.writeMarkers {
+		keep := map[string]bool{}
+		for _, c := range with {
+			keep[c.img.Name] = true
+		}
+		sites := res.Sites(func(img discover.Image) string {
+			if !keep[img.Name] {
+				return ""
+			}
+			return ns + ":" + names[img.Name]
+		})
+		written, skipped, err := discover.WriteMarkers(o.dir, sites)
+		for _, f := range written {
+			fmt.Fprintf(stderr, "marked %s\n", f)
+		}
+		for _, s := range skipped {
+			fmt.Fprintf(stderr, "tk-image: %s:%d: not marked: %s\n", s.File, s.Line, s.Reason)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printDiscovered prints a table: image, tag, locations (the first, and
+// how many more), then what was skipped.
+func printDiscovered(w io.Writer, res *discover.Result) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "IMAGE\tTAG\tLOCATIONS")
+	for _, img := range res.Images {
+		var locs []string
+		for _, l := range img.Locations {
+			locs = append(locs, fmt.Sprintf("%s:%d", l.File, l.Line))
+		}
+		tag := img.Tag
+		if img.Digest != "" {
+			tag += "@" + img.Digest
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", img.Name, tag, strings.Join(locs, " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(res.Skipped) > 0 {
+		fmt.Fprintln(w, "\nskipped:")
+		for _, s := range res.Skipped {
+			where := s.File
+			if s.Line > 0 {
+				where = fmt.Sprintf("%s:%d", s.File, s.Line)
+			}
+			if s.Value != "" {
+				fmt.Fprintf(w, "  %s: %s: %s\n", where, s.Value, s.Reason)
+			} else {
+				fmt.Fprintf(w, "  %s: %s\n", where, s.Reason)
+			}
+		}
+	}
+	return nil
+}
