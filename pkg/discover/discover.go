@@ -30,8 +30,10 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -122,28 +124,67 @@ func Dir(dir string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &discoverer{byName: map[string]*Image{}, refs: map[string][]parsed{}, exists: func(p string) bool {
+	exists := func(p string) bool {
 		info, err := root.Stat(p)
 		return err == nil && info.Mode().IsRegular()
-	}}
+	}
+	d := newDiscoverer(exists)
 	for _, p := range problems {
 		d.skip(Skipped{File: p.Path, Reason: p.Err.Error()})
 	}
 	slices.Sort(files)
-	for _, f := range files {
-		data, err := root.ReadFile(f)
-		if err != nil {
-			d.skip(Skipped{File: f, Reason: ReasonUnreadable})
-			continue
-		}
-		d.file(f, data)
+	// Files are read and parsed in parallel, each into its own
+	// discoverer, and merged in file order, so the result is the same
+	// however the work was shared.
+	parts := make([]*discoverer, len(files))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0)*2, max(len(files), 1)) {
+		wg.Go(func() {
+			for i := range next {
+				part := newDiscoverer(exists)
+				if data, err := root.ReadFile(files[i]); err != nil {
+					part.skip(Skipped{File: files[i], Reason: ReasonUnreadable})
+				} else {
+					part.file(files[i], data)
+				}
+				parts[i] = part
+			}
+		})
+	}
+	for i := range files {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, part := range parts {
+		d.merge(part)
 	}
 	return d.result(), nil
 }
 
+func newDiscoverer(exists func(string) bool) *discoverer {
+	return &discoverer{byName: map[string]*Image{}, refs: map[string][]parsed{}, exists: exists}
+}
+
+// merge adds what another discoverer found after what d found.
+func (d *discoverer) merge(o *discoverer) {
+	for _, n := range o.order {
+		img, ok := d.byName[n]
+		if !ok {
+			img = &Image{Name: n}
+			d.byName[n] = img
+			d.order = append(d.order, n)
+		}
+		img.Locations = append(img.Locations, o.byName[n].Locations...)
+		d.refs[n] = append(d.refs[n], o.refs[n]...)
+	}
+	d.skipped = append(d.skipped, o.skipped...)
+}
+
 // Bytes discovers the images of one file's content, named file.
 func Bytes(file string, data []byte) *Result {
-	d := &discoverer{byName: map[string]*Image{}, refs: map[string][]parsed{}}
+	d := newDiscoverer(nil)
 	d.file(file, data)
 	return d.result()
 }

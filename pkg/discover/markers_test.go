@@ -18,7 +18,7 @@ import (
 // markers, update the same bytes.
 func TestWriteMarkersThenUpdate(t *testing.T) {
 	files := map[string]string{
-		"apps/a.yaml": "kind: Deployment\r\nspec:\r\n  template:\r\n    spec:\r\n      containers:\r\n      - name: app\r\n        image: \"ghcr.io/acme/app:1.4.2\" # pinned by the team\r\n      - name: side\r\n        image: ghcr.io/acme/side:2.0.0\r\n",
+		"apps/a.yaml":             "kind: Deployment\r\nspec:\r\n  template:\r\n    spec:\r\n      containers:\r\n      - name: app\r\n        image: \"ghcr.io/acme/app:1.4.2\" # pinned by the team\r\n      - name: side\r\n        image: ghcr.io/acme/side:2.0.0\r\n",
 		"apps/kustomization.yaml": "images:\n- name: ghcr.io/acme/app\n  newTag: '1.4.2'\n- {name: ghcr.io/acme/side, newTag: 2.0.0}\n",
 		"apps/values.yaml":        "image:\n  repository: ghcr.io/acme/app\n  tag: 1.4.2 # {\"$imagepolicy\": \"prod:app:tag\"}\n",
 	}
