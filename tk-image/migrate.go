@@ -1044,6 +1044,11 @@ func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
 	switch {
 	case image == "":
 		c.failf("spec.image", "is required (image-toolkit rejects an empty image)")
+	case strings.HasPrefix(strings.ToLower(image), "https://") || strings.HasPrefix(strings.ToLower(image), "http://"):
+		// Flux fails on it; image-toolkit reads it as a chart of an
+		// HTTP(S) Helm repository, which the Flux object did not mean.
+		out["image"] = image
+		c.warnf("spec.image", "%q has a scheme: image-toolkit reads http(s)://REPOSITORY/CHART as a chart of a Helm repository, not an image; give host/path, and spec.insecure for plain HTTP", image)
 	case strings.Contains(image, "://"):
 		out["image"] = image
 		c.warnf("spec.image", "%q has a scheme: the ImageRepository will be Stalled (ImageURLInvalid); give host/path, and spec.insecure for plain HTTP", image)
