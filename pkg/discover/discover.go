@@ -26,6 +26,7 @@
 package discover
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"os"
@@ -570,4 +571,43 @@ func isValuesFile(file string) bool {
 func (d *discoverer) isHelmTemplate(file string) bool {
 	dir := path.Dir(file)
 	return path.Base(dir) == "templates" && d.exists != nil && d.exists(path.Join(path.Dir(dir), "Chart.yaml"))
+}
+
+// MayHaveImages reports whether a file could hold an image Dir finds:
+// every such field's key, or its parent's, contains "image" or "Image". A
+// checkout for discovery may leave the other files out.
+func MayHaveImages(data []byte) bool {
+	return bytes.Contains(data, []byte("image")) || bytes.Contains(data, []byte("Image"))
+}
+
+// Filter keeps the images whose names match an include pattern (all when
+// there is none) and no exclude pattern; patterns are path.Match globs, so
+// * stays within a path segment (ghcr.io/acme/*). A pattern that does not
+// compile matches nothing.
+func Filter(images []Image, include, exclude []string) []Image {
+	match := func(patterns []string, n string) bool {
+		for _, p := range patterns {
+			if ok, err := path.Match(p, n); err == nil && ok {
+				return true
+			}
+		}
+		return false
+	}
+	var out []Image
+	for _, img := range images {
+		if (len(include) == 0 || match(include, img.Name)) && !match(exclude, img.Name) {
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+// CanonicalName is the canonical name of an image reference's repository
+// (Canonical), or ref itself when it does not parse.
+func CanonicalName(ref string) string {
+	r, err := name.NewRepository(ref)
+	if err != nil {
+		return ref
+	}
+	return Canonical(r)
 }

@@ -17,6 +17,10 @@ import (
 type Options struct {
 	// DryRun computes the result without writing files.
 	DryRun bool
+	// Sites mark scalars of files (by path relative to dir, as
+	// ManifestFiles gives them) as if they carried markers: a repository's
+	// discovered images, updated without markers.
+	Sites map[string][]Site
 }
 
 // needle is what a file must contain to be parsed at all: most files of a
@@ -170,10 +174,11 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*File
 	if err != nil {
 		return nil, nil, []Problem{{Path: p, Err: err}}
 	}
-	if !bytes.Contains(data, needle) {
+	sites := opts.Sites[p]
+	if !bytes.Contains(data, needle) && len(sites) == 0 {
 		return nil, nil, nil
 	}
-	out, objs, skipped, _, markers, err := update(data, policies)
+	out, objs, skipped, _, markers, err := update(data, policies, sites...)
 	clean := path.Clean(p)
 	for i := range markers {
 		markers[i].Path = clean

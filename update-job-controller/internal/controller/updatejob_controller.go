@@ -458,6 +458,9 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			st.CheckoutRevision = out.CheckoutRevision
 			if out.Result != nil {
 				st.Result = runner.APIResult(out.Result, plan.Policies)
+				if d := out.Discovered; d != nil {
+					st.Result.Discovered, st.Result.OmittedDiscovered, st.Result.DiscoverSkipped = d.Images, d.Omitted, d.Skipped
+				}
 			}
 		}
 		if out != nil && out.PullRequest != nil {

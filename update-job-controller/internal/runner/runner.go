@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -22,6 +23,7 @@ import (
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/discover"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
@@ -69,6 +71,8 @@ type Plan struct {
 	// PullRequest is set when the change is proposed as a pull request:
 	// nothing is pushed to Branch then.
 	PullRequest *PullRequestPlan
+	// Discover is set when the job finds the images of the checkout.
+	Discover *updatev1.DiscoverSpec
 }
 
 // PullRequestPlan is where a job proposes its change.
@@ -140,6 +144,16 @@ func NewPlan(spec *updatev1.UpdateJobSpec) (*Plan, error) {
 			return fail("setter %s is listed twice", s.Policy)
 		}
 		p.Policies[s.Policy] = setters.Image{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
+	}
+	if d := spec.Update.Discover; d != nil {
+		for _, pat := range append(slices.Clone(d.Include), d.Exclude...) {
+			if _, err := path.Match(pat, ""); err != nil {
+				return fail("update.discover: pattern %q: %v", pat, err)
+			}
+		}
+		p.Discover = d
+	} else if len(p.Policies) == 0 {
+		return fail("update.setters is empty")
 	}
 	return p, nil
 }
@@ -252,6 +266,15 @@ type Output struct {
 	// Warnings are what failed on the request after the update was made
 	// (labels, reviewers, auto-merge, an edit of its text).
 	Warnings []string
+	// Discovered is what discovery found, in the status's form.
+	Discovered *Discovered
+}
+
+// Discovered is what a job's discovery found, for status.result.
+type Discovered struct {
+	Images  []updatev1.DiscoveredImage
+	Omitted int
+	Skipped int
 }
 
 // Run carries out the job against the mirror of its repository.
@@ -362,16 +385,28 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 	if in.Plan.Path != "" {
 		paths = []string{in.Plan.Path}
 	}
-	// Only files that may hold markers are written: the setters leave the
-	// others alone, and creating thousands of files would dominate the job.
-	if err := mirror.CheckoutFiltered(oid, tmp, setters.MayHaveMarkers, paths...); err != nil {
+	// Only files that may hold markers (or, with discovery, images) are
+	// written: the others are left alone, and creating thousands of files
+	// would dominate the job.
+	keep := setters.MayHaveMarkers
+	if in.Plan.Discover != nil {
+		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
+	}
+	if err := mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
 		return nil, retryable(conditions.GitOperationFailedReason, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
 	}
 	dir, err := securePath(tmp, in.Plan.Path)
 	if err != nil {
 		return nil, terminal(updatev1.UpdateFailedReason, err)
 	}
-	res, err := setters.UpdateDir(dir, in.Plan.Policies, setters.Options{})
+	var sites map[string][]setters.Site
+	out.Discovered = nil
+	if d := in.Plan.Discover; d != nil {
+		if sites, out.Discovered, err = discoverSites(dir, d, in.Plan.Policies); err != nil {
+			return nil, retryable(updatev1.UpdateFailedReason, fmt.Errorf("discovering the images of %s: %w", in.Plan.Path, err))
+		}
+	}
+	res, err := setters.UpdateDir(dir, in.Plan.Policies, setters.Options{Sites: sites})
 	if err != nil {
 		return nil, retryable(updatev1.UpdateFailedReason, fmt.Errorf("updating %s: %w", in.Plan.Path, err))
 	}
@@ -389,6 +424,23 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 	changed := make([]string, 0, len(res.Files))
 	for _, f := range res.Files {
 		changed = append(changed, path.Join(in.Plan.Path, f.Path))
+	}
+	if d := in.Plan.Discover; d != nil && d.WriteMarkers {
+		// Positions moved with the new values: discover again, and mark
+		// what a setter applies to, as tk-image discover --write-markers.
+		again, _, err := discoverSites(dir, d, in.Plan.Policies)
+		if err != nil {
+			return nil, retryable(updatev1.UpdateFailedReason, fmt.Errorf("discovering the images of %s: %w", in.Plan.Path, err))
+		}
+		written, _, err := discover.WriteMarkers(dir, again)
+		if err != nil {
+			return nil, retryable(updatev1.UpdateFailedReason, fmt.Errorf("writing markers: %w", err))
+		}
+		for _, f := range written {
+			if p := path.Join(in.Plan.Path, f); !slices.Contains(changed, p) {
+				changed = append(changed, p)
+			}
+		}
 	}
 	msg, err := commitmsg.Render(in.Spec.Commit.MessageTemplate, commitmsg.Data{
 		AutomationObject: in.AutomationObject,
@@ -554,4 +606,47 @@ func markerSummary(markers []setters.MarkerSite, policies setters.Policies) ([]u
 	}
 	slices.Sort(unmarked)
 	return list, omitted, unmarked
+}
+
+// discoverSites finds the images under dir that the spec includes, and
+// marks each location of an image a policy names (by canonical image
+// name) with that policy. It also sums up what it found for the status:
+// images by name, at most MaxDiscovered, each with up to MaxMarkerFiles
+// files.
+func discoverSites(dir string, d *updatev1.DiscoverSpec, policies setters.Policies) (map[string][]setters.Site, *Discovered, error) {
+	res, err := discover.Dir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	images := discover.Filter(res.Images, d.Include, d.Exclude)
+	// Several policies may name one image; the first by policy name wins,
+	// so the choice does not depend on map order.
+	byImage := map[string]string{}
+	keys := slices.Sorted(maps.Keys(policies))
+	for _, k := range keys {
+		n := discover.CanonicalName(policies[k].Name)
+		if _, ok := byImage[n]; !ok {
+			byImage[n] = k
+		}
+	}
+	filtered := &discover.Result{Images: images}
+	sites := filtered.Sites(func(img discover.Image) string { return byImage[img.Name] })
+	sum := &Discovered{Skipped: len(res.Skipped)}
+	for _, img := range images {
+		if len(sum.Images) == updatev1.MaxDiscovered {
+			sum.Omitted++
+			continue
+		}
+		di := updatev1.DiscoveredImage{Name: img.Name, Tag: img.Tag, Digest: img.Digest, Locations: len(img.Locations), Policy: byImage[img.Name]}
+		for _, l := range img.Locations {
+			if di.PolicyAnnotation == "" {
+				di.PolicyAnnotation = l.Policy
+			}
+			if n := len(di.Files); n < updatev1.MaxMarkerFiles && (n == 0 || di.Files[n-1] != l.File) {
+				di.Files = append(di.Files, l.File)
+			}
+		}
+		sum.Images = append(sum.Images, di)
+	}
+	return sites, sum, nil
 }

@@ -53,6 +53,7 @@ type UpdateJobSpec struct {
 }
 
 // UpdateSpec says which files to update with which image policy values.
+// +kubebuilder:validation:XValidation:rule="size(self.setters) > 0 || has(self.discover)",message="setters must not be empty unless discover is set"
 type UpdateSpec struct {
 	// Path within the repository to update; the root when empty. Paths that
 	// leave the checkout are rejected.
@@ -62,13 +63,64 @@ type UpdateSpec struct {
 	Path string `json:"path,omitempty"`
 
 	// Setters are the policy values that markers
-	// (# {"$imagepolicy": "NAMESPACE:NAME"}) are set to.
-	// +kubebuilder:validation:MinItems=1
+	// (# {"$imagepolicy": "NAMESPACE:NAME"}) are set to, and, with
+	// discover, the discovered images of the same name.
 	// +kubebuilder:validation:MaxItems=1000
 	// +listType=map
 	// +listMapKey=policy
 	// +required
 	Setters []PolicySetter `json:"setters"`
+
+	// Discover makes the job find the images of the checkout under Path
+	// itself (pkg/discover): each discovered location of an image a setter
+	// names (by image name) is updated as a marker there would be, and
+	// status.result.discovered lists what it found.
+	// +optional
+	Discover *DiscoverSpec `json:"discover,omitempty"`
+}
+
+// DiscoverSpec says which discovered images a job reports and updates.
+type DiscoverSpec struct {
+	// Include are patterns of image names (canonical, e.g.
+	// docker.io/library/nginx; path.Match syntax, so * stays within a
+	// path segment: ghcr.io/acme/*); every image when empty.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Include []string `json:"include,omitempty"`
+
+	// Exclude are patterns of image names left alone, over Include.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+
+	// WriteMarkers makes the commit also write a $imagepolicy marker on
+	// each location it updates, so the repository becomes explicit.
+	// +optional
+	WriteMarkers bool `json:"writeMarkers,omitempty"`
+}
+
+// DiscoveredImage is an image a job found in the checkout.
+type DiscoveredImage struct {
+	// Name is canonical, e.g. docker.io/library/nginx.
+	Name string `json:"name"`
+	// Tag and Digest are what most of its locations have.
+	Tag string `json:"tag"`
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Locations is how many places write it.
+	Locations int `json:"locations"`
+	// Files are up to three of the files writing it, relative to the
+	// update path, in path order.
+	// +optional
+	Files []string `json:"files,omitempty"`
+	// Policy is the setter the job applied to it, NAMESPACE:NAME; empty
+	// when it had none.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// PolicyAnnotation is the policy a workload annotation sets for it
+	// (e.g. semver:~1.4), for the automation to follow.
+	// +optional
+	PolicyAnnotation string `json:"policyAnnotation,omitempty"`
 }
 
 // PolicySetter is the value of one image policy.
@@ -232,6 +284,8 @@ const (
 const (
 	// MaxMarkerPolicies is how many policies result.markers lists.
 	MaxMarkerPolicies = 100
+	// MaxDiscovered is how many images result.discovered lists.
+	MaxDiscovered = 500
 	// MaxMarkerFiles is how many files each result.markers entry lists.
 	MaxMarkerFiles = 3
 )
@@ -260,6 +314,23 @@ type UpdateResult struct {
 	// marker names: the job cannot apply them anywhere.
 	// +optional
 	UnmarkedPolicies []string `json:"unmarkedPolicies,omitempty"`
+
+	// Discovered are the images the job found with spec.update.discover,
+	// by name; at most 500.
+	// +kubebuilder:validation:MaxItems=500
+	// +optional
+	Discovered []DiscoveredImage `json:"discovered,omitempty"`
+
+	// OmittedDiscovered is how many more images were found than
+	// Discovered lists.
+	// +optional
+	OmittedDiscovered int `json:"omittedDiscovered,omitempty"`
+
+	// DiscoverSkipped is how many references discovery did not automate
+	// as written (no tag, latest, templates, opted out); tk-image discover
+	// lists them with the reasons.
+	// +optional
+	DiscoverSkipped int `json:"discoverSkipped,omitempty"`
 }
 
 // PolicyMarkers says where the markers naming one policy are.
