@@ -19,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
@@ -31,6 +32,7 @@ func main() {
 		registryQPS   float64
 		registryBurst int
 		webhookAddr   string
+		objectLevelWI bool
 		defaultsErr   error
 	)
 	scheme := runtime.NewScheme()
@@ -54,6 +56,7 @@ func main() {
 			fs.Float64Var(&registryQPS, "registry-qps", 100, "The most requests per second to each registry host. The rate starts there, drops when the host answers 429 or 503, sends Retry-After or announces a nearly used quota, and climbs back while the host keeps up.")
 			fs.IntVar(&registryBurst, "registry-burst", 100, "The most requests sent at once to each registry host, at the --registry-qps ceiling; the burst shrinks with the rate.")
 			fs.StringVar(&webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
+			fs.BoolVar(&objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
 			// The shared API client defaults (50 a second, 300 at once)
 			// are too low for this controller: a scan writes an
 			// ImageRepository's metadata and status and its policies'
@@ -80,10 +83,14 @@ func main() {
 			scanMetrics := controller.NewScanMetrics()
 			crmetrics.Registry.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
 			reg := registry.New(registryQPS, registryBurst, regMetrics)
+			cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), objectLevelWI, "reflector", crmetrics.Registry)
+			if err != nil {
+				return err
+			}
 			ev := opts.Events
 			repos := &controller.ImageRepositoryReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
-				ScanMetrics: scanMetrics, Registry: reg, Store: st,
+				ScanMetrics: scanMetrics, Registry: reg, Store: st, Cloud: cloud,
 			}
 			if webhookAddr != "" {
 				if err := setupWebhooks(ctx, mgr, opts, rec, repos, webhookAddr); err != nil {
@@ -95,7 +102,7 @@ func main() {
 			}
 			return (&controller.ImagePolicyReconciler{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
-				Registry: reg, Store: st,
+				Registry: reg, Store: st, Cloud: cloud,
 			}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 		},
 	}, os.Args[1:], os.Stdout, os.Stderr))

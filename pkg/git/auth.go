@@ -44,6 +44,9 @@ type Auth struct {
 	// written before the Auth is shared, and used while Identity and
 	// IdentityPassword are still what it was made from.
 	decoded *decodedIdentity
+	// provider, when set, issues Username, Password or BearerToken
+	// (ReadRemoteAuth); Fresh fills them in.
+	provider *providerSource
 }
 
 type decodedIdentity struct {

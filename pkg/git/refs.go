@@ -39,6 +39,10 @@ func ListRefs(ctx context.Context, repoURL string, auth *Auth, prefixes ...strin
 	if err != nil {
 		return nil, err
 	}
+	// A provider's token is asked for now, not when the Auth was read.
+	if auth, err = auth.Fresh(ctx); err != nil {
+		return nil, err
+	}
 	var refs Refs
 	if ep.Scheme == "ssh" {
 		refs, err = listSSH(ctx, ep, auth, prefixes)

@@ -21,7 +21,12 @@ var ErrSecretNotFound = errors.New("secret not found")
 // the rules ErrInvalidCredentials; anything else is the API server's error.
 // Both controllers read git Secrets only through it.
 func ReadAuth(ctx context.Context, reader client.Reader, namespace, repoURL, secretName, proxySecretName string) (*Auth, []string, error) {
-	var values []string
+	return ReadRemoteAuth(ctx, reader, namespace, Remote{URL: repoURL, SecretName: secretName, ProxySecretName: proxySecretName})
+}
+
+// readSecrets reads the credentials and proxy Secrets (nil for an empty
+// name), and their values for redacting.
+func readSecrets(ctx context.Context, reader client.Reader, namespace, secretName, proxySecretName string) (creds, proxy map[string][]byte, values []string, err error) {
 	read := func(name, what string) (map[string][]byte, error) {
 		if name == "" {
 			return nil, nil
@@ -44,16 +49,11 @@ func ReadAuth(ctx context.Context, reader client.Reader, namespace, repoURL, sec
 		}
 		return s.Data, nil
 	}
-	creds, err := read(secretName, "secretRef")
-	if err != nil {
-		return nil, values, err
+	if creds, err = read(secretName, "secretRef"); err != nil {
+		return nil, nil, values, err
 	}
-	proxy, err := read(proxySecretName, "proxySecretRef")
-	if err != nil {
-		return nil, values, err
-	}
-	auth, err := AuthFromSecrets(repoURL, creds, proxy)
-	return auth, values, err
+	proxy, err = read(proxySecretName, "proxySecretRef")
+	return creds, proxy, values, err
 }
 
 // secretNotFound names the missing Secret and is ErrSecretNotFound.

@@ -8,9 +8,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -22,6 +24,7 @@ import (
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
@@ -45,7 +48,7 @@ type access struct {
 // repository. Secrets are read uncached: watching every Secret of the
 // cluster would cost memory and RBAC we do not need. TLS and proxy are
 // built the same way for both.
-func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, repo name.Repository, chart *helmChart) (*access, error) {
+func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, repo name.Repository, chart *helmChart, cloud *cloudauth.Issuer) (*access, error) {
 	a := &access{repo: repo, chart: chart}
 	fp := sha256.New()
 	target := repo.Name()
@@ -70,7 +73,7 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 		}
 		pullSecrets = append(pullSecrets, *s)
 	}
-	if obj.Spec.ServiceAccountName != "" {
+	if obj.Spec.ServiceAccountName != "" && !usesCloud(obj) {
 		sa := &corev1.ServiceAccount{}
 		if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: obj.Spec.ServiceAccountName}, sa); err != nil {
 			return nil, authFailed(fmt.Errorf("reading ServiceAccount %s: %w", obj.Spec.ServiceAccountName, err))
@@ -123,6 +126,11 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 		hashSecret(fp, *s)
 		a.secrets = append(a.secrets, string(s.Data["password"]))
 		if proxy, err = proxyFromSecret(s); err != nil {
+			return nil, err
+		}
+	}
+	if usesCloud(obj) {
+		if err := cloudAccess(ctx, cloud, obj, repo, chart, proxy, a, fp); err != nil {
 			return nil, err
 		}
 	}
@@ -263,11 +271,22 @@ func newTransport(tlsConfig *tls.Config, proxy *url.URL) *http.Transport {
 // settings, so connections to a registry are reused across scans.
 var defaultTransport = func() *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if d := testDial.Load(); d != nil {
+			return (*d)(ctx, network, addr)
+		}
+		return dial(ctx, network, addr)
+	}
 	tr.MaxIdleConnsPerHost = 16
 	tr.TLSHandshakeTimeout = 10 * time.Second
 	tr.ResponseHeaderTimeout = 30 * time.Second
 	return tr
 }()
+
+// testDial, set by protocol tests only, dials for every registry
+// transport: cloud registries' host names then reach loopback servers.
+var testDial atomic.Pointer[func(ctx context.Context, network, addr string) (net.Conn, error)]
 
 // authFailed marks a credential problem: AuthenticationFailed, retried.
 func authFailed(err error) error {

@@ -28,6 +28,7 @@ import (
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
@@ -57,6 +58,9 @@ type ImagePolicyReconciler struct {
 	Metrics   *metrics.Recorder
 	Registry  *registry.Client
 	Store     *store.Store
+	// Cloud issues the credentials of digest and build time lookups in
+	// repositories with a cloud provider.
+	Cloud *cloudauth.Issuer
 	// Clock is the time minimum ages are measured at; time.Now when nil.
 	// Tests move it where waiting would be slow.
 	Clock func() time.Time
@@ -406,7 +410,7 @@ func (s *storeTimes) Created(ctx context.Context, tag string) (time.Time, bool, 
 		if err != nil {
 			return time.Time{}, false, err
 		}
-		if s.access, err = resolveAccess(ctx, s.r.APIReader, s.repo, ref, nil); err != nil {
+		if s.access, err = resolveAccess(ctx, s.r.APIReader, s.repo, ref, nil, s.r.Cloud); err != nil {
 			return time.Time{}, false, err
 		}
 	}
@@ -490,7 +494,7 @@ func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageR
 	if err != nil {
 		return "", err
 	}
-	a, err := resolveAccess(ctx, r.APIReader, repo, ref, nil)
+	a, err := resolveAccess(ctx, r.APIReader, repo, ref, nil, r.Cloud)
 	if err != nil {
 		return "", err
 	}

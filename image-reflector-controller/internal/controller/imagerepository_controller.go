@@ -23,6 +23,7 @@ import (
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -37,6 +38,7 @@ const Finalizer = "image.toolkit.dev/finalizer"
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets;serviceaccounts,verbs=get
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
 
 // ImageRepositoryReconciler scans registries for ImageRepository objects.
 type ImageRepositoryReconciler struct {
@@ -48,6 +50,9 @@ type ImageRepositoryReconciler struct {
 	ScanMetrics *ScanMetrics
 	Registry    *registry.Client
 	Store       *store.Store
+	// Cloud issues the credentials of repositories with a cloud
+	// provider (aws, gcp, azure).
+	Cloud *cloudauth.Issuer
 	// RequestHandled, when set, is told of each reconcile request handled
 	// (the webhook receiver measures its latency to scan start with it).
 	RequestHandled func(namespace, name, value string)
@@ -148,7 +153,7 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	interval := obj.Spec.Interval.Duration
 
-	a, err := resolveAccess(ctx, r.APIReader, obj, repo, chart)
+	a, err := resolveAccess(ctx, r.APIReader, obj, repo, chart, r.Cloud)
 	if f := conditions.AsFailure(err); err != nil && f.Stalled {
 		conditions.MarkStalled(obj, f.Reason, "%s", err)
 		obj.Status.ObservedGeneration = obj.Generation

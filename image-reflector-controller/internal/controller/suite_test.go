@@ -11,6 +11,7 @@ import (
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/testenv"
@@ -50,14 +51,19 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	regMetrics, scanMetrics := registry.NewMetrics(), NewScanMetrics()
 	reg.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
 	regClient := registry.New(100, 100, regMetrics)
+	// As main does with --object-level-workload-identity.
+	cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), true, "reflector", reg)
+	if err != nil {
+		return err
+	}
 	ev := events.New(mgr.GetEventRecorder("image-reflector-controller"))
 	if err := (&ImageRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
-		Metrics: rec, ScanMetrics: scanMetrics, Registry: regClient, Store: st}).SetupWithManager(mgr, ctrlOptions()); err != nil {
+		Metrics: rec, ScanMetrics: scanMetrics, Registry: regClient, Store: st, Cloud: cloud}).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
 	if err := NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
-		Metrics: rec, Registry: regClient, Store: st}).SetupWithManager(context.Background(), mgr, ctrlOptions())
+		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud}).SetupWithManager(context.Background(), mgr, ctrlOptions())
 }

@@ -48,6 +48,13 @@ const (
 	// GitOperationFailedReason: talking to a git server failed (listing,
 	// fetching or pushing); it is retried.
 	GitOperationFailedReason = "GitOperationFailed"
+	// ProviderMismatchReason: the object's cloud provider does not serve
+	// its registry (aws for ghcr.io, say), or takes no such repository.
+	ProviderMismatchReason = "ProviderMismatch"
+	// WorkloadIdentityNotEnabledReason: the object names a ServiceAccount
+	// whose cloud identity to use, and the controller does not run with
+	// --object-level-workload-identity.
+	WorkloadIdentityNotEnabledReason = "WorkloadIdentityNotEnabled"
 )
 
 // Getter is an object with status conditions.

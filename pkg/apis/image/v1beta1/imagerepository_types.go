@@ -43,7 +43,9 @@ type ImageRepositorySpec struct {
 
 	// ServiceAccountName names a ServiceAccount in the same namespace whose
 	// imagePullSecrets are used as registry credentials; not for a Helm
-	// repository over HTTP(S).
+	// repository over HTTP(S). With a cloud provider, it is the
+	// ServiceAccount whose cloud identity is used instead of the
+	// controller's (needs --object-level-workload-identity).
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
@@ -73,8 +75,11 @@ type ImageRepositorySpec struct {
 	// +optional
 	ExclusionList []string `json:"exclusionList,omitempty"`
 
-	// Provider of the registry, for cloud credentials. Only generic is
-	// implemented; aws, azure and gcp are accepted for later.
+	// Provider of the registry's credentials: generic (secretRef, the
+	// ServiceAccount's imagePullSecrets, or none), or aws (ECR, ECR
+	// Public), gcp (Artifact Registry, GCR) or azure (ACR) for credentials
+	// from the controller's cloud identity, or the ServiceAccount's. A
+	// secretRef wins over a cloud provider.
 	// +kubebuilder:validation:Enum=generic;aws;azure;gcp
 	// +kubebuilder:default=generic
 	// +optional
