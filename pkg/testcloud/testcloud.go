@@ -457,10 +457,10 @@ func (c *Cloud) serveEntra(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/v2.0/.well-known/openid-configuration"):
 		tenant := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")[0]
 		_ = json.NewEncoder(w).Encode(map[string]any{
-			"token_endpoint":         base + "/" + tenant + "/oauth2/v2.0/token",
-			"authorization_endpoint": base + "/" + tenant + "/oauth2/v2.0/authorize",
-			"issuer":                 base + "/" + tenant + "/v2.0",
-			"jwks_uri":               base + "/" + tenant + "/discovery/v2.0/keys",
+			"token_endpoint":           base + "/" + tenant + "/oauth2/v2.0/token",
+			"authorization_endpoint":   base + "/" + tenant + "/oauth2/v2.0/authorize",
+			"issuer":                   base + "/" + tenant + "/v2.0",
+			"jwks_uri":                 base + "/" + tenant + "/discovery/v2.0/keys",
 			"response_modes_supported": []string{"query", "fragment", "form_post"},
 		})
 	case strings.HasSuffix(r.URL.Path, "/oauth2/v2.0/token") && r.Method == http.MethodPost:

@@ -162,4 +162,3 @@ func testenvEventually(t *testing.T, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-
