@@ -47,12 +47,23 @@ var digits = regexp.MustCompile(`^[0-9]+$`)
 // (a tag that is neither a version nor a number, an annotation that does
 // not parse): the image is then reported, not automated.
 func Policy(img Image, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
+	annotation := ""
 	for _, l := range img.Locations {
 		if l.Policy != "" {
-			return annotated(l.Policy)
+			annotation = l.Policy
+			break
 		}
 	}
-	return Default(img.Tag, mode)
+	return PolicyOf(img.Tag, annotation, mode)
+}
+
+// PolicyOf is Policy of an image known by its tag and its policy
+// annotation ("" when none), as an UpdateJob reports them.
+func PolicyOf(tag, annotation string, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
+	if annotation != "" {
+		return annotated(annotation)
+	}
+	return Default(tag, mode)
 }
 
 // Default derives a policy from the current tag. For a semver tag (a

@@ -252,7 +252,16 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 		conditions.MarkReconciling(obj, conditions.ProgressingReason, "UpdateJob %s is %s", inFlight.Name, phaseOf(inFlight))
 		return d.requeue(ctrl.Result{}), nil
 	}
-	if len(pols.setters) == 0 {
+	// Discovery keeps the objects of the images the last job found, and
+	// adds the policies it follows; without spec.discover it removes what
+	// it made.
+	if obj.Spec.Discover != nil || len(obj.Status.Discovered) > 0 {
+		if err := r.reconcileDiscovered(ctx, obj, pols); err != nil {
+			conditions.MarkFailed(obj, conditions.FailedReason, "discovered images: %s", err)
+			return d.requeue(ctrl.Result{}), err
+		}
+	}
+	if len(pols.setters) == 0 && obj.Spec.Discover == nil {
 		conditions.MarkFailed(obj, conditions.DependencyNotReadyReason,
 			"no ImagePolicy in namespace %s matches spec.policySelector and has a latest image yet", obj.Namespace)
 		return d.requeue(ctrl.Result{RequeueAfter: interval}), nil
@@ -396,6 +405,12 @@ func (r *ImageUpdateAutomationReconciler) policyHandler() handler.EventHandler {
 				continue // Stalled until its spec changes
 			}
 			for _, p := range pols {
+				// A policy discovery made belongs to its automation,
+				// whatever the selector says.
+				if p.Labels[imagev1.DiscoveredByLabel] == a.Name && a.Spec.Discover != nil {
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
+					break
+				}
 				if p.Status.LatestRef != nil && sel.Matches(labels.Set(p.Labels)) {
 					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
 					break

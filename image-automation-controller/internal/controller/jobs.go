@@ -99,6 +99,12 @@ func jobSpec(obj *imagev1.ImageUpdateAutomation, src *source, sel *selection) up
 	if obj.Spec.Update != nil {
 		spec.Update.Path = obj.Spec.Update.Path
 	}
+	if d := obj.Spec.Discover; d != nil {
+		spec.Update.Discover = &updatev1.DiscoverSpec{Include: d.Include, Exclude: d.Exclude, WriteMarkers: d.WriteMarkers}
+	}
+	if spec.Update.Setters == nil {
+		spec.Update.Setters = []updatev1.PolicySetter{}
+	}
 	return spec
 }
 
@@ -262,6 +268,9 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 	// request, replaced values.
 	ev := r.Events.WithMetadata(events.UpdateJobMetadata(job))
 	obj.Status.LastJob = jobReference(job)
+	if found, ok := discovered(job); ok {
+		obj.Status.Discovered = found
+	}
 	gen, _ := strconv.ParseInt(job.Annotations[GenerationAnnotation], 10, 64)
 	applied := func() {
 		obj.Status.ObservedPolicies = policiesOf(job)

@@ -46,10 +46,124 @@ type ImageUpdateAutomationSpec struct {
 	// +optional
 	Schedule *UpdateSchedule `json:"schedule,omitempty"`
 
+	// Discover makes the automation find the images of the repository
+	// itself, and keep an ImageRepository and an ImagePolicy for each,
+	// owned by it: no markers needed (docs/discovery.md).
+	// +optional
+	Discover *DiscoverSpec `json:"discover,omitempty"`
+
 	// Suspend stops the automation.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
+
+// DiscoverSpec says which images of the repository an automation
+// discovers, and how it follows them.
+type DiscoverSpec struct {
+	// Include are patterns of image names (canonical, e.g.
+	// docker.io/library/nginx; path.Match syntax, so * stays within a
+	// path segment: ghcr.io/acme/*); every image found when empty.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Include []string `json:"include,omitempty"`
+
+	// Exclude are patterns of image names left alone, over Include.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+
+	// PolicyMode is how far the policies made for discovered images
+	// follow the current tag: patch (~1.4.2), minor (the same major; for
+	// 0.x the same minor) or major. Never below the current tag. A
+	// workload's image.toolkit.dev/policy.<container> annotation wins.
+	// +kubebuilder:validation:Enum=patch;minor;major
+	// +kubebuilder:default=minor
+	// +optional
+	PolicyMode string `json:"policyMode,omitempty"`
+
+	// Interval of the ImageRepositories it makes; the automation's
+	// interval when unset.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// Registries give the ImageRepositories of images on a host their
+	// access: credentials, CA, cloud provider, plain HTTP.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=map
+	// +listMapKey=host
+	// +optional
+	Registries []DiscoverRegistry `json:"registries,omitempty"`
+
+	// ServiceAccountName names a ServiceAccount whose imagePullSecrets are
+	// the credentials of every ImageRepository it makes (as
+	// ImageRepository.spec.serviceAccountName); a registry's secretRef wins.
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// WriteMarkers makes each commit also write a $imagepolicy marker on
+	// every location it updates, so the repository becomes explicit.
+	// +optional
+	WriteMarkers bool `json:"writeMarkers,omitempty"`
+}
+
+// DiscoverRegistry is how the ImageRepositories of images on one registry
+// host reach it.
+type DiscoverRegistry struct {
+	// Host is the registry as image names spell it, e.g. ghcr.io or
+	// registry.example.com:5000 (docker.io for Docker Hub).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +required
+	Host string `json:"host"`
+
+	// SecretRef is ImageRepository.spec.secretRef.
+	// +optional
+	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// CertSecretRef is ImageRepository.spec.certSecretRef.
+	// +optional
+	CertSecretRef *meta.LocalObjectReference `json:"certSecretRef,omitempty"`
+
+	// Provider is ImageRepository.spec.provider.
+	// +kubebuilder:validation:Enum=generic;aws;azure;gcp
+	// +optional
+	Provider string `json:"provider,omitempty"`
+
+	// Insecure is ImageRepository.spec.insecure.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+}
+
+// DiscoveredImage is an image an automation found in its repository.
+type DiscoveredImage struct {
+	// Image is the canonical name, e.g. docker.io/library/nginx.
+	Image string `json:"image"`
+	// Tag is what most of its locations have.
+	Tag string `json:"tag"`
+	// Locations is how many places write it.
+	Locations int `json:"locations"`
+	// Policy is the ImagePolicy that follows it: one the automation made,
+	// or one of the namespace's own for the same image, which it defers
+	// to. Empty when none could be made (see Reason).
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// Owned is set when the automation made the policy.
+	// +optional
+	Owned bool `json:"owned,omitempty"`
+	// PolicyAnnotation is the policy a workload annotation set.
+	// +optional
+	PolicyAnnotation string `json:"policyAnnotation,omitempty"`
+	// Reason says why it is not followed, when it is not.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// DiscoveredByLabel is on the ImageRepositories and ImagePolicies an
+// automation made for discovered images; its value is the automation's
+// name.
+const DiscoveredByLabel = "image.toolkit.dev/discovered-by"
 
 // UpdateSchedule is a set of update windows: the automation makes UpdateJobs
 // only while one is open. Changes found outside wait for the next window,
@@ -190,6 +304,12 @@ type ImageUpdateAutomationStatus struct {
 	// when the automation last ran, or else the next one to open.
 	// +optional
 	NextWindow *UpdateWindowStatus `json:"nextWindow,omitempty"`
+
+	// Discovered are the images spec.discover found in the repository, by
+	// name, as the last UpdateJob reported them; at most 500.
+	// +kubebuilder:validation:MaxItems=500
+	// +optional
+	Discovered []DiscoveredImage `json:"discovered,omitempty"`
 
 	// LastPullRequest is the pull request the last job that proposed,
 	// updated or closed one left (spec.git.push.pullRequest).
