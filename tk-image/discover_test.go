@@ -17,7 +17,7 @@ import (
 // an image in prose, and a CRLF file.
 func fleet(t *testing.T) string {
 	return tree(t, map[string]string{
-		"apps/web/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: ghcr.io/acme/web:1.4.2\n      - name: proxy\n        image: nginx:1.27.1 # edge\n",
+		"apps/web/deploy.yaml":        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: ghcr.io/acme/web:1.4.2\n      - name: proxy\n        image: nginx:1.27.1 # edge\n",
 		"apps/web/kustomization.yaml": "images:\n- name: ghcr.io/acme/web\n  newTag: 1.4.2\n",
 		"apps/api/values.yaml":        "image:\r\n  repository: ghcr.io/acme/api\r\n  tag: \"2.0.0\"\r\n",
 		"apps/api/job.yaml":           "kind: CronJob\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          containers:\n          - name: tool\n            image: ghcr.io/acme/tool:latest\n",

@@ -340,10 +340,13 @@ type automationExplanation struct {
 	PolicySelector string             `json:"policySelector"`
 	Policies       []automationPolicy `json:"policies"`
 	// Schedule is spec.schedule read now; absent without one.
-	Schedule       *scheduleFacts `json:"schedule,omitempty"`
-	LastRunTime    *metav1.Time   `json:"lastRunTime,omitempty"`
-	LastPushCommit string         `json:"lastPushCommit,omitempty"`
-	LastPushTime   *metav1.Time   `json:"lastPushTime,omitempty"`
+	Schedule *scheduleFacts `json:"schedule,omitempty"`
+	// Discovered are the images spec.discover found (status.discovered):
+	// what follows each, or why nothing does.
+	Discovered     []imagev1.DiscoveredImage `json:"discovered,omitempty"`
+	LastRunTime    *metav1.Time              `json:"lastRunTime,omitempty"`
+	LastPushCommit string                    `json:"lastPushCommit,omitempty"`
+	LastPushTime   *metav1.Time              `json:"lastPushTime,omitempty"`
 	// LastPullRequest is the request the last job that proposed, updated
 	// or closed one left (status.lastPullRequest), as it was then.
 	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
@@ -499,6 +502,12 @@ func explainAutomation(ctx context.Context, c client.Client, key types.Namespace
 		e.Policies = append(e.Policies, row)
 	}
 	slices.SortFunc(e.Policies, func(x, y automationPolicy) int { return strings.Compare(x.Policy, y.Policy) })
+	e.Discovered = a.Status.Discovered
+	for _, d := range e.Discovered {
+		if d.Reason != "" {
+			e.Problems = append(e.Problems, fmt.Sprintf("discovered image %s:%s is not followed: %s", d.Image, d.Tag, d.Reason))
+		}
+	}
 	e.Schedule = explainSchedule(a.Spec.Schedule, time.Now())
 	if sf := e.Schedule; sf != nil && !a.Spec.Suspend {
 		pending := slices.ContainsFunc(e.Policies, func(p automationPolicy) bool { return p.State == "pending" })
@@ -814,6 +823,19 @@ func (e *automationExplanation) text(w io.Writer) {
 	}
 	if sf := e.Schedule; sf != nil {
 		writeSchedule(w, sf)
+	}
+	if len(e.Discovered) > 0 {
+		fmt.Fprintf(w, "Discovered images:\t%d (spec.discover)\n", len(e.Discovered))
+		for _, d := range e.Discovered {
+			switch {
+			case d.Reason != "":
+				fmt.Fprintf(w, "  %s:%s\t%d locations, not followed: %s\n", d.Image, d.Tag, d.Locations, d.Reason)
+			case d.Owned:
+				fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (made by the automation)\n", d.Image, d.Tag, d.Locations, d.Policy)
+			default:
+				fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (the namespace's own)\n", d.Image, d.Tag, d.Locations, d.Policy)
+			}
+		}
 	}
 	fmt.Fprintf(w, "Last run:\t%s\n", formatTimePtr(e.LastRunTime))
 	if e.LastPushCommit != "" {
