@@ -540,3 +540,26 @@ func TestExplainSchedule(t *testing.T) {
 		t.Error("an automation without a schedule has schedule facts")
 	}
 }
+
+// The discovered images of an automation are explained one per line: the
+// policy that follows each, made by the automation or the namespace's
+// own, or why none does.
+func TestExplainDiscovered(t *testing.T) {
+	e := &automationExplanation{Automation: "default/onboard", Discovered: []imagev1.DiscoveredImage{
+		{Image: "ghcr.io/acme/web", Tag: "1.1.0", Locations: 2, Policy: "onboard-web", Owned: true},
+		{Image: "ghcr.io/acme/api", Tag: "1.0.1", Locations: 1, Policy: "api-ours"},
+		{Image: "ghcr.io/acme/tool", Tag: "main", Locations: 1, Reason: "tag \"main\" is neither a version nor a number"},
+	}}
+	var b strings.Builder
+	e.text(&b)
+	for _, want := range []string{
+		"Discovered images:\t3 (spec.discover)",
+		"ghcr.io/acme/web:1.1.0\t2 locations, ImagePolicy onboard-web (made by the automation)",
+		"ghcr.io/acme/api:1.0.1\t1 locations, ImagePolicy api-ours (the namespace's own)",
+		"ghcr.io/acme/tool:main\t1 locations, not followed: tag \"main\" is neither a version nor a number",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explanation lacks %q:\n%s", want, b.String())
+		}
+	}
+}
