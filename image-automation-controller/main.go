@@ -17,6 +17,7 @@ import (
 	"toolkit.dev/image-toolkit/image-automation-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -29,6 +30,7 @@ func main() {
 		noCrossNamespaceRefs bool
 		jobHistoryLimit      int
 		webhookAddr          string
+		objectLevelWI        bool
 	)
 	scheme := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(scheme))
@@ -44,11 +46,19 @@ func main() {
 			fs.BoolVar(&noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
 			fs.IntVar(&jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
 			fs.StringVar(&webhookAddr, "webhook-bind-address", ":9293", "Address the GitWebhook receiver (git push events) serves on; empty disables it.")
+			fs.BoolVar(&objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
 		},
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
 			if jobHistoryLimit < 0 {
 				return fmt.Errorf("--job-history-limit must not be negative, got %d", jobHistoryLimit)
 			}
+			// Git repositories with provider github or azure get their
+			// credentials from it, through pkg/git.
+			cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), objectLevelWI, "automation", crmetrics.Registry)
+			if err != nil {
+				return err
+			}
+			cloudauth.RegisterGitProviders(cloud)
 			rec := metrics.NewRecorder("automation").MustRegisterDefault()
 			autos := &controller.ImageUpdateAutomationReconciler{
 				Client:               mgr.GetClient(),

@@ -16,6 +16,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/controller"
@@ -29,6 +30,7 @@ func main() {
 		cacheDir         string
 		cacheMaxAge      time.Duration
 		jobLeaseDuration time.Duration
+		objectLevelWI    bool
 	)
 	scheme := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(scheme))
@@ -44,6 +46,7 @@ func main() {
 			fs.StringVar(&cacheDir, "cache-dir", app.DataDir(name, "/cache"), "Directory of the git mirror cache (the chart mounts /cache).")
 			fs.DurationVar(&cacheMaxAge, "cache-max-age", 24*time.Hour, "Remove mirrors unused for this long.")
 			fs.DurationVar(&jobLeaseDuration, "job-lease-duration", time.Minute, "A Running job whose heartbeat is older than this is reclaimed.")
+			fs.BoolVar(&objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
 		},
 		VersionInfo: gitops.LibGit2Version,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
@@ -51,6 +54,13 @@ func main() {
 			if err != nil {
 				return err
 			}
+			// Git repositories with provider github or azure get their
+			// credentials from it, through pkg/git.
+			cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), objectLevelWI, "updatejob", ctrlmetrics.Registry)
+			if err != nil {
+				return err
+			}
+			cloudauth.RegisterGitProviders(cloud)
 			// Work trees left by a crash are of no use to anyone.
 			workDir := filepath.Join(cacheDir, "work")
 			if err := os.RemoveAll(workDir); err != nil {

@@ -399,3 +399,10 @@ const FlagUsage = "Let an object with a cloud provider use the cloud identity of
 	"(Flux's ObjectLevelWorkloadIdentity feature gate): the controller requests a token for that ServiceAccount " +
 	"(TokenRequest) and exchanges it. Without it, such objects are Stalled (WorkloadIdentityNotEnabled) and " +
 	"every object uses the controller's own identity."
+
+// RegisterGitProviders makes is the issuer of git repositories with
+// provider github or azure, in pkg/git's credentials layer.
+func RegisterGitProviders(is *Issuer) {
+	git.RegisterProvider(GitHub, is)
+	git.RegisterProvider(Azure, is)
+}

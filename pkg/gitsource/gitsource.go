@@ -162,9 +162,14 @@ func readGitRepository(ctx context.Context, c client.Reader, obj *imagev1.ImageU
 	if err := checkURL(src.Repository.URL, src.Describe); err != nil {
 		return err
 	}
-	if p := str("provider"); p != "" && p != "generic" {
-		return conditions.Stallf(imagev1.InvalidSourceReason, "%s uses provider %q: only generic credentials (secretRef) are supported", src.Describe, p)
+	switch p := str("provider"); p {
+	case "", git.ProviderGeneric:
+	case "github", "azure":
+		src.Repository.Provider = p
+	default:
+		return conditions.Stallf(imagev1.InvalidSourceReason, "%s uses provider %q: only generic, github and azure are supported", src.Describe, p)
 	}
+	src.Repository.ServiceAccountName = str("serviceAccountName")
 	if n := str("secretRef", "name"); n != "" {
 		src.Repository.SecretRef = &meta.LocalObjectReference{Name: n}
 	}
@@ -207,7 +212,8 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 	if ref := src.Repository.ProxySecretRef; ref != nil {
 		proxy = ref.Name
 	}
-	auth, _, err := git.ReadAuth(ctx, c, obj.Namespace, src.Repository.URL, secret, proxy)
+	auth, _, err := git.ReadRemoteAuth(ctx, c, obj.Namespace, git.Remote{URL: src.Repository.URL, SecretName: secret,
+		ProxySecretName: proxy, Provider: src.Repository.Provider, ServiceAccountName: src.Repository.ServiceAccountName})
 	if err == nil {
 		return auth, nil
 	}
@@ -217,6 +223,9 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 		return nil, conditions.Retry(conditions.SecretNotFoundReason, ce)
 	case errors.Is(err, git.ErrInvalidCredentials):
 		return nil, conditions.Stall(imagev1.InvalidSecretReason, ce)
+	case errors.Is(err, git.ErrAuthentication):
+		// A provider (GitHub, Entra ID) refused the identity.
+		return nil, conditions.Retry(conditions.AuthenticationFailedReason, ce)
 	}
 	return nil, ce
 }

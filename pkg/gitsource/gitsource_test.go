@@ -94,7 +94,7 @@ func fixtures(t *testing.T) (ns, other string) {
 		}),
 		gitRepository(ns, "noref", "", map[string]any{"url": url}),
 		gitRepository(ns, "beta", "v1beta2", map[string]any{"url": url, "ref": map[string]any{"tag": "v1"}}),
-		gitRepository(ns, "azure", "", map[string]any{"url": url, "provider": "azure"}),
+		gitRepository(ns, "azure", "", map[string]any{"url": url, "provider": "azure", "serviceAccountName": "team"}),
 		gitRepository(ns, "generic", "", map[string]any{"url": url, "provider": "generic"}),
 		// The CRD here does not check the timeout's form, so the server
 		// stores it as written.
@@ -376,10 +376,10 @@ func TestResolve(t *testing.T) {
 			fail: failure{imagev1.InvalidSourceReason, true, "GitRepository " + ns + "/noref: "},
 		},
 		{
-			name: "a cloud provider's credentials",
+			name: "a cloud provider's credentials and identity are carried to the jobs",
 			set:  sourceRef("", "azure"),
-			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url}, Describe: "GitRepository " + ns + "/azure"},
-			fail: failure{imagev1.InvalidSourceReason, true, `uses provider "azure"`},
+			want: &Source{Repository: updatev1.GitRepositorySpec{URL: url, Timeout: minute, Provider: "azure", ServiceAccountName: "team"},
+				Ref: updatev1.GitRepositoryRef{Branch: "master"}, Describe: "GitRepository " + ns + "/azure"},
 		},
 		{
 			name: "a timeout that is no duration",

@@ -417,7 +417,8 @@ func TestStalled(t *testing.T) {
 			a.Spec.PolicySelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Near"}}}
 		}, imagev1.InvalidPolicySelectorReason, "Near"},
 		{"cross-namespace", source(other, "elsewhere"), conditions.AccessDeniedReason, "cross-namespace references are disabled"},
-		{"cloud-provider", source("", "azure"), imagev1.InvalidSourceReason, `provider "azure"`},
+		// A provider issues tokens for https:// only; this repository is http://.
+		{"cloud-provider", source("", "azure"), imagev1.InvalidSecretReason, "provider azure issues credentials for https:// URLs only"},
 		{"ssh-without-known-hosts", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Repository.URL = "ssh://git@127.0.0.1:1/fleet.git"
 			a.Spec.GitSpec.Repository.SecretRef = &meta.LocalObjectReference{Name: "no-known-hosts"}

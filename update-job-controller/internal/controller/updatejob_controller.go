@@ -309,12 +309,16 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 	if repo.ProxySecretRef != nil {
 		proxy = repo.ProxySecretRef.Name
 	}
-	auth, secrets, err := git.ReadAuth(ctx, r.APIReader, job.Namespace, repo.URL, secret, proxy)
+	auth, secrets, err := git.ReadRemoteAuth(ctx, r.APIReader, job.Namespace, git.Remote{URL: repo.URL, SecretName: secret,
+		ProxySecretName: proxy, Provider: repo.Provider, ServiceAccountName: repo.ServiceAccountName})
 	switch {
 	case errors.Is(err, git.ErrInvalidCredentials):
 		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
 	case errors.Is(err, git.ErrSecretNotFound):
 		return nil, secrets, conditions.Retry(conditions.SecretNotFoundReason, err)
+	case errors.Is(err, git.ErrAuthentication):
+		// A provider (GitHub, Entra ID) refused the identity.
+		return nil, secrets, conditions.Retry(conditions.AuthenticationFailedReason, err)
 	case err != nil:
 		// The API server could not be read: retried.
 		return nil, secrets, conditions.Retry(conditions.FailedReason, err)
@@ -333,7 +337,13 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 	var fc forge.Client
 	if pr := plan.PullRequest; pr != nil {
 		var s4 []string
-		fc, s4, err = r.forgeClient(ctx, job, pr, auth)
+		// A provider's token (a GitHub App's) serves the forge's API too.
+		fresh, err := auth.Fresh(ctx)
+		if err != nil {
+			return nil, secrets, conditions.Retry(conditions.AuthenticationFailedReason, err)
+		}
+		secrets = append(secrets, fresh.Secrets()...)
+		fc, s4, err = r.forgeClient(ctx, job, pr, fresh)
 		secrets = append(secrets, s4...)
 		if err != nil {
 			return nil, secrets, err

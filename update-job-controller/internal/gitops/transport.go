@@ -107,6 +107,11 @@ func newSession(ctx context.Context, a *git.Auth, repoURL string) (*session, err
 	if err != nil {
 		return nil, err
 	}
+	// A provider's token is asked for at each fetch and push, not once
+	// per job: a push long after the fetch gets one still valid.
+	if a, err = a.Fresh(ctx); err != nil {
+		return nil, err
+	}
 	s := &session{url: repoURL, ep: ep, auth: a, ctx: ctx, idle: idleTimeout}
 	scheme := schemeHTTP
 	if ep.Scheme == "ssh" {

@@ -26,6 +26,23 @@ type GitRepositorySpec struct {
 	// +optional
 	ProxySecretRef *meta.LocalObjectReference `json:"proxySecretRef,omitempty"`
 
+	// Provider of the credentials: generic (the secretRef's, as they are),
+	// github (installation tokens of the GitHub App whose githubAppID,
+	// githubAppInstallationID or githubAppInstallationOwner,
+	// githubAppPrivateKey and optional githubAppBaseURL the secretRef
+	// holds) or azure (Azure DevOps tokens of the controller's workload
+	// identity, or the ServiceAccount's). Only for https:// URLs.
+	// +kubebuilder:validation:Enum=generic;github;azure
+	// +optional
+	Provider string `json:"provider,omitempty"`
+
+	// ServiceAccountName, with provider azure, names a ServiceAccount in
+	// the same namespace whose cloud identity is used instead of the
+	// controller's (needs --object-level-workload-identity).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
 	// Timeout bounds each git operation (clone, fetch, push, ls-remote).
 	// +kubebuilder:default="60s"
 	// +kubebuilder:validation:Type=string
