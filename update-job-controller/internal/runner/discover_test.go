@@ -13,7 +13,7 @@ import (
 // unmarked is a repository without a single marker: one image in a
 // Deployment and a kustomization, another excluded, one in a README.
 var unmarked = map[string]string{
-	"deploy/app.yaml": "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/acme/app:1.4.2 # the app\n      - name: db\n        image: docker.io/library/postgres:16.1\n",
+	"deploy/app.yaml":           "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/acme/app:1.4.2 # the app\n      - name: db\n        image: docker.io/library/postgres:16.1\n",
 	"deploy/kustomization.yaml": "resources: [app.yaml]\nimages:\n- name: ghcr.io/acme/app\n  newTag: 1.4.2\n",
 	"deploy/README.md":          "image: ghcr.io/acme/app:1.4.2\n",
 }
