@@ -113,3 +113,39 @@ func TestDiscoverMakesAndRemovesObjects(t *testing.T) {
 		t.Errorf("the namespace's own ImageRepository: %v", err)
 	}
 }
+
+// An object of the name discovery would use that the automation did not
+// make is left exactly as it is: the image is reported as not followed,
+// and nothing of the namespace's is overwritten or deleted.
+func TestDiscoverNeverTouchesOthersObjects(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	ctx := context.Background()
+	theirs := &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "fleet-taken"},
+		Spec: imagev1.ImageRepositorySpec{Image: "quay.io/someone/else", Interval: metav1.Duration{Duration: time.Hour}}}
+	create(t, theirs)
+	a := f.automation("fleet", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{"none": "none"}}
+		a.Spec.Discover = &imagev1.DiscoverSpec{}
+	})
+	job := waitJobsOf(t, a, 1)[0]
+	finish(t, &job, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) {
+		j.Status.CheckoutRevision = f.head()
+		j.Status.Result = &updatev1.UpdateResult{Discovered: []updatev1.DiscoveredImage{{Name: "ghcr.io/acme/taken", Tag: "1.0.0", Locations: 1}}}
+	})
+	a = waitAutomation(t, a, "the image reported", func(a *imagev1.ImageUpdateAutomation) bool {
+		return len(a.Status.Discovered) == 1 && a.Status.Discovered[0].Reason != ""
+	})
+	if d := a.Status.Discovered[0]; d.Policy != "" || d.Owned {
+		t.Errorf("discovered %+v", d)
+	}
+	got := &imagev1.ImageRepository{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(theirs), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Image != "quay.io/someone/else" || got.Labels[imagev1.DiscoveredByLabel] != "" || len(got.OwnerReferences) != 0 {
+		t.Errorf("their ImageRepository was changed: %+v", got)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "fleet-taken"}, &imagev1.ImagePolicy{}); !apierrors.IsNotFound(err) {
+		t.Errorf("an ImagePolicy was made beside their repository: %v", err)
+	}
+}
