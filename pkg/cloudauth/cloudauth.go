@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/fluxcd/pkg/auth"
 	"github.com/fluxcd/pkg/auth/aws"
 	"github.com/fluxcd/pkg/auth/azure"
@@ -308,6 +309,12 @@ func (is *Issuer) GitCredentials(ctx context.Context, req git.ProviderRequest) (
 		opts := append(is.options(req.Namespace, req.ServiceAccountName, proxy), auth.WithGitURL(*u))
 		c, err := auth.GetGitCredentials(ctx, countedGit{azure.Provider{}, is.metrics}, opts...)
 		if err != nil {
+			// Entra answering (no federated credential, unknown client)
+			// is a refusal of the identity, not an outage.
+			var afe *azidentity.AuthenticationFailedError
+			if errors.As(err, &afe) && afe.RawResponse != nil {
+				return git.ProviderCredentials{}, fmt.Errorf("%w: Entra ID refused the identity: %w", git.ErrAuthentication, err)
+			}
 			return git.ProviderCredentials{}, err
 		}
 		return git.ProviderCredentials{BearerToken: c.BearerToken, Username: c.Username, Password: c.Password, ExpiresAt: c.ExpiresAt}, nil

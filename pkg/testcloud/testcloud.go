@@ -26,6 +26,16 @@
 //     assertion: https://learn.microsoft.com/en-us/entra/identity-platform/v2-oauth2-client-creds-grant-flow
 //   - ACR's AAD-token-for-refresh-token exchange (POST /oauth2/exchange):
 //     https://github.com/Azure/acr/blob/main/docs/AAD-OAuth.md
+//   - Google Security Token Service token exchange (RFC 8693), as
+//     Workload Identity Federation uses it:
+//     https://cloud.google.com/iam/docs/reference/sts/rest/v1/TopLevel/token
+//     and the IAM Service Account Credentials API's impersonation:
+//     https://cloud.google.com/iam/docs/reference/credentials/rest/v1/projects.serviceAccounts/generateAccessToken
+//   - GKE's metadata server attributes (cluster name and location):
+//     https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity#instance_metadata
+//   - Azure DevOps accepting an Entra ID token of a service principal or
+//     managed identity as a bearer token:
+//     https://learn.microsoft.com/en-us/azure/devops/integrate/get-started/authentication/service-principal-managed-identity
 //   - GitHub App JWT and installation tokens:
 //     https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app
 //     https://docs.github.com/en/rest/apps/apps#create-an-installation-access-token-for-an-app
@@ -74,13 +84,25 @@ const (
 	ACRRegistry      = "toolkit.azurecr.io"
 	GARRegistry      = "europe-docker.pkg.dev"
 	GitHubAPIHost    = "api.github.com"
+	GoogleSTSHost    = "sts.googleapis.com"
+	GoogleIAMHost    = "iamcredentials.googleapis.com"
+
+	// GCPProject, GKELocation and GKECluster are what the metadata server
+	// says of the node; the Workload Identity pool is GCPProject's.
+	GCPProject  = "toolkit-project"
+	GKELocation = "europe-west1"
+	GKECluster  = "toolkit"
+
+	// AzureDevOpsScope is the scope of Entra tokens Azure DevOps takes:
+	// its resource's application ID.
+	AzureDevOpsScope = "499b84ac-1321-427f-aa17-267ca6975798/.default"
 
 	// Tenant is the Entra tenant the Azure tests use.
 	Tenant = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 )
 
 var hosts = []string{STSHost, STSGlobalHost, ECRAPIHost, ECRPublicAPIHost, ECRRegistry, ECRPublic,
-	EntraHost, ACRRegistry, GARRegistry, GitHubAPIHost}
+	EntraHost, ACRRegistry, GARRegistry, GitHubAPIHost, GoogleSTSHost, GoogleIAMHost}
 
 // Cloud is the running stand-in.
 type Cloud struct {
@@ -110,8 +132,10 @@ type Cloud struct {
 	mu       sync.Mutex
 	calls    map[string]int
 	failures []string
-	issued   map[string]string // access token → what issued it
+	issued   map[string]string    // access token → what issued it
+	expires  map[string]time.Time // access token → when it expires
 	roles    []string
+	subjects []string
 }
 
 // Endpoints counted by Calls.
@@ -124,13 +148,15 @@ const (
 	CallACRExchange  = "acr:exchange"
 	CallGitHubToken  = "github:access_tokens"
 	CallGitHubLookup = "github:installation"
+	CallGoogleSTS    = "gcp-sts:token"
+	CallGoogleIAM    = "iamcredentials:generateAccessToken"
 	CallRegistry     = "registry"
 )
 
 // New starts the servers, stopped at the end of the test.
 func New(t testing.TB) *Cloud {
 	t.Helper()
-	c := &Cloud{calls: map[string]int{}, issued: map[string]string{}, GitHubAppID: 424242, TokenLifetime: time.Hour,
+	c := &Cloud{calls: map[string]int{}, issued: map[string]string{}, expires: map[string]time.Time{}, GitHubAppID: 424242, TokenLifetime: time.Hour,
 		start: time.Now().Truncate(time.Second)}
 	var err error
 	if c.GitHubKey, err = rsa.GenerateKey(rand.Reader, 2048); err != nil {
@@ -240,7 +266,85 @@ func (c *Cloud) issue(token, what string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.issued[token] = what
+	c.expires[token] = time.Now().Add(c.TokenLifetime)
 	return token
+}
+
+// Honoured reports whether token was issued here and has not expired,
+// and what issued it: what a service taking these tokens checks.
+func (c *Cloud) Honoured(token string) (what string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	what, ok = c.issued[token]
+	return what, ok && time.Now().Before(c.expires[token])
+}
+
+// ExpiresAt is when an issued token expires (zero when not issued here).
+func (c *Cloud) ExpiresAt(token string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expires[token]
+}
+
+// AzureDevOpsAuthorized is Azure DevOps' check of a git request's
+// Authorization header: a bearer token Entra ID issued for Azure DevOps's
+// scope, not expired. For pkg/testgit's Options.Authorize.
+func (c *Cloud) AzureDevOpsAuthorized(authorization string) bool {
+	token, ok := strings.CutPrefix(authorization, "Bearer ")
+	if !ok {
+		return false
+	}
+	what, ok := c.Honoured(token)
+	scopes, entra := strings.CutPrefix(what, "entra:")
+	// MSAL adds OpenID scopes to the one asked for.
+	return ok && entra && contains(strings.Fields(scopes), AzureDevOpsScope)
+}
+
+// subject records who a token was issued to (the assertion's subject,
+// the impersonated account), for Subjects.
+func (c *Cloud) subject(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subjects = append(c.subjects, s)
+}
+
+// Subjects are the identities tokens were issued to, in order: for Entra
+// "entra client=<client_id> sub=<assertion subject>", for Google's STS
+// "gcp-sts aud=<audience> sub=<subject token subject>", for
+// impersonation "gcp-iam <service account email>".
+func (c *Cloud) Subjects() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.subjects...)
+}
+
+// jwtClaims decodes a JWT's claims without verifying it: the stand-ins
+// record whose token they were given (a Kubernetes ServiceAccount token
+// of the real API server, in envtest); the clouds verify it against the
+// cluster's issuer, which they cannot reach here.
+func jwtClaims(token string) (sub string, aud []string, ok bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", nil, false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "", nil, false
+	}
+	var claims struct {
+		Sub string          `json:"sub"`
+		Aud json.RawMessage `json:"aud"`
+	}
+	if json.Unmarshal(b, &claims) != nil {
+		return "", nil, false
+	}
+	var one string
+	if json.Unmarshal(claims.Aud, &one) == nil {
+		aud = []string{one}
+	} else {
+		_ = json.Unmarshal(claims.Aud, &aud)
+	}
+	return claims.Sub, aud, true
 }
 
 func (c *Cloud) issuedBy(token string) (string, bool) {
@@ -261,6 +365,16 @@ func ECRPublicPassword(n int) string { return fmt.Sprintf("ecr-public-password-%
 
 // GCPToken is the n-th access token of the metadata server.
 func GCPToken(n int) string { return fmt.Sprintf("ya29.metadata-token-%d", n) }
+
+// EntraToken is the n-th access token of Entra ID's token endpoint.
+func EntraToken(n int) string { return fmt.Sprintf("entra-access-token-%d", n) }
+
+// GoogleSTSToken is the n-th federated access token of Google's STS.
+func GoogleSTSToken(n int) string { return fmt.Sprintf("ya29.sts-token-%d", n) }
+
+// GoogleIAMToken is the n-th access token of an impersonated Google
+// service account.
+func GoogleIAMToken(n int) string { return fmt.Sprintf("ya29.impersonated-token-%d", n) }
 
 // GitHubToken is the n-th installation token.
 func GitHubToken(n int) string { return fmt.Sprintf("ghs_installation%06d", n) }
@@ -296,6 +410,10 @@ func (c *Cloud) serve(w http.ResponseWriter, r *http.Request) {
 		c.serveEntra(w, r)
 	case host == ACRRegistry && r.URL.Path == "/oauth2/exchange":
 		c.serveACRExchange(w, r)
+	case host == GoogleSTSHost:
+		c.serveGoogleSTS(w, r)
+	case host == GoogleIAMHost:
+		c.serveGoogleIAM(w, r)
 	case host == GitHubAPIHost || strings.HasPrefix(r.URL.Path, "/api/v3/"):
 		c.serveGitHub(w, r)
 	case host == ECRRegistry || host == ECRPublic || host == ACRRegistry || host == GARRegistry:
@@ -427,7 +545,11 @@ func (c *Cloud) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": c.issue(GCPToken(n), "gce"),
 			"expires_in": int(c.TokenLifetime.Seconds()), "token_type": "Bearer"})
 	case "project/project-id":
-		fmt.Fprint(w, "toolkit-project")
+		fmt.Fprint(w, GCPProject)
+	case "instance/attributes/cluster-location":
+		fmt.Fprint(w, GKELocation)
+	case "instance/attributes/cluster-name":
+		fmt.Fprint(w, GKECluster)
 	case "instance/service-accounts/default/email":
 		fmt.Fprint(w, "reflector@toolkit-project.iam.gserviceaccount.com")
 	case "universe/universe-domain", "universe/universe_domain":
@@ -485,7 +607,9 @@ func (c *Cloud) serveEntra(w http.ResponseWriter, r *http.Request) {
 			entraError("invalid_scope", "AADSTS1002012: The provided value for scope is not valid.")
 			return
 		}
-		token := c.issue(fmt.Sprintf("entra-access-token-%d", n), "entra:"+f.Get("scope"))
+		sub, _, _ := jwtClaims(f.Get("client_assertion"))
+		c.subject("entra client=" + f.Get("client_id") + " sub=" + sub)
+		token := c.issue(EntraToken(n), "entra:"+f.Get("scope"))
 		_ = json.NewEncoder(w).Encode(map[string]any{"token_type": "Bearer", "expires_in": int(c.TokenLifetime.Seconds()),
 			"ext_expires_in": int(c.TokenLifetime.Seconds()), "access_token": token})
 	default:
@@ -532,6 +656,95 @@ func (c *Cloud) ACRRefreshTokens() []string {
 		}
 	}
 	return out
+}
+
+// WorkloadIdentityAudience is the audience GKE's Workload Identity
+// exchanges a Kubernetes token for: the pool and the cluster as provider.
+const WorkloadIdentityAudience = "identitynamespace:" + GCPProject + ".svc.id.goog:https://container.googleapis.com/v1/projects/" +
+	GCPProject + "/locations/" + GKELocation + "/clusters/" + GKECluster
+
+// serveGoogleSTS answers Google's token exchange: a Kubernetes
+// ServiceAccount token (subject_token, a JWT whose audience is the
+// Workload Identity pool) for a federated access token.
+func (c *Cloud) serveGoogleSTS(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	stsError := func(status int, code, desc string) {
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": desc})
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/token" || r.ParseForm() != nil {
+		stsError(http.StatusNotFound, "invalid_request", "testcloud serves only POST /v1/token")
+		return
+	}
+	n, fail := c.count(CallGoogleSTS)
+	f := r.PostForm
+	sub, aud, ok := jwtClaims(f.Get("subject_token"))
+	switch {
+	case fail:
+		stsError(http.StatusForbidden, "access_denied", "The caller does not have permission")
+		return
+	case f.Get("grant_type") != "urn:ietf:params:oauth:grant-type:token-exchange" ||
+		f.Get("subject_token_type") != "urn:ietf:params:oauth:token-type:jwt" ||
+		f.Get("requested_token_type") != "urn:ietf:params:oauth:token-type:access_token":
+		stsError(http.StatusBadRequest, "invalid_request", "Invalid value for grant_type, subject_token_type or requested_token_type")
+		return
+	case !ok:
+		stsError(http.StatusBadRequest, "invalid_grant", "The subject token is not a JWT")
+		return
+	case f.Get("audience") != WorkloadIdentityAudience:
+		stsError(http.StatusBadRequest, "invalid_target", "The target service indicated by the audience parameter is invalid")
+		return
+	case !contains(aud, GCPProject+".svc.id.goog"):
+		stsError(http.StatusBadRequest, "invalid_grant", "The audience in the subject token does not match the workload identity pool")
+		return
+	}
+	c.subject("gcp-sts aud=" + strings.Join(aud, ",") + " sub=" + sub)
+	token := c.issue(GoogleSTSToken(n), "gcp-sts:"+sub)
+	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": token,
+		"issued_token_type": "urn:ietf:params:oauth:token-type:access_token", "token_type": "Bearer",
+		"expires_in": int(c.TokenLifetime.Seconds())})
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// serveGoogleIAM answers generateAccessToken for a Google service account
+// impersonated with a federated token of Google's STS.
+func (c *Cloud) serveGoogleIAM(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	iamError := func(status int, msg string) {
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": status, "message": msg}})
+	}
+	m := regexp.MustCompile(`^/v1/projects/-/serviceAccounts/([^/:]+):generateAccessToken$`).FindStringSubmatch(r.URL.Path)
+	if m == nil || r.Method != http.MethodPost {
+		iamError(http.StatusNotFound, "Not Found")
+		return
+	}
+	n, fail := c.count(CallGoogleIAM)
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	var body struct {
+		Scope []string `json:"scope"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	if what, ok := c.Honoured(bearer); fail || !ok || !strings.HasPrefix(what, "gcp-sts:") {
+		iamError(http.StatusForbidden, "Permission 'iam.serviceAccounts.getAccessToken' denied on resource (or it may not exist).")
+		return
+	}
+	if len(body.Scope) == 0 {
+		iamError(http.StatusBadRequest, "Scope required.")
+		return
+	}
+	c.subject("gcp-iam " + m[1])
+	token := c.issue(GoogleIAMToken(n), "gcp-iam:"+m[1])
+	_ = json.NewEncoder(w).Encode(map[string]string{"accessToken": token,
+		"expireTime": time.Now().Add(c.TokenLifetime).UTC().Format(time.RFC3339)})
 }
 
 // serveGitHub answers the GitHub App endpoints an installation token

@@ -38,6 +38,11 @@ type Options struct {
 	// BearerToken requires "Authorization: Bearer <token>" when set (basic
 	// authentication is accepted too when Username is also set).
 	BearerToken string
+	// Authorize, when set, decides instead of the fields above, from the
+	// request's Authorization header: a test whose credentials change
+	// (short-lived tokens refreshed during a job) accepts exactly those
+	// its token service currently honours.
+	Authorize func(authorization string) bool
 	// TLS serves HTTPS with a certificate for 127.0.0.1, ::1 and
 	// localhost, issued by a self-signed CA made for this server alone:
 	// Server.CAPEM.
@@ -113,7 +118,7 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		if s.opts.Username != "" {
 			w.Header().Add("WWW-Authenticate", `Basic realm="testgit"`)
 		}
-		if s.opts.BearerToken != "" {
+		if s.opts.BearerToken != "" || s.opts.Authorize != nil {
 			w.Header().Add("WWW-Authenticate", `Bearer realm="testgit"`)
 		}
 		http.Error(w, "authentication required", http.StatusUnauthorized)
@@ -182,6 +187,9 @@ func newCertificate() (tls.Certificate, []byte, error) {
 }
 
 func (s *Server) authorized(req *http.Request) bool {
+	if s.opts.Authorize != nil {
+		return s.opts.Authorize(req.Header.Get("Authorization"))
+	}
 	if s.opts.Username == "" && s.opts.BearerToken == "" {
 		return true
 	}
