@@ -279,6 +279,20 @@ func (c *Cloud) Honoured(token string) (what string, ok bool) {
 	return what, ok && time.Now().Before(c.expires[token])
 }
 
+// IssuedTokens are every token and credential issued so far (access
+// keys, access tokens, refresh tokens, installation tokens; ECR's
+// passwords are derived, see ECRPassword), for tests that check no
+// credential leaks into logs, events or status.
+func (c *Cloud) IssuedTokens() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.issued))
+	for tok := range c.issued {
+		out = append(out, tok)
+	}
+	return out
+}
+
 // ExpiresAt is when an issued token expires (zero when not issued here).
 func (c *Cloud) ExpiresAt(token string) time.Time {
 	c.mu.Lock()
@@ -309,7 +323,7 @@ func (c *Cloud) subject(s string) {
 }
 
 // Subjects are the identities tokens were issued to, in order: for Entra
-// "entra client=<client_id> sub=<assertion subject>", for Google's STS
+// "entra client=<client_id> sub=<assertion subject> aud=<its audiences>", for Google's STS
 // "gcp-sts aud=<audience> sub=<subject token subject>", for
 // impersonation "gcp-iam <service account email>".
 func (c *Cloud) Subjects() []string {
@@ -607,8 +621,8 @@ func (c *Cloud) serveEntra(w http.ResponseWriter, r *http.Request) {
 			entraError("invalid_scope", "AADSTS1002012: The provided value for scope is not valid.")
 			return
 		}
-		sub, _, _ := jwtClaims(f.Get("client_assertion"))
-		c.subject("entra client=" + f.Get("client_id") + " sub=" + sub)
+		sub, aud, _ := jwtClaims(f.Get("client_assertion"))
+		c.subject("entra client=" + f.Get("client_id") + " sub=" + sub + " aud=" + strings.Join(aud, ","))
 		token := c.issue(EntraToken(n), "entra:"+f.Get("scope"))
 		_ = json.NewEncoder(w).Encode(map[string]any{"token_type": "Bearer", "expires_in": int(c.TokenLifetime.Seconds()),
 			"ext_expires_in": int(c.TokenLifetime.Seconds()), "access_token": token})
