@@ -593,6 +593,17 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 		f.HeadError = "not listed: the checkout ref is not just a branch, so the automation does not compare heads"
 		return f
 	}
+	// tk-image registers no credentials provider, to keep the cloud SDKs
+	// and the GitHub App client out of it: a provider's token would be
+	// the controller's identity (its pod's, or a ServiceAccount's through
+	// the controller's RBAC), which tk-image neither has nor should
+	// borrow. The automation's Ready condition says how its controller
+	// fared.
+	if p := src.Repository.Provider; p != "" && p != git.ProviderGeneric {
+		f.HeadError = fmt.Sprintf("not listed: provider %s: credentials are issued by the controllers; "+
+			"tk-image does not read cloud or GitHub App identities (the automation's Ready condition says whether its controller can list the branch)", p)
+		return f
+	}
 	auth, err := gitsource.Credentials(ctx, c, a, src)
 	if err != nil {
 		// The condition's wording says where the controller's jobs read

@@ -370,6 +370,24 @@ func TestExplain(t *testing.T) {
 			"Branch head: unknown: the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec\n")
 	})
 
+	// A repository whose credentials a provider issues (a GitHub App, an
+	// Azure DevOps workload identity) is not listed: tk-image carries no
+	// cloud SDK and has no controller's identity, and says so rather than
+	// failing as if the provider were unknown.
+	t.Run("automation with a credentials provider", func(t *testing.T) {
+		for _, provider := range []string{"github", "azure"} {
+			out := variant(t, "provider-"+provider, func(a *imagev1.ImageUpdateAutomation) {
+				a.Spec.GitSpec.Repository.Provider = provider
+			})
+			mustContain(t, "explain automation with provider "+provider, out,
+				"Branch head: unknown: not listed: provider "+provider+": credentials are issued by the controllers; "+
+					"tk-image does not read cloud or GitHub App identities (the automation's Ready condition says whether its controller can list the branch)\n")
+			if strings.Contains(out, "not one this program knows") {
+				t.Errorf("provider %s: %s", provider, out)
+			}
+		}
+	})
+
 	// An automation that proposes pull requests shows its last one where
 	// it talks about the last run and push: the address, the state its
 	// job saw (and that explain asks no forge), what the job did and the

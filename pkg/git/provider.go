@@ -127,7 +127,11 @@ func ReadRemoteAuth(ctx context.Context, reader client.Reader, namespace string,
 		return nil, values, fmt.Errorf("%w: provider %s issues credentials for https:// URLs only", ErrInvalidCredentials, r.Provider)
 	}
 	p := lookupProvider(r.Provider)
-	if p == nil {
+	switch {
+	case p == nil && (r.Provider == "github" || r.Provider == "azure"):
+		// A known provider that this program (tk-image) did not register.
+		return nil, values, fmt.Errorf("%w: provider %s: credentials are issued by the controllers; this program does not read cloud or GitHub App identities", ErrInvalidCredentials, r.Provider)
+	case p == nil:
 		return nil, values, fmt.Errorf("%w: provider %q is not one this program knows (generic, github, azure)", ErrInvalidCredentials, r.Provider)
 	}
 	auth.provider = &providerSource{p: p, req: ProviderRequest{
