@@ -171,7 +171,7 @@ type RegistryCredentials struct {
 func registryProvider(name string) (auth.ArtifactRegistryCredentialsProvider, string) {
 	switch name {
 	case AWS:
-		return aws.Provider{}, "ECR (<account>.dkr.ecr.<region>.amazonaws.com, also .com.cn and FIPS) and ECR Public (public.ecr.aws)"
+		return aws.Provider{Implementation: awsSDK{}}, "ECR (<account>.dkr.ecr.<region>.amazonaws.com, also .com.cn and FIPS) and ECR Public (public.ecr.aws)"
 	case GCP:
 		return gcp.Provider{}, "Artifact Registry (<location>-docker.pkg.dev) and Container Registry (gcr.io, <region>.gcr.io)"
 	case Azure:

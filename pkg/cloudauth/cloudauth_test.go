@@ -38,9 +38,9 @@ func controllerIdentity(t *testing.T, cloud *testcloud.Cloud, provider string) {
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	t.Setenv("CLOUDSDK_CONFIG", dir)
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
-	// The library gives the AWS SDK an *http.Client, to which the SDK
-	// cannot add a CA bundle: AWS_CA_BUNDLE (set on some build machines)
-	// would fail every exchange. Unset, as in a pod.
+	// AWS_CA_BUNDLE (set on some build machines) replaces the trusted
+	// roots, so the stand-in's CA would not be trusted. Unset, as in a
+	// pod; TestAWSCABundle sets it.
 	t.Setenv("AWS_CA_BUNDLE", "")
 	os.Unsetenv("AWS_CA_BUNDLE")
 	switch provider {

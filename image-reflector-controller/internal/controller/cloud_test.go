@@ -49,7 +49,8 @@ func controllerIRSA(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
-	// An AWS SDK given an *http.Client cannot add a CA bundle.
+	// A bundle of the machine's would replace the trust of the
+	// stand-in's CA (pkg/cloudauth's TestAWSCABundle tests it).
 	os.Unsetenv("AWS_CA_BUNDLE")
 }
 
