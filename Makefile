@@ -32,7 +32,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test unit lint generate verify-generate testenv tools deps demo bench clean help images
+.PHONY: all build test unit lint generate verify-generate testenv node-tools tools deps demo bench clean help images
 
 all: build
 
@@ -47,6 +47,9 @@ tools: ## Build controller-gen from its pinned module into bin/ (cached).
 
 testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv, helm and kustomize into bin/, gitea into bin/gitea (cached).
 	@hack/tools.sh kube etcd helm kustomize gitea
+
+node-tools: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-proxy into bin/node (cached), for the real-node suite.
+	@hack/tools.sh node
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh

@@ -10,8 +10,9 @@
 #   hack/tools/pin.sh kustomize 5.8.2
 #   hack/tools/pin.sh controller-gen 0.23.0
 #   hack/tools/pin.sh gitea 1.26.0           the forge tests/pullrequest runs
+#   hack/tools/pin.sh node 1.37.1            kubelet, kube-scheduler, kube-controller-manager, kube-proxy
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -23,6 +24,8 @@ case $tool in
   controller-gen) main=sigs.k8s.io/controller-tools; tools=(sigs.k8s.io/controller-tools/cmd/controller-gen) ;;
   kustomize) main=sigs.k8s.io/kustomize/kustomize/v5; tools=(sigs.k8s.io/kustomize/kustomize/v5) ;;
   gitea) main=code.gitea.io/gitea; tools=(code.gitea.io/gitea) ;;
+  node) main=k8s.io/kubernetes; tools=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler
+    k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 
@@ -31,7 +34,7 @@ trap 'rm -rf "$dir.new"' EXIT
 cd "$dir.new"
 go mod init "toolkit.dev/image-toolkit/hack/tools/$tool" >/dev/null 2>&1
 go mod edit -go=1.26.0
-if [ "$tool" = kube ]; then
+if [ "$tool" = kube ] || [ "$tool" = node ]; then
   # k8s.io/kubernetes points its staging modules (k8s.io/api, ...) at
   # ./staging, which does not exist when it is a dependency: pin each to the
   # release published with it, v0.<minor>.<patch>.

@@ -199,7 +199,7 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen"} {
+	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node"} {
 		for _, f := range []string{"go.mod", "go.sum", "tool.sh"} {
 			b, err := os.ReadFile(filepath.Join(root, "hack", "tools", tool, f))
 			if err != nil {
