@@ -131,7 +131,7 @@ func (o *migrateOptions) run(cmd *cobra.Command, k *kube) error {
 		return usageError{errors.New("-A and -n exclude each other")}
 	}
 	stderr := cmd.ErrOrStderr()
-	m := &migration{stderr: stderr, onlyConverted: o.onlyConverted, seen: map[string]string{}, gitRepositories: map[string]string{}}
+	m := &migration{stderr: stderr, onlyConverted: o.onlyConverted, seen: map[string]string{}}
 	if o.fromCluster {
 		if err := m.readCluster(cmd.Context(), k, o.allNamespaces); err != nil {
 			return err
@@ -144,7 +144,6 @@ func (o *migrateOptions) run(cmd *cobra.Command, k *kube) error {
 		for _, in := range inputs {
 			m.readInput(in)
 		}
-		m.checkSources()
 	}
 	if m.failed > 0 {
 		fmt.Fprintf(stderr, "tk-image: %d %s could not be migrated; nothing written\n", m.failed, migPlural(m.failed, "document", "documents"))
@@ -236,15 +235,6 @@ type migration struct {
 	// seen maps "Kind namespace/name" to where the object was read, to
 	// warn when two inputs define the same object.
 	seen map[string]string
-	// gitRepositories maps "namespace/name" of the Flux GitRepositories in
-	// the input to their spec.provider, and sourceRefs are the automations
-	// naming one: checkSources warns about providers image-toolkit refuses.
-	gitRepositories map[string]string
-	sourceRefs      []sourceRefUse
-}
-
-type sourceRefUse struct {
-	object, key string
 }
 
 // migratedDoc is one output document: text is a YAML document written
@@ -443,38 +433,10 @@ func isFluxImage(obj map[string]any) bool {
 }
 
 func (m *migration) passThrough(text []byte, value any, obj map[string]any) {
-	m.noteGitRepository(obj)
 	if m.onlyConverted {
 		return
 	}
 	m.docs = append(m.docs, migratedDoc{text: text, value: value})
-}
-
-// noteGitRepository remembers a Flux GitRepository's provider, which the
-// automations naming it depend on.
-func (m *migration) noteGitRepository(obj map[string]any) {
-	apiVersion, _ := obj["apiVersion"].(string)
-	if group, _, _ := strings.Cut(apiVersion, "/"); group != gitsource.GitRepositoryGVK.Group || obj["kind"] != "GitRepository" {
-		return
-	}
-	md, _ := obj["metadata"].(map[string]any)
-	spec, _ := obj["spec"].(map[string]any)
-	ns, _ := md["namespace"].(string)
-	nm, _ := md["name"].(string)
-	provider, _ := spec["provider"].(string)
-	m.gitRepositories[ns+"/"+nm] = provider
-}
-
-// checkSources warns about automations whose GitRepository, found in the
-// input, uses a provider image-toolkit refuses.
-func (m *migration) checkSources() {
-	for _, use := range m.sourceRefs {
-		switch p := m.gitRepositories[use.key]; p {
-		case "azure", "github":
-			fmt.Fprintf(m.stderr, "warning: %s: spec.sourceRef: GitRepository %s has spec.provider %s, which image-toolkit refuses (InvalidSource): give the GitRepository a secretRef instead\n",
-				use.object, strings.TrimPrefix(use.key, "/"), p)
-		}
-	}
 }
 
 // convert converts one Flux object and records it, or reports why it
@@ -496,9 +458,6 @@ func (m *migration) convert(loc docLocation, obj map[string]any) {
 		fmt.Fprintf(m.stderr, "warning: %s: defined twice, in %s and in %s; both are written\n", c.label, first, loc)
 	} else {
 		m.seen[key] = loc.String()
-	}
-	if c.sourceKey != "" {
-		m.sourceRefs = append(m.sourceRefs, sourceRefUse{object: c.label, key: c.sourceKey})
 	}
 	m.converted++
 	m.docs = append(m.docs, migratedDoc{value: out})
@@ -655,8 +614,6 @@ type fluxObject struct {
 	label           string // "ImagePolicy apps/podinfo"
 	warnings        []string
 	problems        []string
-	// sourceKey is "namespace/name" of an automation's GitRepository.
-	sourceKey string
 }
 
 func (c *fluxObject) warnf(field, format string, args ...any) {
@@ -1111,7 +1068,11 @@ func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
 		migSetString(out, "provider", p)
 	case "aws", "azure", "gcp":
 		out["provider"] = p
-		c.warnf("spec.provider", "%s is accepted but not implemented: image-toolkit authenticates only with spec.secretRef and the imagePullSecrets of spec.serviceAccountName (no cloud or workload identity), so without them the registry is read anonymously", p)
+		if spec.str("serviceAccountName") != "" {
+			// As in Flux 2.6, a ServiceAccount with a cloud provider is
+			// object-level workload identity, which is opt-in.
+			c.warnf("spec.serviceAccountName", "with provider %s, the ServiceAccount's cloud identity is used only when image-reflector-controller runs with --object-level-workload-identity (docs/cloud.md); otherwise the ImageRepository is Stalled (WorkloadIdentityNotEnabled)", p)
+		}
 	default:
 		c.failf("spec.provider", "%q is not one of generic, aws, azure, gcp", p)
 	}
@@ -1255,10 +1216,6 @@ func (c *fluxObject) imageUpdateAutomation(spec *fluxFields) map[string]any {
 		if ns != "" && ns != c.namespace {
 			c.warnf("spec.sourceRef.namespace", "a GitRepository in another namespace is refused (AccessDenied) unless the automation controller runs with --no-cross-namespace-refs=false, and then its Secrets are read in the automation's namespace (Flux reads them in the GitRepository's)")
 		}
-		if ns == "" {
-			ns = c.namespace
-		}
-		c.sourceKey = ns + "/" + n
 	} else {
 		// image-toolkit could use spec.git.repository instead, but a
 		// Flux object always has a sourceRef: without one it is broken.

@@ -111,12 +111,10 @@ func TestMigrateFluxExamples(t *testing.T) {
 		{"imagerepository-v1.yaml", 3, []string{
 			"ImageRepository apps/podinfo: spec.certSecretRef",
 			"ImageRepository apps/cache: spec.insecure",
-			"ImageRepository apps/cache: spec.provider",
-			"ImageRepository apps/internal: spec.provider",
 		}},
 		{"imagerepository-v1beta2.yaml", 1, []string{
 			"ImageRepository flux-system/podinfo: spec.certSecretRef",
-			"ImageRepository flux-system/podinfo: spec.provider",
+			"ImageRepository flux-system/podinfo: spec.serviceAccountName",
 		}},
 		{"imagerepository-v1beta1.yaml", 1, []string{
 			"ImageRepository flux-system/podinfo: spec.timeout",
@@ -343,7 +341,7 @@ spec:
 			want: []string{"refspec: main:refs/heads/auto", "path: clusters/prod", "update:\n    strategy: Setters"},
 		},
 		{
-			name: "a GitRepository in the input with a provider we refuse",
+			name: "a GitRepository in the input with a provider: passed through, no warning",
 			input: `apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata: {name: repo, namespace: ns}
@@ -357,7 +355,7 @@ spec:
   git: {commit: {author: {email: bot@example.com}}}
   interval: 5m
 `,
-			warnings: []string{"ImageUpdateAutomation ns/a: spec.sourceRef"},
+			warnings: nil,
 			want:     []string{"provider: github", "kind: GitRepository"},
 		},
 		{
