@@ -32,7 +32,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test unit lint generate verify-generate testenv node-tools tools deps demo bench clean help images
+.PHONY: all build test unit lint generate verify-generate testenv node-tools tools deps demo bench faults clean help images
 
 all: build
 
@@ -90,6 +90,10 @@ demo: build testenv ## The whole chain locally: registry, git server, control pl
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))
+
+faults: deps testenv build ## The fault suite's long run (IMAGE_TOOLKIT_FAULTS=long): kills, registry faults, many runs with random timing; its short run is part of make test.
+	@rc=0; IMAGE_TOOLKIT_FAULTS=long IMAGE_TOOLKIT_BIN=$(BIN) go test -count=1 -timeout 120m -v ./tests/faults/ > $(BIN)/faults.log 2>&1 || rc=$$?; \
+	grep -E '^(--- |ok|FAIL)|FIGURES' $(BIN)/faults.log; echo "log: bin/faults.log"; exit $$rc
 
 clean: ## Remove bin/ (the tool cache in $(CACHE) stays).
 	rm -rf $(BIN)

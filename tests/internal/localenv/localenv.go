@@ -239,6 +239,16 @@ func (p *Process) Stop(grace time.Duration) error {
 	return err
 }
 
+// Kill sends SIGKILL, as the kernel's OOM killer or a node failure would:
+// no deferred function, no status write, no cleanup runs. It waits until
+// the process is gone.
+func (p *Process) Kill() {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	})
+}
+
 // PID is the process's id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 

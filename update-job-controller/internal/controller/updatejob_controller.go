@@ -357,6 +357,12 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 		AutomationObject: automationOf(job),
 		WorkDir:          r.WorkDir,
 		BeforePush:       l.verify,
+		// Written ahead of the push: if we die before recording the
+		// outcome, the next attempt finds this commit on the branch.
+		Pushing: func(ctx context.Context, commit string) error {
+			return l.update(ctx, func(job *updatev1.UpdateJob) { job.Status.PushingCommit = commit })
+		},
+		PushingCommit: job.Status.PushingCommit,
 		Observe: func(op string, d time.Duration) {
 			r.JobMetrics.GitOps.WithLabelValues(op).Observe(d.Seconds())
 		},

@@ -118,6 +118,9 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 	return m.repo.CreateCommitWithSignature(string(content), strings.TrimRight(string(signature), "\n"), "gpgsig")
 }
 
+// pushRefPrefix names the local refs a push sends from.
+const pushRefPrefix = "refs/image-toolkit/push/"
+
 // PushRef is one remote ref to set to the commit.
 type PushRef struct {
 	// Dst is a full ref name, e.g. refs/heads/main.
@@ -139,7 +142,7 @@ func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, r
 	}
 	specs := make([]string, 0, len(refs))
 	// libgit2 pushes refs, not object ids: name the commit for the push.
-	tmp := "refs/image-toolkit/push/" + commit.String()
+	tmp := pushRefPrefix + commit.String()
 	for _, r := range refs {
 		if valid, _ := git2go.ReferenceNameIsValid(r.Dst); !valid || !strings.HasPrefix(r.Dst, "refs/") {
 			return fmt.Errorf("cannot push to %q: not a full, valid ref name like refs/heads/main", r.Dst)

@@ -63,10 +63,49 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", git.Redact(url), err)
 		}
 	}
+	// A runner killed during a push leaves the push ref naming its
+	// commit (Push deletes it on return): nobody uses it, and it would
+	// keep the commit's objects forever. The mirror is ours alone now.
+	if it, err := repo.NewReferenceIteratorGlob(pushRefPrefix + "*"); err == nil {
+		for ref, err := it.Next(); err == nil; ref, err = it.Next() {
+			_ = ref.Delete()
+			ref.Free()
+		}
+		it.Free()
+	}
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // last use, for pruning
 	m := &Mirror{URL: url, Path: path, repo: repo}
 	return m, func() { repo.Free(); l.Unlock() }, nil
+}
+
+// Holds reports whether the local ref (a full name, as last fetched) is
+// commit or descends from it, and returns the commit's message.
+func (m *Mirror) Holds(ref, commit string) (string, bool) {
+	want, err := git2go.NewOid(commit)
+	if err != nil {
+		return "", false
+	}
+	r, err := m.repo.References.Lookup(ref)
+	if err != nil {
+		return "", false
+	}
+	defer r.Free()
+	head := r.Target()
+	if head == nil {
+		return "", false
+	}
+	if !head.Equal(want) {
+		if ok, err := m.repo.DescendantOf(head, want); err != nil || !ok {
+			return "", false
+		}
+	}
+	c, err := m.repo.LookupCommit(want)
+	if err != nil {
+		return "", false
+	}
+	defer c.Free()
+	return c.Message(), true
 }
 
 // lock returns the mutex guarding the mirror with the given key.

@@ -277,3 +277,52 @@ func TestCheckoutModesAndLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenDropsPushRefsAndHolds proves two things tests/faults'
+// TestKillUpdateJobController relies on: a push ref a killed runner left in
+// the mirror is gone when the mirror is next opened, and Holds tells a
+// commit on a branch (the head or an ancestor) from one that is not.
+func TestOpenDropsPushRefsAndHolds(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	work := srv.CreateRepo(t, "fleet", map[string]string{"a.yaml": "a: 1\n"})
+	first := strings.TrimSpace(testgit.Git(t, work.Dir, "rev-parse", "HEAD"))
+	second := work.Commit("second", map[string]string{"a.yaml": "a: 2\n"})
+	work.Push("main")
+	testgit.Git(t, work.Dir, "checkout", "-q", "-b", "side", first)
+	other := work.Commit("elsewhere", map[string]string{"a.yaml": "a: 3\n"})
+	work.Push("side")
+
+	cache, err := NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, release, err := cache.Open(srv.RepoURL("fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Fetch(context.Background(), &git.Auth{}); err != nil {
+		t.Fatal(err)
+	}
+	// What a kill -9 during Push leaves behind.
+	if _, err := m.repo.References.Create(pushRefPrefix+second, mustOid(t, second), true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		commit string
+		want   bool
+	}{{second, true}, {first, true}, {other, false}, {"not-a-commit", false}} {
+		if _, got := m.Holds("refs/heads/main", tt.commit); got != tt.want {
+			t.Errorf("Holds(main, %s) = %v, want %v", tt.commit, got, tt.want)
+		}
+	}
+	release()
+
+	m, release, err = cache.Open(srv.RepoURL("fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, err := m.repo.References.Lookup(pushRefPrefix + second); err == nil {
+		t.Error("the push ref left by a killed runner survived Open")
+	}
+}

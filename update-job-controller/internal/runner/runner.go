@@ -236,6 +236,15 @@ type Input struct {
 	// BeforePush is called before every push; an error aborts the attempt,
 	// e.g. because another runner took the job over.
 	BeforePush func(ctx context.Context) error
+	// Pushing is called with the commit just before it is pushed to the
+	// branch (not for pull requests), after BeforePush; an error aborts the
+	// attempt. The controller records the commit in the job, so that an
+	// attempt that dies after the push still has its outcome found.
+	Pushing func(ctx context.Context, commit string) error
+	// PushingCommit is the commit an earlier attempt was about to push.
+	// When the push branch already holds it, that attempt's push landed:
+	// the job is done with that commit, and nothing is changed again.
+	PushingCommit string
 	// Observe is told how long each git operation took.
 	Observe func(op string, d time.Duration)
 	// OnPushRetry is called for each non-fast-forward retry.
@@ -295,6 +304,9 @@ func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 		if err != nil {
 			return nil, err
 		}
+		if round == 0 && in.landed(mirror, out) {
+			return out, nil
+		}
 		commit, err := in.update(mirror, oid, out)
 		if err != nil {
 			return out, err
@@ -309,6 +321,11 @@ func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 		}
 		if err := in.beforePush(ctx); err != nil {
 			return nil, err
+		}
+		if in.Pushing != nil {
+			if err := in.Pushing(ctx, commit.String()); err != nil {
+				return nil, err
+			}
 		}
 		err = in.push(ctx, mirror, commit, out)
 		if errors.Is(err, gitops.ErrNonFastForward) && round < maxRetries {
@@ -335,6 +352,26 @@ func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 		}
 		return out, nil
 	}
+}
+
+// landed reports whether an earlier attempt's push (PushingCommit) is on
+// the push branch, as just fetched, and fills out with it. Only a push to a
+// branch qualifies: a pull request's head branch is the job's own and
+// rewritten by every attempt.
+func (in *Input) landed(mirror *gitops.Mirror, out *Output) bool {
+	if in.PushingCommit == "" || in.Plan.PullRequest != nil || in.Plan.Branch == "" {
+		return false
+	}
+	dst := "refs/heads/" + in.Plan.Branch
+	msg, ok := mirror.Holds(dst, in.PushingCommit)
+	if !ok {
+		return false
+	}
+	out.Commit, out.Message, out.PushedRefs = in.PushingCommit, msg, []string{dst}
+	for _, r := range in.Plan.Extra {
+		out.PushedRefs = append(out.PushedRefs, r.Dst)
+	}
+	return true
 }
 
 func (in *Input) timeout() time.Duration {

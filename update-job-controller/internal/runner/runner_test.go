@@ -255,3 +255,43 @@ func TestSecurePath(t *testing.T) {
 		}
 	}
 }
+
+// An attempt whose push landed but whose runner died before recording it
+// (tests/faults TestKillUpdateJobController, after-push) leaves
+// PushingCommit; the next attempt reports that commit, pushes nothing and
+// calls no hook. A PushingCommit that never reached the branch is ignored.
+func TestRunFindsAnEarlierAttemptsPush(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "landed", map[string]string{"deploy/app.yaml": deployment})
+	var pushing string
+	s := spec(srv.RepoURL("landed"), func(s *updatev1.UpdateJobSpec) { s.Update.Path = "deploy" })
+	plan, err := NewPlan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := gitops.NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempt := func(previous string) *Output {
+		t.Helper()
+		out, err := Run(context.Background(), cache, Input{Spec: s, Plan: plan, WorkDir: t.TempDir(), PushingCommit: previous,
+			Pushing: func(_ context.Context, c string) error { pushing = c; return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := attempt("0123456789012345678901234567890123456789") // unknown: a normal run
+	if first.Commit == "" || pushing != first.Commit {
+		t.Fatalf("first attempt: commit %q, Pushing saw %q", first.Commit, pushing)
+	}
+	pushing = ""
+	again := attempt(first.Commit)
+	if again.Commit != first.Commit || pushing != "" || len(again.PushedRefs) != 1 || again.PushedRefs[0] != "refs/heads/main" {
+		t.Errorf("second attempt: %+v (Pushing saw %q), want the first attempt's commit on refs/heads/main and no push", again, pushing)
+	}
+	if n := strings.Count(testgit.Git(t, srv.BarePath("landed"), "log", "--format=%ae", "main"), "bot@"); n != 1 {
+		t.Errorf("%d commits of ours on main, want 1", n)
+	}
+}

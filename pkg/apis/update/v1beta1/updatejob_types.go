@@ -217,6 +217,14 @@ type UpdateJobStatus struct {
 	// +optional
 	PushedCommit string `json:"pushedCommit,omitempty"`
 
+	// PushingCommit is the commit an attempt was about to push, written
+	// before the push. A runner killed after its push reached the server
+	// but before it recorded the outcome leaves it here; the next attempt
+	// finds it on the branch and records the job Succeeded with it,
+	// instead of pushing the change again or calling it NoChange.
+	// +optional
+	PushingCommit string `json:"pushingCommit,omitempty"`
+
 	// PushedRefs are the remote refs updated.
 	// +optional
 	PushedRefs []string `json:"pushedRefs,omitempty"`
