@@ -132,21 +132,27 @@ func parseAccessFrom(values []string) (*meta.AccessFrom, error) {
 
 func newCreatePolicyCommand(k *kube, f *createFlags) *cobra.Command {
 	var (
-		repository, digest string
-		rules              policyFlags
-		interval           time.Duration
+		repository, digest, platform string
+		rules                        policyFlags
+		interval                     time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "policy NAME --repository REPOSITORY (--semver RANGE | --alphabetical ORDER | --numerical ORDER)",
+		Use:   "policy NAME --repository REPOSITORY (--semver RANGE | --alphabetical ORDER | --numerical ORDER | --newest-build)",
 		Short: "Create or update an ImagePolicy: how to pick the latest tag",
 		Long: `Create or update an ImagePolicy. Test the choice offline first with
-tk-image policy eval, which runs the same code.`,
+tk-image policy eval, which runs the same code and takes the same policy flags.`,
 		Example: `  tk-image create policy podinfo --repository podinfo --semver '>=6.0.0'
   tk-image create policy app --repository app --numerical asc \
-    --filter-pattern '^main-[a-f0-9]+-(?P<ts>[0-9]+)$' --filter-extract '$ts'`,
+    --filter-pattern '^main-[a-f0-9]+-(?P<ts>[0-9]+)$' --filter-extract '$ts'
+  tk-image create policy podinfo --repository podinfo --semver 6.x --minimum-age 72h
+  tk-image create policy app --repository app --newest-build --max-candidates 50 --minimum-age 24h --age-source created
+  tk-image create policy podinfo --repository podinfo --semver 6.x --digest-reflection IfNotPresent --platform linux/arm64`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			spec := imagev1.ImagePolicySpec{DigestReflectionPolicy: imagev1.ReflectionPolicy(digest)}
+			if err := rules.check(cmd.Flags()); err != nil {
+				return usageError{err}
+			}
+			spec := imagev1.ImagePolicySpec{DigestReflectionPolicy: imagev1.ReflectionPolicy(digest), Platform: platform}
 			ns, name, _ := strings.Cut(repository, "/")
 			if name == "" {
 				ns, name = "", repository
@@ -154,6 +160,17 @@ tk-image policy eval, which runs the same code.`,
 			spec.ImageRepositoryRef = meta.NamespacedObjectReference{Namespace: ns, Name: name}
 			// The API server checks that exactly one ordering is given.
 			spec.Policy, spec.FilterTags, _ = rules.rules()
+			if spec.Policy.NewestBuild != nil && !cmd.Flags().Changed("max-candidates") {
+				// newestBuild: {} leaves the limit to the API's default,
+				// as a hand-written policy would.
+				spec.Policy.NewestBuild.MaxCandidates = 0
+			}
+			if rules.minimumAge > 0 {
+				spec.MinimumAge = &imagev1.MinimumAge{Duration: metav1.Duration{Duration: rules.minimumAge}}
+				if cmd.Flags().Changed("age-source") {
+					spec.MinimumAge.Source = imagev1.AgeSource(rules.ageSource)
+				}
+			}
 			if interval > 0 {
 				spec.Interval = &metav1.Duration{Duration: interval}
 			}
@@ -168,11 +185,18 @@ tk-image policy eval, which runs the same code.`,
 	rules.add(cmd)
 	fl.StringVar(&digest, "digest-reflection", "", "when to look up the chosen tag's digest: Never, IfNotPresent or Always")
 	fl.DurationVar(&interval, "interval", 0, "time between digest look-ups (with --digest-reflection Always)")
+	fl.StringVar(&platform, "platform", "", "OS/ARCH[/VARIANT], e.g. linux/arm64: the digest is this platform's manifest in the tag's index, not the index, and its build time counts")
 	_ = cmd.MarkFlagRequired("repository")
 	_ = cmd.RegisterFlagCompletionFunc("repository", completeNames(k, "repository", 0))
 	_ = cmd.RegisterFlagCompletionFunc("digest-reflection", cobra.FixedCompletions([]string{"Never", "IfNotPresent", "Always"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(commonPlatforms, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
+
+// commonPlatforms complete --platform: those multi-arch images usually
+// carry (any other OS/ARCH[/VARIANT] may be typed).
+var commonPlatforms = []string{"linux/amd64", "linux/arm64", "linux/arm/v7", "linux/arm/v6", "linux/386",
+	"linux/ppc64le", "linux/s390x", "linux/riscv64", "windows/amd64"}
 
 // gitFlags describe a git repository, the revision to start from, the
 // commit and the push, for automations and jobs.

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -35,10 +36,15 @@ func newPolicyCommand() *cobra.Command {
 }
 
 // policyFlags are an ImagePolicy's rules as flags: create policy writes
-// them to the cluster, policy eval runs them here.
+// them to the cluster, policy eval runs them here. Both take the same
+// names and values, so a rule tested with eval is created as tested.
 type policyFlags struct {
 	semver, alphabetical, numerical string
+	newestBuild                     bool
+	maxCandidates                   int
 	pattern, extract                string
+	minimumAge                      time.Duration
+	ageSource                       string
 }
 
 func (p *policyFlags) add(cmd *cobra.Command) {
@@ -46,11 +52,39 @@ func (p *policyFlags) add(cmd *cobra.Command) {
 	f.StringVar(&p.semver, "semver", "", "pick the highest version in this range, e.g. '>=1.0.0 <2.0.0'")
 	f.StringVar(&p.alphabetical, "alphabetical", "", "alphabetical order: asc (greatest wins) or desc")
 	f.StringVar(&p.numerical, "numerical", "", "numerical order: asc (greatest wins) or desc")
+	f.BoolVar(&p.newestBuild, "newest-build", false, "order tags by build time, newest first (spec.policy.newestBuild)")
+	f.IntVar(&p.maxCandidates, "max-candidates", imagev1.DefaultMaxCandidates, "with --newest-build, order only the candidates most recently first seen (1 to 1000)")
 	f.StringVar(&p.pattern, "filter-pattern", "", "keep only tags matching this Go regexp")
 	f.StringVar(&p.extract, "filter-extract", "", "order by this expansion of the pattern, e.g. '$ts'")
+	f.DurationVar(&p.minimumAge, "minimum-age", 0, "only tags at least this old are candidates (spec.minimumAge.duration)")
+	f.StringVar(&p.ageSource, "age-source", string(imagev1.AgeSeen), "what a tag's age counts from: seen or created (spec.minimumAge.source)")
 	for _, o := range []string{"alphabetical", "numerical"} {
 		_ = cmd.RegisterFlagCompletionFunc(o, cobra.FixedCompletions([]string{"asc", "desc"}, cobra.ShellCompDirectiveNoFileComp))
 	}
+	_ = cmd.RegisterFlagCompletionFunc("age-source", cobra.FixedCompletions([]string{string(imagev1.AgeSeen), string(imagev1.AgeCreated)}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// check refuses what the flags cannot mean: a flag that only qualifies
+// another given alone would be dropped without a word, and the values the
+// API would refuse are refused here too, also for --export and eval, which
+// no API server checks.
+func (p *policyFlags) check(f *pflag.FlagSet) error {
+	if source := imagev1.AgeSource(p.ageSource); source != imagev1.AgeSeen && source != imagev1.AgeCreated {
+		return fmt.Errorf("--age-source must be seen or created, got %q", p.ageSource)
+	}
+	if p.minimumAge < 0 {
+		return errors.New("--minimum-age cannot be negative")
+	}
+	if f.Changed("age-source") && p.minimumAge == 0 {
+		return errors.New("--age-source needs --minimum-age")
+	}
+	if f.Changed("max-candidates") && !p.newestBuild {
+		return errors.New("--max-candidates needs --newest-build")
+	}
+	if p.maxCandidates < 1 || p.maxCandidates > 1000 {
+		return fmt.Errorf("--max-candidates must be between 1 and 1000, got %d", p.maxCandidates)
+	}
+	return nil
 }
 
 // rules returns the orderings given (and how many: the policy wants
@@ -70,6 +104,10 @@ func (p *policyFlags) rules() (imagev1.ImagePolicyChoice, *imagev1.TagFilter, in
 		n++
 		choice.Numerical = &imagev1.NumericalPolicy{Order: p.numerical}
 	}
+	if p.newestBuild {
+		n++
+		choice.NewestBuild = &imagev1.NewestBuildPolicy{MaxCandidates: p.maxCandidates}
+	}
 	var filter *imagev1.TagFilter
 	if p.pattern != "" || p.extract != "" {
 		filter = &imagev1.TagFilter{Pattern: p.pattern, Extract: p.extract}
@@ -83,13 +121,9 @@ type evalOptions struct {
 	timeout             time.Duration
 	explain             bool
 
-	// Time: a minimum age, newest build, and the tag times they need.
-	minimumAge    time.Duration
-	ageSource     string
-	newestBuild   bool
-	maxCandidates int
-	tagTimes      string
-	now           string
+	// The tag times --minimum-age and --newest-build need.
+	tagTimes string
+	now      string
 }
 
 func newPolicyEvalCommand() *cobra.Command {
@@ -124,6 +158,9 @@ tag that will be first and when are printed on stderr, exit 1.`,
   tk-image policy eval --newest-build --minimum-age 24h --age-source created --tag-times times.txt`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.check(cmd.Flags()); err != nil {
+				return usageError{err}
+			}
 			return o.run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
@@ -133,22 +170,17 @@ tag that will be first and when are printed on stderr, exit 1.`,
 	f.StringVar(&o.dockerConfig, "docker-config", "", "directory of a Docker config.json with credentials for --image (default: anonymous)")
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout for listing --image")
 	f.BoolVar(&o.explain, "explain", false, "also print what the filter and the policy dropped and the best candidates, as ImagePolicy status.lastSelection records them")
-	f.DurationVar(&o.minimumAge, "minimum-age", 0, "only tags at least this old are candidates (spec.minimumAge.duration); needs --tag-times")
-	f.StringVar(&o.ageSource, "age-source", string(imagev1.AgeSeen), "what a tag's age counts from: seen or created (spec.minimumAge.source)")
-	f.BoolVar(&o.newestBuild, "newest-build", false, "order tags by build time, newest first (spec.policy.newestBuild); needs --tag-times")
-	f.IntVar(&o.maxCandidates, "max-candidates", imagev1.DefaultMaxCandidates, "with --newest-build, order only the candidates most recently first seen")
+	// Offline, the times come from a file, not from the controller's store.
+	for _, n := range []string{"minimum-age", "newest-build"} {
+		f.Lookup(n).Usage += "; needs --tag-times"
+	}
 	f.StringVar(&o.tagTimes, "tag-times", "", "file of tags with when each was first seen and built (see above)")
 	f.StringVar(&o.now, "now", "", "measure ages at this RFC 3339 time instead of now")
-	_ = cmd.RegisterFlagCompletionFunc("age-source", cobra.FixedCompletions([]string{"seen", "created"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	choice, filter, set := o.rules()
-	if o.newestBuild {
-		set++
-		choice.NewestBuild = &imagev1.NewestBuildPolicy{MaxCandidates: o.maxCandidates}
-	}
 	if set != 1 {
 		return usageError{errors.New("give exactly one of --semver, --alphabetical, --numerical or --newest-build")}
 	}
@@ -156,12 +188,6 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		return usageError{errors.New("--docker-config needs --image")}
 	}
 	source := imagev1.AgeSource(o.ageSource)
-	if source != imagev1.AgeSeen && source != imagev1.AgeCreated {
-		return usageError{fmt.Errorf("--age-source must be seen or created, got %q", o.ageSource)}
-	}
-	if o.minimumAge < 0 {
-		return usageError{errors.New("--minimum-age cannot be negative")}
-	}
 	if (o.minimumAge > 0 || o.newestBuild) && o.tagTimes == "" {
 		return usageError{errors.New("--minimum-age and --newest-build need --tag-times")}
 	}
