@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -208,13 +209,63 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		now := metav1.NowMicro()
 		obj.Status.LatestRefTime = &now
 	}
-	if pr := obj.Status.PendingRef; pr != nil {
+	if h := obj.Status.HeldRef; h != nil {
+		conditions.MarkReady(obj, imagev1.DowngradeHeldReason,
+			"latest image tag for %s stays %s: %d consecutive scan(s) did not list it and the best tag listed, %s, ranks lower; it moves after %d",
+			latest.Name, h.Tag, h.MissingScans, h.Candidate, imagev1.DowngradeScans)
+	} else if pr := obj.Status.PendingRef; pr != nil {
 		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s; %s follows at %s (minimumAge)",
 			latest.Name, latest.Tag, pr.Tag, pr.EligibleAt.UTC().Format(time.RFC3339))
 	} else {
 		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// holdDowngrade applies the never-a-downgrade rule to tag, the best tag of
+// the latest scan: when the current latestRef's tag is missing from that
+// scan and ranks above tag, latestRef stays (with status.heldRef
+// counting the scans) until imagev1.DowngradeScans consecutive complete
+// scans have lacked it; it reports whether latestRef is held. A spec change, another image or a listed latestRef
+// clear the hold: the user's edit, not the registry, moves the policy then.
+func (r *ImagePolicyReconciler) holdDowngrade(ctx context.Context, obj *imagev1.ImagePolicy, sel *policy.Policy,
+	repo *imagev1.ImageRepository, entry store.Entry, tag string, specChanged bool) bool {
+	prev := obj.Status.LatestRef
+	if prev == nil || prev.Name != repo.Spec.Image || specChanged || tag == "" || tag == prev.Tag ||
+		slices.Contains(entry.Tags, prev.Tag) || !ranksAbove(ctx, sel, prev.Tag, tag) {
+		obj.Status.HeldRef = nil
+		return false
+	}
+	scan := metav1.NewTime(entry.ScanTime)
+	h := obj.Status.HeldRef
+	switch {
+	case h == nil || h.Tag != prev.Tag:
+		h = &imagev1.HeldRef{Tag: prev.Tag, MissingScans: 1, LastScanTime: scan}
+	case entry.ScanTime.After(h.LastScanTime.Time):
+		h.MissingScans++
+		h.LastScanTime = scan
+	}
+	h.Candidate = tag
+	if h.MissingScans >= imagev1.DowngradeScans {
+		obj.Status.HeldRef = nil
+		r.Events.Warning(ctx, obj, "Downgrade", "Select", fmt.Sprintf("tag %s of %s was missing from %d consecutive scans: moving to %s",
+			prev.Tag, prev.Name, h.MissingScans, tag))
+		return false
+	}
+	obj.Status.HeldRef = h
+	return true
+}
+
+// ranksAbove reports whether the policy prefers a to b. Policies that rank
+// by build time cannot ask the registry about a tag it no longer lists:
+// for them a missing tag is held whatever replaces it, one scan at most
+// longer than needed.
+func ranksAbove(ctx context.Context, sel *policy.Policy, a, b string) bool {
+	if sel.NeedsTimes() {
+		return true
+	}
+	res, err := sel.Evaluate(ctx, []string{a, b}, policy.Options{Now: time.Now(), Top: 1})
+	return err == nil && res.Selection.Selected() == a
 }
 
 // choose picks the latest image for the policy, and says when to look
@@ -326,6 +377,19 @@ func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePo
 		return none, 0, err
 	}
 	tag := explained.Selected()
+	if r.holdDowngrade(ctx, obj, sel, repo, entry, tag, specChanged) {
+		// latestRef stays as it is, digest included: its tag is not in
+		// the registry's listing to look one up. A scan that lists the
+		// same tags as this one changes no revision and triggers no
+		// evaluation, so look again once the next scan is due (with some
+		// slack for the scan itself), and again as long as none came.
+		slack := max(repo.Spec.Interval.Duration/10, 2*time.Second)
+		again := max(entry.ScanTime.Add(repo.Spec.Interval.Duration+slack).Sub(opts.Now), slack)
+		if requeue > 0 {
+			again = min(again, requeue)
+		}
+		return *prev, again, nil
+	}
 
 	latest := imagev1.ImageRef{Name: repo.Spec.Image, Tag: tag}
 	switch obj.Spec.DigestReflectionPolicy {

@@ -3,11 +3,16 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/pkg/testregistry"
 )
 
@@ -72,4 +77,73 @@ func equalSelection(got *imagev1.TagSelection, want imagev1.TagSelection) bool {
 	return slices.Equal(got.TopCandidates, want.TopCandidates) && got.ScanRevision == want.ScanRevision &&
 		got.Considered == want.Considered && got.Filtered == want.Filtered && got.Unparsable == want.Unparsable &&
 		got.OutOfRange == want.OutOfRange && got.Kept == want.Kept
+}
+
+// TestNeverADowngrade proves the rule of status.heldRef: when a scan no
+// longer lists latestRef's tag and the best tag left ranks lower, the
+// policy keeps latestRef (Ready, reason DowngradeHeld) until a second
+// consecutive complete scan lacks it too; a scan that lists it again clears
+// the hold. tests/faults TestRegistryFaultsNeverDowngrade is its end-to-end
+// form.
+func TestNeverADowngrade(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{})
+	reg.PushTags(t, "team/down", []string{"1.0.0", "1.1.0"})
+	ns := env.Namespace(t)
+	repo := repoFor(ns, "down", reg, "team/down")
+	create(t, repo)
+	p := policyFor(ns, "down", "down", semverChoice(">=1.0.0"))
+	create(t, p)
+	waitReason(t, p, conditions.SucceededReason)
+	if p.Status.LatestRef.Tag != "1.1.0" {
+		t.Fatalf("latestRef %s, want 1.1.0", p.Status.LatestRef.Tag)
+	}
+
+	deleteTag(t, reg, "team/down", "1.1.0")
+	requestReconcile(t, repo, "scan-1")
+	waitReason(t, p, imagev1.DowngradeHeldReason)
+	if p.Status.LatestRef.Tag != "1.1.0" || p.Status.HeldRef == nil || p.Status.HeldRef.MissingScans != 1 ||
+		p.Status.HeldRef.Candidate != "1.0.0" {
+		t.Fatalf("after one scan without 1.1.0: latestRef %s, heldRef %+v; want 1.1.0 held against 1.0.0", p.Status.LatestRef.Tag, p.Status.HeldRef)
+	}
+
+	// The tag comes back: the hold ends, nothing moved.
+	reg.PushTags(t, "team/down", []string{"1.1.0"})
+	requestReconcile(t, repo, "scan-2")
+	waitReason(t, p, conditions.SucceededReason)
+	if p.Status.LatestRef.Tag != "1.1.0" || p.Status.HeldRef != nil {
+		t.Fatalf("tag back: latestRef %s, heldRef %+v", p.Status.LatestRef.Tag, p.Status.HeldRef)
+	}
+
+	// Gone from two consecutive scans: a real removal, the policy moves.
+	deleteTag(t, reg, "team/down", "1.1.0")
+	requestReconcile(t, repo, "scan-3")
+	waitReason(t, p, imagev1.DowngradeHeldReason)
+	time.Sleep(1100 * time.Millisecond) // the store keeps whole seconds
+	requestReconcile(t, repo, "scan-4")
+	// An identical listing changes no revision: the policy looks again on
+	// its own timer; ask now instead of waiting for it.
+	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+		var r imagev1.ImageRepository
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(repo), &r)
+		return r.Status.LastHandledReconcileAt == "scan-4", err
+	})
+	requestReconcile(t, p, "look")
+	waitReason(t, p, conditions.SucceededReason)
+	if p.Status.LatestRef.Tag != "1.0.0" || p.Status.HeldRef != nil {
+		t.Fatalf("after two scans without 1.1.0: latestRef %s, heldRef %+v; want 1.0.0", p.Status.LatestRef.Tag, p.Status.HeldRef)
+	}
+}
+
+// deleteTag removes a tag from the registry, as its garbage collection would.
+func deleteTag(t *testing.T, reg *testregistry.Registry, repo, tag string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+reg.Host+"/v2/"+repo+"/manifests/"+tag, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("DELETE %s:%s: %s", repo, tag, resp.Status)
+	}
 }

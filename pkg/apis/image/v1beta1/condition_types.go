@@ -20,6 +20,10 @@ const (
 	ChartNotFoundReason = "ChartNotFound"
 	// InvalidPolicyReason: a semver range or filter regexp does not parse.
 	InvalidPolicyReason = "InvalidPolicy"
+	// DowngradeHeldReason: the latest scan does not list latestRef's tag
+	// and the best tag it lists ranks lower; latestRef stays until
+	// DowngradeScans consecutive scans lack it (status.heldRef).
+	DowngradeHeldReason = "DowngradeHeld"
 	// NoMatchingTagReason: no tag passed the filter and the policy.
 	NoMatchingTagReason = "NoMatchingTag"
 	// DigestLookupFailedReason: the digest of the selected tag could not be

@@ -225,6 +225,15 @@ type ImagePolicyStatus struct {
 	// +optional
 	PendingRef *PendingRef `json:"pendingRef,omitempty"`
 
+	// HeldRef is set while latestRef is held against a downgrade: the
+	// latest scans do not list latestRef's tag, and the best tag they list
+	// ranks lower. latestRef moves there only once two consecutive
+	// complete scans lacked its tag; a scan that lists it again clears
+	// this. A registry that answers one listing short (a partial replica,
+	// a flapping index) never downgrades a deployment.
+	// +optional
+	HeldRef *HeldRef `json:"heldRef,omitempty"`
+
 	// LastSelection is how the last evaluation treated the repository's
 	// tags, also when it chose none: what each step dropped and the best
 	// candidates, so that why a tag was (or was not) chosen can be read
@@ -250,6 +259,22 @@ type PendingRef struct {
 	// EligibleAt is when it reaches the minimum age.
 	EligibleAt metav1.Time `json:"eligibleAt"`
 }
+
+// HeldRef is latestRef's tag held against a lower one (status.heldRef).
+type HeldRef struct {
+	// Tag is latestRef's tag, missing from the latest scans.
+	Tag string `json:"tag"`
+	// Candidate is the lower tag the policy would move to.
+	Candidate string `json:"candidate"`
+	// MissingScans counts the consecutive complete scans without Tag.
+	MissingScans int32 `json:"missingScans"`
+	// LastScanTime is the time of the last of those scans.
+	LastScanTime metav1.Time `json:"lastScanTime"`
+}
+
+// DowngradeScans is how many consecutive complete scans must lack a
+// policy's latestRef before it moves to a lower tag.
+const DowngradeScans = 2
 
 // MaxTopCandidates is how many of the kept tags the controller records in
 // status.lastSelection.topCandidates.
