@@ -172,6 +172,25 @@ spec:
 	}
 	c.expect(1, a("get", "policy", "exported", "-n", "apps"), `namespaces "apps" not found`)
 
+	// The soak, newest-build and platform flags write what the API server
+	// accepts, and leave to it what was not given: newestBuild {} comes
+	// back with the API's 100 candidates. A platform the schema refuses is
+	// refused in the API server's words.
+	c.expect(0, a("create", "policy", "timed", "--repository", "podinfo", "--newest-build", "--minimum-age", "24h",
+		"--age-source", "created", "--digest-reflection", "IfNotPresent", "--platform", "linux/arm64"), "ImagePolicy default/timed created")
+	var timed imagev1.ImagePolicy
+	if err := env.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "timed"}, &timed); err != nil {
+		t.Fatal(err)
+	}
+	if ts := timed.Spec; ts.Policy.NewestBuild == nil || ts.Policy.NewestBuild.MaxCandidates != imagev1.DefaultMaxCandidates ||
+		ts.MinimumAge == nil || ts.MinimumAge.Duration.Duration != 24*time.Hour || ts.MinimumAge.Source != imagev1.AgeCreated ||
+		ts.Platform != "linux/arm64" || ts.DigestReflectionPolicy != imagev1.ReflectIfNotPresent {
+		t.Fatalf("policy made with the time and platform flags: %+v", ts)
+	}
+	c.expect(1, a("create", "policy", "bad", "--repository", "podinfo", "--semver", "6.x", "--platform", "linux"),
+		`ImagePolicy.image.toolkit.dev "bad" is invalid`, "spec.platform")
+	c.expect(0, a("delete", "policy", "timed"), "deleted")
+
 	// get: the CRD's printer columns, rendered by the API server.
 	r = c.expect(0, a("get", "policies"))
 	if !regexp.MustCompile(`(?m)^NAME\s+IMAGE\s+TAG\s+READY\s+STATUS\s+AGE$`).MatchString(r.out) ||
