@@ -229,7 +229,9 @@ func followJob(ctx context.Context, c client.Client, key types.NamespacedName, t
 // phaseLine says where a job is: its phase, and attempt while running.
 func phaseLine(job *updatev1.UpdateJob) string {
 	switch job.Status.Phase {
-	case "":
+	case "", updatev1.UpdateJobPending:
+		// A job no runner has claimed yet has no phase or Pending,
+		// depending on whether the controller has seen it: one line.
 		return "created, waiting for an update-job-controller"
 	case updatev1.UpdateJobRunning:
 		limit := int32(3)
