@@ -78,6 +78,10 @@ func main() {
 			if err != nil {
 				return fmt.Errorf("opening --storage-path: %w", err)
 			}
+			if damaged := st.Removed(); len(damaged) > 0 {
+				ctrl.Log.WithName("store").Info("removed damaged tag files; their repositories are scanned again",
+					"files", damaged)
+			}
 			rec := metrics.NewRecorder("reflector").MustRegisterDefault()
 			regMetrics := registry.NewMetrics()
 			scanMetrics := controller.NewScanMetrics()

@@ -9,7 +9,9 @@
 // fsync, rename). Tags cannot contain newlines, the files are readable with
 // cat, nothing is memory-mapped (bbolt's mmap would count against the
 // controller's RSS at a million tags), and a crash leaves either the old
-// file or the new one.
+// file or the new one. The header carries the sha256 of the rest, checked
+// on every read, and Open removes the files that do not read back whole:
+// damage is scanned again, never served.
 //
 // The times come after the tags, not on their lines, so that a controller
 // from before they were recorded reads a file with times as damaged (more
@@ -27,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -56,6 +59,11 @@ type Entry struct {
 	Excluded int `json:"excluded,omitempty"`
 	// Timed says the file has a line of times per tag after the tags.
 	Timed bool `json:"timed,omitempty"`
+	// Sum is the sha256 of the file after the header line, checked on
+	// read: a file damaged in place with its line count intact (a torn
+	// write the file system did not order, a flipped bit) is not served.
+	// Files written before it was recorded have none and are not checked.
+	Sum string `json:"sum,omitempty"`
 	// Tags are excluded from the header and stored one per line.
 	Tags []string `json:"-"`
 	// Times are the times of Tags[i], when read with the tags; on Put
@@ -77,6 +85,8 @@ type Store struct {
 	dir   string
 	mu    sync.Mutex       // serializes writers
 	sizes map[string]int64 // file sizes, for Size without a directory walk
+	// removed are the damaged files Open removed.
+	removed []string
 }
 
 const suffix = ".tags"
@@ -93,12 +103,27 @@ func Open(dir string) (*Store, error) {
 	s := &Store{dir: dir, sizes: map[string]int64{}}
 	paths, _ := filepath.Glob(filepath.Join(dir, "*"+suffix))
 	for _, p := range paths {
+		// A file that does not read back whole is removed now: its
+		// header alone would tell the repository's reconciler that its
+		// scan is fresh while no policy could read its tags, until the
+		// next interval. Without it the repository is scanned at once.
+		// The name is the hash of the object the header names: a
+		// garbled header may still parse.
+		if e, err := s.read(p, true); err != nil || s.path(e.Object) != p {
+			if os.Remove(p) == nil {
+				s.removed = append(s.removed, filepath.Base(p))
+			}
+			continue
+		}
 		if info, err := os.Stat(p); err == nil {
 			s.sizes[p] = info.Size()
 		}
 	}
 	return s, nil
 }
+
+// Removed names the damaged files Open removed.
+func (s *Store) Removed() []string { return s.removed }
 
 func (s *Store) path(object string) string {
 	sum := sha256.Sum256([]byte(object))
@@ -207,26 +232,30 @@ func (s *Store) SetCreated(object string, created map[string]time.Time) error {
 func (s *Store) write(e Entry) error {
 	e.Count = len(e.Tags)
 	e.Timed = len(e.Times) == len(e.Tags)
+	var body bytes.Buffer
+	for _, t := range e.Tags {
+		body.WriteString(t)
+		body.WriteByte('\n')
+	}
+	if e.Timed {
+		for _, t := range e.Times {
+			body.WriteString(strconv.FormatInt(t.Seen.Unix(), 10))
+			body.WriteByte(' ')
+			if t.Created.IsZero() {
+				body.WriteByte('-')
+			} else {
+				body.WriteString(strconv.FormatInt(t.Created.Unix(), 10))
+			}
+			body.WriteByte('\n')
+		}
+	}
+	sum := sha256.Sum256(body.Bytes())
+	e.Sum = "sha256:" + hex.EncodeToString(sum[:])
 	var b bytes.Buffer
 	if err := json.NewEncoder(&b).Encode(e); err != nil {
 		return err
 	}
-	for _, t := range e.Tags {
-		b.WriteString(t)
-		b.WriteByte('\n')
-	}
-	if e.Timed {
-		for _, t := range e.Times {
-			b.WriteString(strconv.FormatInt(t.Seen.Unix(), 10))
-			b.WriteByte(' ')
-			if t.Created.IsZero() {
-				b.WriteByte('-')
-			} else {
-				b.WriteString(strconv.FormatInt(t.Created.Unix(), 10))
-			}
-			b.WriteByte('\n')
-		}
-	}
+	b.Write(body.Bytes())
 	final := s.path(e.Object)
 	tmp, err := os.CreateTemp(s.dir, filepath.Base(final)+".tmp*")
 	if err != nil {
@@ -295,7 +324,8 @@ func (s *Store) read(path string, withTags bool) (Entry, error) {
 		return e, nil
 	}
 	e.Tags = make([]string, 0, e.Count)
-	sc := bufio.NewScanner(r)
+	h := sha256.New()
+	sc := bufio.NewScanner(io.TeeReader(r, h))
 	for len(e.Tags) < e.Count && sc.Scan() {
 		e.Tags = append(e.Tags, sc.Text())
 	}
@@ -322,6 +352,10 @@ func (s *Store) read(path string, withTags bool) (Entry, error) {
 	}
 	if sc.Scan() || sc.Err() != nil {
 		return Entry{}, ErrNotFound // more lines than the header says
+	}
+	// The scanner has read to the end: h has seen the whole body.
+	if e.Sum != "" && e.Sum != "sha256:"+hex.EncodeToString(h.Sum(nil)) {
+		return Entry{}, ErrNotFound
 	}
 	return e, nil
 }

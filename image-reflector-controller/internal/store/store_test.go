@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -77,6 +78,8 @@ func TestDamageReadsAsNotFound(t *testing.T) {
 		"no header":   []byte("x\ny\n"),
 		"empty":       nil,
 		"extra lines": append(append([]byte{}, data...), "z\n"...),
+		// Damaged in place, line count intact: only the sum tells.
+		"changed tag": bytes.Replace(data, []byte("\ny\n"), []byte("\nz\n"), 1),
 	} {
 		if err := os.WriteFile(p, damaged, 0o600); err != nil {
 			t.Fatal(err)
@@ -239,5 +242,49 @@ func TestTimesCompatibility(t *testing.T) {
 	// lines than its count, so it reads as damaged and scans again.
 	if n := strings.Count(string(data), "\n") - 1; n == e.Count {
 		t.Errorf("an old reader would take %d lines for %d tags", n, e.Count)
+	}
+}
+
+// TestOpenRemovesDamagedFiles proves that a file damaged while the
+// controller was down is removed when the store opens, so its repository is
+// scanned again at once instead of its header passing for a fresh scan;
+// whole files stay. tests/faults TestKillReflectorDamagedStore is its
+// end-to-end form.
+func TestOpenRemovesDamagedFiles(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	for _, o := range []string{"a/good", "a/bad"} {
+		if err := s.Put(Entry{Object: o, Tags: []string{"1.0.0", "1.1.0"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := s.path("a/bad")
+	data, _ := os.ReadFile(bad)
+	if err := os.WriteFile(bad, bytes.Replace(data, []byte("1.1.0"), []byte("9.1.0"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A header that still parses but names another object.
+	if err := s.Put(Entry{Object: "a/renamed", Tags: []string{"1.0.0"}}); err != nil {
+		t.Fatal(err)
+	}
+	renamed := s.path("a/renamed")
+	data, _ = os.ReadFile(renamed)
+	if err := os.WriteFile(renamed, bytes.Replace(data, []byte(`"a/renamed"`), []byte(`"a/xenamed"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{bad, renamed} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("the damaged file %s survived Open", p)
+		}
+	}
+	if len(s2.Removed()) != 2 {
+		t.Errorf("Removed() = %v, want the two damaged files", s2.Removed())
+	}
+	if e, err := s2.Get("a/good"); err != nil || len(e.Tags) != 2 {
+		t.Errorf("the whole file: %+v, %v", e, err)
 	}
 }
