@@ -48,6 +48,54 @@ type GitProxy struct {
 	point PushPoint
 	hook  func()
 	fired int
+	fault GitFault
+	left  int // requests the fault still applies to; <0 means all
+	faulted int
+}
+
+// Faulted counts the requests answered with a fault.
+func (g *GitProxy) Faulted() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.faulted
+}
+
+// GitFault is how the git proxy answers every request while set.
+type GitFault string
+
+const (
+	// GitDown answers 503, as a server being restarted.
+	GitDown GitFault = "down"
+	// GitHang accepts the request and never answers.
+	GitHang GitFault = "hang"
+	// GitReset forwards, sends half of the answer (mid-pack for a fetch)
+	// and drops the connection.
+	GitReset GitFault = "reset"
+)
+
+// SetFault makes the next n requests (all when n < 0) meet fault; "" ends it.
+func (g *GitProxy) SetFault(f GitFault, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.fault, g.left = f, n
+}
+
+// takeFault returns the fault for this request, counting it.
+func (g *GitProxy) takeFault() GitFault {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	f := g.fault
+	if f == "" {
+		return ""
+	}
+	g.faulted++
+	if g.left > 0 {
+		g.left--
+	}
+	if g.left == 0 {
+		g.fault = ""
+	}
+	return f
 }
 
 // NewGitProxy starts a proxy to the server at target (its base URL).
@@ -93,6 +141,26 @@ func (g *GitProxy) take(p PushPoint) func() {
 }
 
 func (g *GitProxy) serve(w http.ResponseWriter, req *http.Request) {
+	switch g.takeFault() {
+	case GitDown:
+		http.Error(w, "fault injected: server down", http.StatusServiceUnavailable)
+		return
+	case GitHang:
+		<-req.Context().Done()
+		return
+	case GitReset:
+		rec := httptest.NewRecorder()
+		g.proxy.ServeHTTP(rec, req)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes()[:rec.Body.Len()/2])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}
 	receive := strings.HasSuffix(req.URL.Path, "/git-receive-pack")
 	switch {
 	case strings.HasSuffix(req.URL.Path, "/info/refs") && req.URL.Query().Get("service") == "git-receive-pack":

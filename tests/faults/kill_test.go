@@ -45,6 +45,7 @@ spec:
 // restarted controller's mirror cache passes git fsck, holds no leftover
 // push refs and serves a last job without a fault.
 func TestKillUpdateJobController(t *testing.T) {
+	t.Parallel() // each scenario has its own control plane and servers
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	rnd := random(t)

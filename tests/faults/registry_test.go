@@ -23,6 +23,7 @@ import (
 // from two consecutive complete scans is taken as removed (the policy
 // moves); and that a newer tag pushed once the registry heals reaches git.
 func TestRegistryFaultsNeverDowngrade(t *testing.T) {
+	t.Parallel() // each scenario has its own control plane and servers
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))

@@ -176,6 +176,14 @@ func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, r
 	// refused.
 	var rejected []string
 	nff := false
+	// What the server says while it takes the push: a hook's reason for
+	// refusing it ("protected branch ...") comes only this way, and a
+	// refusal without it leaves the operator guessing.
+	var said git.Capped
+	s.callbacks.SidebandProgressCallback = func(msg string) error {
+		_, _ = said.Write([]byte(msg))
+		return s.ctx.Err()
+	}
 	s.callbacks.PushUpdateReferenceCallback = func(refname, status string) error {
 		if status != "" {
 			rejected = append(rejected, refname+": "+status)
@@ -198,9 +206,31 @@ func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, r
 	case nff:
 		return fmt.Errorf("%s %s: %w (%s)", where, git.Redact(m.URL), ErrNonFastForward, strings.Join(rejected, "; "))
 	case len(rejected) > 0:
-		return fmt.Errorf("%s %s: rejected: %s", where, git.Redact(m.URL), strings.Join(rejected, "; "))
+		msg := strings.Join(rejected, "; ")
+		if r := remoteSaid(said.String()); r != "" {
+			msg += " (the server said: " + s.scrub(r) + ")"
+		}
+		return fmt.Errorf("%s %s: rejected: %s", where, git.Redact(m.URL), msg)
 	}
 	return nil
+}
+
+// remoteSaid keeps the lines of a server's sideband messages that are not
+// progress (counters and percentages), joined, at most 512 bytes.
+func remoteSaid(text string) string {
+	var lines []string
+	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.Contains(l, "%") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	out := strings.Join(lines, "; ")
+	if len(out) > 512 {
+		out = out[:512] + "..."
+	}
+	return out
 }
 
 func nonFastForward(msg string) bool {

@@ -216,3 +216,29 @@ func TestCommitRefusesPathsOutsideTheWorkTree(t *testing.T) {
 		t.Error("committed a path outside the work tree")
 	}
 }
+
+// TestPushRefusedByHookSaysWhy proves that a push a server hook refuses
+// (a protected branch) fails with the hook's own words, which reach the
+// server's client only as sideband messages; tests/faults
+// TestGitServerFaults found them missing from the job's condition.
+func TestPushRefusedByHookSaysWhy(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
+	hook := filepath.Join(srv.BarePath("fleet"), "hooks", "pre-receive")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'protected branch: main needs a review' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, release, parent, dir := checkout(t, srv)
+	defer release()
+	if err := os.WriteFile(filepath.Join(dir, "apps/app.yaml"), []byte("image: a:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit, err := m.Commit(mustOid(t, parent), dir, []string{"apps/app.yaml"}, info("Update images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = m.Push(context.Background(), nil, commit, []PushRef{{Dst: "refs/heads/main"}})
+	if err == nil || !strings.Contains(err.Error(), "declined") || !strings.Contains(err.Error(), "protected branch: main needs a review") {
+		t.Fatalf("err = %v, want the refusal with the hook's message", err)
+	}
+}
