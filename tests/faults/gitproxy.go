@@ -44,12 +44,12 @@ type GitProxy struct {
 	proxy *httputil.ReverseProxy
 	srv   *httptest.Server
 
-	mu    sync.Mutex
-	point PushPoint
-	hook  func()
-	fired int
-	fault GitFault
-	left  int // requests the fault still applies to; <0 means all
+	mu      sync.Mutex
+	point   PushPoint
+	hook    func()
+	fired   int
+	fault   GitFault
+	left    int // requests the fault still applies to; <0 means all
 	faulted int
 }
 
