@@ -165,11 +165,17 @@ type Metrics struct {
 	Received *prometheus.CounterVec
 	Accepted *prometheus.CounterVec
 	Rejected *prometheus.CounterVec
+	// Requested counts the reconcile requests calls led to, and
+	// StartDelay is the time from a call to the start of the work it
+	// requested (Requests).
+	Requested  *prometheus.CounterVec
+	StartDelay prometheus.Histogram
 }
 
 // NewMetrics makes a receiver's metrics, named
-// imagetoolkit_<subsystem>_webhook_* (docs/metrics.md).
-func NewMetrics(subsystem string) *Metrics {
+// imagetoolkit_<subsystem>_webhook_* (docs/metrics.md); work names what a
+// request starts (scan, run) and requested says what is counted.
+func NewMetrics(subsystem, work, requested string) *Metrics {
 	const ns = "imagetoolkit"
 	return &Metrics{
 		Received: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: subsystem,
@@ -181,12 +187,18 @@ func NewMetrics(subsystem string) *Metrics {
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: subsystem,
 			Name: "webhook_rejected_total", Help: "Webhook calls refused or ignored, by type and reason."},
 			[]string{"type", "reason"}),
+		Requested: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: subsystem,
+			Name: "webhook_" + work + "_requests_total", Help: requested + " requested by webhooks, by type."},
+			[]string{"type"}),
+		StartDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: subsystem,
+			Name: "webhook_" + work + "_start_seconds", Help: "Time from a webhook call to the start of the " + work + " it requested.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Received, m.Accepted, m.Rejected}
+	return []prometheus.Collector{m.Received, m.Accepted, m.Rejected, m.Requested, m.StartDelay}
 }
 
 // Server is a receiver: an HTTP handler and a manager Runnable.

@@ -24,19 +24,7 @@ import (
 func TestChainTagToCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := chain.Start(ctx, t.TempDir(), binaries(t, root), []string{"6.3.0", "6.4.0", "7.0.0-rc.1"}, func(s string) { t.Log(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	env, root := startChain(ctx, t, []string{"6.3.0", "6.4.0", "7.0.0-rc.1"}, chain.Options{})
 	samples, err := env.Samples(root)
 	if err != nil {
 		t.Fatal(err)

@@ -29,19 +29,7 @@ import (
 func TestChainDiscover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := chain.Start(ctx, t.TempDir(), binaries(t, root), nil, func(s string) { t.Log(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	env, root := startChain(ctx, t, nil, chain.Options{})
 	reg := env.RegistryHost
 	img, err := random.Image(256, 1)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
@@ -113,4 +114,25 @@ func TestControllersRunAgainstRealAPIServer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startChain starts the chain (registry unless opts names one, git
+// server, control plane, the controller binaries) with tags pushed, stops
+// it when the test ends, and returns it with the repository root.
+func startChain(ctx context.Context, t *testing.T, tags []string, opts chain.Options) (*chain.Env, string) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := chain.StartWith(ctx, t.TempDir(), binaries(t, root), tags, func(s string) { t.Log(s) }, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return env, root
 }

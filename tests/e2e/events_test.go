@@ -81,24 +81,11 @@ func (r *fluxReceiver) dump() string {
 func TestEventsForwarded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	recv := &fluxReceiver{}
 	srv := httptest.NewServer(recv)
 	defer srv.Close()
 
-	env, err := chain.StartWith(ctx, t.TempDir(), binaries(t, root), []string{"6.3.0", "6.4.0"}, func(s string) { t.Log(s) },
-		chain.Options{ControllerArgs: []string{"--events-addr=" + srv.URL + "/"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	env, root := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{ControllerArgs: []string{"--events-addr=" + srv.URL + "/"}})
 	samples, err := env.Samples(root)
 	if err != nil {
 		t.Fatal(err)

@@ -77,10 +77,6 @@ dependencies:
 func TestChainHelmCharts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	charts := testregistry.New(t, testregistry.Options{})
 	for _, v := range []string{"6.0.0", "6.1.0", "6.9.0+build.1"} {
 		charts.PushChart(t, "charts/podinfo", v)
@@ -88,15 +84,7 @@ func TestChainHelmCharts(t *testing.T) {
 	helm := testregistry.NewHelmRepo(t, testregistry.HelmOptions{TLS: true, Username: "reader", Password: "helm-pass"})
 	helm.AddVersions("podinfo", "6.0.0", "6.1.0", "6.1.1")
 
-	env, err := chain.Start(ctx, t.TempDir(), binaries(t, root), []string{"6.3.0"}, func(s string) { t.Log(s) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	env, root := startChain(ctx, t, []string{"6.3.0"}, chain.Options{})
 	files := map[string]string{
 		"clusters/prod/podinfo-release.yaml": helmReleaseFile,
 		"clusters/prod/podinfo-chart.yaml":   helmChartFile,

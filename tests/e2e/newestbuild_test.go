@@ -7,7 +7,6 @@ import (
 	"time"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/pkg/testregistry"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
@@ -20,10 +19,6 @@ import (
 func TestChainNewestBuild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// PushBuilt sets each image's config created time; the chain's own
 	// registry pushes one image, with one build time, under every tag.
 	reg := testregistry.New(t, testregistry.Options{})
@@ -34,16 +29,7 @@ func TestChainNewestBuild(t *testing.T) {
 	}{{"6.9.0", 3 * time.Hour}, {"6.5.0", 2 * time.Hour}, {"6.3.1", time.Hour}} {
 		reg.PushBuilt(t, chain.Image, b.tag, now.Add(-b.age))
 	}
-	env, err := chain.StartWith(ctx, t.TempDir(), binaries(t, root), nil, func(s string) { t.Log(s) },
-		chain.Options{RegistryHost: reg.Host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	env, root := startChain(ctx, t, nil, chain.Options{RegistryHost: reg.Host})
 	samples, err := env.Samples(root)
 	if err != nil {
 		t.Fatal(err)

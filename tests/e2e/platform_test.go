@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/pkg/testregistry"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
@@ -24,10 +23,6 @@ import (
 func TestChainPlatformDigest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// testregistry rather than the chain's own registry: PushIndex builds
 	// the index (two platforms and a buildx-style attestation) and hands
 	// back every digest to compare with.
@@ -37,16 +32,7 @@ func TestChainPlatformDigest(t *testing.T) {
 	if index == arm64 || index == amd64 || arm64 == amd64 {
 		t.Fatalf("digests not distinct: index %s, arm64 %s, amd64 %s", index, arm64, amd64)
 	}
-	env, err := chain.StartWith(ctx, t.TempDir(), binaries(t, root), nil, func(s string) { t.Log(s) },
-		chain.Options{RegistryHost: reg.Host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
+	env, root := startChain(ctx, t, nil, chain.Options{RegistryHost: reg.Host})
 	host := env.RegistryHost + "/" + chain.Image
 
 	// A kustomization pinning only the digest, next to the chain's

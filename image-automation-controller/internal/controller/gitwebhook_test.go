@@ -104,7 +104,7 @@ func TestGitPushRunsAutomation(t *testing.T) {
 	first := waitJobsOf(t, a, 1)[0]
 	finish(t, &first, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
 	waitAutomation(t, a, "first run recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.ObservedSourceRevision == f.head() })
-	requests := testutil.ToFloat64(hookMetrics.RunRequests.WithLabelValues("generic"))
+	requests := testutil.ToFloat64(hookMetrics.Requested.WithLabelValues("generic"))
 
 	// Its own head, pushed again: the run finds it as it was, no job.
 	body := `{"repository":"` + f.git.RepoURL("fleet") + `","branch":"main"}`
@@ -146,7 +146,7 @@ func TestGitPushRunsAutomation(t *testing.T) {
 	}
 	// Two pushes of main, each to two automations; the other calls
 	// matched none.
-	if n := testutil.ToFloat64(hookMetrics.RunRequests.WithLabelValues("generic")) - requests; n != 4 {
+	if n := testutil.ToFloat64(hookMetrics.Requested.WithLabelValues("generic")) - requests; n != 4 {
 		t.Errorf("run requests %v, want 4", n)
 	}
 }

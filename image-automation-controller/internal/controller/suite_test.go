@@ -14,6 +14,7 @@ import (
 
 	"toolkit.dev/image-toolkit/image-automation-controller/internal/webhook"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/testenv"
@@ -23,7 +24,7 @@ var (
 	env *testenv.Env
 	// hooksURL is where the suite's GitWebhook receiver serves.
 	hooksURL    string
-	hookMetrics *webhook.Metrics
+	hookMetrics *receiver.Metrics
 	// automationMetrics are the suite manager's domain metrics.
 	automationMetrics *AutomationMetrics
 )

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,30 +42,10 @@ type Options struct {
 	Log    logr.Logger
 }
 
-// Metrics of the receiver: the shared ones and the runs it requests.
-type Metrics struct {
-	*receiver.Metrics
-	RunRequests   *prometheus.CounterVec
-	RunStartDelay prometheus.Histogram
-}
-
-// NewMetrics makes the receiver's metrics (docs/metrics.md).
-func NewMetrics() *Metrics {
-	const ns, sub = "imagetoolkit", "automation"
-	return &Metrics{
-		Metrics: receiver.NewMetrics(sub),
-		RunRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "webhook_run_requests_total", Help: "Runs of ImageUpdateAutomations requested by git push webhooks, by type."},
-			[]string{"type"}),
-		RunStartDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
-			Name: "webhook_run_start_seconds", Help: "Time from a git push webhook call to the start of the automation run it requested.",
-			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}),
-	}
-}
-
-// Collectors returns the metrics to register.
-func (m *Metrics) Collectors() []prometheus.Collector {
-	return append(m.Metrics.Collectors(), m.RunRequests, m.RunStartDelay)
+// NewMetrics makes the receiver's metrics (docs/metrics.md): its requests
+// are automation runs.
+func NewMetrics() *receiver.Metrics {
+	return receiver.NewMetrics("automation", "run", "Runs of ImageUpdateAutomations")
 }
 
 // Server is the GitWebhook receiver: a receiver.Server serving the
@@ -75,7 +54,6 @@ type Server struct {
 	*receiver.Server
 	client  client.Client
 	sources client.Reader
-	metrics *Metrics
 	opts    Options
 
 	requested *receiver.Requests
@@ -85,9 +63,9 @@ type Server struct {
 // through c (a cached client with the index of SetupIndexes), and
 // Secrets and Flux GitRepositories through api, uncached, as the
 // automation reconciler reads them.
-func New(c client.Client, api client.Reader, m *Metrics, o Options) *Server {
-	s := &Server{client: c, sources: api, metrics: m, opts: o, requested: receiver.NewRequests()}
-	s.Server = receiver.New(s, api, m.Metrics, receiver.Options{
+func New(c client.Client, api client.Reader, m *receiver.Metrics, o Options) *Server {
+	s := &Server{client: c, sources: api, opts: o, requested: receiver.NewRequests(c, m)}
+	s.Server = receiver.New(s, api, m, receiver.Options{
 		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
 	})
 	return s
@@ -198,15 +176,12 @@ func (s *Server) match(ctx context.Context, namespace string, sel labels.Selecto
 
 // request asks the automation to run now.
 func (s *Server) request(ctx context.Context, a types.NamespacedName, typ string, received time.Time) {
-	value := time.Now().UTC().Format(time.RFC3339Nano)
-	s.requested.Add(a, value, received)
-	if err := receiver.RequestReconcile(ctx, s.client, &imagev1.ImageUpdateAutomation{}, a, value); err != nil {
+	if err := s.requested.Request(ctx, &imagev1.ImageUpdateAutomation{}, a, typ, received); err != nil {
 		if !apierrors.IsNotFound(err) {
 			s.opts.Log.Error(err, "requesting a run", "imageupdateautomation", a.String())
 		}
 		return
 	}
-	s.metrics.RunRequests.WithLabelValues(typ).Inc()
 	s.opts.Log.V(1).Info("run requested by git push webhook", "imageupdateautomation", a.String(), "type", typ)
 }
 
@@ -214,9 +189,7 @@ func (s *Server) request(ctx context.Context, a types.NamespacedName, typ string
 // reconcile request value on namespace/name; a request of ours is
 // observed as webhook → run start latency.
 func (s *Server) RunStarted(namespace, name, value string) {
-	if first, ok := s.requested.Take(types.NamespacedName{Namespace: namespace, Name: name}, value); ok {
-		s.metrics.RunStartDelay.Observe(time.Since(first).Seconds())
-	}
+	s.requested.Started(namespace, name, value)
 }
 
 // onceReader reads each object once: the automations of a namespace

@@ -40,34 +40,27 @@ type Options struct {
 	Log            logr.Logger
 }
 
-// Metrics of the receiver: the shared ones and the scans it requests.
+// Metrics of the receiver: the shared ones (its requests are scans) and
+// the triggers folded into a pending scan.
 type Metrics struct {
 	*receiver.Metrics
-	ScanRequests   *prometheus.CounterVec
-	Coalesced      *prometheus.CounterVec
-	ScanStartDelay prometheus.Histogram
+	Coalesced *prometheus.CounterVec
 }
 
 // NewMetrics makes the receiver's metrics (docs/metrics.md).
 func NewMetrics() *Metrics {
 	const ns, sub = "imagetoolkit", "reflector"
 	return &Metrics{
-		Metrics: receiver.NewMetrics(sub),
-		ScanRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "webhook_scan_requests_total", Help: "Scans of ImageRepositories requested by webhooks, by type."},
-			[]string{"type"}),
+		Metrics: receiver.NewMetrics(sub, "scan", "Scans of ImageRepositories"),
 		Coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "webhook_coalesced_total", Help: "Webhook triggers of an ImageRepository folded into a scan already pending, by type."},
 			[]string{"type"}),
-		ScanStartDelay: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
-			Name: "webhook_scan_start_seconds", Help: "Time from a webhook call to the start of the scan it requested.",
-			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}}),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return append(m.Metrics.Collectors(), m.ScanRequests, m.Coalesced, m.ScanStartDelay)
+	return append(m.Metrics.Collectors(), m.Coalesced)
 }
 
 type pendingScan struct {
@@ -100,7 +93,7 @@ func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server 
 	s := &Server{client: c, metrics: m, window: o.Window, log: o.Log,
 		google:    newGoogleKeys(o.GoogleCertsURL),
 		pending:   map[types.NamespacedName]*pendingScan{},
-		requested: receiver.NewRequests(),
+		requested: receiver.NewRequests(c, m.Metrics),
 	}
 	s.Server = receiver.New(s, secrets, m.Metrics, receiver.Options{
 		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
@@ -247,21 +240,18 @@ func (s *Server) request(ctx context.Context, repo types.NamespacedName) {
 		return
 	}
 	delete(s.pending, repo)
-	value := time.Now().UTC().Format(time.RFC3339Nano)
 	s.mu.Unlock()
-	s.requested.Add(repo, value, p.first)
 	if ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := receiver.RequestReconcile(ctx, s.client, &imagev1.ImageRepository{}, repo, value); err != nil {
+	if err := s.requested.Request(ctx, &imagev1.ImageRepository{}, repo, p.typ, p.first); err != nil {
 		if !apierrors.IsNotFound(err) {
 			s.log.Error(err, "requesting a scan", "imagerepository", repo.String())
 		}
 		return
 	}
-	s.metrics.ScanRequests.WithLabelValues(p.typ).Inc()
 	s.log.V(1).Info("scan requested by webhook", "imagerepository", repo.String(), "type", p.typ)
 }
 
@@ -269,7 +259,5 @@ func (s *Server) request(ctx context.Context, repo types.NamespacedName) {
 // the reconcile request value on namespace/name; a request of ours is
 // observed as webhook → scan start latency.
 func (s *Server) ScanStarted(namespace, name, value string) {
-	if first, ok := s.requested.Take(types.NamespacedName{Namespace: namespace, Name: name}, value); ok {
-		s.metrics.ScanStartDelay.Observe(time.Since(first).Seconds())
-	}
+	s.requested.Started(namespace, name, value)
 }

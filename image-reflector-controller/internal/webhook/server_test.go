@@ -151,7 +151,7 @@ func TestBurstTriggersOneScanOfTheNamedRepository(t *testing.T) {
 	}
 	waitRequested(t, f, "team/app")
 	time.Sleep(100 * time.Millisecond) // a second request would come after the window
-	if got := testutil.ToFloat64(f.metrics.ScanRequests.WithLabelValues("distribution")); got != 1 {
+	if got := testutil.ToFloat64(f.metrics.Requested.WithLabelValues("distribution")); got != 1 {
 		t.Errorf("scan requests = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(f.metrics.Coalesced.WithLabelValues("distribution")); got != 4 {
@@ -163,7 +163,7 @@ func TestBurstTriggersOneScanOfTheNamedRepository(t *testing.T) {
 	var r imagev1.ImageRepository
 	_ = f.c.Get(context.Background(), client.ObjectKey{Namespace: "team", Name: "app"}, &r)
 	f.srv.ScanStarted("team", "app", r.Annotations[meta.ReconcileRequestAnnotation])
-	if got := testutil.CollectAndCount(f.metrics.ScanStartDelay); got != 1 {
+	if got := testutil.CollectAndCount(f.metrics.StartDelay); got != 1 {
 		t.Errorf("latency series = %d", got)
 	}
 }
