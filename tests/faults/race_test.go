@@ -1,0 +1,293 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrrandom "github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+)
+
+// TestRaces proves that 20 ImageUpdateAutomations writing different paths
+// of one branch, served by two update-job-controller replicas (two
+// processes, two identities) that push at the same moments, commit every
+// change exactly once: 50 tag pushes spread over them end with every file
+// at its image's last tag, each commit moving one image to a higher tag
+// (none set twice, none set back, none lost), the history linear (no merge
+// commit, each commit's parent the one before), and pushes that lost the
+// server's ref lock to another retried from the new head.
+//
+// And it proves the rule for automations that overlap: a marker names one
+// ImagePolicy, so whichever automation writes it writes that policy's
+// latest image; two automations that select the same policy for the same
+// path (shared-a and shared-b here) converge on one value, and the file
+// never goes back to a value it had (no flip-flop), even when their jobs
+// run in either order on two replicas.
+func TestRaces(t *testing.T) {
+	t.Parallel() // each scenario has its own control plane and servers
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	rnd := random(t)
+	pushes := runs(50, 200)
+	const apps = 20
+
+	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0"}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	// A second update-job-controller replica: another process, another
+	// identity (POD_NAME), its own mirror cache.
+	second, err := env.Cluster.StartInstance(ctx, localenv.BinDir(env.Cluster.Root), "update-job-controller", "update-job-controller-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Stop(20 * time.Second) })
+	replicas := []*localenv.Process{env.Procs["update-job-controller"], second}
+
+	// Targets: app-00..app-19 (an automation each, on its own path) and
+	// shared (two automations on one path, selecting the same policy).
+	targets := make([]string, 0, apps+1)
+	files := map[string]string{}
+	var objs []string
+	for i := range apps {
+		app := fmt.Sprintf("app-%02d", i)
+		targets = append(targets, app)
+		files["apps/"+app+"/deploy.yaml"] = raceManifest(env.RegistryHost, app)
+		objs = append(objs, raceImage(env.RegistryHost, app), raceAutomation(app, env.RepoURL, "./apps/"+app, "race: "+app))
+	}
+	targets = append(targets, "shared")
+	files["shared/deploy.yaml"] = raceManifest(env.RegistryHost, "shared")
+	objs = append(objs, raceImage(env.RegistryHost, "shared"),
+		raceAutomation("shared-a", env.RepoURL, "./shared", "race: shared"),
+		raceAutomation("shared-b", env.RepoURL, "./shared", "overlap: \"true\""))
+	for _, tgt := range targets {
+		if err := pushImage(ctx, env.RegistryHost, tgt, "1.0.0"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base, err := env.Commit(files, "race: 21 images at 1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := env.Samples(env.Cluster.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := samples[strings.LastIndex(samples, "---\n")+4:]
+	if err := env.Apply(ctx, strings.Join(append(objs, secret), "\n---\n")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pushes, 0-300 ms apart: every fifth to shared, so the two
+	// overlapping automations meet often; the others round the apps.
+	last := map[string]int{}
+	for k := range pushes {
+		tgt := targets[(k-k/5)%apps]
+		if k%5 == 0 {
+			tgt = "shared"
+		}
+		last[tgt]++
+		if err := pushImage(ctx, env.RegistryHost, tgt, fmt.Sprintf("1.0.%d", last[tgt])); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(rnd.Int64N(int64(300 * time.Millisecond))))
+	}
+	pushed := time.Now()
+	path := func(tgt string) string {
+		if tgt == "shared" {
+			return "shared/deploy.yaml"
+		}
+		return "apps/" + tgt + "/deploy.yaml"
+	}
+	done := func() bool {
+		for _, tgt := range targets {
+			out, err := env.FleetGit("show", "main:"+path(tgt))
+			if err != nil || markerTag(out, "default:"+tgt) != fmt.Sprintf("1.0.%d", last[tgt]) {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, 4*time.Minute, "every file at its last tag", done)
+	settled := time.Since(pushed)
+	// Let the automations run a few more times: nothing may move now.
+	head := env.Head("main")
+	time.Sleep(8 * time.Second)
+	if h := env.Head("main"); h != head {
+		t.Errorf("the branch moved after every file was up to date:\n%s", gitOutE(t, env, "log", "--format=%h %s", head+"..main"))
+	}
+
+	// The history: linear, and per file a strictly rising sequence of tags.
+	commits := strings.Fields(gitOutE(t, env, "rev-list", "--reverse", base+"..main"))
+	if merges := strings.TrimSpace(gitOutE(t, env, "rev-list", "--merges", base+"..main")); merges != "" {
+		t.Errorf("merge commits: %s", merges)
+	}
+	prev := base
+	for _, c := range commits {
+		parents := strings.Fields(gitOutE(t, env, "rev-list", "--parents", "-n", "1", c))
+		if len(parents) != 2 || parents[1] != prev {
+			t.Errorf("commit %s has parents %v, want %s alone", c, parents[1:], prev)
+		}
+		prev = c
+	}
+	var changes, duplicates, downgrades int
+	for _, tgt := range targets {
+		p := path(tgt)
+		value := "1.0.0"
+		seen := map[string]bool{value: true}
+		for _, c := range commits {
+			out, err := env.FleetGit("show", c+":"+p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := markerTag(out, "default:"+tgt)
+			if v == value {
+				continue
+			}
+			changes++
+			if seen[v] {
+				duplicates++
+				t.Errorf("%s: %s set again by %s (values so far %v)", p, v, c, seen)
+			}
+			if semverLess(v, value) {
+				downgrades++
+				t.Errorf("%s: %s → %s in %s", p, value, v, c)
+			}
+			seen[v] = true
+			value = v
+		}
+	}
+	if changes != len(commits) {
+		// Each automation's commit touches its own path: one change each.
+		t.Errorf("%d commits made %d changes", len(commits), changes)
+	}
+
+	// No job pushed twice: the replicas' successful attempts are the
+	// commits; both replicas worked, and lost ref races were retried.
+	var succeeded, retries int
+	var per []string
+	for _, p := range replicas {
+		m, err := p.Metrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := metricValue(m, `imagetoolkit_updatejob_jobs_total{outcome="succeeded"}`)
+		succeeded += s
+		retries += metricValue(m, "imagetoolkit_updatejob_push_retries_total")
+		per = append(per, strconv.Itoa(s))
+		if f := metricValue(m, `imagetoolkit_updatejob_jobs_total{outcome="failed"}`); f != 0 {
+			t.Errorf("%s: %d jobs failed", p.LogPath, f)
+		}
+	}
+	if succeeded != len(commits) {
+		t.Errorf("%d commits, %d successful job attempts", len(commits), succeeded)
+	}
+	landed := 0
+	for _, tgt := range targets {
+		if out, err := env.FleetGit("show", "main:"+path(tgt)); err == nil && markerTag(out, "default:"+tgt) == fmt.Sprintf("1.0.%d", last[tgt]) {
+			landed++
+		}
+	}
+	figures(t, "runs 1, automations %d (2 overlapping on one path), job replicas 2 (commits %s), tag pushes %d, files expected at their last tag %d, landed %d, commits %d (%d intermediate tags folded into later commits), duplicates %d, downgrades/flip-flops %d, push retries after a lost race %d, settled %s after the last push",
+		apps+2, strings.Join(per, "+"), pushes, len(targets), landed, len(commits), pushes-changes, duplicates, downgrades, retries, settled.Round(100*time.Millisecond))
+}
+
+func raceManifest(host, app string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[2]s
+spec:
+  template:
+    spec:
+      containers:
+      - name: %[2]s
+        image: %[1]s/race/%[2]s:1.0.0 # {"$imagepolicy": "default:%[2]s"}
+`, host, app)
+}
+
+// raceImage is an ImageRepository and an ImagePolicy for app; the shared
+// one carries both automations' labels.
+func raceImage(host, app string) string {
+	labels := "race: " + app
+	if app == "shared" {
+		labels = "race: shared\n    overlap: \"true\""
+	}
+	return fmt.Sprintf(`apiVersion: image.toolkit.dev/v1beta1
+kind: ImageRepository
+metadata: {name: %[2]s, namespace: default}
+spec:
+  image: %[1]s/race/%[2]s
+  insecure: true
+  interval: 2s
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata:
+  name: %[2]s
+  namespace: default
+  labels:
+    %[3]s
+spec:
+  imageRepositoryRef: {name: %[2]s}
+  policy:
+    semver: {range: ">=1.0.0"}
+`, host, app, labels)
+}
+
+func raceAutomation(name, url, path, selector string) string {
+	return fmt.Sprintf(`apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata: {name: %s, namespace: default}
+spec:
+  interval: 2s
+  git:
+    repository:
+      url: %s
+      secretRef: {name: git-credentials}
+    checkout: {ref: {branch: main}}
+    commit:
+      author: {name: imagebot, email: imagebot@example.com}
+    push: {branch: main}
+  update:
+    path: %s
+    strategy: Setters
+  policySelector:
+    matchLabels:
+      %s
+`, name, url, path, selector)
+}
+
+func pushImage(ctx context.Context, host, app, tag string) error {
+	img, err := ggcrrandom.Image(256, 1)
+	if err != nil {
+		return err
+	}
+	ref, err := name.NewTag(host+"/race/"+app+":"+tag, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return remote.Write(ref, img, remote.WithContext(ctx))
+}
+
+// metricValue sums the samples of a series (name with its labels, or a
+// name without labels) in a /metrics body.
+func metricValue(body, series string) int {
+	total := 0
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			total += int(f)
+		}
+	}
+	return total
+}
