@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
@@ -21,6 +23,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/controller"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
 
 const name = "update-job-controller"
@@ -31,7 +34,16 @@ func main() {
 		cacheMaxAge      time.Duration
 		jobLeaseDuration time.Duration
 		objectLevelWI    bool
+		transferAddress  string
+		transferBind     string
+		stepImage        string
+		transferMax      int64
 	)
+	// The steps of a container-mode job's Pod run this binary from the
+	// same image: one image to build, pull and trust.
+	if len(os.Args) > 1 && os.Args[1] == "step" {
+		os.Exit(transfer.RunStep(os.Args[2:], os.Stderr))
+	}
 	scheme := runtime.NewScheme()
 	must(clientgoscheme.AddToScheme(scheme))
 	must(updatev1.AddToScheme(scheme))
@@ -47,6 +59,10 @@ func main() {
 			fs.DurationVar(&cacheMaxAge, "cache-max-age", 24*time.Hour, "Remove mirrors unused for this long.")
 			fs.DurationVar(&jobLeaseDuration, "job-lease-duration", time.Minute, "A Running job whose heartbeat is older than this is reclaimed.")
 			fs.BoolVar(&objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
+			fs.StringVar(&transferAddress, "transfer-address", "", "HOST:PORT at which container-mode jobs' Pods reach this replica, e.g. $(POD_IP):9444; container mode is refused when empty.")
+			fs.StringVar(&transferBind, "transfer-bind-address", ":9444", "Address the transfer server of container-mode jobs listens on (with --transfer-address).")
+			fs.StringVar(&stepImage, "step-image", "", "Image of the fetch and upload steps of container-mode jobs' Pods: this controller's image; container mode is refused when empty.")
+			fs.Int64Var(&transferMax, "transfer-max-bytes", transfer.DefaultMaxBytes, "Largest checkout or result (tar bytes) a container-mode job moves.")
 		},
 		VersionInfo: gitops.LibGit2Version,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
@@ -79,7 +95,35 @@ func main() {
 			if err != nil {
 				return err
 			}
+			var containers *controller.Containers
+			if (transferAddress == "") != (stepImage == "") {
+				return fmt.Errorf("container mode needs both --transfer-address and --step-image (got %q and %q)", transferAddress, stepImage)
+			}
+			if transferAddress != "" {
+				host, _, err := net.SplitHostPort(transferAddress)
+				if err != nil {
+					return fmt.Errorf("--transfer-address %q: %w", transferAddress, err)
+				}
+				log := ctrl.Log.WithName("transfer")
+				srv, err := transfer.NewServer(transfer.TokenReviewer{Client: mgr.GetClient()}, host, transferMax,
+					func(msg string, kv ...any) { log.Info(msg, kv...) })
+				if err != nil {
+					return err
+				}
+				ln, err := net.Listen("tcp", transferBind)
+				if err != nil {
+					return fmt.Errorf("--transfer-bind-address: %w", err)
+				}
+				if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx, ln) })); err != nil {
+					return err
+				}
+				containers = &controller.Containers{
+					Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Transfer: srv,
+					Address: transferAddress, StepImage: stepImage, MaxBytes: transferMax,
+				}
+			}
 			return (&controller.UpdateJobReconciler{
+				Containers:    containers,
 				Client:        mgr.GetClient(),
 				APIReader:     mgr.GetAPIReader(),
 				Events:        opts.Events,

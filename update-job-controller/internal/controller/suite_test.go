@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,11 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
 
 var (
@@ -28,6 +32,7 @@ const (
 	unmanagedLabel = "test.toolkit.dev/unmanaged"
 	testLease      = 3 * time.Second
 	testBackoff    = 200 * time.Millisecond
+	testStepImage  = "image-toolkit/update-job-controller:test"
 )
 
 func TestMain(m *testing.M) {
@@ -61,6 +66,19 @@ func newRunner(mgr ctrl.Manager, name, cacheDir string, jm *JobMetrics) error {
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return err
 	}
+	// Container mode: the transfer server on the loopback, where the
+	// tests run the Pods' steps as local processes.
+	srv, err := transfer.NewServer(transfer.TokenReviewer{Client: mgr.GetClient()}, "127.0.0.1", 0, nil)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx, ln) })); err != nil {
+		return err
+	}
 	rec := metrics.NewRecorder("updatejob")
 	rec.MustRegister(prometheus.NewRegistry())
 	return (&UpdateJobReconciler{
@@ -74,7 +92,13 @@ func newRunner(mgr ctrl.Manager, name, cacheDir string, jm *JobMetrics) error {
 		Runner:        name,
 		LeaseDuration: testLease,
 		Backoff:       testBackoff,
+		Containers: &Containers{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Transfer: srv,
+			Address: ln.Addr().String(), StepImage: testStepImage, Poll: 100 * time.Millisecond, Grace: time.Second,
+		},
 	}).SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: 4, SkipNameValidation: ptrTo(true)})
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

@@ -66,6 +66,9 @@ type UpdateJobReconciler struct {
 	// Backoff is the pause before the first retry, doubled for each one.
 	Backoff     time.Duration
 	PushRetries int
+	// Containers runs container-mode jobs; nil refuses them (Stalled,
+	// ContainerModeUnavailable).
+	Containers *Containers
 }
 
 // SetupWithManager registers the reconciler.
@@ -138,6 +141,9 @@ func (r *UpdateJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	plan, err := runner.NewPlan(&job.Spec)
 	if err != nil {
 		return r.finishUnclaimed(ctx, job, reasonOf(err), err.Error())
+	}
+	if plan.Container != nil && r.Containers == nil {
+		return r.finishUnclaimed(ctx, job, updatev1.ContainerModeUnavailableReason, errNoContainers.Error())
 	}
 	return r.claimAndRun(ctx, job, plan)
 }
@@ -349,7 +355,19 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 			return nil, secrets, err
 		}
 	}
+	var container func(ctx context.Context, round int, checkout, result string) error
+	if plan.Container != nil {
+		container = r.Containers.hook(job, func(ctx context.Context, st *updatev1.ContainerStatus) {
+			// Where the logs are, for tk-image job logs; a lost claim
+			// shows at the next heartbeat.
+			err := l.update(ctx, func(job *updatev1.UpdateJob) { job.Status.Container = st })
+			if err != nil && !errors.Is(err, errClaimLost) {
+				ctrl.LoggerFrom(ctx).Error(err, "recording the container pod")
+			}
+		})
+	}
 	out, err := runner.Run(ctx, r.Cache, runner.Input{
+		Container:        container,
 		Spec:             &job.Spec,
 		Plan:             plan,
 		Auth:             auth,
@@ -472,6 +490,9 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 		st := &job.Status
 		if out != nil {
 			st.CheckoutRevision = out.CheckoutRevision
+			if plan.Container != nil {
+				st.Result = &updatev1.UpdateResult{Files: out.Files}
+			}
 			if out.Result != nil {
 				st.Result = runner.APIResult(out.Result, plan.Policies)
 				if d := out.Discovered; d != nil {
@@ -516,7 +537,11 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			outcome = OutcomeNoChange
 			st.Phase = updatev1.UpdateJobNoChange
 			st.CompletionTime = &metav1.Time{Time: time.Now()}
-			conditions.MarkReady(job, updatev1.NoChangeReason, "no change: the files already hold the policies' values")
+			msg := "no change: the files already hold the policies' values"
+			if plan.Container != nil {
+				msg = "no change: the container left the files as they were"
+			}
+			conditions.MarkReady(job, updatev1.NoChangeReason, "%s", msg)
 		case rerr.Stalled || st.Attempts > backoffLimit(job):
 			outcome = OutcomeFailed
 			msg := events.Redact(rerr.Error(), secrets...)

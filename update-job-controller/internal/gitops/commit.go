@@ -93,6 +93,12 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 		return nil, err
 	}
 	defer tree.Free()
+	return m.writeCommit(pc, tree, info)
+}
+
+// writeCommit creates the commit of tree on top of pc, signed when info
+// has a Signer.
+func (m *Mirror) writeCommit(pc *git2go.Commit, tree *git2go.Tree, info CommitInfo) (*git2go.Oid, error) {
 	// The API leaves the author's name optional, as Flux's does, but git
 	// (and libgit2) refuse a signature without one: the email stands in.
 	name := info.Author.Name

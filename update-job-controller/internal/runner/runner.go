@@ -1,7 +1,8 @@
 // Package runner carries out one attempt of an UpdateJob: fetch into the
-// mirror, check out, run the image setters, commit and push, and on a
-// non-fast-forward push start over from the new head. It knows nothing of
-// controllers: the caller supplies credentials and hooks.
+// mirror, check out, run the image setters (or, in container mode, the
+// caller's Container hook), commit and push, and on a non-fast-forward push
+// start over from the new head. It knows nothing of controllers: the caller
+// supplies credentials and hooks.
 package runner
 
 import (
@@ -73,6 +74,9 @@ type Plan struct {
 	PullRequest *PullRequestPlan
 	// Discover is set when the job finds the images of the checkout.
 	Discover *updatev1.DiscoverSpec
+	// Container is set when a container updates the files instead of the
+	// setters; the attempt then needs Input.Container.
+	Container *updatev1.UpdateContainer
 }
 
 // PullRequestPlan is where a job proposes its change.
@@ -144,6 +148,13 @@ func NewPlan(spec *updatev1.UpdateJobSpec) (*Plan, error) {
 			return fail("setter %s is listed twice", s.Policy)
 		}
 		p.Policies[s.Policy] = setters.Image{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
+	}
+	if c := spec.Update.Container; c != nil {
+		if len(p.Policies) > 0 || spec.Update.Discover != nil {
+			return fail("update.container runs instead of the setters: update.setters and update.discover cannot be set with it")
+		}
+		p.Container = c
+		return p, nil
 	}
 	if d := spec.Update.Discover; d != nil {
 		for _, pat := range append(slices.Clone(d.Include), d.Exclude...) {
@@ -256,6 +267,12 @@ type Input struct {
 	// Job names the job, whose name is the head branch of a job no
 	// automation made.
 	Job types.NamespacedName
+	// Container carries out the update of a Plan with Container: checkout
+	// holds the whole tree under the update path (not only the files with
+	// markers), and the hook fills the empty directory result with what
+	// that tree should become. round counts the non-fast-forward rounds
+	// of the attempt from 0. Its error is the attempt's, as returned.
+	Container func(ctx context.Context, round int, checkout, result string) error
 }
 
 // Output is what an attempt did. Commit is empty when nothing changed.
@@ -277,6 +294,9 @@ type Output struct {
 	Warnings []string
 	// Discovered is what discovery found, in the status's form.
 	Discovered *Discovered
+	// Files are what a container changed, relative to the update path
+	// (container mode; the setters' changes are in Result).
+	Files []updatev1.FileResult
 }
 
 // Discovered is what a job's discovery found, for status.result.
@@ -307,7 +327,12 @@ func Run(ctx context.Context, cache *gitops.Cache, in Input) (*Output, error) {
 		if round == 0 && in.landed(mirror, out) {
 			return out, nil
 		}
-		commit, err := in.update(mirror, oid, out)
+		var commit *git2go.Oid
+		if in.Plan.Container != nil {
+			commit, err = in.updateByContainer(ctx, mirror, oid, round, out)
+		} else {
+			commit, err = in.update(mirror, oid, out)
+		}
 		if err != nil {
 			return out, err
 		}
@@ -501,6 +526,79 @@ func (in *Input) update(mirror *gitops.Mirror, oid *git2go.Oid, out *Output) (*g
 	}
 	out.Message = msg
 	return commit, nil
+}
+
+// updateByContainer checks out the tree under the update path, has the
+// Container hook make the new tree and commits the difference. The git side
+// (fetch, commit, signing, push, retries) is the setters' own: only this
+// step differs.
+func (in *Input) updateByContainer(ctx context.Context, mirror *gitops.Mirror, oid *git2go.Oid, round int, out *Output) (*git2go.Oid, error) {
+	out.Commit, out.Message, out.PushedRefs, out.Files = "", "", nil, nil
+	if in.Container == nil {
+		return nil, terminal(conditions.InvalidSpecReason, errors.New("update.container is set but this runner cannot run containers"))
+	}
+	tmp, err := os.MkdirTemp(in.WorkDir, "container-")
+	if err != nil {
+		return nil, retryable(conditions.GitOperationFailedReason, err)
+	}
+	defer os.RemoveAll(tmp)
+	checkout, result := filepath.Join(tmp, "checkout"), filepath.Join(tmp, "result")
+	if err := os.Mkdir(result, 0o700); err != nil {
+		return nil, retryable(conditions.GitOperationFailedReason, err)
+	}
+	var paths []string
+	if in.Plan.Path != "" {
+		paths = []string{in.Plan.Path}
+	}
+	if err := mirror.Checkout(oid, checkout, paths...); err != nil {
+		return nil, retryable(conditions.GitOperationFailedReason, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
+	}
+	dir, err := securePath(checkout, in.Plan.Path)
+	if err != nil {
+		return nil, terminal(updatev1.UpdateFailedReason, err)
+	}
+	if err := in.Container(ctx, round, dir, result); err != nil {
+		return nil, err
+	}
+	msg, err := in.containerMessage()
+	if err != nil {
+		return nil, terminal(conditions.InvalidSpecReason, err)
+	}
+	author := in.Spec.Commit.Author
+	commit, changes, err := mirror.CommitDir(oid, in.Plan.Path, result, gitops.CommitInfo{
+		Author:  gitops.Author{Name: author.Name, Email: author.Email},
+		Message: msg,
+		Signer:  in.Signer,
+	})
+	if errors.Is(err, gitops.ErrNoChange) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, retryable(conditions.GitOperationFailedReason, fmt.Errorf("committing: %w", err))
+	}
+	for _, c := range changes {
+		rel := strings.TrimPrefix(strings.TrimPrefix(c.Path, in.Plan.Path), "/")
+		out.Files = append(out.Files, updatev1.FileResult{Path: rel, Operation: updatev1.FileOperation(c.Operation)})
+	}
+	out.Message = msg
+	return commit, nil
+}
+
+// containerMessage is the commit message of a container's change: the
+// spec's template (whose .Changed is empty: a container's changes are
+// files, not values), else one naming the image.
+func (in *Input) containerMessage() (string, error) {
+	if in.Spec.Commit.MessageTemplate != "" {
+		return commitmsg.Render(in.Spec.Commit.MessageTemplate, commitmsg.Data{
+			AutomationObject: in.AutomationObject,
+			Values:           in.Spec.Commit.MessageTemplateValues,
+		})
+	}
+	where := in.Plan.Path
+	if where == "" {
+		where = "the repository"
+	}
+	return fmt.Sprintf("Update %s with %s\n", where, in.Plan.Container.Image), nil
 }
 
 // securePath joins the update path to the checkout and refuses a result

@@ -18,4 +18,17 @@ const (
 	// RateLimitedReason: the forge's rate limit was exhausted for longer
 	// than a request waits; the job retries after the reset.
 	RateLimitedReason = "RateLimited"
+	// ContainerFailedReason: a container-mode job's container (or one of
+	// its Pod's steps) exited non-zero, or could not be started; the
+	// message has the exit code and the tail of its termination message.
+	ContainerFailedReason = "ContainerFailed"
+	// ContainerTimedOutReason: a container-mode job's Pod did not finish
+	// within spec.update.container.timeout.
+	ContainerTimedOutReason = "ContainerTimedOut"
+	// ImagePullFailedReason: the container's image could not be pulled
+	// (ErrImagePull, ImagePullBackOff, InvalidImageName).
+	ImagePullFailedReason = "ImagePullFailed"
+	// ContainerModeUnavailableReason: the job asks for a container, but the
+	// controller has no --transfer-address or --step-image.
+	ContainerModeUnavailableReason = "ContainerModeUnavailable"
 )

@@ -3,6 +3,7 @@ package v1beta1
 import (
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -52,8 +53,10 @@ type UpdateJobSpec struct {
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
 }
 
-// UpdateSpec says which files to update with which image policy values.
-// +kubebuilder:validation:XValidation:rule="size(self.setters) > 0 || has(self.discover)",message="setters must not be empty unless discover is set"
+// UpdateSpec says which files to update with which image policy values, or
+// which container updates them.
+// +kubebuilder:validation:XValidation:rule="(has(self.setters) && size(self.setters) > 0) || has(self.discover) || has(self.container)",message="set setters, discover or container"
+// +kubebuilder:validation:XValidation:rule="!has(self.container) || ((!has(self.setters) || size(self.setters) == 0) && !has(self.discover))",message="container runs instead of the setters: setters and discover cannot be set with it"
 type UpdateSpec struct {
 	// Path within the repository to update; the root when empty. Paths that
 	// leave the checkout are rejected.
@@ -68,8 +71,8 @@ type UpdateSpec struct {
 	// +kubebuilder:validation:MaxItems=1000
 	// +listType=map
 	// +listMapKey=policy
-	// +required
-	Setters []PolicySetter `json:"setters"`
+	// +optional
+	Setters []PolicySetter `json:"setters,omitempty"`
 
 	// Discover makes the job find the images of the checkout under Path
 	// itself (pkg/discover): each discovered location of an image a setter
@@ -77,6 +80,87 @@ type UpdateSpec struct {
 	// status.result.discovered lists what it found.
 	// +optional
 	Discover *DiscoverSpec `json:"discover,omitempty"`
+
+	// Container runs this container on a checkout of the files under Path
+	// instead of the setters (container mode): the controller commits
+	// whatever it added, changed or deleted there and pushes, as for the
+	// setters. It runs in a Pod of the job's namespace with the restricted
+	// Pod Security profile, without the repository's credentials or a
+	// ServiceAccount token. See docs/container-mode.md.
+	// +optional
+	Container *UpdateContainer `json:"container,omitempty"`
+}
+
+// UpdateContainer is the container of a container-mode job.
+type UpdateContainer struct {
+	// Image to run, e.g. ghcr.io/image-toolkit/tk-image:v0.1.0.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Image string `json:"image"`
+
+	// ImagePullPolicy of the image: Always, Never or IfNotPresent; the
+	// Kubernetes default when empty.
+	// +kubebuilder:validation:Enum=Always;Never;IfNotPresent
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// Command replaces the image's entrypoint.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Command []string `json:"command,omitempty"`
+
+	// Args replace the image's arguments.
+	// +kubebuilder:validation:MaxItems=1000
+	// +optional
+	Args []string `json:"args,omitempty"`
+
+	// Env of the container. Values from the job's own Secrets or
+	// ConfigMaps (valueFrom) are the only credentials the container sees.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// EnvFrom adds the keys of Secrets or ConfigMaps of the job's namespace
+	// to the environment.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	EnvFrom []corev1.EnvFromSource `json:"envFrom,omitempty"`
+
+	// Resources of the container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// WorkingDir of the container; /workspace/PATH (the update path in the
+	// checkout) when empty.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	WorkingDir string `json:"workingDir,omitempty"`
+
+	// Timeout bounds each run of the container's Pod, from its creation
+	// (image pull and checkout included) to the upload of the result.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(s|m|h))+$"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
+// ContainerStatus is where a container-mode job's last container ran, so
+// that its logs can be found (tk-image job logs).
+type ContainerStatus struct {
+	// PodName is the Pod of the last run.
+	PodName string `json:"podName"`
+	// ContainerName is the user's container in that Pod.
+	ContainerName string `json:"containerName"`
+	// ExitCode of the container, once it ended.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+	// Reason the container ended or is waiting, as the kubelet says it
+	// (Completed, Error, OOMKilled, ImagePullBackOff, ...), or
+	// DeadlineExceeded.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // DiscoverSpec says which discovered images a job reports and updates.
@@ -238,6 +322,10 @@ type UpdateJobStatus struct {
 	// +optional
 	PullRequest *PullRequestStatus `json:"pullRequest,omitempty"`
 
+	// Container is the Pod and container of the last container-mode run.
+	// +optional
+	Container *ContainerStatus `json:"container,omitempty"`
+
 	// Conditions hold Ready, Reconciling and Stalled.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
@@ -357,10 +445,26 @@ type PolicyMarkers struct {
 	Unknown bool `json:"unknown,omitempty"`
 }
 
+// FileOperation is what a container-mode job did to a file.
+// +kubebuilder:validation:Enum=added;modified;deleted;mode
+type FileOperation string
+
+const (
+	FileAdded    FileOperation = "added"
+	FileModified FileOperation = "modified"
+	FileDeleted  FileOperation = "deleted"
+	// FileMode: only the executable bit or the kind (file, link) changed.
+	FileMode FileOperation = "mode"
+)
+
 // FileResult is the changes made to one file.
 type FileResult struct {
 	// Path relative to the update path.
 	Path string `json:"path"`
+	// Operation is set by container-mode jobs, which see files, not
+	// objects: added, modified, deleted or mode.
+	// +optional
+	Operation FileOperation `json:"operation,omitempty"`
 	// Objects changed in the file, in document order.
 	// +optional
 	Objects []ObjectResult `json:"objects,omitempty"`
