@@ -317,6 +317,10 @@ func scanFailureReason(err error) string {
 	var indexErr *registry.HelmIndexError
 	var notFound *registry.ChartNotFoundError
 	switch {
+	case conditions.NoSpace(err):
+		// The tags were listed; storing them failed (the store's atomic
+		// write left the last complete file in place).
+		return conditions.StorageFullReason
 	case registry.IsAuthError(err):
 		return conditions.AuthenticationFailedReason
 	case errors.As(err, &indexErr):

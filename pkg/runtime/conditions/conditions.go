@@ -55,6 +55,11 @@ const (
 	// whose cloud identity to use, and the controller does not run with
 	// --object-level-workload-identity.
 	WorkloadIdentityNotEnabledReason = "WorkloadIdentityNotEnabled"
+	// StorageFullReason: writing the controller's own data (the tag store,
+	// the git mirror cache or a job's work tree) failed because its file
+	// system is full (or over quota); retried, and it succeeds once space
+	// is freed.
+	StorageFullReason = "StorageFull"
 )
 
 // Getter is an object with status conditions.

@@ -3,6 +3,8 @@ package conditions
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -35,9 +37,29 @@ func Stallf(reason, format string, args ...any) *Failure {
 	return Stall(reason, fmt.Errorf(format, args...))
 }
 
-// Retry is a failure worth retrying.
+// Retry is a failure worth retrying. A failure caused by a full file
+// system is StorageFull whatever step it hit: the operator's remedy is
+// the same (free or grow the volume), and the step's own reason would send
+// them to the registry or git server instead.
 func Retry(reason string, err error) *Failure {
+	if NoSpace(err) {
+		reason = StorageFullReason
+	}
 	return &Failure{Reason: reason, Err: err}
+}
+
+// NoSpace reports whether err says a file system is full or over quota:
+// ENOSPC or EDQUOT in its chain, or, for libgit2's errors, which carry only
+// the message, strerror's words for them.
+func NoSpace(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "no space left on device") || strings.Contains(msg, "disk quota exceeded")
 }
 
 // Retryf is Retry with a formatted message.

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
 // Namespace prefixes every image-toolkit metric.
@@ -22,6 +24,7 @@ type Recorder struct {
 	duration *prometheus.HistogramVec
 	ready    *prometheus.GaugeVec
 	suspend  *prometheus.GaugeVec
+	full     *prometheus.GaugeVec
 }
 
 // NewRecorder returns a Recorder whose metrics are named
@@ -49,12 +52,20 @@ func NewRecorder(subsystem string) *Recorder {
 			Name:      "suspended",
 			Help:      "1 when the object's spec.suspend is true, else 0.",
 		}, []string{"kind", "namespace", "name"}),
+		// Only while it is so: a series per object for a rare state would
+		// double the per-object series for nothing.
+		full: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: Namespace,
+			Subsystem: subsystem,
+			Name:      "storage_full",
+			Help:      "1 while the object's Ready condition is False with reason StorageFull (the controller's disk is full); absent otherwise.",
+		}, []string{"kind", "namespace", "name"}),
 	}
 }
 
 // MustRegister registers the metrics with reg.
 func (r *Recorder) MustRegister(reg prometheus.Registerer) {
-	reg.MustRegister(r.duration, r.ready, r.suspend)
+	reg.MustRegister(r.duration, r.ready, r.suspend, r.full)
 }
 
 // MustRegisterDefault registers the metrics with controller-runtime's
@@ -79,11 +90,16 @@ func (r *Recorder) RecordDuration(kind string, start time.Time) {
 // RecordReady sets the Ready gauge of obj from its conditions; an object
 // without a Ready condition counts as Unknown.
 func (r *Recorder) RecordReady(kind string, obj Object) {
-	status := metav1.ConditionUnknown
+	status, reason := metav1.ConditionUnknown, ""
 	for _, c := range obj.GetConditions() {
 		if c.Type == "Ready" {
-			status = c.Status
+			status, reason = c.Status, c.Reason
 		}
+	}
+	if status == metav1.ConditionFalse && reason == conditions.StorageFullReason {
+		r.full.WithLabelValues(kind, obj.GetNamespace(), obj.GetName()).Set(1)
+	} else {
+		r.full.DeleteLabelValues(kind, obj.GetNamespace(), obj.GetName())
 	}
 	for _, s := range conditionStatuses {
 		v := 0.0
@@ -109,4 +125,5 @@ func (r *Recorder) Forget(kind, namespace, name string) {
 		r.ready.DeleteLabelValues(kind, namespace, name, string(s))
 	}
 	r.suspend.DeleteLabelValues(kind, namespace, name)
+	r.full.DeleteLabelValues(kind, namespace, name)
 }
