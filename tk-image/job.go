@@ -88,7 +88,7 @@ func newJobCommand(k *kube) *cobra.Command {
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newJobRunCommand(k))
+	cmd.AddCommand(newJobRunCommand(k), newJobLogsCommand(k))
 	return cmd
 }
 
@@ -278,6 +278,11 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 // printResult lists files, objects and changes, as tk-image update does.
 func printResult(out io.Writer, r *updatev1.UpdateResult) {
 	for _, f := range r.Files {
+		if f.Operation != "" {
+			// A container's change: files, not values.
+			fmt.Fprintf(out, "%s (%s)\n", f.Path, f.Operation)
+			continue
+		}
 		fmt.Fprintln(out, f.Path)
 		for _, o := range f.Objects {
 			fmt.Fprintf(out, "  %s/%s/%s\n", o.Kind, o.Namespace, o.Name)

@@ -28,7 +28,7 @@ import (
 // Names in a container-mode job's Pod.
 const (
 	// UserContainer is the container running spec.update.container.
-	UserContainer  = "update"
+	UserContainer  = updatev1.UserContainerName
 	fetchContainer = "fetch"
 	uploadStep     = "upload"
 
@@ -43,11 +43,11 @@ const (
 	stepUser = 65532
 
 	// LabelJobName and LabelJobUID name the job of a Pod.
-	LabelJobName = "update.toolkit.dev/job-name"
-	LabelJobUID  = "update.toolkit.dev/job-uid"
+	LabelJobName = updatev1.PodJobNameLabel
+	LabelJobUID  = updatev1.PodJobUIDLabel
 	// LabelAttempt and LabelRound say which run of the job a Pod is.
-	LabelAttempt = "update.toolkit.dev/attempt"
-	LabelRound   = "update.toolkit.dev/round"
+	LabelAttempt = updatev1.PodAttemptLabel
+	LabelRound   = updatev1.PodRoundLabel
 
 	defaultContainerTimeout = 10 * time.Minute
 	// podGrace is how long past its timeout a Pod may take before the

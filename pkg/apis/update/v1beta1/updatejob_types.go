@@ -146,6 +146,22 @@ type UpdateContainer struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
+// The Pods of container-mode jobs: their labels, and the name of the
+// user's container, for tools that find them (tk-image job logs).
+const (
+	// PodJobNameLabel is the job's name (left out for names over 63
+	// characters); PodJobUIDLabel its UID.
+	PodJobNameLabel = "update.toolkit.dev/job-name"
+	PodJobUIDLabel  = "update.toolkit.dev/job-uid"
+	// PodAttemptLabel is status.attempts when the Pod was made;
+	// PodRoundLabel counts the non-fast-forward rounds of the attempt
+	// from 0.
+	PodAttemptLabel = "update.toolkit.dev/attempt"
+	PodRoundLabel   = "update.toolkit.dev/round"
+	// UserContainerName is the container running spec.update.container.
+	UserContainerName = "update"
+)
+
 // ContainerStatus is where a container-mode job's last container ran, so
 // that its logs can be found (tk-image job logs).
 type ContainerStatus struct {
