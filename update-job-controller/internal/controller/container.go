@@ -186,6 +186,18 @@ var pullFailures = map[string]bool{
 // podFailure reads a Pod's status: nil while it may still succeed, else
 // the round's failure; st gets the user's container's state.
 func podFailure(pod *corev1.Pod, st *updatev1.ContainerStatus, timeout time.Duration) error {
+	timedOut := func() error {
+		st.Reason = updatev1.DeadlineExceededReason
+		return conditions.Retryf(updatev1.ContainerTimedOutReason,
+			"pod %s did not finish within %s (spec.update.container.timeout)", pod.Name, timeout)
+	}
+	if pod.Status.Phase == corev1.PodFailed && pod.Status.Reason == "DeadlineExceeded" {
+		return timedOut()
+	}
+	// The kubelet kills the containers of a Pod past activeDeadlineSeconds
+	// and may report them (exit 137) before the Pod's reason: a container
+	// killed after the deadline timed out, it did not fail.
+	pastDeadline := pod.Status.StartTime != nil && time.Since(pod.Status.StartTime.Time) >= timeout
 	for _, cs := range append(append([]corev1.ContainerStatus{}, pod.Status.InitContainerStatuses...), pod.Status.ContainerStatuses...) {
 		user := cs.Name == UserContainer
 		if w := cs.State.Waiting; w != nil {
@@ -207,6 +219,9 @@ func podFailure(pod *corev1.Pod, st *updatev1.ContainerStatus, timeout time.Dura
 		if t == nil || t.ExitCode == 0 {
 			continue
 		}
+		if pastDeadline {
+			return timedOut()
+		}
 		if user {
 			st.ExitCode, st.Reason = ptr.To(t.ExitCode), t.Reason
 			return conditions.Retryf(updatev1.ContainerFailedReason, "container %s exited %d (%s)%s",
@@ -216,11 +231,6 @@ func podFailure(pod *corev1.Pod, st *updatev1.ContainerStatus, timeout time.Dura
 			cs.Name, pod.Name, t.ExitCode, t.Reason, said(t.Message))
 	}
 	if pod.Status.Phase == corev1.PodFailed {
-		if pod.Status.Reason == "DeadlineExceeded" {
-			st.Reason = updatev1.DeadlineExceededReason
-			return conditions.Retryf(updatev1.ContainerTimedOutReason,
-				"pod %s did not finish within %s (spec.update.container.timeout)", pod.Name, timeout)
-		}
 		return conditions.Retryf(updatev1.ContainerFailedReason, "pod %s failed: %s%s", pod.Name, pod.Status.Reason, said(pod.Status.Message))
 	}
 	if pod.Status.Phase == corev1.PodSucceeded {
