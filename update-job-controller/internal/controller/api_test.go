@@ -134,7 +134,23 @@ func TestValidationRejects(t *testing.T) {
 		}, "path must be relative and stay inside the repository"},
 		{"no setters", func(j *updatev1.UpdateJob) {
 			j.Spec.Update.Setters = nil
-		}, "spec.update.setters"},
+		}, "set setters, discover or container"},
+		{"container with setters", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Container = &updatev1.UpdateContainer{Image: "busybox"}
+		}, "container runs instead of the setters"},
+		{"container with discover", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters = nil
+			j.Spec.Update.Discover = &updatev1.DiscoverSpec{}
+			j.Spec.Update.Container = &updatev1.UpdateContainer{Image: "busybox"}
+		}, "container runs instead of the setters"},
+		{"container without image", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters = nil
+			j.Spec.Update.Container = &updatev1.UpdateContainer{}
+		}, "spec.update.container.image"},
+		{"container pull policy", func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Setters = nil
+			j.Spec.Update.Container = &updatev1.UpdateContainer{Image: "busybox", ImagePullPolicy: "Sometimes"}
+		}, "spec.update.container.imagePullPolicy"},
 		{"duplicate policy", func(j *updatev1.UpdateJob) {
 			j.Spec.Update.Setters[1].Policy = j.Spec.Update.Setters[0].Policy
 		}, "Duplicate value"},
@@ -161,6 +177,23 @@ func TestValidationRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env.ExpectInvalid(t, job(ns, "bad", tt.mutate), tt.want)
 		})
+	}
+}
+
+// A container-mode job needs nothing but its image; its timeout defaults
+// to 10 minutes.
+func TestContainerJobAccepted(t *testing.T) {
+	j := job(env.Namespace(t), "container", func(j *updatev1.UpdateJob) {
+		j.Spec.Update.Setters = nil
+		j.Spec.Update.Container = &updatev1.UpdateContainer{Image: "busybox"}
+		// No runner must pick it up: this is about the API only.
+		j.Labels = map[string]string{unmanagedLabel: "true"}
+	})
+	if err := env.Client.Create(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	if to := j.Spec.Update.Container.Timeout; to == nil || to.Duration != 10*time.Minute {
+		t.Errorf("timeout defaulted to %v, want 10m", to)
 	}
 }
 

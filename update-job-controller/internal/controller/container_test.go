@@ -12,17 +12,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
 
@@ -548,5 +555,52 @@ func TestTransferAuthentication(t *testing.T) {
 	}
 	if err := transfer.Upload(ctx, good); err == nil || !strings.Contains(err.Error(), http.StatusText(http.StatusConflict)) {
 		t.Errorf("second Upload = %v, want a conflict", err)
+	}
+}
+
+// A replica without --transfer-address and --step-image fails a
+// container-mode job at once, Stalled with ContainerModeUnavailable, using
+// no attempt and creating no Pod.
+func TestContainerModeUnavailable(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	srv.CreateRepo(t, "nocm", map[string]string{"deploy/app.yaml": deployment})
+	const only = "test.toolkit.dev/no-containers"
+	sel, err := labels.Parse(only)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := t.TempDir()
+	stop, err := env.StartManagerWith(func(o *ctrl.Options) { o.Cache.DefaultLabelSelector = sel }, func(mgr ctrl.Manager) error {
+		cache, err := gitops.NewCache(filepath.Join(cacheDir, "mirrors"))
+		if err != nil {
+			return err
+		}
+		rec := metrics.NewRecorder("updatejob")
+		rec.MustRegister(prometheus.NewRegistry())
+		return (&UpdateJobReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: events.New(mgr.GetEventRecorder("update-job-controller")),
+			Metrics: rec, JobMetrics: NewJobMetrics(), Cache: cache, WorkDir: cacheDir, Runner: "no-containers",
+			LeaseDuration: testLease, Backoff: testBackoff,
+		}).SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	j := containerJob(ns, "nocm", srv.RepoURL("nocm"), updatev1.UpdateContainer{Image: "busybox:test"}, func(j *updatev1.UpdateJob) {
+		// Only the replica without container mode sees it.
+		j.Labels = map[string]string{unmanagedLabel: "true", only: "true"}
+	})
+	create(t, j)
+	got := waitFinished(t, j)
+	stalled := conditions.Get(got, conditions.StalledCondition)
+	if got.Status.Phase != updatev1.UpdateJobFailed || stalled == nil || stalled.Reason != updatev1.ContainerModeUnavailableReason ||
+		!strings.Contains(stalled.Message, "--transfer-address") || got.Status.Attempts != 0 {
+		t.Fatalf("phase %s, attempts %d, Stalled %+v", got.Status.Phase, got.Status.Attempts, stalled)
+	}
+	pods := &corev1.PodList{}
+	if err := env.Client.List(context.Background(), pods, client.InNamespace(ns)); err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods %d, %v", len(pods.Items), err)
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -213,6 +214,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		ReadTimeout:  10 * time.Minute,
 		WriteTimeout: 10 * time.Minute,
 		IdleTimeout:  time.Minute,
+		// A refused handshake (a client trusting another certificate)
+		// is the client's problem, told to it; keep it out of stderr.
+		ErrorLog: log.New(logWriter(s.log), "", 0),
 	}
 	go func() {
 		<-ctx.Done()
@@ -284,4 +288,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	default:
 		http.Error(w, "not found", http.StatusNotFound)
 	}
+}
+
+// logWriter turns the HTTP server's error lines into log calls.
+type logWriter func(msg string, keysAndValues ...any)
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w("transfer server", "error", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
