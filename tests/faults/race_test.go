@@ -3,6 +3,10 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -290,4 +294,106 @@ func metricValue(body, series string) int {
 		}
 	}
 	return total
+}
+
+// TestOverlapNoFlipFlop proves the overlap rule where it is hardest to
+// keep: two automations select the same policy for the same file, and one
+// of them reaches the git server through a slow link (1 s a request), so
+// that its job, made for the policy's previous tag, is still running when
+// the other automation's job for the next tag has pushed. The slow job
+// must not set the file back to the older tag when it retries from the
+// new head: the file's tags rise strictly, never alternate.
+func TestOverlapNoFlipFlop(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	rounds := runs(3, 10)
+	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0"}, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	second, err := env.Cluster.StartInstance(ctx, localenv.BinDir(env.Cluster.Root), "update-job-controller", "update-job-controller-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = second.Stop(20 * time.Second) })
+	u, err := url.Parse(env.RepoURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := *u
+	target.Path = ""
+	rp := httputil.NewSingleHostReverseProxy(&target)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(time.Second):
+		case <-r.Context().Done():
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	slowURL := slow.URL + u.Path
+
+	if err := pushImage(ctx, env.RegistryHost, "shared", "1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	base, err := env.Commit(map[string]string{"shared/deploy.yaml": raceManifest(env.RegistryHost, "shared")}, "shared at 1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := env.Samples(env.Cluster.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := samples[strings.LastIndex(samples, "---\n")+4:]
+	objs := []string{
+		strings.ReplaceAll(raceImage(env.RegistryHost, "shared"), "interval: 2s", "interval: 1s"),
+		strings.ReplaceAll(raceAutomation("shared-slow", slowURL, "./shared", "race: shared"), "interval: 2s", "interval: 1s"),
+		strings.ReplaceAll(raceAutomation("shared-fast", env.RepoURL, "./shared", "overlap: \"true\""), "interval: 2s", "interval: 1s"),
+		secret,
+	}
+	if err := env.Apply(ctx, strings.Join(objs, "\n---\n")); err != nil {
+		t.Fatal(err)
+	}
+	fileTag := func() string {
+		out, err := env.FleetGit("show", "main:shared/deploy.yaml")
+		if err != nil {
+			return ""
+		}
+		return markerTag(out, "default:shared")
+	}
+	for r := 1; r <= rounds; r++ {
+		older, newer := fmt.Sprintf("1.0.%d", 2*r-1), fmt.Sprintf("1.0.%d", 2*r)
+		if err := pushImage(ctx, env.RegistryHost, "shared", older); err != nil {
+			t.Fatal(err)
+		}
+		// Both automations make a job for the older tag; the fast one
+		// pushes it, the slow one is still fetching.
+		waitFor(t, 30*time.Second, older+" in git", func() bool { return fileTag() == older || fileTag() == newer })
+		if err := pushImage(ctx, env.RegistryHost, "shared", newer); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 60*time.Second, newer+" in git", func() bool { return fileTag() == newer })
+		// The slow job's retry, if it sets the older tag back, comes in
+		// the next seconds.
+		time.Sleep(8 * time.Second)
+	}
+	commits := strings.Fields(gitOutE(t, env, "rev-list", "--reverse", base+"..main"))
+	value, flips := "1.0.0", 0
+	var seq []string
+	for _, c := range commits {
+		v := markerTag(gitOutE(t, env, "show", c+":shared/deploy.yaml"), "default:shared")
+		seq = append(seq, v)
+		if !semverLess(value, v) {
+			flips++
+		}
+		value = v
+	}
+	if flips != 0 {
+		t.Errorf("the file's tag went back %d times: %v", flips, seq)
+	}
+	figures(t, "runs %d, overlapping automations 2 (one through a 1 s/request link), tag pushes %d, commits %d, flip-flops %d, sequence %v",
+		rounds, 2*rounds, len(commits), flips, seq)
 }

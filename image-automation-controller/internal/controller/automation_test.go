@@ -354,15 +354,20 @@ func TestFluxGitRepositorySource(t *testing.T) {
 		t.Errorf("job from the GitRepository: %+v", job.Spec)
 	}
 
-	flux("override", &updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "release"}})
+	// Both automations select policy app: they take turns (createJob), so
+	// the first job ends before the second automation makes one.
+	finish(t, &job, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
+	waitAutomation(t, a, "outcome recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastJob != nil })
+	override := flux("override", &updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "release"}})
 	js := waitJobs(t, f.ns, 2)
 	if got := js[1].Spec.Checkout.Reference; got != (updatev1.GitRepositoryRef{Branch: "release"}) {
 		t.Errorf("checkout %+v, want the automation's branch release", got)
 	}
+	release := "release@sha1:" + strings.TrimSpace(testgit.Git(t, f.git.BarePath("fleet"), "rev-parse", "release"))
+	finish(t, &js[1], updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = release })
+	waitAutomation(t, override, "outcome recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastJob != nil })
 
 	// The GitRepository moves to another branch: its automation runs now.
-	finish(t, &job, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
-	waitAutomation(t, a, "outcome recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastJob != nil })
 	if err := unstructured.SetNestedField(repo.Object, "release", "spec", "ref", "branch"); err != nil {
 		t.Fatal(err)
 	}
@@ -479,14 +484,19 @@ func TestMissingDependencyIsRetried(t *testing.T) {
 				t.Errorf("Ready %+v, Stalled %v", c, conditions.Get(a, conditions.StalledCondition))
 			}
 			create(t, tt.appear)
+			var job updatev1.UpdateJob
 			testenv.Eventually(t, 30*time.Second, func() (bool, error) {
 				for _, j := range jobs(t, f.ns) {
 					if metav1.IsControlledBy(&j, a) {
+						job = j
 						return true, nil
 					}
 				}
 				return false, nil
 			})
+			// The next case's automation selects policy app too: it takes
+			// its turn once this job has ended (createJob).
+			finish(t, &job, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
 		})
 	}
 }
@@ -556,6 +566,9 @@ func TestSuspend(t *testing.T) {
 	if metav1.GetControllerOf(&js[0]).Name != "active" {
 		t.Fatalf("job %s is not the active automation's", js[0].Name)
 	}
+	// Both select policy app: automations that share a policy take turns
+	// (createJob), so the active one's job ends first.
+	finish(t, &js[0], updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
 	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":false}}`))
 	if err := env.Client.Patch(context.Background(), suspended, patch); err != nil {
 		t.Fatal(err)

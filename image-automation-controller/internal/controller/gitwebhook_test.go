@@ -83,22 +83,35 @@ func TestGitPushRunsAutomation(t *testing.T) {
 	w := gitWebhook(t, f.ns, imagev1.GitWebhookGeneric, token)
 	auth := map[string]string{"Authorization": "Bearer " + token}
 	hook := map[string]string{"hook": "yes"}
-	f.policy("app", nil, "1.0.0")
+	// hooked follows app, the others their own policy: automations that
+	// share a policy take turns (createJob), and this test wants each to
+	// make its job when asked.
+	f.policy("app", map[string]string{"app": "yes"}, "1.0.0")
+	f.policy("other", map[string]string{"other": "yes"}, "1.0.0")
+	others := func(a *imagev1.ImageUpdateAutomation) {
+		a.Labels = hook
+		a.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{"other": "yes"}}
+	}
 
-	a := f.automation("hooked", func(a *imagev1.ImageUpdateAutomation) { a.Labels = hook })
+	a := f.automation("hooked", func(a *imagev1.ImageUpdateAutomation) {
+		a.Labels = hook
+		a.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "yes"}}
+	})
 	// The same repository spelled otherwise, through a GitRepository.
 	url := strings.TrimSuffix(f.git.RepoURL("fleet"), ".git") + "/"
 	create(t, gitRepository(f.ns, "fleet", map[string]any{"url": url, "interval": "1h", "ref": map[string]any{"branch": "main"}}))
 	viaSource := f.automation("via-source", func(a *imagev1.ImageUpdateAutomation) {
-		a.Labels = hook
+		others(a)
 		a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "fleet"}
 		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
 	})
 	otherBranch := f.automation("other-branch", func(a *imagev1.ImageUpdateAutomation) {
-		a.Labels = hook
+		others(a)
 		a.Spec.GitSpec.Checkout.Reference.Branch = "release"
 	})
-	unselected := f.automation("unselected", nil)
+	unselected := f.automation("unselected", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{"other": "yes"}}
+	})
 
 	// The first run; its job finds nothing.
 	first := waitJobsOf(t, a, 1)[0]

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,6 +69,11 @@ type ImageUpdateAutomationReconciler struct {
 	// Clock is the time update windows and runs are measured at; time.Now
 	// when nil. Tests move it to a window's edge instead of waiting for it.
 	Clock func() time.Time
+
+	// jobsMu makes listing the jobs in flight and creating one a single
+	// step for this process (the leader), so that two automations sharing
+	// a policy cannot both see none in flight and both create one.
+	jobsMu sync.Mutex
 }
 
 func (r *ImageUpdateAutomationReconciler) now() time.Time {
@@ -322,6 +328,16 @@ func (r *ImageUpdateAutomationReconciler) reconcile(ctx context.Context, obj *im
 	}
 
 	job, existed, err := r.createJob(ctx, obj, spec, inputs, changeTimes(pols, obj.Status.ObservedPolicies))
+	var busy *policyBusyError
+	if errors.As(err, &busy) {
+		// Not a failure: the other job sets the same value or an older
+		// one; this run makes its job once that one has ended.
+		conditions.MarkReconciling(obj, conditions.ProgressingReason, "%s", busy)
+		if busy.moved {
+			return d.requeue(ctrl.Result{RequeueAfter: 100 * time.Millisecond}), nil
+		}
+		return d.requeue(ctrl.Result{RequeueAfter: min(interval, 2*time.Second)}), nil
+	}
 	if err != nil {
 		if apierrors.IsInvalid(err) {
 			markStalled(obj, conditions.Stallf(conditions.InvalidSpecReason, "the UpdateJob for this automation is invalid: %s", err))

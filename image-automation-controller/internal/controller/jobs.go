@@ -135,28 +135,91 @@ func jobName(automation, inputs string, attempt int) string {
 	return prefix + "-" + suffix
 }
 
+// policyBusyError: another automation's job in flight sets one of the
+// policies this run would set, or (moved) a policy picked another image
+// since the run read it.
+type policyBusyError struct {
+	job, automation, policy string
+	moved                   bool
+}
+
+func (e *policyBusyError) Error() string {
+	if e.moved {
+		return fmt.Sprintf("policy %s picked another image since this run read it; running again", e.policy)
+	}
+	return fmt.Sprintf("waiting for UpdateJob %s of automation %s, which sets policy %s too, to end", e.job, e.automation, e.policy)
+}
+
 // createJob creates the run's UpdateJob, unless one is already in flight.
 // Jobs are listed from the API server, not the cache, so that a job made a
 // moment ago (or before a restart) is never made twice. It returns the job
 // and whether it was there already.
+//
+// Automations that overlap (they select the same ImagePolicy, perhaps for
+// the same files) take turns: while another automation's job that sets
+// one of this run's policies is in flight, no job is made and the error is
+// a *policyBusyError. Each job takes its policies' values when it is made,
+// and a policy's value only rises (never a downgrade), so jobs of one
+// policy that run one after the other write rising values. Run at once, a
+// job made for an older value could push after one made for a newer
+// value (a slow fetch, a retry after a lost push race) and set the file
+// back, then its automation's next job forward again: a flip-flop
+// (tests/faults TestOverlapNoFlipFlop). For the same reason the values are
+// checked against the policies, read past the cache, once no such job is in
+// flight: a run that read them before another automation's newer job ran
+// and ended (its branch head read took a while) must not make a job for
+// the older value.
 func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
 	spec updatev1.UpdateJobSpec, inputs string, times map[string]time.Time) (*updatev1.UpdateJob, bool, error) {
+	r.jobsMu.Lock()
+	defer r.jobsMu.Unlock()
 	list := &updatev1.UpdateJobList{}
 	if err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace)); err != nil {
 		return nil, false, fmt.Errorf("listing UpdateJobs: %w", err)
 	}
+	mine := map[string]bool{}
+	for _, s := range spec.Update.Setters {
+		mine[s.Policy] = true
+	}
 	names := map[string]bool{}
 	run := 0
+	var busy *policyBusyError
 	for i := range list.Items {
 		j := &list.Items[i]
 		names[j.Name] = true
 		if ownerUID(j) != string(obj.UID) {
+			if busy == nil && ownerUID(j) != "" && !j.Status.Phase.Finished() {
+				for _, s := range j.Spec.Update.Setters {
+					if mine[s.Policy] {
+						busy = &policyBusyError{job: j.Name, automation: metav1.GetControllerOf(j).Name, policy: s.Policy}
+						break
+					}
+				}
+			}
 			continue
 		}
 		if !j.Status.Phase.Finished() {
 			return j, true, nil
 		}
 		run = max(run, runOf(j))
+	}
+	if busy != nil {
+		return nil, false, busy
+	}
+	if len(mine) > 0 {
+		pols := &imagev1.ImagePolicyList{}
+		if err := r.APIReader.List(ctx, pols, client.InNamespace(obj.Namespace)); err != nil {
+			return nil, false, fmt.Errorf("listing ImagePolicies: %w", err)
+		}
+		now := map[string]*imagev1.ImageRef{}
+		for i := range pols.Items {
+			now[updatev1.PolicyKey(pols.Items[i].Namespace, pols.Items[i].Name)] = pols.Items[i].Status.LatestRef
+		}
+		for _, s := range spec.Update.Setters {
+			if ref := now[s.Policy]; ref == nil || *ref != (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
+				return nil, false, &policyBusyError{policy: s.Policy, moved: true}
+			}
+		}
 	}
 	name := ""
 	for attempt := 0; name == "" || names[name]; attempt++ {

@@ -1,0 +1,72 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/testgit"
+)
+
+// Automations that select the same policy take turns: while one's job is
+// in flight the other makes none and says what it waits for; once that
+// job has ended it makes its own, for the policy's value of then (not the
+// one it saw while waiting). An automation of another policy is not held.
+func TestOverlappingAutomationsTakeTurns(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	app := f.policy("app", map[string]string{"app": "yes"}, "1.0.0")
+	f.policy("other", map[string]string{"other": "yes"}, "1.0.0")
+	selecting := func(label string) func(*imagev1.ImageUpdateAutomation) {
+		return func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{label: "yes"}}
+		}
+	}
+	first := f.automation("first", selecting("app"))
+	js := waitJobs(t, f.ns, 1)
+	second := f.automation("second", selecting("app"))
+	f.automation("unrelated", selecting("other"))
+	waitAutomation(t, second, "waiting for first's job", func(a *imagev1.ImageUpdateAutomation) bool {
+		c := conditions.Get(a, conditions.ReconcilingCondition)
+		return c != nil && strings.Contains(c.Message, "waiting for UpdateJob "+js[0].Name+" of automation first, which sets policy "+f.ns+":app too")
+	})
+	js = waitJobs(t, f.ns, 2) // the unrelated automation's
+	time.Sleep(2 * time.Second)
+	for _, j := range jobs(t, f.ns) {
+		if metav1.GetControllerOf(&j).Name == "second" {
+			t.Fatalf("second made job %s while first's was in flight", j.Name)
+		}
+	}
+
+	// The policy moves on while second waits; first's job ends.
+	setLatest(t, app, "1.0.1")
+	var firstJob updatev1.UpdateJob
+	for _, j := range js {
+		if metav1.GetControllerOf(&j).Name == "first" {
+			firstJob = j
+		}
+	}
+	finish(t, &firstJob, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
+	waitAutomation(t, first, "outcome recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastJob != nil })
+	var made *updatev1.UpdateJob
+	waitAutomation(t, second, "a job", func(*imagev1.ImageUpdateAutomation) bool {
+		for _, j := range jobs(t, f.ns) {
+			switch owner := metav1.GetControllerOf(&j).Name; {
+			case owner == "second":
+				made = &j
+				return true
+			case owner == "first" && !j.Status.Phase.Finished():
+				// first may take the next turn, for 1.0.1: end it too.
+				finish(t, &j, updatev1.UpdateJobSucceeded, nil)
+			}
+		}
+		return false
+	})
+	if s := made.Spec.Update.Setters; len(s) != 1 || s[0].Tag != "1.0.1" {
+		t.Errorf("second's job sets %+v, want app at 1.0.1", s)
+	}
+}
