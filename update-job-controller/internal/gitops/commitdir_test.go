@@ -1,12 +1,14 @@
 package gitops
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"toolkit.dev/image-toolkit/pkg/testgit"
 )
@@ -72,5 +74,54 @@ func TestCommitDir(t *testing.T) {
 	}
 	if strings.Contains(tree, "gone.yaml") {
 		t.Errorf("the deleted file is still there:\n%s", tree)
+	}
+}
+
+// While a mirror yields, another job opens, fetches and releases it; the
+// yielding job then commits on what it had resolved.
+func TestMirrorYield(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	clone := srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
+	cache, _ := NewCache(t.TempDir())
+	m, release, err := cache.Open(srv.RepoURL("fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if err := m.Fetch(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	head, _, err := m.Resolve(Ref{Branch: "main"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone.Commit("more", map[string]string{"apps/other.yaml": "x\n"})
+	clone.Push()
+	opened := make(chan error, 1)
+	err = m.Yield(func() error {
+		go func() {
+			other, rel, err := cache.Open(srv.RepoURL("fleet"))
+			if err == nil {
+				err = other.Fetch(context.Background(), nil)
+				rel()
+			}
+			opened <- err
+		}()
+		select {
+		case err := <-opened:
+			return err
+		case <-time.After(10 * time.Second):
+			return errors.New("another job could not open the mirror while it yielded")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte("image: a:2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := m.CommitDir(head, "apps", dir, info("after yielding")); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -43,6 +43,20 @@ type Mirror struct {
 	URL  string
 	Path string
 	repo *git2go.Repository
+	lock *sync.Mutex
+}
+
+// Yield unlocks the mirror while f runs, then locks it again: other jobs
+// of the repository fetch and push meanwhile. f must not use the mirror.
+// A container-mode job's container may run for minutes and needs only its
+// checkout; holding the mirror all that time would stall every other job
+// of the repository on this replica. What the job resolved stays valid:
+// objects are never removed from a mirror in use, and refs are read from
+// disk again.
+func (m *Mirror) Yield(f func() error) error {
+	m.lock.Unlock()
+	defer m.lock.Lock()
+	return f()
 }
 
 // Open locks and opens the mirror of url, creating it empty on first use.
@@ -75,7 +89,7 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // last use, for pruning
-	m := &Mirror{URL: url, Path: path, repo: repo}
+	m := &Mirror{URL: url, Path: path, repo: repo, lock: l}
 	return m, func() { repo.Free(); l.Unlock() }, nil
 }
 

@@ -557,7 +557,10 @@ func (in *Input) updateByContainer(ctx context.Context, mirror *gitops.Mirror, o
 	if err != nil {
 		return nil, terminal(updatev1.UpdateFailedReason, err)
 	}
-	if err := in.Container(ctx, round, dir, result); err != nil {
+	// The container needs only its checkout: other jobs of the repository
+	// use the mirror meanwhile.
+	err = mirror.Yield(func() error { return in.Container(ctx, round, dir, result) })
+	if err != nil {
 		return nil, err
 	}
 	msg, err := in.containerMessage()
