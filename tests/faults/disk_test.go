@@ -93,7 +93,8 @@ func TestDiskFull(t *testing.T) {
 	var expected []string
 	for i := 1; i <= n; i++ {
 		// The tag store's disk fills up; a new tag is pushed.
-		tag := fmt.Sprintf("6.5.%d", i)
+		// Tags rise from run to run: 6.11.0 (store), 6.12.0 (cache), ...
+		tag := fmt.Sprintf("6.%d.0", 9+2*i)
 		tagFiles, _ := filepath.Glob(filepath.Join(disks["image-reflector-controller"], "*.tags"))
 		if len(tagFiles) != 1 {
 			t.Fatalf("tag files %v, want one", tagFiles)
@@ -135,7 +136,7 @@ func TestDiskFull(t *testing.T) {
 		wantSeries(ctx, t, env.Procs["image-reflector-controller"], `imagetoolkit_reflector_storage_full{`, false)
 
 		// The mirror cache's disk fills up; a new tag is pushed.
-		tag = fmt.Sprintf("6.6.%d", i)
+		tag = fmt.Sprintf("6.%d.0", 10+2*i)
 		filler = fill(t, disks["update-job-controller"])
 		if err := env.PushTag(ctx, tag); err != nil {
 			t.Fatal(err)
