@@ -51,7 +51,8 @@ func run(m *testing.M) int {
 	}
 	start := time.Now()
 	verbose := os.Getenv("IMAGE_TOOLKIT_NODE_VERBOSE") != ""
-	o := cluster.Options{Root: root}
+	// IMAGE_TOOLKIT_NODE_DIR keeps the cluster's files and logs there.
+	o := cluster.Options{Root: root, Dir: os.Getenv("IMAGE_TOOLKIT_NODE_DIR")}
 	if verbose {
 		o.Log = os.Stderr
 	}

@@ -263,13 +263,16 @@ func (c *Cluster) LogTail(component string, n int64) string {
 	return tail(c.LogPath(component), n)
 }
 
-// Kubectl runs bin/testenv/kubectl against the cluster.
+// Kubectl runs bin/testenv/kubectl against the cluster and returns its
+// standard output; the error carries both outputs.
 func (c *Cluster) Kubectl(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.root, "bin", "testenv", "kubectl"), append([]string{"--kubeconfig", c.kubeconfig}, args...)...)
 	cmd.Stdin = stdin
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
 }

@@ -39,13 +39,13 @@ const (
 const busyboxPath = "/bin/busybox"
 
 type file struct {
-	name   string
-	mode   int64
-	body   []byte
-	link   string
-	dir    bool
-	uid    int
-	gid    int
+	name string
+	mode int64
+	body []byte
+	link string
+	dir  bool
+	uid  int
+	gid  int
 }
 
 // layer makes a tar layer of files, in order, owned by root unless set.
