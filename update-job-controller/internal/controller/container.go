@@ -417,8 +417,9 @@ func (c *Containers) PodFor(job *updatev1.UpdateJob, round int) *corev1.Pod {
 				FSGroup:        ptr.To[int64](stepUser),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
-			InitContainers: []corev1.Container{step(fetchContainer), user},
-			Containers:     []corev1.Container{step(uploadStep)},
+			ImagePullSecrets: spec.ImagePullSecrets,
+			InitContainers:   []corev1.Container{step(fetchContainer), user},
+			Containers:       []corev1.Container{step(uploadStep)},
 			Volumes: []corev1.Volume{
 				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},

@@ -317,6 +317,7 @@ func TestContainerPodSpec(t *testing.T) {
 	job := &updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "ns", UID: "uid-1"}}
 	job.Spec.Update = updatev1.UpdateSpec{Path: "./apps/", Container: &updatev1.UpdateContainer{
 		Image: "alpine:3", Args: []string{"x"}, Timeout: &metav1.Duration{Duration: 90 * time.Second},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
 		Env: []corev1.EnvVar{{Name: "FROM_USER", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "mine"}, Key: "k"}}}},
 	}}
@@ -373,6 +374,9 @@ func TestContainerPodSpec(t *testing.T) {
 	}
 	if audience != transfer.Audience {
 		t.Errorf("token audience %q", audience)
+	}
+	if len(s.ImagePullSecrets) != 1 || s.ImagePullSecrets[0].Name != "regcred" {
+		t.Errorf("imagePullSecrets %v", s.ImagePullSecrets)
 	}
 	owner := pod.OwnerReferences
 	if len(owner) != 1 || owner[0].UID != "uid-1" || owner[0].Kind != "UpdateJob" || !*owner[0].Controller {

@@ -105,6 +105,12 @@ type UpdateContainer struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
+	// ImagePullSecrets name Secrets of the job's namespace for pulling
+	// the image (and the steps' image, the controller's).
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
 	// Command replaces the image's entrypoint.
 	// +kubebuilder:validation:MaxItems=100
 	// +optional
