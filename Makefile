@@ -32,7 +32,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test unit lint generate verify-generate testenv node-tools tools deps demo bench faults clean help images
+.PHONY: all build test unit lint generate verify-generate testenv node-tools tools deps demo bench faults clean help images cluster
 
 all: build
 
@@ -48,7 +48,7 @@ tools: ## Build controller-gen from its pinned module into bin/ (cached).
 testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv, helm and kustomize into bin/, gitea into bin/gitea (cached).
 	@hack/tools.sh kube etcd helm kustomize gitea
 
-node-tools: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-proxy into bin/node (cached), for the real-node suite.
+node-tools: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-proxy into bin/node (cached), for the real node of tests/node and make cluster.
 	@hack/tools.sh node
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
@@ -77,7 +77,7 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 		(cd $$m && CGO_ENABLED=0 go build ./...); done
 	@for c in $(CHARTS); do $(HELM) lint --strict --quiet charts/$$c; done
 
-unit: deps testenv build images ## Run every module's tests (unit and envtest) with -race.
+unit: deps testenv node-tools build images ## Run every module's tests (unit and envtest) with -race.
 	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
 		| tee $(BIN)/unit.log || rc=$$?; \
 	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \
@@ -87,6 +87,9 @@ test: verify-generate lint build unit ## lint, stale-generation check and all te
 
 demo: build testenv ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
 	@go run ./tests/cmd/demo --bin $(BIN) $(DEMO_FLAGS)
+
+cluster: deps testenv node-tools images ## A single-node cluster from real parts (tests/internal/cluster) with the make images images imported, until Ctrl-C; prints its kubeconfig (CLUSTER_FLAGS=--dir DIR keeps its files and logs).
+	@go run ./tests/cmd/cluster --root $(ROOT) $(CLUSTER_FLAGS)
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))

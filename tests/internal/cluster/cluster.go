@@ -142,6 +142,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
+	// Service traffic between pods on the bridge goes through iptables
+	// only with br_netfilter; a fresh machine may not have it loaded.
+	if _, err := os.Stat("/proc/sys/net/bridge"); err != nil && os.Geteuid() == 0 {
+		exec.CommandContext(ctx, "modprobe", "br_netfilter").Run()
+	}
 	if err := Check(o.Root); err != nil {
 		return nil, err
 	}
