@@ -16,8 +16,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/discover"
 )
 
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies,verbs=create;update;patch;delete
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies,verbs=create;update;delete
 
 // PolicySourceAnnotation records on a discovered ImagePolicy what its
 // policy was derived from (the mode, or the workload's annotation): its

@@ -37,7 +37,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations,verbs=get;list;watch
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations/status,verbs=get;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imageupdateautomations/finalizers,verbs=update
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs,verbs=get;list;watch;create;delete

@@ -46,8 +46,8 @@ const repositoryIndex = ".spec.imageRepositoryRef"
 // again; the repository watch usually comes first.
 const dependencyRetry = 30 * time.Second
 
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 

@@ -34,8 +34,8 @@ import (
 // Finalizer removes an ImageRepository's stored tags when it is deleted.
 const Finalizer = "image.toolkit.dev/finalizer"
 
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories/status,verbs=get;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets;serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create
