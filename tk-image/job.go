@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,11 @@ type jobFlags struct {
 	backoff  int32
 	ttl      time.Duration
 	deadline time.Duration
+	// container mode
+	image            string
+	command, cmdArgs []string
+	env              []string
+	timeout          time.Duration
 }
 
 func (j *jobFlags) add(fl *pflag.FlagSet) {
@@ -38,6 +44,37 @@ func (j *jobFlags) add(fl *pflag.FlagSet) {
 	fl.Int32Var(&j.backoff, "backoff-limit", -1, "retries after a failed attempt (default 3)")
 	fl.DurationVar(&j.ttl, "ttl", 0, "delete the job this long after it finished (default: keep it)")
 	fl.DurationVar(&j.deadline, "active-deadline", 0, "bound on the job's run time across attempts (default: none)")
+	fl.StringVar(&j.image, "container-image", "", "run this image on the checkout of --path instead of the setters, and commit what it changed (container mode; no --set)")
+	fl.StringArrayVar(&j.command, "container-command", nil, "the container's command, one word per flag (default: the image's entrypoint)")
+	fl.StringArrayVar(&j.cmdArgs, "container-arg", nil, "an argument of the container (repeatable)")
+	fl.StringArrayVar(&j.env, "container-env", nil, "an environment variable KEY=VALUE of the container (repeatable)")
+	fl.DurationVar(&j.timeout, "container-timeout", 0, "bound on each run of the container's pod (default 10m)")
+}
+
+// container is spec.update.container from the --container-* flags, nil
+// without --container-image.
+func (j *jobFlags) container() (*updatev1.UpdateContainer, error) {
+	if j.image == "" {
+		if len(j.command)+len(j.cmdArgs)+len(j.env) > 0 || j.timeout != 0 {
+			return nil, usageError{errors.New("--container-command, --container-arg, --container-env and --container-timeout need --container-image")}
+		}
+		return nil, nil
+	}
+	if len(j.set) > 0 {
+		return nil, usageError{errors.New("--container-image runs instead of the setters: give it or --set, not both")}
+	}
+	c := &updatev1.UpdateContainer{Image: j.image, Command: j.command, Args: j.cmdArgs}
+	for _, kv := range j.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--container-env %q is not KEY=VALUE", kv)}
+		}
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	if j.timeout > 0 {
+		c.Timeout = &metav1.Duration{Duration: j.timeout}
+	}
+	return c, nil
 }
 
 // spec builds the UpdateJob spec; what the API server checks (URL scheme,
@@ -47,20 +84,26 @@ func (j *jobFlags) spec() (updatev1.UpdateJobSpec, error) {
 	if j.url == "" {
 		return spec, usageError{errors.New("give --url (or --from-automation)")}
 	}
-	if len(j.set) == 0 {
-		return spec, usageError{errors.New("give at least one --set NAMESPACE:NAME=IMAGE:TAG")}
+	container, err := j.container()
+	if err != nil {
+		return spec, err
+	}
+	if len(j.set) == 0 && container == nil {
+		return spec, usageError{errors.New("give at least one --set NAMESPACE:NAME=IMAGE:TAG, or --container-image")}
 	}
 	checkout := j.checkout()
 	if checkout == nil {
 		return spec, usageError{errors.New("give --branch, or one of --checkout-tag, --checkout-semver, --checkout-ref, --checkout-commit")}
 	}
-	setters, err := parseSetters(j.set)
-	if err != nil {
-		return spec, err
+	var setters []updatev1.PolicySetter
+	if container == nil {
+		if setters, err = parseSetters(j.set); err != nil {
+			return spec, err
+		}
 	}
 	spec.Repository = j.repository()
 	spec.Checkout = *checkout
-	spec.Update = updatev1.UpdateSpec{Path: j.path, Setters: setters}
+	spec.Update = updatev1.UpdateSpec{Path: j.path, Setters: setters, Container: container}
 	if spec.Commit, err = j.commitSpec(); err != nil {
 		return spec, err
 	}
@@ -254,14 +297,23 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 		if c := apimeta.FindStatusCondition(st.Conditions, conditions.ReadyCondition); c != nil {
 			msg = c.Reason + ": " + c.Message
 		}
+		if c := st.Container; c != nil {
+			// Where the container's whole log is.
+			fmt.Fprintf(out, "container %s of pod %s: tk-image job logs %s -n %s\n", c.ContainerName, c.PodName, job.Name, job.Namespace)
+		}
 		return fmt.Errorf("UpdateJob %s/%s failed: %s", job.Namespace, job.Name, msg)
 	}
 	pr := st.PullRequest
 	// A request left unchanged still proposes values the base lacks: the
 	// files do not hold them, so its own line says why nothing changed.
 	if st.Phase == updatev1.UpdateJobNoChange && (pr == nil || pr.Action == updatev1.PullRequestClosedNow) {
-		fmt.Fprintln(out, "no change: every marked value already holds its policy's image")
+		if job.Spec.Update.Container != nil {
+			fmt.Fprintln(out, "no change: the container left the files as they were")
+		} else {
+			fmt.Fprintln(out, "no change: every marked value already holds its policy's image")
+		}
 	}
+
 	// A request's job pushes only when its head branch needs a new commit.
 	if st.PushedCommit != "" {
 		fmt.Fprintf(out, "pushed commit %s to %s\n", st.PushedCommit, strings.Join(st.PushedRefs, ", "))

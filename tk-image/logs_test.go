@@ -75,3 +75,38 @@ func TestJobLogs(t *testing.T) {
 		})
 	}
 }
+
+// A container-mode job's outcome speaks of files: its changes with their
+// operation, "the container left the files as they were", and, when it
+// failed, where the container's log is.
+func TestContainerJobOutcome(t *testing.T) {
+	job := func(phase updatev1.UpdateJobPhase) *updatev1.UpdateJob {
+		j := &updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Name: "bump", Namespace: "apps"}}
+		j.Spec.Update.Container = &updatev1.UpdateContainer{Image: "busybox"}
+		j.Status.Phase = phase
+		j.Status.Container = &updatev1.ContainerStatus{PodName: "bump-x7", ContainerName: updatev1.UserContainerName}
+		return j
+	}
+	ok := job(updatev1.UpdateJobSucceeded)
+	ok.Status.PushedCommit, ok.Status.PushedRefs = "abc", []string{"refs/heads/main"}
+	ok.Status.Result = &updatev1.UpdateResult{Files: []updatev1.FileResult{
+		{Path: "Chart.lock", Operation: updatev1.FileModified}, {Path: "charts/redis-1.tgz", Operation: updatev1.FileAdded}}}
+	failed := job(updatev1.UpdateJobFailed)
+	failed.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "False", Reason: updatev1.ContainerFailedReason, Message: "container update exited 1"}}
+	tests := []struct {
+		job  *updatev1.UpdateJob
+		out  string
+		fail string
+	}{
+		{ok, "pushed commit abc to refs/heads/main\nChart.lock (modified)\ncharts/redis-1.tgz (added)\n", ""},
+		{job(updatev1.UpdateJobNoChange), "no change: the container left the files as they were\n", ""},
+		{failed, "container update of pod bump-x7: tk-image job logs bump -n apps\n", "ContainerFailed: container update exited 1"},
+	}
+	for _, tt := range tests {
+		var out strings.Builder
+		err := jobOutcome(tt.job, &out)
+		if out.String() != tt.out || (err == nil) != (tt.fail == "") || (err != nil && !strings.Contains(err.Error(), tt.fail)) {
+			t.Errorf("%s: out %q, err %v; want %q, %q", tt.job.Status.Phase, out.String(), err, tt.out, tt.fail)
+		}
+	}
+}

@@ -72,6 +72,9 @@ func TestVersionAndUsage(t *testing.T) {
 		{[]string{"create", "automation", "a", "--author-email", "a@b", "--label", "x"}, 2, "", "--label"},
 		{[]string{"create", "automation", "a", "--author-email", "a@b", "--policy-selector", "a in (", "--export"}, 2, "", "--policy-selector"},
 		{[]string{"create", "job", "j", "--url", "https://h/r", "--branch", "main"}, 2, "", "at least one --set"},
+		{[]string{"job", "run", "--url", "https://h/r", "--branch", "main", "--container-image", "x", "--set", "a:b=x:1"}, 2, "", "give it or --set, not both"},
+		{[]string{"create", "job", "j", "--url", "https://h/r", "--branch", "main", "--container-arg", "x"}, 2, "", "need --container-image"},
+		{[]string{"create", "job", "j", "--url", "https://h/r", "--branch", "main", "--container-image", "x", "--container-env", "NOVALUE"}, 2, "", `"NOVALUE" is not KEY=VALUE`},
 		{[]string{"job", "run", "--url", "https://h/r", "--set", "a:b=x:1"}, 2, "", "give --branch"},
 		{[]string{"job", "run", "--url", "https://h/r", "--branch", "main", "--set", "a:b=x:1", "--set", "a:b=x:2"}, 2, "", "given twice"},
 		{[]string{"job", "run", "--from-automation", "a", "--set", "a:b=x:1"}, 2, "", "--from-automation takes no"},
@@ -171,6 +174,39 @@ spec:
   update:
     path: clusters/prod
     strategy: Setters
+`},
+		// Container mode: the container instead of setters.
+		{[]string{"create", "job", "bump", "-n", "apps", "--url", "https://git.example.com/fleet.git", "--branch", "main", "--path", "deploy",
+			"--container-image", "busybox", "--container-command", "/bin/sh", "--container-command", "-c", "--container-arg", "echo hi",
+			"--container-env", "A=b", "--container-timeout", "2m"}, `---
+apiVersion: update.toolkit.dev/v1beta1
+kind: UpdateJob
+metadata:
+  name: bump
+  namespace: apps
+spec:
+  checkout:
+    ref:
+      branch: main
+  commit:
+    author:
+      email: tk-image@localhost
+      name: tk-image
+  repository:
+    url: https://git.example.com/fleet.git
+  update:
+    container:
+      args:
+      - echo hi
+      command:
+      - /bin/sh
+      - -c
+      env:
+      - name: A
+        value: b
+      image: busybox
+      timeout: 2m0s
+    path: deploy
 `},
 		{[]string{"create", "job", "bump", "-n", "apps", "--url", "https://git.example.com/fleet.git", "--secret", "auth", "--branch", "main",
 			"--set", "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0", "--ttl", "1h"}, `---
