@@ -8,9 +8,10 @@ const ReconcileRequestAnnotation = "reconcile.toolkit.dev/requestedAt"
 
 // LocalObjectReference refers to an object in the same namespace.
 type LocalObjectReference struct {
-	// Name of the referent.
+	// Name of the referent: an object name (DNS subdomain).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	Name string `json:"name"`
 }
@@ -18,14 +19,17 @@ type LocalObjectReference struct {
 // NamespacedObjectReference refers to an object, by default in the same
 // namespace as the referrer.
 type NamespacedObjectReference struct {
-	// Name of the referent.
+	// Name of the referent: an object name (DNS subdomain).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	Name string `json:"name"`
 
-	// Namespace of the referent; when empty, the referrer's namespace.
+	// Namespace of the referent (a DNS label); when empty, the referrer's
+	// namespace.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 }
