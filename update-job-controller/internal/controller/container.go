@@ -153,10 +153,11 @@ func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int
 			st.ExitCode, st.Reason = ptr.To[int32](0), "Completed"
 			return finish(nil)
 		case <-deadline.C:
+			why := c.pending(ctx, pod) // before the Pod goes
 			c.deletePod(context.WithoutCancel(ctx), pod)
 			st.Reason = updatev1.DeadlineExceededReason
 			return finish(conditions.Retry(updatev1.ContainerTimedOutReason,
-				fmt.Errorf("pod %s did not finish within %s (spec.update.container.timeout)%s", pod.Name, timeout, c.pending(ctx, pod))))
+				fmt.Errorf("pod %s did not finish within %s (spec.update.container.timeout)%s", pod.Name, timeout, why)))
 		case <-tick.C:
 		}
 		cur := &corev1.Pod{}

@@ -432,7 +432,7 @@ func TestContainerModeFailures(t *testing.T) {
 			name:    "no kubelet ever runs it",
 			timeout: time.Second,
 			script:  "true",
-			reason:  updatev1.ContainerTimedOutReason, message: []string{"did not finish within 1s"},
+			reason:  updatev1.ContainerTimedOutReason, message: []string{"did not finish within 1s", "(phase Pending)"},
 		},
 		{
 			name:   "image pull back-off",
