@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -294,6 +295,21 @@ rm old.txt`
 	if msg != "image-bot <bot@example.com>\nUpdate deploy with busybox:test\n" {
 		t.Errorf("commit: %q", msg)
 	}
+
+	// The event is the built-in mode's: the commit and its message.
+	want := "pushed commit " + after[:7] + " to main\n\nUpdate deploy with busybox:test\n"
+	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "cm" && e.Reason == conditions.SucceededReason && e.Note == want {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 
 	// The same container on the new head changes nothing.
 	j2 := containerJob(ns, "cm-again", srv.RepoURL("cm"), updatev1.UpdateContainer{
