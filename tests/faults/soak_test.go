@@ -140,7 +140,8 @@ spec:
 		restartGap = 30 * time.Second
 	}
 	nextRestart := start.Add(restartGap)
-	var measuredAt time.Time
+	var measuredAt, lastSample time.Time
+	series := map[string][]string{} // controller → "RSS MiB/goroutines" samples
 	var pushes, policyEdits, autoEdits, restarts, kills int
 	var measured map[string]usage
 	minor := 1
@@ -149,6 +150,15 @@ spec:
 			measured, measuredAt = map[string]usage{}, time.Now()
 			for _, name := range localenv.Controllers {
 				measured[name] = measure(ctx, t, env.Procs[name])
+			}
+		}
+		// A sample every twentieth of the soak in the measured half, to
+		// tell a steady climb from a step.
+		if measured != nil && time.Since(lastSample) > d/20 {
+			lastSample = time.Now()
+			for _, name := range localenv.Controllers {
+				u := measure(ctx, t, env.Procs[name])
+				series[name] = append(series[name], fmt.Sprintf("%d/%d", u.rssKiB/1024, u.goroutines))
 			}
 		}
 		switch r := rnd.IntN(100); {
@@ -298,6 +308,9 @@ spec:
 		if e.goroutines > s.goroutines*3/2+50 {
 			t.Errorf("%s: goroutines grew from %d to %d", name, s.goroutines, e.goroutines)
 		}
+	}
+	for _, name := range localenv.Controllers {
+		t.Logf("%s RSS MiB/goroutines over the measured half: %s", name, strings.Join(series[name], " "))
 	}
 	figures(t, "duration %s (measured over the last %s), tag pushes %d, policy edits %d, automation edits %d, restarts %d (kill -9 %d), commits %d, empty %d, final %v reached %s after the end; %s",
 		d, time.Since(measuredAt).Round(time.Second), pushes, policyEdits, autoEdits, restarts, kills, len(commits)-1, empty, want,
