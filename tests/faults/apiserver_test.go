@@ -142,6 +142,15 @@ func TestAPIServerRestart(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		recovery = append(recovery, time.Since(up))
+		// The parts of a recovery: a leader that lost its lease restarts
+		// and waits out the old lease (15 s); objects whose status writes
+		// failed are retried within app.MaxRetryDelay (15 s); informers
+		// watch again after client-go's backoff. Before the fixes a job
+		// whose outcome write failed waited the job lease (1 min) and
+		// objects up to 80 s more.
+		if d := time.Since(up); d > 75*time.Second {
+			t.Errorf("restart %d: %s took %s to reach git after the API server came back, want under 75 s", r, whileDown, d.Round(100*time.Millisecond))
+		}
 		t.Logf("restart %d (%s): down %s, %s chosen by the policy %s and in git %s after the API server came back", r, how, down.Round(100*time.Millisecond),
 			whileDown, policyAt.Round(100*time.Millisecond), time.Since(up).Round(100*time.Millisecond))
 	}

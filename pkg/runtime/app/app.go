@@ -18,10 +18,12 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -29,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/version"
@@ -269,9 +272,25 @@ func DataDir(name, inCluster string) string {
 	return filepath.Join(dir, "image-toolkit", name)
 }
 
-// ControllerOptions are the options for every controller of the manager.
+// MaxRetryDelay caps the pause before a reconcile that returned an error
+// runs again. controller-runtime's default doubles it from 5 ms up to
+// 1000 s, so an API server down for a minute (every status write failing,
+// each failure doubling) left objects idle for 80 s and more after it came
+// back (tests/faults TestAPIServerRestart).
+const MaxRetryDelay = 15 * time.Second
+
+// ControllerOptions are the options for every controller of the manager:
+// controller-runtime's default rate limiter (per-object exponential
+// backoff, and 10 retries a second overall with bursts of 100), the
+// backoff capped at MaxRetryDelay.
 func (o *Options) ControllerOptions() controller.Options {
-	return controller.Options{MaxConcurrentReconciles: o.Concurrent}
+	return controller.Options{
+		MaxConcurrentReconciles: o.Concurrent,
+		RateLimiter: workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, MaxRetryDelay),
+			&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		),
+	}
 }
 
 // Main runs a controller binary and returns its exit code.

@@ -69,6 +69,13 @@ type UpdateJobReconciler struct {
 	// Containers runs container-mode jobs; nil refuses them (Stalled,
 	// ContainerModeUnavailable).
 	Containers *Containers
+
+	// unrecorded maps the UID of a job whose attempt this process ran
+	// but could not record (the API server was unreachable) to that
+	// attempt's number. Such a job shows this runner's claim and a fresh
+	// heartbeat, yet nobody runs it: it is taken up again at once, not
+	// after LeaseDuration.
+	unrecorded sync.Map
 }
 
 // SetupWithManager registers the reconciler.
@@ -113,6 +120,13 @@ func (r *UpdateJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case st.Phase.Finished():
 		return r.expire(ctx, job, now)
 	case st.Phase == updatev1.UpdateJobRunning:
+		if a, ok := r.unrecorded.Load(job.UID); ok && a.(int32) == st.Attempts && st.Runner == r.Runner {
+			// Reconciles of one job never overlap: this process is not
+			// running it. The attempt's push, if it made one, is found
+			// by the next through status.pushingCommit.
+			ctrl.LoggerFrom(ctx).Info("taking up again a job whose outcome this runner could not record", "attempt", st.Attempts)
+			break
+		}
 		if left := r.leaseLeft(job, now); left > 0 {
 			return ctrl.Result{RequeueAfter: left + time.Second}, nil
 		}
@@ -264,6 +278,8 @@ func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.Upd
 		return ctrl.Result{}, err
 	}
 	log.Info("claimed job", "attempt", st.Attempts)
+	r.unrecorded.Delete(job.UID)
+	attempt := st.Attempts
 
 	r.JobMetrics.Running.Inc()
 	defer r.JobMetrics.Running.Dec()
@@ -302,7 +318,11 @@ func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.Upd
 		err = conditions.Stall(updatev1.DeadlineExceededReason,
 			fmt.Errorf("the job did not finish within activeDeadlineSeconds (%ds): %w", *job.Spec.ActiveDeadlineSeconds, err))
 	}
-	return r.record(wctx, l, plan, out, secrets, err, started)
+	res, err := r.record(wctx, l, plan, out, secrets, err, started)
+	if err != nil && !errors.Is(err, errClaimLost) {
+		r.unrecorded.Store(job.UID, attempt)
+	}
+	return res, err
 }
 
 // attempt reads the job's Secrets and runs it.
