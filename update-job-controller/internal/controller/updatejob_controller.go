@@ -69,13 +69,6 @@ type UpdateJobReconciler struct {
 	// Containers runs container-mode jobs; nil refuses them (Stalled,
 	// ContainerModeUnavailable).
 	Containers *Containers
-
-	// unrecorded maps the UID of a job whose attempt this process ran
-	// but could not record (the API server was unreachable) to that
-	// attempt's number. Such a job shows this runner's claim and a fresh
-	// heartbeat, yet nobody runs it: it is taken up again at once, not
-	// after LeaseDuration.
-	unrecorded sync.Map
 }
 
 // SetupWithManager registers the reconciler.
@@ -120,11 +113,14 @@ func (r *UpdateJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	case st.Phase.Finished():
 		return r.expire(ctx, job, now)
 	case st.Phase == updatev1.UpdateJobRunning:
-		if a, ok := r.unrecorded.Load(job.UID); ok && a.(int32) == st.Attempts && st.Runner == r.Runner {
-			// Reconciles of one job never overlap: this process is not
-			// running it. The attempt's push, if it made one, is found
-			// by the next through status.pushingCommit.
-			ctrl.LoggerFrom(ctx).Info("taking up again a job whose outcome this runner could not record", "attempt", st.Attempts)
+		if st.Runner == r.Runner {
+			// Our own claim, yet Reconciles of one job never overlap, so
+			// this process is not running it: a write of the attempt was
+			// lost (the API server went away after storing the claim, or
+			// before the outcome), or this runner restarted. Waiting out
+			// the heartbeat would idle the job for LeaseDuration; a push
+			// the attempt made is found through status.pushingCommit.
+			ctrl.LoggerFrom(ctx).Info("taking up again a job this runner claimed but is not running", "attempt", st.Attempts)
 			break
 		}
 		if left := r.leaseLeft(job, now); left > 0 {
@@ -278,8 +274,6 @@ func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.Upd
 		return ctrl.Result{}, err
 	}
 	log.Info("claimed job", "attempt", st.Attempts)
-	r.unrecorded.Delete(job.UID)
-	attempt := st.Attempts
 
 	r.JobMetrics.Running.Inc()
 	defer r.JobMetrics.Running.Dec()
@@ -318,11 +312,7 @@ func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.Upd
 		err = conditions.Stall(updatev1.DeadlineExceededReason,
 			fmt.Errorf("the job did not finish within activeDeadlineSeconds (%ds): %w", *job.Spec.ActiveDeadlineSeconds, err))
 	}
-	res, err := r.record(wctx, l, plan, out, secrets, err, started)
-	if err != nil && !errors.Is(err, errClaimLost) {
-		r.unrecorded.Store(job.UID, attempt)
-	}
-	return res, err
+	return r.record(wctx, l, plan, out, secrets, err, started)
 }
 
 // attempt reads the job's Secrets and runs it.
