@@ -52,8 +52,6 @@ var unusedGrants = map[string]map[string]string{
 		"/serviceaccounts/token:create":                              "cloud workload identity of a repository's serviceAccountName",
 		"/events:patch":                                              "a repeated event is patched (its count), core events API",
 		"events.k8s.io/events:patch":                                 "a repeated event is patched (its series)",
-		"image.toolkit.dev/imagepolicies:create":                     "discovery (spec.discover) creates the policies of the images it finds",
-		"image.toolkit.dev/imagerepositories:create":                 "discovery creates the repositories of the images it finds",
 		"image.toolkit.dev/imagepolicies:update":                     "discovery updates the policies it owns (CreateOrUpdate)",
 		"image.toolkit.dev/imagerepositories:update":                 "discovery updates the repositories it owns (CreateOrUpdate)",
 		"image.toolkit.dev/imagepolicies:delete":                     "discovery deletes the policies of images gone from the repository",
@@ -88,13 +86,14 @@ func grantKey(group, resource, verb string) string { return group + "/" + resour
 // runs as its chart's ServiceAccount (a kubeconfig with a TokenRequest
 // token) through the whole chain (a scan, a policy, an automation making
 // UpdateJobs, the jobs pushing, job history pruned, both webhooks called,
-// an ImageRepository reading a ServiceAccount's imagePullSecrets), and the
-// chain's end state is reached with no request refused (the audit log's
-// 403s) and no "forbidden" in any log. Every granted permission is then
+// an ImageRepository reading a ServiceAccount's imagePullSecrets, an
+// automation discovering an image and making its repository and policy),
+// and the chain's end state is reached with no request refused (the audit
+// log's 403s) and no "forbidden" in any log. Every granted write is then
 // either seen used in the audit log or listed in unusedGrants with the
 // feature that needs it; no rule has a wildcard, secrets are only read,
-// and the only cluster-wide writes are to the controller's own kinds, its
-// events and the token APIs.
+// and the only cluster-wide writes are to the controller's own kinds (and
+// the automation controller's UpdateJobs), events and the token APIs.
 func TestRBACLeastPrivilege(t *testing.T) {
 	t.Parallel() // each scenario has its own control plane and servers
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -122,6 +121,17 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	git.CreateRepo(t, "fleet", map[string]string{"deploy/app.yaml": fmt.Sprintf(
 		"image: %s:1.0.0 # {\"$imagepolicy\": \"default:app\"}\n", reg.Repo("app"))})
 	bare := git.BarePath("fleet")
+	// A second repository for discovery: an image no policy follows yet.
+	reg.PushTags(t, "other", []string{"2.0.0", "2.1.0"})
+	git.CreateRepo(t, "fleet2", map[string]string{"deploy/other.yaml": fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: other}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: other, image: %s:2.0.0}
+`, reg.Repo("other"))})
 
 	procs := map[string]*localenv.Process{}
 	for _, name := range localenv.Controllers {
@@ -187,6 +197,20 @@ spec:
   policySelector: {matchLabels: {app: app}}
 ---
 apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata: {name: onboard, namespace: default}
+spec:
+  interval: 1h
+  git:
+    repository: {url: %[5]q, secretRef: {name: git-credentials}}
+    checkout: {ref: {branch: main}}
+    commit: {author: {name: imagebot, email: imagebot@example.com}}
+  update: {path: ./deploy}
+  policySelector: {matchLabels: {none: none}}
+  discover:
+    registries: [{host: %[6]q, insecure: true}]
+---
+apiVersion: image.toolkit.dev/v1beta1
 kind: ImageWebhook
 metadata: {name: registry, namespace: default}
 spec: {type: generic, secretRef: {name: hook}, imageRepositorySelector: {matchLabels: {hook: "yes"}}}
@@ -195,7 +219,7 @@ apiVersion: image.toolkit.dev/v1beta1
 kind: GitWebhook
 metadata: {name: fleet, namespace: default}
 spec: {type: generic, secretRef: {name: hook}}
-`, gitUser, gitPassword, reg.Repo("app"), git.RepoURL("fleet")))
+`, gitUser, gitPassword, reg.Repo("app"), git.RepoURL("fleet"), git.RepoURL("fleet2"), reg.Host))
 
 	branchHolds := func(tag string) bool {
 		return strings.Contains(gitOut(t, bare, "show", "main:deploy/app.yaml"), "app:"+tag+" ")
@@ -232,6 +256,15 @@ spec: {type: generic, secretRef: {name: hook}}
 		call(procs["image-reflector-controller"].WebhookAddr, hookPath(iw, &iw.Status.WebhookPath), `{"repositories":["`+reg.Repo("app")+`"]}`)
 		waitFor(t, 90*time.Second, tag+" in git", func() bool { return branchHolds(tag) })
 	}
+	// Discovery made a repository and a policy for the other image, and
+	// its automation moved it to the newest tag.
+	waitFor(t, 90*time.Second, "discovery's policy and commit", func() bool {
+		pols := &imagev1.ImagePolicyList{}
+		if err := cluster.Client.List(ctx, pols, client.InNamespace("default")); err != nil || len(pols.Items) < 2 {
+			return false
+		}
+		return strings.Contains(gitOut(t, git.BarePath("fleet2"), "show", "main:deploy/other.yaml"), "other:2.1.0")
+	})
 	// A push by a person, reported by the git webhook, runs the automation.
 	call(procs["image-automation-controller"].WebhookAddr, hookPath(gw, &gw.Status.WebhookPath), `{"repository":"`+git.RepoURL("fleet")+`","branch":"main"}`)
 	time.Sleep(3 * time.Second)
