@@ -67,13 +67,6 @@ var unusedGrants = map[string]map[string]string{
 		"/events:patch":                             "a repeated event is patched (its count), core events API",
 		"events.k8s.io/events:patch":                "a repeated event is patched (its series)",
 		"update.toolkit.dev/updatejobs:delete":      "a finished job's ttlSecondsAfterFinished",
-		// Superfluous: no code of the update-job-controller updates a job,
-		// nor changes its metadata (helper.Patch patches the status only).
-		// Left in place while updatejob_controller.go has another change
-		// under way; docs/reliability.md lists it as an open defect.
-		"update.toolkit.dev/updatejobs:update":        "SUPERFLUOUS (open defect)",
-		"update.toolkit.dev/updatejobs:patch":         "SUPERFLUOUS (open defect)",
-		"update.toolkit.dev/updatejobs/status:update": "SUPERFLUOUS (open defect)",
 	},
 }
 

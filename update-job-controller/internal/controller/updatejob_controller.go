@@ -32,8 +32,8 @@ import (
 	"toolkit.dev/image-toolkit/update-job-controller/internal/runner"
 )
 
-// +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
