@@ -172,7 +172,7 @@ func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, r
 		return err
 	}
 	defer func() { _ = ref.Delete(); ref.Free() }()
-	remote, err := m.repo.Remotes.CreateAnonymous(s.remoteURL)
+	remote, err := anonymousRemote(m.repo, s.remoteURL)
 	if err != nil {
 		return err
 	}

@@ -160,6 +160,37 @@ func (c *Cache) Prune(maxAge time.Duration) error {
 	return errors.Join(errs...)
 }
 
+// anonymousRemote makes the in-memory remote of one operation. libgit2
+// 1.5 reads the repository's config for url.*.insteadOf rules when it
+// makes a remote, and its PCRE2 regexp code leaks the match data (about
+// 20 KiB) of every config entry the rule's pattern does not match: two
+// remotes per job leaked some 400 KiB of C memory per job, without end
+// (TestSoak's update-job-controller, then TestFetchLeaksNoMemory). The
+// rules could only break our URLs (gitops-http://op-N/ names a session,
+// not a server), so the remote is made while the repository holds an empty
+// in-memory config; the mirror is locked, so nothing else sees the swap.
+func anonymousRemote(repo *git2go.Repository, url string) (*git2go.Remote, error) {
+	orig, err := repo.Config()
+	if err != nil {
+		return nil, err
+	}
+	defer orig.Free()
+	empty, err := git2go.NewConfig()
+	if err != nil {
+		return nil, err
+	}
+	defer empty.Free()
+	if err := repo.SetConfig(empty); err != nil {
+		return nil, err
+	}
+	remote, err := repo.Remotes.CreateAnonymous(url)
+	if rerr := repo.SetConfig(orig); rerr != nil && err == nil {
+		remote.Free()
+		return nil, rerr
+	}
+	return remote, err
+}
+
 // Fetch brings the mirror up to date with every branch and tag of the
 // remote, pruning what the remote deleted. It returns when ctx ends, with
 // an error wrapping ctx.Err().
@@ -172,7 +203,7 @@ func (m *Mirror) Fetch(ctx context.Context, auth *git.Auth) error {
 		return fmt.Errorf("fetching %s: %w", git.Redact(m.URL), err)
 	}
 	defer s.close()
-	remote, err := m.repo.Remotes.CreateAnonymous(s.remoteURL)
+	remote, err := anonymousRemote(m.repo, s.remoteURL)
 	if err != nil {
 		return err
 	}
