@@ -89,7 +89,8 @@ demo: build testenv ## The whole chain locally: registry, git server, control pl
 	@go run ./tests/cmd/demo --bin $(BIN) $(DEMO_FLAGS)
 
 cluster: deps testenv node-tools images ## A single-node cluster from real parts (tests/internal/cluster) with the make images images imported, until Ctrl-C; prints its kubeconfig (CLUSTER_FLAGS=--dir DIR keeps its files and logs).
-	@go run ./tests/cmd/cluster --root $(ROOT) $(CLUSTER_FLAGS)
+	@# Built, not go run: Ctrl-C reaches the program, which stops the cluster and exits 0.
+	@go build -o $(BIN)/cluster ./tests/cmd/cluster && exec $(BIN)/cluster --root $(ROOT) $(CLUSTER_FLAGS)
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))

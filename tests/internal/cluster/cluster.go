@@ -155,9 +155,11 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.lock, err = acquireLock(ctx, LockFile); err != nil {
 		return nil, err
 	}
+	// The named result is nil by the time a failed Start returns.
+	started := c
 	defer func() {
 		if err != nil {
-			c.Stop()
+			started.Stop()
 		}
 	}()
 	if o.Timeout == 0 {
@@ -801,7 +803,10 @@ func (c *Cluster) waitFor(ctx context.Context, component string, timeout time.Du
 			default:
 			}
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: stopped waiting: %w", component, context.Cause(ctx))
+		}
+		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready after %s\n--- %s log tail (%s):\n%s", component, timeout, component, c.LogPath(component), c.LogTail(component, 4000))
 		}
 		select {
