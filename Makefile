@@ -95,7 +95,7 @@ cluster: deps testenv node-tools images ## A single-node cluster from real parts
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
-faults: deps testenv build ## The fault suite's long run (IMAGE_TOOLKIT_FAULTS=long): kills, a damaged tag store, registry and git server faults, API server restarts, full disks, races, many runs with random timing; its short run is part of make test.
+faults: deps testenv build ## The fault suite's long run (IMAGE_TOOLKIT_FAULTS=long): kills, a damaged tag store, registry and git server faults, API server restarts, full disks, races, a 30-minute soak, fuzzing, secrets and RBAC checks, many runs with random timing; its short run is part of make test.
 	@rc=0; IMAGE_TOOLKIT_FAULTS=long IMAGE_TOOLKIT_BIN=$(BIN) go test -count=1 -timeout 120m -v ./tests/faults/ > $(BIN)/faults.log 2>&1 || rc=$$?; \
 	grep -E '^(--- |ok|FAIL)|FIGURES' $(BIN)/faults.log; echo "log: bin/faults.log"; exit $$rc
 
