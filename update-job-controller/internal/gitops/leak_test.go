@@ -32,11 +32,12 @@ func rssAnonKiB(t *testing.T) int {
 
 // TestFetchLeaksNoMemory proves that a fetch (and a push, which makes its
 // remote the same way) leaves no C memory behind: 250 fetches through a
-// mirror grow the process's anonymous memory by less than 6 MiB. Making
-// each operation's remote with the repository's config leaked about 110
-// KiB per fetch here (libgit2 1.5's PCRE2 regexp code, matching the
-// url.*.insteadOf pattern against each config entry), 28 MiB in this test
-// and some 400 KiB per job in the update-job-controller. Not parallel:
+// mirror grow the process's anonymous memory by less than 12 MiB (without
+// the leak: 0-1 MiB, 3-6 MiB under the race detector). Making each
+// operation's remote with the repository's config leaked about 110 KiB per
+// fetch here (libgit2 1.5's PCRE2 regexp code, matching the
+// url.*.insteadOf pattern against each config entry): 28-33 MiB in this
+// test, some 400 KiB per job in the update-job-controller. Not parallel:
 // it measures the whole process.
 func TestFetchLeaksNoMemory(t *testing.T) {
 	srv := testgit.New(t, testgit.Options{Username: "bot", Password: "pw"})
@@ -66,7 +67,7 @@ func TestFetchLeaksNoMemory(t *testing.T) {
 	fetch(250)
 	after := rssAnonKiB(t)
 	t.Logf("anonymous memory %d KiB → %d KiB over 250 fetches", before, after)
-	if after-before > 6*1024 {
+	if after-before > 12*1024 {
 		t.Errorf("250 fetches grew anonymous memory by %d KiB (from %d KiB): a leak of about %d KiB per fetch",
 			after-before, before, (after-before)/250)
 	}
