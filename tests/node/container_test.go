@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -322,4 +325,147 @@ echo "script done in $(pwd)"`
 			t.Error(err)
 		}
 	})
+
+	// The jobs above ran with the chart's RBAC only: the controller's
+	// ServiceAccount is bound by the release and by the API server's
+	// bootstrap defaults, nothing else (this test binds nothing); the
+	// authorizer refuses it what the chart does not grant; and its log,
+	// read through the API server, has no refusal while it claimed every
+	// job and started the container jobs' Pods.
+	t.Run("the chart's RBAC only, nothing refused", func(t *testing.T) {
+		e.chartRBACOnly(t, ctx, map[string]bool{"krm": true, "builtin": false, "script": true, "failing": true, "slow": true})
+	})
+}
+
+// chartRBACOnly checks the controller's grants and its log; jobs names
+// each job run, and whether it ran a container.
+func (e *cmEnv) chartRBACOnly(t *testing.T, ctx context.Context, jobs map[string]bool) {
+	t.Helper()
+	kc := cl.Client()
+	pods, err := kc.CoreV1().Pods("cm-system").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=cm-ujc"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the controller pod: %v (%d pods)", err, len(pods.Items))
+	}
+	pod := pods.Items[0]
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" || sa == "default" {
+		t.Fatalf("the controller pod runs as ServiceAccount %q, not the chart's", sa)
+	}
+	user := "system:serviceaccount:cm-system:" + sa
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:cm-system", "system:authenticated"}
+
+	// Every binding naming the ServiceAccount or one of its groups is the
+	// release's or a bootstrap default.
+	type binding struct {
+		kind, name string
+		labels     map[string]string
+		annots     map[string]string
+		subjects   []rbacSubject
+	}
+	var all []binding
+	crbs, err := kc.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range crbs.Items {
+		all = append(all, binding{"ClusterRoleBinding", b.Name, b.Labels, b.Annotations, subjectsOf(b.Subjects)})
+	}
+	rbs, err := kc.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range rbs.Items {
+		all = append(all, binding{"RoleBinding", b.Namespace + "/" + b.Name, b.Labels, b.Annotations, subjectsOf(b.Subjects)})
+	}
+	var release int
+	for _, b := range all {
+		for _, s := range b.subjects {
+			mine := (s.kind == "ServiceAccount" && s.name == sa && s.namespace == "cm-system") ||
+				(s.kind == "User" && s.name == user) || (s.kind == "Group" && slices.Contains(groups, s.name))
+			if !mine {
+				continue
+			}
+			switch {
+			case b.annots["meta.helm.sh/release-name"] == "cm-ujc" && b.annots["meta.helm.sh/release-namespace"] == "cm-system":
+				release++
+			case b.labels["kubernetes.io/bootstrapping"] == "rbac-defaults":
+			default:
+				t.Errorf("%s %s grants %s %s more than the chart does", b.kind, b.name, s.kind, s.name)
+			}
+		}
+	}
+	if release == 0 {
+		t.Errorf("no binding of the release names ServiceAccount %s", sa)
+	}
+
+	// The authorizer agrees: what container mode needs is allowed, what
+	// the chart does not grant is refused.
+	for _, c := range []struct {
+		attrs authorizationv1.ResourceAttributes
+		want  bool
+	}{
+		{authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: "create", Resource: "pods"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: "delete", Resource: "pods"}, true},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"}, true},
+		{authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: "list", Resource: "pods"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: "list", Resource: "secrets"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: "create", Resource: "pods", Subresource: "exec"}, false},
+		{authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: "update", Group: "update.toolkit.dev", Resource: "updatejobs"}, false},
+		{authorizationv1.ResourceAttributes{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"}, false},
+	} {
+		r, err := kc.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &c.attrs},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed != c.want {
+			t.Errorf("%s may %s %s/%s in %q: %v, want %v", sa, c.attrs.Verb, c.attrs.Resource, c.attrs.Subresource, c.attrs.Namespace, r.Status.Allowed, c.want)
+		}
+	}
+
+	// The log: every job claimed, every container Pod started, nothing
+	// refused. The claims make sure the log is the one that did the work.
+	raw, err := kc.CoreV1().Pods("cm-system").GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := string(raw)
+	lines := strings.Split(logs, "\n")
+	for name, ran := range jobs {
+		var claimed, started bool
+		for _, l := range lines {
+			if !strings.Contains(l, `"`+name+`"`) {
+				continue
+			}
+			claimed = claimed || strings.Contains(l, "claimed job")
+			started = started || strings.Contains(l, "started container pod")
+		}
+		if !claimed || started != ran {
+			t.Errorf("job %s: claimed in the log %v, container pod started %v (want %v)", name, claimed, started, ran)
+		}
+	}
+	var refused []string
+	for _, l := range lines {
+		low := strings.ToLower(l)
+		if strings.Contains(low, "forbidden") || strings.Contains(low, "cannot create resource") ||
+			strings.Contains(low, "cannot get resource") || strings.Contains(low, "cannot delete resource") {
+			refused = append(refused, l)
+		}
+	}
+	if len(refused) > 0 {
+		t.Errorf("the controller was refused:\n%s", strings.Join(refused, "\n"))
+	}
+	fmt.Printf("FIGURES container mode: ServiceAccount %s, %d bindings of the release, %d jobs claimed, controller log %d lines (%d KiB), refusals 0 expected, found %d\n",
+		sa, release, len(jobs), len(lines), len(logs)>>10, len(refused))
+}
+
+type rbacSubject struct{ kind, name, namespace string }
+
+func subjectsOf(s []rbacv1.Subject) []rbacSubject {
+	out := make([]rbacSubject, 0, len(s))
+	for _, x := range s {
+		out = append(out, rbacSubject{x.Kind, x.Name, x.Namespace})
+	}
+	return out
 }
