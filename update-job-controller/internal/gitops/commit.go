@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	git2go "github.com/libgit2/git2go/v34"
@@ -75,7 +77,7 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 		}
 		blob, err := m.repo.CreateBlobFromBuffer(data)
 		if err != nil {
-			return nil, err
+			return nil, m.writeError(err, len(data))
 		}
 		if err := idx.Add(&git2go.IndexEntry{Path: p, Id: blob, Mode: mode}); err != nil {
 			return nil, err
@@ -83,7 +85,7 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 	}
 	treeID, err := idx.WriteTreeTo(m.repo)
 	if err != nil {
-		return nil, err
+		return nil, m.writeError(err, 0)
 	}
 	if treeID.Equal(ptree.Id()) {
 		return nil, ErrNoChange
@@ -107,7 +109,8 @@ func (m *Mirror) writeCommit(pc *git2go.Commit, tree *git2go.Tree, info CommitIn
 	}
 	sig := &git2go.Signature{Name: name, Email: info.Author.Email, When: time.Now()}
 	if info.Signer == nil {
-		return m.repo.CreateCommit("", sig, sig, info.Message, tree, pc)
+		id, err := m.repo.CreateCommit("", sig, sig, info.Message, tree, pc)
+		return id, m.writeError(err, 0)
 	}
 	// A signed commit is its content with the signature of that content
 	// in a gpgsig header, which verifiers strip before checking.
@@ -121,7 +124,34 @@ func (m *Mirror) writeCommit(pc *git2go.Commit, tree *git2go.Tree, info CommitIn
 	}
 	// libgit2 indents every line after a newline, so a trailing one would
 	// leave a stray " " line in the header, unlike git.
-	return m.repo.CreateCommitWithSignature(string(content), strings.TrimRight(string(signature), "\n"), "gpgsig")
+	id, err := m.repo.CreateCommitWithSignature(string(content), strings.TrimRight(string(signature), "\n"), "gpgsig")
+	return id, m.writeError(err, len(content)+len(signature))
+}
+
+// writeError adds the cause to a failed write of an object of about size
+// bytes into the mirror when its file system is full: libgit2 reports a
+// loose object it could not write as a bare "Generic" error, without
+// errno, which would read as a git failure (GitOperationFailed) where the
+// remedy is space. Reserving the object's size (at least a page) beside
+// the objects tells, without writing it.
+func (m *Mirror) writeError(err error, size int) error {
+	if err == nil {
+		return nil
+	}
+	f, perr := os.CreateTemp(filepath.Join(m.repo.Path(), "objects"), "space-probe-")
+	if perr != nil {
+		if errors.Is(perr, syscall.ENOSPC) || errors.Is(perr, syscall.EDQUOT) {
+			return fmt.Errorf("%w (writing into the mirror: %w)", err, perr)
+		}
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	perr = syscall.Fallocate(int(f.Fd()), 0, 0, int64(max(size, os.Getpagesize())))
+	if errors.Is(perr, syscall.ENOSPC) || errors.Is(perr, syscall.EDQUOT) {
+		return fmt.Errorf("%w (writing into the mirror: %w)", err, perr)
+	}
+	return err
 }
 
 // pushRefPrefix names the local refs a push sends from.

@@ -110,7 +110,7 @@ func (m *Mirror) CommitDir(parent *git2go.Oid, prefix, dir string, info CommitIn
 		}
 		blob, err := m.repo.CreateBlobFromBuffer(data)
 		if err != nil {
-			return err
+			return m.writeError(err, len(data))
 		}
 		return idx.Add(&git2go.IndexEntry{Path: name, Id: blob, Mode: mode})
 	})
@@ -119,7 +119,7 @@ func (m *Mirror) CommitDir(parent *git2go.Oid, prefix, dir string, info CommitIn
 	}
 	treeID, err := idx.WriteTreeTo(m.repo)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, m.writeError(err, 0)
 	}
 	if treeID.Equal(ptree.Id()) {
 		return nil, nil, ErrNoChange
