@@ -119,12 +119,13 @@ func TestDiskFullAtCheckout(t *testing.T) {
 	freeMiB := map[string]float64{}
 	var usedAfterMiB float64
 	base := env.Head("main")
-	current, next := "6.4.0", 5
+	current, next, content := "6.4.0", 5, ""
 	for i := 1; i <= n; i++ {
 		for _, step := range []string{"checkout", "commit"} {
 			tag := fmt.Sprintf("6.%d.0", next)
 			next++
-			content := bundle(step, current)
+			prev := zsize(content)
+			content = bundle(step, current)
 			if _, err := env.Commit(map[string]string{bigPath: content}, "Bundle for the "+step+" fault"); err != nil {
 				t.Fatal(err)
 			}
@@ -138,6 +139,12 @@ func TestDiskFullAtCheckout(t *testing.T) {
 			switch step {
 			case "checkout":
 				size = (used>>20 + 2) << 20
+				// The fetch may get the bundle as a delta against the
+				// random one of the step before, and libgit2's indexer
+				// then appends that base to the pack: room for it too.
+				if !mirrorHolds(env.Head("main")) {
+					size += prev
+				}
 			case "commit":
 				size = used + uint64(len(content)) + 3<<19
 				if !mirrorHolds(env.Head("main")) {
@@ -195,7 +202,7 @@ func TestDiskFullAtCheckout(t *testing.T) {
 			}
 			after := fsUsed(t, cache)
 			usedAfterMiB = max(usedAfterMiB, float64(after)/(1<<20))
-			if limit := used + zsize(content) + 1<<20; len(left) > 0 || after > limit {
+			if limit := used + prev + zsize(content) + 1<<20; len(left) > 0 || after > limit {
 				t.Errorf("after the failed attempt the work directory holds %v and the file system %d KiB (before the job %d KiB)", left, after>>10, used>>10)
 			}
 			if err := env.Cluster.Client.Get(ctx, key(failed.Name), &failed); err == nil && failed.Status.Phase == updatev1.UpdateJobSucceeded {
