@@ -333,12 +333,17 @@ spec: {type: generic, secretRef: {name: git-hook}}
 		sshPass, indent(string(sshKey)), indent(string(sshd.KnownHosts)), sshWrong,
 		gpgPass, indent(gpgSecret), signSSHPass, indent(string(signSSHKey)),
 		gitea.Admin, gitea.Token, forgeWrong, imageHookToken, gitHookToken)
+	// The refused credentials' automations name another push branch (their
+	// fetch fails first): automations pushing to one branch take turns
+	// (docs/api.md), and their failing jobs' retries would hold the
+	// accepted ones back for minutes.
+	refused := "    push: {branch: refused}"
 	objects += automation("basic", httpsBasic.RepoURL("fleet"), "git-basic", "      signingKey: {type: gpg, secretRef: {name: sign-gpg}}")
-	objects += automation("basic-wrong", httpsBasic.RepoURL("fleet"), "git-basic-wrong", "")
+	objects += automation("basic-wrong", httpsBasic.RepoURL("fleet"), "git-basic-wrong", refused)
 	objects += automation("bearer", httpsBearer.RepoURL("fleet"), "git-bearer", "      signingKey: {type: ssh, secretRef: {name: sign-ssh}}")
-	objects += automation("bearer-wrong", httpsBearer.RepoURL("fleet"), "git-bearer-wrong", "")
+	objects += automation("bearer-wrong", httpsBearer.RepoURL("fleet"), "git-bearer-wrong", refused)
 	objects += automation("ssh", sshd.RepoURL("fleet"), "git-ssh", "")
-	objects += automation("ssh-wrong", sshd.RepoURL("fleet"), "git-ssh-wrong", "")
+	objects += automation("ssh-wrong", sshd.RepoURL("fleet"), "git-ssh-wrong", refused)
 	objects += automation("forge", giteaURL, "forge", "    push: {pullRequest: {provider: gitea}}")
 	objects += automation("forge-wrong", giteaURL, "forge", "    push: {pullRequest: {provider: gitea, branchTemplate: wrong-token, secretRef: {name: forge-wrong}}}")
 	apply(ctx, t, cluster, objects)

@@ -150,13 +150,48 @@ func (e *policyBusyError) Error() string {
 	return fmt.Sprintf("waiting for UpdateJob %s of automation %s, which sets policy %s too, to end", e.job, e.automation, e.policy)
 }
 
+// pushTarget is where a job's commit lands: its repository, by
+// gitsource.RepositoryKey (any spelling of the URL), and branch. A job
+// proposing a pull request writes its own head branch, which no other
+// automation's job writes: it has no shared target.
+func pushTarget(spec *updatev1.UpdateJobSpec) (string, bool) {
+	branch := spec.Checkout.Reference.Branch
+	if p := spec.Push; p != nil {
+		if p.PullRequest != nil {
+			return "", false
+		}
+		if p.Branch != "" {
+			branch = p.Branch
+		}
+	}
+	repo, ok := gitsource.RepositoryKey(spec.Repository.URL)
+	if !ok {
+		repo = strings.TrimSpace(spec.Repository.URL)
+	}
+	return repo + "@" + branch, true
+}
+
+// sameTarget reports whether two jobs push to the same branch of the same
+// repository: only such jobs can set a file back and forth, so only
+// they take turns. Automations sharing a policy across repositories or
+// branches (one policy, many clusters) run at once.
+func sameTarget(a, b *updatev1.UpdateJobSpec) bool {
+	ta, ok := pushTarget(a)
+	if !ok {
+		return false
+	}
+	tb, ok := pushTarget(b)
+	return ok && ta == tb
+}
+
 // createJob creates the run's UpdateJob, unless one is already in flight.
 // Jobs are listed from the API server, not the cache, so that a job made a
 // moment ago (or before a restart) is never made twice. It returns the job
 // and whether it was there already.
 //
-// Automations that overlap (they select the same ImagePolicy, perhaps for
-// the same files) take turns: while another automation's job that sets
+// Automations that overlap (they select the same ImagePolicy and push to
+// the same branch of the same repository, perhaps the same files) take
+// turns: while another automation's job that sets
 // one of this run's policies is in flight, no job is made and the error is
 // a *policyBusyError. Each job takes its policies' values when it is made,
 // and a policy's value only rises (never a downgrade), so jobs of one
@@ -188,7 +223,7 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		j := &list.Items[i]
 		names[j.Name] = true
 		if ownerUID(j) != string(obj.UID) {
-			if busy == nil && ownerUID(j) != "" && !j.Status.Phase.Finished() {
+			if busy == nil && ownerUID(j) != "" && !j.Status.Phase.Finished() && sameTarget(&j.Spec, &spec) {
 				for _, s := range j.Spec.Update.Setters {
 					if mine[s.Policy] {
 						busy = &policyBusyError{job: j.Name, automation: metav1.GetControllerOf(j).Name, policy: s.Policy}

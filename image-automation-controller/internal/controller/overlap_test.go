@@ -16,7 +16,9 @@ import (
 // Automations that select the same policy take turns: while one's job is
 // in flight the other makes none and says what it waits for; once that
 // job has ended it makes its own, for the policy's value of then (not the
-// one it saw while waiting). An automation of another policy is not held.
+// one it saw while waiting). An automation of another policy is not held,
+// nor one of the same policy pushing to another branch: only jobs writing
+// one branch can set a file back and forth.
 func TestOverlappingAutomationsTakeTurns(t *testing.T) {
 	f := newFixture(t, testgit.Options{})
 	app := f.policy("app", map[string]string{"app": "yes"}, "1.0.0")
@@ -30,11 +32,15 @@ func TestOverlappingAutomationsTakeTurns(t *testing.T) {
 	js := waitJobs(t, f.ns, 1)
 	second := f.automation("second", selecting("app"))
 	f.automation("unrelated", selecting("other"))
+	f.automation("elsewhere", func(a *imagev1.ImageUpdateAutomation) {
+		selecting("app")(a)
+		a.Spec.GitSpec.Push = &updatev1.PushSpec{Branch: "staging"}
+	})
 	waitAutomation(t, second, "waiting for first's job", func(a *imagev1.ImageUpdateAutomation) bool {
 		c := conditions.Get(a, conditions.ReconcilingCondition)
 		return c != nil && strings.Contains(c.Message, "waiting for UpdateJob "+js[0].Name+" of automation first, which sets policy "+f.ns+":app too")
 	})
-	js = waitJobs(t, f.ns, 2) // the unrelated automation's
+	js = waitJobs(t, f.ns, 3) // the unrelated automation's, elsewhere's
 	time.Sleep(2 * time.Second)
 	for _, j := range jobs(t, f.ns) {
 		if metav1.GetControllerOf(&j).Name == "second" {
@@ -68,5 +74,40 @@ func TestOverlappingAutomationsTakeTurns(t *testing.T) {
 	})
 	if s := made.Spec.Update.Setters; len(s) != 1 || s[0].Tag != "1.0.1" {
 		t.Errorf("second's job sets %+v, want app at 1.0.1", s)
+	}
+}
+
+// Jobs share a target when they push to one branch of one repository,
+// however its URL is spelled; pull requests write their own branch.
+func TestSameTarget(t *testing.T) {
+	job := func(url, checkout string, push *updatev1.PushSpec) *updatev1.UpdateJobSpec {
+		return &updatev1.UpdateJobSpec{
+			Repository: updatev1.GitRepositorySpec{URL: url},
+			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: checkout}},
+			Push:       push,
+		}
+	}
+	main := job("https://git.example.com/org/fleet.git", "main", nil)
+	for _, tc := range []struct {
+		name  string
+		other *updatev1.UpdateJobSpec
+		want  bool
+	}{
+		{"same URL and branch", job("https://git.example.com/org/fleet.git", "main", nil), true},
+		{"another spelling", job("git@git.example.com:org/fleet", "main", nil), true},
+		{"push branch named", job("https://git.example.com/org/fleet", "dev", &updatev1.PushSpec{Branch: "main"}), true},
+		{"another branch", job("https://git.example.com/org/fleet.git", "staging", nil), false},
+		{"pushed elsewhere", job("https://git.example.com/org/fleet.git", "main", &updatev1.PushSpec{Branch: "staging"}), false},
+		{"another repository", job("https://git.example.com/org/other.git", "main", nil), false},
+		{"a pull request", job("https://git.example.com/org/fleet.git", "main", &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{}}), false},
+		{"a local path", job("/srv/git/fleet.git", "main", nil), false},
+	} {
+		if got := sameTarget(main, tc.other); got != tc.want {
+			t.Errorf("%s: sameTarget = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	local := job("/srv/git/fleet.git", "main", nil)
+	if !sameTarget(local, job("/srv/git/fleet.git", "main", nil)) {
+		t.Error("one local path: sameTarget = false, want true")
 	}
 }

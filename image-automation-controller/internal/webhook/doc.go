@@ -14,7 +14,7 @@
 //     what it last saw (the push was its own commit), the run ends at once
 //     without an UpdateJob.
 //   - An automation matches when its repository is the one pushed, however
-//     either URL is spelled (RepositoryKey: https, ssh and scp-like URLs of
+//     either URL is spelled (gitsource.RepositoryKey: https, ssh and scp-like URLs of
 //     one repository are equal), and the branch pushed is its checkout
 //     branch. Automations checking out a tag, a semver range or a commit
 //     are not triggered: a branch push does not move them.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 )
 
 // FuzzParse feeds arbitrary bodies and headers to every sender's parser
@@ -34,6 +35,6 @@ func FuzzParse(f *testing.F) {
 			}
 			_ = verify(typ, h, []byte(body), []byte("key"))
 		}
-		_, _ = RepositoryKey(body)
+		_, _ = gitsource.RepositoryKey(body)
 	})
 }

@@ -143,7 +143,7 @@ func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
 func (s *Server) match(ctx context.Context, namespace string, sel labels.Selector, p Push) ([]types.NamespacedName, error) {
 	want := map[string]bool{}
 	for _, u := range p.URLs {
-		if k, ok := RepositoryKey(u); ok {
+		if k, ok := gitsource.RepositoryKey(u); ok {
 			want[k] = true
 		}
 	}
@@ -162,7 +162,7 @@ func (s *Server) match(ctx context.Context, namespace string, sel labels.Selecto
 		if err != nil {
 			continue
 		}
-		k, ok := RepositoryKey(src.Repository.URL)
+		k, ok := gitsource.RepositoryKey(src.Repository.URL)
 		if !ok || !want[k] || !gitsource.BranchOnly(src.Ref) {
 			continue
 		}
