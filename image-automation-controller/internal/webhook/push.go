@@ -213,4 +213,3 @@ func parseGeneric(body []byte) (Push, error) {
 	}
 	return Push{URLs: []string{p.Repository}, Branch: strings.TrimPrefix(p.Branch, "refs/heads/")}, nil
 }
-

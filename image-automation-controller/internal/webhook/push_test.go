@@ -147,4 +147,3 @@ func TestVerify(t *testing.T) {
 		}
 	}
 }
-
