@@ -117,9 +117,12 @@ func Start(ctx context.Context, dir, bin string, tags []string, say func(string)
 // StartWith is Start with options.
 func StartWith(ctx context.Context, dir, bin string, tags []string, say func(string), opts Options) (e *Env, err error) {
 	e = &Env{Procs: map[string]*localenv.Process{}, gitUser: gitUser, gitPassword: gitPassword}
+	// The error returns below set e to nil: stop what was started through
+	// its own pointer.
+	started := e
 	defer func() {
 		if err != nil {
-			e.Stop()
+			started.Stop()
 		}
 	}()
 

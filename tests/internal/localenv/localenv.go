@@ -130,6 +130,18 @@ func (c *Cluster) StartInstance(ctx context.Context, binDir, name, instance stri
 // controllers started at once), and waits until it is
 // ready. Logs go to <dir>/<instance>.log.
 func (c *Cluster) StartWith(ctx context.Context, binDir, name, instance string, env []string, args ...string) (*Process, error) {
+	// A free port is free when picked, not when the controller binds it:
+	// another test package running at once may take it in between. Such a
+	// start is tried again with new ports.
+	for attempt := 1; ; attempt++ {
+		p, err := c.startWith(ctx, binDir, name, instance, env, args...)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return p, err
+		}
+	}
+}
+
+func (c *Cluster) startWith(ctx context.Context, binDir, name, instance string, env []string, args ...string) (*Process, error) {
 	metrics, err := freeAddr()
 	if err != nil {
 		return nil, err
