@@ -42,25 +42,11 @@ func TestAPIServerRestart(t *testing.T) {
 	rnd := random(t)
 	n := runs(2, 10)
 
-	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0", "6.4.0"}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	samples, err := env.Samples(env.Cluster.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
 	// Scans and automation runs every second: whatever moment the API
 	// server goes, work is in flight.
-	if err := env.Apply(ctx, strings.ReplaceAll(samples, "interval: 5m", "interval: 1s")); err != nil {
-		t.Fatal(err)
-	}
-	branchHolds := func(tag string) bool {
-		out, err := env.FleetGit("show", "main:"+chain.ManifestPath)
-		return err == nil && strings.Contains(out, "podinfo:"+tag+" # {\"$imagepolicy\": \"default:podinfo\"}")
-	}
-	waitFor(t, 60*time.Second, "the branch at 6.4.0", func() bool { return branchHolds("6.4.0") })
+	applySamples(ctx, t, env, "1s")
+	waitFor(t, 60*time.Second, "the branch at 6.4.0", func() bool { return branchHolds(env, "6.4.0") })
 	base := env.Head("main")
 
 	// envtest removes a generated certificate directory when the server
@@ -130,7 +116,7 @@ func TestAPIServerRestart(t *testing.T) {
 		downs = append(downs, down)
 		deadline := up.Add(3 * time.Minute)
 		var policyAt time.Duration
-		for !branchHolds(whileDown) {
+		for !branchHolds(env, whileDown) {
 			if policyAt == 0 && latest(ctx, env) == whileDown {
 				policyAt = time.Since(up)
 			}
@@ -165,7 +151,7 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	expected = append(expected, final)
-	waitFor(t, 60*time.Second, "the last tag in git", func() bool { supervise(); return branchHolds(final) })
+	waitFor(t, 60*time.Second, "the last tag in git", func() bool { supervise(); return branchHolds(env, final) })
 
 	// Every commit moves podinfo to a new, higher tag: no change twice, no
 	// downgrade; every tag pushed during an outage is in the history.

@@ -38,11 +38,7 @@ func TestDiskFull(t *testing.T) {
 	defer cancel()
 	n := runs(1, 5)
 
-	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0", "6.4.0"}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
 	bin := localenv.BinDir(env.Cluster.Root)
 	// Restart the two controllers on file systems of their own: 1 MiB for
 	// the tag store, 8 MiB for the mirror cache and the work trees.
@@ -73,18 +69,8 @@ func TestDiskFull(t *testing.T) {
 	for name, p := range env.Procs {
 		pids[name] = p.PID()
 	}
-	samples, err := env.Samples(env.Cluster.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Apply(ctx, strings.ReplaceAll(samples, "interval: 5m", "interval: 2s")); err != nil {
-		t.Fatal(err)
-	}
-	branchHolds := func(tag string) bool {
-		out, err := env.FleetGit("show", "main:"+chain.ManifestPath)
-		return err == nil && strings.Contains(out, "podinfo:"+tag+" # {\"$imagepolicy\": \"default:podinfo\"}")
-	}
-	waitFor(t, 90*time.Second, "the branch at 6.4.0", func() bool { return branchHolds("6.4.0") })
+	applySamples(ctx, t, env, "2s")
+	waitFor(t, 90*time.Second, "the branch at 6.4.0", func() bool { return branchHolds(env, "6.4.0") })
 	base := env.Head("main")
 
 	key := client.ObjectKey{Namespace: "default", Name: "podinfo"}
@@ -122,7 +108,7 @@ func TestDiskFull(t *testing.T) {
 		if tmp, _ := filepath.Glob(filepath.Join(disks["image-reflector-controller"], "*.tmp*")); len(tmp) != 0 {
 			t.Errorf("temporary files left: %v", tmp)
 		}
-		if l := latest(ctx, env); l == tag || branchHolds(tag) {
+		if l := latest(ctx, env); l == tag || branchHolds(env, tag) {
 			t.Errorf("%s chosen while its scan could not be stored", tag)
 		}
 		t.Logf("tag store full: %s", conditions.Get(repo, conditions.ReadyCondition).Message)
@@ -130,7 +116,7 @@ func TestDiskFull(t *testing.T) {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 90*time.Second, tag+" in git after the store's space returned", func() bool { return branchHolds(tag) })
+		waitFor(t, 90*time.Second, tag+" in git after the store's space returned", func() bool { return branchHolds(env, tag) })
 		worstReflector = max(worstReflector, time.Since(freed))
 		expected = append(expected, tag)
 		wantSeries(ctx, t, env.Procs["image-reflector-controller"], `imagetoolkit_reflector_storage_full{`, false)
@@ -161,14 +147,14 @@ func TestDiskFull(t *testing.T) {
 			// While attempts remain the storage_full series names it.
 			wantSeries(ctx, t, env.Procs["update-job-controller"], `imagetoolkit_updatejob_storage_full{kind="UpdateJob",name="`+failed.Name+`",namespace="default"} 1`, true)
 		}
-		if branchHolds(tag) {
+		if branchHolds(env, tag) {
 			t.Errorf("%s in git while the job's disk was full", tag)
 		}
 		freed = time.Now()
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 90*time.Second, tag+" in git after the cache's space returned", func() bool { return branchHolds(tag) })
+		waitFor(t, 90*time.Second, tag+" in git after the cache's space returned", func() bool { return branchHolds(env, tag) })
 		worstJob = max(worstJob, time.Since(freed))
 		expected = append(expected, tag)
 	}

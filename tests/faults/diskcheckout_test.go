@@ -44,11 +44,7 @@ func TestDiskFullAtCheckout(t *testing.T) {
 	defer cancel()
 	n := runs(1, 5)
 
-	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0", "6.4.0"}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
 	bin := localenv.BinDir(env.Cluster.Root)
 	const ujc = "update-job-controller"
 	if err := env.Procs[ujc].Stop(20 * time.Second); err != nil {
@@ -60,10 +56,7 @@ func TestDiskFullAtCheckout(t *testing.T) {
 	}
 	// Roomy at first: the setup's jobs (and the bundle's first checkout)
 	// must not meet the fault.
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", cache).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (this scenario needs root or CAP_SYS_ADMIN): %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", cache).Run() })
+	mountTmpfs(t, cache, "64m")
 	p, err := env.Cluster.StartController(ctx, bin, ujc)
 	if err != nil {
 		t.Fatal(err)
@@ -71,13 +64,7 @@ func TestDiskFullAtCheckout(t *testing.T) {
 	env.Procs[ujc] = p
 	pid := p.PID()
 
-	samples, err := env.Samples(env.Cluster.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Apply(ctx, strings.ReplaceAll(samples, "interval: 5m", "interval: 2s")); err != nil {
-		t.Fatal(err)
-	}
+	applySamples(ctx, t, env, "2s")
 	holds := func(path, tag string) bool {
 		out, err := env.FleetGit("show", "main:"+path)
 		return err == nil && markerTag(out, "default:podinfo") == tag

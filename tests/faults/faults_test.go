@@ -1,11 +1,16 @@
 package faults
 
 import (
+	"context"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // The suite has two lengths. `make test` runs the short one (a few faults
@@ -45,4 +50,46 @@ func random(t *testing.T) *rand.Rand {
 func figures(t *testing.T, format string, args ...any) {
 	t.Helper()
 	t.Logf("FIGURES "+t.Name()+": "+format, args...)
+}
+
+// startChain starts the whole chain (tests/internal/chain) with tags in
+// its registry, stopped when the test ends.
+func startChain(ctx context.Context, t *testing.T, tags []string, opts chain.Options) *chain.Env {
+	t.Helper()
+	env, err := chain.StartWith(ctx, t.TempDir(), "", tags, func(string) {}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return env
+}
+
+// applySamples applies the sample objects with every interval set to
+// interval.
+func applySamples(ctx context.Context, t *testing.T, env *chain.Env, interval string) {
+	t.Helper()
+	samples, err := env.Samples(env.Cluster.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Apply(ctx, strings.ReplaceAll(samples, "interval: 5m", "interval: "+interval)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// branchHolds reports whether main's sample manifest sets the sample
+// policy's marker to tag.
+func branchHolds(env *chain.Env, tag string) bool {
+	out, err := env.FleetGit("show", "main:"+chain.ManifestPath)
+	return err == nil && strings.Contains(out, "podinfo:"+tag+" # {\"$imagepolicy\": \"default:podinfo\"}")
+}
+
+// mountTmpfs mounts a tmpfs of size on dir for the rest of the test, or
+// skips the test where mounting is not allowed.
+func mountTmpfs(t *testing.T, dir, size string) {
+	t.Helper()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (this scenario needs root or CAP_SYS_ADMIN): %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
 }

@@ -122,11 +122,7 @@ func killEnv(ctx context.Context, t *testing.T, holdRegistry bool, automationInt
 	} else {
 		opts.RegistryHost = strings.TrimPrefix(reg.URL, "http://")
 	}
-	env, err := chain.StartWith(ctx, t.TempDir(), "", []string{"6.3.0", "6.4.0"}, func(string) {}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, opts)
 	samples, err := env.Samples(env.Cluster.Root)
 	if err != nil {
 		t.Fatal(err)

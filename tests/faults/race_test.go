@@ -43,11 +43,7 @@ func TestRaces(t *testing.T) {
 	pushes := runs(50, 200)
 	const apps = 20
 
-	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0"}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := startChain(ctx, t, []string{"6.3.0"}, chain.Options{})
 	// A second update-job-controller replica: another process, another
 	// identity (POD_NAME), its own mirror cache.
 	second, err := env.Cluster.StartInstance(ctx, localenv.BinDir(env.Cluster.Root), "update-job-controller", "update-job-controller-1")
@@ -308,11 +304,7 @@ func TestOverlapNoFlipFlop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	rounds := runs(3, 10)
-	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0"}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := startChain(ctx, t, []string{"6.3.0"}, chain.Options{})
 	second, err := env.Cluster.StartInstance(ctx, localenv.BinDir(env.Cluster.Root), "update-job-controller", "update-job-controller-1")
 	if err != nil {
 		t.Fatal(err)

@@ -31,24 +31,10 @@ func TestRegistryFaultsNeverDowngrade(t *testing.T) {
 	proxy := NewRegistryProxy(strings.TrimPrefix(reg.URL, "http://"))
 	t.Cleanup(proxy.Close)
 
-	env, err := chain.StartWith(ctx, t.TempDir(), "", []string{"6.3.0", "6.4.0"}, func(string) {}, chain.Options{RegistryHost: proxy.Host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	samples, err := env.Samples(env.Cluster.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{RegistryHost: proxy.Host})
 	// Scan every second, so that each fault meets several scans.
-	if err := env.Apply(ctx, strings.ReplaceAll(samples, "interval: 5m", "interval: 1s")); err != nil {
-		t.Fatal(err)
-	}
-	branchHolds := func(tag string) bool {
-		out, err := env.FleetGit("show", "main:"+chain.ManifestPath)
-		return err == nil && strings.Contains(out, "podinfo:"+tag+" # {\"$imagepolicy\": \"default:podinfo\"}")
-	}
-	waitFor(t, 60*time.Second, "the branch at 6.4.0", func() bool { return branchHolds("6.4.0") })
+	applySamples(ctx, t, env, "1s")
+	waitFor(t, 60*time.Second, "the branch at 6.4.0", func() bool { return branchHolds(env, "6.4.0") })
 
 	pol := &imagev1.ImagePolicy{}
 	latest := func() string {
@@ -82,7 +68,7 @@ func TestRegistryFaultsNeverDowngrade(t *testing.T) {
 				t.Errorf("fault %s: latestRef moved from 6.4.0 to %s", tt.fault, l)
 				break
 			}
-			if !branchHolds("6.4.0") {
+			if !branchHolds(env, "6.4.0") {
 				downgrades++
 				t.Errorf("fault %s: the branch left 6.4.0", tt.fault)
 				break
@@ -112,7 +98,7 @@ func TestRegistryFaultsNeverDowngrade(t *testing.T) {
 	if err := env.PushTag(ctx, "6.5.0"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the branch at 6.5.0", func() bool { return branchHolds("6.5.0") })
+	waitFor(t, 60*time.Second, "the branch at 6.5.0", func() bool { return branchHolds(env, "6.5.0") })
 	figures(t, "listings %d, faulted %d, downgrades %d, newer tag in git %s after the registry healed",
 		proxy.Listings.Load(), proxy.Faulted.Load(), downgrades, time.Since(healed).Round(100*time.Millisecond))
 }

@@ -75,11 +75,7 @@ func TestSoak(t *testing.T) {
 	rnd := random(t)
 
 	tags := []string{"6.0.0", "6.1.0"}
-	env, err := chain.Start(ctx, t.TempDir(), "", tags, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env := startChain(ctx, t, tags, chain.Options{})
 	bin := localenv.BinDir(env.Cluster.Root)
 	samples, err := env.Samples(env.Cluster.Root)
 	if err != nil {

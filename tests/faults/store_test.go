@@ -29,24 +29,10 @@ func TestKillReflectorDamagedStore(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	env, err := chain.Start(ctx, t.TempDir(), "", []string{"6.3.0", "6.4.0"}, func(string) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	samples, err := env.Samples(env.Cluster.Root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
 	// An hour between scans: only the damage detection can bring one.
-	if err := env.Apply(ctx, strings.ReplaceAll(samples, "interval: 5m", "interval: 1h")); err != nil {
-		t.Fatal(err)
-	}
-	branchHolds := func(tag string) bool {
-		out, err := env.FleetGit("show", "main:"+chain.ManifestPath)
-		return err == nil && strings.Contains(out, "podinfo:"+tag+" # {\"$imagepolicy\": \"default:podinfo\"}")
-	}
-	waitFor(t, 60*time.Second, "the branch at 6.4.0", func() bool { return branchHolds("6.4.0") })
+	applySamples(ctx, t, env, "1h")
+	waitFor(t, 60*time.Second, "the branch at 6.4.0", func() bool { return branchHolds(env, "6.4.0") })
 
 	const name = "image-reflector-controller"
 	dataDir := filepath.Join(env.Cluster.Dir, name+"-0-data")
@@ -103,7 +89,7 @@ func TestKillReflectorDamagedStore(t *testing.T) {
 				t.Errorf("%s: the policy serves %s", d.name, pol.Status.LatestRef.Tag)
 				break
 			}
-			if branchHolds("6.9.0") {
+			if branchHolds(env, "6.9.0") {
 				served++
 				t.Errorf("%s: the branch got the made-up 6.9.0", d.name)
 				break
@@ -132,8 +118,8 @@ func TestKillReflectorDamagedStore(t *testing.T) {
 		}
 		t.Logf("%s: rebuilt %s after the restart", d.name, time.Since(restarted).Round(100*time.Millisecond))
 	}
-	if err := env.Cluster.Client.Get(ctx, key, pol); err != nil || pol.Status.LatestRef == nil || pol.Status.LatestRef.Tag != "6.4.0" || !branchHolds("6.4.0") {
-		t.Errorf("end: policy %+v (%v), branch at 6.4.0: %v", pol.Status.LatestRef, err, branchHolds("6.4.0"))
+	if err := env.Cluster.Client.Get(ctx, key, pol); err != nil || pol.Status.LatestRef == nil || pol.Status.LatestRef.Tag != "6.4.0" || !branchHolds(env, "6.4.0") {
+		t.Errorf("end: policy %+v (%v), branch at 6.4.0: %v", pol.Status.LatestRef, err, branchHolds(env, "6.4.0"))
 	}
 	figures(t, "runs %d, damaged files %d, served %d, rebuilt within %s of the restart", n, n, served, worst.Round(100*time.Millisecond))
 }
