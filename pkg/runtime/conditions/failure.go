@@ -22,6 +22,9 @@ type Failure struct {
 	// (for a Stalled failure: not until something changes).
 	RetryAfter time.Duration
 	Err        error
+	// Secrets are values the message must not show (tokens, passwords a
+	// server echoed back); the conditions and events get it redacted.
+	Secrets []string
 }
 
 func (f *Failure) Error() string { return f.Err.Error() }
@@ -73,6 +76,12 @@ func (f *Failure) After(d time.Duration) *Failure {
 	return f
 }
 
+// Redacting names values the failure's message must not show.
+func (f *Failure) Redacting(secrets ...string) *Failure {
+	f.Secrets = append(f.Secrets, secrets...)
+	return f
+}
+
 // AsFailure finds the Failure in err's chain; any other error is a
 // retryable failure with reason Failed.
 func AsFailure(err error) *Failure {
@@ -89,13 +98,22 @@ func AsFailure(err error) *Failure {
 // worth retrying, else zero (wait for a change).
 func Apply(obj Setter, err error, retry time.Duration) time.Duration {
 	f := AsFailure(err)
-	if f.Stalled {
-		MarkStalled(obj, f.Reason, "%s", err.Error())
-		return f.RetryAfter
-	}
-	MarkFailed(obj, f.Reason, "%s", err.Error())
-	if f.RetryAfter > 0 {
-		return f.RetryAfter
+	if after := Record(obj, f, err.Error()); after > 0 || f.Stalled {
+		return after
 	}
 	return retry
+}
+
+// Record marks f on obj with the message msg (already redacted): Stalled
+// for a failure retrying cannot fix, else Ready=False, both with f's
+// reason. It returns f's RetryAfter. pkg/runtime/reconcile calls it for
+// every failure a phase returns; Apply is the same for code outside the
+// skeleton.
+func Record(obj Setter, f *Failure, msg string) time.Duration {
+	if f.Stalled {
+		MarkStalled(obj, f.Reason, "%s", msg)
+	} else {
+		MarkFailed(obj, f.Reason, "%s", msg)
+	}
+	return f.RetryAfter
 }

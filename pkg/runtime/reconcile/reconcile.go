@@ -1,0 +1,278 @@
+// Package reconcile is the one shape of every reconciler in image-toolkit.
+// A kind declares what is particular to it — how to make an empty object,
+// whether it is suspended, its finalizer, and its work as a list of named
+// phases — and Kind[T, S] does the rest the same way for all of them:
+//
+//  1. get the object (gone: forget its metrics);
+//  2. on deletion, run the kind's Finalize and remove the finalizer;
+//  3. record suspend, and stop while suspended;
+//  4. take a new reconcile request (meta.ReconcileRequestStatus);
+//  5. run the phases in order until one stops or fails;
+//  6. write the status once, through patch.Helper, whatever happened;
+//  7. only after the write, run the kind's AfterPatch (work that must not
+//     happen twice when the write conflicts and the reconcile runs again).
+//
+// It follows source-controller's list of sub-reconcilers and cluster-api's
+// phases: a phase is a short function with a name, reading and writing the
+// object and a per-reconcile state S the kind defines, so each decision can
+// be read (and tested) on its own.
+//
+// Every failure takes one path to the conditions: a phase returns an error;
+// the skeleton records it with conditions.Apply (Stalled for a failure
+// retrying cannot fix, else Ready=False with the failure's reason), redacts
+// the secrets the failure names, tells the kind's OnFailure (events,
+// metrics) and computes when to look again. No phase marks a failure
+// itself. An error that is not a *conditions.Failure (an API server error,
+// say) is recorded with reason Failed and also returned to
+// controller-runtime, whose rate limiter backs off.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
+	"toolkit.dev/image-toolkit/pkg/runtime/patch"
+)
+
+// Object is what the skeleton reconciles: an API object with status
+// conditions.
+type Object interface {
+	client.Object
+	conditions.Setter
+}
+
+// Scope is one reconcile of one object: what every phase reads and writes.
+type Scope[T Object, S any] struct {
+	Obj T
+	// Requested is true when this reconcile handles a reconcile request
+	// (the reconcile.toolkit.dev/requestedAt annotation) not handled
+	// before.
+	Requested bool
+	// Start is when the reconcile began.
+	Start time.Time
+	// State is the kind's own, shared by its phases.
+	State S
+
+	patcher *patch.Helper
+	client  client.Client
+	lock    bool
+}
+
+// Patch writes the object's changes so far, e.g. a claim that must be on
+// the server before slow work starts, and takes a new snapshot: the final
+// write then sends only what changed after it.
+func (s *Scope[T, S]) Patch(ctx context.Context) error {
+	if err := s.patcher.Patch(ctx, s.Obj, s.options()...); err != nil {
+		return err
+	}
+	s.patcher = patch.NewHelper(s.Obj, s.client)
+	return nil
+}
+
+func (s *Scope[T, S]) options() []patch.Option {
+	if s.lock {
+		return []patch.Option{patch.WithOptimisticLock()}
+	}
+	return nil
+}
+
+// Result is what a phase asks of the rest of the reconcile.
+type Result struct {
+	// RequeueAfter asks to look again within this long; the shortest
+	// asked for by any phase wins. Zero asks nothing.
+	RequeueAfter time.Duration
+	// Stop ends the list: the phases after this one have nothing to do.
+	Stop bool
+}
+
+// Continue lets the next phase run.
+var Continue = Result{}
+
+// Stop ends the phase list without asking to look again.
+var Stop = Result{Stop: true}
+
+// StopAfter ends the phase list and asks to look again after d.
+func StopAfter(d time.Duration) Result { return Result{Stop: true, RequeueAfter: d} }
+
+// Phase is one named step of a kind's reconcile.
+type Phase[T Object, S any] struct {
+	Name string
+	Run  func(ctx context.Context, s *Scope[T, S]) (Result, error)
+}
+
+// Kind is a reconciler of one API kind built from phases.
+type Kind[T Object, S any] struct {
+	// Name is the kind's name, as in metrics.
+	Name    string
+	Client  client.Client
+	Metrics *metrics.Recorder
+	// New returns an empty object of the kind.
+	New func() T
+	// Suspended reports spec.suspend; nil: the kind cannot be suspended.
+	Suspended func(T) bool
+	// Request is the object's reconcile request status; nil: the kind
+	// takes no reconcile requests.
+	Request func(T) *meta.ReconcileRequestStatus
+	// RequestHandled, when set, is told of each new reconcile request
+	// taken (webhook receivers measure their latency so).
+	RequestHandled func(namespace, name, value string)
+	// Finalizer, when set, is added to every object, and Finalize runs
+	// before it is removed from an object being deleted.
+	Finalizer string
+	Finalize  func(ctx context.Context, obj T) error
+	// Forget is told of an object that is gone, besides its metrics.
+	Forget func(key client.ObjectKey)
+	// Phases are the kind's work, in order.
+	Phases []Phase[T, S]
+	// OptimisticLock makes the status write fail on a conflict, and the
+	// reconcile then runs again from fresh state (for kinds whose
+	// outcomes must not be recorded twice).
+	OptimisticLock bool
+	// Retry is when to look again after a failure worth retrying that
+	// names no time itself; nil or zero leaves it to the rate limiter's
+	// next attempt only for errors that are not Failures.
+	Retry func(s *Scope[T, S], f *conditions.Failure) time.Duration
+	// OnFailure is told of each failure recorded, e.g. to emit a Warning
+	// event or count it.
+	OnFailure func(ctx context.Context, s *Scope[T, S], f *conditions.Failure, msg string)
+	// AfterPatch runs once the status is written, with the phases'
+	// outcome: counting and clean-up that must not run twice.
+	AfterPatch func(ctx context.Context, s *Scope[T, S]) error
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (k *Kind[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	start := time.Now()
+	obj := k.New()
+	if err := k.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			k.Metrics.Forget(k.Name, req.Namespace, req.Name)
+			if k.Forget != nil {
+				k.Forget(req.NamespacedName)
+			}
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	defer k.Metrics.RecordDuration(k.Name, start)
+	s := &Scope[T, S]{Obj: obj, Start: start, client: k.Client, lock: k.OptimisticLock}
+	s.patcher = patch.NewHelper(obj, k.Client)
+
+	defer func() {
+		if err := s.patcher.Patch(ctx, obj, s.options()...); err != nil {
+			if k.OptimisticLock && apierrors.IsConflict(err) {
+				// Run again from fresh state; nothing was recorded.
+				result, retErr = ctrl.Result{Requeue: true}, nil
+				return
+			}
+			retErr = errors.Join(retErr, err)
+			return
+		}
+		k.Metrics.RecordReady(k.Name, obj)
+		if k.AfterPatch != nil {
+			retErr = errors.Join(retErr, k.AfterPatch(ctx, s))
+		}
+	}()
+
+	if !obj.GetDeletionTimestamp().IsZero() {
+		if k.Finalizer == "" || !controllerutil.ContainsFinalizer(obj, k.Finalizer) {
+			return ctrl.Result{}, nil
+		}
+		if k.Finalize != nil {
+			if err := k.Finalize(ctx, obj); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		controllerutil.RemoveFinalizer(obj, k.Finalizer)
+		return ctrl.Result{}, nil
+	}
+	if k.Finalizer != "" {
+		controllerutil.AddFinalizer(obj, k.Finalizer)
+	}
+	if k.Suspended != nil {
+		suspended := k.Suspended(obj)
+		k.Metrics.RecordSuspend(k.Name, obj, suspended)
+		if suspended {
+			return ctrl.Result{}, nil
+		}
+	}
+	k.takeRequest(s)
+	return k.runPhases(ctx, s)
+}
+
+func (k *Kind[T, S]) takeRequest(s *Scope[T, S]) {
+	if k.Request == nil {
+		return
+	}
+	st := k.Request(s.Obj)
+	v, ok := meta.ReconcileAnnotationValue(s.Obj.GetAnnotations())
+	if !ok || v == st.LastHandledReconcileAt {
+		return
+	}
+	st.SetLastHandledReconcileRequest(v)
+	s.Requested = true
+	if k.RequestHandled != nil {
+		k.RequestHandled(s.Obj.GetNamespace(), s.Obj.GetName(), v)
+	}
+}
+
+// runPhases runs the phases in order; the first error goes to the one
+// failure path and ends the list.
+func (k *Kind[T, S]) runPhases(ctx context.Context, s *Scope[T, S]) (ctrl.Result, error) {
+	var requeue time.Duration
+	for _, p := range k.Phases {
+		res, err := p.Run(ctx, s)
+		requeue = shortest(requeue, res.RequeueAfter)
+		if err != nil {
+			return k.fail(ctx, s, err, requeue)
+		}
+		if res.Stop {
+			break
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// fail is the one way from an error to the conditions: it records the
+// failure (redacted), tells OnFailure, and returns when to look again.
+func (k *Kind[T, S]) fail(ctx context.Context, s *Scope[T, S], err error, requeue time.Duration) (ctrl.Result, error) {
+	f := conditions.AsFailure(err)
+	msg := events.Redact(err.Error(), f.Secrets...)
+	after := conditions.Record(s.Obj, f, msg)
+	if after == 0 && !f.Stalled && k.Retry != nil {
+		after = k.Retry(s, f)
+	}
+	if k.OnFailure != nil {
+		k.OnFailure(ctx, s, f, msg)
+	}
+	var plain *conditions.Failure
+	if !errors.As(err, &plain) {
+		// Not classified: an API server or programming error. The
+		// condition says it, and controller-runtime backs off.
+		return ctrl.Result{}, err
+	}
+	if f.Stalled {
+		return ctrl.Result{RequeueAfter: after}, nil
+	}
+	return ctrl.Result{RequeueAfter: shortest(after, requeue)}, nil
+}
+
+// shortest is the earlier of two requeue times, zero meaning none.
+func shortest(a, b time.Duration) time.Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}
