@@ -85,7 +85,9 @@ unit: deps testenv node-tools build images ## Run every module's tests (unit and
 
 test: verify-generate lint build unit ## lint, stale-generation check and all tests.
 
-demo: build testenv ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
+demo: build ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
+	@# Only what the demo runs: the control plane, and Gitea for --pull-request.
+	@hack/tools.sh kube etcd $(if $(findstring --pull-request,$(DEMO_FLAGS)),gitea)
 	@go run ./tests/cmd/demo --bin $(BIN) $(DEMO_FLAGS)
 
 cluster: deps testenv node-tools images ## A single-node cluster from real parts (tests/internal/cluster) with the make images images imported, until Ctrl-C; prints its kubeconfig (CLUSTER_FLAGS=--dir DIR keeps its files and logs).
