@@ -409,7 +409,10 @@ func TestCLICommands(t *testing.T) {
 			seen += checkCommand(t, page, m, help)
 		}
 	}
-	if seen < 5 {
+	t.Logf("%d tk-image commands checked", seen)
+	// The README and docs show well over a hundred; far fewer means the
+	// pattern stopped matching.
+	if seen < 100 {
 		t.Fatalf("found only %d tk-image commands in the README and docs", seen)
 	}
 }
