@@ -248,73 +248,33 @@ func (r *ImageRepositoryReconciler) record(_ context.Context, s *repositoryScope
 	return reconcile.Result{RequeueAfter: obj.Spec.Interval.Duration - r.since(entry.ScanTime)}, nil
 }
 
+// scanOutcome is what one scan of a key gives all the repositories
+// waiting on it.
+type scanOutcome struct {
+	entry  store.Entry
+	reused bool
+}
+
 // scan lists the repository's tags, or takes them from a repository with
 // the same key scanned within this one's interval, and stores them. It
 // reports whether the tags came from another scan. With now, recent scans
 // are not reused.
 func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.ImageRepository, object string,
 	a *access, exclude []*regexp.Regexp, now bool) (store.Entry, bool, error) {
-	interval := obj.Spec.Interval.Duration
-	timeout := interval
-	if obj.Spec.Timeout != nil {
-		timeout = obj.Spec.Timeout.Duration
-	}
-	type outcome struct {
-		entry  store.Entry
-		reused bool
-	}
 	// Everything from "is there a fresh scan?" to "record this scan" runs
 	// once per key at a time, so two repositories of one image never both
-	// scan. The scan runs on its own deadline: one caller's cancellation
-	// must not fail the others waiting on it.
-	flight := func() (any, error) {
-		if f, ok := r.fresh.get(a.key); ok && !now && r.since(f.at) < interval {
-			if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
-				return outcome{e, f.object != object}, nil
-			}
-		}
-		if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
-			defer tr.CloseIdleConnections()
-		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		start := time.Now()
-		var tags []string
-		var created map[string]time.Time
-		var err error
-		if a.chart != nil {
-			tags, created, err = r.chartVersions(sctx, a)
-		} else {
-			tags, err = r.Registry.ListTags(sctx, a.repo, a.opts)
-		}
-		r.ScanMetrics.Duration.Observe(time.Since(start).Seconds())
-		if err != nil {
-			return nil, err
-		}
-		sorted, excluded := filterTags(tags, exclude)
-		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: r.now().UTC(),
-			Excluded: excluded, Tags: sorted}
-		if created != nil {
-			e.Times = make([]store.Times, len(sorted))
-			for i, t := range sorted {
-				e.Times[i].Created = created[t]
-			}
-		}
-		if err := r.Store.Put(e); err != nil {
-			return nil, err
-		}
-		r.fresh.put(a.key, object, e.ScanTime)
-		return outcome{e, false}, nil
-	}
+	// scan.
 	flightKey := a.key
 	if now {
 		flightKey += "\x00now"
 	}
-	v, err, joined := r.inflight.Do(flightKey, flight)
+	v, err, joined := r.inflight.Do(flightKey, func() (any, error) {
+		return r.scanOnce(ctx, obj, object, a, exclude, now)
+	})
 	if err != nil {
 		return store.Entry{}, false, err
 	}
-	o := v.(outcome) // Tags are shared read-only between the callers
+	o := v.(scanOutcome) // Tags are shared read-only between the callers
 	e := o.entry
 	if e.Object != object {
 		e.Object = object
@@ -323,6 +283,56 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 		}
 	}
 	return e, o.reused || joined, nil
+}
+
+// scanOnce is one flight of scan: a fresh scan of the key when there is
+// one, else the registry's tags, filtered and stored. The listing runs
+// on its own deadline: one caller's cancellation must not fail the others
+// waiting on it.
+func (r *ImageRepositoryReconciler) scanOnce(ctx context.Context, obj *imagev1.ImageRepository, object string,
+	a *access, exclude []*regexp.Regexp, now bool) (scanOutcome, error) {
+	interval := obj.Spec.Interval.Duration
+	timeout := interval
+	if obj.Spec.Timeout != nil {
+		timeout = obj.Spec.Timeout.Duration
+	}
+	if f, ok := r.fresh.get(a.key); ok && !now && r.since(f.at) < interval {
+		if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
+			return scanOutcome{e, f.object != object}, nil
+		}
+	}
+	if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
+		defer tr.CloseIdleConnections()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	start := time.Now()
+	var tags []string
+	var created map[string]time.Time
+	var err error
+	if a.chart != nil {
+		tags, created, err = r.chartVersions(sctx, a)
+	} else {
+		tags, err = r.Registry.ListTags(sctx, a.repo, a.opts)
+	}
+	r.ScanMetrics.Duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return scanOutcome{}, err
+	}
+	sorted, excluded := filterTags(tags, exclude)
+	e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: r.now().UTC(),
+		Excluded: excluded, Tags: sorted}
+	if created != nil {
+		e.Times = make([]store.Times, len(sorted))
+		for i, t := range sorted {
+			e.Times[i].Created = created[t]
+		}
+	}
+	if err := r.Store.Put(e); err != nil {
+		return scanOutcome{}, err
+	}
+	r.fresh.put(a.key, object, e.ScanTime)
+	return scanOutcome{e, false}, nil
 }
 
 // chartVersions lists the versions of a chart of a Helm repository as
