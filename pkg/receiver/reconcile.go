@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -16,8 +15,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/pkg/runtime/patch"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
+	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 )
 
 // Resync is how often a Ready webhook reads its Secret again: Secrets are
@@ -48,48 +47,37 @@ type Spec struct {
 	Suspend       bool
 }
 
-// Reconcile gives a webhook object its path: it checks the selector,
-// reads the Secret and sets the Ready condition (Stalled for a selector
-// that does not parse; Ready=False, looked at again in 30 s, for a
-// missing Secret or key). The path is empty while it is not Ready, so the
-// receiver refuses every call instead of guessing. requeue is when to look
-// again; an error is a failure to read the Secret worth a retry.
-func Reconcile(ctx context.Context, secrets client.Reader, obj Object, s Spec) (path string, requeue time.Duration, err error) {
-	if s.Selector != nil {
-		if _, err := metav1.LabelSelectorAsSelector(s.Selector); err != nil {
-			conditions.MarkStalled(obj, conditions.InvalidSpecReason, "%s: %s", s.SelectorField, err)
-			return "", 0, nil
-		}
-	}
-	sec, err := ReadSecret(ctx, secrets, obj.GetNamespace(), s.Secret, s.Keys)
-	if err != nil {
-		var f *conditions.Failure
-		if !errors.As(err, &f) {
-			return "", 0, err
-		}
-		return "", conditions.Apply(obj, f.After(30*time.Second), 0), nil
-	}
-	path = Path(sec[TokenKey], obj.GetName(), obj.GetNamespace())
-	if s.Suspend {
-		conditions.MarkReady(obj, conditions.SucceededReason, "suspended: calls to %s are ignored", path)
-	} else {
-		conditions.MarkReady(obj, conditions.SucceededReason, "receiving %s calls on %s", s.Type, path)
-	}
-	return path, Resync, nil
-}
-
-// Reconciler gives each webhook object of one kind its URL path. Both
+// Reconciler gives each webhook object of one kind its URL path: it
+// checks the selector, reads the Secret and sets the Ready condition
+// (Stalled for a selector that does not parse; Ready=False, looked at again
+// in 30 s, for a missing Secret or key). The path is empty while it is not
+// Ready, so the receiver refuses every call instead of guessing. Both
 // webhook kinds are reconciled by it; what differs is their Spec.
 type Reconciler[T Object] struct {
-	client.Client
+	reconcile.Kind[T, struct{}]
 	// APIReader reads Secrets without caching (or listing) them.
 	APIReader client.Reader
-	Metrics   *metrics.Recorder
-	// Kind names the kind in metrics.
-	Kind string
-	// New makes an empty object of the kind; Spec reads its spec.
-	New  func() T
+	// Spec reads the object's spec.
 	Spec func(T) Spec
+}
+
+// NewReconciler makes the reconciler of the webhook kind named kind; c
+// reads the objects, api the Secrets, and newObj makes an empty object.
+func NewReconciler[T Object](kind string, c client.Client, api client.Reader, m *metrics.Recorder,
+	newObj func() T, spec func(T) Spec) *Reconciler[T] {
+	r := &Reconciler[T]{APIReader: api, Spec: spec}
+	r.Kind = reconcile.Kind[T, struct{}]{
+		Name: kind, Client: c, Metrics: m, New: newObj,
+		Request: func(o T) *meta.ReconcileRequestStatus { return &o.GetWebhookStatus().ReconcileRequestStatus },
+		// Suspend is not the skeleton's stop: a suspended webhook keeps
+		// its path, and its receiver ignores the calls.
+		Phases: []reconcile.Phase[T, struct{}]{
+			{Name: "observe", Run: r.observe},
+			{Name: "selector", Run: r.selector},
+			{Name: "secret", Run: r.secret},
+		},
+	}
+	return r
 }
 
 // SetupWithManager registers the reconciler.
@@ -100,32 +88,47 @@ func (r *Reconciler[T]) SetupWithManager(mgr ctrl.Manager, opts controller.Optio
 		Complete(r)
 }
 
-// Reconcile checks the spec, reads the token and writes the path.
-func (r *Reconciler[T]) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	start := time.Now()
-	obj := r.New()
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Metrics.Forget(r.Kind, req.Namespace, req.Name)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// observe records the generation and suspend, and takes the path away
+// until the Secret gives it again.
+func (r *Reconciler[T]) observe(_ context.Context, s *reconcile.Scope[T, struct{}]) (reconcile.Result, error) {
+	r.Metrics.RecordSuspend(r.Name, s.Obj, r.Spec(s.Obj).Suspend)
+	status := s.Obj.GetWebhookStatus()
+	status.ObservedGeneration = s.Obj.GetGeneration()
+	status.WebhookPath = ""
+	return reconcile.Continue, nil
+}
+
+// selector checks that the selector of what the webhook may trigger
+// parses.
+func (r *Reconciler[T]) selector(_ context.Context, s *reconcile.Scope[T, struct{}]) (reconcile.Result, error) {
+	spec := r.Spec(s.Obj)
+	if spec.Selector == nil {
+		return reconcile.Continue, nil
 	}
-	defer r.Metrics.RecordDuration(r.Kind, start)
-	helper := patch.NewHelper(obj, r.Client)
-	defer func() {
-		if err := helper.Patch(ctx, obj); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-		r.Metrics.RecordReady(r.Kind, obj)
-	}()
-	spec := r.Spec(obj)
-	r.Metrics.RecordSuspend(r.Kind, obj, spec.Suspend)
-	status := obj.GetWebhookStatus()
-	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
-		status.SetLastHandledReconcileRequest(v)
+	if _, err := metav1.LabelSelectorAsSelector(spec.Selector); err != nil {
+		return reconcile.Continue, conditions.Stallf(conditions.InvalidSpecReason, "%s: %s", spec.SelectorField, err)
 	}
-	status.ObservedGeneration = obj.GetGeneration()
-	path, requeue, err := Reconcile(ctx, r.APIReader, obj, spec)
-	status.WebhookPath = path
-	return ctrl.Result{RequeueAfter: requeue}, err
+	return reconcile.Continue, nil
+}
+
+// secret reads the token and gives the webhook its path. A missing
+// Secret or key is looked at again in 30 s; a Ready webhook every Resync.
+func (r *Reconciler[T]) secret(ctx context.Context, s *reconcile.Scope[T, struct{}]) (reconcile.Result, error) {
+	obj, spec := s.Obj, r.Spec(s.Obj)
+	sec, err := ReadSecret(ctx, r.APIReader, obj.GetNamespace(), spec.Secret, spec.Keys)
+	if err != nil {
+		var f *conditions.Failure
+		if errors.As(err, &f) {
+			return reconcile.Continue, f.After(30 * time.Second)
+		}
+		return reconcile.Continue, err
+	}
+	path := Path(sec[TokenKey], obj.GetName(), obj.GetNamespace())
+	if spec.Suspend {
+		conditions.MarkReady(obj, conditions.SucceededReason, "suspended: calls to %s are ignored", path)
+	} else {
+		conditions.MarkReady(obj, conditions.SucceededReason, "receiving %s calls on %s", spec.Type, path)
+	}
+	obj.GetWebhookStatus().WebhookPath = path
+	return reconcile.Result{RequeueAfter: Resync}, nil
 }

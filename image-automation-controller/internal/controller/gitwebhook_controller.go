@@ -18,11 +18,10 @@ type GitWebhookReconciler = receiver.Reconciler[*imagev1.GitWebhook]
 // NewGitWebhookReconciler makes the GitWebhook reconciler; api reads
 // Secrets without caching (or listing) them.
 func NewGitWebhookReconciler(c client.Client, api client.Reader, m *metrics.Recorder) *GitWebhookReconciler {
-	return &GitWebhookReconciler{Client: c, APIReader: api, Metrics: m, Kind: imagev1.GitWebhookKind,
-		New: func() *imagev1.GitWebhook { return &imagev1.GitWebhook{} },
-		Spec: func(w *imagev1.GitWebhook) receiver.Spec {
+	return receiver.NewReconciler(imagev1.GitWebhookKind, c, api, m,
+		func() *imagev1.GitWebhook { return &imagev1.GitWebhook{} },
+		func(w *imagev1.GitWebhook) receiver.Spec {
 			return receiver.Spec{Type: w.Spec.Type, Secret: w.Spec.SecretRef.Name, Keys: []string{receiver.TokenKey},
 				Selector: w.Spec.AutomationSelector, SelectorField: "automationSelector", Suspend: w.Spec.Suspend}
-		},
-	}
+		})
 }

@@ -59,75 +59,24 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 	for _, e := range obj.Spec.ExclusionList {
 		fmt.Fprintf(fp, "x:%s\x00", e)
 	}
-	ns := obj.Namespace
-
-	var pullSecrets []corev1.Secret
 	if chart != nil {
 		if err := helmCredentials(ctx, reader, obj, a, fp); err != nil {
 			return nil, err
 		}
-	} else if obj.Spec.SecretRef != nil {
-		s, err := getSecret(ctx, reader, ns, obj.Spec.SecretRef.Name)
-		if err != nil {
-			return nil, authFailed(err)
-		}
-		pullSecrets = append(pullSecrets, *s)
 	}
-	if obj.Spec.ServiceAccountName != "" && !usesCloud(obj) {
-		sa := &corev1.ServiceAccount{}
-		if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: obj.Spec.ServiceAccountName}, sa); err != nil {
-			return nil, authFailed(fmt.Errorf("reading ServiceAccount %s: %w", obj.Spec.ServiceAccountName, err))
-		}
-		for _, ref := range sa.ImagePullSecrets {
-			s, err := getSecret(ctx, reader, ns, ref.Name)
-			if err != nil {
-				return nil, authFailed(err)
-			}
-			pullSecrets = append(pullSecrets, *s)
-		}
+	pullSecrets, err := readPullSecrets(ctx, reader, obj, chart != nil)
+	if err != nil {
+		return nil, err
 	}
-	if chart != nil {
+	if chart == nil {
 		// Helm credentials were read above.
-	} else if len(pullSecrets) > 0 {
-		for _, s := range pullSecrets {
-			hashSecret(fp, s)
-			a.secrets = append(a.secrets, secretValues(s)...)
-		}
-		kc, err := kauth.NewFromPullSecrets(ctx, pullSecrets)
-		if err != nil {
-			return nil, authFailed(fmt.Errorf("reading pull secrets: %w", err))
-		}
-		auth, err := kc.Resolve(repo)
-		if err != nil {
-			return nil, authFailed(err)
-		}
-		a.opts.Auth = auth
-	} else {
-		a.opts.Auth = authn.Anonymous
-	}
-
-	var tlsConfig *tls.Config
-	if obj.Spec.CertSecretRef != nil {
-		s, err := getSecret(ctx, reader, ns, obj.Spec.CertSecretRef.Name)
-		if err != nil {
-			return nil, err
-		}
-		hashSecret(fp, *s)
-		if tlsConfig, err = tlsFromSecret(s); err != nil {
+		if err := registryAuth(ctx, pullSecrets, repo, a, fp); err != nil {
 			return nil, err
 		}
 	}
-	var proxy *url.URL
-	if obj.Spec.ProxySecretRef != nil {
-		s, err := getSecret(ctx, reader, ns, obj.Spec.ProxySecretRef.Name)
-		if err != nil {
-			return nil, err
-		}
-		hashSecret(fp, *s)
-		a.secrets = append(a.secrets, string(s.Data["password"]))
-		if proxy, err = proxyFromSecret(s); err != nil {
-			return nil, err
-		}
+	tlsConfig, proxy, err := transportSecrets(ctx, reader, obj, a, fp)
+	if err != nil {
+		return nil, err
 	}
 	if usesCloud(obj) {
 		if err := cloudAccess(ctx, cloud, obj, repo, chart, proxy, a, fp); err != nil {
@@ -141,6 +90,89 @@ func resolveAccess(ctx context.Context, reader client.Reader, obj *imagev1.Image
 	a.opts.Insecure = obj.Spec.Insecure
 	a.key = hex.EncodeToString(fp.Sum(nil))
 	return a, nil
+}
+
+// readPullSecrets reads the registry credentials: spec.secretRef (not for
+// a Helm repository, whose Secret helmCredentials reads) and the
+// imagePullSecrets of spec.serviceAccountName, unless a cloud provider
+// uses that ServiceAccount's identity instead.
+func readPullSecrets(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, helm bool) ([]corev1.Secret, error) {
+	ns := obj.Namespace
+	var pullSecrets []corev1.Secret
+	if !helm && obj.Spec.SecretRef != nil {
+		s, err := getSecret(ctx, reader, ns, obj.Spec.SecretRef.Name)
+		if err != nil {
+			return nil, authFailed(err)
+		}
+		pullSecrets = append(pullSecrets, *s)
+	}
+	if obj.Spec.ServiceAccountName == "" || usesCloud(obj) {
+		return pullSecrets, nil
+	}
+	sa := &corev1.ServiceAccount{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: obj.Spec.ServiceAccountName}, sa); err != nil {
+		return nil, authFailed(fmt.Errorf("reading ServiceAccount %s: %w", obj.Spec.ServiceAccountName, err))
+	}
+	for _, ref := range sa.ImagePullSecrets {
+		s, err := getSecret(ctx, reader, ns, ref.Name)
+		if err != nil {
+			return nil, authFailed(err)
+		}
+		pullSecrets = append(pullSecrets, *s)
+	}
+	return pullSecrets, nil
+}
+
+// registryAuth sets a's registry credentials from the pull secrets, or
+// anonymous without any.
+func registryAuth(ctx context.Context, pullSecrets []corev1.Secret, repo name.Repository, a *access, fp io.Writer) error {
+	if len(pullSecrets) == 0 {
+		a.opts.Auth = authn.Anonymous
+		return nil
+	}
+	for _, s := range pullSecrets {
+		hashSecret(fp, s)
+		a.secrets = append(a.secrets, secretValues(s)...)
+	}
+	kc, err := kauth.NewFromPullSecrets(ctx, pullSecrets)
+	if err != nil {
+		return authFailed(fmt.Errorf("reading pull secrets: %w", err))
+	}
+	auth, err := kc.Resolve(repo)
+	if err != nil {
+		return authFailed(err)
+	}
+	a.opts.Auth = auth
+	return nil
+}
+
+// transportSecrets reads the TLS and proxy Secrets, spec.certSecretRef
+// and spec.proxySecretRef.
+func transportSecrets(ctx context.Context, reader client.Reader, obj *imagev1.ImageRepository, a *access, fp io.Writer) (*tls.Config, *url.URL, error) {
+	var tlsConfig *tls.Config
+	if obj.Spec.CertSecretRef != nil {
+		s, err := getSecret(ctx, reader, obj.Namespace, obj.Spec.CertSecretRef.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		hashSecret(fp, *s)
+		if tlsConfig, err = tlsFromSecret(s); err != nil {
+			return nil, nil, err
+		}
+	}
+	var proxy *url.URL
+	if obj.Spec.ProxySecretRef != nil {
+		s, err := getSecret(ctx, reader, obj.Namespace, obj.Spec.ProxySecretRef.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		hashSecret(fp, *s)
+		a.secrets = append(a.secrets, string(s.Data["password"]))
+		if proxy, err = proxyFromSecret(s); err != nil {
+			return nil, nil, err
+		}
+	}
+	return tlsConfig, proxy, nil
 }
 
 // helmCredentials reads the credentials of a Helm repository the way Helm

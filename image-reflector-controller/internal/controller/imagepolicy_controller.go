@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
@@ -34,8 +33,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/pkg/runtime/patch"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
+	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 )
 
 // repositoryIndex indexes ImagePolicies by the namespace/name of their
@@ -72,6 +71,9 @@ type ImagePolicyReconciler struct {
 	buildFlight singleflight.Group
 	builtMu     sync.Mutex
 	built       map[string]time.Time
+
+	kindOnce sync.Once
+	kind     *reconcile.Kind[*imagev1.ImagePolicy, policyState]
 }
 
 // maxRecentBuilt bounds the recent build times kept in memory; the store
@@ -126,15 +128,15 @@ func repositoryKey(p *imagev1.ImagePolicy) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: p.Spec.ImageRepositoryRef.Name}
 }
 
-func (r *ImagePolicyReconciler) policiesOf(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *ImagePolicyReconciler) policiesOf(ctx context.Context, o client.Object) []ctrl.Request {
 	var list imagev1.ImagePolicyList
 	if err := r.List(ctx, &list, client.MatchingFields{repositoryIndex: client.ObjectKeyFromObject(o).String()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "listing the policies of an ImageRepository")
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
+	reqs := make([]ctrl.Request, 0, len(list.Items))
 	for _, p := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
 	}
 	return reqs
 }
@@ -158,42 +160,251 @@ func (scanChanged) Update(e event.UpdateEvent) bool {
 	return rev(o) != rev(n) || o.Generation != n.Generation || conditions.IsReady(o) != conditions.IsReady(n)
 }
 
-// Reconcile selects the latest image of one ImagePolicy.
-func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	start := time.Now()
-	obj := &imagev1.ImagePolicy{}
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Metrics.Forget(imagev1.ImagePolicyKind, req.Namespace, req.Name)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	defer r.Metrics.RecordDuration(imagev1.ImagePolicyKind, start)
-	r.Metrics.RecordSuspend(imagev1.ImagePolicyKind, obj, obj.Spec.Suspend)
-	if obj.Spec.Suspend {
-		return ctrl.Result{}, nil
-	}
-	helper := patch.NewHelper(obj, r.Client)
-	defer func() {
-		if err := helper.Patch(ctx, obj); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-		r.Metrics.RecordReady(imagev1.ImagePolicyKind, obj)
-	}()
-	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok {
-		obj.Status.SetLastHandledReconcileRequest(v)
-	}
-	specChanged := obj.Status.ObservedGeneration != obj.Generation
-	obj.Status.ObservedGeneration = obj.Generation
+// policyScope is one reconcile of one ImagePolicy.
+type policyScope = reconcile.Scope[*imagev1.ImagePolicy, policyState]
 
-	latest, requeue, err := r.choose(ctx, obj, specChanged)
-	var f *conditions.Failure
-	switch {
-	case errors.As(err, &f):
-		return ctrl.Result{RequeueAfter: conditions.Apply(obj, err, 0)}, nil
-	case err != nil:
-		return ctrl.Result{}, err
+// policyState is what the phases of one reconcile hand on.
+type policyState struct {
+	// specChanged says the spec is not the one the status was made for (a
+	// reflected digest may belong to another platform).
+	specChanged bool
+	sel         *policy.Policy
+	platform    *v1.Platform
+	repoKey     types.NamespacedName
+	repo        *imagev1.ImageRepository
+	entry       store.Entry
+	// now is the time the tags were evaluated at.
+	now time.Time
+	// tag is the best tag of the scan; latest what the policy chooses,
+	// which a held downgrade keeps at the previous latestRef.
+	tag    string
+	latest imagev1.ImageRef
+	held   bool
+	// requeue is when to look again once the choice is recorded.
+	requeue time.Duration
+}
+
+// Reconcile selects the latest image of one ImagePolicy.
+func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.kindOnce.Do(func() { r.kind = r.newKind() })
+	return r.kind.Reconcile(ctx, req)
+}
+
+// newKind is the ImagePolicy's reconcile: check the rules, find the
+// repository's tags, evaluate them, hold a downgrade, reflect the digest,
+// record the choice. Once it has the tags, it records how they were
+// evaluated in status.lastSelection, and the tag a minimum age holds back
+// in status.pendingRef.
+func (r *ImagePolicyReconciler) newKind() *reconcile.Kind[*imagev1.ImagePolicy, policyState] {
+	return &reconcile.Kind[*imagev1.ImagePolicy, policyState]{
+		Name: imagev1.ImagePolicyKind, Client: r.Client, Metrics: r.Metrics,
+		New:       func() *imagev1.ImagePolicy { return &imagev1.ImagePolicy{} },
+		Suspended: func(o *imagev1.ImagePolicy) bool { return o.Spec.Suspend },
+		Request:   func(o *imagev1.ImagePolicy) *meta.ReconcileRequestStatus { return &o.Status.ReconcileRequestStatus },
+		Phases: []reconcile.Phase[*imagev1.ImagePolicy, policyState]{
+			{Name: "validate", Run: r.validate},
+			{Name: "repository", Run: r.repository},
+			{Name: "evaluate", Run: r.evaluate},
+			{Name: "hold", Run: r.hold},
+			{Name: "digest", Run: r.reflectDigest},
+			{Name: "record", Run: r.recordLatest},
+		},
 	}
+}
+
+// validate checks the policy's rules and platform.
+func (r *ImagePolicyReconciler) validate(_ context.Context, s *policyScope) (reconcile.Result, error) {
+	obj := s.Obj
+	s.State.specChanged = obj.Status.ObservedGeneration != obj.Generation
+	obj.Status.ObservedGeneration = obj.Generation
+	obj.Status.PendingRef = nil
+	var err error
+	if s.State.sel, err = policy.New(obj.Spec.Policy, obj.Spec.FilterTags); err != nil {
+		// A breakdown by rules that no longer stand would mislead.
+		obj.Status.LastSelection = nil
+		return reconcile.Continue, conditions.Stall(imagev1.InvalidPolicyReason, err)
+	}
+	if obj.Spec.Platform != "" {
+		p, err := v1.ParsePlatform(obj.Spec.Platform)
+		if err != nil || p.OS == "" || p.Architecture == "" {
+			obj.Status.LastSelection = nil
+			return reconcile.Continue, conditions.Stallf(imagev1.InvalidPolicyReason, "spec.platform %q is not os/architecture[/variant]", obj.Spec.Platform)
+		}
+		s.State.platform = p
+	}
+	return reconcile.Continue, nil
+}
+
+// repository finds the ImageRepository, checks the policy may use it
+// and can apply to it, and reads its stored tags.
+func (r *ImagePolicyReconciler) repository(ctx context.Context, s *policyScope) (reconcile.Result, error) {
+	obj := s.Obj
+	repoKey := repositoryKey(obj)
+	repo := &imagev1.ImageRepository{}
+	if err := r.Get(ctx, repoKey, repo); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return reconcile.Continue, err
+		}
+		return reconcile.Continue, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s not found", repoKey).After(dependencyRetry)
+	}
+	if repoKey.Namespace != obj.Namespace {
+		allowed, err := r.allowed(ctx, repo, obj.Namespace)
+		if err != nil {
+			return reconcile.Continue, err
+		}
+		if !allowed {
+			return reconcile.Continue, conditions.Retryf(conditions.AccessDeniedReason,
+				"ImageRepository %s does not grant access to namespace %s (spec.accessFrom)", repoKey, obj.Namespace)
+		}
+	}
+	if err := helmChartFits(obj, repo, repoKey, s.State.platform); err != nil {
+		obj.Status.LastSelection = nil
+		return reconcile.Continue, err
+	}
+	if repo.Status.LastScanResult == nil {
+		return reconcile.Continue, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s has not been scanned yet", repoKey).After(dependencyRetry)
+	}
+	entry, err := r.Store.Get(repoKey.String())
+	if err != nil {
+		return reconcile.Continue, conditions.Retryf(conditions.DependencyNotReadyReason, "no stored tags for ImageRepository %s yet", repoKey).After(dependencyRetry)
+	}
+	s.State.repoKey, s.State.repo, s.State.entry = repoKey, repo, entry
+	return reconcile.Continue, nil
+}
+
+// helmChartFits refuses what a chart of a Helm repository cannot give:
+// an index.yaml lists versions, not manifests, so there is no digest a
+// HelmRelease could pin, and no platform.
+func helmChartFits(obj *imagev1.ImagePolicy, repo *imagev1.ImageRepository, repoKey types.NamespacedName, platform *v1.Platform) error {
+	if !isHelmChart(repo) {
+		return nil
+	}
+	if d := obj.Spec.DigestReflectionPolicy; d != "" && d != imagev1.ReflectNever {
+		return conditions.Stallf(imagev1.InvalidPolicyReason,
+			"digestReflectionPolicy %s: ImageRepository %s is a chart of a Helm repository (%s), whose index has no manifest digests; use Never",
+			d, repoKey, repo.Spec.Image)
+	}
+	if platform != nil {
+		return conditions.Stallf(imagev1.InvalidPolicyReason,
+			"spec.platform: ImageRepository %s is a chart of a Helm repository (%s), which has no platforms", repoKey, repo.Spec.Image)
+	}
+	return nil
+}
+
+// evaluate ranks the stored tags by the policy. The breakdown is
+// recorded whether or not a tag is chosen: "why not" is the question it
+// answers most.
+func (r *ImagePolicyReconciler) evaluate(ctx context.Context, s *policyScope) (reconcile.Result, error) {
+	obj, st := s.Obj, &s.State
+	st.now = r.now()
+	opts := policy.Options{Now: st.now, Top: imagev1.MaxTopCandidates}
+	if m := obj.Spec.MinimumAge; m != nil {
+		opts.MinimumAge, opts.Source = m.Duration.Duration, m.Source
+	}
+	if prev := obj.Status.LatestRef; prev != nil && prev.Name == st.repo.Spec.Image {
+		opts.Keep = prev.Tag
+	}
+	times := &storeTimes{r: r, repo: st.repo, entry: st.entry, platform: st.platform}
+	opts.Times = times
+	res, err := st.sel.Evaluate(ctx, st.entry.Tags, opts)
+	times.save(ctx, st.repoKey.String())
+
+	explained := res.Selection
+	explained.ScanRevision = st.entry.Revision
+	obj.Status.LastSelection = &explained
+	if res.Pending != nil {
+		obj.Status.PendingRef = &imagev1.PendingRef{Tag: res.Pending.Tag, EligibleAt: metav1.NewTime(res.Pending.EligibleAt)}
+		// Evaluated again when the pending tag is old enough, without a
+		// scan. The store keeps whole seconds: a second more is sure to
+		// find it eligible.
+		st.requeue = res.Pending.EligibleAt.Sub(st.now).Truncate(time.Second) + time.Second
+	}
+	if err != nil {
+		return reconcile.Continue, evaluationFailure(err, st.requeue)
+	}
+	st.tag = explained.Selected()
+	return reconcile.Continue, nil
+}
+
+// evaluationFailure says why an evaluation chose no tag; requeue is when
+// a pending tag becomes eligible.
+func evaluationFailure(err error, requeue time.Duration) error {
+	var noMatch *policy.NoMatchError
+	var tooNew *policy.TooNewError
+	var lookup *policy.LookupError
+	var notFound *registry.PlatformNotFoundError
+	switch {
+	case errors.As(err, &noMatch):
+		return conditions.Retry(imagev1.NoMatchingTagReason, err)
+	case errors.As(err, &tooNew):
+		return conditions.Retry(imagev1.MinimumAgeNotReachedReason, err).After(requeue)
+	case errors.As(err, &notFound):
+		// A new tag or a new scan may bring the platform; they trigger
+		// an evaluation, so no timer.
+		return conditions.Retry(imagev1.PlatformNotFoundReason, err)
+	case errors.As(err, &lookup):
+		return conditions.Retry(imagev1.BuildTimeLookupFailedReason, err).After(dependencyRetry)
+	}
+	return err
+}
+
+// hold keeps latestRef, digest included, when the best tag would be a
+// downgrade (holdDowngrade): its tag is not in the registry's listing to
+// look one up. A scan that lists the same tags as this one changes no
+// revision and triggers no evaluation, so it looks again once the next
+// scan is due (with some slack for the scan itself), and again as long as
+// none came.
+func (r *ImagePolicyReconciler) hold(ctx context.Context, s *policyScope) (reconcile.Result, error) {
+	st := &s.State
+	if !r.holdDowngrade(ctx, s.Obj, st.sel, st.repo, st.entry, st.tag, st.specChanged) {
+		return reconcile.Continue, nil
+	}
+	interval := st.repo.Spec.Interval.Duration
+	slack := max(interval/10, 2*time.Second)
+	again := max(st.entry.ScanTime.Add(interval+slack).Sub(st.now), slack)
+	if st.requeue > 0 {
+		again = min(again, st.requeue)
+	}
+	st.latest, st.held, st.requeue = *s.Obj.Status.LatestRef, true, again
+	return reconcile.Continue, nil
+}
+
+// reflectDigest makes the chosen tag the latest image, with its digest
+// when the policy reflects digests.
+func (r *ImagePolicyReconciler) reflectDigest(ctx context.Context, s *policyScope) (reconcile.Result, error) {
+	obj, st := s.Obj, &s.State
+	if st.held {
+		return reconcile.Continue, nil
+	}
+	prev := obj.Status.LatestRef
+	st.latest = imagev1.ImageRef{Name: st.repo.Spec.Image, Tag: st.tag}
+	switch obj.Spec.DigestReflectionPolicy {
+	case imagev1.ReflectAlways:
+		st.requeue = minPositive(st.requeue, obj.Spec.Interval.Duration)
+	case imagev1.ReflectIfNotPresent:
+		if prev != nil && !st.specChanged && prev.Name == st.latest.Name && prev.Tag == st.tag && prev.Digest != "" {
+			st.latest.Digest = prev.Digest
+			return reconcile.Continue, nil
+		}
+	default:
+		return reconcile.Continue, nil
+	}
+	digest, err := r.digest(ctx, st.repo, st.tag, st.platform)
+	var notFound *registry.PlatformNotFoundError
+	if errors.As(err, &notFound) {
+		return reconcile.Continue, conditions.Retry(imagev1.PlatformNotFoundReason, err)
+	}
+	if err != nil {
+		return reconcile.Continue, conditions.Retry(imagev1.DigestLookupFailedReason, err).After(dependencyRetry)
+	}
+	st.latest.Digest = digest
+	return reconcile.Continue, nil
+}
+
+// recordLatest writes the choice to the status, with an event when it
+// changed, and says when to look again.
+func (r *ImagePolicyReconciler) recordLatest(ctx context.Context, s *policyScope) (reconcile.Result, error) {
+	obj, latest := s.Obj, s.State.latest
 	prev := obj.Status.LatestRef
 	if prev == nil || *prev != latest {
 		ev := r.Events.WithMetadata(map[string]string{events.MetaLatestImage: latest.String()})
@@ -219,7 +430,7 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	} else {
 		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	return reconcile.Result{RequeueAfter: s.State.requeue}, nil
 }
 
 // holdDowngrade applies the never-a-downgrade rule to tag, the best tag of
@@ -266,152 +477,6 @@ func ranksAbove(ctx context.Context, sel *policy.Policy, a, b string) bool {
 	}
 	res, err := sel.Evaluate(ctx, []string{a, b}, policy.Options{Now: time.Now(), Top: 1})
 	return err == nil && res.Selection.Selected() == a
-}
-
-// choose picks the latest image for the policy, and says when to look
-// again. What stops it is a *conditions.Failure. Once it has the tags, it
-// records how they were evaluated in status.lastSelection, and the tag a
-// minimum age holds back in status.pendingRef. specChanged says the spec
-// is not the one the status was made for (a reflected digest may belong to
-// another platform).
-func (r *ImagePolicyReconciler) choose(ctx context.Context, obj *imagev1.ImagePolicy, specChanged bool) (imagev1.ImageRef, time.Duration, error) {
-	var none imagev1.ImageRef
-	obj.Status.PendingRef = nil
-	sel, err := policy.New(obj.Spec.Policy, obj.Spec.FilterTags)
-	if err != nil {
-		// A breakdown by rules that no longer stand would mislead.
-		obj.Status.LastSelection = nil
-		return none, 0, conditions.Stall(imagev1.InvalidPolicyReason, err)
-	}
-	var platform *v1.Platform
-	if obj.Spec.Platform != "" {
-		if platform, err = v1.ParsePlatform(obj.Spec.Platform); err != nil || platform.OS == "" || platform.Architecture == "" {
-			obj.Status.LastSelection = nil
-			return none, 0, conditions.Stallf(imagev1.InvalidPolicyReason, "spec.platform %q is not os/architecture[/variant]", obj.Spec.Platform)
-		}
-	}
-
-	repoKey := repositoryKey(obj)
-	repo := &imagev1.ImageRepository{}
-	if err := r.Get(ctx, repoKey, repo); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return none, 0, err
-		}
-		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s not found", repoKey).After(dependencyRetry)
-	}
-	if repoKey.Namespace != obj.Namespace {
-		allowed, err := r.allowed(ctx, repo, obj.Namespace)
-		if err != nil {
-			return none, 0, err
-		}
-		if !allowed {
-			return none, 0, conditions.Retryf(conditions.AccessDeniedReason,
-				"ImageRepository %s does not grant access to namespace %s (spec.accessFrom)", repoKey, obj.Namespace)
-		}
-	}
-	if isHelmChart(repo) {
-		// An index.yaml lists versions, not manifests: there is no digest
-		// a HelmRelease could pin, and no platform.
-		if d := obj.Spec.DigestReflectionPolicy; d != "" && d != imagev1.ReflectNever {
-			obj.Status.LastSelection = nil
-			return none, 0, conditions.Stallf(imagev1.InvalidPolicyReason,
-				"digestReflectionPolicy %s: ImageRepository %s is a chart of a Helm repository (%s), whose index has no manifest digests; use Never",
-				d, repoKey, repo.Spec.Image)
-		}
-		if platform != nil {
-			obj.Status.LastSelection = nil
-			return none, 0, conditions.Stallf(imagev1.InvalidPolicyReason,
-				"spec.platform: ImageRepository %s is a chart of a Helm repository (%s), which has no platforms", repoKey, repo.Spec.Image)
-		}
-	}
-	if repo.Status.LastScanResult == nil {
-		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s has not been scanned yet", repoKey).After(dependencyRetry)
-	}
-	entry, err := r.Store.Get(repoKey.String())
-	if err != nil {
-		return none, 0, conditions.Retryf(conditions.DependencyNotReadyReason, "no stored tags for ImageRepository %s yet", repoKey).After(dependencyRetry)
-	}
-
-	prev := obj.Status.LatestRef
-	opts := policy.Options{Now: r.now(), Top: imagev1.MaxTopCandidates}
-	if m := obj.Spec.MinimumAge; m != nil {
-		opts.MinimumAge, opts.Source = m.Duration.Duration, m.Source
-	}
-	if prev != nil && prev.Name == repo.Spec.Image {
-		opts.Keep = prev.Tag
-	}
-	times := &storeTimes{r: r, repo: repo, entry: entry, platform: platform}
-	opts.Times = times
-	res, err := sel.Evaluate(ctx, entry.Tags, opts)
-	times.save(ctx, repoKey.String())
-
-	// The breakdown is recorded whether or not a tag is chosen: "why not"
-	// is the question it answers most.
-	explained := res.Selection
-	explained.ScanRevision = entry.Revision
-	obj.Status.LastSelection = &explained
-	requeue := time.Duration(0)
-	if res.Pending != nil {
-		obj.Status.PendingRef = &imagev1.PendingRef{Tag: res.Pending.Tag, EligibleAt: metav1.NewTime(res.Pending.EligibleAt)}
-		// Evaluated again when the pending tag is old enough, without a
-		// scan. The store keeps whole seconds: a second more is sure to
-		// find it eligible.
-		requeue = res.Pending.EligibleAt.Sub(opts.Now).Truncate(time.Second) + time.Second
-	}
-	var noMatch *policy.NoMatchError
-	var tooNew *policy.TooNewError
-	var lookup *policy.LookupError
-	var notFound *registry.PlatformNotFoundError
-	switch {
-	case errors.As(err, &noMatch):
-		return none, 0, conditions.Retry(imagev1.NoMatchingTagReason, err)
-	case errors.As(err, &tooNew):
-		return none, 0, conditions.Retry(imagev1.MinimumAgeNotReachedReason, err).After(requeue)
-	case errors.As(err, &notFound):
-		// A new tag or a new scan may bring the platform; they trigger
-		// an evaluation, so no timer.
-		return none, 0, conditions.Retry(imagev1.PlatformNotFoundReason, err)
-	case errors.As(err, &lookup):
-		return none, 0, conditions.Retry(imagev1.BuildTimeLookupFailedReason, err).After(dependencyRetry)
-	case err != nil:
-		return none, 0, err
-	}
-	tag := explained.Selected()
-	if r.holdDowngrade(ctx, obj, sel, repo, entry, tag, specChanged) {
-		// latestRef stays as it is, digest included: its tag is not in
-		// the registry's listing to look one up. A scan that lists the
-		// same tags as this one changes no revision and triggers no
-		// evaluation, so look again once the next scan is due (with some
-		// slack for the scan itself), and again as long as none came.
-		slack := max(repo.Spec.Interval.Duration/10, 2*time.Second)
-		again := max(entry.ScanTime.Add(repo.Spec.Interval.Duration+slack).Sub(opts.Now), slack)
-		if requeue > 0 {
-			again = min(again, requeue)
-		}
-		return *prev, again, nil
-	}
-
-	latest := imagev1.ImageRef{Name: repo.Spec.Image, Tag: tag}
-	switch obj.Spec.DigestReflectionPolicy {
-	case imagev1.ReflectAlways:
-		requeue = minPositive(requeue, obj.Spec.Interval.Duration)
-		fallthrough
-	case imagev1.ReflectIfNotPresent:
-		if obj.Spec.DigestReflectionPolicy == imagev1.ReflectIfNotPresent && prev != nil && !specChanged &&
-			prev.Name == latest.Name && prev.Tag == tag && prev.Digest != "" {
-			latest.Digest = prev.Digest
-			break
-		}
-		digest, err := r.digest(ctx, repo, tag, platform)
-		if errors.As(err, &notFound) {
-			return none, 0, conditions.Retry(imagev1.PlatformNotFoundReason, err)
-		}
-		if err != nil {
-			return none, 0, conditions.Retry(imagev1.DigestLookupFailedReason, err).After(dependencyRetry)
-		}
-		latest.Digest = digest
-	}
-	return latest, requeue, nil
 }
 
 // minPositive is the lesser of two durations, ignoring zeros (no timer).

@@ -11,13 +11,11 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/sync/singleflight"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
@@ -27,8 +25,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/pkg/runtime/patch"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
+	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 )
 
 // Finalizer removes an ImageRepository's stored tags when it is deleted.
@@ -61,6 +59,8 @@ type ImageRepositoryReconciler struct {
 	// ImagePolicyReconciler to pass days in a moment.
 	Clock func() time.Time
 
+	kindOnce sync.Once
+	kind     *reconcile.Kind[*imagev1.ImageRepository, repositoryState]
 	inflight singleflight.Group
 	fresh    freshScans
 
@@ -83,113 +83,156 @@ func (r *ImageRepositoryReconciler) SetupWithManager(mgr ctrl.Manager, opts cont
 		Complete(r)
 }
 
+// repositoryScope is one reconcile of one ImageRepository.
+type repositoryScope = reconcile.Scope[*imagev1.ImageRepository, repositoryState]
+
+// repositoryState is what the phases of one reconcile hand on.
+type repositoryState struct {
+	// object is namespace/name, the repository's key in the store.
+	object string
+	// repo is spec.image as a registry repository; chart is set instead
+	// for a chart of an HTTP(S) Helm repository.
+	repo    name.Repository
+	chart   *helmChart
+	exclude []*regexp.Regexp
+	access  *access
+	// entry is the scan's outcome; shared says it came from another
+	// repository's recent scan.
+	entry  store.Entry
+	shared bool
+}
+
 // Reconcile scans one ImageRepository when its interval has passed, its spec
 // changed or a reconcile was requested.
-func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	start := time.Now()
-	obj := &imagev1.ImageRepository{}
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Metrics.Forget(imagev1.ImageRepositoryKind, req.Namespace, req.Name)
-			r.ScanMetrics.StoredTags.DeleteLabelValues(req.Namespace, req.Name)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	defer r.Metrics.RecordDuration(imagev1.ImageRepositoryKind, start)
-	helper := patch.NewHelper(obj, r.Client)
-	defer func() {
-		if err := helper.Patch(ctx, obj); err != nil {
-			retErr = errors.Join(retErr, err)
-		}
-		r.Metrics.RecordReady(imagev1.ImageRepositoryKind, obj)
-	}()
+func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.kindOnce.Do(func() { r.kind = r.newKind() })
+	return r.kind.Reconcile(ctx, req)
+}
 
-	object := req.String()
-	if !obj.DeletionTimestamp.IsZero() {
-		if err := r.Store.Delete(object); err != nil {
-			return ctrl.Result{}, err
-		}
-		r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
-		controllerutil.RemoveFinalizer(obj, Finalizer)
-		return ctrl.Result{}, nil
+// newKind is the ImageRepository's reconcile: parse the spec, resolve
+// the credentials, stop when the last scan is fresh, scan, record.
+func (r *ImageRepositoryReconciler) newKind() *reconcile.Kind[*imagev1.ImageRepository, repositoryState] {
+	return &reconcile.Kind[*imagev1.ImageRepository, repositoryState]{
+		Name: imagev1.ImageRepositoryKind, Client: r.Client, Metrics: r.Metrics,
+		New:       func() *imagev1.ImageRepository { return &imagev1.ImageRepository{} },
+		Suspended: func(o *imagev1.ImageRepository) bool { return o.Spec.Suspend },
+		Request:   func(o *imagev1.ImageRepository) *meta.ReconcileRequestStatus { return &o.Status.ReconcileRequestStatus },
+		RequestHandled: func(namespace, name, value string) {
+			if r.RequestHandled != nil {
+				r.RequestHandled(namespace, name, value)
+			}
+		},
+		Finalizer: Finalizer,
+		Finalize:  r.forgetTags,
+		Forget:    func(key client.ObjectKey) { r.ScanMetrics.StoredTags.DeleteLabelValues(key.Namespace, key.Name) },
+		Phases: []reconcile.Phase[*imagev1.ImageRepository, repositoryState]{
+			{Name: "parse", Run: r.parse},
+			{Name: "access", Run: r.resolve},
+			{Name: "freshness", Run: r.freshness},
+			{Name: "scan", Run: r.scanTags},
+			{Name: "record", Run: r.record},
+		},
+		Retry: func(s *repositoryScope, _ *conditions.Failure) time.Duration {
+			return r.retryAfter(s.State.object, s.Obj.Spec.Interval.Duration)
+		},
+		OnFailure: r.onFailure,
 	}
-	controllerutil.AddFinalizer(obj, Finalizer)
-	r.Metrics.RecordSuspend(imagev1.ImageRepositoryKind, obj, obj.Spec.Suspend)
-	if obj.Spec.Suspend {
-		return ctrl.Result{}, nil
-	}
-	requested := false
-	if v, ok := meta.ReconcileAnnotationValue(obj.GetAnnotations()); ok && v != obj.Status.LastHandledReconcileAt {
-		obj.Status.SetLastHandledReconcileRequest(v)
-		requested = true
-		if r.RequestHandled != nil {
-			r.RequestHandled(obj.Namespace, obj.Name, v)
-		}
-	}
+}
 
-	var repo name.Repository
-	var chart *helmChart
+// forgetTags removes a deleted repository's stored tags.
+func (r *ImageRepositoryReconciler) forgetTags(_ context.Context, obj *imagev1.ImageRepository) error {
+	if err := r.Store.Delete(client.ObjectKeyFromObject(obj).String()); err != nil {
+		return err
+	}
+	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
+	return nil
+}
+
+// onFailure reports a failure: a stalled spec is observed as it stands
+// (no retry helps until it changes); any other failure is a Warning
+// event, and a failed scan is counted.
+func (r *ImageRepositoryReconciler) onFailure(ctx context.Context, s *repositoryScope, f *conditions.Failure, msg string) {
+	if f.Stalled {
+		s.Obj.Status.ObservedGeneration = s.Obj.Generation
+		return
+	}
+	if s.Phase == "scan" {
+		r.ScanMetrics.Scans.WithLabelValues("failed").Inc()
+	}
+	r.Events.Warning(ctx, s.Obj, f.Reason, "Scan", msg)
+}
+
+// parse checks spec.image and spec.exclusionList, and names the image
+// in status.canonicalImageName.
+func (r *ImageRepositoryReconciler) parse(_ context.Context, s *repositoryScope) (reconcile.Result, error) {
+	obj := s.Obj
+	s.State.object = client.ObjectKeyFromObject(obj).String()
 	var err error
 	if isHelmChart(obj) {
-		chart, err = parseHelmChart(obj)
+		s.State.chart, err = parseHelmChart(obj)
 	} else {
-		repo, err = parseImage(obj)
+		s.State.repo, err = parseImage(obj)
 	}
 	if err != nil {
-		conditions.MarkStalled(obj, imagev1.ImageURLInvalidReason, "%s", err)
-		obj.Status.ObservedGeneration = obj.Generation
-		return ctrl.Result{}, nil
+		return reconcile.Continue, conditions.Stall(imagev1.ImageURLInvalidReason, err)
 	}
-	exclude, err := compileExclusions(obj.Spec.ExclusionList)
-	if err != nil {
-		conditions.MarkStalled(obj, imagev1.InvalidExclusionListReason, "%s", err)
-		obj.Status.ObservedGeneration = obj.Generation
-		return ctrl.Result{}, nil
+	if s.State.exclude, err = compileExclusions(obj.Spec.ExclusionList); err != nil {
+		return reconcile.Continue, conditions.Stall(imagev1.InvalidExclusionListReason, err)
 	}
-	if chart != nil {
-		obj.Status.CanonicalImageName = chart.name()
+	if s.State.chart != nil {
+		obj.Status.CanonicalImageName = s.State.chart.name()
 	} else {
-		obj.Status.CanonicalImageName = repo.Name()
+		obj.Status.CanonicalImageName = s.State.repo.Name()
 	}
-	interval := obj.Spec.Interval.Duration
+	return reconcile.Continue, nil
+}
 
-	a, err := resolveAccess(ctx, r.APIReader, obj, repo, chart, r.Cloud)
-	if f := conditions.AsFailure(err); err != nil && f.Stalled {
-		conditions.MarkStalled(obj, f.Reason, "%s", err)
-		obj.Status.ObservedGeneration = obj.Generation
-		return ctrl.Result{}, nil
-	}
+// resolve reads the credentials, TLS and proxy settings the scan needs.
+func (r *ImageRepositoryReconciler) resolve(ctx context.Context, s *repositoryScope) (reconcile.Result, error) {
+	a, err := resolveAccess(ctx, r.APIReader, s.Obj, s.State.repo, s.State.chart, r.Cloud)
 	if err != nil {
-		reason := conditions.AsFailure(err).Reason
-		conditions.MarkFailed(obj, reason, "%s", events.Redact(err.Error()))
-		r.Events.Warning(ctx, obj, reason, "Scan", err.Error())
-		return ctrl.Result{RequeueAfter: r.retryAfter(object, interval)}, nil
+		// Whatever stopped it (an API error included) is reported and
+		// retried on the repository's own backoff.
+		return reconcile.Continue, conditions.AsFailure(err)
 	}
+	s.State.access = a
+	return reconcile.Continue, nil
+}
 
-	// Up to date: nothing changed and the interval has not passed.
-	if h, err := r.Store.Header(object); err == nil && h.Key == a.key && !requested &&
+// freshness stops the reconcile when nothing changed and the interval
+// has not passed since the stored scan.
+func (r *ImageRepositoryReconciler) freshness(_ context.Context, s *repositoryScope) (reconcile.Result, error) {
+	obj, interval := s.Obj, s.Obj.Spec.Interval.Duration
+	if h, err := r.Store.Header(s.State.object); err == nil && h.Key == s.State.access.key && !s.Requested &&
 		obj.Status.ObservedGeneration == obj.Generation && obj.Status.LastScanResult != nil &&
 		conditions.IsReady(obj) && r.since(h.ScanTime) < interval {
-		return ctrl.Result{RequeueAfter: interval - r.since(h.ScanTime)}, nil
+		return reconcile.StopAfter(interval - r.since(h.ScanTime)), nil
 	}
+	return reconcile.Continue, nil
+}
 
-	// A reconcile request asks for a scan now, not a neighbour's recent one.
-	entry, shared, err := r.scan(ctx, obj, object, a, exclude, requested)
+// scanTags lists and stores the tags. A reconcile request asks for a
+// scan now, not a neighbour's recent one.
+func (r *ImageRepositoryReconciler) scanTags(ctx context.Context, s *repositoryScope) (reconcile.Result, error) {
+	a := s.State.access
+	entry, shared, err := r.scan(ctx, s.Obj, s.State.object, a, s.State.exclude, s.Requested)
 	if err != nil {
-		r.ScanMetrics.Scans.WithLabelValues("failed").Inc()
-		reason := scanFailureReason(err)
-		msg := events.Redact(err.Error(), a.secrets...)
-		conditions.MarkFailed(obj, reason, "%s", msg)
-		r.Events.Warning(ctx, obj, reason, "Scan", msg)
-		return ctrl.Result{RequeueAfter: r.retryAfter(object, interval)}, nil
+		return reconcile.Continue, conditions.Retry(scanFailureReason(err), err).Redacting(a.secrets...)
 	}
-	r.succeeded(object)
-	if shared {
+	s.State.entry, s.State.shared = entry, shared
+	return reconcile.Continue, nil
+}
+
+// record counts the scan and writes its outcome to the status.
+func (r *ImageRepositoryReconciler) record(_ context.Context, s *repositoryScope) (reconcile.Result, error) {
+	obj, entry := s.Obj, s.State.entry
+	r.succeeded(s.State.object)
+	if s.State.shared {
 		r.ScanMetrics.Scans.WithLabelValues("shared").Inc()
 	} else {
 		r.ScanMetrics.Scans.WithLabelValues("scanned").Inc()
 	}
-	r.ScanMetrics.StoredTags.WithLabelValues(req.Namespace, req.Name).Set(float64(len(entry.Tags)))
+	r.ScanMetrics.StoredTags.WithLabelValues(obj.Namespace, obj.Name).Set(float64(len(entry.Tags)))
 	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
 
 	obj.Status.LastScanResult = &imagev1.ScanResult{
@@ -202,7 +245,14 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	obj.Status.ObservedExclusionList = append([]string(nil), obj.Spec.ExclusionList...)
 	obj.Status.ObservedGeneration = obj.Generation
 	conditions.MarkReady(obj, conditions.SucceededReason, "successful scan: found %d tags", len(entry.Tags))
-	return ctrl.Result{RequeueAfter: interval - r.since(entry.ScanTime)}, nil
+	return reconcile.Result{RequeueAfter: obj.Spec.Interval.Duration - r.since(entry.ScanTime)}, nil
+}
+
+// scanOutcome is what one scan of a key gives all the repositories
+// waiting on it.
+type scanOutcome struct {
+	entry  store.Entry
+	reused bool
 }
 
 // scan lists the repository's tags, or takes them from a repository with
@@ -211,67 +261,20 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 // are not reused.
 func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.ImageRepository, object string,
 	a *access, exclude []*regexp.Regexp, now bool) (store.Entry, bool, error) {
-	interval := obj.Spec.Interval.Duration
-	timeout := interval
-	if obj.Spec.Timeout != nil {
-		timeout = obj.Spec.Timeout.Duration
-	}
-	type outcome struct {
-		entry  store.Entry
-		reused bool
-	}
 	// Everything from "is there a fresh scan?" to "record this scan" runs
 	// once per key at a time, so two repositories of one image never both
-	// scan. The scan runs on its own deadline: one caller's cancellation
-	// must not fail the others waiting on it.
-	flight := func() (any, error) {
-		if f, ok := r.fresh.get(a.key); ok && !now && r.since(f.at) < interval {
-			if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
-				return outcome{e, f.object != object}, nil
-			}
-		}
-		if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
-			defer tr.CloseIdleConnections()
-		}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		defer cancel()
-		start := time.Now()
-		var tags []string
-		var created map[string]time.Time
-		var err error
-		if a.chart != nil {
-			tags, created, err = r.chartVersions(sctx, a)
-		} else {
-			tags, err = r.Registry.ListTags(sctx, a.repo, a.opts)
-		}
-		r.ScanMetrics.Duration.Observe(time.Since(start).Seconds())
-		if err != nil {
-			return nil, err
-		}
-		sorted, excluded := filterTags(tags, exclude)
-		e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: r.now().UTC(),
-			Excluded: excluded, Tags: sorted}
-		if created != nil {
-			e.Times = make([]store.Times, len(sorted))
-			for i, t := range sorted {
-				e.Times[i].Created = created[t]
-			}
-		}
-		if err := r.Store.Put(e); err != nil {
-			return nil, err
-		}
-		r.fresh.put(a.key, object, e.ScanTime)
-		return outcome{e, false}, nil
-	}
+	// scan.
 	flightKey := a.key
 	if now {
 		flightKey += "\x00now"
 	}
-	v, err, joined := r.inflight.Do(flightKey, flight)
+	v, err, joined := r.inflight.Do(flightKey, func() (any, error) {
+		return r.scanOnce(ctx, obj, object, a, exclude, now)
+	})
 	if err != nil {
 		return store.Entry{}, false, err
 	}
-	o := v.(outcome) // Tags are shared read-only between the callers
+	o := v.(scanOutcome) // Tags are shared read-only between the callers
 	e := o.entry
 	if e.Object != object {
 		e.Object = object
@@ -280,6 +283,56 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 		}
 	}
 	return e, o.reused || joined, nil
+}
+
+// scanOnce is one flight of scan: a fresh scan of the key when there is
+// one, else the registry's tags, filtered and stored. The listing runs
+// on its own deadline: one caller's cancellation must not fail the others
+// waiting on it.
+func (r *ImageRepositoryReconciler) scanOnce(ctx context.Context, obj *imagev1.ImageRepository, object string,
+	a *access, exclude []*regexp.Regexp, now bool) (scanOutcome, error) {
+	interval := obj.Spec.Interval.Duration
+	timeout := interval
+	if obj.Spec.Timeout != nil {
+		timeout = obj.Spec.Timeout.Duration
+	}
+	if f, ok := r.fresh.get(a.key); ok && !now && r.since(f.at) < interval {
+		if e, err := r.Store.Get(f.object); err == nil && e.Key == a.key {
+			return scanOutcome{e, f.object != object}, nil
+		}
+	}
+	if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
+		defer tr.CloseIdleConnections()
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	start := time.Now()
+	var tags []string
+	var created map[string]time.Time
+	var err error
+	if a.chart != nil {
+		tags, created, err = r.chartVersions(sctx, a)
+	} else {
+		tags, err = r.Registry.ListTags(sctx, a.repo, a.opts)
+	}
+	r.ScanMetrics.Duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return scanOutcome{}, err
+	}
+	sorted, excluded := filterTags(tags, exclude)
+	e := store.Entry{Object: object, Key: a.key, Revision: revision(sorted), ScanTime: r.now().UTC(),
+		Excluded: excluded, Tags: sorted}
+	if created != nil {
+		e.Times = make([]store.Times, len(sorted))
+		for i, t := range sorted {
+			e.Times[i].Created = created[t]
+		}
+	}
+	if err := r.Store.Put(e); err != nil {
+		return scanOutcome{}, err
+	}
+	r.fresh.put(a.key, object, e.ScanTime)
+	return scanOutcome{e, false}, nil
 }
 
 // chartVersions lists the versions of a chart of a Helm repository as

@@ -19,11 +19,10 @@ type ImageWebhookReconciler = receiver.Reconciler[*imagev1.ImageWebhook]
 // NewImageWebhookReconciler makes the ImageWebhook reconciler; api reads
 // Secrets without caching (or listing) them.
 func NewImageWebhookReconciler(c client.Client, api client.Reader, m *metrics.Recorder) *ImageWebhookReconciler {
-	return &ImageWebhookReconciler{Client: c, APIReader: api, Metrics: m, Kind: imagev1.ImageWebhookKind,
-		New: func() *imagev1.ImageWebhook { return &imagev1.ImageWebhook{} },
-		Spec: func(w *imagev1.ImageWebhook) receiver.Spec {
+	return receiver.NewReconciler(imagev1.ImageWebhookKind, c, api, m,
+		func() *imagev1.ImageWebhook { return &imagev1.ImageWebhook{} },
+		func(w *imagev1.ImageWebhook) receiver.Spec {
 			return receiver.Spec{Type: w.Spec.Type, Secret: w.Spec.SecretRef.Name, Keys: webhook.SecretKeys(w.Spec.Type),
 				Selector: w.Spec.ImageRepositorySelector, SelectorField: "imageRepositorySelector", Suspend: w.Spec.Suspend}
-		},
-	}
+		})
 }

@@ -3,9 +3,17 @@
 // Reconciling is True, has failed for good while Stalled is True, and is
 // current when Ready is True and neither of the others is present.
 //
-// A reconcile that fails says why with a *Failure (a reason, Stalled or
-// retried, and when to look again), and Apply records it: one way from any
-// failure to conditions, in every reconciler.
+// A reconcile that fails says why with a *Failure: a reason, Stalled or
+// retried, when to look again, and the secrets its message must not show.
+// Domain packages return their own typed errors; a reconciler's phase turns
+// them into a Failure where it calls them, and returns it. It does not mark
+// the failure itself: pkg/runtime/reconcile, the skeleton every reconciler
+// is built on, takes every error a phase returns the one way, AsFailure
+// then Record (redacted), then the kind's OnFailure for events and
+// metrics. MarkFailed and MarkStalled are what Record writes; Apply is
+// Record for code that is not (yet) a phase of the skeleton. MarkReady
+// and MarkReconciling are the phases' own: success and progress are
+// theirs to say.
 package conditions
 
 import (

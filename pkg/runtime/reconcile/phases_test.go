@@ -94,12 +94,13 @@ func TestPhasesRunInOrderUntilOneStopsOrFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var failures []string
+			var failures, failedIn []string
 			k := &Kind[*imagev1.ImagePolicy, state]{
 				Phases: tt.phases,
 				Retry:  func(*policyScope, *conditions.Failure) time.Duration { return tt.retry },
-				OnFailure: func(_ context.Context, _ *policyScope, f *conditions.Failure, msg string) {
+				OnFailure: func(_ context.Context, s *policyScope, f *conditions.Failure, msg string) {
 					failures = append(failures, f.Reason+": "+msg)
+					failedIn = append(failedIn, s.Phase)
 				},
 			}
 			s := &policyScope{Obj: &imagev1.ImagePolicy{}}
@@ -132,6 +133,10 @@ func TestPhasesRunInOrderUntilOneStopsOrFails(t *testing.T) {
 			}
 			if (tt.wantReady != "") != (len(failures) == 1) {
 				t.Errorf("OnFailure told %v", failures)
+			}
+			// OnFailure knows the phase that failed: the last one run.
+			if ran := s.State.ran; len(failedIn) == 1 && failedIn[0] != ran[len(ran)-1] {
+				t.Errorf("OnFailure told the failure was in phase %q, want %q", failedIn[0], ran[len(ran)-1])
 			}
 		})
 	}

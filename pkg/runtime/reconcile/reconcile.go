@@ -18,7 +18,7 @@
 // be read (and tested) on its own.
 //
 // Every failure takes one path to the conditions: a phase returns an error;
-// the skeleton records it with conditions.Apply (Stalled for a failure
+// the skeleton records it with conditions.Record (Stalled for a failure
 // retrying cannot fix, else Ready=False with the failure's reason), redacts
 // the secrets the failure names, tells the kind's OnFailure (events,
 // metrics) and computes when to look again. No phase marks a failure
@@ -62,6 +62,10 @@ type Scope[T Object, S any] struct {
 	Start time.Time
 	// State is the kind's own, shared by its phases.
 	State S
+	// Phase is the name of the phase running, or of the one that failed
+	// when OnFailure is told: a failure's bookkeeping can depend on the
+	// step it hit (a failed scan is counted, a refused credential is not).
+	Phase string
 
 	patcher *patch.Helper
 	client  client.Client
@@ -230,6 +234,7 @@ func (k *Kind[T, S]) takeRequest(s *Scope[T, S]) {
 func (k *Kind[T, S]) runPhases(ctx context.Context, s *Scope[T, S]) (ctrl.Result, error) {
 	var requeue time.Duration
 	for _, p := range k.Phases {
+		s.Phase = p.Name
 		res, err := p.Run(ctx, s)
 		requeue = shortest(requeue, res.RequeueAfter)
 		if err != nil {
