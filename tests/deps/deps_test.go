@@ -9,6 +9,8 @@
 //     say, pkg/setters from an API package does.
 //   - No shipped binary links the test servers (tests/testkit) or anything
 //     else of the tests tree.
+//   - The Makefile's MODULES, over which lint, vet and the tests run, are
+//     the workspace's modules, so a new module is not left out of make test.
 package deps
 
 import (
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -189,6 +192,32 @@ func TestMainsLinkNoTestCode(t *testing.T) {
 	bad := outside(deps, func(path string) bool { return !strings.HasPrefix(path, testsNS) })
 	if len(bad) > 0 {
 		t.Errorf("a shipped binary links test code:\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+func TestMakefileModulesAreTheWorkspace(t *testing.T) {
+	dir := root(t)
+	var work struct{ Use []struct{ DiskPath string } }
+	if err := json.Unmarshal(goCmd(t, dir, "work", "edit", "-json"), &work); err != nil {
+		t.Fatal(err)
+	}
+	var used []string
+	for _, u := range work.Use {
+		used = append(used, filepath.Clean(u.DiskPath))
+	}
+	mk, err := os.ReadFile(filepath.Join(dir, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^MODULES := (.*)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("the Makefile sets no MODULES")
+	}
+	listed := strings.Fields(string(m[1]))
+	slices.Sort(used)
+	slices.Sort(listed)
+	if !slices.Equal(used, listed) {
+		t.Errorf("the Makefile's MODULES %q are not go.work's modules %q", listed, used)
 	}
 }
 
