@@ -24,6 +24,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
+	"toolkit.dev/image-toolkit/pkg/imagename"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -149,7 +150,7 @@ func (r *ImageRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if chart != nil {
 		obj.Status.CanonicalImageName = chart.name()
 	} else {
-		obj.Status.CanonicalImageName = repo.Name()
+		obj.Status.CanonicalImageName = imagename.Canonical(repo)
 	}
 	interval := obj.Spec.Interval.Duration
 
