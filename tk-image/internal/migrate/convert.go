@@ -7,7 +7,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -38,160 +37,19 @@ func (c *fluxObject) failf(field, format string, args ...any) {
 	c.problems = append(c.problems, field+": "+fmt.Sprintf(format, args...))
 }
 
-// fluxFields reads one map of a Flux object, remembering the keys it read so
-// that the others can be reported as unknown and dropped.
-type fluxFields struct {
-	obj  *fluxObject
-	path string
-	m    map[string]any
-	read map[string]bool
+// checked reports the values of the wrong type decoding found in an object.
+func (c *fluxObject) checked(f *fields) {
+	c.problems = append(c.problems, f.problems...)
 }
 
-func (c *fluxObject) fieldsAt(path string, m map[string]any) *fluxFields {
-	return &fluxFields{obj: c, path: path, m: m, read: map[string]bool{}}
-}
-
-func (f *fluxFields) at(key string) string {
-	if f.path == "" {
-		return key
+// done reports what decoding found wrong in an object the converter has
+// read: values of the wrong type, and keys image-toolkit lacks, which are
+// dropped.
+func (c *fluxObject) done(f *fields) {
+	c.checked(f)
+	for _, k := range f.unknown {
+		c.warnf(at(f.path, k), "image-toolkit's %s has no such field; dropped", c.kind)
 	}
-	return f.path + "." + key
-}
-
-// value marks key read and returns its value; nil when absent or null.
-func (f *fluxFields) value(key string) any {
-	f.read[key] = true
-	return f.m[key]
-}
-
-func (f *fluxFields) str(key string) string {
-	switch v := f.value(key).(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	default:
-		f.obj.failf(f.at(key), "want a string, got %s", migDescribe(v))
-		return ""
-	}
-}
-
-func (f *fluxFields) boolean(key string) bool {
-	switch v := f.value(key).(type) {
-	case nil:
-		return false
-	case bool:
-		return v
-	default:
-		f.obj.failf(f.at(key), "want true or false, got %s", migDescribe(v))
-		return false
-	}
-}
-
-func (f *fluxFields) object(key string) *fluxFields {
-	switch v := f.value(key).(type) {
-	case nil:
-		return nil
-	case map[string]any:
-		return f.obj.fieldsAt(f.at(key), v)
-	default:
-		f.obj.failf(f.at(key), "want an object, got %s", migDescribe(v))
-		return nil
-	}
-}
-
-// objects returns the items of a list of objects, each with its own path.
-func (f *fluxFields) objects(key string) []*fluxFields {
-	var out []*fluxFields
-	for i, it := range f.list(key) {
-		m, ok := it.(map[string]any)
-		if !ok {
-			f.obj.failf(fmt.Sprintf("%s[%d]", f.at(key), i), "want an object, got %s", migDescribe(it))
-			continue
-		}
-		out = append(out, f.obj.fieldsAt(fmt.Sprintf("%s[%d]", f.at(key), i), m))
-	}
-	return out
-}
-
-func (f *fluxFields) list(key string) []any {
-	switch v := f.value(key).(type) {
-	case nil:
-		return nil
-	case []any:
-		return v
-	default:
-		f.obj.failf(f.at(key), "want a list, got %s", migDescribe(v))
-		return nil
-	}
-}
-
-func (f *fluxFields) strings(key string) []string {
-	var out []string
-	for i, it := range f.list(key) {
-		s, ok := it.(string)
-		if !ok {
-			f.obj.failf(fmt.Sprintf("%s[%d]", f.at(key), i), "want a string, got %s", migDescribe(it))
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// stringMap returns a map of strings; an empty map given as {} stays an
-// empty map (not nil), since {} can mean something (e.g. every namespace).
-func (f *fluxFields) stringMap(key string) map[string]any {
-	switch v := f.value(key).(type) {
-	case nil:
-		return nil
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, val := range v {
-			s, ok := val.(string)
-			if !ok {
-				f.obj.failf(f.at(key)+"."+k, "want a string, got %s", migDescribe(val))
-				continue
-			}
-			out[k] = s
-		}
-		return out
-	default:
-		f.obj.failf(f.at(key), "want an object of strings, got %s", migDescribe(v))
-		return nil
-	}
-}
-
-// rest warns about the keys nobody read, which are dropped.
-func (f *fluxFields) rest() {
-	var unknown []string
-	for k := range f.m {
-		if !f.read[k] {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
-		f.obj.warnf(f.at(k), "image-toolkit's %s has no such field; dropped", f.obj.kind)
-	}
-}
-
-func migDescribe(v any) string {
-	switch v := v.(type) {
-	case string:
-		return fmt.Sprintf("the string %q", v)
-	case bool:
-		return fmt.Sprintf("%t", v)
-	case json.Number:
-		return "the number " + v.String()
-	case float64:
-		return fmt.Sprintf("the number %v", v)
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // Patterns of the durations our CRDs accept (the same as Flux's v1 CRDs);
@@ -204,11 +62,10 @@ var (
 
 // duration copies a duration, rewriting one Go accepts but the CRD's
 // pattern does not (e.g. a v1beta1 timeout of 1h) into a form it does.
-func (c *fluxObject) duration(f *fluxFields, key string, out map[string]any, required bool, pattern *regexp.Regexp) {
-	s := f.str(key)
+func (c *fluxObject) duration(field, s, key string, out map[string]any, required bool, pattern *regexp.Regexp) {
 	if s == "" {
 		if required {
-			c.failf(f.at(key), "is required")
+			c.failf(field, "is required")
 		}
 		return
 	}
@@ -218,7 +75,7 @@ func (c *fluxObject) duration(f *fluxFields, key string, out map[string]any, req
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 {
-		c.failf(f.at(key), "%q is not a duration such as 30s, 5m or 1h", s)
+		c.failf(field, "%q is not a duration such as 30s, 5m or 1h", s)
 		return
 	}
 	rewritten := ""
@@ -233,37 +90,35 @@ func (c *fluxObject) duration(f *fluxFields, key string, out map[string]any, req
 		rewritten = fmt.Sprintf("%dms", d/time.Millisecond)
 	}
 	if rewritten == "" || !pattern.MatchString(rewritten) {
-		c.failf(f.at(key), "%q cannot be written in the form image-toolkit accepts (%s)", s, pattern)
+		c.failf(field, "%q cannot be written in the form image-toolkit accepts (%s)", s, pattern)
 		return
 	}
 	out[key] = rewritten
-	c.warnf(f.at(key), "%q rewritten as %q, the form image-toolkit accepts", s, rewritten)
+	c.warnf(field, "%q rewritten as %q, the form image-toolkit accepts", s, rewritten)
 }
 
-// localRef copies a {name} reference.
-func (c *fluxObject) localRef(f *fluxFields, key string, out map[string]any) bool {
-	ref := f.object(key)
+// localRef copies a {name} reference to out[key].
+func (c *fluxObject) localRef(ref *fluxLocalRef, key string, out map[string]any) bool {
 	if ref == nil {
 		return false
 	}
-	n := ref.str("name")
-	ref.rest()
-	if n == "" {
-		c.failf(f.at(key)+".name", "is required")
+	c.done(&ref.fields)
+	if ref.Name == "" {
+		c.failf(ref.path+".name", "is required")
 		return false
 	}
-	out[key] = map[string]any{"name": n}
+	out[key] = map[string]any{"name": ref.Name}
 	return true
 }
 
-func migSetString(out map[string]any, key, v string) {
+func setString(out map[string]any, key, v string) {
 	if v != "" {
 		out[key] = v
 	}
 }
 
-func migSetBool(out map[string]any, f *fluxFields, key string) {
-	if f.boolean(key) {
+func setBool(out map[string]any, key string, v bool) {
+	if v {
 		out[key] = true
 	}
 }
@@ -272,65 +127,70 @@ func migSetBool(out map[string]any, f *fluxFields, key string) {
 // object, and the fluxObject with the warnings and problems; the object is
 // only usable without problems.
 func convertFluxObject(obj map[string]any) (map[string]any, *fluxObject) {
-	apiVersion, _ := obj["apiVersion"].(string)
-	kind, _ := obj["kind"].(string)
-	_, version, _ := strings.Cut(apiVersion, "/")
-	c := &fluxObject{kind: kind, version: version}
-	md, _ := obj["metadata"].(map[string]any)
-	c.name, _ = md["name"].(string)
-	c.namespace, _ = md["namespace"].(string)
-	c.label = kind + " " + c.name
+	var h fluxHeader
+	decode(obj, &h)
+	_, version, _ := strings.Cut(h.APIVersion, "/")
+	c := &fluxObject{kind: h.Kind, version: version}
+	if h.Metadata != nil {
+		c.name, c.namespace = h.Metadata.Name, h.Metadata.Namespace
+	}
+	c.label = c.kind + " " + c.name
 	if c.namespace != "" {
-		c.label = kind + " " + c.namespace + "/" + c.name
+		c.label = c.kind + " " + c.namespace + "/" + c.name
 	}
 	if !slices.Contains(fluxImageVersions, version) {
 		c.failf("apiVersion", "%s is not a version migrate reads (%s/%s); convert it with Flux first",
-			apiVersion, FluxImageGroup, strings.Join(fluxImageVersions, ", "))
+			h.APIVersion, FluxImageGroup, strings.Join(fluxImageVersions, ", "))
 		return nil, c
 	}
-	top := c.fieldsAt("", obj)
-	top.read["apiVersion"], top.read["kind"] = true, true
-	// The status is the controllers' to write; image-toolkit's differs.
-	top.value("status")
-	var convert func(*fluxFields) map[string]any
-	switch kind {
+	var out map[string]any
+	switch c.kind {
 	case imagev1.ImageRepositoryKind:
-		convert = c.imageRepository
+		out = convertAs(c, obj, c.imageRepository)
 	case imagev1.ImagePolicyKind:
-		convert = c.imagePolicy
+		out = convertAs(c, obj, c.imagePolicy)
 	case imagev1.ImageUpdateAutomationKind:
-		convert = c.imageUpdateAutomation
+		out = convertAs(c, obj, c.imageUpdateAutomation)
 	default:
-		c.failf("kind", "%q has no image-toolkit equivalent (migrate converts ImageRepository, ImagePolicy and ImageUpdateAutomation)", kind)
+		c.failf("kind", "%q has no image-toolkit equivalent (migrate converts ImageRepository, ImagePolicy and ImageUpdateAutomation)", c.kind)
 		return nil, c
 	}
-	mdf := top.object("metadata")
-	if mdf == nil {
-		c.failf("metadata", "is required")
+	if out == nil {
 		return nil, c
-	}
-	meta := c.metadata(mdf)
-	specf := top.object("spec")
-	if specf == nil {
-		c.failf("spec", "is required")
-		return nil, c
-	}
-	spec := convert(specf)
-	specf.rest()
-	top.rest()
-	out := map[string]any{
-		"apiVersion": imagev1.GroupVersion.String(),
-		"kind":       kind,
-		"metadata":   meta,
-		"spec":       spec,
 	}
 	if len(c.problems) == 0 {
-		if err := fitsOurAPI(kind, out); err != nil {
+		if err := fitsOurAPI(c.kind, out); err != nil {
 			// A converter bug, not the input's fault; still, say which object.
-			c.failf("spec", "the converted object does not fit image-toolkit's %s (a bug in migrate): %v", kind, err)
+			c.failf("spec", "the converted object does not fit image-toolkit's %s (a bug in migrate): %v", c.kind, err)
 		}
 	}
 	return out, c
+}
+
+// convertAs decodes obj as a Flux object with a spec of type S and converts
+// it, its spec with convertSpec; nil when it has no metadata or spec.
+func convertAs[S any](c *fluxObject, obj map[string]any, convertSpec func(*S) map[string]any) map[string]any {
+	var doc fluxDocument[S]
+	decode(obj, &doc)
+	c.checked(&doc.fields)
+	if doc.Metadata == nil {
+		c.failf("metadata", "is required")
+		return nil
+	}
+	meta := c.metadata(doc.Metadata)
+	if doc.Spec == nil {
+		c.failf("spec", "is required")
+		return nil
+	}
+	spec := convertSpec(doc.Spec)
+	doc.problems = nil // reported above
+	c.done(&doc.fields)
+	return map[string]any{
+		"apiVersion": imagev1.GroupVersion.String(),
+		"kind":       c.kind,
+		"metadata":   meta,
+		"spec":       spec,
+	}
 }
 
 // fitsOurAPI decodes the converted object strictly into our Go type, so
@@ -365,18 +225,19 @@ var droppedAnnotations = []string{
 	"kubectl.kubernetes.io/last-applied-configuration",
 }
 
-func (c *fluxObject) metadata(md *fluxFields) map[string]any {
+func (c *fluxObject) metadata(md *fluxMetadata) map[string]any {
+	c.checked(&md.fields)
 	out := map[string]any{}
-	if n := md.str("name"); n != "" {
-		out["name"] = n
+	if md.Name != "" {
+		out["name"] = md.Name
 	} else {
 		c.failf("metadata.name", "is required")
 	}
-	migSetString(out, "namespace", md.str("namespace"))
-	if l := md.stringMap("labels"); len(l) > 0 {
-		out["labels"] = l
+	setString(out, "namespace", md.Namespace)
+	if len(md.Labels) > 0 {
+		out["labels"] = md.Labels
 	}
-	if a := md.stringMap("annotations"); len(a) > 0 {
+	if a := md.Annotations; len(a) > 0 {
 		for _, k := range droppedAnnotations {
 			delete(a, k)
 		}
@@ -384,31 +245,22 @@ func (c *fluxObject) metadata(md *fluxFields) map[string]any {
 			out["annotations"] = a
 		}
 	}
-	// Written by the API server for the object it stored; a new object
-	// gets its own.
-	for _, k := range []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
-		"selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
-		md.value(k)
-	}
 	// Flux's finalizer would never be removed without Flux's controllers.
-	for _, fin := range md.strings("finalizers") {
+	for _, fin := range md.Finalizers {
 		if fin != "finalizers.fluxcd.io" {
 			c.warnf("metadata.finalizers", "%q dropped: migrate keeps name, namespace, labels and annotations", fin)
 		}
 	}
-	for k := range md.m {
-		if !md.read[k] {
-			md.read[k] = true
-			c.warnf(md.at(k), "dropped: migrate keeps name, namespace, labels and annotations")
-		}
+	for _, k := range md.unknown {
+		c.warnf(at(md.path, k), "dropped: migrate keeps name, namespace, labels and annotations")
 	}
 	return out
 }
 
-func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
+func (c *fluxObject) imageRepository(spec *fluxImageRepositorySpec) map[string]any {
 	out := map[string]any{}
-	image := spec.str("image")
-	insecure := spec.boolean("insecure")
+	image := spec.Image
+	insecure := spec.Insecure
 	if insecure {
 		out["insecure"] = true
 	}
@@ -435,27 +287,26 @@ func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
 			c.warnf("spec.insecure", "Flux falls back to plain HTTP for %s (a local or private address) when HTTPS fails; image-toolkit only with spec.insecure: true: set it if the registry serves plain HTTP", repo.RegistryStr())
 		}
 	}
-	c.duration(spec, "interval", out, true, migrateIntervalRE)
-	c.duration(spec, "timeout", out, false, migrateTimeoutRE)
-	c.localRef(spec, "secretRef", out)
-	sa := spec.str("serviceAccountName")
-	migSetString(out, "serviceAccountName", sa)
-	if c.localRef(spec, "certSecretRef", out) {
+	c.duration("spec.interval", spec.Interval, "interval", out, true, migrateIntervalRE)
+	c.duration("spec.timeout", spec.Timeout, "timeout", out, false, migrateTimeoutRE)
+	c.localRef(spec.SecretRef, "secretRef", out)
+	setString(out, "serviceAccountName", spec.ServiceAccountName)
+	if c.localRef(spec.CertSecretRef, "certSecretRef", out) {
 		c.warnf("spec.certSecretRef", "image-toolkit reads the keys ca.crt, tls.crt and tls.key of the Secret; if it still has Flux's deprecated caFile, certFile and keyFile (Flux v1beta1's names), rename them")
 	}
-	c.localRef(spec, "proxySecretRef", out)
-	migSetBool(out, spec, "suspend")
-	if af := spec.object("accessFrom"); af != nil {
+	c.localRef(spec.ProxySecretRef, "proxySecretRef", out)
+	setBool(out, "suspend", spec.Suspend)
+	if af := spec.AccessFrom; af != nil {
 		var sels []any
-		for _, s := range af.objects("namespaceSelectors") {
+		for _, s := range af.NamespaceSelectors {
 			sel := map[string]any{}
-			if ml := s.stringMap("matchLabels"); ml != nil {
-				sel["matchLabels"] = ml
+			if s.MatchLabels != nil {
+				sel["matchLabels"] = s.MatchLabels
 			}
-			s.rest()
+			c.done(&s.fields)
 			sels = append(sels, sel)
 		}
-		af.rest()
+		c.done(&af.fields)
 		switch {
 		case len(sels) > 32:
 			c.failf("spec.accessFrom.namespaceSelectors", "has %d selectors; image-toolkit allows at most 32", len(sels))
@@ -464,7 +315,7 @@ func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
 		}
 		// No selectors grants no access, as no accessFrom does.
 	}
-	if list := spec.strings("exclusionList"); len(list) > 25 {
+	if list := spec.ExclusionList; len(list) > 25 {
 		c.failf("spec.exclusionList", "has %d entries; at most 25 are allowed", len(list))
 	} else if len(list) > 0 {
 		// An empty list is left out: Flux then applies its default,
@@ -477,12 +328,12 @@ func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
 		}
 		out["exclusionList"] = list
 	}
-	switch p := spec.str("provider"); p {
+	switch p := spec.Provider; p {
 	case "", "generic":
-		migSetString(out, "provider", p)
+		setString(out, "provider", p)
 	case "aws", "azure", "gcp":
 		out["provider"] = p
-		if spec.str("serviceAccountName") != "" {
+		if spec.ServiceAccountName != "" {
 			// As in Flux 2.6, a ServiceAccount with a cloud provider is
 			// object-level workload identity, which is opt-in.
 			c.warnf("spec.serviceAccountName", "with provider %s, the ServiceAccount's cloud identity is used only when image-reflector-controller runs with --object-level-workload-identity (docs/cloud.md); otherwise the ImageRepository is Stalled (WorkloadIdentityNotEnabled)", p)
@@ -490,88 +341,42 @@ func (c *fluxObject) imageRepository(spec *fluxFields) map[string]any {
 	default:
 		c.failf("spec.provider", "%q is not one of generic, aws, azure, gcp", p)
 	}
+	c.done(&spec.fields)
 	return out
 }
 
-func (c *fluxObject) imagePolicy(spec *fluxFields) map[string]any {
+func (c *fluxObject) imagePolicy(spec *fluxImagePolicySpec) map[string]any {
 	out := map[string]any{}
-	if ref := spec.object("imageRepositoryRef"); ref != nil {
+	if ref := spec.ImageRepositoryRef; ref != nil {
 		r := map[string]any{}
-		if n := ref.str("name"); n != "" {
-			r["name"] = n
+		if ref.Name != "" {
+			r["name"] = ref.Name
 		} else {
 			c.failf("spec.imageRepositoryRef.name", "is required")
 		}
-		migSetString(r, "namespace", ref.str("namespace"))
-		ref.rest()
+		setString(r, "namespace", ref.Namespace)
+		c.done(&ref.fields)
 		out["imageRepositoryRef"] = r
 	} else {
 		c.failf("spec.imageRepositoryRef", "is required")
 	}
 
-	// Flux evaluates the first choice set, in this order; image-toolkit's
-	// CRD wants exactly one.
-	choice := imagev1.ImagePolicyChoice{}
-	if pf := spec.object("policy"); pf != nil {
-		outPolicy := map[string]any{}
-		var chosen string
-		for _, key := range []string{"semver", "alphabetical", "numerical"} {
-			sub := pf.object(key)
-			if sub == nil {
-				continue
-			}
-			if chosen != "" {
-				sub.value("range")
-				sub.value("order")
-				c.warnf("spec.policy."+key, "dropped: Flux uses only the first of semver, alphabetical and numerical (here %s), image-toolkit accepts only one", chosen)
-				continue
-			}
-			chosen = key
-			switch key {
-			case "semver":
-				rng := sub.str("range")
-				if rng == "" {
-					c.failf("spec.policy.semver.range", "is required")
-				}
-				outPolicy[key] = map[string]any{"range": rng}
-				choice.SemVer = &imagev1.SemVerPolicy{Range: rng}
-				if _, err := policy.New(choice, nil); err != nil && rng != "" {
-					c.warnf("spec.policy.semver.range", "%q does not parse: the ImagePolicy will be Stalled (InvalidPolicy): %v", rng, err)
-				}
-			default:
-				o := map[string]any{}
-				switch order := sub.str("order"); order {
-				case "", "asc", "desc":
-					migSetString(o, "order", order)
-				default:
-					c.failf("spec.policy."+key+".order", "%q is not asc or desc", order)
-				}
-				outPolicy[key] = o
-				if key == "numerical" {
-					c.warnf("spec.policy.numerical", "image-toolkit skips tags (or extracted values) that are not numbers, where Flux fails the whole policy")
-				}
-			}
-			sub.rest()
-		}
-		pf.rest()
-		if chosen == "" {
-			c.failf("spec.policy", "sets none of semver, alphabetical, numerical")
-		}
-		out["policy"] = outPolicy
+	if pf := spec.Policy; pf != nil {
+		out["policy"] = c.policyChoice(pf)
 	} else {
 		c.failf("spec.policy", "is required")
 	}
 
-	if ft := spec.object("filterTags"); ft != nil {
+	if ft := spec.FilterTags; ft != nil {
 		o := map[string]any{}
-		pattern, extract := ft.str("pattern"), ft.str("extract")
-		ft.rest()
+		pattern, extract := ft.Pattern, ft.Extract
+		c.done(&ft.fields)
 		if pattern != "" {
 			o["pattern"] = pattern
 			if _, err := regexp.Compile(pattern); err != nil {
 				c.warnf("spec.filterTags.pattern", "%q is not a Go regular expression: the ImagePolicy will be Stalled (InvalidPolicy): %v", pattern, err)
 			}
-			migSetString(o, "extract", extract)
+			setString(o, "extract", extract)
 		} else if extract != "" {
 			c.warnf("spec.filterTags.extract", "dropped: without filterTags.pattern image-toolkit rejects it (InvalidPolicy), and Flux has nothing to extract from")
 		}
@@ -580,16 +385,16 @@ func (c *fluxObject) imagePolicy(spec *fluxFields) map[string]any {
 		}
 	}
 
-	drp := spec.str("digestReflectionPolicy")
+	drp := spec.DigestReflectionPolicy
 	switch drp {
 	case "", "Never", "IfNotPresent", "Always":
-		migSetString(out, "digestReflectionPolicy", drp)
+		setString(out, "digestReflectionPolicy", drp)
 	default:
 		c.failf("spec.digestReflectionPolicy", "%q is not Never, IfNotPresent or Always", drp)
 	}
 	// image-toolkit's CRD takes interval with, and only with, Always.
 	interval := map[string]any{}
-	c.duration(spec, "interval", interval, false, migrateIntervalRE)
+	c.duration("spec.interval", spec.Interval, "interval", interval, false, migrateIntervalRE)
 	switch iv, ok := interval["interval"]; {
 	case drp == "Always" && !ok:
 		out["interval"] = "10m"
@@ -599,35 +404,84 @@ func (c *fluxObject) imagePolicy(spec *fluxFields) map[string]any {
 	case ok:
 		c.warnf("spec.interval", "dropped: it is only used, and image-toolkit only accepts it, with digestReflectionPolicy Always")
 	}
-	migSetBool(out, spec, "suspend")
+	setBool(out, "suspend", spec.Suspend)
+	c.done(&spec.fields)
 	return out
 }
 
-func (c *fluxObject) imageUpdateAutomation(spec *fluxFields) map[string]any {
-	out := map[string]any{}
-	if sr := spec.object("sourceRef"); sr != nil {
-		ref := map[string]any{}
-		apiVersion := sr.str("apiVersion")
-		migSetString(ref, "apiVersion", apiVersion)
-		if group, _, _ := strings.Cut(apiVersion, "/"); apiVersion != "" && group != gitsource.GitRepositoryGVK.Group {
-			c.warnf("spec.sourceRef.apiVersion", "%q is not %s: the automation will be Stalled (InvalidSource)", apiVersion, gitsource.GitRepositoryGVK.Group)
+// policyChoice keeps the first policy Flux evaluates, in this order;
+// image-toolkit's CRD wants exactly one.
+func (c *fluxObject) policyChoice(pf *fluxPolicyChoice) map[string]any {
+	outPolicy := map[string]any{}
+	var chosen string
+	for _, p := range []struct {
+		key    string
+		semver *fluxSemVerPolicy
+		order  *fluxOrderPolicy
+	}{{"semver", pf.SemVer, nil}, {"alphabetical", nil, pf.Alphabetical}, {"numerical", nil, pf.Numerical}} {
+		if p.semver == nil && p.order == nil {
+			continue
 		}
-		switch k := sr.str("kind"); k {
+		if chosen != "" {
+			c.warnf("spec.policy."+p.key, "dropped: Flux uses only the first of semver, alphabetical and numerical (here %s), image-toolkit accepts only one", chosen)
+			continue
+		}
+		chosen = p.key
+		if sv := p.semver; sv != nil {
+			rng := sv.Range
+			if rng == "" {
+				c.failf("spec.policy.semver.range", "is required")
+			}
+			outPolicy[p.key] = map[string]any{"range": rng}
+			choice := imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: rng}}
+			if _, err := policy.New(choice, nil); err != nil && rng != "" {
+				c.warnf("spec.policy.semver.range", "%q does not parse: the ImagePolicy will be Stalled (InvalidPolicy): %v", rng, err)
+			}
+			c.done(&sv.fields)
+			continue
+		}
+		o := map[string]any{}
+		switch order := p.order.Order; order {
+		case "", "asc", "desc":
+			setString(o, "order", order)
+		default:
+			c.failf("spec.policy."+p.key+".order", "%q is not asc or desc", order)
+		}
+		outPolicy[p.key] = o
+		if p.key == "numerical" {
+			c.warnf("spec.policy.numerical", "image-toolkit skips tags (or extracted values) that are not numbers, where Flux fails the whole policy")
+		}
+		c.done(&p.order.fields)
+	}
+	c.done(&pf.fields)
+	if chosen == "" {
+		c.failf("spec.policy", "sets none of semver, alphabetical, numerical")
+	}
+	return outPolicy
+}
+
+func (c *fluxObject) imageUpdateAutomation(spec *fluxImageUpdateAutomationSpec) map[string]any {
+	out := map[string]any{}
+	if sr := spec.SourceRef; sr != nil {
+		ref := map[string]any{}
+		setString(ref, "apiVersion", sr.APIVersion)
+		if group, _, _ := strings.Cut(sr.APIVersion, "/"); sr.APIVersion != "" && group != gitsource.GitRepositoryGVK.Group {
+			c.warnf("spec.sourceRef.apiVersion", "%q is not %s: the automation will be Stalled (InvalidSource)", sr.APIVersion, gitsource.GitRepositoryGVK.Group)
+		}
+		switch k := sr.Kind; k {
 		case "", "GitRepository":
-			migSetString(ref, "kind", k)
+			setString(ref, "kind", k)
 		default:
 			c.failf("spec.sourceRef.kind", "%q is not GitRepository", k)
 		}
-		n := sr.str("name")
-		if n == "" {
+		if sr.Name == "" {
 			c.failf("spec.sourceRef.name", "is required")
 		}
-		migSetString(ref, "name", n)
-		ns := sr.str("namespace")
-		migSetString(ref, "namespace", ns)
-		sr.rest()
+		setString(ref, "name", sr.Name)
+		setString(ref, "namespace", sr.Namespace)
+		c.done(&sr.fields)
 		out["sourceRef"] = ref
-		if ns != "" && ns != c.namespace {
+		if sr.Namespace != "" && sr.Namespace != c.namespace {
 			c.warnf("spec.sourceRef.namespace", "a GitRepository in another namespace is refused (AccessDenied) unless the automation controller runs with --no-cross-namespace-refs=false, and then its Secrets are read in the automation's namespace (Flux reads them in the GitRepository's)")
 		}
 	} else {
@@ -636,125 +490,125 @@ func (c *fluxObject) imageUpdateAutomation(spec *fluxFields) map[string]any {
 		c.failf("spec.sourceRef", "is required")
 	}
 
-	checkoutBranch, pushBranch, refspec := "", "", ""
-	gf := spec.object("git")
-	if gf == nil {
+	if gf := spec.Git; gf == nil {
 		c.failf("spec.git", "is required: image-toolkit needs spec.git.commit.author.email to commit (Flux cannot push without it either)")
 	} else {
-		git := map[string]any{}
-		if co := gf.object("checkout"); co != nil {
-			if rf := co.object("ref"); rf != nil {
-				ref := map[string]any{}
-				for _, key := range []string{"branch", "tag", "semver", "name", "commit"} {
-					migSetString(ref, key, rf.str(key))
-				}
-				rf.rest()
-				if len(ref) == 0 {
-					c.failf("spec.git.checkout.ref", "names no branch, tag, semver, name or commit")
-				}
-				if cm, ok := ref["commit"].(string); ok && !migrateCommitRE.MatchString(cm) {
-					c.failf("spec.git.checkout.ref.commit", "%q is not a hexadecimal commit SHA", cm)
-				}
-				checkoutBranch, _ = ref["branch"].(string)
-				git["checkout"] = map[string]any{"ref": ref}
-			} else {
-				c.failf("spec.git.checkout.ref", "is required")
-			}
-			co.rest()
-		}
-		if cf := gf.object("commit"); cf != nil {
-			git["commit"] = c.commit(cf)
-		} else {
-			c.failf("spec.git.commit", "is required")
-		}
-		if pf := gf.object("push"); pf != nil {
-			push := map[string]any{}
-			pushBranch = pf.str("branch")
-			migSetString(push, "branch", pushBranch)
-			refspec = c.refspec(pf.str("refspec"), checkoutBranch, pushBranch)
-			migSetString(push, "refspec", refspec)
-			if opts := pf.stringMap("options"); len(opts) > 0 {
-				push["options"] = opts
-				c.warnf("spec.git.push.options", "kept, but image-toolkit cannot send push options (libgit2 1.5): its jobs fail (InvalidSpec) rather than push without them; remove them to push")
-			}
-			pf.rest()
-			if len(push) > 0 {
-				git["push"] = push
-			}
-		}
-		gf.rest()
-		if _, ok := git["checkout"]; ok && checkoutBranch == "" && pushBranch == "" && refspec == "" {
-			c.warnf("spec.git.checkout.ref", "is not a branch, and spec.git.push sets no branch or refspec: the automation will be Stalled (InvalidSpec) until it names where to push")
-		}
-		out["git"] = git
+		out["git"] = c.git(gf)
 	}
 
-	c.duration(spec, "interval", out, true, migrateIntervalRE)
-	if ps := spec.object("policySelector"); ps != nil {
+	c.duration("spec.interval", spec.Interval, "interval", out, true, migrateIntervalRE)
+	if ps := spec.PolicySelector; ps != nil {
 		out["policySelector"] = c.labelSelector(ps)
 	}
-	if uf := spec.object("update"); uf != nil {
+	if uf := spec.Update; uf != nil {
 		update := map[string]any{"strategy": string(imagev1.UpdateStrategySetters)}
-		switch s := uf.str("strategy"); s {
+		switch s := uf.Strategy; s {
 		case "", string(imagev1.UpdateStrategySetters):
 		default:
 			c.failf("spec.update.strategy", "%q is not Setters", s)
 		}
-		if p := c.updatePath(uf.str("path")); p != "" {
+		if p := c.updatePath(uf.Path); p != "" {
 			update["path"] = p
 		}
-		uf.rest()
+		c.done(&uf.fields)
 		out["update"] = update
 	}
-	migSetBool(out, spec, "suspend")
+	setBool(out, "suspend", spec.Suspend)
+	c.done(&spec.fields)
 	return out
 }
 
-func (c *fluxObject) commit(cf *fluxFields) map[string]any {
+func (c *fluxObject) git(gf *fluxGitSpec) map[string]any {
+	checkoutBranch, pushBranch, refspec := "", "", ""
+	git := map[string]any{}
+	if co := gf.Checkout; co != nil {
+		if rf := co.Ref; rf != nil {
+			ref := map[string]any{}
+			setString(ref, "branch", rf.Branch)
+			setString(ref, "tag", rf.Tag)
+			setString(ref, "semver", rf.SemVer)
+			setString(ref, "name", rf.Name)
+			setString(ref, "commit", rf.Commit)
+			c.done(&rf.fields)
+			if len(ref) == 0 {
+				c.failf("spec.git.checkout.ref", "names no branch, tag, semver, name or commit")
+			}
+			if rf.Commit != "" && !migrateCommitRE.MatchString(rf.Commit) {
+				c.failf("spec.git.checkout.ref.commit", "%q is not a hexadecimal commit SHA", rf.Commit)
+			}
+			checkoutBranch = rf.Branch
+			git["checkout"] = map[string]any{"ref": ref}
+		} else {
+			c.failf("spec.git.checkout.ref", "is required")
+		}
+		c.done(&co.fields)
+	}
+	if cf := gf.Commit; cf != nil {
+		git["commit"] = c.commit(cf)
+	} else {
+		c.failf("spec.git.commit", "is required")
+	}
+	if pf := gf.Push; pf != nil {
+		push := map[string]any{}
+		pushBranch = pf.Branch
+		setString(push, "branch", pushBranch)
+		refspec = c.refspec(pf.Refspec, checkoutBranch, pushBranch)
+		setString(push, "refspec", refspec)
+		if opts := pf.Options; len(opts) > 0 {
+			push["options"] = opts
+			c.warnf("spec.git.push.options", "kept, but image-toolkit cannot send push options (libgit2 1.5): its jobs fail (InvalidSpec) rather than push without them; remove them to push")
+		}
+		c.done(&pf.fields)
+		if len(push) > 0 {
+			git["push"] = push
+		}
+	}
+	c.done(&gf.fields)
+	if _, ok := git["checkout"]; ok && checkoutBranch == "" && pushBranch == "" && refspec == "" {
+		c.warnf("spec.git.checkout.ref", "is not a branch, and spec.git.push sets no branch or refspec: the automation will be Stalled (InvalidSpec) until it names where to push")
+	}
+	return git
+}
+
+func (c *fluxObject) commit(cf *fluxCommitSpec) map[string]any {
 	commit := map[string]any{}
-	if af := cf.object("author"); af != nil {
+	if af := cf.Author; af != nil {
 		author := map[string]any{}
-		migSetString(author, "name", af.str("name"))
-		email := af.str("email")
-		if len(email) < 3 {
+		setString(author, "name", af.Name)
+		if len(af.Email) < 3 {
 			c.failf("spec.git.commit.author.email", "is required")
 		}
-		migSetString(author, "email", email)
-		af.rest()
+		setString(author, "email", af.Email)
+		c.done(&af.fields)
 		commit["author"] = author
 	} else {
 		c.failf("spec.git.commit.author", "is required")
 	}
-	if sk := cf.object("signingKey"); sk != nil {
+	if sk := cf.SigningKey; sk != nil {
 		key := map[string]any{}
-		c.localRef(sk, "secretRef", key)
-		if _, ok := key["secretRef"]; !ok {
+		if !c.localRef(sk.SecretRef, "secretRef", key) {
 			c.failf("spec.git.commit.signingKey.secretRef", "is required")
 		}
-		switch t := sk.str("type"); t {
+		switch t := sk.Type; t {
 		case "", "gpg", "ssh":
-			migSetString(key, "type", t)
+			setString(key, "type", t)
 		default:
 			c.failf("spec.git.commit.signingKey.type", "%q is not gpg or ssh", t)
 		}
-		sk.rest()
+		c.done(&sk.fields)
 		commit["signingKey"] = key
 	}
-	tmpl := cf.str("messageTemplate")
-	migSetString(commit, "messageTemplate", tmpl)
-	values := cf.stringMap("messageTemplateValues")
+	tmpl := cf.MessageTemplate
+	setString(commit, "messageTemplate", tmpl)
+	values := cf.MessageTemplateValues
 	if len(values) > 0 {
 		commit["messageTemplateValues"] = values
 	}
-	cf.rest()
+	c.done(&cf.fields)
 	if strings.TrimSpace(tmpl) != "" {
-		vals := map[string]string{}
-		for k, v := range values {
-			vals[k], _ = v.(string)
-		}
 		// The same check the automation makes before any job: the
 		// template gets .AutomationObject, .Changed and .Values.
-		if err := commitmsg.Validate(tmpl, vals); err != nil {
+		if err := commitmsg.Validate(tmpl, values); err != nil {
 			c.warnf("spec.git.commit.messageTemplate", "%v; the automation will be Stalled (InvalidMessageTemplate) until the template is fixed", err)
 		}
 	}
@@ -812,33 +666,29 @@ func (c *fluxObject) updatePath(p string) string {
 	return rel
 }
 
-func (c *fluxObject) labelSelector(ps *fluxFields) map[string]any {
+func (c *fluxObject) labelSelector(ps *fluxLabelSelector) map[string]any {
 	sel := map[string]any{}
 	var typed metav1.LabelSelector
-	if ml := ps.stringMap("matchLabels"); ml != nil {
-		sel["matchLabels"] = ml
-		typed.MatchLabels = map[string]string{}
-		for k, v := range ml {
-			typed.MatchLabels[k], _ = v.(string)
-		}
+	if ps.MatchLabels != nil {
+		sel["matchLabels"] = ps.MatchLabels
+		typed.MatchLabels = ps.MatchLabels
 	}
 	var exprs []any
-	for _, ef := range ps.objects("matchExpressions") {
-		e := map[string]any{"key": ef.str("key"), "operator": ef.str("operator")}
-		values := ef.strings("values")
-		if len(values) > 0 {
-			e["values"] = values
+	for _, ef := range ps.MatchExpressions {
+		e := map[string]any{"key": ef.Key, "operator": ef.Operator}
+		if len(ef.Values) > 0 {
+			e["values"] = ef.Values
 		}
-		ef.rest()
+		c.done(&ef.fields)
 		exprs = append(exprs, e)
 		typed.MatchExpressions = append(typed.MatchExpressions, metav1.LabelSelectorRequirement{
-			Key: e["key"].(string), Operator: metav1.LabelSelectorOperator(e["operator"].(string)), Values: values,
+			Key: ef.Key, Operator: metav1.LabelSelectorOperator(ef.Operator), Values: ef.Values,
 		})
 	}
 	if len(exprs) > 0 {
 		sel["matchExpressions"] = exprs
 	}
-	ps.rest()
+	c.done(&ps.fields)
 	if _, err := metav1.LabelSelectorAsSelector(&typed); err != nil {
 		c.warnf("spec.policySelector", "is not a valid label selector: the automation will be Stalled (InvalidPolicySelector): %v", err)
 	}
