@@ -90,3 +90,50 @@ func slicesEqualSorted(a, b []string) bool {
 	}
 	return true
 }
+
+// Every Flux type is one decode can fill whatever the input: each struct
+// embeds fields and each field is of a kind decodeValue handles, so its
+// panics are unreachable from input.
+func TestFluxTypesDecodable(t *testing.T) {
+	nodeType := reflect.TypeFor[interface{ node() *fields }]()
+	var check func(path string, typ reflect.Type)
+	check = func(path string, typ reflect.Type) {
+		if !reflect.PointerTo(typ).Implements(nodeType) {
+			t.Errorf("%s (%s) embeds no fields", path, typ)
+		}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if f.Type == reflect.TypeFor[fields]() {
+				continue
+			}
+			p := path + "." + f.Name
+			switch ft := f.Type; ft.Kind() {
+			case reflect.Interface, reflect.String, reflect.Bool:
+			case reflect.Pointer:
+				check(p, ft.Elem())
+			case reflect.Map:
+				if ft.Key().Kind() != reflect.String || ft.Elem().Kind() != reflect.String {
+					t.Errorf("%s: a map of %s", p, ft.Elem())
+				}
+			case reflect.Slice:
+				switch ft.Elem().Kind() {
+				case reflect.String:
+				case reflect.Struct:
+					check(p+"[]", ft.Elem())
+				default:
+					t.Errorf("%s: a list of %s", p, ft.Elem())
+				}
+			default:
+				t.Errorf("%s: a field of kind %s", p, ft.Kind())
+			}
+		}
+	}
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[fluxHeader](),
+		reflect.TypeFor[fluxDocument[fluxImageRepositorySpec]](),
+		reflect.TypeFor[fluxDocument[fluxImagePolicySpec]](),
+		reflect.TypeFor[fluxDocument[fluxImageUpdateAutomationSpec]](),
+	} {
+		check(typ.Name(), typ)
+	}
+}
