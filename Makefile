@@ -16,7 +16,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 TESTENV := $(BIN)/testenv
 HELM := $(BIN)/helm
 
-MODULES := pkg image-reflector-controller image-automation-controller update-job-controller tk-image tests
+MODULES := pkg image-reflector-controller image-automation-controller update-job-controller tk-image tests tests/testkit
 CHARTS := image-reflector-controller image-automation-controller update-job-controller
 # Modules that link libgit2 through git2go; the rest build with CGO_ENABLED=0.
 CGO_BINARIES := update-job-controller

@@ -20,6 +20,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/tk-image/internal/explain"
 )
 
 // jobFlags describe an UpdateJob: the git flags, the path and the values.
@@ -376,7 +377,7 @@ func runAutomation(ctx context.Context, k *kube, name string, w waitFlags, out i
 			return err
 		}
 		if auto.Status.LastHandledReconcileAt == token {
-			job, err := inFlightJob(ctx, c, auto)
+			job, err := explain.InFlightJob(ctx, c, auto)
 			if err != nil {
 				return err
 			}
@@ -409,20 +410,4 @@ func runAutomation(ctx context.Context, k *kube, name string, w waitFlags, out i
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// inFlightJob is the unfinished UpdateJob the automation controls, if any
-// (an automation has at most one at a time).
-func inFlightJob(ctx context.Context, c client.Client, auto *imagev1.ImageUpdateAutomation) (*updatev1.UpdateJob, error) {
-	var jobs updatev1.UpdateJobList
-	if err := c.List(ctx, &jobs, client.InNamespace(auto.Namespace)); err != nil {
-		return nil, err
-	}
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
-		if owner := metav1.GetControllerOf(j); owner != nil && owner.UID == auto.UID && !j.Status.Phase.Finished() {
-			return j, nil
-		}
-	}
-	return nil, nil
 }

@@ -22,6 +22,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/policy"
+	"toolkit.dev/image-toolkit/tk-image/internal/explain"
 )
 
 func newPolicyCommand() *cobra.Command {
@@ -234,7 +235,7 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	res, err := p.Evaluate(ctx, tags, opts)
 	if o.explain {
 		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-		writeSelection(tw, "", &res.Selection, choice, filter)
+		explain.WriteSelection(tw, "", &res.Selection, choice, filter)
 		if res.Pending != nil {
 			fmt.Fprintf(tw, "Pending:\t%s at %s (minimum age %s)\n", res.Pending.Tag, res.Pending.EligibleAt.UTC().Format(time.RFC3339), o.minimumAge)
 		}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"toolkit.dev/image-toolkit/pkg/testregistry"
+	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
 )
 
 func TestPolicyEvalStdin(t *testing.T) {

@@ -17,6 +17,7 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/controller-runtime v0.25.2
 	toolkit.dev/image-toolkit/pkg v0.0.0
+	toolkit.dev/image-toolkit/tests/testkit v0.0.0
 )
 
 require (
@@ -152,3 +153,5 @@ require (
 // Every module builds on its own too (e.g. in a container build); in the
 // workspace, go.work supersedes this.
 replace toolkit.dev/image-toolkit/pkg => ../pkg
+
+replace toolkit.dev/image-toolkit/tests/testkit => ../tests/testkit

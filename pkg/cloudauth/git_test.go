@@ -16,17 +16,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/pkg/testcloud"
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // TestGitHubAppProtocol is a protocol test of provider github through
 // pkg/git's one credentials layer: the App's Secret (Flux's keys) makes a
 // JWT that GitHub's installation-token endpoint, as its REST API documents
-// it (served by pkg/testcloud on loopback as api.github.com or a GitHub
+// it (served by tests/testkit/testcloud on loopback as api.github.com or a GitHub
 // Enterprise /api/v3/ base URL), verifies (RS256 with the App's key, iss
 // the App ID, iat and exp within GitHub's bounds) and answers with an
-// installation token; a real git server (pkg/testgit over HTTPS) then
+// installation token; a real git server (tests/testkit/testgit over HTTPS) then
 // lists refs with user x-access-token and exactly that token as the
 // password. Two listings after reading the Auth make one exchange (the
 // token is cached); a key GitHub does not know is ErrAuthentication, a

@@ -39,6 +39,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"toolkit.dev/image-toolkit/pkg/imagename"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
@@ -431,7 +432,7 @@ func parse(ref string) (parsed, string) {
 	if err != nil {
 		return parsed{}, ReasonInvalid
 	}
-	p := parsed{name: Canonical(r.Context())}
+	p := parsed{name: imagename.Canonical(r.Context())}
 	switch v := r.(type) {
 	case name.Tag:
 		p.tag = v.TagStr()
@@ -454,16 +455,6 @@ func parse(ref string) (parsed, string) {
 		return parsed{}, ReasonLatest
 	}
 	return p, ""
-}
-
-// Canonical names a repository as people write it in full:
-// docker.io/library/busybox for busybox, a registry's port kept.
-func Canonical(r name.Repository) string {
-	reg := r.RegistryStr()
-	if reg == name.DefaultRegistry {
-		reg = "docker.io"
-	}
-	return reg + "/" + r.RepositoryStr()
 }
 
 func (d *discoverer) add(p parsed, locs ...Location) {
@@ -600,14 +591,4 @@ func Filter(images []Image, include, exclude []string) []Image {
 		}
 	}
 	return out
-}
-
-// CanonicalName is the canonical name of an image reference's repository
-// (Canonical), or ref itself when it does not parse.
-func CanonicalName(ref string) string {
-	r, err := name.NewRepository(ref)
-	if err != nil {
-		return ref
-	}
-	return Canonical(r)
 }

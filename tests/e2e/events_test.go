@@ -14,8 +14,8 @@ import (
 
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 
-	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 // fluxReceiver stands in for notification-controller's event endpoint: it

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 // A user who runs a controller binary on their machine with only KUBECONFIG

@@ -12,10 +12,10 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testenv"
-	"toolkit.dev/image-toolkit/pkg/testgit"
-	"toolkit.dev/image-toolkit/pkg/testregistry"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
 )
 
 // Scaling as deployed: two reflector processes sharded by label each

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 // Update windows through the three controller binaries: with a schedule

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"toolkit.dev/image-toolkit/pkg/testgit"
-	"toolkit.dev/image-toolkit/pkg/testregistry"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
 )
 
 // fuzzKinds are the kinds TestFuzzThroughAPIServer makes, with their CRD

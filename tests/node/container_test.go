@@ -26,8 +26,8 @@ import (
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/cluster"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 const cmManifest = `apiVersion: apps/v1

@@ -14,6 +14,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/imagename"
 )
 
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;create;update;delete
@@ -64,7 +65,7 @@ func (r *ImageUpdateAutomationReconciler) reconcileDiscovered(ctx context.Contex
 	}
 	repoImage := map[string]string{}
 	for _, rp := range repos.Items {
-		repoImage[rp.Name] = discover.CanonicalName(rp.Spec.Image)
+		repoImage[rp.Name] = imagename.Normalize(rp.Spec.Image)
 	}
 	// The namespace's own policies, by image: the first by name wins.
 	theirs := map[string]*imagev1.ImagePolicy{}

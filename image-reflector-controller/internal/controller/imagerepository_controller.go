@@ -22,6 +22,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
+	"toolkit.dev/image-toolkit/pkg/imagename"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -182,7 +183,7 @@ func (r *ImageRepositoryReconciler) parse(_ context.Context, s *repositoryScope)
 	if s.State.chart != nil {
 		obj.Status.CanonicalImageName = s.State.chart.name()
 	} else {
-		obj.Status.CanonicalImageName = s.State.repo.Name()
+		obj.Status.CanonicalImageName = imagename.Canonical(s.State.repo)
 	}
 	return reconcile.Continue, nil
 }

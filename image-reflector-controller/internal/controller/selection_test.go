@@ -12,8 +12,8 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/testenv"
-	"toolkit.dev/image-toolkit/pkg/testregistry"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
 )
 
 // A policy's status.lastSelection says what the filter and the policy did

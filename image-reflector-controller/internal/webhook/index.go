@@ -5,6 +5,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/imagename"
 )
 
 // Field indexes the receiver looks objects up by.
@@ -12,7 +13,7 @@ const (
 	// PathIndex indexes ImageWebhooks by status.webhookPath.
 	PathIndex = ".status.webhookPath"
 	// ImageIndex indexes ImageRepositories by their canonical repository
-	// name (index.docker.io/library/nginx for nginx).
+	// name (imagename.Canonical: docker.io/library/nginx for nginx).
 	ImageIndex = ".spec.image.canonical"
 	// RepositoryPathIndex indexes ImageRepositories by repository path
 	// alone (library/nginx), for senders that do not say the host.
@@ -43,7 +44,7 @@ func canonical(o client.Object) (name.Repository, bool) {
 
 func indexImage(o client.Object) []string {
 	if repo, ok := canonical(o); ok {
-		return []string{repo.Name()}
+		return []string{imagename.Canonical(repo)}
 	}
 	return nil
 }

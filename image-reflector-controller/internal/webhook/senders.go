@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/imagename"
 	"toolkit.dev/image-toolkit/pkg/receiver"
 )
 
@@ -95,7 +96,7 @@ func parse(typ string, h http.Header, body []byte) ([]Target, error) {
 }
 
 // repoTarget canonicalises host/path (docker.io/library/x and x are the
-// same repository); a tag or digest on it is dropped.
+// same repository, imagename.Canonical); a tag or digest on it is dropped.
 func repoTarget(ref, tag string) (Target, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
@@ -109,7 +110,7 @@ func repoTarget(ref, tag string) (Target, error) {
 		strings.LastIndex(ref, ":") > strings.LastIndex(ref, "/") {
 		tag = t.TagStr()
 	}
-	return Target{Name: r.Context().Name(), Tag: tag}, nil
+	return Target{Name: imagename.Canonical(r.Context()), Tag: tag}, nil
 }
 
 // decode unmarshals a JSON object; anything else is an error.
@@ -188,12 +189,10 @@ func parseDockerHub(body []byte) ([]Target, error) {
 	if p.Repository.RepoName == "" {
 		return nil, errors.New("payload has no repository.repo_name")
 	}
-	t, err := repoTarget("index.docker.io/"+p.Repository.RepoName, p.PushData.Tag)
+	// Docker Hub's official images (nginx) are library/nginx there.
+	t, err := repoTarget(imagename.DockerHub+"/"+p.Repository.RepoName, p.PushData.Tag)
 	if err != nil {
 		return nil, err
-	}
-	if !strings.Contains(p.Repository.RepoName, "/") {
-		t.Name = "index.docker.io/library/" + strings.ToLower(p.Repository.RepoName)
 	}
 	return []Target{t}, nil
 }

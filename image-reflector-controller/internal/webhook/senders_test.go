@@ -66,8 +66,8 @@ func TestParse(t *testing.T) {
 		{imagev1.WebhookDistribution, "", `{"events":[{"action":"pull","target":{"repository":"x","tag":"y"}}]}`, nil, false},
 		{imagev1.WebhookDistribution, "", `{"events":[{"action":"push","target":{"repository":"x","tag":"y","url":"https://r.example.com/v2/x/manifests/y"}}]}`,
 			[]Target{{Name: "r.example.com/x", Tag: "y"}}, false},
-		{imagev1.WebhookDockerHub, "", dockerHubPush, []Target{{Name: "index.docker.io/svendowideit/testhook", Tag: "latest"}}, false},
-		{imagev1.WebhookDockerHub, "", `{"push_data":{"tag":"1.27"},"repository":{"repo_name":"nginx"}}`, []Target{{Name: "index.docker.io/library/nginx", Tag: "1.27"}}, false},
+		{imagev1.WebhookDockerHub, "", dockerHubPush, []Target{{Name: "docker.io/svendowideit/testhook", Tag: "latest"}}, false},
+		{imagev1.WebhookDockerHub, "", `{"push_data":{"tag":"1.27"},"repository":{"repo_name":"nginx"}}`, []Target{{Name: "docker.io/library/nginx", Tag: "1.27"}}, false},
 		{imagev1.WebhookGitHub, "package", githubPackage, []Target{{Name: "ghcr.io/octo-org/app", Tag: "v2.0.0"}}, false},
 		{imagev1.WebhookGitHub, "ping", `{"zen":"Keep it logically awesome.","hook_id":1}`, nil, true},
 		{imagev1.WebhookGitHub, "package", `{"action":"published","package":{"name":"lib","package_type":"npm","owner":{"login":"o"}}}`, nil, true},
@@ -81,7 +81,7 @@ func TestParse(t *testing.T) {
 		{imagev1.WebhookNexus, "rm:repository:asset", nexusComponent, nil, true},
 		{imagev1.WebhookNexus, "rm:repository:component", strings.Replace(nexusComponent, `"docker"`, `"maven2"`, 1), nil, true},
 		{imagev1.WebhookGeneric, "", `{"repositories":["docker.io/library/nginx:1.27","ghcr.io/org/app"]}`,
-			[]Target{{Name: "index.docker.io/library/nginx", Tag: "1.27"}, {Name: "ghcr.io/org/app"}}, false},
+			[]Target{{Name: "docker.io/library/nginx", Tag: "1.27"}, {Name: "ghcr.io/org/app"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.typ+"/"+tt.event, func(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 // The preamble (get, finalizer, suspend, reconcile request, the one patch,

@@ -28,8 +28,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/pkg/testenv"
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )

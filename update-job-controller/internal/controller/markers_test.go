@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // A job records in status.result the markers it found per policy, also

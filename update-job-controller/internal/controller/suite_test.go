@@ -16,7 +16,7 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/pkg/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )

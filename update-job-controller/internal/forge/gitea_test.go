@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"toolkit.dev/image-toolkit/pkg/testgitea"
+	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
 )
 
 // TestMain stops the Gitea the tests started, if any: it is started by

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // bigRepo writes a repository of files files and commits commits (the

@@ -15,8 +15,8 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/pkg/testcloud"
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // azureWorkloadIdentity gives the process what Azure Workload Identity's

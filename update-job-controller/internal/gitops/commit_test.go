@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // checkout fetches the fleet repository and checks main out into a new dir.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // CommitDir commits what a program left under the update path: additions,

@@ -14,7 +14,7 @@ import (
 	git2go "github.com/libgit2/git2go/v34"
 
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 func TestMirrorFetchResolveCheckout(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // TestCommitIntoAFullMirrorSaysNoSpace proves that a commit whose objects

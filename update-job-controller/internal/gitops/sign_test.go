@@ -13,7 +13,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // gpg runs gpg with its own home, which is removed with its agent at the

@@ -10,7 +10,7 @@ import (
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 )
 

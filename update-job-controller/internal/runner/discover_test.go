@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/pkg/testgitea"
+	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 )

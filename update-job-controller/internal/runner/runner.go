@@ -26,6 +26,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/discover"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/imagename"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
@@ -762,7 +763,7 @@ func discoverSites(dir string, d *updatev1.DiscoverSpec, policies setters.Polici
 	byImage := map[string]string{}
 	keys := slices.Sorted(maps.Keys(policies))
 	for _, k := range keys {
-		n := discover.CanonicalName(policies[k].Name)
+		n := imagename.Normalize(policies[k].Name)
 		if _, ok := byImage[n]; !ok {
 			byImage[n] = k
 		}

@@ -12,7 +12,7 @@ const ImageRepositoryKind = "ImageRepository"
 // ImageRepositorySpec says which image repository to scan, and how.
 type ImageRepositorySpec struct {
 	// Image is the image repository to scan, without tag or digest, e.g.
-	// ghcr.io/org/app or nginx (index.docker.io/library/nginx); an OCI
+	// ghcr.io/org/app or nginx (docker.io/library/nginx); an OCI
 	// chart repository is given the same way (ghcr.io/org/charts/app). A
 	// chart of an HTTP(S) Helm repository is https://REPOSITORY/CHART
 	// (REPOSITORY as given to helm repo add): its index.yaml's versions are
@@ -123,7 +123,7 @@ type ImageRepositoryStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// CanonicalImageName is the image with registry and repository made
-	// explicit, e.g. index.docker.io/library/nginx.
+	// explicit, e.g. docker.io/library/nginx (pkg/imagename).
 	// +optional
 	CanonicalImageName string `json:"canonicalImageName,omitempty"`
 

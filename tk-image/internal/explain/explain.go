@@ -1,0 +1,991 @@
+// Package explain answers "why was (or wasn't) my image updated" from what
+// the controllers record in status: for an ImagePolicy, its repository's
+// last scan and how the policy's rules treated the tags; for an
+// ImageUpdateAutomation, its policies against what its last job applied, the
+// branch head, the last job and the markers. It reads objects through a
+// controller-runtime client and computes nothing the controllers do not
+// record, except the markers of a local checkout (a dry run of the
+// setters) and the branch head (listed from the git server), so it cannot
+// disagree with them. An explanation prints as text, or marshals to YAML or
+// JSON through its exported fields; tk-image's explain command is the front
+// end.
+package explain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/schedule"
+	"toolkit.dev/image-toolkit/pkg/setters"
+)
+
+// UsageError says the command line was wrong (tk-image exits 2 for it).
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Explanation is what explain prints: as text, or as YAML or JSON (its
+// exported fields).
+type Explanation interface {
+	Text(w io.Writer)
+}
+
+// defaultHeadTimeout bounds listing the branch head: the controllers'
+// default of a minute is long for a command someone waits on; a shorter
+// repository timeout wins.
+const defaultHeadTimeout = 30 * time.Second
+
+// maxScanSites is how many marker places per policy a --scan-checkout
+// explanation lists (the count stays exact).
+const maxScanSites = 5
+
+// PolicyExplanation is what explain policy says.
+type PolicyExplanation struct {
+	Policy    string `json:"policy"`
+	Rules     string `json:"rules"`
+	Suspended bool   `json:"suspended,omitempty"`
+	// Repository is the policy's ImageRepository, as its status says.
+	Repository repositoryFacts `json:"repository"`
+	// LastSelection is the policy's status.lastSelection.
+	LastSelection *imagev1.TagSelection `json:"lastSelection,omitempty"`
+	// SelectionIsCurrent is whether lastSelection evaluated the
+	// repository's last scan.
+	SelectionIsCurrent bool              `json:"selectionIsCurrent"`
+	LatestRef          *imagev1.ImageRef `json:"latestRef,omitempty"`
+	LatestRefTime      *metav1.MicroTime `json:"latestRefTime,omitempty"`
+	// PendingRef is the tag a minimum age holds back (status.pendingRef).
+	PendingRef  *imagev1.PendingRef `json:"pendingRef,omitempty"`
+	PreviousRef *imagev1.ImageRef   `json:"previousRef,omitempty"`
+	Ready       *metav1.Condition   `json:"ready,omitempty"`
+	choice      imagev1.ImagePolicyChoice
+	filter      *imagev1.TagFilter
+}
+
+type repositoryFacts struct {
+	Name string `json:"name"`
+	// Error says why the repository could not be read.
+	Error              string              `json:"error,omitempty"`
+	Image              string              `json:"image,omitempty"`
+	CanonicalImageName string              `json:"canonicalImageName,omitempty"`
+	LastScanResult     *imagev1.ScanResult `json:"lastScanResult,omitempty"`
+	ExclusionList      []string            `json:"exclusionList,omitempty"`
+	Ready              *metav1.Condition   `json:"ready,omitempty"`
+}
+
+func Policy(ctx context.Context, c client.Client, key types.NamespacedName) (*PolicyExplanation, error) {
+	p := &imagev1.ImagePolicy{}
+	if err := c.Get(ctx, key, p); err != nil {
+		return nil, err
+	}
+	e := &PolicyExplanation{
+		Policy:        key.String(),
+		Rules:         describeRules(p.Spec.Policy, p.Spec.FilterTags),
+		Suspended:     p.Spec.Suspend,
+		LastSelection: p.Status.LastSelection,
+		LatestRef:     p.Status.LatestRef,
+		LatestRefTime: p.Status.LatestRefTime,
+		PendingRef:    p.Status.PendingRef,
+		PreviousRef:   p.Status.ObservedPreviousRef,
+		Ready:         apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition),
+		choice:        p.Spec.Policy,
+		filter:        p.Spec.FilterTags,
+	}
+	repoKey := types.NamespacedName{Namespace: p.Spec.ImageRepositoryRef.Namespace, Name: p.Spec.ImageRepositoryRef.Name}
+	if repoKey.Namespace == "" {
+		repoKey.Namespace = p.Namespace
+	}
+	e.Repository.Name = repoKey.String()
+	repo := &imagev1.ImageRepository{}
+	if err := c.Get(ctx, repoKey, repo); err != nil {
+		e.Repository.Error = err.Error()
+		return e, nil
+	}
+	e.Repository.Image = repo.Spec.Image
+	e.Repository.CanonicalImageName = repo.Status.CanonicalImageName
+	e.Repository.LastScanResult = repo.Status.LastScanResult
+	e.Repository.ExclusionList = repo.Status.ObservedExclusionList
+	e.Repository.Ready = apimeta.FindStatusCondition(repo.Status.Conditions, conditions.ReadyCondition)
+	if s, scan := e.LastSelection, repo.Status.LastScanResult; s != nil && scan != nil {
+		e.SelectionIsCurrent = s.ScanRevision == scan.Revision
+	}
+	return e, nil
+}
+
+func (e *PolicyExplanation) Text(w io.Writer) {
+	fmt.Fprintf(w, "ImagePolicy:\t%s\n", e.Policy)
+	fmt.Fprintf(w, "Rules:\t%s\n", e.Rules)
+	if e.Suspended {
+		fmt.Fprintf(w, "Suspended:\ttrue: the policy is not evaluated until resumed\n")
+	}
+	r := e.Repository
+	if r.Error != "" {
+		fmt.Fprintf(w, "ImageRepository:\t%s: %s\n", r.Name, r.Error)
+	} else {
+		fmt.Fprintf(w, "ImageRepository:\t%s (%s)\n", r.Name, orText(r.CanonicalImageName, r.Image))
+		if s := r.LastScanResult; s != nil {
+			fmt.Fprintf(w, "  Last scan:\t%s, revision %s\n", formatTime(s.ScanTime.Time), shortRevision(s.Revision))
+			excluded := fmt.Sprintf("%d dropped by the exclusionList", s.ExcludedCount)
+			if len(r.ExclusionList) > 0 {
+				excluded += " " + quoteList(r.ExclusionList)
+			}
+			fmt.Fprintf(w, "  Tags:\t%d kept, %s\n", s.TagCount, excluded)
+		} else {
+			fmt.Fprintf(w, "  Last scan:\tnone yet\n")
+		}
+		writeCondition(w, "  Ready:", r.Ready)
+	}
+	switch s := e.LastSelection; {
+	case s == nil:
+		fmt.Fprintf(w, "Last selection:\tnone recorded: the policy has not evaluated any tags yet\n")
+	case r.LastScanResult == nil || e.SelectionIsCurrent:
+		fmt.Fprintf(w, "Last selection:\tof scan %s (the repository's last)\n", shortRevision(s.ScanRevision))
+		WriteSelection(w, "  ", s, e.choice, e.filter)
+	default:
+		fmt.Fprintf(w, "Last selection:\tof scan %s, not the repository's last (%s): the policy has not been evaluated since\n",
+			shortRevision(s.ScanRevision), shortRevision(r.LastScanResult.Revision))
+		WriteSelection(w, "  ", s, e.choice, e.filter)
+	}
+	if pr := e.PendingRef; pr != nil {
+		fmt.Fprintf(w, "Pending:\t%s, old enough at %s (minimumAge)\n", pr.Tag, formatTime(pr.EligibleAt.Time))
+	}
+	if e.LatestRef == nil {
+		fmt.Fprintf(w, "Latest image:\tnone chosen yet\n")
+	} else {
+		fmt.Fprintf(w, "Latest image:\t%s\n", e.LatestRef)
+		if e.LatestRefTime != nil {
+			fmt.Fprintf(w, "  Chosen:\t%s\n", formatTime(e.LatestRefTime.Time))
+		}
+		if e.PreviousRef != nil {
+			fmt.Fprintf(w, "  Previous:\t%s\n", e.PreviousRef)
+		} else {
+			fmt.Fprintf(w, "  Previous:\tnone\n")
+		}
+	}
+	writeCondition(w, "Ready:", e.Ready)
+}
+
+// describeRules says how a policy orders tags, in the spec's words.
+func describeRules(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) string {
+	var s string
+	switch {
+	case choice.SemVer != nil:
+		s = fmt.Sprintf("semver range %q: the highest version in range", choice.SemVer.Range)
+	case choice.Alphabetical != nil:
+		s = "alphabetical " + orText(choice.Alphabetical.Order, "asc")
+	case choice.Numerical != nil:
+		s = "numerical " + orText(choice.Numerical.Order, "asc")
+	case choice.NewestBuild != nil:
+		s = fmt.Sprintf("newest build, of the %d candidates most recently first seen", max(choice.NewestBuild.MaxCandidates, 1))
+	default:
+		s = "none"
+	}
+	if filter != nil && filter.Pattern != "" {
+		s += fmt.Sprintf("; only tags matching %q", filter.Pattern)
+		if filter.Extract != "" {
+			s += fmt.Sprintf(", ordered by %q", filter.Extract)
+		}
+	}
+	return s
+}
+
+// WriteSelection writes a selection's breakdown as tab-separated lines,
+// naming each drop as the policy's rules have it. explain policy and
+// policy eval --explain both print it.
+func WriteSelection(w io.Writer, indent string, s *imagev1.TagSelection, choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) {
+	fmt.Fprintf(w, "%sConsidered:\t%d tags\n", indent, s.Considered)
+	if filter != nil && filter.Pattern != "" {
+		fmt.Fprintf(w, "%sFiltered out:\t%d not matching %q\n", indent, s.Filtered, filter.Pattern)
+	}
+	switch {
+	case choice.SemVer != nil:
+		fmt.Fprintf(w, "%sNot a version:\t%d (a version needs all three numbers, e.g. 1.2.0)\n", indent, s.Unparsable)
+		fmt.Fprintf(w, "%sOut of range:\t%d outside %q\n", indent, s.OutOfRange, choice.SemVer.Range)
+	case choice.Numerical != nil:
+		fmt.Fprintf(w, "%sNot a number:\t%d\n", indent, s.Unparsable)
+	}
+	if s.BeyondLimit > 0 {
+		fmt.Fprintf(w, "%sBeyond limit:\t%d first seen before the newest maxCandidates\n", indent, s.BeyondLimit)
+	}
+	fmt.Fprintf(w, "%sKept:\t%d\n", indent, s.Kept)
+	if s.TooNew > 0 {
+		fmt.Fprintf(w, "%sToo new:\t%d ranking higher, younger than the minimum age\n", indent, s.TooNew)
+	}
+	if len(s.TopCandidates) > 0 {
+		fmt.Fprintf(w, "%sBest first:\t%s\n", indent, strings.Join(s.TopCandidates, ", "))
+	}
+	switch sel := s.Selected(); {
+	case sel != "":
+		fmt.Fprintf(w, "%sSelected:\t%s\n", indent, sel)
+	case s.Kept > 0 && s.TooNew > 0:
+		fmt.Fprintf(w, "%sSelected:\tnothing yet: no tag is old enough\n", indent)
+	default:
+		fmt.Fprintf(w, "%sSelected:\tnothing: no tag is left\n", indent)
+	}
+}
+
+// AutomationExplanation is what explain automation says.
+type AutomationExplanation struct {
+	Automation string      `json:"automation"`
+	Suspended  bool        `json:"suspended,omitempty"`
+	Source     sourceFacts `json:"source"`
+	// PolicySelector selects the policies; empty selects all.
+	PolicySelector string             `json:"policySelector"`
+	Policies       []automationPolicy `json:"policies"`
+	// Schedule is spec.schedule read now; absent without one.
+	Schedule *scheduleFacts `json:"schedule,omitempty"`
+	// Discovered are the images spec.discover found (status.discovered):
+	// what follows each, or why nothing does.
+	Discovered     []imagev1.DiscoveredImage `json:"discovered,omitempty"`
+	LastRunTime    *metav1.Time              `json:"lastRunTime,omitempty"`
+	LastPushCommit string                    `json:"lastPushCommit,omitempty"`
+	LastPushTime   *metav1.Time              `json:"lastPushTime,omitempty"`
+	// LastPullRequest is the request the last job that proposed, updated
+	// or closed one left (status.lastPullRequest), as it was then.
+	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
+	Ready           *metav1.Condition           `json:"ready,omitempty"`
+	// InFlightJob is an UpdateJob that has not finished yet.
+	InFlightJob *jobFacts   `json:"inFlightJob,omitempty"`
+	LastJob     *jobFacts   `json:"lastJob,omitempty"`
+	Markers     markerFacts `json:"markers"`
+	// Problems are the reasons, found in the above, that an image is not
+	// updated.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// scheduleFacts is where the automation stands in its update windows,
+// computed now by the controller's own code (pkg/schedule).
+type scheduleFacts struct {
+	// Windows are the windows as a person reads them back.
+	Windows string `json:"windows,omitempty"`
+	// Error says why the schedule does not work (the automation is
+	// Stalled).
+	Error string `json:"error,omitempty"`
+	// Open is whether a window is open now.
+	Open bool `json:"open"`
+	// Start and End are the window open now, or the next to open.
+	Start *metav1.Time `json:"start,omitempty"`
+	End   *metav1.Time `json:"end,omitempty"`
+}
+
+type sourceFacts struct {
+	// Describe names where the repository comes from.
+	Describe   string `json:"describe"`
+	URL        string `json:"url,omitempty"`
+	Ref        string `json:"ref,omitempty"`
+	UpdatePath string `json:"updatePath,omitempty"`
+	// Head is the checkout branch's head, listed now.
+	Head      string `json:"head,omitempty"`
+	HeadError string `json:"headError,omitempty"`
+	// ObservedRevision is the head the last run saw.
+	ObservedRevision string `json:"observedRevision,omitempty"`
+}
+
+type automationPolicy struct {
+	// Policy is NAMESPACE:NAME, as markers write it.
+	Policy    string            `json:"policy"`
+	LatestRef *imagev1.ImageRef `json:"latestRef,omitempty"`
+	// Applied is the image the last run applied (status.observedPolicies).
+	Applied *imagev1.ImageRef `json:"applied,omitempty"`
+	// State is applied, pending (the latest image differs from the
+	// applied one) or "no latest image".
+	State string `json:"state"`
+	// Markers counts the markers naming the policy; absent when not known.
+	Markers *int `json:"markers,omitempty"`
+	// Files are some of the files holding them, from the repository root
+	// (with the line after a colon when scanned).
+	Files []string `json:"files,omitempty"`
+}
+
+type jobFacts struct {
+	Name  string                  `json:"name"`
+	Phase updatev1.UpdateJobPhase `json:"phase,omitempty"`
+	// Error says why the job could not be read (e.g. it was deleted).
+	Error            string            `json:"error,omitempty"`
+	CheckoutRevision string            `json:"checkoutRevision,omitempty"`
+	PushedCommit     string            `json:"pushedCommit,omitempty"`
+	PushedRefs       []string          `json:"pushedRefs,omitempty"`
+	CompletionTime   *metav1.Time      `json:"completionTime,omitempty"`
+	Ready            *metav1.Condition `json:"ready,omitempty"`
+	// Changes are the job's status.result.files: paths from the update path.
+	Changes []updatev1.FileResult  `json:"changes,omitempty"`
+	result  *updatev1.UpdateResult // the markers, read into markerFacts
+}
+
+type markerFacts struct {
+	// From says where the markers were read; empty when nowhere has them.
+	From string `json:"from,omitempty"`
+	// Complete is whether every policy markers name is listed, so that a
+	// policy not listed has no marker.
+	Complete bool          `json:"complete"`
+	Policies []markerEntry `json:"policies,omitempty"`
+	// Omitted counts the policies the job's status did not list.
+	Omitted int `json:"omitted,omitempty"`
+	// WouldChange lists, for --scan-checkout, the values a run would set.
+	WouldChange []string `json:"wouldChange,omitempty"`
+	// Problems are files the scan could not read or rewrite.
+	ScanProblems []string `json:"scanProblems,omitempty"`
+}
+
+type markerEntry struct {
+	Policy string `json:"policy"`
+	// Count is the number of markers naming the policy; absent when only
+	// its existence is known.
+	Count *int     `json:"count,omitempty"`
+	Files []string `json:"files,omitempty"`
+	// Problem says why the automation cannot apply the policy.
+	Problem string `json:"problem,omitempty"`
+}
+
+func Automation(ctx context.Context, c client.Client, key types.NamespacedName, scanCheckout string) (*AutomationExplanation, error) {
+	a := &imagev1.ImageUpdateAutomation{}
+	if err := c.Get(ctx, key, a); err != nil {
+		return nil, err
+	}
+	e := &AutomationExplanation{
+		Automation:      key.String(),
+		Suspended:       a.Spec.Suspend,
+		LastRunTime:     a.Status.LastAutomationRunTime,
+		LastPushCommit:  a.Status.LastPushCommit,
+		LastPushTime:    a.Status.LastPushTime,
+		LastPullRequest: a.Status.LastPullRequest,
+		Ready:           apimeta.FindStatusCondition(a.Status.Conditions, conditions.ReadyCondition),
+		Policies:        []automationPolicy{},
+	}
+	e.Source = branchHead(ctx, c, a)
+
+	// The policies, as the automation controller selects them: in its
+	// namespace, by spec.policySelector (all without one).
+	all := &imagev1.ImagePolicyList{}
+	if err := c.List(ctx, all, client.InNamespace(a.Namespace)); err != nil {
+		return nil, err
+	}
+	sel := labels.Everything()
+	if a.Spec.PolicySelector != nil {
+		s, err := metav1.LabelSelectorAsSelector(a.Spec.PolicySelector)
+		if err != nil {
+			e.Problems = append(e.Problems, fmt.Sprintf("spec.policySelector is invalid, so no policy is selected: %s", err))
+			s = labels.Nothing()
+		}
+		sel = s
+		e.PolicySelector = metav1.FormatLabelSelector(a.Spec.PolicySelector)
+	}
+	policies := map[string]*imagev1.ImagePolicy{}
+	for i := range all.Items {
+		policies[all.Items[i].Name] = &all.Items[i]
+	}
+	selected := map[string]bool{}
+	for _, p := range all.Items {
+		if !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		row := automationPolicy{Policy: updatev1.PolicyKey(p.Namespace, p.Name), LatestRef: p.Status.LatestRef}
+		selected[row.Policy] = true
+		if applied, ok := a.Status.ObservedPolicies[p.Name]; ok {
+			row.Applied = &applied
+		}
+		switch {
+		case row.LatestRef == nil:
+			row.State = "no latest image"
+		case row.Applied != nil && *row.Applied == *row.LatestRef:
+			row.State = "applied"
+		default:
+			row.State = "pending"
+		}
+		e.Policies = append(e.Policies, row)
+	}
+	slices.SortFunc(e.Policies, func(x, y automationPolicy) int { return strings.Compare(x.Policy, y.Policy) })
+	e.Discovered = a.Status.Discovered
+	for _, d := range e.Discovered {
+		if d.Reason != "" {
+			e.Problems = append(e.Problems, fmt.Sprintf("discovered image %s:%s is not followed: %s", d.Image, d.Tag, d.Reason))
+		}
+	}
+	e.Schedule = explainSchedule(a.Spec.Schedule, time.Now())
+	if sf := e.Schedule; sf != nil && !a.Spec.Suspend {
+		pending := slices.ContainsFunc(e.Policies, func(p automationPolicy) bool { return p.State == "pending" })
+		switch {
+		case sf.Error != "":
+			e.Problems = append(e.Problems, "spec.schedule does not work, so the automation makes no job: "+sf.Error)
+		case !sf.Open && pending:
+			e.Problems = append(e.Problems, fmt.Sprintf("no update window is open: the pending images wait for the one opening at %s",
+				formatTime(sf.Start.Time)))
+		}
+	}
+
+	if job, err := InFlightJob(ctx, c, a); err == nil && job != nil {
+		e.InFlightJob = describeJob(job)
+	}
+	if ref := a.Status.LastJob; ref != nil {
+		job := &updatev1.UpdateJob{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}, job)
+		switch {
+		case err == nil && job.UID == ref.UID:
+			e.LastJob = describeJob(job)
+		case err == nil || apierrors.IsNotFound(err):
+			e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: "deleted since (pruned, or removed by its TTL)"}
+		default:
+			e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: err.Error()}
+		}
+	}
+
+	if scanCheckout != "" {
+		if err := e.scan(scanCheckout, a); err != nil {
+			return nil, err
+		}
+	} else {
+		e.markersFromJob(a)
+	}
+	e.judge(a, policies, selected, sel)
+	return e, nil
+}
+
+func describeJob(job *updatev1.UpdateJob) *jobFacts {
+	f := &jobFacts{
+		Name:             job.Name,
+		Phase:            job.Status.Phase,
+		CheckoutRevision: job.Status.CheckoutRevision,
+		PushedCommit:     job.Status.PushedCommit,
+		PushedRefs:       job.Status.PushedRefs,
+		CompletionTime:   job.Status.CompletionTime,
+		Ready:            apimeta.FindStatusCondition(job.Status.Conditions, conditions.ReadyCondition),
+		result:           job.Status.Result,
+	}
+	if f.Phase == "" {
+		f.Phase = updatev1.UpdateJobPending
+	}
+	if job.Status.Result != nil {
+		f.Changes = job.Status.Result.Files
+	}
+	return f
+}
+
+// branchHead resolves the automation's repository and checkout ref as its
+// controller does (pkg/gitsource), and lists the branch head from the
+// server with the repository's credentials, read from the automation's
+// namespace. Any failure is recorded, not returned: the rest of the
+// explanation stands.
+func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) sourceFacts {
+	f := sourceFacts{ObservedRevision: a.Status.ObservedSourceRevision, Describe: "none"}
+	if u := a.Spec.Update; u != nil {
+		f.UpdatePath = u.Path
+	}
+	// explain does not know the controller's --no-cross-namespace-refs; a
+	// refusal shows in the automation's Ready condition.
+	src, err := gitsource.Resolve(ctx, c, a, gitsource.Options{})
+	// On a failure src still says where it was looked for.
+	if src != nil {
+		f.Describe = src.Describe
+		f.URL, f.Ref = git.Redact(src.Repository.URL), gitsource.DescribeRef(src.Ref)
+	}
+	if err != nil {
+		f.HeadError = err.Error()
+		return f
+	}
+	if !gitsource.BranchOnly(src.Ref) {
+		f.HeadError = "not listed: the checkout ref is not just a branch, so the automation does not compare heads"
+		return f
+	}
+	// tk-image registers no credentials provider, to keep the cloud SDKs
+	// and the GitHub App client out of it: a provider's token would be
+	// the controller's identity (its pod's, or a ServiceAccount's through
+	// the controller's RBAC), which tk-image neither has nor should
+	// borrow. The automation's Ready condition says how its controller
+	// fared.
+	if p := src.Repository.Provider; p != "" && p != git.ProviderGeneric {
+		f.HeadError = fmt.Sprintf("not listed: provider %s: credentials are issued by the controllers; "+
+			"tk-image does not read cloud or GitHub App identities (the automation's Ready condition says whether its controller can list the branch)", p)
+		return f
+	}
+	auth, err := gitsource.Credentials(ctx, c, a, src)
+	if err != nil {
+		// The condition's wording says where the controller's jobs read
+		// the Secrets; here pkg/git's error alone reads better.
+		var ce *gitsource.CredentialsError
+		if errors.As(err, &ce) {
+			err = ce.Err
+		}
+		f.HeadError = "credentials: " + err.Error()
+		return f
+	}
+	timeout := defaultHeadTimeout
+	if t := src.Repository.Timeout; t != nil && t.Duration > 0 {
+		timeout = min(timeout, t.Duration)
+	}
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	oid, err := git.Branch(lctx, src.Repository.URL, auth, src.Ref.Branch)
+	if err != nil {
+		f.HeadError = auth.Scrub(err.Error())
+		return f
+	}
+	f.Head = git.FormatRevision(src.Ref.Branch, oid)
+	return f
+}
+
+// explainSchedule reads spec.schedule at now as the controller does; nil
+// without one.
+func explainSchedule(spec *imagev1.UpdateSchedule, now time.Time) *scheduleFacts {
+	sched, err := schedule.OfAutomation(spec)
+	switch {
+	case err != nil:
+		return &scheduleFacts{Error: err.Error()}
+	case sched == nil:
+		return nil
+	}
+	f := &scheduleFacts{Windows: sched.Describe()}
+	span, open, ok := sched.At(now)
+	if !ok {
+		f.Error = "no window opens within five years (" + f.Windows + ")"
+		return f
+	}
+	f.Open = open
+	f.Start, f.End = &metav1.Time{Time: span.Start}, &metav1.Time{Time: span.End}
+	return f
+}
+
+// markersFromJob reads the markers from the last job's status.result, or,
+// when the job is gone, what the automation kept of them in lastJob.
+func (e *AutomationExplanation) markersFromJob(a *imagev1.ImageUpdateAutomation) {
+	m := &e.Markers
+	switch {
+	case e.LastJob != nil && e.LastJob.Error == "" && e.LastJob.result != nil:
+		r := e.LastJob.result
+		m.From = fmt.Sprintf("UpdateJob %s status.result", e.LastJob.Name)
+		m.Complete = r.OmittedMarkerPolicies == 0
+		m.Omitted = r.OmittedMarkerPolicies
+		for _, pm := range r.Markers {
+			m.Policies = append(m.Policies, markerEntry{Policy: pm.Policy, Count: ptrTo(pm.Count), Files: e.inRepository(pm.Files...)})
+		}
+		// Unmarked setters are known to have no marker even in a cut list.
+		for _, p := range r.UnmarkedPolicies {
+			m.Policies = append(m.Policies, markerEntry{Policy: p, Count: ptrTo(0)})
+		}
+	case a.Status.LastJob != nil && (len(a.Status.LastJob.UnknownPolicies) > 0 || len(a.Status.LastJob.UnmarkedPolicies) > 0):
+		m.From = fmt.Sprintf("the automation's status.lastJob (UpdateJob %s is gone: only the policies it could not apply are known)", a.Status.LastJob.Name)
+		for _, p := range a.Status.LastJob.UnknownPolicies {
+			m.Policies = append(m.Policies, markerEntry{Policy: p})
+		}
+		for _, p := range a.Status.LastJob.UnmarkedPolicies {
+			m.Policies = append(m.Policies, markerEntry{Policy: p, Count: ptrTo(0)})
+		}
+	}
+}
+
+// scan finds the markers in a local checkout with a dry run of the setters
+// over the automation's update path, with the selected policies' latest
+// images: the markers, and the values a run would set.
+func (e *AutomationExplanation) scan(checkout string, a *imagev1.ImageUpdateAutomation) error {
+	dir := filepath.Join(checkout, filepath.FromSlash(e.Source.UpdatePath))
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return UsageError{fmt.Errorf("--scan-checkout: %s is not a directory: give the repository's root (the update path %q is joined to it)", dir, e.Source.UpdatePath)}
+	}
+	policies := setters.Policies{}
+	for _, p := range e.Policies {
+		if p.LatestRef != nil {
+			policies[p.Policy] = setters.Image{Name: p.LatestRef.Name, Tag: p.LatestRef.Tag, Digest: p.LatestRef.Digest}
+		}
+	}
+	res, err := setters.UpdateDir(dir, policies, setters.Options{DryRun: true})
+	if err != nil {
+		return err
+	}
+	m := &e.Markers
+	m.From = "a dry run of the setters over " + dir
+	m.Complete = true
+	byPolicy := map[string]int{}
+	for _, site := range res.Markers {
+		i, ok := byPolicy[site.Marker.Policy]
+		if !ok {
+			i = len(m.Policies)
+			byPolicy[site.Marker.Policy] = i
+			m.Policies = append(m.Policies, markerEntry{Policy: site.Marker.Policy, Count: ptrTo(0)})
+		}
+		en := &m.Policies[i]
+		*en.Count++
+		if len(en.Files) < maxScanSites {
+			en.Files = append(en.Files, fmt.Sprintf("%s:%d", e.inRepository(site.Path)[0], site.Line))
+		}
+	}
+	for _, f := range res.Files {
+		for _, o := range f.Objects {
+			for _, ch := range o.Changes {
+				m.WouldChange = append(m.WouldChange, fmt.Sprintf("%s: %s -> %s (%s)", e.inRepository(f.Path)[0], ch.OldValue, ch.NewValue, ch.Setter))
+			}
+		}
+	}
+	for _, p := range res.Problems {
+		m.ScanProblems = append(m.ScanProblems, p.Error())
+	}
+	return nil
+}
+
+// judge matches the markers with the policies: it fills each selected
+// policy's marker count, says what is wrong with the policies markers name
+// that the automation cannot apply, and lists the problems.
+func (e *AutomationExplanation) judge(a *imagev1.ImageUpdateAutomation, policies map[string]*imagev1.ImagePolicy, selected map[string]bool, sel labels.Selector) {
+	m := &e.Markers
+	slices.SortStableFunc(m.Policies, func(x, y markerEntry) int { return strings.Compare(x.Policy, y.Policy) })
+	m.Policies = slices.CompactFunc(m.Policies, func(x, y markerEntry) bool { return x.Policy == y.Policy })
+	byPolicy := map[string]*markerEntry{}
+	for i := range m.Policies {
+		en := &m.Policies[i]
+		byPolicy[en.Policy] = en
+		if en.Count != nil && *en.Count == 0 {
+			continue // a setter no marker names: judged below
+		}
+		en.Problem = whyNotApplied(a, en.Policy, policies, selected)
+		if en.Problem != "" {
+			e.Problems = append(e.Problems, fmt.Sprintf("%s %s, but %s", markersName(en), en.Policy, en.Problem))
+		}
+	}
+	for i := range e.Policies {
+		p := &e.Policies[i]
+		en, listed := byPolicy[p.Policy]
+		switch {
+		case listed:
+			p.Markers, p.Files = en.Count, en.Files
+		case m.Complete:
+			p.Markers = ptrTo(0)
+		}
+		if p.LatestRef == nil {
+			_, name, _ := updatev1.SplitPolicyKey(p.Policy)
+			e.Problems = append(e.Problems, fmt.Sprintf("ImagePolicy %s/%s has no latest image yet, so the automation does not apply it: tk-image explain policy %s -n %s",
+				a.Namespace, name, name, a.Namespace))
+			continue
+		}
+		if p.Markers != nil && *p.Markers == 0 {
+			e.Problems = append(e.Problems, fmt.Sprintf("no marker names %s, so its image %s is written nowhere", p.Policy, p.LatestRef))
+		}
+	}
+}
+
+// inRepository makes paths relative to the update path, as jobs and the
+// setters report them, relative to the repository root, as people find them.
+func (e *AutomationExplanation) inRepository(paths ...string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = path.Join(e.Source.UpdatePath, p)
+	}
+	return out
+}
+
+func markersName(en *markerEntry) string {
+	switch {
+	case en.Count == nil:
+		return "markers name"
+	case *en.Count == 1:
+		return "1 marker names"
+	}
+	return fmt.Sprintf("%d markers name", *en.Count)
+}
+
+// whyNotApplied says why the automation does not apply a policy markers
+// name, "" when it does.
+func whyNotApplied(a *imagev1.ImageUpdateAutomation, key string, policies map[string]*imagev1.ImagePolicy, selected map[string]bool) string {
+	ns, name, ok := updatev1.SplitPolicyKey(key)
+	switch {
+	case !ok:
+		return "that is not NAMESPACE:NAME"
+	case ns != a.Namespace:
+		return fmt.Sprintf("the automation applies only the ImagePolicies of its own namespace, %s", a.Namespace)
+	case policies[name] == nil:
+		return fmt.Sprintf("no ImagePolicy %s/%s exists", ns, name)
+	case !selected[key]:
+		return fmt.Sprintf("ImagePolicy %s/%s is not selected by spec.policySelector", ns, name)
+	case policies[name].Status.LatestRef == nil:
+		return fmt.Sprintf("ImagePolicy %s/%s has no latest image yet", ns, name)
+	}
+	return ""
+}
+
+func (e *AutomationExplanation) Text(w io.Writer) {
+	fmt.Fprintf(w, "ImageUpdateAutomation:\t%s\n", e.Automation)
+	if e.Suspended {
+		fmt.Fprintf(w, "Suspended:\ttrue: the automation makes no job until resumed\n")
+	}
+	s := e.Source
+	fmt.Fprintf(w, "Repository:\t%s (%s)\n", orText(s.URL, "unknown"), s.Describe)
+	if s.Ref != "" {
+		fmt.Fprintf(w, "  Checkout:\t%s\n", s.Ref)
+	}
+	fmt.Fprintf(w, "  Update path:\t%s\n", orText(s.UpdatePath, "the repository root"))
+	if s.Head != "" {
+		fmt.Fprintf(w, "  Branch head:\t%s (listed now)\n", s.Head)
+	} else {
+		fmt.Fprintf(w, "  Branch head:\tunknown: %s\n", s.HeadError)
+	}
+	switch {
+	case s.ObservedRevision == "":
+		fmt.Fprintf(w, "  Last run saw:\tnothing recorded yet\n")
+	case s.Head == "":
+		fmt.Fprintf(w, "  Last run saw:\t%s\n", s.ObservedRevision)
+	case s.Head == s.ObservedRevision:
+		fmt.Fprintf(w, "  Last run saw:\t%s: the same, nothing was pushed since\n", s.ObservedRevision)
+	default:
+		fmt.Fprintf(w, "  Last run saw:\t%s: the branch moved since; the next run looks again\n", s.ObservedRevision)
+	}
+	if sf := e.Schedule; sf != nil {
+		writeSchedule(w, sf)
+	}
+	if len(e.Discovered) > 0 {
+		fmt.Fprintf(w, "Discovered images:\t%d (spec.discover)\n", len(e.Discovered))
+		for _, d := range e.Discovered {
+			switch {
+			case d.Reason != "":
+				fmt.Fprintf(w, "  %s:%s\t%d locations, not followed: %s\n", d.Image, d.Tag, d.Locations, d.Reason)
+			case d.Owned:
+				fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (made by the automation)\n", d.Image, d.Tag, d.Locations, d.Policy)
+			default:
+				fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (the namespace's own)\n", d.Image, d.Tag, d.Locations, d.Policy)
+			}
+		}
+	}
+	fmt.Fprintf(w, "Last run:\t%s\n", formatTimePtr(e.LastRunTime))
+	if e.LastPushCommit != "" {
+		to := ""
+		// A request's job pushes to the head branch, not the checkout
+		// branch the lines above are about.
+		if pr := e.LastPullRequest; pr != nil && pr.HeadCommit == e.LastPushCommit {
+			to = " to the pull request's head branch"
+		}
+		fmt.Fprintf(w, "Last push:\t%s%s at %s\n", e.LastPushCommit, to, formatTimePtr(e.LastPushTime))
+	}
+	if pr := e.LastPullRequest; pr != nil {
+		writeLastPullRequest(w, pr)
+	}
+	writeCondition(w, "Ready:", e.Ready)
+
+	what := "all ImagePolicies of the namespace"
+	if e.PolicySelector != "" {
+		what = "ImagePolicies matching " + e.PolicySelector
+	}
+	fmt.Fprintf(w, "\nPolicies (%s):\n", what)
+	if len(e.Policies) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		fmt.Fprintf(w, "  POLICY\tLATEST IMAGE\tAPPLIED BY THE LAST RUN\tSTATE\tMARKERS\n")
+		for _, p := range e.Policies {
+			markers := "unknown"
+			if p.Markers != nil {
+				markers = fmt.Sprint(*p.Markers)
+				if len(p.Files) > 0 {
+					markers += " (" + strings.Join(p.Files, ", ") + ")"
+				}
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Policy, refOr(p.LatestRef, "none"), refOr(p.Applied, "none"), p.State, markers)
+		}
+	}
+
+	if j := e.InFlightJob; j != nil {
+		fmt.Fprintf(w, "\nUpdateJob in flight:\t%s (%s)\n", j.Name, j.Phase)
+	}
+	if j := e.LastJob; j == nil {
+		fmt.Fprintf(w, "\nLast job:\tnone finished yet\n")
+	} else {
+		fmt.Fprintf(w, "\nLast job:\t%s (%s)\n", j.Name, j.Phase)
+		if j.Error != "" {
+			fmt.Fprintf(w, "  Job:\t%s\n", j.Error)
+		}
+		if j.CompletionTime != nil {
+			fmt.Fprintf(w, "  Finished:\t%s\n", formatTime(j.CompletionTime.Time))
+		}
+		if j.CheckoutRevision != "" {
+			fmt.Fprintf(w, "  Checked out:\t%s\n", j.CheckoutRevision)
+		}
+		if j.PushedCommit != "" {
+			fmt.Fprintf(w, "  Pushed:\t%s to %s\n", j.PushedCommit, strings.Join(j.PushedRefs, ", "))
+		}
+		writeCondition(w, "  Ready:", j.Ready)
+		if len(j.Changes) > 0 {
+			fmt.Fprintf(w, "  Changes:\n")
+			for _, f := range j.Changes {
+				for _, o := range f.Objects {
+					for _, ch := range o.Changes {
+						fmt.Fprintf(w, "    %s %s/%s/%s: %s -> %s (%s)\n", e.inRepository(f.Path)[0], o.Kind, o.Namespace, o.Name, ch.OldValue, ch.NewValue, ch.Setter)
+					}
+				}
+			}
+		}
+	}
+
+	m := e.Markers
+	if m.From == "" {
+		fmt.Fprintf(w, "\nMarkers:\tunknown: no finished UpdateJob recorded them; --scan-checkout DIR finds them in a local checkout\n")
+	} else {
+		fmt.Fprintf(w, "\nMarkers (from %s):\n", m.From)
+	}
+	found := slices.ContainsFunc(m.Policies, func(en markerEntry) bool { return en.Count == nil || *en.Count > 0 })
+	if !found && m.Complete {
+		fmt.Fprintln(w, "  none found")
+	} else if found {
+		fmt.Fprintf(w, "  POLICY\tMARKERS\tWHERE\tPROBLEM\n")
+		for _, en := range m.Policies {
+			if en.Count != nil && *en.Count == 0 {
+				continue // a setter no marker names: see the policies and problems
+			}
+			count := "some"
+			if en.Count != nil {
+				count = fmt.Sprint(*en.Count)
+			}
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", en.Policy, count, orText(strings.Join(en.Files, ", "), "-"), orText(en.Problem, "-"))
+		}
+	}
+	if m.Omitted > 0 {
+		fmt.Fprintf(w, "  (%d more policies, not listed in the job's status)\n", m.Omitted)
+	}
+	if len(m.WouldChange) > 0 {
+		fmt.Fprintf(w, "  A run would change:\n")
+		for _, c := range m.WouldChange {
+			fmt.Fprintf(w, "    %s\n", c)
+		}
+	}
+	for _, p := range m.ScanProblems {
+		fmt.Fprintf(w, "  Not read: %s\n", p)
+	}
+
+	if len(e.Problems) > 0 {
+		fmt.Fprintf(w, "\nProblems:\n")
+		for _, p := range e.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+	}
+}
+
+// writeSchedule writes where the automation stands in its update windows.
+func writeSchedule(w io.Writer, sf *scheduleFacts) {
+	if sf.Windows != "" {
+		fmt.Fprintf(w, "Update windows:\t%s\n", sf.Windows)
+	}
+	switch {
+	case sf.Error != "":
+		fmt.Fprintf(w, "  Now:\tinvalid: %s\n", sf.Error)
+	case sf.Open:
+		fmt.Fprintf(w, "  Now:\topen until %s: changes get an UpdateJob\n", formatTime(sf.End.Time))
+	default:
+		fmt.Fprintf(w, "  Now:\tclosed: no UpdateJob until the next window, %s to %s (a job already running is left to finish)\n",
+			formatTime(sf.Start.Time), formatTime(sf.End.Time))
+	}
+}
+
+// writeLastPullRequest writes an automation's last pull request. Its state
+// is the one the job saw: explain asks no forge, so a request merged or
+// closed by hand since still shows open.
+func writeLastPullRequest(w io.Writer, pr *updatev1.PullRequestStatus) {
+	fmt.Fprintf(w, "Last pull request:\t#%d %s\n", pr.Number, pr.URL)
+	state := fmt.Sprintf("%s when its job finished", pr.State)
+	if pr.State == updatev1.PullRequestOpen {
+		// The automation makes no job while the base and the policies
+		// are as they were, so a request closed unmerged since waits.
+		state += " (explain asks no forge; closed unmerged since, it is proposed again only once the base branch or a policy changes)"
+	}
+	fmt.Fprintf(w, "  State:\t%s\n", state)
+	fmt.Fprintf(w, "  Action:\t%s\n", explainPullRequestAction(pr.Action))
+	head := pr.HeadBranch
+	if pr.HeadCommit != "" {
+		head += " at " + pr.HeadCommit[:min(len(pr.HeadCommit), 7)]
+	}
+	fmt.Fprintf(w, "  Head branch:\t%s\n", head)
+}
+
+// explainPullRequestAction says what a job did to its request, and why.
+func explainPullRequestAction(a updatev1.PullRequestAction) string {
+	switch a {
+	case updatev1.PullRequestOpened:
+		return "opened"
+	case updatev1.PullRequestUpdated:
+		return "updated: a new commit on the head branch, or a new title or description"
+	case updatev1.PullRequestUnchanged:
+		return "unchanged: it already proposed the policies' values"
+	case updatev1.PullRequestClosedNow:
+		return "closed: the base branch already had the policies' values"
+	}
+	return string(a)
+}
+
+// writeCondition writes a condition as status, reason: message.
+func writeCondition(w io.Writer, label string, c *metav1.Condition) {
+	if c == nil {
+		fmt.Fprintf(w, "%s\tunknown: no Ready condition yet\n", label)
+		return
+	}
+	fmt.Fprintf(w, "%s\t%s, %s: %s\n", label, c.Status, c.Reason, c.Message)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func formatTimePtr(t *metav1.Time) string {
+	if t == nil {
+		return "never"
+	}
+	return formatTime(t.Time)
+}
+
+// shortRevision abbreviates a sha256:<hex> scan revision as git does a
+// commit.
+func shortRevision(rev string) string {
+	if algo, hex, ok := strings.Cut(rev, ":"); ok && len(hex) > 12 {
+		return algo + ":" + hex[:12]
+	}
+	return orText(rev, "unknown")
+}
+
+func quoteList(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "(" + strings.Join(q, ", ") + ")"
+}
+
+func orText(s, fallback string) string {
+	if s == "" {
+		return fallback
+	}
+	return s
+}
+
+func refOr(r *imagev1.ImageRef, fallback string) string {
+	if r == nil {
+		return fallback
+	}
+	return r.String()
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// InFlightJob is the unfinished UpdateJob the automation controls, if any
+// (an automation has at most one at a time).
+func InFlightJob(ctx context.Context, c client.Client, auto *imagev1.ImageUpdateAutomation) (*updatev1.UpdateJob, error) {
+	var jobs updatev1.UpdateJobList
+	if err := c.List(ctx, &jobs, client.InNamespace(auto.Namespace)); err != nil {
+		return nil, err
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if owner := metav1.GetControllerOf(j); owner != nil && owner.UID == auto.UID && !j.Status.Phase.Finished() {
+			return j, nil
+		}
+	}
+	return nil, nil
+}

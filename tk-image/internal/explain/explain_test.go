@@ -1,0 +1,83 @@
+package explain
+
+import (
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+// explain reads an automation's update windows with the controller's code
+// at the time it runs: closed with the next opening (in the schedule's
+// zone, printed in UTC), open until the close, or why the schedule does
+// not work.
+func TestExplainSchedule(t *testing.T) {
+	berlin := &imagev1.UpdateSchedule{TimeZone: "Europe/Berlin", Windows: []imagev1.UpdateWindow{
+		{Cron: "0 22 * * MON-FRI", Duration: metav1.Duration{Duration: 8 * time.Hour}},
+	}}
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	tests := []struct {
+		name string
+		spec *imagev1.UpdateSchedule
+		now  time.Time
+		want string
+	}{
+		{"closed on a Saturday", berlin, at("2026-11-28T12:00:00Z"),
+			"Update windows:  \"0 22 * * MON-FRI\" for 8h in Europe/Berlin\n" +
+				"  Now:           closed: no UpdateJob until the next window, 2026-11-30T21:00:00Z to 2026-12-01T05:00:00Z (a job already running is left to finish)\n"},
+		{"open on a Friday night", berlin, at("2026-11-27T23:00:00Z"),
+			"Update windows:  \"0 22 * * MON-FRI\" for 8h in Europe/Berlin\n" +
+				"  Now:           open until 2026-11-28T05:00:00Z: changes get an UpdateJob\n"},
+		{"a bad zone", &imagev1.UpdateSchedule{TimeZone: "Europe/Atlantis", Windows: berlin.Windows}, at("2026-11-28T12:00:00Z"),
+			"  Now:  invalid: time zone \"Europe/Atlantis\" is not an IANA time zone name (such as Europe/Berlin or UTC)\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+			writeSchedule(tw, explainSchedule(tt.spec, tt.now))
+			if err := tw.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", b.String(), tt.want)
+			}
+		})
+	}
+	if explainSchedule(nil, time.Now()) != nil {
+		t.Error("an automation without a schedule has schedule facts")
+	}
+}
+
+// The discovered images of an automation are explained one per line: the
+// policy that follows each, made by the automation or the namespace's
+// own, or why none does.
+func TestExplainDiscovered(t *testing.T) {
+	e := &AutomationExplanation{Automation: "default/onboard", Discovered: []imagev1.DiscoveredImage{
+		{Image: "ghcr.io/acme/web", Tag: "1.1.0", Locations: 2, Policy: "onboard-web", Owned: true},
+		{Image: "ghcr.io/acme/api", Tag: "1.0.1", Locations: 1, Policy: "api-ours"},
+		{Image: "ghcr.io/acme/tool", Tag: "main", Locations: 1, Reason: "tag \"main\" is neither a version nor a number"},
+	}}
+	var b strings.Builder
+	e.Text(&b)
+	for _, want := range []string{
+		"Discovered images:\t3 (spec.discover)",
+		"ghcr.io/acme/web:1.1.0\t2 locations, ImagePolicy onboard-web (made by the automation)",
+		"ghcr.io/acme/api:1.0.1\t1 locations, ImagePolicy api-ours (the namespace's own)",
+		"ghcr.io/acme/tool:main\t1 locations, not followed: tag \"main\" is neither a version nor a number",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explanation lacks %q:\n%s", want, b.String())
+		}
+	}
+}
