@@ -33,13 +33,18 @@ import (
 )
 
 // Selector is spec.policySelector as a label selector; without one it
-// selects every policy of the namespace. An error means the selector is
-// invalid, and the automation applies nothing (it is Stalled).
+// selects every policy of the namespace. An invalid selector is an error
+// and a nil selector, with which the automation applies nothing (it is
+// Stalled): Of and Concerns take nil so.
 func Selector(a *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 	if a.Spec.PolicySelector == nil {
 		return labels.Everything(), nil
 	}
-	return metav1.LabelSelectorAsSelector(a.Spec.PolicySelector)
+	sel, err := metav1.LabelSelectorAsSelector(a.Spec.PolicySelector)
+	if err != nil {
+		return nil, err
+	}
+	return sel, nil
 }
 
 // By is what selects a policy for an automation.
@@ -95,10 +100,14 @@ type Selection struct {
 }
 
 // Of returns what a applies of policies, given its selector sel (from
-// Selector). Policies of other namespaces are left out.
+// Selector; nil when invalid, and then nothing is applied). Policies of
+// other namespaces are left out.
 func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev1.ImagePolicy) *Selection {
 	s := &Selection{Setters: []updatev1.PolicySetter{}, Observed: imagev1.ObservedPolicies{}, Times: map[string]time.Time{}}
 	followed := Followed(a)
+	if sel == nil {
+		sel, followed = labels.Nothing(), nil
+	}
 	for i := range policies {
 		p := &policies[i]
 		if p.Namespace != a.Namespace {
@@ -147,7 +156,7 @@ func Followed(a *imagev1.ImageUpdateAutomation) map[string]bool {
 // discovery. A watch asks it of a policy before and after a change to
 // find the automations the change concerns.
 func Concerns(a *imagev1.ImageUpdateAutomation, sel labels.Selector, p *imagev1.ImagePolicy) bool {
-	if p.Namespace != a.Namespace {
+	if sel == nil || p.Namespace != a.Namespace {
 		return false
 	}
 	if a.Spec.Discover != nil && (p.Labels[imagev1.DiscoveredByLabel] == a.Name || Followed(a)[p.Name]) {

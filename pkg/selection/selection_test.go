@@ -129,11 +129,22 @@ func TestOf(t *testing.T) {
 	}
 }
 
-func TestSelectorInvalidIsAnError(t *testing.T) {
-	a := automation(nil, false)
+// An invalid selector stalls the automation: it applies nothing, not even
+// what discovery follows, and says of each policy that it is not selected.
+func TestInvalidSelectorAppliesNothing(t *testing.T) {
+	a := automation(nil, true, "found")
 	a.Spec.PolicySelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}
-	if _, err := Selector(a); err == nil {
-		t.Error("an invalid selector was accepted")
+	sel, err := Selector(a)
+	if err == nil || sel != nil {
+		t.Fatalf("an invalid selector gave %v, %v", sel, err)
+	}
+	found := policy("found", map[string]string{imagev1.DiscoveredByLabel: "auto"}, "1")
+	s := Of(a, sel, []imagev1.ImagePolicy{found, policy("a", nil, "1")})
+	if got, want := summary(s), "a=is not selected by spec.policySelector found=is not selected by spec.policySelector"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if Concerns(a, sel, &found) {
+		t.Error("a policy concerns an automation whose selector is invalid")
 	}
 }
 
