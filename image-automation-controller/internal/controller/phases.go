@@ -58,7 +58,7 @@ func (r *ImageUpdateAutomationReconciler) phases() []phase {
 		{Name: "source", Run: r.readSource},
 		{Name: "policies", Run: r.readPolicies},
 		{Name: "jobs", Run: r.readJobs},
-		{Name: "discovered", Run: r.reconcileDiscoveredPhase},
+		{Name: "select", Run: r.selectPolicies},
 		{Name: "head", Run: r.readHead},
 		{Name: "decide", Run: r.recordDecision},
 		{Name: "job", Run: r.makeJob},
@@ -136,12 +136,12 @@ func (r *ImageUpdateAutomationReconciler) readJobs(ctx context.Context, s *scope
 	return reconcile.Continue, nil
 }
 
-// reconcileDiscoveredPhase keeps the objects of the images the last job
+// selectPolicies keeps the objects of the images the last job
 // found, and selects the policies the automation applies: those
 // spec.policySelector matches and those following discovered images.
 // Without spec.discover it removes what discovery made. While a job is in
 // flight there is nothing to decide but to wait for it.
-func (r *ImageUpdateAutomationReconciler) reconcileDiscoveredPhase(ctx context.Context, s *scope) (reconcile.Result, error) {
+func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, s *scope) (reconcile.Result, error) {
 	obj := s.Obj
 	if s.State.inFlight == nil && (obj.Spec.Discover != nil || len(obj.Status.Discovered) > 0) {
 		if err := r.reconcileDiscovered(ctx, obj, s.State.policies); err != nil {
