@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,7 +13,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/discover"
-	"toolkit.dev/image-toolkit/pkg/imagename"
+	"toolkit.dev/image-toolkit/pkg/selection"
 )
 
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;create;update;delete
@@ -42,52 +41,34 @@ func discovered(job *updatev1.UpdateJob) ([]imagev1.DiscoveredImage, bool) {
 // reconcileDiscovered keeps an ImageRepository and an ImagePolicy, made
 // and owned by the automation, for each image status.discovered lists,
 // unless the namespace has a policy of its own for the image, which it
-// then follows instead; it deletes the ones it made for images no longer
-// found, and never touches objects it did not make. The policies it
-// follows that have chosen an image are added to sel. Without
-// spec.discover, it deletes what it made.
-func (r *ImageUpdateAutomationReconciler) reconcileDiscovered(ctx context.Context, obj *imagev1.ImageUpdateAutomation, sel *selection) error {
-	ns := obj.Namespace
-	mine := func(o client.Object) bool {
-		if o.GetLabels()[imagev1.DiscoveredByLabel] != obj.Name {
-			return false
-		}
-		ref := metav1.GetControllerOf(o)
-		return ref != nil && ref.UID == obj.UID
-	}
-	var pols imagev1.ImagePolicyList
-	if err := r.List(ctx, &pols, client.InNamespace(ns)); err != nil {
-		return fmt.Errorf("listing ImagePolicies: %w", err)
-	}
+// then follows instead (selection.ForImages); it deletes the ones it made
+// for images no longer found, and never touches objects it did not make.
+// It records in status.discovered which policy follows each image, which
+// selection.Of then applies. Without spec.discover, it deletes what it
+// made. pols are the namespace's policies.
+func (r *ImageUpdateAutomationReconciler) reconcileDiscovered(ctx context.Context, obj *imagev1.ImageUpdateAutomation, pols []imagev1.ImagePolicy) error {
 	var repos imagev1.ImageRepositoryList
-	if err := r.List(ctx, &repos, client.InNamespace(ns)); err != nil {
+	if err := r.List(ctx, &repos, client.InNamespace(obj.Namespace)); err != nil {
 		return fmt.Errorf("listing ImageRepositories: %w", err)
 	}
-	repoImage := map[string]string{}
-	for _, rp := range repos.Items {
-		repoImage[rp.Name] = imagename.Normalize(rp.Spec.Image)
-	}
-	// The namespace's own policies, by image: the first by name wins.
-	theirs := map[string]*imagev1.ImagePolicy{}
-	slices.SortFunc(pols.Items, func(a, b imagev1.ImagePolicy) int { return strings.Compare(a.Name, b.Name) })
-	for i := range pols.Items {
-		p := &pols.Items[i]
-		if mine(p) || p.Labels[imagev1.DiscoveredByLabel] != "" {
-			continue // made by discovery, this automation's or another's
-		}
-		if ref := p.Spec.ImageRepositoryRef; ref.Namespace == "" || ref.Namespace == ns {
-			if img, ok := repoImage[ref.Name]; ok {
-				if _, taken := theirs[img]; !taken {
-					theirs[img] = p
-				}
-			}
-		}
-	}
-
 	var images []imagev1.DiscoveredImage
 	if obj.Spec.Discover != nil {
 		images = obj.Status.Discovered
 	}
+	keep := r.followImages(ctx, obj, images, selection.ForImages(obj.Namespace, pols, repos.Items))
+	if obj.Spec.Discover != nil {
+		obj.Status.Discovered = images
+	} else {
+		obj.Status.Discovered = nil
+	}
+	return r.deleteGone(ctx, obj, pols, repos.Items, keep)
+}
+
+// followImages sets, for each image, the policy that follows it: the
+// namespace's own (theirs, by image), or one it makes and owns. It returns
+// the names of the objects it made and keeps.
+func (r *ImageUpdateAutomationReconciler) followImages(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
+	images []imagev1.DiscoveredImage, theirs map[string]string) map[string]bool {
 	mode, _ := discover.ParseMode("")
 	if obj.Spec.Discover != nil {
 		mode, _ = discover.ParseMode(obj.Spec.Discover.PolicyMode)
@@ -97,14 +78,12 @@ func (r *ImageUpdateAutomationReconciler) reconcileDiscovered(ctx context.Contex
 		dimgs[i] = discover.Image{Name: d.Image}
 	}
 	names := discover.Names(dimgs)
-	keepRepo, keepPol := map[string]bool{}, map[string]bool{}
-	follow := map[string]bool{} // policy names whose choice becomes a setter
+	keep := map[string]bool{}
 	for i := range images {
 		d := &images[i]
 		d.Policy, d.Owned, d.Reason = "", false, ""
 		if p, ok := theirs[d.Image]; ok {
-			d.Policy = p.Name
-			follow[p.Name] = true
+			d.Policy = p
 			continue
 		}
 		choice, filter, err := discover.PolicyOf(d.Tag, d.PolicyAnnotation, mode)
@@ -122,51 +101,37 @@ func (r *ImageUpdateAutomationReconciler) reconcileDiscovered(ctx context.Contex
 			continue
 		}
 		d.Policy, d.Owned = name, true
-		keepRepo[name], keepPol[name] = true, true
-		follow[name] = true
+		keep[name] = true
 	}
-	if obj.Spec.Discover != nil {
-		obj.Status.Discovered = images
-	} else {
-		obj.Status.Discovered = nil
-	}
+	return keep
+}
 
-	// What it made for images no longer found goes.
-	for i := range pols.Items {
-		if p := &pols.Items[i]; mine(p) && !keepPol[p.Name] {
+// deleteGone deletes the objects the automation's discovery made that it
+// no longer keeps (their image is no longer found).
+func (r *ImageUpdateAutomationReconciler) deleteGone(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
+	pols []imagev1.ImagePolicy, repos []imagev1.ImageRepository, keep map[string]bool) error {
+	mine := func(o client.Object) bool {
+		if o.GetLabels()[imagev1.DiscoveredByLabel] != obj.Name {
+			return false
+		}
+		ref := metav1.GetControllerOf(o)
+		return ref != nil && ref.UID == obj.UID
+	}
+	for i := range pols {
+		if p := &pols[i]; mine(p) && !keep[p.Name] {
 			if err := r.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting ImagePolicy %s: %w", p.Name, err)
 			}
 			r.Events.Normal(ctx, obj, "DiscoveredImageGone", "Discover", fmt.Sprintf("deleted ImagePolicy %s: its image is no longer in the repository", p.Name))
 		}
 	}
-	for i := range repos.Items {
-		if rp := &repos.Items[i]; mine(rp) && !keepRepo[rp.Name] {
+	for i := range repos {
+		if rp := &repos[i]; mine(rp) && !keep[rp.Name] {
 			if err := r.Delete(ctx, rp); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting ImageRepository %s: %w", rp.Name, err)
 			}
 		}
 	}
-
-	// The followed policies that have chosen an image are setters too.
-	have := map[string]bool{}
-	for _, s := range sel.setters {
-		have[s.Policy] = true
-	}
-	for i := range pols.Items {
-		p := &pols.Items[i]
-		key := updatev1.PolicyKey(p.Namespace, p.Name)
-		if !follow[p.Name] || p.Status.LatestRef == nil || have[key] {
-			continue
-		}
-		ref := *p.Status.LatestRef
-		sel.setters = append(sel.setters, updatev1.PolicySetter{Policy: key, Name: ref.Name, Tag: ref.Tag, Digest: ref.Digest})
-		sel.observed[p.Name] = ref
-		if p.Status.LatestRefTime != nil {
-			sel.times[key] = p.Status.LatestRefTime.Time
-		}
-	}
-	slices.SortFunc(sel.setters, func(a, b updatev1.PolicySetter) int { return strings.Compare(a.Policy, b.Policy) })
 	return nil
 }
 
@@ -176,7 +141,6 @@ func (r *ImageUpdateAutomationReconciler) reconcileDiscovered(ctx context.Contex
 // when its source (mode or annotation) changes.
 func (r *ImageUpdateAutomationReconciler) applyDiscovered(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
 	name, image, source string, choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) error {
-	d := obj.Spec.Discover
 	own := func(o client.Object) error {
 		labels := o.GetLabels()
 		if labels == nil {
@@ -196,25 +160,7 @@ func (r *ImageUpdateAutomationReconciler) applyDiscovered(ctx context.Context, o
 		if err := own(repo); err != nil {
 			return err
 		}
-		spec := imagev1.ImageRepositorySpec{Image: image, Interval: obj.Spec.Interval, ServiceAccountName: d.ServiceAccountName}
-		if d.Interval != nil {
-			spec.Interval = *d.Interval
-		}
-		host, _, _ := strings.Cut(image, "/")
-		for _, reg := range d.Registries {
-			if strings.EqualFold(reg.Host, host) {
-				spec.SecretRef, spec.CertSecretRef, spec.Insecure = reg.SecretRef.DeepCopy(), reg.CertSecretRef.DeepCopy(), reg.Insecure
-				if reg.Provider != "" {
-					spec.Provider = reg.Provider
-				}
-			}
-		}
-		// Defaults the API server fills in stay as they are.
-		if spec.Provider == "" {
-			spec.Provider = repo.Spec.Provider
-		}
-		spec.ExclusionList, spec.Timeout = repo.Spec.ExclusionList, repo.Spec.Timeout
-		repo.Spec = spec
+		repo.Spec = discoveredRepository(obj, image, &repo.Spec)
 		return nil
 	})
 	if err != nil {
@@ -246,6 +192,32 @@ func (r *ImageUpdateAutomationReconciler) applyDiscovered(ctx context.Context, o
 		r.Events.Normal(ctx, obj, "DiscoveredImage", "Discover", fmt.Sprintf("made ImageRepository and ImagePolicy %s for %s", name, image))
 	}
 	return nil
+}
+
+// discoveredRepository is the spec of the ImageRepository for a
+// discovered image: the automation's discover settings, and for its
+// registry host those of spec.discover.registries, over cur, the spec the
+// repository has (defaults the API server filled in stay as they are).
+func discoveredRepository(obj *imagev1.ImageUpdateAutomation, image string, cur *imagev1.ImageRepositorySpec) imagev1.ImageRepositorySpec {
+	d := obj.Spec.Discover
+	spec := imagev1.ImageRepositorySpec{Image: image, Interval: obj.Spec.Interval, ServiceAccountName: d.ServiceAccountName}
+	if d.Interval != nil {
+		spec.Interval = *d.Interval
+	}
+	host, _, _ := strings.Cut(image, "/")
+	for _, reg := range d.Registries {
+		if strings.EqualFold(reg.Host, host) {
+			spec.SecretRef, spec.CertSecretRef, spec.Insecure = reg.SecretRef.DeepCopy(), reg.CertSecretRef.DeepCopy(), reg.Insecure
+			if reg.Provider != "" {
+				spec.Provider = reg.Provider
+			}
+		}
+	}
+	if spec.Provider == "" {
+		spec.Provider = cur.Provider
+	}
+	spec.ExclusionList, spec.Timeout = cur.ExclusionList, cur.Timeout
+	return spec
 }
 
 // objectName is <automation>-<image name>, cut to a DNS label.

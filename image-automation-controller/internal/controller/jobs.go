@@ -14,7 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -25,6 +25,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/selection"
 )
 
 // Labels and annotations on the UpdateJobs an automation creates.
@@ -55,51 +56,19 @@ func ownerUID(job client.Object) string {
 	return string(ref.UID)
 }
 
-// selection is what the selected policies say.
-type selection struct {
-	setters  []updatev1.PolicySetter
-	observed imagev1.ObservedPolicies
-	// times holds status.latestRefTime by NAMESPACE:NAME.
-	times map[string]time.Time
-}
-
-// selectPolicies returns the policies of the automation's namespace that
-// sel matches and that have picked an image, sorted by name.
-func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, obj *imagev1.ImageUpdateAutomation, sel labels.Selector) (*selection, error) {
-	list := &imagev1.ImagePolicyList{}
-	if err := r.List(ctx, list, client.InNamespace(obj.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing ImagePolicies: %w", err)
-	}
-	s := &selection{observed: imagev1.ObservedPolicies{}, times: map[string]time.Time{}}
-	for _, p := range list.Items {
-		if p.Status.LatestRef == nil || !sel.Matches(labels.Set(p.Labels)) {
-			continue
-		}
-		ref := *p.Status.LatestRef
-		key := updatev1.PolicyKey(p.Namespace, p.Name)
-		s.setters = append(s.setters, updatev1.PolicySetter{Policy: key, Name: ref.Name, Tag: ref.Tag, Digest: ref.Digest})
-		s.observed[p.Name] = ref
-		if p.Status.LatestRefTime != nil {
-			s.times[key] = p.Status.LatestRefTime.Time
-		}
-	}
-	slices.SortFunc(s.setters, func(a, b updatev1.PolicySetter) int { return strings.Compare(a.Policy, b.Policy) })
-	return s, nil
-}
-
 // jobSpec is the UpdateJob for one run.
-func jobSpec(obj *imagev1.ImageUpdateAutomation, src *source, sel *selection) updatev1.UpdateJobSpec {
+func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) updatev1.UpdateJobSpec {
 	spec := updatev1.UpdateJobSpec{
 		Repository: *src.Repository.DeepCopy(),
 		Checkout:   updatev1.GitCheckoutSpec{Reference: src.Ref},
-		Update:     updatev1.UpdateSpec{Setters: sel.setters},
-		Commit:     *obj.Spec.GitSpec.Commit.DeepCopy(),
-		Push:       obj.Spec.GitSpec.Push.DeepCopy(),
+		Update:     updatev1.UpdateSpec{Setters: setters},
+		Commit:     *a.GitSpec.Commit.DeepCopy(),
+		Push:       a.GitSpec.Push.DeepCopy(),
 	}
-	if obj.Spec.Update != nil {
-		spec.Update.Path = obj.Spec.Update.Path
+	if a.Update != nil {
+		spec.Update.Path = a.Update.Path
 	}
-	if d := obj.Spec.Discover; d != nil {
+	if d := a.Discover; d != nil {
 		spec.Update.Discover = &updatev1.DiscoverSpec{Include: d.Include, Exclude: d.Exclude, WriteMarkers: d.WriteMarkers}
 	}
 	if spec.Update.Setters == nil {
@@ -212,52 +181,95 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 	if err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace)); err != nil {
 		return nil, false, fmt.Errorf("listing UpdateJobs: %w", err)
 	}
-	mine := map[string]bool{}
-	for _, s := range spec.Update.Setters {
-		mine[s.Policy] = true
+	t := takeTurn(obj.UID, &spec, list.Items)
+	switch {
+	case t.own != nil:
+		return t.own, true, nil
+	case t.busy != nil:
+		return nil, false, t.busy
 	}
-	names := map[string]bool{}
-	run := 0
-	var busy *policyBusyError
-	for i := range list.Items {
-		j := &list.Items[i]
-		names[j.Name] = true
-		if ownerUID(j) != string(obj.UID) {
-			if busy == nil && ownerUID(j) != "" && !j.Status.Phase.Finished() && sameTarget(&j.Spec, &spec) {
-				for _, s := range j.Spec.Update.Setters {
-					if mine[s.Policy] {
-						busy = &policyBusyError{job: j.Name, automation: metav1.GetControllerOf(j).Name, policy: s.Policy}
-						break
-					}
-				}
-			}
-			continue
-		}
-		if !j.Status.Phase.Finished() {
-			return j, true, nil
-		}
-		run = max(run, runOf(j))
-	}
-	if busy != nil {
-		return nil, false, busy
-	}
-	if len(mine) > 0 {
+	if len(spec.Update.Setters) > 0 {
 		pols := &imagev1.ImagePolicyList{}
 		if err := r.APIReader.List(ctx, pols, client.InNamespace(obj.Namespace)); err != nil {
 			return nil, false, fmt.Errorf("listing ImagePolicies: %w", err)
 		}
-		now := map[string]*imagev1.ImageRef{}
-		for i := range pols.Items {
-			now[updatev1.PolicyKey(pols.Items[i].Namespace, pols.Items[i].Name)] = pols.Items[i].Status.LatestRef
+		if err := moved(spec.Update.Setters, pols.Items); err != nil {
+			return nil, false, err
 		}
-		for _, s := range spec.Update.Setters {
-			if ref := now[s.Policy]; ref == nil || *ref != (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
-				return nil, false, &policyBusyError{policy: s.Policy, moved: true}
+	}
+	job := newJob(obj, spec, inputs, t, times)
+	// The job controller reads the automation (for the message template's
+	// .AutomationObject) from this controller reference.
+	if err := controllerutil.SetControllerReference(obj, job, r.Scheme()); err != nil {
+		return nil, false, err
+	}
+	return r.create(ctx, obj, job)
+}
+
+// turn is what the namespace's jobs say about making this run's job.
+type turn struct {
+	// own is the automation's job in flight: the run is that job.
+	own *updatev1.UpdateJob
+	// busy names another automation's job in flight that sets one of the
+	// run's policies on the same branch: the run waits for it.
+	busy *policyBusyError
+	// run is the highest run number of the automation's jobs; taken are
+	// the names of the namespace's jobs.
+	run   int
+	taken map[string]bool
+}
+
+// takeTurn reads the namespace's jobs for a run of the automation uid that
+// would make spec.
+func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.UpdateJob) turn {
+	mine := map[string]bool{}
+	for _, s := range spec.Update.Setters {
+		mine[s.Policy] = true
+	}
+	t := turn{taken: map[string]bool{}}
+	for i := range jobs {
+		j := &jobs[i]
+		t.taken[j.Name] = true
+		switch owner := ownerUID(j); {
+		case owner == string(uid) && !j.Status.Phase.Finished():
+			if t.own == nil {
+				t.own = j
+			}
+		case owner == string(uid):
+			t.run = max(t.run, runOf(j))
+		case t.busy == nil && owner != "" && !j.Status.Phase.Finished() && sameTarget(&j.Spec, spec):
+			for _, s := range j.Spec.Update.Setters {
+				if mine[s.Policy] {
+					t.busy = &policyBusyError{job: j.Name, automation: metav1.GetControllerOf(j).Name, policy: s.Policy}
+					break
+				}
 			}
 		}
 	}
+	return t
+}
+
+// moved returns a *policyBusyError when a policy no longer has the value
+// a setter was made from.
+func moved(setters []updatev1.PolicySetter, policies []imagev1.ImagePolicy) error {
+	now := map[string]*imagev1.ImageRef{}
+	for i := range policies {
+		now[updatev1.PolicyKey(policies[i].Namespace, policies[i].Name)] = policies[i].Status.LatestRef
+	}
+	for _, s := range setters {
+		if ref := now[s.Policy]; ref == nil || *ref != (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
+			return &policyBusyError{policy: s.Policy, moved: true}
+		}
+	}
+	return nil
+}
+
+// newJob is the run's UpdateJob: named for its inputs (and the attempt
+// with them), numbered after the automation's jobs, with the times the
+// setters' policies picked their values.
+func newJob(obj *imagev1.ImageUpdateAutomation, spec updatev1.UpdateJobSpec, inputs string, t turn, times map[string]time.Time) *updatev1.UpdateJob {
 	name := ""
-	for attempt := 0; name == "" || names[name]; attempt++ {
+	for attempt := 0; name == "" || t.taken[name]; attempt++ {
 		name = jobName(obj.Name, inputs, attempt)
 	}
 	job := &updatev1.UpdateJob{
@@ -270,7 +282,7 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 			Annotations: map[string]string{
 				InputsAnnotation:     inputs,
 				GenerationAnnotation: strconv.FormatInt(obj.Generation, 10),
-				RunAnnotation:        strconv.Itoa(run + 1),
+				RunAnnotation:        strconv.Itoa(t.run + 1),
 			},
 		},
 		Spec: spec,
@@ -284,15 +296,17 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 	// The times are not inputs: the hash was taken without them.
 	job.Spec.Update.Setters = slices.Clone(spec.Update.Setters)
 	for i, s := range job.Spec.Update.Setters {
-		if t, ok := times[s.Policy]; ok {
-			job.Spec.Update.Setters[i].LatestRefTime = &metav1.Time{Time: t}
+		if at, ok := times[s.Policy]; ok {
+			job.Spec.Update.Setters[i].LatestRefTime = &metav1.Time{Time: at}
 		}
 	}
-	// The job controller reads the automation (for the message template's
-	// .AutomationObject) from this controller reference.
-	if err := controllerutil.SetControllerReference(obj, job, r.Scheme()); err != nil {
-		return nil, false, err
-	}
+	return job
+}
+
+// create creates job; a job of that name already there is the run's when
+// it is an unfinished job of the automation (made by a run whose status
+// write was lost).
+func (r *ImageUpdateAutomationReconciler) create(ctx context.Context, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) (*updatev1.UpdateJob, bool, error) {
 	err := r.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
 		existing := &updatev1.UpdateJob{}
@@ -302,7 +316,7 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		if ownerUID(existing) == string(obj.UID) && !existing.Status.Phase.Finished() {
 			return existing, true, nil
 		}
-		return nil, false, fmt.Errorf("UpdateJob %s exists and is not an unfinished job of this automation", name)
+		return nil, false, fmt.Errorf("UpdateJob %s exists and is not an unfinished job of this automation", job.Name)
 	}
 	if err != nil {
 		return nil, false, err
@@ -312,14 +326,14 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 
 // changeTimes returns, for the setters whose value differs from what the
 // last run applied, when their policy picked that value.
-func changeTimes(sel *selection, last imagev1.ObservedPolicies) map[string]time.Time {
+func changeTimes(sel *selection.Selection, last imagev1.ObservedPolicies) map[string]time.Time {
 	out := map[string]time.Time{}
-	for _, s := range sel.setters {
+	for _, s := range sel.Setters {
 		_, name, _ := updatev1.SplitPolicyKey(s.Policy)
 		if prev, ok := last[name]; ok && prev == (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
 			continue
 		}
-		if t, ok := sel.times[s.Policy]; ok {
+		if t, ok := sel.Times[s.Policy]; ok {
 			out[s.Policy] = t
 		}
 	}
@@ -359,7 +373,12 @@ func runOf(j *updatev1.UpdateJob) int {
 	return n
 }
 
-// record writes a finished job's outcome into the status, once per job.
+// record writes a finished job's outcome into the status, once per job:
+// the job's reference, what it found and applied, and its outcome as the
+// automation's Ready condition and events. A failed job's failure is the
+// automation's Ready=False until a run decides otherwise; it is no failure
+// of this run, which goes on to decide the next job. It returns what to
+// count once the status is written.
 func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) tally {
 	var t tally
 	// The automation's events carry what its job did: commit, pull
@@ -369,63 +388,19 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 	if found, ok := discovered(job); ok {
 		obj.Status.Discovered = found
 	}
-	gen, _ := strconv.ParseInt(job.Annotations[GenerationAnnotation], 10, 64)
-	applied := func() {
-		obj.Status.ObservedPolicies = policiesOf(job)
-		if gen > 0 {
-			obj.Status.ObservedGeneration = gen
-		}
-	}
 	if pr := job.Status.PullRequest; pr != nil {
 		obj.Status.LastPullRequest = pr.DeepCopy()
 	}
 	switch job.Status.Phase {
 	case updatev1.UpdateJobSucceeded:
-		now := time.Now()
-		pushed := now
-		if ct := job.Status.CompletionTime; ct != nil {
-			// completionTime has whole seconds: the push happened
-			// within the second after it, and before now.
-			pushed = minTime(now, ct.Add(time.Second))
-		}
-		obj.Status.LastPushCommit = job.Status.PushedCommit
-		obj.Status.LastPushTime = job.Status.CompletionTime.DeepCopy()
-		if obj.Status.LastPushTime == nil {
-			obj.Status.LastPushTime = &metav1.Time{Time: now}
-		}
 		obj.Status.ObservedSourceRevision = revisionAfterPush(job)
-		applied()
-		if pr := job.Status.PullRequest; pr != nil {
-			conditions.MarkReady(obj, conditions.SucceededReason, "%s pull request #%d (UpdateJob %s): %s",
-				pr.Action, pr.Number, job.Name, pr.URL)
-			ev.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s %s pull request #%d: %s",
-				job.Name, pr.Action, pr.Number, pr.URL))
-		} else {
-			conditions.MarkReady(obj, conditions.SucceededReason, "pushed commit %s to %s (UpdateJob %s)",
-				short(job.Status.PushedCommit), pushBranch(job), job.Name)
-			ev.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
-				job.Name, job.Status.PushedCommit, pushBranch(job)))
-		}
+		applied(obj, job)
+		t.latencies = recordPush(ctx, ev, obj, job, time.Now())
 		t.outcome(OutcomePushed)
-		for _, s := range job.Spec.Update.Setters {
-			if s.LatestRefTime != nil && !pushed.Before(s.LatestRefTime.Time) {
-				t.latencies = append(t.latencies, pushed.Sub(s.LatestRefTime.Time).Seconds())
-			}
-		}
 	case updatev1.UpdateJobNoChange:
 		obj.Status.ObservedSourceRevision = job.Status.CheckoutRevision
-		applied()
-		switch pr := job.Status.PullRequest; {
-		case pr == nil:
-			conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s (UpdateJob %s)", job.Status.CheckoutRevision, job.Name)
-		case pr.Action == updatev1.PullRequestClosedNow:
-			conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s: closed pull request #%d (UpdateJob %s): %s",
-				job.Status.CheckoutRevision, pr.Number, job.Name, pr.URL)
-			ev.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s closed pull request #%d: the base has its changes: %s",
-				job.Name, pr.Number, pr.URL))
-		default:
-			conditions.MarkReady(obj, conditions.SucceededReason, "pull request #%d is up to date (UpdateJob %s): %s", pr.Number, job.Name, pr.URL)
-		}
+		applied(obj, job)
+		recordNoChange(ctx, ev, obj, job)
 		t.outcome(OutcomeNoChange)
 	case updatev1.UpdateJobFailed:
 		reason, msg := conditions.FailedReason, "no reason given"
@@ -437,11 +412,71 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 				msg = c.Message
 			}
 		}
-		conditions.MarkFailed(obj, reason, "UpdateJob %s failed: %s", job.Name, msg)
+		// The one way to a failure condition, though the reconcile
+		// goes on: the next decision may replace it.
+		f := failure(reason, "UpdateJob %s failed: %s", job.Name, msg)
+		conditions.Record(obj, f, f.Error())
 		ev.Warning(ctx, obj, reason, "Update", fmt.Sprintf("UpdateJob %s failed: %s", job.Name, msg))
 		t.outcome(OutcomeFailed)
 	}
 	return t
+}
+
+// applied records the policies and generation a job applied.
+func applied(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
+	obj.Status.ObservedPolicies = policiesOf(job)
+	if gen, _ := strconv.ParseInt(job.Annotations[GenerationAnnotation], 10, 64); gen > 0 {
+		obj.Status.ObservedGeneration = gen
+	}
+}
+
+// recordPush records a job that pushed a commit (or proposed it), and
+// returns the latencies from its policies' changes to the push.
+func recordPush(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob, now time.Time) []float64 {
+	pushed := now
+	if ct := job.Status.CompletionTime; ct != nil {
+		// completionTime has whole seconds: the push happened
+		// within the second after it, and before now.
+		pushed = minTime(now, ct.Add(time.Second))
+	}
+	obj.Status.LastPushCommit = job.Status.PushedCommit
+	obj.Status.LastPushTime = job.Status.CompletionTime.DeepCopy()
+	if obj.Status.LastPushTime == nil {
+		obj.Status.LastPushTime = &metav1.Time{Time: now}
+	}
+	if pr := job.Status.PullRequest; pr != nil {
+		conditions.MarkReady(obj, conditions.SucceededReason, "%s pull request #%d (UpdateJob %s): %s",
+			pr.Action, pr.Number, job.Name, pr.URL)
+		ev.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s %s pull request #%d: %s",
+			job.Name, pr.Action, pr.Number, pr.URL))
+	} else {
+		conditions.MarkReady(obj, conditions.SucceededReason, "pushed commit %s to %s (UpdateJob %s)",
+			short(job.Status.PushedCommit), pushBranch(job), job.Name)
+		ev.Normal(ctx, obj, "Pushed", "Push", fmt.Sprintf("UpdateJob %s pushed commit %s to %s",
+			job.Name, job.Status.PushedCommit, pushBranch(job)))
+	}
+	var latencies []float64
+	for _, s := range job.Spec.Update.Setters {
+		if s.LatestRefTime != nil && !pushed.Before(s.LatestRefTime.Time) {
+			latencies = append(latencies, pushed.Sub(s.LatestRefTime.Time).Seconds())
+		}
+	}
+	return latencies
+}
+
+// recordNoChange records a job that found the files up to date.
+func recordNoChange(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
+	switch pr := job.Status.PullRequest; {
+	case pr == nil:
+		conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s (UpdateJob %s)", job.Status.CheckoutRevision, job.Name)
+	case pr.Action == updatev1.PullRequestClosedNow:
+		conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s: closed pull request #%d (UpdateJob %s): %s",
+			job.Status.CheckoutRevision, pr.Number, job.Name, pr.URL)
+		ev.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s closed pull request #%d: the base has its changes: %s",
+			job.Name, pr.Number, pr.URL))
+	default:
+		conditions.MarkReady(obj, conditions.SucceededReason, "pull request #%d is up to date (UpdateJob %s): %s", pr.Number, job.Name, pr.URL)
+	}
 }
 
 // jobReference names the finished job, with what its markers say about

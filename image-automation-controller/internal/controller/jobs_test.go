@@ -9,6 +9,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/selection"
 )
 
 func TestJobName(t *testing.T) {
@@ -75,14 +76,14 @@ func TestRevisionAfterPush(t *testing.T) {
 
 func TestChangeTimes(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.UTC)
-	sel := &selection{
-		setters: []updatev1.PolicySetter{
+	sel := &selection.Selection{
+		Setters: []updatev1.PolicySetter{
 			{Policy: "ns:same", Name: "a", Tag: "1"},
 			{Policy: "ns:new-tag", Name: "b", Tag: "2"},
 			{Policy: "ns:no-time", Name: "c", Tag: "2"},
 			{Policy: "ns:first", Name: "d", Tag: "1"},
 		},
-		times: map[string]time.Time{"ns:same": t0, "ns:new-tag": t0, "ns:first": t0},
+		Times: map[string]time.Time{"ns:same": t0, "ns:new-tag": t0, "ns:first": t0},
 	}
 	last := imagev1.ObservedPolicies{"same": {Name: "a", Tag: "1"}, "new-tag": {Name: "b", Tag: "1"}, "no-time": {Name: "c", Tag: "1"}}
 	got := changeTimes(sel, last)

@@ -206,8 +206,10 @@ func TestOutsideWindowKeepsFailure(t *testing.T) {
 	a.Status.LastJob = &imagev1.UpdateJobReference{Name: "fleet-1", Phase: updatev1.UpdateJobFailed}
 	conditions.MarkFailed(a, conditions.AuthenticationFailedReason, "UpdateJob fleet-1 failed: refused")
 	win := windowState{span: spanAt("2026-11-24T02:00:00Z")}
-	markOutsideWindow(a, win, "a run is due")
-	markOutsideWindow(a, win, "a run is due")
+	for range 2 {
+		d := outsideWindow(&a.Status, win, "a run is due")
+		conditions.Record(a, d.fail, d.fail.Error())
+	}
 	c := ready(a)
 	want := "UpdateJob fleet-1 failed: refused" + waitSuffix + "2026-11-24T02:00:00Z"
 	if c.Status != metav1.ConditionFalse || c.Reason != conditions.AuthenticationFailedReason || c.Message != want {

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -12,6 +11,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/selection"
 )
 
 // validateSpec checks what the spec alone decides, before anything is read:
@@ -21,7 +21,7 @@ func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 		return nil, conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
 			"update strategy %q is not supported: the only strategy is Setters", u.Strategy)
 	}
-	sel, err := policySelector(obj)
+	sel, err := selection.Selector(obj)
 	if err != nil {
 		return nil, conditions.Stallf(imagev1.InvalidPolicySelectorReason, "invalid spec.policySelector: %s", err)
 	}
@@ -45,14 +45,6 @@ func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 		}
 	}
 	return sel, nil
-}
-
-// policySelector selects the automation's policies; all without a selector.
-func policySelector(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
-	if obj.Spec.PolicySelector == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(obj.Spec.PolicySelector)
 }
 
 // source is where the automation's jobs read and write, and how the

@@ -1,0 +1,241 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+	"toolkit.dev/image-toolkit/pkg/selection"
+)
+
+// run is one reconcile of an automation: what its phases read, the
+// decision, and what to do once the status is written.
+type run struct {
+	now time.Time
+	sel labels.Selector
+	win windowState
+	src *source
+	// policies are the namespace's ImagePolicies, by name.
+	policies []imagev1.ImagePolicy
+	// inFlight is the automation's unfinished job; finished are its
+	// finished ones, newest first (pruned after the write).
+	inFlight *updatev1.UpdateJob
+	finished []updatev1.UpdateJob
+	// recorded is true when this run recorded finished[0].
+	recorded  bool
+	selection *selection.Selection
+	head      string
+	decision  decision
+	// tally is counted only once the status is written.
+	tally tally
+}
+
+type scope = reconcile.Scope[*imagev1.ImageUpdateAutomation, run]
+
+type phase = reconcile.Phase[*imagev1.ImageUpdateAutomation, run]
+
+// phases are an automation run: read what the decision needs, decide (a
+// pure function: decide), carry the decision out. A failure in any of
+// them ends the run through the skeleton's one failure path.
+func (r *ImageUpdateAutomationReconciler) phases() []phase {
+	return []phase{
+		{Name: "spec", Run: r.checkSpec},
+		{Name: "source", Run: r.readSource},
+		{Name: "policies", Run: r.readPolicies},
+		{Name: "jobs", Run: r.readJobs},
+		{Name: "select", Run: r.selectPolicies},
+		{Name: "head", Run: r.readHead},
+		{Name: "decide", Run: r.recordDecision},
+		{Name: "job", Run: r.makeJob},
+	}
+}
+
+// checkSpec validates what the spec alone decides and reads the update
+// window now; the window's next edge brings the run back.
+func (r *ImageUpdateAutomationReconciler) checkSpec(_ context.Context, s *scope) (reconcile.Result, error) {
+	s.State.now = r.now()
+	sel, err := validateSpec(s.Obj)
+	if err != nil {
+		return reconcile.Continue, err
+	}
+	win, err := windowAt(s.Obj.Spec.Schedule, s.State.now)
+	s.Obj.Status.NextWindow = win.nextWindow()
+	if err != nil {
+		return reconcile.Continue, err
+	}
+	s.State.sel, s.State.win = sel, win
+	return reconcile.Result{RequeueAfter: win.wake}, nil
+}
+
+// readSource resolves the repository, checkout ref and credentials.
+// The source and its Secrets are read again every interval while a
+// problem with them stalls the automation; something missing (Secrets are
+// not watched) is looked for again soon, backing off the longer it stays
+// missing, up to the interval.
+func (r *ImageUpdateAutomationReconciler) readSource(ctx context.Context, s *scope) (reconcile.Result, error) {
+	interval := s.Obj.Spec.Interval.Duration
+	src, err := r.resolveSource(ctx, s.Obj)
+	var f *conditions.Failure
+	switch {
+	case err == nil:
+		s.State.src = src
+		return reconcile.Continue, nil
+	case !errors.As(err, &f):
+		return reconcile.Continue, err
+	case f.Stalled:
+		return reconcile.Continue, f.After(interval)
+	}
+	wait := time.Second
+	if c := conditions.Get(s.Obj, conditions.ReadyCondition); c != nil && c.Reason == f.Reason {
+		wait = max(wait, min(time.Since(c.LastTransitionTime.Time), interval))
+	}
+	return reconcile.Continue, f.After(wait)
+}
+
+// readPolicies lists the namespace's ImagePolicies (from the cache).
+func (r *ImageUpdateAutomationReconciler) readPolicies(ctx context.Context, s *scope) (reconcile.Result, error) {
+	list := &imagev1.ImagePolicyList{}
+	if err := r.List(ctx, list, client.InNamespace(s.Obj.Namespace)); err != nil {
+		return reconcile.Continue, fmt.Errorf("listing ImagePolicies: %w", err)
+	}
+	slices.SortFunc(list.Items, func(a, b imagev1.ImagePolicy) int { return strings.Compare(a.Name, b.Name) })
+	s.State.policies = list.Items
+	return reconcile.Continue, nil
+}
+
+// readJobs reads the automation's jobs and records the newest finished
+// one in the status, once.
+func (r *ImageUpdateAutomationReconciler) readJobs(ctx context.Context, s *scope) (reconcile.Result, error) {
+	inFlight, finished, err := r.jobsOf(ctx, s.Obj)
+	if err != nil {
+		return reconcile.Continue, err
+	}
+	s.State.inFlight, s.State.finished = inFlight, finished
+	if len(finished) > 0 {
+		last := &finished[0]
+		if s.Obj.Status.LastJob == nil || s.Obj.Status.LastJob.UID != last.UID {
+			s.State.tally = r.record(ctx, s.Obj, last)
+			s.State.recorded = true
+		}
+	}
+	return reconcile.Continue, nil
+}
+
+// selectPolicies keeps the objects of the images the last job
+// found, and selects the policies the automation applies: those
+// spec.policySelector matches and those following discovered images.
+// Without spec.discover it removes what discovery made. While a job is in
+// flight there is nothing to decide but to wait for it.
+func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, s *scope) (reconcile.Result, error) {
+	obj := s.Obj
+	if s.State.inFlight == nil && (obj.Spec.Discover != nil || len(obj.Status.Discovered) > 0) {
+		if err := r.reconcileDiscovered(ctx, obj, s.State.policies); err != nil {
+			return reconcile.Continue, fmt.Errorf("discovered images: %w", err)
+		}
+	}
+	s.State.selection = selection.Of(obj, s.State.sel, s.State.policies)
+	return reconcile.Continue, nil
+}
+
+// readHead lists the checkout branch's head, when the decision depends on
+// it: no job in flight, something to apply, and a branch checked out.
+func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope) (reconcile.Result, error) {
+	src := s.State.src
+	if s.State.inFlight != nil || (len(s.State.selection.Setters) == 0 && s.Obj.Spec.Discover == nil) || !gitsource.BranchOnly(src.Ref) {
+		return reconcile.Continue, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
+	oid, err := git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
+	cancel()
+	if err != nil {
+		reason := conditions.GitOperationFailedReason
+		if errors.Is(err, git.ErrAuthentication) {
+			reason = conditions.AuthenticationFailedReason
+		}
+		s.State.tally.outcome(OutcomeFailed)
+		return reconcile.Continue, failure(reason, "reading the head of branch %s of %s: %w", src.Ref.Branch, src.Describe, err).
+			Redacting(src.remote.Secrets()...).After(min(s.Obj.Spec.Interval.Duration, time.Minute))
+	}
+	s.State.head = git.FormatRevision(src.Ref.Branch, oid)
+	return reconcile.Continue, nil
+}
+
+// recordDecision runs the decision (decide) on what the phases read and
+// records it in the status; only a decision to make a job goes on.
+func (r *ImageUpdateAutomationReconciler) recordDecision(_ context.Context, s *scope) (reconcile.Result, error) {
+	st := &s.State
+	in := inputs{
+		Namespace: s.Obj.Namespace, Generation: s.Obj.Generation, Requested: s.Requested,
+		Window: st.win, Source: st.src.Source, Selection: st.selection,
+		InFlight: st.inFlight, Recorded: st.recorded, Head: st.head,
+	}
+	if len(st.finished) > 0 {
+		in.Last = &st.finished[0]
+	}
+	d := decide(&s.Obj.Spec, &s.Obj.Status, in, st.now)
+	st.decision = d
+	switch d.act {
+	case adoptJob:
+		adopt(s.Obj, st.inFlight)
+	case skipRun:
+		s.Obj.Status.LastAutomationRunTime = &metav1.Time{Time: st.now}
+	case makeJob:
+		return reconcile.Continue, nil
+	}
+	if d.outcome != "" {
+		st.tally.outcome(d.outcome)
+	}
+	d.mark.apply(s.Obj)
+	if d.fail != nil {
+		return reconcile.Continue, d.fail.After(d.requeue)
+	}
+	return reconcile.StopAfter(d.requeue), nil
+}
+
+// makeJob makes the run's UpdateJob, or adopts one made before, or waits
+// for another automation's job that sets the same policies on the same
+// branch (createJob).
+func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope) (reconcile.Result, error) {
+	obj, st, d := s.Obj, &s.State, s.State.decision
+	job, existed, err := r.createJob(ctx, obj, d.job, d.hash, changeTimes(st.selection, obj.Status.ObservedPolicies))
+	var busy *policyBusyError
+	if errors.As(err, &busy) {
+		// Not a failure: the other job sets the same value or an older
+		// one; this run makes its job once that one has ended.
+		markProgress("%s", busy).apply(obj)
+		if busy.moved {
+			return reconcile.StopAfter(100 * time.Millisecond), nil
+		}
+		return reconcile.StopAfter(min(obj.Spec.Interval.Duration, 2*time.Second)), nil
+	}
+	if err != nil {
+		if apierrors.IsInvalid(err) {
+			return reconcile.Continue, conditions.Stallf(conditions.InvalidSpecReason, "the UpdateJob for this automation is invalid: %s", err)
+		}
+		return reconcile.Continue, fmt.Errorf("creating the UpdateJob: %w", err)
+	}
+	if existed {
+		adopt(obj, job)
+	} else {
+		obj.Status.LastAutomationRunTime = &metav1.Time{Time: st.now}
+		r.Events.WithMetadata(map[string]string{events.MetaRevision: st.head}).Normal(ctx, obj, "UpdateJobCreated", "Update",
+			fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(d.job.Update.Setters), revisionOr(st.head, st.src.Ref)))
+	}
+	markProgress("UpdateJob %s is %s", job.Name, phaseOf(job)).apply(obj)
+	return reconcile.StopAfter(d.requeue), nil
+}

@@ -1,0 +1,196 @@
+// Package selection answers one question the same way wherever it is
+// asked: which ImagePolicies does an ImageUpdateAutomation apply, with
+// which values, and why not the others? The automation controller asks it
+// to make an UpdateJob's setters, its ImagePolicy watch to know which
+// automations a policy change concerns, and tk-image explain to say why an
+// image is not updated. Each used to have a copy of its own, and the copies
+// drifted (explain did not know about discovered images).
+//
+// An automation applies the policies of its own namespace that
+// spec.policySelector matches (all of them without a selector) and the
+// policies that follow the images spec.discover found (status.discovered
+// names them), each once, and only those that have picked a latest image.
+// Each discovered image is followed by exactly one policy: the namespace's
+// own for that image when it has one (the first by name), else the one the
+// automation's discovery makes (ForImages).
+//
+// The package is pure: it reads the objects it is given and asks nothing
+// of the API server, so callers list the policies the way that suits them
+// (a cache, a live read, a file).
+package selection
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/imagename"
+)
+
+// Selector is spec.policySelector as a label selector; without one it
+// selects every policy of the namespace. An invalid selector is an error
+// and a nil selector, with which the automation applies nothing (it is
+// Stalled): Of and Concerns take nil so.
+func Selector(a *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
+	if a.Spec.PolicySelector == nil {
+		return labels.Everything(), nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(a.Spec.PolicySelector)
+	if err != nil {
+		return nil, err
+	}
+	return sel, nil
+}
+
+// By is what selects a policy for an automation.
+type By string
+
+const (
+	// BySelector: spec.policySelector matches the policy.
+	BySelector By = "policySelector"
+	// ByDiscovery: the policy follows an image spec.discover found.
+	ByDiscovery By = "discovery"
+)
+
+// Policy is one ImagePolicy of the automation's namespace, and whether the
+// automation applies it.
+type Policy struct {
+	Name string
+	// Key is NAMESPACE:NAME, as markers and setters name the policy.
+	Key string
+	// By is what selects the policy; empty when nothing does.
+	By     By
+	Latest *imagev1.ImageRef
+}
+
+// Applied reports whether the automation sets the policy's latest image.
+func (p Policy) Applied() bool { return p.By != "" && p.Latest != nil }
+
+// Why says why the automation does not apply the policy, as the end of a
+// sentence about it; empty when it does.
+func (p Policy) Why() string {
+	switch {
+	case p.By == "":
+		return "is not selected by spec.policySelector"
+	case p.Latest == nil:
+		return "has no latest image yet"
+	}
+	return ""
+}
+
+// Selection is what an automation applies.
+type Selection struct {
+	// Setters are the applied policies' latest images, sorted by policy:
+	// what an UpdateJob sets.
+	Setters []updatev1.PolicySetter
+	// Observed is the same by policy name, as status.observedPolicies
+	// records what a run applied.
+	Observed imagev1.ObservedPolicies
+	// Times holds, by NAMESPACE:NAME, when each applied policy picked its
+	// latest image (status.latestRefTime), where it says.
+	Times map[string]time.Time
+	// Policies are all the policies of the namespace, sorted by name, with
+	// what selects each.
+	Policies []Policy
+}
+
+// Of returns what a applies of policies, given its selector sel (from
+// Selector; nil when invalid, and then nothing is applied). Policies of
+// other namespaces are left out.
+func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev1.ImagePolicy) *Selection {
+	s := &Selection{Setters: []updatev1.PolicySetter{}, Observed: imagev1.ObservedPolicies{}, Times: map[string]time.Time{}}
+	followed := Followed(a)
+	if sel == nil {
+		sel, followed = labels.Nothing(), nil
+	}
+	for i := range policies {
+		p := &policies[i]
+		if p.Namespace != a.Namespace {
+			continue
+		}
+		row := Policy{Name: p.Name, Key: updatev1.PolicyKey(p.Namespace, p.Name), Latest: p.Status.LatestRef}
+		switch {
+		case sel.Matches(labels.Set(p.Labels)):
+			row.By = BySelector
+		case followed[p.Name]:
+			row.By = ByDiscovery
+		}
+		s.Policies = append(s.Policies, row)
+		if !row.Applied() {
+			continue
+		}
+		ref := *p.Status.LatestRef
+		s.Setters = append(s.Setters, updatev1.PolicySetter{Policy: row.Key, Name: ref.Name, Tag: ref.Tag, Digest: ref.Digest})
+		s.Observed[p.Name] = ref
+		if p.Status.LatestRefTime != nil {
+			s.Times[row.Key] = p.Status.LatestRefTime.Time
+		}
+	}
+	slices.SortFunc(s.Setters, func(x, y updatev1.PolicySetter) int { return strings.Compare(x.Policy, y.Policy) })
+	slices.SortFunc(s.Policies, func(x, y Policy) int { return strings.Compare(x.Key, y.Key) })
+	return s
+}
+
+// Followed returns the names of the policies that follow the images the
+// automation discovered; none without spec.discover.
+func Followed(a *imagev1.ImageUpdateAutomation) map[string]bool {
+	out := map[string]bool{}
+	if a.Spec.Discover == nil {
+		return out
+	}
+	for _, d := range a.Status.Discovered {
+		if d.Policy != "" {
+			out[d.Policy] = true
+		}
+	}
+	return out
+}
+
+// Concerns reports whether p, as it is now, is one a may apply: selected
+// with a latest image, following an image a discovered, or made by a's
+// discovery. A watch asks it of a policy before and after a change to
+// find the automations the change concerns.
+func Concerns(a *imagev1.ImageUpdateAutomation, sel labels.Selector, p *imagev1.ImagePolicy) bool {
+	if sel == nil || p.Namespace != a.Namespace {
+		return false
+	}
+	if a.Spec.Discover != nil && (p.Labels[imagev1.DiscoveredByLabel] == a.Name || Followed(a)[p.Name]) {
+		return true
+	}
+	return p.Status.LatestRef != nil && sel.Matches(labels.Set(p.Labels))
+}
+
+// ForImages returns, by canonical image name, the namespace's own policy
+// for each image: exactly one, the first by name of the policies that
+// refer to an ImageRepository of the namespace for the image and that no
+// automation's discovery made. Discovery follows it instead of making a
+// policy of its own.
+func ForImages(namespace string, policies []imagev1.ImagePolicy, repos []imagev1.ImageRepository) map[string]string {
+	repoImage := map[string]string{}
+	for _, r := range repos {
+		if r.Namespace == namespace {
+			repoImage[r.Name] = imagename.Normalize(r.Spec.Image)
+		}
+	}
+	byName := slices.Clone(policies)
+	slices.SortFunc(byName, func(x, y imagev1.ImagePolicy) int { return strings.Compare(x.Name, y.Name) })
+	out := map[string]string{}
+	for _, p := range byName {
+		if p.Namespace != namespace || p.Labels[imagev1.DiscoveredByLabel] != "" {
+			continue
+		}
+		if ref := p.Spec.ImageRepositoryRef; ref.Namespace == "" || ref.Namespace == namespace {
+			if img, ok := repoImage[ref.Name]; ok {
+				if _, taken := out[img]; !taken {
+					out[img] = p.Name
+				}
+			}
+		}
+	}
+	return out
+}

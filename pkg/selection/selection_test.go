@@ -1,0 +1,207 @@
+package selection
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func policy(name string, lbls map[string]string, tag string) imagev1.ImagePolicy {
+	p := imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: lbls}}
+	p.Spec.ImageRepositoryRef = meta.NamespacedObjectReference{Name: name}
+	if tag != "" {
+		p.Status.LatestRef = &imagev1.ImageRef{Name: "ghcr.io/org/" + name, Tag: tag}
+		p.Status.LatestRefTime = &metav1.MicroTime{Time: t0}
+	}
+	return p
+}
+
+func automation(selector map[string]string, discover bool, followed ...string) *imagev1.ImageUpdateAutomation {
+	a := &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "auto"}}
+	if selector != nil {
+		a.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: selector}
+	}
+	if discover {
+		a.Spec.Discover = &imagev1.DiscoverSpec{}
+	}
+	for _, f := range followed {
+		a.Status.Discovered = append(a.Status.Discovered, imagev1.DiscoveredImage{Image: "ghcr.io/org/" + f, Policy: f})
+	}
+	return a
+}
+
+// summary is each policy as name=how, how being the value it applies or
+// why it applies none.
+func summary(s *Selection) string {
+	var out []string
+	set := map[string]string{}
+	for _, st := range s.Setters {
+		set[st.Policy] = st.Tag
+	}
+	for _, p := range s.Policies {
+		how := p.Why()
+		if p.Applied() {
+			how = string(p.By) + ":" + set[p.Key]
+		}
+		out = append(out, p.Name+"="+how)
+	}
+	return strings.Join(out, " ")
+}
+
+func TestOf(t *testing.T) {
+	team := map[string]string{"team": "a"}
+	tests := []struct {
+		name     string
+		auto     *imagev1.ImageUpdateAutomation
+		policies []imagev1.ImagePolicy
+		want     string
+	}{
+		{
+			name:     "without a selector every policy of the namespace with a latest image is applied",
+			auto:     automation(nil, false),
+			policies: []imagev1.ImagePolicy{policy("b", nil, "2"), policy("a", team, "1")},
+			want:     "a=policySelector:1 b=policySelector:2",
+		},
+		{
+			name:     "a selector leaves out the policies it does not match, and says so",
+			auto:     automation(team, false),
+			policies: []imagev1.ImagePolicy{policy("a", team, "1"), policy("b", nil, "2")},
+			want:     "a=policySelector:1 b=is not selected by spec.policySelector",
+		},
+		{
+			name:     "a selected policy without a latest image is not applied yet",
+			auto:     automation(nil, false),
+			policies: []imagev1.ImagePolicy{policy("a", nil, "")},
+			want:     "a=has no latest image yet",
+		},
+		{
+			name:     "a policy following a discovered image is applied though the selector does not match it",
+			auto:     automation(team, true, "found"),
+			policies: []imagev1.ImagePolicy{policy("found", nil, "3"), policy("other", nil, "4")},
+			want:     "found=discovery:3 other=is not selected by spec.policySelector",
+		},
+		{
+			name:     "a policy both selected and followed is applied once, as selected",
+			auto:     automation(team, true, "a"),
+			policies: []imagev1.ImagePolicy{policy("a", team, "1")},
+			want:     "a=policySelector:1",
+		},
+		{
+			name:     "without spec.discover what status.discovered names is not followed",
+			auto:     automation(team, false, "found"),
+			policies: []imagev1.ImagePolicy{policy("found", nil, "3")},
+			want:     "found=is not selected by spec.policySelector",
+		},
+		{
+			name:     "policies of other namespaces are never applied",
+			auto:     automation(nil, false),
+			policies: []imagev1.ImagePolicy{func() imagev1.ImagePolicy { p := policy("x", nil, "1"); p.Namespace = "other"; return p }()},
+			want:     "",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sel, err := Selector(tt.auto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Of(tt.auto, sel, tt.policies)
+			if got := summary(s); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			for _, st := range s.Setters {
+				_, name, _ := strings.Cut(st.Policy, ":")
+				if s.Observed[name].Tag != st.Tag || !s.Times[st.Policy].Equal(t0) {
+					t.Errorf("setter %+v: observed %+v, time %v", st, s.Observed[name], s.Times[st.Policy])
+				}
+			}
+			if len(s.Observed) != len(s.Setters) || len(s.Times) != len(s.Setters) {
+				t.Errorf("%d setters, %d observed, %d times", len(s.Setters), len(s.Observed), len(s.Times))
+			}
+		})
+	}
+}
+
+// An invalid selector stalls the automation: it applies nothing, not even
+// what discovery follows, and says of each policy that it is not selected.
+func TestInvalidSelectorAppliesNothing(t *testing.T) {
+	a := automation(nil, true, "found")
+	a.Spec.PolicySelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}
+	sel, err := Selector(a)
+	if err == nil || sel != nil {
+		t.Fatalf("an invalid selector gave %v, %v", sel, err)
+	}
+	found := policy("found", map[string]string{imagev1.DiscoveredByLabel: "auto"}, "1")
+	s := Of(a, sel, []imagev1.ImagePolicy{found, policy("a", nil, "1")})
+	if got, want := summary(s), "a=is not selected by spec.policySelector found=is not selected by spec.policySelector"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if Concerns(a, sel, &found) {
+		t.Error("a policy concerns an automation whose selector is invalid")
+	}
+}
+
+func TestConcerns(t *testing.T) {
+	team := map[string]string{"team": "a"}
+	made := map[string]string{imagev1.DiscoveredByLabel: "auto"}
+	madeByOther := map[string]string{imagev1.DiscoveredByLabel: "other"}
+	tests := []struct {
+		name string
+		auto *imagev1.ImageUpdateAutomation
+		p    imagev1.ImagePolicy
+		want bool
+	}{
+		{"a selected policy with a latest image concerns the automation", automation(team, false), policy("a", team, "1"), true},
+		{"a selected policy without a latest image does not, yet", automation(team, false), policy("a", team, ""), false},
+		{"a policy the selector does not match does not", automation(team, false), policy("a", nil, "1"), false},
+		{"a policy the automation's discovery made does, latest image or not", automation(team, true), policy("a", made, ""), true},
+		{"a policy another automation's discovery made does not", automation(team, true), policy("a", madeByOther, "1"), false},
+		{"the namespace's own policy a discovered image follows does", automation(team, true, "own"), policy("own", nil, "1"), true},
+		{"without spec.discover, policies it made no longer do", automation(team, false), policy("a", made, "1"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sel, _ := Selector(tt.auto)
+			if got := Concerns(tt.auto, sel, &tt.p); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestForImages(t *testing.T) {
+	repo := func(name, image string) imagev1.ImageRepository {
+		r := imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		r.Spec.Image = image
+		return r
+	}
+	refTo := func(p imagev1.ImagePolicy, repo, ns string) imagev1.ImagePolicy {
+		p.Spec.ImageRepositoryRef = meta.NamespacedObjectReference{Name: repo, Namespace: ns}
+		return p
+	}
+	repos := []imagev1.ImageRepository{repo("nginx", "nginx"), repo("app", "ghcr.io/org/app")}
+	policies := []imagev1.ImagePolicy{
+		refTo(policy("z-nginx", nil, "1"), "nginx", ""),
+		refTo(policy("b-nginx", nil, "1"), "nginx", "ns"),
+		refTo(policy("a-discovered", map[string]string{imagev1.DiscoveredByLabel: "auto"}, "1"), "nginx", ""),
+		refTo(policy("elsewhere", nil, "1"), "app", "other"),
+		refTo(policy("no-repo", nil, "1"), "missing", ""),
+	}
+	got := ForImages("ns", policies, repos)
+	// The first by name of the namespace's own wins; what discovery made,
+	// refers to another namespace's repository, or to none, never does.
+	want := map[string]string{"docker.io/library/nginx": "b-nginx"}
+	if len(got) != len(want) || got["docker.io/library/nginx"] != "b-nginx" {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if policies[0].Name != "z-nginx" {
+		t.Error("ForImages reordered its caller's list")
+	}
+}
