@@ -284,6 +284,26 @@ func TestExplain(t *testing.T) {
 		}
 	})
 
+	// explain selects policies as the controller does (pkg/selection): a
+	// policy the selector leaves out is still applied when it follows an
+	// image the automation discovered, so explain lists it.
+	t.Run("automation following a discovered image", func(t *testing.T) {
+		onboard := auto.DeepCopy()
+		onboard.ObjectMeta = metav1.ObjectMeta{Name: "onboard", Namespace: ns}
+		onboard.Status = imagev1.ImageUpdateAutomationStatus{}
+		onboard.Spec.Discover = &imagev1.DiscoverSpec{}
+		c.create(t, onboard, func() {
+			onboard.Status.Discovered = []imagev1.DiscoveredImage{
+				{Image: "ghcr.io/org/unselected", Tag: "0.9.0", Locations: 1, Policy: "unselected"},
+			}
+		})
+		code, out, errs := c.explain(t, "automation", "onboard", "-n", ns)
+		if code != 0 {
+			t.Fatalf("code %d, stderr %q", code, errs)
+		}
+		mustContain(t, "explain automation onboard", out, key("unselected"), "ghcr.io/org/unselected:1.0.0", key("podinfo"))
+	})
+
 	t.Run("automation scanning a checkout", func(t *testing.T) {
 		dir := t.TempDir()
 		files := map[string]string{

@@ -26,7 +26,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,6 +35,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/schedule"
+	"toolkit.dev/image-toolkit/pkg/selection"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
@@ -374,33 +374,26 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 	}
 	e.Source = branchHead(ctx, c, a)
 
-	// The policies, as the automation controller selects them: in its
-	// namespace, by spec.policySelector (all without one).
+	// The policies, as the automation controller selects them
+	// (pkg/selection): in its namespace, by spec.policySelector (all
+	// without one), and those following its discovered images.
 	all := &imagev1.ImagePolicyList{}
 	if err := c.List(ctx, all, client.InNamespace(a.Namespace)); err != nil {
 		return nil, err
 	}
-	sel := labels.Everything()
+	sel, err := selection.Selector(a)
+	if err != nil {
+		e.Problems = append(e.Problems, fmt.Sprintf("spec.policySelector is invalid, so no policy is selected: %s", err))
+	}
 	if a.Spec.PolicySelector != nil {
-		s, err := metav1.LabelSelectorAsSelector(a.Spec.PolicySelector)
-		if err != nil {
-			e.Problems = append(e.Problems, fmt.Sprintf("spec.policySelector is invalid, so no policy is selected: %s", err))
-			s = labels.Nothing()
-		}
-		sel = s
 		e.PolicySelector = metav1.FormatLabelSelector(a.Spec.PolicySelector)
 	}
-	policies := map[string]*imagev1.ImagePolicy{}
-	for i := range all.Items {
-		policies[all.Items[i].Name] = &all.Items[i]
-	}
-	selected := map[string]bool{}
-	for _, p := range all.Items {
-		if !sel.Matches(labels.Set(p.Labels)) {
+	chosen := selection.Of(a, sel, all.Items)
+	for _, p := range chosen.Policies {
+		if p.By == "" {
 			continue
 		}
-		row := automationPolicy{Policy: updatev1.PolicyKey(p.Namespace, p.Name), LatestRef: p.Status.LatestRef}
-		selected[row.Policy] = true
+		row := automationPolicy{Policy: p.Key, LatestRef: p.Latest}
 		if applied, ok := a.Status.ObservedPolicies[p.Name]; ok {
 			row.Applied = &applied
 		}
@@ -414,7 +407,6 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 		}
 		e.Policies = append(e.Policies, row)
 	}
-	slices.SortFunc(e.Policies, func(x, y automationPolicy) int { return strings.Compare(x.Policy, y.Policy) })
 	e.Discovered = a.Status.Discovered
 	for _, d := range e.Discovered {
 		if d.Reason != "" {
@@ -456,7 +448,7 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 	} else {
 		e.markersFromJob(a)
 	}
-	e.judge(a, policies, selected, sel)
+	e.judge(a, chosen)
 	return e, nil
 }
 
@@ -643,7 +635,7 @@ func (e *AutomationExplanation) scan(checkout string, a *imagev1.ImageUpdateAuto
 // judge matches the markers with the policies: it fills each selected
 // policy's marker count, says what is wrong with the policies markers name
 // that the automation cannot apply, and lists the problems.
-func (e *AutomationExplanation) judge(a *imagev1.ImageUpdateAutomation, policies map[string]*imagev1.ImagePolicy, selected map[string]bool, sel labels.Selector) {
+func (e *AutomationExplanation) judge(a *imagev1.ImageUpdateAutomation, chosen *selection.Selection) {
 	m := &e.Markers
 	slices.SortStableFunc(m.Policies, func(x, y markerEntry) int { return strings.Compare(x.Policy, y.Policy) })
 	m.Policies = slices.CompactFunc(m.Policies, func(x, y markerEntry) bool { return x.Policy == y.Policy })
@@ -654,7 +646,7 @@ func (e *AutomationExplanation) judge(a *imagev1.ImageUpdateAutomation, policies
 		if en.Count != nil && *en.Count == 0 {
 			continue // a setter no marker names: judged below
 		}
-		en.Problem = whyNotApplied(a, en.Policy, policies, selected)
+		en.Problem = whyNotApplied(a, en.Policy, chosen)
 		if en.Problem != "" {
 			e.Problems = append(e.Problems, fmt.Sprintf("%s %s, but %s", markersName(en), en.Policy, en.Problem))
 		}
@@ -702,19 +694,20 @@ func markersName(en *markerEntry) string {
 
 // whyNotApplied says why the automation does not apply a policy markers
 // name, "" when it does.
-func whyNotApplied(a *imagev1.ImageUpdateAutomation, key string, policies map[string]*imagev1.ImagePolicy, selected map[string]bool) string {
+func whyNotApplied(a *imagev1.ImageUpdateAutomation, key string, chosen *selection.Selection) string {
 	ns, name, ok := updatev1.SplitPolicyKey(key)
 	switch {
 	case !ok:
 		return "that is not NAMESPACE:NAME"
 	case ns != a.Namespace:
 		return fmt.Sprintf("the automation applies only the ImagePolicies of its own namespace, %s", a.Namespace)
-	case policies[name] == nil:
+	}
+	i := slices.IndexFunc(chosen.Policies, func(p selection.Policy) bool { return p.Key == key })
+	if i < 0 {
 		return fmt.Sprintf("no ImagePolicy %s/%s exists", ns, name)
-	case !selected[key]:
-		return fmt.Sprintf("ImagePolicy %s/%s is not selected by spec.policySelector", ns, name)
-	case policies[name].Status.LatestRef == nil:
-		return fmt.Sprintf("ImagePolicy %s/%s has no latest image yet", ns, name)
+	}
+	if why := chosen.Policies[i].Why(); why != "" {
+		return fmt.Sprintf("ImagePolicy %s/%s %s", ns, name, why)
 	}
 	return ""
 }
