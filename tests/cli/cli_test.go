@@ -77,7 +77,7 @@ func (c cli) expect(code int, args []string, want ...string) result {
 func a(s ...string) []string { return s }
 
 // transcribe appends a command and its output to $TK_IMAGE_TRANSCRIPT, when
-// set: the README's examples are copied from there, so their output is
+// set: the docs' examples (README.md, docs/cli.md) are copied from there, so their output is
 // what the commands print.
 func transcribe(args []string, output string, code int) {
 	path := os.Getenv("TK_IMAGE_TRANSCRIPT")

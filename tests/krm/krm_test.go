@@ -214,9 +214,9 @@ spec:
 // kustomize build hands a transformer its resources converted through
 // JSON, without their comments (api/resource.Resource.AsYAML), so tk-image
 // update --krm in `transformers:` runs but sees no $imagepolicy marker and
-// changes nothing; the README says to run it on the sources instead
+// changes nothing; docs/setters.md says to run it on the sources instead
 // (kustomize fn run, kpt, tk-image update). Should kustomize ever keep
-// comments, this test fails and the README must change.
+// comments, this test fails and docs/setters.md must change.
 func TestKustomizeBuildTransformerSeesNoMarkers(t *testing.T) {
 	kz, tk := binaries(t)
 	dir := t.TempDir()
@@ -236,7 +236,7 @@ func TestKustomizeBuildTransformerSeesNoMarkers(t *testing.T) {
 		t.Fatalf("kustomize build with the transformer failed:\n%s", stderr)
 	}
 	if withFn != plain {
-		t.Errorf("the transformer changed the output; kustomize may now keep comments, and the README must say so:\n%s\nwithout it:\n%s", withFn, plain)
+		t.Errorf("the transformer changed the output; kustomize may now keep comments, and docs/setters.md must say so:\n%s\nwithout it:\n%s", withFn, plain)
 	}
 	if !strings.Contains(withFn, "image: ghcr.io/stefanprodan/podinfo:6.4.0\n") {
 		t.Errorf("podinfo is not the source's 6.4.0:\n%s", withFn)
