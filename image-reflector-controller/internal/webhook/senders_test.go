@@ -1,10 +1,13 @@
 package webhook
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/hex"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -207,4 +210,53 @@ func nexusSig(key, body []byte) string {
 	mac := hmac.New(sha1.New, key)
 	mac.Write(body)
 	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// verify and parse run a call of type typ through the sender table, as the
+// receiver does.
+func verify(typ string, h http.Header, body, token []byte) error {
+	c := &receiver.Call{Hook: receiver.Hook{Type: typ}, Header: h, Body: body}
+	return senders(newGoogleKeys("")).Verify(context.Background(), c, map[string][]byte{receiver.TokenKey: token})
+}
+
+func parse(typ string, h http.Header, body []byte) ([]Target, error) {
+	return senders(newGoogleKeys("")).Parse(&receiver.Call{Hook: receiver.Hook{Type: typ}, Header: h, Body: body})
+}
+
+// The sender table has exactly the types ImageWebhookSpec.Type's enum
+// marker lets the API server accept: a sender added without its enum
+// value (or the reverse) fails here, not as a 400 on the first call.
+func TestSendersMatchTheAPIEnum(t *testing.T) {
+	src, err := os.ReadFile("../../../pkg/apis/image/v1beta1/imagewebhook_types.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, spec, _ := strings.Cut(string(src), "type ImageWebhookSpec struct")
+	_, enum, ok := strings.Cut(spec, "+kubebuilder:validation:Enum=")
+	if !ok {
+		t.Fatal("ImageWebhookSpec has no enum marker")
+	}
+	enum, _, _ = strings.Cut(enum, "\n")
+	want := strings.Split(strings.TrimSpace(enum), ";")
+	slices.Sort(want)
+	if got := senders(nil).Types(); !slices.Equal(got, want) {
+		t.Errorf("sender table %v, API enum %v", got, want)
+	}
+}
+
+// Every sender needs the token (it makes the path); gcr also needs the
+// push subscription's email and audience.
+func TestSecretKeys(t *testing.T) {
+	for _, typ := range senders(nil).Types() {
+		keys := SecretKeys(typ)
+		if !slices.Contains(keys, receiver.TokenKey) {
+			t.Errorf("%s: %v lacks %q", typ, keys, receiver.TokenKey)
+		}
+		if extra := len(keys) > 1; extra != (typ == imagev1.WebhookGCR) {
+			t.Errorf("%s: keys %v", typ, keys)
+		}
+	}
+	if got := SecretKeys(imagev1.WebhookGCR); !slices.Equal(got, []string{receiver.TokenKey, EmailKey, AudienceKey}) {
+		t.Errorf("gcr: %v", got)
+	}
 }
