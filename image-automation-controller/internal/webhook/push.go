@@ -46,6 +46,9 @@ var senders = receiver.Senders[Push]{
 	imagev1.GitWebhookGenericHMAC: {Verify: receiver.SHA256("X-Signature"), Parse: payload(parseGeneric)},
 }
 
+// SecretKeys are the keys a webhook's Secret must have for its type.
+func SecretKeys(typ string) []string { return senders.SecretKeys(typ) }
+
 // payload adapts a parser of the body alone to a Sender's Parse.
 func payload(parse func([]byte) (Push, error)) func(http.Header, []byte) (Push, error) {
 	return func(_ http.Header, body []byte) (Push, error) { return parse(body) }
