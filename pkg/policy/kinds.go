@@ -113,44 +113,24 @@ var Kinds = []Kind{
 			return semverOrder{constraint}, nil
 		},
 	},
-	{
-		Field: "alphabetical",
-		Flag: Flag{Name: "alphabetical", Type: "string", Arg: "ORDER", Completions: orders,
-			Usage: "alphabetical order: asc (greatest wins) or desc",
-			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
-				c.Alphabetical = &imagev1.AlphabeticalPolicy{Order: v}
-				return nil
-			}},
-		Annotation: strings.Join(orders, "|"),
-		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
-			o, err := annotatedOrder(arg)
-			return imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: o}}, err
+	orderedKind("alphabetical", "alphabetical order: asc (greatest wins) or desc",
+		func(c *imagev1.ImagePolicyChoice, o string) { c.Alphabetical = &imagev1.AlphabeticalPolicy{Order: o} },
+		func(c imagev1.ImagePolicyChoice) (string, bool) {
+			if c.Alphabetical == nil {
+				return "", false
+			}
+			return c.Alphabetical.Order, true
 		},
-		set: func(c imagev1.ImagePolicyChoice) bool { return c.Alphabetical != nil },
-		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
-			o, err := order(c.Alphabetical.Order)
-			return alphabeticalOrder{desc: o == Descending}, err
+		func(desc bool) orderer { return alphabeticalOrder{desc: desc} }),
+	orderedKind("numerical", "numerical order: asc (greatest wins) or desc",
+		func(c *imagev1.ImagePolicyChoice, o string) { c.Numerical = &imagev1.NumericalPolicy{Order: o} },
+		func(c imagev1.ImagePolicyChoice) (string, bool) {
+			if c.Numerical == nil {
+				return "", false
+			}
+			return c.Numerical.Order, true
 		},
-	},
-	{
-		Field: "numerical",
-		Flag: Flag{Name: "numerical", Type: "string", Arg: "ORDER", Completions: orders,
-			Usage: "numerical order: asc (greatest wins) or desc",
-			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
-				c.Numerical = &imagev1.NumericalPolicy{Order: v}
-				return nil
-			}},
-		Annotation: strings.Join(orders, "|"),
-		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
-			o, err := annotatedOrder(arg)
-			return imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{Order: o}}, err
-		},
-		set: func(c imagev1.ImagePolicyChoice) bool { return c.Numerical != nil },
-		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
-			o, err := order(c.Numerical.Order)
-			return numericalOrder{desc: o == Descending}, err
-		},
-	},
+		func(desc bool) orderer { return numericalOrder{desc: desc} }),
 	{
 		Field: "newestBuild",
 		Flag: Flag{Name: "newest-build", Type: "bool",
@@ -187,6 +167,39 @@ var Kinds = []Kind{
 			return newestBuildOrder{max: n}, nil
 		},
 	},
+}
+
+// orderedKind is a kind ordered one way or the other, asc or desc
+// (alphabetical, numerical): set writes its field of a choice with an
+// order, get reads it (false when unset), and newOrder makes the ordering.
+func orderedKind(field, usage string, set func(*imagev1.ImagePolicyChoice, string),
+	get func(imagev1.ImagePolicyChoice) (string, bool), newOrder func(desc bool) orderer) Kind {
+	return Kind{
+		Field: field,
+		Flag: Flag{Name: field, Type: "string", Arg: "ORDER", Completions: orders, Usage: usage,
+			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
+				set(c, v)
+				return nil
+			}},
+		Annotation: strings.Join(orders, "|"),
+		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
+			var c imagev1.ImagePolicyChoice
+			o, err := annotatedOrder(arg)
+			if err == nil {
+				set(&c, o)
+			}
+			return c, err
+		},
+		set: func(c imagev1.ImagePolicyChoice) bool {
+			_, ok := get(c)
+			return ok
+		},
+		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
+			o, _ := get(c)
+			o, err := order(o)
+			return newOrder(o == Descending), err
+		},
+	}
 }
 
 // annotatedOrder is the order an annotation gives, asc or desc.
