@@ -70,9 +70,9 @@ func (p *policyFlags) add(cmd *cobra.Command) {
 // any other flag; its value is read back as a string (kindValue).
 func addKindFlag(f *pflag.FlagSet, kf policy.Flag) {
 	switch kf.Type {
-	case "bool":
+	case policy.BoolFlag:
 		f.Bool(kf.Name, kf.Default == "true", kf.Usage)
-	case "int":
+	case policy.IntFlag:
 		n, _ := strconv.Atoi(kf.Default)
 		f.Int(kf.Name, n, kf.Usage)
 	default:

@@ -44,8 +44,7 @@ type Kind struct {
 // pflag type named Type, so help shows it as any other flag.
 type Flag struct {
 	Name string
-	// Type is the value's type: string, bool or int.
-	Type string
+	Type FlagType
 	// Arg names the value in a usage line (RANGE); "" for a bool flag.
 	Arg     string
 	Default string
@@ -59,6 +58,16 @@ type Flag struct {
 	// kind, a qualifier refines it (the kind is then set).
 	Set func(c *imagev1.ImagePolicyChoice, value string) error
 }
+
+// FlagType is a flag value's type, named as pflag names it.
+type FlagType string
+
+// The types of kinds' flags.
+const (
+	StringFlag FlagType = "string"
+	BoolFlag   FlagType = "bool"
+	IntFlag    FlagType = "int"
+)
 
 // Given reports whether value, as pflag prints it, gives a kind's flag:
 // an empty string or a false bool does not.
@@ -91,7 +100,7 @@ var orders = []string{Ascending, Descending}
 var Kinds = []Kind{
 	{
 		Field: "semver",
-		Flag: Flag{Name: "semver", Type: "string", Arg: "RANGE",
+		Flag: Flag{Name: "semver", Type: StringFlag, Arg: "RANGE",
 			Usage: "pick the highest version in this range, e.g. '>=1.0.0 <2.0.0'",
 			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
 				c.SemVer = &imagev1.SemVerPolicy{Range: v}
@@ -133,7 +142,7 @@ var Kinds = []Kind{
 		func(desc bool) orderer { return numericalOrder{desc: desc} }),
 	{
 		Field: "newestBuild",
-		Flag: Flag{Name: "newest-build", Type: "bool",
+		Flag: Flag{Name: "newest-build", Type: BoolFlag,
 			Usage: "order tags by build time, newest first (spec.policy.newestBuild)",
 			Set: func(c *imagev1.ImagePolicyChoice, _ string) error {
 				if c.NewestBuild == nil {
@@ -141,7 +150,7 @@ var Kinds = []Kind{
 				}
 				return nil
 			}},
-		Qualifiers: []Flag{{Name: "max-candidates", Type: "int", Default: strconv.Itoa(imagev1.DefaultMaxCandidates),
+		Qualifiers: []Flag{{Name: "max-candidates", Type: IntFlag, Default: strconv.Itoa(imagev1.DefaultMaxCandidates),
 			Usage: "with --newest-build, order only the candidates most recently first seen (1 to 1000)",
 			Check: func(v string) error {
 				if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
@@ -176,7 +185,7 @@ func orderedKind(field, usage string, set func(*imagev1.ImagePolicyChoice, strin
 	get func(imagev1.ImagePolicyChoice) (string, bool), newOrder func(desc bool) orderer) Kind {
 	return Kind{
 		Field: field,
-		Flag: Flag{Name: field, Type: "string", Arg: "ORDER", Completions: orders, Usage: usage,
+		Flag: Flag{Name: field, Type: StringFlag, Arg: "ORDER", Completions: orders, Usage: usage,
 			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
 				set(c, v)
 				return nil
