@@ -137,7 +137,7 @@ func newCreatePolicyCommand(k *kube, f *createFlags) *cobra.Command {
 		interval                     time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "policy NAME --repository REPOSITORY (--semver RANGE | --alphabetical ORDER | --numerical ORDER | --newest-build)",
+		Use:   "policy NAME --repository REPOSITORY (" + strings.Join(kindFlags(true), " | ") + ")",
 		Short: "Create or update an ImagePolicy: how to pick the latest tag",
 		Long: `Create or update an ImagePolicy. Test the choice offline first with
 tk-image policy eval, which runs the same code and takes the same policy flags.`,
@@ -149,7 +149,7 @@ tk-image policy eval, which runs the same code and takes the same policy flags.`
   tk-image create policy podinfo --repository podinfo --semver 6.x --digest-reflection IfNotPresent --platform linux/arm64`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := rules.check(cmd.Flags()); err != nil {
+			if err := rules.check(); err != nil {
 				return usageError{err}
 			}
 			spec := imagev1.ImagePolicySpec{DigestReflectionPolicy: imagev1.ReflectionPolicy(digest), Platform: platform}
@@ -159,12 +159,8 @@ tk-image policy eval, which runs the same code and takes the same policy flags.`
 			}
 			spec.ImageRepositoryRef = meta.NamespacedObjectReference{Namespace: ns, Name: name}
 			// The API server checks that exactly one ordering is given.
-			spec.Policy, spec.FilterTags, _ = rules.rules()
-			if spec.Policy.NewestBuild != nil && !cmd.Flags().Changed("max-candidates") {
-				// newestBuild: {} leaves the limit to the API's default,
-				// as a hand-written policy would.
-				spec.Policy.NewestBuild.MaxCandidates = 0
-			}
+			// newestBuild: {} leaves the limit to the API's default.
+			spec.Policy, spec.FilterTags, _ = rules.rules(true)
 			if rules.minimumAge > 0 {
 				spec.MinimumAge = &imagev1.MinimumAge{Duration: metav1.Duration{Duration: rules.minimumAge}}
 				if cmd.Flags().Changed("age-source") {

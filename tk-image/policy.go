@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,82 +39,132 @@ func newPolicyCommand() *cobra.Command {
 
 // policyFlags are an ImagePolicy's rules as flags: create policy writes
 // them to the cluster, policy eval runs them here. Both take the same
-// names and values, so a rule tested with eval is created as tested.
+// names and values, so a rule tested with eval is created as tested. The
+// policy kinds' flags, their help and completion are policy.Kinds'.
 type policyFlags struct {
-	semver, alphabetical, numerical string
-	newestBuild                     bool
-	maxCandidates                   int
-	pattern, extract                string
-	minimumAge                      time.Duration
-	ageSource                       string
+	// flags is the command's, where the kinds' flags are read.
+	flags            *pflag.FlagSet
+	pattern, extract string
+	minimumAge       time.Duration
+	ageSource        string
 }
 
 func (p *policyFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&p.semver, "semver", "", "pick the highest version in this range, e.g. '>=1.0.0 <2.0.0'")
-	f.StringVar(&p.alphabetical, "alphabetical", "", "alphabetical order: asc (greatest wins) or desc")
-	f.StringVar(&p.numerical, "numerical", "", "numerical order: asc (greatest wins) or desc")
-	f.BoolVar(&p.newestBuild, "newest-build", false, "order tags by build time, newest first (spec.policy.newestBuild)")
-	f.IntVar(&p.maxCandidates, "max-candidates", imagev1.DefaultMaxCandidates, "with --newest-build, order only the candidates most recently first seen (1 to 1000)")
+	p.flags = f
+	for _, k := range policy.Kinds {
+		for _, kf := range append([]policy.Flag{k.Flag}, k.Qualifiers...) {
+			addKindFlag(f, kf)
+			if kf.Completions != nil {
+				_ = cmd.RegisterFlagCompletionFunc(kf.Name, cobra.FixedCompletions(kf.Completions, cobra.ShellCompDirectiveNoFileComp))
+			}
+		}
+	}
 	f.StringVar(&p.pattern, "filter-pattern", "", "keep only tags matching this Go regexp")
 	f.StringVar(&p.extract, "filter-extract", "", "order by this expansion of the pattern, e.g. '$ts'")
 	f.DurationVar(&p.minimumAge, "minimum-age", 0, "only tags at least this old are candidates (spec.minimumAge.duration)")
 	f.StringVar(&p.ageSource, "age-source", string(imagev1.AgeSeen), "what a tag's age counts from: seen or created (spec.minimumAge.source)")
-	for _, o := range []string{"alphabetical", "numerical"} {
-		_ = cmd.RegisterFlagCompletionFunc(o, cobra.FixedCompletions([]string{"asc", "desc"}, cobra.ShellCompDirectiveNoFileComp))
-	}
 	_ = cmd.RegisterFlagCompletionFunc("age-source", cobra.FixedCompletions([]string{string(imagev1.AgeSeen), string(imagev1.AgeCreated)}, cobra.ShellCompDirectiveNoFileComp))
 }
+
+// addKindFlag declares a kind's flag with its type, so help shows it as
+// any other flag; its value is read back as a string (kindValue).
+func addKindFlag(f *pflag.FlagSet, kf policy.Flag) {
+	switch kf.Type {
+	case policy.BoolFlag:
+		f.Bool(kf.Name, kf.Default == "true", kf.Usage)
+	case policy.IntFlag:
+		n, _ := strconv.Atoi(kf.Default)
+		f.Int(kf.Name, n, kf.Usage)
+	default:
+		f.String(kf.Name, kf.Default, kf.Usage)
+	}
+}
+
+// kindValue is the value of a kind's flag, as pflag prints it.
+func (p *policyFlags) kindValue(name string) string { return p.flags.Lookup(name).Value.String() }
 
 // check refuses what the flags cannot mean: a flag that only qualifies
 // another given alone would be dropped without a word, and the values the
 // API would refuse are refused here too, also for --export and eval, which
 // no API server checks.
-func (p *policyFlags) check(f *pflag.FlagSet) error {
+func (p *policyFlags) check() error {
 	if source := imagev1.AgeSource(p.ageSource); source != imagev1.AgeSeen && source != imagev1.AgeCreated {
 		return fmt.Errorf("--age-source must be seen or created, got %q", p.ageSource)
 	}
 	if p.minimumAge < 0 {
 		return errors.New("--minimum-age cannot be negative")
 	}
-	if f.Changed("age-source") && p.minimumAge == 0 {
+	if p.flags.Changed("age-source") && p.minimumAge == 0 {
 		return errors.New("--age-source needs --minimum-age")
 	}
-	if f.Changed("max-candidates") && !p.newestBuild {
-		return errors.New("--max-candidates needs --newest-build")
-	}
-	if p.maxCandidates < 1 || p.maxCandidates > 1000 {
-		return fmt.Errorf("--max-candidates must be between 1 and 1000, got %d", p.maxCandidates)
+	for _, k := range policy.Kinds {
+		for _, q := range k.Qualifiers {
+			if p.flags.Changed(q.Name) && !k.Flag.Given(p.kindValue(k.Flag.Name)) {
+				return fmt.Errorf("--%s needs --%s", q.Name, k.Flag.Name)
+			}
+			if q.Check != nil {
+				if err := q.Check(p.kindValue(q.Name)); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }
 
 // rules returns the orderings given (and how many: the policy wants
-// exactly one) and the filter, nil when no filter flag is given.
-func (p *policyFlags) rules() (imagev1.ImagePolicyChoice, *imagev1.TagFilter, int) {
+// exactly one) and the filter, nil when no filter flag is given. A
+// qualifier not given is left unset when explicit (create writes what
+// the API defaults as a hand-written policy would), else set to its
+// default.
+func (p *policyFlags) rules(explicit bool) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, int) {
 	var choice imagev1.ImagePolicyChoice
 	n := 0
-	if p.semver != "" {
+	for _, k := range policy.Kinds {
+		v := p.kindValue(k.Flag.Name)
+		if !k.Flag.Given(v) {
+			continue
+		}
 		n++
-		choice.SemVer = &imagev1.SemVerPolicy{Range: p.semver}
-	}
-	if p.alphabetical != "" {
-		n++
-		choice.Alphabetical = &imagev1.AlphabeticalPolicy{Order: p.alphabetical}
-	}
-	if p.numerical != "" {
-		n++
-		choice.Numerical = &imagev1.NumericalPolicy{Order: p.numerical}
-	}
-	if p.newestBuild {
-		n++
-		choice.NewestBuild = &imagev1.NewestBuildPolicy{MaxCandidates: p.maxCandidates}
+		// The values are pflag's of the flag's type, and Check has
+		// refused the ones out of range.
+		_ = k.Flag.Set(&choice, v)
+		for _, q := range k.Qualifiers {
+			if !explicit || p.flags.Changed(q.Name) {
+				_ = q.Set(&choice, p.kindValue(q.Name))
+			}
+		}
 	}
 	var filter *imagev1.TagFilter
 	if p.pattern != "" || p.extract != "" {
 		filter = &imagev1.TagFilter{Pattern: p.pattern, Extract: p.extract}
 	}
 	return choice, filter, n
+}
+
+// kindFlags are the kinds' flags: "--semver" ("--semver RANGE" with args).
+func kindFlags(args bool) []string {
+	var out []string
+	for _, k := range policy.Kinds {
+		if args {
+			out = append(out, k.Flag.String())
+		} else {
+			out = append(out, "--"+k.Flag.Name)
+		}
+	}
+	return out
+}
+
+// timedFlags are the flags whose evaluation needs tag times.
+func timedFlags() []string {
+	out := []string{"minimum-age"}
+	for _, k := range policy.Kinds {
+		if k.ByBuildTime {
+			out = append(out, k.Flag.Name)
+		}
+	}
+	return out
 }
 
 type evalOptions struct {
@@ -159,7 +210,7 @@ tag that will be first and when are printed on stderr, exit 1.`,
   tk-image policy eval --newest-build --minimum-age 24h --age-source created --tag-times times.txt`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.check(cmd.Flags()); err != nil {
+			if err := o.check(); err != nil {
 				return usageError{err}
 			}
 			return o.run(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
@@ -172,7 +223,7 @@ tag that will be first and when are printed on stderr, exit 1.`,
 	f.DurationVar(&o.timeout, "timeout", time.Minute, "timeout for listing --image")
 	f.BoolVar(&o.explain, "explain", false, "also print what the filter and the policy dropped and the best candidates, as ImagePolicy status.lastSelection records them")
 	// Offline, the times come from a file, not from the controller's store.
-	for _, n := range []string{"minimum-age", "newest-build"} {
+	for _, n := range timedFlags() {
 		f.Lookup(n).Usage += "; needs --tag-times"
 	}
 	f.StringVar(&o.tagTimes, "tag-times", "", "file of tags with when each was first seen and built (see above)")
@@ -181,16 +232,16 @@ tag that will be first and when are printed on stderr, exit 1.`,
 }
 
 func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
-	choice, filter, set := o.rules()
+	choice, filter, set := o.rules(false)
 	if set != 1 {
-		return usageError{errors.New("give exactly one of --semver, --alphabetical, --numerical or --newest-build")}
+		return usageError{errors.New("give exactly one of " + policy.Alternatives(kindFlags(false)))}
 	}
 	if o.dockerConfig != "" && o.image == "" {
 		return usageError{errors.New("--docker-config needs --image")}
 	}
 	source := imagev1.AgeSource(o.ageSource)
-	if (o.minimumAge > 0 || o.newestBuild) && o.tagTimes == "" {
-		return usageError{errors.New("--minimum-age and --newest-build need --tag-times")}
+	if (o.minimumAge > 0 || byBuildTime(choice)) && o.tagTimes == "" {
+		return usageError{errors.New("--" + strings.Join(timedFlags(), " and --") + " need --tag-times")}
 	}
 	now := time.Now()
 	if o.now != "" {
@@ -249,6 +300,16 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	}
 	_, err = fmt.Fprintln(stdout, res.Selection.Selected())
 	return err
+}
+
+// byBuildTime reports whether choice sets a kind ordered by build time.
+func byBuildTime(choice imagev1.ImagePolicyChoice) bool {
+	for _, k := range policy.Kinds {
+		if k.ByBuildTime && k.Sets(choice) {
+			return true
+		}
+	}
+	return false
 }
 
 // fileTimes are the tag times of a --tag-times file.

@@ -10,6 +10,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/policy"
 )
 
 // Mode is how far a default policy lets an image move from its current
@@ -99,35 +100,46 @@ func Default(tag string, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilt
 	return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("tag %q is neither a version nor a number: write its policy (annotation %sCONTAINER)", tag, PolicyAnnotationPrefix)
 }
 
-// annotated reads a workload's policy annotation: semver:RANGE,
-// numerical:asc|desc, alphabetical:asc|desc, or regex:PATTERN (the tags
-// matching it, the greatest by name, as Flux v1's regex filter took).
+// regexAnnotation is the annotation regex:PATTERN, which is no kind: the
+// tags matching PATTERN, the greatest by name, as Flux v1's regex filter
+// took them.
+const regexAnnotation = "regex"
+
+// annotated reads a workload's policy annotation: KIND:ARG for each
+// policy kind that has one (semver:RANGE, alphabetical:asc|desc,
+// numerical:asc|desc), or regex:PATTERN.
 func annotated(s string) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
 	kind, arg, ok := strings.Cut(s, ":")
 	if !ok || arg == "" {
-		return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: want semver:RANGE, numerical:asc|desc, alphabetical:asc|desc or regex:PATTERN", s)
+		return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: want %s", s, annotations(":ARG"))
 	}
-	switch kind {
-	case "semver":
-		if _, err := semver.NewConstraint(arg); err != nil {
-			return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: %v", s, err)
-		}
-		return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: arg}}, nil, nil
-	case "numerical", "alphabetical":
-		if arg != "asc" && arg != "desc" {
-			return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: order is asc or desc", s)
-		}
-		if kind == "numerical" {
-			return imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{Order: arg}}, nil, nil
-		}
-		return imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: arg}}, nil, nil
-	case "regex":
+	if kind == regexAnnotation {
 		if _, err := regexp.Compile(arg); err != nil {
 			return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: %v", s, err)
 		}
-		return imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: "asc"}}, &imagev1.TagFilter{Pattern: arg}, nil
+		return imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: policy.Ascending}}, &imagev1.TagFilter{Pattern: arg}, nil
 	}
-	return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: want semver:, numerical:, alphabetical: or regex:", s)
+	if k, ok := policy.KindOf(kind); ok && k.Annotation != "" {
+		choice, err := k.Annotate(arg)
+		if err != nil {
+			return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: %v", s, err)
+		}
+		return choice, nil, nil
+	}
+	return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("policy annotation %q: want %s", s, annotations(":"))
+}
+
+// annotations lists the annotations' forms for a message: KIND:ARG
+// (semver:RANGE) when arg is ":ARG", else KIND + arg (semver:).
+func annotations(arg string) string {
+	var forms []string
+	for _, k := range policy.Kinds {
+		if k.Annotation != "" {
+			forms = append(forms, k.Field+strings.Replace(arg, "ARG", k.Annotation, 1))
+		}
+	}
+	forms = append(forms, regexAnnotation+strings.Replace(arg, "ARG", "PATTERN", 1))
+	return policy.Alternatives(forms)
 }
 
 // Names gives each image an object name for its ImageRepository and

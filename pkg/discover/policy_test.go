@@ -81,3 +81,20 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// A policy annotation is KIND:ARG for each policy kind with one, or
+// regex:PATTERN; anything else is refused with the forms there are.
+func TestAnnotationErrors(t *testing.T) {
+	tests := []struct{ annotation, want string }{
+		{"semver", `policy annotation "semver": want semver:RANGE, alphabetical:asc|desc, numerical:asc|desc or regex:PATTERN`},
+		{"newestBuild:yes", `policy annotation "newestBuild:yes": want semver:, alphabetical:, numerical: or regex:`},
+		{"numerical:up", `policy annotation "numerical:up": order is asc or desc`},
+		{"regex:(", "policy annotation \"regex:(\": error parsing regexp: missing closing ): `(`"},
+	}
+	for _, tt := range tests {
+		_, _, err := PolicyOf("1.0.0", tt.annotation, ModeMinor)
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q: %v, want %s", tt.annotation, err, tt.want)
+		}
+	}
+}

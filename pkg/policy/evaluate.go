@@ -215,7 +215,7 @@ func (p *Policy) newestFirst(candidates []string, times Times, buildTime func(st
 		return strings.Compare(b.tag, a.tag)
 	}
 	slices.SortFunc(cs, later)
-	cs = cs[:min(len(cs), p.newest)]
+	cs = cs[:min(len(cs), p.order.(byBuildTime).limit())]
 	for i := range cs {
 		t, ok, err := buildTime(cs[i].tag)
 		if err != nil {

@@ -4,6 +4,13 @@
 // order by, and optionally only among tags older than a minimum age
 // (Evaluate). The controller and `tk-image policy eval` share it, so an
 // offline test gives the answer the cluster will.
+//
+// The kinds of policy are one table, Kinds: each entry is a field of
+// spec.policy with its checks and ordering, its tk-image flags and their
+// completion, and its workload annotation. New, the CLI and discover read
+// the table instead of each switching over the fields, so a new kind is
+// one entry, its test, and its field in the API (whose static CEL rule a
+// test holds to the table).
 package policy
 
 import (
@@ -53,9 +60,6 @@ type Policy struct {
 	order   orderer
 	filter  *regexp.Regexp
 	extract string
-	// newest is newestBuild's candidate limit; 0 for the other policies,
-	// whose order needs no times.
-	newest int
 }
 
 // orderer is one ordering of candidates, with two ways to walk them that
@@ -92,49 +96,24 @@ type ranking interface {
 	top() []string
 }
 
-// New builds a policy from an ImagePolicy's choice and filter.
+// New builds a policy from an ImagePolicy's choice and filter: the choice
+// must set exactly one of Kinds, which checks its settings.
 func New(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) (*Policy, error) {
 	p := &Policy{}
 	n := 0
-	if choice.SemVer != nil {
-		n++
-		c, err := semver.NewConstraint(choice.SemVer.Range)
-		if err != nil {
-			return nil, invalid(fmt.Errorf("semver range %q: %w", choice.SemVer.Range, err))
+	for _, k := range Kinds {
+		if !k.set(choice) {
+			continue
 		}
-		p.order = semverOrder{c}
-	}
-	if choice.Alphabetical != nil {
 		n++
-		o, err := order(choice.Alphabetical.Order)
+		o, err := k.order(choice)
 		if err != nil {
 			return nil, err
 		}
-		p.order = alphabeticalOrder{desc: o == Descending}
-	}
-	if choice.Numerical != nil {
-		n++
-		o, err := order(choice.Numerical.Order)
-		if err != nil {
-			return nil, err
-		}
-		p.order = numericalOrder{desc: o == Descending}
-	}
-	if choice.NewestBuild != nil {
-		n++
-		p.newest = choice.NewestBuild.MaxCandidates
-		if p.newest == 0 {
-			p.newest = imagev1.DefaultMaxCandidates
-		}
-		if p.newest < 1 || p.newest > 1000 {
-			return nil, invalid(fmt.Errorf("newestBuild.maxCandidates must be 1 to 1000, got %d", p.newest))
-		}
-		// Every filtered tag is a candidate; the order is applied by
-		// Evaluate, which has the build times.
-		p.order = alphabeticalOrder{}
+		p.order = o
 	}
 	if n != 1 {
-		return nil, invalid(errors.New("exactly one of semver, alphabetical, numerical or newestBuild must be set"))
+		return nil, invalid(errors.New(ExactlyOne()))
 	}
 	if filter != nil && filter.Pattern != "" {
 		re, err := regexp.Compile(filter.Pattern)
@@ -158,9 +137,19 @@ func order(o string) (string, error) {
 	return "", invalid(fmt.Errorf("order must be asc or desc, got %q", o))
 }
 
+// byBuildTime is an ordering by build time (newestBuild's): Evaluate,
+// given Times, orders its candidates, the limit most recently first seen.
+type byBuildTime interface {
+	orderer
+	limit() int
+}
+
 // NeedsTimes reports whether the policy orders by build time, which only
 // Evaluate, given Times, can do.
-func (p *Policy) NeedsTimes() bool { return p.newest > 0 }
+func (p *Policy) NeedsTimes() bool {
+	_, ok := p.order.(byBuildTime)
+	return ok
+}
 
 // errNeedsTimes: Select and Explain cannot order by build time.
 var errNeedsTimes = errors.New("newestBuild orders by build time: it needs tag times")
@@ -374,6 +363,16 @@ func (o alphabeticalOrder) newRanking(n int) ranking {
 }
 
 func parseString(v string) (string, bool) { return v, true }
+
+// newestBuildOrder: every filtered tag is a candidate, in alphabetical
+// order until Evaluate, which has the build times, orders the max most
+// recently first seen by them.
+type newestBuildOrder struct {
+	alphabeticalOrder
+	max int
+}
+
+func (o newestBuildOrder) limit() int { return o.max }
 
 // numericalOrder: values are float64s; asc picks the greatest, desc the
 // least. Values that are not finite numbers are dropped.

@@ -19,6 +19,10 @@
 //     retry, so the work must not hold the request. Calls beyond a rate per
 //     webhook get 429, bodies are capped, and a full queue answers 503 with
 //     Retry-After rather than blocking.
+//   - Senders are a table per kind (Senders, keyed by the API's type enum),
+//     not switches: each entry says how its calls are authenticated, which
+//     Secret keys it needs and how its payload reads, so a new sender is one
+//     entry, its test and its enum value.
 //   - Secrets are read uncached, per call: the controllers never list or
 //     watch Secrets.
 package receiver

@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -32,13 +33,23 @@ func Unsupported() error {
 	return &Refusal{http.StatusBadRequest, ReasonUnsupportedType, "unsupported webhook type"}
 }
 
+// Verify authenticates a call with its webhook Secret's data: nil, or a
+// *Refusal (any other error is refused as bad credentials). The functions
+// below make the ones senders share.
+type Verify func(ctx context.Context, c *Call, secret map[string][]byte) error
+
+// PathOnly accepts every call: for senders that neither sign nor send a
+// configurable header (Docker Hub, Quay) the unguessable path, already
+// matched, is the credential.
+func PathOnly(context.Context, *Call, map[string][]byte) error { return nil }
+
 // Bearer checks Authorization: Bearer <token>.
-func Bearer(h http.Header, token []byte) error {
-	got := h.Get("Authorization")
+func Bearer(_ context.Context, c *Call, secret map[string][]byte) error {
+	got := c.Header.Get("Authorization")
 	if got == "" {
 		return Missing("Authorization")
 	}
-	if !Equal(got, "Bearer "+string(token)) {
+	if !Equal(got, "Bearer "+string(secret[TokenKey])) {
 		return Wrong(ReasonBadAuth, "Authorization")
 	}
 	return nil
@@ -46,46 +57,48 @@ func Bearer(h http.Header, token []byte) error {
 
 // Token checks that header holds the token itself (GitLab's
 // X-Gitlab-Token).
-func Token(h http.Header, header string, token []byte) error {
-	got := h.Get(header)
-	if got == "" {
-		return Missing(header)
+func Token(header string) Verify {
+	return func(_ context.Context, c *Call, secret map[string][]byte) error {
+		got := c.Header.Get(header)
+		if got == "" {
+			return Missing(header)
+		}
+		if !Equal(got, string(secret[TokenKey])) {
+			return Wrong(ReasonBadAuth, header)
+		}
+		return nil
 	}
-	if !Equal(got, string(token)) {
-		return Wrong(ReasonBadAuth, header)
-	}
-	return nil
 }
 
 // HMAC checks header = prefix + hex(HMAC(token, body)) with the hash
 // newHash makes: GitHub's X-Hub-Signature-256 is "sha256=" and SHA-256,
 // Gitea's X-Gitea-Signature has no prefix, Nexus signs with SHA-1.
-func HMAC(h http.Header, header, prefix string, newHash func() hash.Hash, body, token []byte) error {
-	got := h.Get(header)
-	if got == "" {
-		return Missing(header)
+func HMAC(header, prefix string, newHash func() hash.Hash) Verify {
+	return func(_ context.Context, c *Call, secret map[string][]byte) error {
+		got := c.Header.Get(header)
+		if got == "" {
+			return Missing(header)
+		}
+		hexSum, ok := strings.CutPrefix(got, prefix)
+		if !ok {
+			return Wrong(ReasonBadSignature, header)
+		}
+		sum, err := hex.DecodeString(hexSum)
+		if err != nil {
+			return Wrong(ReasonBadSignature, header)
+		}
+		mac := hmac.New(newHash, secret[TokenKey])
+		mac.Write(c.Body)
+		if !hmac.Equal(sum, mac.Sum(nil)) {
+			return Wrong(ReasonBadSignature, header)
+		}
+		return nil
 	}
-	hexSum, ok := strings.CutPrefix(got, prefix)
-	if !ok {
-		return Wrong(ReasonBadSignature, header)
-	}
-	sum, err := hex.DecodeString(hexSum)
-	if err != nil {
-		return Wrong(ReasonBadSignature, header)
-	}
-	mac := hmac.New(newHash, token)
-	mac.Write(body)
-	if !hmac.Equal(sum, mac.Sum(nil)) {
-		return Wrong(ReasonBadSignature, header)
-	}
-	return nil
 }
 
 // SHA256 checks header = "sha256=" + hex(HMAC-SHA256(token, body)), as
 // GitHub and generic-hmac senders sign.
-func SHA256(h http.Header, header string, body, token []byte) error {
-	return HMAC(h, header, "sha256=", sha256.New, body, token)
-}
+func SHA256(header string) Verify { return HMAC(header, "sha256=", sha256.New) }
 
 // Sign returns the "sha256=<hex HMAC-SHA256>" signature of body that
 // SHA256 checks, for senders written against the receiver and for tests.

@@ -3,6 +3,7 @@ package controller
 import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"toolkit.dev/image-toolkit/image-automation-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/receiver"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -21,7 +22,7 @@ func NewGitWebhookReconciler(c client.Client, api client.Reader, m *metrics.Reco
 	return receiver.NewReconciler(imagev1.GitWebhookKind, c, api, m,
 		func() *imagev1.GitWebhook { return &imagev1.GitWebhook{} },
 		func(w *imagev1.GitWebhook) receiver.Spec {
-			return receiver.Spec{Type: w.Spec.Type, Secret: w.Spec.SecretRef.Name, Keys: []string{receiver.TokenKey},
+			return receiver.Spec{Type: w.Spec.Type, Secret: w.Spec.SecretRef.Name, Keys: webhook.SecretKeys(w.Spec.Type),
 				Selector: w.Spec.AutomationSelector, SelectorField: "automationSelector", Suspend: w.Spec.Suspend}
 		})
 }

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"testing"
 
-	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 )
 
@@ -16,8 +15,7 @@ func FuzzParse(f *testing.F) {
 	for _, s := range []string{githubPush, gitlabPush, giteaPush, `{"repository":"git@host:org/app.git","branch":"main"}`} {
 		f.Add(s, "push", "sha256=00")
 	}
-	types := []string{imagev1.GitWebhookGitHub, imagev1.GitWebhookGitLab, imagev1.GitWebhookGitea,
-		imagev1.GitWebhookGeneric, imagev1.GitWebhookGenericHMAC}
+	types := senders.Types()
 	f.Fuzz(func(t *testing.T, body, event, sig string) {
 		h := http.Header{}
 		for _, k := range []string{"X-GitHub-Event", "X-Gitea-Event", "X-Forgejo-Event"} {

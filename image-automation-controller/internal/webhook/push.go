@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -26,48 +27,41 @@ type Push struct {
 // a deleted branch.
 var errIgnore = errors.New("nothing to run")
 
-// verify authenticates a call of the given type with the Secret's token.
-func verify(typ string, h http.Header, body, token []byte) error {
-	switch typ {
-	case imagev1.GitWebhookGitHub:
-		return receiver.SHA256(h, "X-Hub-Signature-256", body, token)
-	case imagev1.GitWebhookGitLab:
-		return receiver.Token(h, "X-Gitlab-Token", token)
-	case imagev1.GitWebhookGitea:
-		// Gitea signs with the bare hex HMAC-SHA256 of the body; Forgejo
-		// sends the same value under its own name as well.
-		header := "X-Gitea-Signature"
-		if h.Get(header) == "" && h.Get("X-Forgejo-Signature") != "" {
-			header = "X-Forgejo-Signature"
-		}
-		return receiver.HMAC(h, header, "", sha256.New, body, token)
-	case imagev1.GitWebhookGeneric:
-		return receiver.Bearer(h, token)
-	case imagev1.GitWebhookGenericHMAC:
-		return receiver.SHA256(h, "X-Signature", body, token)
-	}
-	return receiver.Unsupported()
-}
-
-// parse reads the push a call of the given type is about. A payload that is
-// not what the sender sends is an error; a valid one about something other
-// than a branch that moved is errIgnore.
-func parse(typ string, h http.Header, body []byte) (Push, error) {
-	switch typ {
-	case imagev1.GitWebhookGitHub:
-		return parseGitHub(h.Get("X-GitHub-Event"), body)
-	case imagev1.GitWebhookGitLab:
-		return parseGitLab(body)
-	case imagev1.GitWebhookGitea:
+// senders is the GitWebhook's table of senders, by spec.type (the API's
+// enum, which TestSendersMatchTheAPIEnum holds it to): how each
+// authenticates and reads the push it is about. Every one needs the token
+// alone.
+var senders = receiver.Senders[Push]{
+	imagev1.GitWebhookGitHub: {Verify: receiver.SHA256("X-Hub-Signature-256"),
+		Parse: func(h http.Header, body []byte) (Push, error) { return parseGitHub(h.Get("X-GitHub-Event"), body) }},
+	imagev1.GitWebhookGitLab: {Verify: receiver.Token("X-Gitlab-Token"), Parse: payload(parseGitLab)},
+	imagev1.GitWebhookGitea: {Verify: verifyGitea, Parse: func(h http.Header, body []byte) (Push, error) {
 		event := h.Get("X-Gitea-Event")
 		if event == "" {
 			event = h.Get("X-Forgejo-Event")
 		}
 		return parseGitea(event, body)
-	case imagev1.GitWebhookGeneric, imagev1.GitWebhookGenericHMAC:
-		return parseGeneric(body)
+	}},
+	imagev1.GitWebhookGeneric:     {Verify: receiver.Bearer, Parse: payload(parseGeneric)},
+	imagev1.GitWebhookGenericHMAC: {Verify: receiver.SHA256("X-Signature"), Parse: payload(parseGeneric)},
+}
+
+// SecretKeys are the keys a webhook's Secret must have for its type.
+func SecretKeys(typ string) []string { return senders.SecretKeys(typ) }
+
+// payload adapts a parser of the body alone to a Sender's Parse.
+func payload(parse func([]byte) (Push, error)) func(http.Header, []byte) (Push, error) {
+	return func(_ http.Header, body []byte) (Push, error) { return parse(body) }
+}
+
+// verifyGitea: Gitea signs with the bare hex HMAC-SHA256 of the body;
+// Forgejo sends the same value under its own name as well.
+func verifyGitea(ctx context.Context, c *receiver.Call, secret map[string][]byte) error {
+	header := "X-Gitea-Signature"
+	if c.Header.Get(header) == "" && c.Header.Get("X-Forgejo-Signature") != "" {
+		header = "X-Forgejo-Signature"
 	}
-	return Push{}, fmt.Errorf("unsupported webhook type %q", typ)
+	return receiver.HMAC(header, "", sha256.New)(ctx, c, secret)
 }
 
 func decode(body []byte, v any) error {

@@ -1,8 +1,11 @@
 package webhook
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -144,6 +147,41 @@ func TestVerify(t *testing.T) {
 			t.Errorf("%s %v: refused: %v", tt.typ, tt.header, err)
 		case tt.status != 0 && (!errors.As(err, &r) || r.Status != tt.status):
 			t.Errorf("%s %v: got %v, want status %d", tt.typ, tt.header, err, tt.status)
+		}
+	}
+}
+
+// verify and parse run a call of type typ through the sender table, as the
+// receiver does.
+func verify(typ string, h http.Header, body, token []byte) error {
+	c := &receiver.Call{Hook: receiver.Hook{Type: typ}, Header: h, Body: body}
+	return senders.Verify(context.Background(), c, map[string][]byte{receiver.TokenKey: token})
+}
+
+func parse(typ string, h http.Header, body []byte) (Push, error) {
+	return senders.Parse(&receiver.Call{Hook: receiver.Hook{Type: typ}, Header: h, Body: body})
+}
+
+// The sender table has exactly the types GitWebhookSpec.Type's enum marker
+// lets the API server accept, and each needs the token alone: a sender
+// added without its enum value (or the reverse) fails here.
+func TestSendersMatchTheAPIEnum(t *testing.T) {
+	src, err := os.ReadFile("../../../pkg/apis/image/v1beta1/gitwebhook_types.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)type GitWebhookSpec struct.*?\+kubebuilder:validation:Enum=(\S+)`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("GitWebhookSpec has no enum marker")
+	}
+	api := strings.Split(string(m[1]), ";")
+	slices.Sort(api)
+	if table := senders.Types(); !slices.Equal(table, api) {
+		t.Errorf("sender table %v, API enum %v", table, api)
+	}
+	for _, typ := range api {
+		if keys := senders.SecretKeys(typ); !slices.Equal(keys, []string{receiver.TokenKey}) {
+			t.Errorf("%s: secret keys %v", typ, keys)
 		}
 	}
 }

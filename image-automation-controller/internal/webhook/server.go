@@ -52,6 +52,9 @@ func NewMetrics() *receiver.Metrics {
 // GitWebhook kind, which requests automation runs.
 type Server struct {
 	*receiver.Server
+	// Senders give receiver.Kind's SecretKeys and Verify, and Accept's
+	// parse.
+	receiver.Senders[Push]
 	client  client.Client
 	sources client.Reader
 	opts    Options
@@ -64,7 +67,7 @@ type Server struct {
 // Secrets and Flux GitRepositories through api, uncached, as the
 // automation reconciler reads them.
 func New(c client.Client, api client.Reader, m *receiver.Metrics, o Options) *Server {
-	s := &Server{client: c, sources: api, opts: o, requested: receiver.NewRequests(c, m)}
+	s := &Server{Senders: senders, client: c, sources: api, opts: o, requested: receiver.NewRequests(c, m)}
 	s.Server = receiver.New(s, api, m, receiver.Options{
 		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
 	})
@@ -92,18 +95,10 @@ func (s *Server) Find(ctx context.Context, path string) (receiver.Hook, bool, er
 		Type: wh.Spec.Type, Secret: wh.Spec.SecretRef.Name, Suspend: wh.Spec.Suspend, Object: wh}, true, nil
 }
 
-// SecretKeys implements receiver.Kind: every type needs the token alone.
-func (s *Server) SecretKeys(string) []string { return []string{receiver.TokenKey} }
-
-// Verify implements receiver.Kind.
-func (s *Server) Verify(_ context.Context, c *receiver.Call, secret map[string][]byte) error {
-	return verify(c.Hook.Type, c.Header, c.Body, secret[receiver.TokenKey])
-}
-
 // Accept implements receiver.Kind: the automations the push is about are
 // found and asked to run after the answer.
 func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
-	p, err := parse(c.Hook.Type, c.Header, c.Body)
+	p, err := s.Parse(c)
 	if errors.Is(err, errIgnore) {
 		return nil, nil
 	}

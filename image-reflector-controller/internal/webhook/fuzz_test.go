@@ -15,9 +15,7 @@ func FuzzParse(f *testing.F) {
 		acrPush, nexusComponent, `{"repositories":["nginx"]}`, `{"message":{"data":"eyJhY3Rpb24iOiJJTlNFUlQiLCJ0YWciOiJ4L3k6eiJ9"}}`} {
 		f.Add(s, "package", "sha256=00")
 	}
-	types := []string{imagev1.WebhookDistribution, imagev1.WebhookDockerHub, imagev1.WebhookGitHub, imagev1.WebhookGitLab,
-		imagev1.WebhookHarbor, imagev1.WebhookQuay, imagev1.WebhookACR, imagev1.WebhookGCR, imagev1.WebhookNexus,
-		imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC}
+	types := senders(nil).Types()
 	f.Fuzz(func(t *testing.T, body, event, sig string) {
 		h := http.Header{}
 		h.Set("X-GitHub-Event", event)

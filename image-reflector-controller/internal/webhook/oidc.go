@@ -125,6 +125,12 @@ func (g *googleKeys) fetch(ctx context.Context) (map[string]*rsa.PublicKey, erro
 	return keys, nil
 }
 
+// verifyCall is the gcr sender's Verify: the call's token is checked
+// against the Secret's email and audience.
+func (g *googleKeys) verifyCall(ctx context.Context, c *receiver.Call, secret map[string][]byte) error {
+	return g.verify(ctx, c.Header, secret[EmailKey], secret[AudienceKey])
+}
+
 // verify checks the Authorization bearer token is an ID token Google
 // signed for audience, for the service account email, and not expired.
 func (g *googleKeys) verify(ctx context.Context, h http.Header, email, audience []byte) error {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/json"
 	"errors"
@@ -27,37 +28,50 @@ type Target struct {
 	Tag    string
 }
 
-// verify authenticates a call of the given type with the Secret's token.
-func verify(typ string, h http.Header, body, token []byte) error {
-	switch typ {
-	case imagev1.WebhookDistribution, imagev1.WebhookGeneric, imagev1.WebhookACR:
+// senders is the ImageWebhook's table of senders, by spec.type (the API's
+// enum, which TestSendersMatchTheAPIEnum holds it to): how each
+// authenticates and which repositories its payload names. google verifies
+// gcr's ID tokens; the table read for its keys alone may have none.
+func senders(google *googleKeys) receiver.Senders[[]Target] {
+	return receiver.Senders[[]Target]{
 		// distribution sends the headers configured on the endpoint; we
 		// ask for a bearer token, as an operator would write it there.
-		return receiver.Bearer(h, token)
-	case imagev1.WebhookHarbor:
-		// Harbor sends its "Auth Header" setting verbatim; accept the token
-		// alone or as a bearer token, whichever the operator typed.
-		got := h.Get("Authorization")
-		if got == "" {
-			return receiver.Missing("Authorization")
-		}
-		if !receiver.Equal(got, string(token)) && !receiver.Equal(got, "Bearer "+string(token)) {
-			return receiver.Wrong(receiver.ReasonBadAuth, "Authorization")
-		}
-	case imagev1.WebhookGitLab:
-		return receiver.Token(h, "X-Gitlab-Token", token)
-	case imagev1.WebhookGitHub:
-		return receiver.SHA256(h, "X-Hub-Signature-256", body, token)
-	case imagev1.WebhookGenericHMAC:
-		return receiver.SHA256(h, "X-Signature", body, token)
-	case imagev1.WebhookNexus:
+		imagev1.WebhookDistribution: {Verify: receiver.Bearer, Parse: payload(parseDistribution)},
+		imagev1.WebhookDockerHub:    {Verify: receiver.PathOnly, Parse: payload(parseDockerHub)},
+		imagev1.WebhookGitHub: {Verify: receiver.SHA256("X-Hub-Signature-256"),
+			Parse: func(h http.Header, body []byte) ([]Target, error) { return parseGitHub(h.Get("X-GitHub-Event"), body) }},
+		imagev1.WebhookGitLab: {Verify: receiver.Token("X-Gitlab-Token"), Parse: payload(parseGitLab)},
+		imagev1.WebhookHarbor: {Verify: verifyHarbor, Parse: payload(parseHarbor)},
+		imagev1.WebhookQuay:   {Verify: receiver.PathOnly, Parse: payload(parseQuay)},
+		// ACR's custom headers are configured on the webhook; we ask for a
+		// bearer token there.
+		imagev1.WebhookACR: {Verify: receiver.Bearer, Parse: payload(parseACR)},
 		// Nexus Repository signs with the bare hex HMAC-SHA1 of the body.
-		return receiver.HMAC(h, "X-Nexus-Webhook-Signature", "", sha1.New, body, token)
-	case imagev1.WebhookDockerHub, imagev1.WebhookQuay:
-		// Neither signs nor sends a configurable header: the unguessable
-		// path, already matched, is the credential.
-	default:
-		return receiver.Unsupported()
+		imagev1.WebhookNexus: {Verify: receiver.HMAC("X-Nexus-Webhook-Signature", "", sha1.New),
+			Parse: func(h http.Header, body []byte) ([]Target, error) {
+				return parseNexus(h.Get("X-Nexus-Webhook-Id"), body)
+			}},
+		imagev1.WebhookGCR: {SecretKeys: []string{receiver.TokenKey, EmailKey, AudienceKey},
+			Verify: google.verifyCall, Parse: payload(parseGCR)},
+		imagev1.WebhookGeneric:     {Verify: receiver.Bearer, Parse: payload(parseGeneric)},
+		imagev1.WebhookGenericHMAC: {Verify: receiver.SHA256("X-Signature"), Parse: payload(parseGeneric)},
+	}
+}
+
+// payload adapts a parser of the body alone to a Sender's Parse.
+func payload(parse func([]byte) ([]Target, error)) func(http.Header, []byte) ([]Target, error) {
+	return func(_ http.Header, body []byte) ([]Target, error) { return parse(body) }
+}
+
+// verifyHarbor: Harbor sends its "Auth Header" setting verbatim; the token
+// alone or as a bearer token is accepted, whichever the operator typed.
+func verifyHarbor(_ context.Context, c *receiver.Call, secret map[string][]byte) error {
+	got, token := c.Header.Get("Authorization"), string(secret[receiver.TokenKey])
+	if got == "" {
+		return receiver.Missing("Authorization")
+	}
+	if !receiver.Equal(got, token) && !receiver.Equal(got, "Bearer "+token) {
+		return receiver.Wrong(receiver.ReasonBadAuth, "Authorization")
 	}
 	return nil
 }
@@ -65,35 +79,6 @@ func verify(typ string, h http.Header, body, token []byte) error {
 // errIgnore marks a valid call that is about nothing to scan (a ping, a
 // delete, a blob upload): it is accepted and nothing is queued.
 var errIgnore = errors.New("nothing to scan")
-
-// parse reads the repositories a call of the given type is about. A
-// payload that is not what the sender sends is an error; a valid one about
-// something other than a pushed image yields no targets.
-func parse(typ string, h http.Header, body []byte) ([]Target, error) {
-	switch typ {
-	case imagev1.WebhookDistribution:
-		return parseDistribution(body)
-	case imagev1.WebhookDockerHub:
-		return parseDockerHub(body)
-	case imagev1.WebhookGitHub:
-		return parseGitHub(h.Get("X-GitHub-Event"), body)
-	case imagev1.WebhookGitLab:
-		return parseGitLab(body)
-	case imagev1.WebhookHarbor:
-		return parseHarbor(body)
-	case imagev1.WebhookQuay:
-		return parseQuay(body)
-	case imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC:
-		return parseGeneric(body)
-	case imagev1.WebhookACR:
-		return parseACR(body)
-	case imagev1.WebhookNexus:
-		return parseNexus(h.Get("X-Nexus-Webhook-Id"), body)
-	case imagev1.WebhookGCR:
-		return parseGCR(body)
-	}
-	return nil, fmt.Errorf("unsupported webhook type %q", typ)
-}
 
 // repoTarget canonicalises host/path (docker.io/library/x and x are the
 // same repository, imagename.Canonical); a tag or digest on it is dropped.

@@ -1,10 +1,14 @@
 package webhook
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/hex"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,8 +122,7 @@ func TestParseMalformed(t *testing.T) {
 		`{"project":{}}`, `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"::"}]}}`,
 		`{"docker_url":"http://"}`, `{"repositories":[""]}`, `{"repositories":[1]}`, `{"action":"push","target":{"tag":"x"}}`,
 		`{"action":"CREATED","component":{"format":"docker","name":"../A B"}}`, strings.Repeat("[", 10000)}
-	types := []string{imagev1.WebhookDistribution, imagev1.WebhookDockerHub, imagev1.WebhookGitHub, imagev1.WebhookGitLab,
-		imagev1.WebhookHarbor, imagev1.WebhookQuay, imagev1.WebhookGeneric, imagev1.WebhookGenericHMAC, imagev1.WebhookACR, imagev1.WebhookNexus, imagev1.WebhookGCR, "unknown"}
+	types := append(senders(nil).Types(), "unknown")
 	for _, typ := range types {
 		for _, b := range bodies {
 			h := http.Header{}
@@ -207,4 +210,55 @@ func nexusSig(key, body []byte) string {
 	mac := hmac.New(sha1.New, key)
 	mac.Write(body)
 	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// tableKeys verify gcr's tokens in verify's table: no test reaches Google,
+// a key lookup is refused at once.
+var tableKeys = newGoogleKeys("http://127.0.0.1:1/certs")
+
+// verify and parse run a call of type typ through the sender table, as the
+// receiver does.
+func verify(typ string, h http.Header, body, token []byte) error {
+	c := &receiver.Call{Hook: receiver.Hook{Type: typ}, Header: h, Body: body}
+	return senders(tableKeys).Verify(context.Background(), c, map[string][]byte{receiver.TokenKey: token})
+}
+
+func parse(typ string, h http.Header, body []byte) ([]Target, error) {
+	return senders(tableKeys).Parse(&receiver.Call{Hook: receiver.Hook{Type: typ}, Header: h, Body: body})
+}
+
+// The sender table has exactly the types ImageWebhookSpec.Type's enum
+// marker lets the API server accept: a sender added without its enum
+// value (or the reverse) fails here, not as a 400 on the first call.
+func TestSendersMatchTheAPIEnum(t *testing.T) {
+	src, err := os.ReadFile("../../../pkg/apis/image/v1beta1/imagewebhook_types.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)type ImageWebhookSpec struct.*?\+kubebuilder:validation:Enum=(\S+)`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("ImageWebhookSpec has no enum marker")
+	}
+	want := strings.Split(string(m[1]), ";")
+	slices.Sort(want)
+	if got := senders(nil).Types(); !slices.Equal(got, want) {
+		t.Errorf("sender table %v, API enum %v", got, want)
+	}
+}
+
+// Every sender needs the token (it makes the path); gcr also needs the
+// push subscription's email and audience.
+func TestSecretKeys(t *testing.T) {
+	for _, typ := range senders(nil).Types() {
+		keys := SecretKeys(typ)
+		if !slices.Contains(keys, receiver.TokenKey) {
+			t.Errorf("%s: %v lacks %q", typ, keys, receiver.TokenKey)
+		}
+		if extra := len(keys) > 1; extra != (typ == imagev1.WebhookGCR) {
+			t.Errorf("%s: keys %v", typ, keys)
+		}
+	}
+	if got := SecretKeys(imagev1.WebhookGCR); !slices.Equal(got, []string{receiver.TokenKey, EmailKey, AudienceKey}) {
+		t.Errorf("gcr: %v", got)
+	}
 }

@@ -72,11 +72,13 @@ type pendingScan struct {
 // ImageWebhook kind, which requests scans.
 type Server struct {
 	*receiver.Server
+	// Senders give receiver.Kind's SecretKeys and Verify, and Accept's
+	// parse.
+	receiver.Senders[[]Target]
 	client  client.Client
 	metrics *Metrics
 	window  time.Duration
 	log     logr.Logger
-	google  *googleKeys
 
 	mu        sync.Mutex
 	pending   map[types.NamespacedName]*pendingScan
@@ -90,8 +92,7 @@ func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server 
 	if o.Window <= 0 {
 		o.Window = 250 * time.Millisecond
 	}
-	s := &Server{client: c, metrics: m, window: o.Window, log: o.Log,
-		google:    newGoogleKeys(o.GoogleCertsURL),
+	s := &Server{Senders: senders(newGoogleKeys(o.GoogleCertsURL)), client: c, metrics: m, window: o.Window, log: o.Log,
 		pending:   map[types.NamespacedName]*pendingScan{},
 		requested: receiver.NewRequests(c, m.Metrics),
 	}
@@ -125,28 +126,12 @@ func (s *Server) Find(ctx context.Context, path string) (receiver.Hook, bool, er
 }
 
 // SecretKeys are the keys a webhook's Secret must have for its type.
-func (s *Server) SecretKeys(typ string) []string { return SecretKeys(typ) }
-
-// SecretKeys are the keys a webhook's Secret must have for its type.
-func SecretKeys(typ string) []string {
-	if typ == imagev1.WebhookGCR {
-		return []string{receiver.TokenKey, EmailKey, AudienceKey}
-	}
-	return []string{receiver.TokenKey}
-}
-
-// Verify implements receiver.Kind.
-func (s *Server) Verify(ctx context.Context, c *receiver.Call, secret map[string][]byte) error {
-	if c.Hook.Type == imagev1.WebhookGCR {
-		return s.google.verify(ctx, c.Header, secret[EmailKey], secret[AudienceKey])
-	}
-	return verify(c.Hook.Type, c.Header, c.Body, secret[receiver.TokenKey])
-}
+func SecretKeys(typ string) []string { return senders(nil).SecretKeys(typ) }
 
 // Accept implements receiver.Kind: the repositories the call names,
 // resolved and scheduled after the answer.
 func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
-	targets, err := parse(c.Hook.Type, c.Header, c.Body)
+	targets, err := s.Parse(c)
 	if errors.Is(err, errIgnore) || (err == nil && len(targets) == 0) {
 		return nil, nil
 	}

@@ -1,0 +1,251 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+// Kind is one way of ordering tags: one field of spec.policy
+// (ImagePolicyChoice). Kinds is the table of them, and everything that
+// knows the kinds is made from it: New, the "exactly one" rule's message,
+// tk-image's policy flags with their help and completion, and discover's
+// policy annotations. The CRD's rule is a CEL marker on ImagePolicyChoice,
+// which must be static; a test holds it, and the choice's fields, to this
+// table. So a new kind is its entry here, its test, and its field and
+// name in the CEL rule.
+type Kind struct {
+	// Field is the kind's field of spec.policy, e.g. semver.
+	Field string
+	// Flag gives the kind on tk-image's command line; Qualifiers are flags
+	// that only refine it (newestBuild's --max-candidates).
+	Flag       Flag
+	Qualifiers []Flag
+	// ByBuildTime says the kind orders by build time, so evaluating it
+	// needs tag times (Policy.NeedsTimes).
+	ByBuildTime bool
+	// Annotation names the argument of a workload's policy annotation
+	// FIELD:ARG in messages (RANGE, asc|desc); "" when the kind has no
+	// annotation. Annotate reads ARG.
+	Annotation string
+	annotate   func(arg string) (imagev1.ImagePolicyChoice, error)
+	// set reports whether a choice sets the kind.
+	set func(imagev1.ImagePolicyChoice) bool
+	// order checks the kind's settings in a choice that sets it and makes
+	// its ordering; its errors are invalid's.
+	order func(imagev1.ImagePolicyChoice) (orderer, error)
+}
+
+// Flag is a command-line flag of a kind. tk-image declares it with the
+// pflag type named Type, so help shows it as any other flag.
+type Flag struct {
+	Name string
+	Type FlagType
+	// Arg names the value in a usage line (RANGE); "" for a bool flag.
+	Arg     string
+	Default string
+	Usage   string
+	// Completions are the values the shell completes.
+	Completions []string
+	// Check, when set, refuses a value the API would refuse; it is run on
+	// every value, given or default.
+	Check func(value string) error
+	// Set writes a given value into the choice: a kind's flag sets the
+	// kind, a qualifier refines it (the kind is then set).
+	Set func(c *imagev1.ImagePolicyChoice, value string) error
+}
+
+// FlagType is a flag value's type, named as pflag names it.
+type FlagType string
+
+// The types of kinds' flags.
+const (
+	StringFlag FlagType = "string"
+	BoolFlag   FlagType = "bool"
+	IntFlag    FlagType = "int"
+)
+
+// Given reports whether value, as pflag prints it, gives a kind's flag:
+// an empty string or a false bool does not.
+func (f Flag) Given(value string) bool { return value != "" && value != "false" }
+
+// String is the flag as a usage line writes it: --semver RANGE.
+func (f Flag) String() string {
+	if f.Arg == "" {
+		return "--" + f.Name
+	}
+	return "--" + f.Name + " " + f.Arg
+}
+
+// Annotate reads the argument of the kind's policy annotation (a
+// workload's FIELD:ARG) into a choice; errors say what is wrong with ARG.
+func (k Kind) Annotate(arg string) (imagev1.ImagePolicyChoice, error) {
+	if k.annotate == nil {
+		return imagev1.ImagePolicyChoice{}, fmt.Errorf("%s has no policy annotation", k.Field)
+	}
+	return k.annotate(arg)
+}
+
+// Sets reports whether choice sets the kind.
+func (k Kind) Sets(choice imagev1.ImagePolicyChoice) bool { return k.set(choice) }
+
+// Orders of the alphabetical and numerical kinds, and how they complete.
+var orders = []string{Ascending, Descending}
+
+// Kinds are the policy kinds, in the API's order of spec.policy's fields.
+var Kinds = []Kind{
+	{
+		Field: "semver",
+		Flag: Flag{Name: "semver", Type: StringFlag, Arg: "RANGE",
+			Usage: "pick the highest version in this range, e.g. '>=1.0.0 <2.0.0'",
+			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
+				c.SemVer = &imagev1.SemVerPolicy{Range: v}
+				return nil
+			}},
+		Annotation: "RANGE",
+		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
+			if _, err := semver.NewConstraint(arg); err != nil {
+				return imagev1.ImagePolicyChoice{}, err
+			}
+			return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: arg}}, nil
+		},
+		set: func(c imagev1.ImagePolicyChoice) bool { return c.SemVer != nil },
+		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
+			constraint, err := semver.NewConstraint(c.SemVer.Range)
+			if err != nil {
+				return nil, invalid(fmt.Errorf("semver range %q: %w", c.SemVer.Range, err))
+			}
+			return semverOrder{constraint}, nil
+		},
+	},
+	orderedKind("alphabetical", "alphabetical order: asc (greatest wins) or desc",
+		func(c *imagev1.ImagePolicyChoice, o string) { c.Alphabetical = &imagev1.AlphabeticalPolicy{Order: o} },
+		func(c imagev1.ImagePolicyChoice) (string, bool) {
+			if c.Alphabetical == nil {
+				return "", false
+			}
+			return c.Alphabetical.Order, true
+		},
+		func(desc bool) orderer { return alphabeticalOrder{desc: desc} }),
+	orderedKind("numerical", "numerical order: asc (greatest wins) or desc",
+		func(c *imagev1.ImagePolicyChoice, o string) { c.Numerical = &imagev1.NumericalPolicy{Order: o} },
+		func(c imagev1.ImagePolicyChoice) (string, bool) {
+			if c.Numerical == nil {
+				return "", false
+			}
+			return c.Numerical.Order, true
+		},
+		func(desc bool) orderer { return numericalOrder{desc: desc} }),
+	{
+		Field: "newestBuild",
+		Flag: Flag{Name: "newest-build", Type: BoolFlag,
+			Usage: "order tags by build time, newest first (spec.policy.newestBuild)",
+			Set: func(c *imagev1.ImagePolicyChoice, _ string) error {
+				if c.NewestBuild == nil {
+					c.NewestBuild = &imagev1.NewestBuildPolicy{}
+				}
+				return nil
+			}},
+		Qualifiers: []Flag{{Name: "max-candidates", Type: IntFlag, Default: strconv.Itoa(imagev1.DefaultMaxCandidates),
+			Usage: "with --newest-build, order only the candidates most recently first seen (1 to 1000)",
+			Check: func(v string) error {
+				if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 1000 {
+					return fmt.Errorf("--max-candidates must be between 1 and 1000, got %s", v)
+				}
+				return nil
+			},
+			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
+				n, err := strconv.Atoi(v)
+				c.NewestBuild = &imagev1.NewestBuildPolicy{MaxCandidates: n}
+				return err
+			}}},
+		ByBuildTime: true,
+		set:         func(c imagev1.ImagePolicyChoice) bool { return c.NewestBuild != nil },
+		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
+			n := c.NewestBuild.MaxCandidates
+			if n == 0 {
+				n = imagev1.DefaultMaxCandidates
+			}
+			if n < 1 || n > 1000 {
+				return nil, invalid(fmt.Errorf("newestBuild.maxCandidates must be 1 to 1000, got %d", n))
+			}
+			return newestBuildOrder{max: n}, nil
+		},
+	},
+}
+
+// orderedKind is a kind ordered one way or the other, asc or desc
+// (alphabetical, numerical): set writes its field of a choice with an
+// order, get reads it (false when unset), and newOrder makes the ordering.
+func orderedKind(field, usage string, set func(*imagev1.ImagePolicyChoice, string),
+	get func(imagev1.ImagePolicyChoice) (string, bool), newOrder func(desc bool) orderer) Kind {
+	return Kind{
+		Field: field,
+		Flag: Flag{Name: field, Type: StringFlag, Arg: "ORDER", Completions: orders, Usage: usage,
+			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
+				set(c, v)
+				return nil
+			}},
+		Annotation: strings.Join(orders, "|"),
+		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
+			var c imagev1.ImagePolicyChoice
+			o, err := annotatedOrder(arg)
+			if err == nil {
+				set(&c, o)
+			}
+			return c, err
+		},
+		set: func(c imagev1.ImagePolicyChoice) bool {
+			_, ok := get(c)
+			return ok
+		},
+		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
+			o, _ := get(c)
+			o, err := order(o)
+			return newOrder(o == Descending), err
+		},
+	}
+}
+
+// annotatedOrder is the order an annotation gives, asc or desc.
+func annotatedOrder(arg string) (string, error) {
+	if arg != Ascending && arg != Descending {
+		return "", fmt.Errorf("order is %s", Alternatives(orders))
+	}
+	return arg, nil
+}
+
+// KindOf returns the kind whose field of spec.policy is field.
+func KindOf(field string) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.Field == field {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Fields are the kinds' fields of spec.policy, in order.
+func Fields() []string {
+	out := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		out[i] = k.Field
+	}
+	return out
+}
+
+// ExactlyOne is the rule a choice must keep, as the API server and New
+// word it.
+func ExactlyOne() string { return "exactly one of " + Alternatives(Fields()) + " must be set" }
+
+// Alternatives lists words as a sentence offers a choice: "a, b or c".
+func Alternatives(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}

@@ -1,0 +1,146 @@
+package policy
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+)
+
+// Kinds has one entry per field of spec.policy, in the API's order, and
+// each entry recognises its own field and no other: a field added to
+// ImagePolicyChoice without its kind (or the reverse) fails here.
+func TestKindsAreTheChoiceFields(t *testing.T) {
+	typ := reflect.TypeFor[imagev1.ImagePolicyChoice]()
+	var fields []string
+	for i := range typ.NumField() {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		fields = append(fields, name)
+	}
+	if !slices.Equal(fields, Fields()) {
+		t.Fatalf("ImagePolicyChoice's fields %v, the kinds' %v", fields, Fields())
+	}
+	for i := range typ.NumField() {
+		var choice imagev1.ImagePolicyChoice
+		f := reflect.ValueOf(&choice).Elem().Field(i)
+		f.Set(reflect.New(f.Type().Elem()))
+		for _, k := range Kinds {
+			if got, want := k.Sets(choice), k.Field == fields[i]; got != want {
+				t.Errorf("kind %s: Sets(choice with %s) = %v", k.Field, fields[i], got)
+			}
+		}
+	}
+}
+
+// The CRD's exactly-one rule is a static CEL marker; it names the kinds'
+// fields, in order, and says what New says.
+func TestCELRuleIsTheKinds(t *testing.T) {
+	src, err := os.ReadFile("../apis/image/v1beta1/imagepolicy_types.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^// \+kubebuilder:validation:XValidation:rule="(.*)",message="(.*)"\ntype ImagePolicyChoice struct`).FindSubmatch(src)
+	if m == nil {
+		t.Fatal("no XValidation marker on ImagePolicyChoice")
+	}
+	var has []string
+	for _, h := range regexp.MustCompile(`has\(self\.(\w+)\)`).FindAllSubmatch(m[1], -1) {
+		has = append(has, string(h[1]))
+	}
+	want := "[has(self." + strings.Join(Fields(), "), has(self.") + ")].filter(x, x).size() == 1"
+	if !slices.Equal(has, Fields()) || string(m[1]) != want {
+		t.Errorf("CEL rule %s, want %s", m[1], want)
+	}
+	if string(m[2]) != ExactlyOne() {
+		t.Errorf("CEL message %q, New says %q", m[2], ExactlyOne())
+	}
+	if _, err := New(imagev1.ImagePolicyChoice{}, nil); err == nil || err.Error() != "invalid policy: "+ExactlyOne() {
+		t.Errorf("New of no kind: %v", err)
+	}
+}
+
+// Each kind's flag, given a value, sets that kind and a policy New
+// accepts; ByBuildTime is what the policy needs; a bad value is refused
+// as New or the flag's Check refuses it, and each annotation reads as the
+// flag does.
+func TestKindFlags(t *testing.T) {
+	tests := map[string]struct {
+		good, bad  string
+		annotation string
+	}{
+		"semver":       {good: ">=1.0.0 <2.0.0", bad: "not a range", annotation: ">=1.0.0 <2.0.0"},
+		"alphabetical": {good: "desc", bad: "up", annotation: "desc"},
+		"numerical":    {good: "asc", bad: "down", annotation: "asc"},
+		"newestBuild":  {good: "true"},
+	}
+	for _, k := range Kinds {
+		tt, ok := tests[k.Field]
+		if !ok {
+			t.Errorf("kind %s has no test case", k.Field)
+			continue
+		}
+		var choice imagev1.ImagePolicyChoice
+		if err := k.Flag.Set(&choice, tt.good); err != nil || !k.Sets(choice) {
+			t.Errorf("%s: --%s %s: %v, sets it: %v", k.Field, k.Flag.Name, tt.good, err, k.Sets(choice))
+			continue
+		}
+		p, err := New(choice, nil)
+		if err != nil {
+			t.Errorf("%s: %v", k.Field, err)
+			continue
+		}
+		if p.NeedsTimes() != k.ByBuildTime {
+			t.Errorf("%s: NeedsTimes %v, ByBuildTime %v", k.Field, p.NeedsTimes(), k.ByBuildTime)
+		}
+		if tt.bad != "" {
+			var bad imagev1.ImagePolicyChoice
+			_ = k.Flag.Set(&bad, tt.bad)
+			if _, err := New(bad, nil); err == nil {
+				t.Errorf("%s: New accepts --%s %q", k.Field, k.Flag.Name, tt.bad)
+			}
+			if _, err := k.Annotate(tt.bad); err == nil {
+				t.Errorf("%s: annotation accepts %q", k.Field, tt.bad)
+			}
+		}
+		if (k.Annotation != "") != (tt.annotation != "") {
+			t.Errorf("%s: annotation %q", k.Field, k.Annotation)
+		}
+		if tt.annotation != "" {
+			got, err := k.Annotate(tt.annotation)
+			a, _ := json.Marshal(got)
+			b, _ := json.Marshal(choice)
+			if err != nil || string(a) != string(b) {
+				t.Errorf("%s: annotation gives %s (%v), the flag %s", k.Field, a, err, b)
+			}
+		}
+	}
+}
+
+// newestBuild's --max-candidates refines the kind within the API's bounds.
+func TestQualifiers(t *testing.T) {
+	k, _ := KindOf("newestBuild")
+	q := k.Qualifiers[0]
+	for v, ok := range map[string]bool{"1": true, q.Default: true, "1000": true, "0": false, "1001": false, "x": false} {
+		if err := q.Check(v); (err == nil) != ok {
+			t.Errorf("--%s %s: %v", q.Name, v, err)
+		}
+	}
+	var choice imagev1.ImagePolicyChoice
+	_ = k.Flag.Set(&choice, "true")
+	if err := q.Set(&choice, "50"); err != nil || choice.NewestBuild.MaxCandidates != 50 {
+		t.Errorf("--%s 50: %+v, %v", q.Name, choice.NewestBuild, err)
+	}
+}
+
+func TestAlternatives(t *testing.T) {
+	for words, want := range map[string]string{"": "", "a": "a", "a b": "a or b", "a b c": "a, b or c"} {
+		if got := Alternatives(strings.Fields(words)); got != want {
+			t.Errorf("Alternatives(%q) = %q, want %q", words, got, want)
+		}
+	}
+}
