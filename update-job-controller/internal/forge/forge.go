@@ -30,12 +30,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/httpwait"
 )
 
@@ -178,11 +178,11 @@ type Endpoint struct {
 // "gitea" or "forgejo" hosts are Gitea. The API is reached over https,
 // unless the git URL is plain http (a test or a trusted network).
 func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error) {
-	u, err := parseGitURL(gitURL)
+	u, err := git.ParseURL(gitURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("repository URL %s is not a URL", git.Redact(gitURL))
 	}
-	host := strings.ToLower(u.Hostname())
+	host := strings.ToLower(u.Host)
 	if provider == "" {
 		switch {
 		case host == "github.com" || strings.Contains(host, "github"):
@@ -195,15 +195,15 @@ func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error)
 			return nil, fmt.Errorf("cannot tell which forge %s is: set pullRequest.provider (github, gitlab or gitea)", host)
 		}
 	}
-	repo := strings.TrimSuffix(strings.Trim(u.Path, "/"), ".git")
+	repo := u.Repository()
 	if apiURL == "" {
 		scheme := "https"
 		if u.Scheme == "http" {
 			scheme = "http"
 		}
-		hostport := u.Host
+		hostport := u.HostPort()
 		if u.Scheme == "ssh" {
-			hostport = u.Hostname() // the API is not on the SSH port
+			hostport = u.Host // the API is not on the SSH port
 		}
 		switch {
 		case provider == GitHub && host == "github.com":
@@ -229,25 +229,9 @@ func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error)
 	}
 	parts := strings.Split(repo, "/")
 	if len(parts) < 2 || slices.Contains(parts, "") || (provider != GitLab && len(parts) != 2) {
-		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", redact(gitURL), repo)
+		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", git.Redact(gitURL), repo)
 	}
 	return &Endpoint{Provider: provider, APIURL: apiURL, Repository: repo}, nil
-}
-
-func parseGitURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("repository URL %s is not a URL", redact(raw))
-	}
-	u.Path = path.Clean("/" + u.Path)
-	return u, nil
-}
-
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable URL)"
 }
 
 // Error is a forge's refusal of a call, or a call that got no answer.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"code.gitea.io/sdk/gitea"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // giteaForge keeps pull requests of one Gitea (or Forgejo) repository
@@ -64,7 +66,7 @@ func newGitea(opts Options, hc *http.Client) (Client, error) {
 func giteaBaseURL(apiURL string) (string, error) {
 	u, err := url.Parse(apiURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", fmt.Errorf("gitea: API URL %s is not an http(s) URL", redact(apiURL))
+		return "", fmt.Errorf("gitea: API URL %s is not an http(s) URL", git.Redact(apiURL))
 	}
 	base := strings.TrimSuffix(apiURL, "/")
 	base = strings.TrimSuffix(base, "/api/v1")
