@@ -15,6 +15,18 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 )
 
+// Gitea covers Forgejo (and so codeberg.org), whose API is Gitea's.
+const Gitea Provider = "gitea"
+
+func init() {
+	register(Forge{
+		Provider: Gitea,
+		Hosts:    []string{"codeberg.org"},
+		Words:    []string{"gitea", "forgejo"},
+		New:      newGitea,
+	})
+}
+
 // giteaForge keeps pull requests of one Gitea (or Forgejo) repository
 // through code.gitea.io/sdk/gitea.
 //

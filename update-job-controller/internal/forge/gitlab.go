@@ -15,6 +15,19 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 )
 
+// GitLab is gitlab.com and self-managed GitLab.
+const GitLab Provider = "gitlab"
+
+func init() {
+	register(Forge{
+		Provider:  GitLab,
+		Hosts:     []string{"gitlab.com"},
+		Words:     []string{"gitlab"},
+		Subgroups: true,
+		New:       newGitLab,
+	})
+}
+
 // gitLab keeps merge requests of one GitLab project. The project is named
 // by its full path (group/subgroup/project), which the API takes in place
 // of the numeric ID, so no call is spent looking the ID up.
