@@ -10,7 +10,9 @@
 // flags), gives Credentials, and maps the Result and errors back into its
 // own terms. This is the shape of the GitOps engine proposal (seed 002):
 // one subsystem with a small API, customised through callbacks, so that
-// more than one front end can use it.
+// more than one front end can use it. Example embeds it in 50 lines; the
+// update-job-controller (internal/controller) and tk-image update
+// --repository are its front ends.
 //
 // # Design
 //
