@@ -140,9 +140,8 @@ func (r *remoteFlags) plan(policies setters.Policies) (writeback.Plan, error) {
 	return p, nil
 }
 
-// target is where the commit goes: as the API's push spec says, the push
-// branch (forced when it is not the checkout branch, as Flux does) and a
-// refspec, or a pull request.
+// target is where the commit goes: as the API's push spec says
+// (writeback.PushTarget), or a pull request.
 func (r *remoteFlags) target() (writeback.Target, error) {
 	pr, err := r.pr.spec()
 	if err != nil {
@@ -170,20 +169,15 @@ func (r *remoteFlags) target() (writeback.Target, error) {
 		}
 		return t, nil
 	}
-	t := writeback.Target{Branch: r.branch}
-	if r.pushBranch != "" {
-		t.Branch, t.Force = r.pushBranch, r.pushBranch != r.branch
-	}
+	var dst *writeback.RefUpdate
 	if r.pushRefspec != "" {
-		dst, err := writeback.ParseRefspec(r.pushRefspec, r.branch)
+		d, err := writeback.ParseRefspec(r.pushRefspec, r.branch)
 		if err != nil {
 			return writeback.Target{}, usageError{fmt.Errorf("--push-refspec %q: %w", r.pushRefspec, err)}
 		}
-		if dst.Dst != "refs/heads/"+t.Branch {
-			t.Extra = append(t.Extra, dst)
-		}
+		dst = &d
 	}
-	return t, nil
+	return writeback.PushTarget(r.branch, r.pushBranch, dst), nil
 }
 
 // auth reads the credentials the flags name, with the checks of a

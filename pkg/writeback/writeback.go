@@ -246,6 +246,25 @@ func (p *Plan) Validate() error {
 	return nil
 }
 
+// PushTarget is where a push goes, as Flux's push spec says it: to branch,
+// forced when it is not the checkout branch (it is then rewritten to the
+// checkout plus the commit); to the checkout branch when neither branch
+// nor a refspec is given; and to the refspec's destination (from
+// ParseRefspec) unless that is the branch itself.
+func PushTarget(checkoutBranch, branch string, refspec *RefUpdate) Target {
+	var t Target
+	switch {
+	case branch != "":
+		t.Branch, t.Force = branch, branch != checkoutBranch
+	case refspec == nil:
+		t.Branch = checkoutBranch
+	}
+	if refspec != nil && refspec.Dst != "refs/heads/"+t.Branch {
+		t.Extra = append(t.Extra, *refspec)
+	}
+	return t
+}
+
 // ParseRefspec reads a push refspec, [+]SRC:DST, into the ref it sets. The
 // commit exists only in the run, so the source must name it: HEAD, or the
 // checkout branch (which, as in Flux's clone, is where the commit was

@@ -134,3 +134,27 @@ func TestParseRefspecNamesTheRefItSets(t *testing.T) {
 		}
 	}
 }
+
+// A push spec's branch and refspec say where a push goes, as Flux's do.
+func TestPushTargetFollowsFluxsPushSpec(t *testing.T) {
+	dst := func(d string, force bool) *RefUpdate { return &RefUpdate{Dst: d, Force: force} }
+	tests := []struct {
+		name    string
+		branch  string
+		refspec *RefUpdate
+		want    Target
+	}{
+		{"the checkout branch", "", nil, Target{Branch: "main"}},
+		{"another branch is forced", "auto", nil, Target{Branch: "auto", Force: true}},
+		{"the same branch is not forced", "main", nil, Target{Branch: "main"}},
+		{"a refspec alone", "", dst("refs/for/main", true), Target{Extra: []RefUpdate{{Dst: "refs/for/main", Force: true}}}},
+		{"a branch and a refspec", "main", dst("refs/heads/auto", false), Target{Branch: "main", Extra: []RefUpdate{{Dst: "refs/heads/auto"}}}},
+		{"a refspec to the branch is pushed once", "main", dst("refs/heads/main", false), Target{Branch: "main"}},
+	}
+	for _, tt := range tests {
+		got := PushTarget("main", tt.branch, tt.refspec)
+		if got.Branch != tt.want.Branch || got.Force != tt.want.Force || !slices.Equal(got.Extra, tt.want.Extra) {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -55,8 +55,7 @@ func FromJob(job *updatev1.UpdateJob) (writeback.Plan, error) {
 		return fail("push.options are not supported: libgit2 1.5 cannot send git push options")
 	}
 	t := &p.Target
-	switch {
-	case push.PullRequest != nil:
+	if push.PullRequest != nil {
 		if push.Branch != "" || push.Refspec != "" {
 			return fail("push.pullRequest pushes to its own head branch: push.branch and push.refspec cannot be set with it")
 		}
@@ -65,26 +64,22 @@ func FromJob(job *updatev1.UpdateJob) (writeback.Plan, error) {
 			return fail("push.pullRequest: %v", err)
 		}
 		t.PullRequest = pr
-	case push.Branch != "":
-		t.Branch = push.Branch
-		t.Force = push.Branch != ref.Branch
-	case push.Refspec == "":
-		t.Branch = ref.Branch
+	} else {
+		var dst *writeback.RefUpdate
+		if push.Refspec != "" {
+			d, err := writeback.ParseRefspec(push.Refspec, ref.Branch)
+			if err != nil {
+				return fail("push.refspec %q: %v", push.Refspec, err)
+			}
+			dst = &d
+		}
+		*t = writeback.PushTarget(ref.Branch, push.Branch, dst)
 	}
-	if t.PullRequest == nil && t.Branch == "" && push.Refspec == "" {
+	if t.PullRequest == nil && t.Branch == "" && len(t.Extra) == 0 {
 		return fail("nothing to push to: set checkout.ref.branch, push.branch or push.refspec")
 	}
 	if t.Branch != "" && !refname.Branch(t.Branch) {
 		return fail("push branch %q is not a valid branch name", t.Branch)
-	}
-	if push.Refspec != "" {
-		dst, err := writeback.ParseRefspec(push.Refspec, ref.Branch)
-		if err != nil {
-			return fail("push.refspec %q: %v", push.Refspec, err)
-		}
-		if dst.Dst != "refs/heads/"+t.Branch {
-			t.Extra = append(t.Extra, dst)
-		}
 	}
 	if err := update(spec, &p.Update); err != nil {
 		return writeback.Plan{}, err
