@@ -271,7 +271,6 @@ func (r *run) fetchAndResolve(ctx context.Context) (*git2go.Oid, error) {
 	if err != nil {
 		return nil, gitError(err)
 	}
-
 	oid, rev, err := r.mirror.Resolve(r.plan.Checkout)
 	if err != nil {
 		return nil, retryable(KindGit, err)

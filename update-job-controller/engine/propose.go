@@ -113,24 +113,23 @@ func (r *run) propose(ctx context.Context, base, commit *git2go.Oid) (Result, er
 		return Result{}, terminal(KindInvalid, err)
 	}
 
-	pushed := false
-	headCommit, upToDate := r.mirror.Proposes(head, base, commit)
-	if !upToDate {
-		p := Push{Commit: commit.String(), Refs: []string{"refs/heads/" + head}, PullRequest: true}
-		if err := r.beforePush(ctx, p); err != nil {
-			return Result{}, err
-		}
-		err := r.pushRefs(ctx, commit, []writeback.RefUpdate{{Dst: p.Refs[0], Force: true}})
-		if err != nil {
-			return Result{}, gitError(err)
-		}
-		r.afterPush(ctx, p)
-		pushed = true
-		headCommit = p.Commit
-		out.Commit = headCommit
-		out.PushedRefs = p.Refs
+	headCommit, pushed, err := r.pushHead(ctx, head, base, commit)
+	if err != nil {
+		return Result{}, err
 	}
+	if out.PullRequest, err = r.keepRequest(ctx, open, head, title, body, pushed); err != nil {
+		return Result{}, err
+	}
+	out.PullRequest.HeadCommit = headCommit
+	out.Message = title
+	return *out, nil
+}
 
+// keepRequest opens the request, or edits the open one when its text
+// changed; what fails after the request exists is a warning.
+func (r *run) keepRequest(ctx context.Context, open *forge.Request, head, title, body string, pushed bool) (*PullRequest, error) {
+	pr := r.plan.Target.PullRequest
+	var req *PullRequest
 	switch {
 	case open == nil:
 		created, err := r.forge.Create(ctx, forge.NewRequest{
@@ -139,37 +138,55 @@ func (r *run) propose(ctx context.Context, base, commit *git2go.Oid) (Result, er
 			AutoMerge: forge.MergeMethod(pr.AutoMerge),
 		})
 		if created == nil {
-			return Result{}, forgeFailure("opening the request", err)
+			return nil, forgeFailure("opening the request", err)
 		}
 		if err != nil {
 			// The request exists: what failed after it (labels,
 			// reviewers, auto-merge) is reported, not retried, so that a
 			// retry never opens a second request.
-			out.Warnings = append(out.Warnings, fmt.Sprintf("request #%d: %s", created.Number, r.creds.Git.Scrub(err.Error())))
+			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("request #%d: %s", created.Number, r.creds.Git.Scrub(err.Error())))
 		}
-		out.PullRequest = requestStatus(created, head, stateOf(created), ActionOpened)
+		req = requestStatus(created, head, stateOf(created), ActionOpened)
 	case sameText(open.Title, title) && sameText(open.Body, body):
 		action := ActionUnchanged
 		if pushed {
 			action = ActionUpdated
 		}
-		out.PullRequest = requestStatus(open, head, RequestOpen, action)
+		req = requestStatus(open, head, RequestOpen, action)
 	default:
 		edited, err := r.forge.Edit(ctx, open, title, body)
 		if err != nil {
 			if !pushed {
-				return Result{}, forgeFailure("editing the request", err)
+				return nil, forgeFailure("editing the request", err)
 			}
 			// The new commit is on the request already; its text is
 			// edited again by the next update.
-			out.Warnings = append(out.Warnings, fmt.Sprintf("request #%d: %s", open.Number, r.creds.Git.Scrub(err.Error())))
+			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("request #%d: %s", open.Number, r.creds.Git.Scrub(err.Error())))
 			edited = open
 		}
-		out.PullRequest = requestStatus(edited, head, stateOf(edited), ActionUpdated)
+		req = requestStatus(edited, head, stateOf(edited), ActionUpdated)
 	}
-	out.PullRequest.HeadCommit = headCommit
-	out.Message = title
-	return *out, nil
+	return req, nil
+}
+
+// pushHead makes the head branch the base plus commit, pushing only when
+// it holds something else. It returns the head's commit and whether it
+// pushed.
+func (r *run) pushHead(ctx context.Context, head string, base, commit *git2go.Oid) (string, bool, error) {
+	headCommit, upToDate := r.mirror.Proposes(head, base, commit)
+	if upToDate {
+		return headCommit, false, nil
+	}
+	p := Push{Commit: commit.String(), Refs: []string{"refs/heads/" + head}, PullRequest: true}
+	if err := r.beforePush(ctx, p); err != nil {
+		return "", false, err
+	}
+	if err := r.pushRefs(ctx, commit, []writeback.RefUpdate{{Dst: p.Refs[0], Force: true}}); err != nil {
+		return "", false, gitError(err)
+	}
+	r.afterPush(ctx, p)
+	r.res.Commit, r.res.PushedRefs = p.Commit, p.Refs
+	return p.Commit, true, nil
 }
 
 // headBranch is the plan's head branch, else its template rendered (the

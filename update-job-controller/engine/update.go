@@ -69,23 +69,9 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	defer os.RemoveAll(tmp)
 
 	p := r.plan
-	var paths []string
-	if p.Path != "" {
-		paths = []string{p.Path}
-	}
-	// Only files that may hold markers (or, with discovery, images) are
-	// written: the others are left alone, and creating thousands of files
-	// would dominate the run.
-	keep := setters.MayHaveMarkers
-	if p.Update.Discover != nil {
-		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
-	}
-	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
-		return nil, retryable(KindGit, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
-	}
-	dir, err := securePath(tmp, p.Path)
+	dir, err := r.checkoutFiltered(oid, tmp)
 	if err != nil {
-		return nil, terminal(KindUpdate, err)
+		return nil, err
 	}
 	pols := policies(p)
 	var sites map[string][]setters.Site
@@ -115,20 +101,8 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 		changed = append(changed, path.Join(p.Path, f.Path))
 	}
 	if d := p.Update.Discover; d != nil && d.WriteMarkers {
-		// Positions moved with the new values: discover again, and mark
-		// what a setter applies to, as tk-image discover --write-markers.
-		again, _, err := discoverSites(dir, d, pols)
-		if err != nil {
-			return nil, retryable(KindUpdate, fmt.Errorf("discovering the images of %s: %w", p.Path, err))
-		}
-		written, _, err := discover.WriteMarkers(dir, again)
-		if err != nil {
-			return nil, retryable(KindUpdate, fmt.Errorf("writing markers: %w", err))
-		}
-		for _, f := range written {
-			if w := path.Join(p.Path, f); !slices.Contains(changed, w) {
-				changed = append(changed, w)
-			}
+		if changed, err = writeMarkers(dir, p.Path, d, pols, changed); err != nil {
+			return nil, err
 		}
 	}
 	d := data(p)
@@ -150,6 +124,50 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	}
 	out.Message = change.Message
 	return commit, nil
+}
+
+// checkoutFiltered checks out the plan's path into tmp and returns its
+// directory. Only files that may hold markers (or, with discovery, images)
+// are written: the others are left alone, and creating thousands of files
+// would dominate the run.
+func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string) (string, error) {
+	p := r.plan
+	var paths []string
+	if p.Path != "" {
+		paths = []string{p.Path}
+	}
+	keep := setters.MayHaveMarkers
+	if p.Update.Discover != nil {
+		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
+	}
+	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
+		return "", retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
+	}
+	dir, err := securePath(tmp, p.Path)
+	if err != nil {
+		return "", terminal(KindUpdate, err)
+	}
+	return dir, nil
+}
+
+// writeMarkers marks what a setter applied to, as tk-image discover
+// --write-markers: positions moved with the new values, so discovery runs
+// again. It returns changed with the files it wrote.
+func writeMarkers(dir, rel string, d *writeback.Discover, pols setters.Policies, changed []string) ([]string, error) {
+	again, _, err := discoverSites(dir, d, pols)
+	if err != nil {
+		return nil, retryable(KindUpdate, fmt.Errorf("discovering the images of %s: %w", rel, err))
+	}
+	written, _, err := discover.WriteMarkers(dir, again)
+	if err != nil {
+		return nil, retryable(KindUpdate, fmt.Errorf("writing markers: %w", err))
+	}
+	for _, f := range written {
+		if w := path.Join(rel, f); !slices.Contains(changed, w) {
+			changed = append(changed, w)
+		}
+	}
+	return changed, nil
 }
 
 // updateByContainer checks out the tree under the plan's path, has the
