@@ -3,12 +3,15 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"toolkit.dev/image-toolkit/pkg/testgit"
+	"toolkit.dev/image-toolkit/pkg/testgitea"
 )
 
 const remoteDeployment = `apiVersion: apps/v1
@@ -142,5 +145,40 @@ func TestRemoteUpdateUsage(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, tt.errs) {
 			t.Errorf("%v: exit %d, %s; want 2 and %q", tt.args, code, errs, tt.errs)
 		}
+	}
+}
+
+// With --pull-request against a real Gitea, the change is proposed: the
+// request is opened once, and a run with the same values leaves it as it
+// is. The forge token comes from the environment.
+func TestRemoteUpdateProposesAPullRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	srv, err := testgitea.Start(ctx, t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	url, err := srv.CreateRepo(ctx, "fleet", map[string]string{"deploy/app.yaml": remoteDeployment})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TK_GIT_USER", srv.Admin)
+	t.Setenv("TK_GIT_PASSWORD", srv.Password)
+	t.Setenv("TK_FORGE_TOKEN", srv.Token)
+	args := []string{"update", "--repository", url, "--path", "deploy",
+		"--policy", "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0", "--author-email", "bot@example.com",
+		"--git-username-env", "TK_GIT_USER", "--git-password-env", "TK_GIT_PASSWORD",
+		"--pull-request", "--pr-provider", "gitea", "--forge-token-env", "TK_FORGE_TOKEN"}
+	code, out, errs := runCLI(t, "", args...)
+	if code != 0 || !strings.Contains(out, "pull request #1 opened") || !strings.Contains(out, "image-toolkit/main") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "", args...)
+	if code != 0 || !strings.Contains(out, "pull request #1 unchanged") {
+		t.Errorf("again: exit %d\n%s\n%s", code, out, errs)
+	}
+	if prs, err := srv.ListPulls(ctx, "fleet", "all"); err != nil || len(prs) != 1 {
+		t.Errorf("requests %+v, %v; want exactly one", prs, err)
 	}
 }
