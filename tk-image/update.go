@@ -41,11 +41,21 @@ or :digest after the policy, that part. Only the replaced values change in
 the files; everything else stays byte for byte.
 
 With --krm, runs as a KRM function: a ResourceList on stdin, policies in the
-functionConfig ConfigMap's data (NAMESPACE:NAME: IMAGE:TAG[@DIGEST]).`,
+functionConfig ConfigMap's data (NAMESPACE:NAME: IMAGE:TAG[@DIGEST]).
+
+With --repository, updates a remote git repository without a cluster, as an
+UpdateJob would: clone, update, commit (signed with --signing-key), and push
+to --branch (or --push-branch), or propose a pull request (--pull-request,
+head branch image-toolkit/BRANCH unless --pr-branch-template). Credentials
+come from environment variables and files named by the flags; TLS
+certificates and SSH host keys (known_hosts) are always verified.`,
 		Example: `  tk-image update --dir ./clusters/prod --policy apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
   kubectl get imagepolicy -A -o yaml > policies.yaml
   tk-image update --dir . --policies-from policies.yaml --dry-run --output json
-  kpt fn eval --exec "tk-image update --krm" -- apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0`,
+  kpt fn eval --exec "tk-image update --krm" -- apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
+  tk-image update --repository https://github.com/org/fleet.git --path clusters/prod \
+    --policy apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0 --author-email bot@example.com \
+    --git-username-env GIT_USER --git-password-env GIT_TOKEN --pull-request`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.krm {
