@@ -18,9 +18,10 @@ HELM := $(BIN)/helm
 
 MODULES := pkg image-reflector-controller image-automation-controller update-job-controller tk-image tests tests/testkit
 CHARTS := image-reflector-controller image-automation-controller update-job-controller
-# Modules that link libgit2 through git2go; the rest build with CGO_ENABLED=0.
-CGO_BINARIES := update-job-controller
-STATIC_BINARIES := image-reflector-controller image-automation-controller tk-image
+# Binaries that link libgit2 through git2go (tk-image for update --repository,
+# the write-back engine's front end); the rest build with CGO_ENABLED=0.
+CGO_BINARIES := update-job-controller tk-image
+STATIC_BINARIES := image-reflector-controller image-automation-controller
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X toolkit.dev/image-toolkit/pkg/version.Version=$(VERSION)

@@ -89,7 +89,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Print the version",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String("tk-image"))
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String("tk-image")+linkedLibraries)
 			return err
 		},
 	})

@@ -25,6 +25,8 @@ type updateOptions struct {
 	dryRun       bool
 	output       string
 	krm          bool
+	// remote updates a repository (--repository) instead of a directory.
+	remote remoteFlags
 }
 
 func newUpdateCommand() *cobra.Command {
@@ -39,15 +41,28 @@ or :digest after the policy, that part. Only the replaced values change in
 the files; everything else stays byte for byte.
 
 With --krm, runs as a KRM function: a ResourceList on stdin, policies in the
-functionConfig ConfigMap's data (NAMESPACE:NAME: IMAGE:TAG[@DIGEST]).`,
+functionConfig ConfigMap's data (NAMESPACE:NAME: IMAGE:TAG[@DIGEST]).
+
+With --repository, updates a remote git repository without a cluster, as an
+UpdateJob would: clone, update, commit (signed with --signing-key), and push
+to --branch (or --push-branch), or propose a pull request (--pull-request,
+head branch image-toolkit/BRANCH unless --pr-branch-template). Credentials
+come from environment variables and files named by the flags; TLS
+certificates and SSH host keys (known_hosts) are always verified.`,
 		Example: `  tk-image update --dir ./clusters/prod --policy apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
   kubectl get imagepolicy -A -o yaml > policies.yaml
   tk-image update --dir . --policies-from policies.yaml --dry-run --output json
-  kpt fn eval --exec "tk-image update --krm" -- apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0`,
+  kpt fn eval --exec "tk-image update --krm" -- apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
+  tk-image update --repository https://github.com/org/fleet.git --path clusters/prod \
+    --policy apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0 --author-email bot@example.com \
+    --git-username-env GIT_USER --git-password-env GIT_TOKEN --pull-request`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.krm {
 				return runKRM(cmd.InOrStdin(), cmd.OutOrStdout())
+			}
+			if o.remote.asked() {
+				return o.runRemote(cmd)
 			}
 			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
@@ -59,29 +74,14 @@ functionConfig ConfigMap's data (NAMESPACE:NAME: IMAGE:TAG[@DIGEST]).`,
 	f.BoolVar(&o.dryRun, "dry-run", false, "print what would change without writing files")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.BoolVar(&o.krm, "krm", false, "run as a KRM function (ResourceList on stdin and stdout)")
+	o.remote.add(cmd)
 	return cmd
 }
 
 func (o *updateOptions) run(stdout, stderr io.Writer) error {
-	if o.output != "text" && o.output != "json" {
-		return usageError{fmt.Errorf("--output must be text or json, got %q", o.output)}
-	}
-	policies := setters.Policies{}
-	if o.policiesFrom != "" {
-		if err := readPolicies(o.policiesFrom, policies, stderr); err != nil {
-			return err
-		}
-	}
-	// --policy wins over the file: it is the more deliberate statement.
-	for _, arg := range o.policies {
-		name, img, err := setters.ParsePolicyArg(arg)
-		if err != nil {
-			return usageError{fmt.Errorf("--policy %w", err)}
-		}
-		policies[name] = img
-	}
-	if len(policies) == 0 {
-		return usageError{errors.New("no policies: give --policy or --policies-from")}
+	policies, err := o.readPolicies(stderr)
+	if err != nil {
+		return err
 	}
 	if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
 		return usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
@@ -91,6 +91,38 @@ func (o *updateOptions) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return o.report(stdout, stderr, res)
+}
+
+// readPolicies are the policy values of --policies-from and --policy, for
+// a directory and a remote repository alike.
+func (o *updateOptions) readPolicies(stderr io.Writer) (setters.Policies, error) {
+	if o.output != "text" && o.output != "json" {
+		return nil, usageError{fmt.Errorf("--output must be text or json, got %q", o.output)}
+	}
+	policies := setters.Policies{}
+	if o.policiesFrom != "" {
+		if err := readPolicies(o.policiesFrom, policies, stderr); err != nil {
+			return nil, err
+		}
+	}
+	// --policy wins over the file: it is the more deliberate statement.
+	for _, arg := range o.policies {
+		name, img, err := setters.ParsePolicyArg(arg)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--policy %w", err)}
+		}
+		policies[name] = img
+	}
+	if len(policies) == 0 {
+		return nil, usageError{errors.New("no policies: give --policy or --policies-from")}
+	}
+	return policies, nil
+}
+
+// report prints what the setters did and fails on files they could not
+// update.
+func (o *updateOptions) report(stdout, stderr io.Writer, res *setters.Result) error {
 	for _, p := range res.Problems {
 		fmt.Fprintf(stderr, "tk-image: %v\n", p)
 	}

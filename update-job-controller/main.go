@@ -21,8 +21,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/controller"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
 
@@ -64,9 +64,9 @@ func main() {
 			fs.StringVar(&stepImage, "step-image", "", "Image of the fetch and upload steps of container-mode jobs' Pods: this controller's image; container mode is refused when empty.")
 			fs.Int64Var(&transferMax, "transfer-max-bytes", transfer.DefaultMaxBytes, "Largest checkout or result (tar bytes) a container-mode job moves.")
 		},
-		VersionInfo: gitops.LibGit2Version,
+		VersionInfo: mirror.LibGit2Version,
 		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
-			cache, err := gitops.NewCache(cacheDir)
+			cache, err := mirror.NewCache(cacheDir)
 			if err != nil {
 				return err
 			}

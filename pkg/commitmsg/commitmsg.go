@@ -32,6 +32,13 @@ type Data struct {
 	Values map[string]string
 }
 
+// WithAutomation is d with AutomationObject set, for callers that keep
+// Kubernetes types out of their own imports (the write-back engine).
+func (d Data) WithAutomation(namespace, name string) Data {
+	d.AutomationObject = types.NamespacedName{Namespace: namespace, Name: name}
+	return d
+}
+
 // DefaultTemplate is used when a commit has no template: a subject,
 // then every change by file and object.
 const DefaultTemplate = `Update images

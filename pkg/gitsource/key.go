@@ -1,8 +1,9 @@
 package gitsource
 
 import (
-	neturl "net/url"
 	"strings"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // RepositoryKey names a repository the same way whichever URL reaches it:
@@ -12,27 +13,16 @@ import (
 // are one repository. Dropping the port and case can make two
 // repositories one key; a push then runs an automation that finds nothing
 // new, which costs one branch read, never a wrong commit: the push is a
-// trigger and the automation reads the branch itself.
+// trigger and the automation reads the branch itself. The URL is taken
+// apart by git.ParseURL, the parse the transports and forges use.
 func RepositoryKey(raw string) (string, bool) {
-	raw = strings.TrimSpace(raw)
-	var host, path string
-	if u, err := neturl.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
-		host, path = u.Hostname(), u.Path
-	} else if at, rest, ok := strings.Cut(raw, "@"); ok && !strings.Contains(at, "/") {
-		// scp-like: user@host:path
-		h, p, ok := strings.Cut(rest, ":")
-		if !ok {
-			return "", false
-		}
-		host, path = h, p
-	} else {
+	ep, err := git.ParseURL(strings.TrimSpace(raw))
+	if err != nil {
 		return "", false
 	}
-	path = strings.Trim(path, "/")
-	path = strings.TrimSuffix(path, ".git")
-	path = strings.Trim(path, "/")
-	if host == "" || path == "" {
+	repo := ep.Repository()
+	if ep.Host == "" || repo == "" {
 		return "", false
 	}
-	return strings.ToLower(host) + "/" + strings.ToLower(path), true
+	return strings.ToLower(ep.Host) + "/" + strings.ToLower(repo), true
 }

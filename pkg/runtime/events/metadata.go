@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
 
 // Metadata keys of image-toolkit's events, for WithMetadata. Where Flux has
@@ -46,13 +47,7 @@ func UpdateJobMetadata(job *updatev1.UpdateJob) map[string]string {
 	switch {
 	case st.PushedCommit != "":
 		md[MetaCommit] = st.PushedCommit
-		branch := ""
-		if len(st.PushedRefs) > 0 {
-			branch = strings.TrimPrefix(st.PushedRefs[0], "refs/heads/")
-		} else if st.PullRequest != nil {
-			branch = st.PullRequest.HeadBranch
-		}
-		if branch != "" {
+		if branch := pushedTo(job); branch != "" {
 			md[MetaRevision] = formatRevision(branch, st.PushedCommit)
 		}
 	case st.CheckoutRevision != "":
@@ -65,6 +60,24 @@ func UpdateJobMetadata(job *updatev1.UpdateJob) map[string]string {
 		md[MetaChanges] = c
 	}
 	return md
+}
+
+// pushedTo is where the job pushed its commit, as its plan says (the one
+// answer to where a job pushes): the push branch, else the refspec's
+// destination, else the pull request's head branch, which the engine
+// names only when it runs and the status records.
+func pushedTo(job *updatev1.UpdateJob) string {
+	plan, err := jobplan.FromJob(job)
+	if err != nil {
+		return ""
+	}
+	if plan.Target.PullRequest != nil && job.Status.PullRequest != nil {
+		return job.Status.PullRequest.HeadBranch
+	}
+	if refs := plan.Target.Refs(); len(refs) > 0 {
+		return strings.TrimPrefix(refs[0], "refs/heads/")
+	}
+	return ""
 }
 
 // formatRevision writes a commit as git.FormatRevision does, and as the

@@ -36,35 +36,50 @@ func TestUpdateJobMetadata(t *testing.T) {
 			manyWant = append(manyWant, fmt.Sprintf("app:1.%d → app:2.%d", i, i))
 		}
 	}
+	// Where the job pushed is its plan's answer: the spec says it.
+	spec := func(push *updatev1.PushSpec) updatev1.UpdateJobSpec {
+		return updatev1.UpdateJobSpec{
+			Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/fleet"},
+			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
+			Update:     updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{{Policy: "ns:app", Name: "reg/app", Tag: "1.2.0"}}},
+			Push:       push,
+		}
+	}
+	branch := spec(&updatev1.PushSpec{Branch: "main", Refspec: "HEAD:refs/heads/release"})
+	request := spec(&updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{Provider: "gitea"}})
 	tests := []struct {
 		name   string
+		spec   updatev1.UpdateJobSpec
 		status updatev1.UpdateJobStatus
 		want   map[string]string
 	}{
-		{"pushed", updatev1.UpdateJobStatus{
+		{"pushed", branch, updatev1.UpdateJobStatus{
 			CheckoutRevision: "main@sha1:ffff", PushedCommit: sha, PushedRefs: []string{"refs/heads/main", "refs/heads/release"},
 			Result: result("reg/app:1.0.0", "reg/app:1.2.0", "1.0.0", "1.2.0"),
 		}, map[string]string{
 			MetaCommit: sha, MetaRevision: "main@sha1:" + sha,
 			MetaChanges: "reg/app:1.0.0 → reg/app:1.2.0\n1.0.0 → 1.2.0",
 		}},
-		{"pull request", updatev1.UpdateJobStatus{
+		{"refspec only", spec(&updatev1.PushSpec{Refspec: "HEAD:refs/for/main"}), updatev1.UpdateJobStatus{
+			PushedCommit: sha, PushedRefs: []string{"refs/for/main"},
+		}, map[string]string{MetaCommit: sha, MetaRevision: "refs/for/main@sha1:" + sha}},
+		{"pull request", request, updatev1.UpdateJobStatus{
 			PushedCommit: sha,
 			PullRequest:  &updatev1.PullRequestStatus{URL: "https://git.example.com/fleet/pulls/3", Number: 3, HeadBranch: "image-updates", Action: updatev1.PullRequestOpened},
 		}, map[string]string{
 			MetaCommit: sha, MetaRevision: "image-updates@sha1:" + sha, MetaPullRequest: "https://git.example.com/fleet/pulls/3",
 		}},
-		{"closed request, nothing pushed", updatev1.UpdateJobStatus{
+		{"closed request, nothing pushed", request, updatev1.UpdateJobStatus{
 			CheckoutRevision: "main@sha1:" + sha,
 			PullRequest:      &updatev1.PullRequestStatus{URL: "https://git.example.com/fleet/pulls/3", Action: updatev1.PullRequestClosedNow},
 		}, map[string]string{MetaRevision: "main@sha1:" + sha, MetaPullRequest: "https://git.example.com/fleet/pulls/3"}},
-		{"many changes", updatev1.UpdateJobStatus{Result: result(many...)},
+		{"many changes", branch, updatev1.UpdateJobStatus{Result: result(many...)},
 			map[string]string{MetaChanges: strings.Join(append(manyWant, "and 3 more"), "\n")}},
-		{"nothing known", updatev1.UpdateJobStatus{}, map[string]string{}},
+		{"nothing known", updatev1.UpdateJobSpec{}, updatev1.UpdateJobStatus{}, map[string]string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := UpdateJobMetadata(&updatev1.UpdateJob{Status: tt.status})
+			got := UpdateJobMetadata(&updatev1.UpdateJob{Spec: tt.spec, Status: tt.status})
 			if !maps.Equal(got, tt.want) {
 				t.Errorf("metadata\n%q\nwant\n%q", got, tt.want)
 			}

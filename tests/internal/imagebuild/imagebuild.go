@@ -67,10 +67,13 @@ var Specs = []Spec{
 		Ports: []string{"8080/tcp", "8081/tcp"}, VersionArgs: []string{"--version"}},
 	{Name: "update-job-controller", Description: "Runs UpdateJobs: checks out a git repository, updates image references, commits and pushes.",
 		Debian: []string{"libgit2-1.5"}, Ports: []string{"8080/tcp", "8081/tcp"}, VersionArgs: []string{"--version"}},
-	{Name: "tk-image", Description: "The image-toolkit command line.", VersionArgs: []string{"version"}},
+	// tk-image links libgit2 for update --repository (the write-back
+	// engine), like the update-job-controller.
+	{Name: "tk-image", Description: "The image-toolkit command line.",
+		Debian: []string{"libgit2-1.5"}, VersionArgs: []string{"version"}},
 	{Name: "image-update", Binary: "tk-image", Args: []string{"update", "--krm"},
 		Description: "The image setters as a KRM function: tk-image update --krm, a ResourceList on stdin and stdout.",
-		VersionArgs: []string{"version"}},
+		Debian:      []string{"libgit2-1.5"}, VersionArgs: []string{"version"}},
 }
 
 // BinaryName is the binary the image runs.

@@ -30,7 +30,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
 
@@ -592,7 +592,7 @@ func TestContainerModeUnavailable(t *testing.T) {
 	}
 	cacheDir := t.TempDir()
 	stop, err := env.StartManagerWith(func(o *ctrl.Options) { o.Cache.DefaultLabelSelector = sel }, func(mgr ctrl.Manager) error {
-		cache, err := gitops.NewCache(filepath.Join(cacheDir, "mirrors"))
+		cache, err := mirror.NewCache(filepath.Join(cacheDir, "mirrors"))
 		if err != nil {
 			return err
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
 
 // Job outcomes, the values of the outcome label.
@@ -83,7 +83,7 @@ func (m *JobMetrics) MustRegister(reg prometheus.Registerer) *JobMetrics {
 // CachePruner removes mirrors unused for MaxAge and reports the cache size.
 // Every replica runs it for its own cache directory.
 type CachePruner struct {
-	Cache    *gitops.Cache
+	Cache    *mirror.Cache
 	MaxAge   time.Duration
 	Interval time.Duration
 	Metrics  *JobMetrics

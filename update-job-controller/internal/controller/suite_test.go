@@ -17,7 +17,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
 
@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 // newRunner sets up an UpdateJob reconciler as a replica would, with its
 // own cache directory.
 func newRunner(mgr ctrl.Manager, name, cacheDir string, jm *JobMetrics) error {
-	cache, err := gitops.NewCache(filepath.Join(cacheDir, "mirrors"))
+	cache, err := mirror.NewCache(filepath.Join(cacheDir, "mirrors"))
 	if err != nil {
 		return err
 	}

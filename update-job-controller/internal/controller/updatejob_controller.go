@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
@@ -27,9 +26,10 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/patch"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/gitops"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/runner"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
+	"toolkit.dev/image-toolkit/update-job-controller/engine"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
 
 // +kubebuilder:rbac:groups=update.toolkit.dev,resources=updatejobs,verbs=get;list;watch;delete
@@ -57,7 +57,7 @@ type UpdateJobReconciler struct {
 	Events     *events.Recorder
 	Metrics    *metrics.Recorder
 	JobMetrics *JobMetrics
-	Cache      *gitops.Cache
+	Cache      *mirror.Cache
 	// WorkDir holds temporary work trees.
 	WorkDir string
 	// Runner names this replica in status.runner.
@@ -148,11 +148,11 @@ func (r *UpdateJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 
 	// A spec that cannot work fails now, without using an attempt.
-	plan, err := runner.NewPlan(&job.Spec)
+	plan, err := planOf(job)
 	if err != nil {
 		return r.finishUnclaimed(ctx, job, reasonOf(err), err.Error())
 	}
-	if plan.Container != nil && r.Containers == nil {
+	if plan.Update.Container != nil && r.Containers == nil {
 		return r.finishUnclaimed(ctx, job, updatev1.ContainerModeUnavailableReason, errNoContainers.Error())
 	}
 	return r.claimAndRun(ctx, job, plan)
@@ -251,8 +251,48 @@ func failJob(job *updatev1.UpdateJob, reason, msg string) {
 
 func reasonOf(err error) string { return conditions.AsFailure(err).Reason }
 
+// planOf is the job's plan, checked for the engine; its errors are
+// Stalled with InvalidSpec.
+func planOf(job *updatev1.UpdateJob) (writeback.Plan, error) {
+	plan, err := jobplan.FromJob(job)
+	if err == nil {
+		err = engine.Check(plan)
+	}
+	if err != nil {
+		return writeback.Plan{}, conditions.Stall(conditions.InvalidSpecReason, err)
+	}
+	return plan, nil
+}
+
+// engineReasons are the conditions' reasons of the engine's failures.
+var engineReasons = map[engine.Kind]string{
+	engine.KindInvalid:        conditions.InvalidSpecReason,
+	engine.KindGit:            conditions.GitOperationFailedReason,
+	engine.KindAuthentication: conditions.AuthenticationFailedReason,
+	engine.KindUpdate:         updatev1.UpdateFailedReason,
+	engine.KindPullRequest:    updatev1.PullRequestFailedReason,
+	engine.KindRateLimited:    updatev1.RateLimitedReason,
+}
+
+// failure is the one place an engine's error becomes a condition's
+// failure; errors of this controller's own hooks pass as they are.
+func failure(err error) error {
+	var e *engine.Error
+	if err == nil || !errors.As(err, &e) {
+		return err
+	}
+	reason, ok := engineReasons[e.Kind]
+	if !ok {
+		reason = conditions.FailedReason
+	}
+	if e.Terminal {
+		return conditions.Stall(reason, err)
+	}
+	return conditions.Retry(reason, err).After(e.RetryAfter)
+}
+
 // claimAndRun claims the job, runs one attempt and records its outcome.
-func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.UpdateJob, plan *runner.Plan) (ctrl.Result, error) {
+func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.UpdateJob, plan writeback.Plan) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	helper := patch.NewHelper(job, r.Client)
 	now := metav1.Now()
@@ -316,7 +356,7 @@ func (r *UpdateJobReconciler) claimAndRun(ctx context.Context, job *updatev1.Upd
 }
 
 // attempt reads the job's Secrets and runs it.
-func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJob, plan *runner.Plan, l *claim) (*runner.Output, []string, error) {
+func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJob, plan writeback.Plan, l *claim) (engine.Result, []string, error) {
 	repo := job.Spec.Repository
 	var secret, proxy string
 	if repo.SecretRef != nil {
@@ -329,45 +369,55 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 		ProxySecretName: proxy, Provider: repo.Provider, ServiceAccountName: repo.ServiceAccountName})
 	switch {
 	case errors.Is(err, git.ErrInvalidCredentials):
-		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
+		return engine.Result{}, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
 	case errors.Is(err, git.ErrSecretNotFound):
-		return nil, secrets, conditions.Retry(conditions.SecretNotFoundReason, err)
+		return engine.Result{}, secrets, conditions.Retry(conditions.SecretNotFoundReason, err)
 	case errors.Is(err, git.ErrAuthentication):
 		// A provider (GitHub, Entra ID) refused the identity.
-		return nil, secrets, conditions.Retry(conditions.AuthenticationFailedReason, err)
+		return engine.Result{}, secrets, conditions.Retry(conditions.AuthenticationFailedReason, err)
 	case err != nil:
 		// The API server could not be read: retried.
-		return nil, secrets, conditions.Retry(conditions.FailedReason, err)
+		return engine.Result{}, secrets, conditions.Retry(conditions.FailedReason, err)
 	}
-	var signer gitops.Signer
+	var signer mirror.Signer
 	if sk := job.Spec.Commit.SigningKey; sk != nil {
 		data, s3, err := r.secretData(ctx, job.Namespace, &sk.SecretRef)
 		secrets = append(secrets, s3...)
 		if err != nil {
-			return nil, secrets, err
+			return engine.Result{}, secrets, err
 		}
-		if signer, err = gitops.NewSigner(string(sk.Type), data); err != nil {
-			return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
+		if signer, err = mirror.NewSigner(string(sk.Type), data); err != nil {
+			return engine.Result{}, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
 		}
 	}
-	var fc forge.Client
-	if pr := plan.PullRequest; pr != nil {
-		var s4 []string
-		// A provider's token (a GitHub App's) serves the forge's API too.
-		fresh, err := auth.Fresh(ctx)
-		if err != nil {
-			return nil, secrets, conditions.Retry(conditions.AuthenticationFailedReason, err)
-		}
+	creds := engine.Credentials{Git: auth, Signer: signer, ForgeToken: func(ctx context.Context, fresh *git.Auth) (string, error) {
 		secrets = append(secrets, fresh.Secrets()...)
-		fc, s4, err = r.forgeClient(ctx, job, pr, fresh)
-		secrets = append(secrets, s4...)
-		if err != nil {
-			return nil, secrets, err
-		}
+		token, s, err := r.forgeToken(ctx, job, fresh)
+		secrets = append(secrets, s...)
+		return token, err
+	}}
+	eng := engine.New(engine.Settings{WorkDir: r.WorkDir, PushRetries: r.PushRetries, Hooks: r.hooks(job, plan, l)}, creds, r.Cache)
+	out, err := eng.Run(ctx, plan)
+	return out, secrets, failure(err)
+}
+
+// hooks keep the job in step with the engine's run: a push only while the
+// job is still ours, the commit recorded before it is pushed, the
+// container's Pod in the status, and metrics.
+func (r *UpdateJobReconciler) hooks(job *updatev1.UpdateJob, plan writeback.Plan, l *claim) engine.Hooks {
+	hooks := engine.Hooks{
+		BeforePush: func(ctx context.Context, p engine.Push) error {
+			if err := l.verify(ctx); err != nil || p.PullRequest {
+				return err
+			}
+			// Written ahead of the push: if we die before recording the
+			// outcome, the next attempt finds this commit on the branch.
+			return l.update(ctx, func(job *updatev1.UpdateJob) { job.Status.PushingCommit = p.Commit })
+		},
+		OnEvent: r.observe,
 	}
-	var container func(ctx context.Context, round int, checkout, result string) error
-	if plan.Container != nil {
-		container = r.Containers.hook(job, func(ctx context.Context, st *updatev1.ContainerStatus) {
+	if plan.Update.Container != nil {
+		hooks.Container = r.Containers.hook(job, func(ctx context.Context, st *updatev1.ContainerStatus) {
 			// Where the logs are, for tk-image job logs; a lost claim
 			// shows at the next heartbeat.
 			err := l.update(ctx, func(job *updatev1.UpdateJob) { job.Status.Container = st })
@@ -376,79 +426,49 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 			}
 		})
 	}
-	out, err := runner.Run(ctx, r.Cache, runner.Input{
-		Container:        container,
-		Spec:             &job.Spec,
-		Plan:             plan,
-		Auth:             auth,
-		Signer:           signer,
-		AutomationObject: automationOf(job),
-		WorkDir:          r.WorkDir,
-		BeforePush:       l.verify,
-		// Written ahead of the push: if we die before recording the
-		// outcome, the next attempt finds this commit on the branch.
-		Pushing: func(ctx context.Context, commit string) error {
-			return l.update(ctx, func(job *updatev1.UpdateJob) { job.Status.PushingCommit = commit })
-		},
-		PushingCommit: job.Status.PushingCommit,
-		Observe: func(op string, d time.Duration) {
-			r.JobMetrics.GitOps.WithLabelValues(op).Observe(d.Seconds())
-		},
-		OnPushRetry: r.JobMetrics.PushRetries.Inc,
-		PushRetries: r.PushRetries,
-		Forge:       fc,
-		Job:         client.ObjectKeyFromObject(job),
-	})
-	return out, secrets, err
+	return hooks
 }
 
-// forgeClient is the API client of the job's pull request. The token is
-// the key token of pullRequest.secretRef, else the repository Secret's
-// bearerToken or password; TLS trust (ca.crt) and the proxy are the
-// repository's, as the forge usually serves both.
-func (r *UpdateJobReconciler) forgeClient(ctx context.Context, job *updatev1.UpdateJob, pr *runner.PullRequestPlan,
-	auth *git.Auth) (forge.Client, []string, error) {
+// observe turns the engine's events into metrics.
+func (r *UpdateJobReconciler) observe(e engine.Event) {
+	switch e.Kind {
+	case engine.EventGit:
+		r.JobMetrics.GitOps.WithLabelValues(e.Op).Observe(e.Duration.Seconds())
+	case engine.EventPushRetry:
+		r.JobMetrics.PushRetries.Inc()
+	case engine.EventForgeResponse:
+		r.JobMetrics.ForgeRequests.WithLabelValues(e.Provider, strconv.Itoa(e.StatusCode)).Inc()
+	}
+}
+
+// forgeToken is the API token of the job's pull request: the key token of
+// pullRequest.secretRef, else the repository Secret's bearerToken or
+// password (fresh: a provider's token, a GitHub App's, serves the forge's
+// API too).
+func (r *UpdateJobReconciler) forgeToken(ctx context.Context, job *updatev1.UpdateJob, fresh *git.Auth) (string, []string, error) {
 	var token string
 	var secrets []string
-	if ref := pr.Spec.SecretRef; ref != nil && ref.Name != "" {
+	if ref := job.Spec.Push.PullRequest.SecretRef; ref != nil && ref.Name != "" {
 		data, s, err := r.secretData(ctx, job.Namespace, ref)
 		if err != nil {
-			return nil, s, err
+			return "", s, err
 		}
 		secrets, token = s, string(data["token"])
 		if token == "" {
-			return nil, secrets, conditions.Stallf(conditions.InvalidSpecReason,
+			return "", secrets, conditions.Stallf(conditions.InvalidSpecReason,
 				"secret %s/%s (push.pullRequest.secretRef) has no key token", job.Namespace, ref.Name)
 		}
-	} else if auth != nil {
-		token = auth.BearerToken
+	} else if fresh != nil {
+		token = fresh.BearerToken
 		if token == "" {
-			token = auth.Password
+			token = fresh.Password
 		}
 	}
 	if token == "" {
-		return nil, secrets, conditions.Stallf(conditions.InvalidSpecReason,
+		return "", secrets, conditions.Stallf(conditions.InvalidSpecReason,
 			"push.pullRequest needs an API token: set push.pullRequest.secretRef to a Secret with key token, or give the repository Secret a bearerToken or password")
 	}
-	hc, err := auth.HTTPClient(pr.Endpoint.APIURL)
-	if err != nil {
-		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
-	}
-	provider := string(pr.Endpoint.Provider)
-	fc, err := forge.New(forge.Options{
-		Provider:   pr.Endpoint.Provider,
-		APIURL:     pr.Endpoint.APIURL,
-		Repository: pr.Endpoint.Repository,
-		Token:      token,
-		HTTPClient: hc,
-		OnResponse: func(_ string, status int) {
-			r.JobMetrics.ForgeRequests.WithLabelValues(provider, strconv.Itoa(status)).Inc()
-		},
-	})
-	if err != nil {
-		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, fmt.Errorf("push.pullRequest: %w", err))
-	}
-	return fc, secrets, nil
+	return token, secrets, nil
 }
 
 // secretData reads a Secret of the job's namespace; the values it returns
@@ -473,19 +493,8 @@ func (r *UpdateJobReconciler) secretData(ctx context.Context, ns string, ref *me
 	return s.Data, values, nil
 }
 
-// automationOf returns the ImageUpdateAutomation that controls the job.
-func automationOf(job *updatev1.UpdateJob) types.NamespacedName {
-	for _, o := range job.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == imagev1.ImageUpdateAutomationKind &&
-			strings.HasPrefix(o.APIVersion, imagev1.GroupVersion.Group+"/") {
-			return types.NamespacedName{Namespace: job.Namespace, Name: o.Name}
-		}
-	}
-	return types.NamespacedName{}
-}
-
 // record writes the attempt's outcome to the job.
-func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner.Plan, out *runner.Output,
+func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan writeback.Plan, out engine.Result,
 	secrets []string, runErr error, started time.Time) (ctrl.Result, error) {
 	var (
 		outcome string
@@ -498,24 +507,26 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 	}
 	err := l.update(ctx, func(job *updatev1.UpdateJob) {
 		st := &job.Status
-		if out != nil {
+		// The engine got as far as the checkout: what it found is the
+		// job's, failed or not.
+		if ran := out.CheckoutRevision != ""; ran {
 			st.CheckoutRevision = out.CheckoutRevision
-			if plan.Container != nil {
-				st.Result = &updatev1.UpdateResult{Files: out.Files}
+			if plan.Update.Container != nil {
+				st.Result = &updatev1.UpdateResult{Files: fileResults(out.Files)}
 			}
-			if out.Result != nil {
-				st.Result = runner.APIResult(out.Result, plan.Policies)
+			if out.Changes != nil {
+				st.Result = apiResult(out.Changes, plan.Update.Images)
 				if d := out.Discovered; d != nil {
-					st.Result.Discovered, st.Result.OmittedDiscovered, st.Result.DiscoverSkipped = d.Images, d.Omitted, d.Skipped
+					discovered(d, st.Result)
 				}
 			}
 		}
-		if out != nil && out.PullRequest != nil {
-			st.PullRequest = out.PullRequest
+		if out.PullRequest != nil {
+			st.PullRequest = pullRequestStatus(out.PullRequest)
 		}
 		switch {
 		case rerr == nil && out.PullRequest != nil:
-			pr := out.PullRequest
+			pr := st.PullRequest
 			st.CompletionTime = &metav1.Time{Time: time.Now()}
 			st.PushedCommit = out.Commit
 			st.PushedRefs = out.PushedRefs
@@ -538,7 +549,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			st.PushedCommit = out.Commit
 			st.PushedRefs = out.PushedRefs
 			st.CompletionTime = &metav1.Time{Time: time.Now()}
-			msg := fmt.Sprintf("pushed commit %s to %s", short(out.Commit), pushTarget(plan))
+			msg := fmt.Sprintf("pushed commit %s to %s", short(out.Commit), plan.Target)
 			conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
 			event = func(job *updatev1.UpdateJob) {
 				r.jobEvents(job).Normal(ctx, job, conditions.SucceededReason, "Push", msg+"\n\n"+out.Message, secrets...)
@@ -548,7 +559,7 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 			st.Phase = updatev1.UpdateJobNoChange
 			st.CompletionTime = &metav1.Time{Time: time.Now()}
 			msg := "no change: the files already hold the policies' values"
-			if plan.Container != nil {
+			if plan.Update.Container != nil {
 				msg = "no change: the container left the files as they were"
 			}
 			conditions.MarkReady(job, updatev1.NoChangeReason, "%s", msg)
@@ -587,11 +598,11 @@ func (r *UpdateJobReconciler) record(ctx context.Context, l *claim, plan *runner
 	if event != nil {
 		event(l.job)
 	}
-	if out != nil && len(out.Problems) > 0 {
+	if len(out.Problems) > 0 {
 		r.jobEvents(l.job).Warning(ctx, l.job, updatev1.UpdateFailedReason, "Update",
 			"files not updated: "+strings.Join(out.Problems, "; "), secrets...)
 	}
-	if out != nil && len(out.Warnings) > 0 {
+	if len(out.Warnings) > 0 {
 		r.jobEvents(l.job).Warning(ctx, l.job, updatev1.PullRequestFailedReason, "PullRequest", strings.Join(out.Warnings, "; "), secrets...)
 	}
 	if l.job.Status.Phase.Finished() {
@@ -624,17 +635,6 @@ func requestMessage(pr *updatev1.PullRequestStatus, pushed string) string {
 }
 
 func short(oid string) string { return oid[:min(len(oid), 7)] }
-
-func pushTarget(plan *runner.Plan) string {
-	var names []string
-	if plan.Branch != "" {
-		names = append(names, plan.Branch)
-	}
-	for _, e := range plan.Extra {
-		names = append(names, e.Dst)
-	}
-	return strings.Join(names, " and ")
-}
 
 // claim is this runner's hold on a Running job. Writes are serialized and
 // guarded by the resourceVersion, so a runner that lost the job (another

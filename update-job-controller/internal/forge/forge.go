@@ -30,24 +30,18 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/httpwait"
 )
 
-// Provider names a forge's API.
+// Provider names a forge's API; each forge's file declares its own and
+// registers it (registry.go).
 type Provider string
-
-const (
-	GitHub Provider = "github"
-	GitLab Provider = "gitlab"
-	// Gitea covers Forgejo, whose API is Gitea's.
-	Gitea Provider = "gitea"
-)
 
 // State of a request.
 type State string
@@ -151,16 +145,11 @@ func New(opts Options) (Client, error) {
 	if !ok || owner == "" || name == "" {
 		return nil, fmt.Errorf("repository %q is not owner/name", opts.Repository)
 	}
-	hc := Wrap(opts.HTTPClient, opts)
-	switch opts.Provider {
-	case GitHub:
-		return newGitHub(opts, hc)
-	case GitLab:
-		return newGitLab(opts, hc)
-	case Gitea:
-		return newGitea(opts, hc)
+	f, ok := lookup(opts.Provider)
+	if !ok {
+		return nil, fmt.Errorf("unknown forge provider %q: want %s", opts.Provider, providerList())
 	}
-	return nil, fmt.Errorf("unknown forge provider %q: want github, gitlab or gitea", opts.Provider)
+	return f.New(opts, Wrap(opts.HTTPClient, opts))
 }
 
 // Endpoint is where a repository's forge API is.
@@ -178,40 +167,34 @@ type Endpoint struct {
 // "gitea" or "forgejo" hosts are Gitea. The API is reached over https,
 // unless the git URL is plain http (a test or a trusted network).
 func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error) {
-	u, err := parseGitURL(gitURL)
+	u, err := git.ParseURL(gitURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("repository URL %s is not a URL", git.Redact(gitURL))
 	}
-	host := strings.ToLower(u.Hostname())
+	host := strings.ToLower(u.Host)
+	f, ok := lookup(provider)
 	if provider == "" {
-		switch {
-		case host == "github.com" || strings.Contains(host, "github"):
-			provider = GitHub
-		case host == "gitlab.com" || strings.Contains(host, "gitlab"):
-			provider = GitLab
-		case host == "codeberg.org" || strings.Contains(host, "gitea") || strings.Contains(host, "forgejo"):
-			provider = Gitea
-		default:
-			return nil, fmt.Errorf("cannot tell which forge %s is: set pullRequest.provider (github, gitlab or gitea)", host)
+		if f, err = detect(host); err != nil {
+			return nil, err
 		}
+		ok = true
 	}
-	repo := strings.TrimSuffix(strings.Trim(u.Path, "/"), ".git")
+	if !ok {
+		return nil, fmt.Errorf("unknown forge provider %q: want %s", provider, providerList())
+	}
+	repo := u.Repository()
 	if apiURL == "" {
 		scheme := "https"
 		if u.Scheme == "http" {
 			scheme = "http"
 		}
-		hostport := u.Host
+		hostport := u.HostPort()
 		if u.Scheme == "ssh" {
-			hostport = u.Hostname() // the API is not on the SSH port
+			hostport = u.Host // the API is not on the SSH port
 		}
-		switch {
-		case provider == GitHub && host == "github.com":
-			apiURL = "https://api.github.com/"
-		case provider == GitHub:
-			apiURL = scheme + "://" + hostport + "/api/v3/"
-		default:
-			apiURL = scheme + "://" + hostport + "/"
+		apiURL = scheme + "://" + hostport + "/"
+		if f.APIURL != nil {
+			apiURL = f.APIURL(scheme, host, hostport)
 		}
 	} else {
 		a, err := url.Parse(apiURL)
@@ -228,26 +211,10 @@ func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error)
 		}
 	}
 	parts := strings.Split(repo, "/")
-	if len(parts) < 2 || slices.Contains(parts, "") || (provider != GitLab && len(parts) != 2) {
-		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", redact(gitURL), repo)
+	if len(parts) < 2 || slices.Contains(parts, "") || (!f.Subgroups && len(parts) != 2) {
+		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", git.Redact(gitURL), repo)
 	}
-	return &Endpoint{Provider: provider, APIURL: apiURL, Repository: repo}, nil
-}
-
-func parseGitURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return nil, fmt.Errorf("repository URL %s is not a URL", redact(raw))
-	}
-	u.Path = path.Clean("/" + u.Path)
-	return u, nil
-}
-
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable URL)"
+	return &Endpoint{Provider: f.Provider, APIURL: apiURL, Repository: repo}, nil
 }
 
 // Error is a forge's refusal of a call, or a call that got no answer.

@@ -11,7 +11,21 @@ import (
 	"time"
 
 	"code.gitea.io/sdk/gitea"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
+
+// Gitea covers Forgejo (and so codeberg.org), whose API is Gitea's.
+const Gitea Provider = "gitea"
+
+func init() {
+	register(Forge{
+		Provider: Gitea,
+		Hosts:    []string{"codeberg.org"},
+		Words:    []string{"gitea", "forgejo"},
+		New:      newGitea,
+	})
+}
 
 // giteaForge keeps pull requests of one Gitea (or Forgejo) repository
 // through code.gitea.io/sdk/gitea.
@@ -64,7 +78,7 @@ func newGitea(opts Options, hc *http.Client) (Client, error) {
 func giteaBaseURL(apiURL string) (string, error) {
 	u, err := url.Parse(apiURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", fmt.Errorf("gitea: API URL %s is not an http(s) URL", redact(apiURL))
+		return "", fmt.Errorf("gitea: API URL %s is not an http(s) URL", git.Redact(apiURL))
 	}
 	base := strings.TrimSuffix(apiURL, "/")
 	base = strings.TrimSuffix(base, "/api/v1")

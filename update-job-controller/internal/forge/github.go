@@ -15,6 +15,25 @@ import (
 	gh "github.com/google/go-github/v75/github"
 )
 
+// GitHub is github.com and GitHub Enterprise Server.
+const GitHub Provider = "github"
+
+func init() {
+	register(Forge{
+		Provider: GitHub,
+		Hosts:    []string{"github.com"},
+		Words:    []string{"github"},
+		// Enterprise Server's API is under /api/v3/.
+		APIURL: func(scheme, host, hostport string) string {
+			if host == "github.com" {
+				return "https://api.github.com/"
+			}
+			return scheme + "://" + hostport + "/api/v3/"
+		},
+		New: newGitHub,
+	})
+}
+
 // gitHub keeps pull requests of one GitHub (or GitHub Enterprise Server)
 // repository. REST goes through go-github; enabling auto-merge exists only
 // in GitHub's GraphQL API, which is one mutation, so it is posted by hand

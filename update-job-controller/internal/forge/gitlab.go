@@ -11,7 +11,22 @@ import (
 	"strings"
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
+
+// GitLab is gitlab.com and self-managed GitLab.
+const GitLab Provider = "gitlab"
+
+func init() {
+	register(Forge{
+		Provider:  GitLab,
+		Hosts:     []string{"gitlab.com"},
+		Words:     []string{"gitlab"},
+		Subgroups: true,
+		New:       newGitLab,
+	})
+}
 
 // gitLab keeps merge requests of one GitLab project. The project is named
 // by its full path (group/subgroup/project), which the API takes in place
@@ -52,7 +67,7 @@ func newGitLab(opts Options, hc *http.Client) (Client, error) {
 func gitLabBaseURL(apiURL string) (string, error) {
 	u, err := url.Parse(apiURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", fmt.Errorf("gitlab: API URL %s is not an http(s) URL", redact(apiURL))
+		return "", fmt.Errorf("gitlab: API URL %s is not an http(s) URL", git.Redact(apiURL))
 	}
 	return strings.TrimSuffix(apiURL, "/") + "/api/v4", nil
 }

@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+)
+
+// BenchmarkRunLargeRepo runs jobs on a repository of 10,000 manifests, 100
+// of them with a marker, as Flux's automation was measured: each iteration
+// is one job (fetch, check out, update, commit, push) against a warm
+// mirror, with a new tag each time. Reports the time of each git operation.
+func BenchmarkRunLargeRepo(b *testing.B) {
+	srv := testgit.New(b, testgit.Options{})
+	files := map[string]string{}
+	for i := range 10000 {
+		marker := ""
+		if i%100 == 0 {
+			marker = ` # {"$imagepolicy": "apps:podinfo"}`
+		}
+		files[fmt.Sprintf("clusters/prod/team-%02d/app-%05d.yaml", i%100, i)] = fmt.Sprintf(
+			"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-%05d\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/stefanprodan/podinfo:6.3.0%s\n", i, marker)
+	}
+	srv.CreateRepo(b, "large", files)
+	ops := map[string]time.Duration{}
+	e := New(Settings{WorkDir: b.TempDir(), Hooks: Hooks{OnEvent: func(ev Event) {
+		if ev.Kind == EventGit {
+			ops[ev.Op] += ev.Duration
+		}
+	}}}, Credentials{}, newCache(b))
+	run := func(tag string) Result {
+		out, err := e.Run(context.Background(), plan(srv.RepoURL("large"), func(p *writeback.Plan) {
+			p.Path = "clusters/prod"
+			p.Update.Images["apps:podinfo"] = writeback.Image{Name: "ghcr.io/stefanprodan/podinfo", Tag: tag}
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	run("6.3.0") // the clone, nothing to change
+	clear(ops)
+	b.ResetTimer()
+	for i := range b.N {
+		out := run(fmt.Sprintf("6.4.%d", i))
+		if n := len(out.Changes.Files); n != 100 || out.Commit == "" {
+			b.Fatalf("job changed %d files, commit %q", n, out.Commit)
+		}
+	}
+	for op, d := range ops {
+		b.ReportMetric(d.Seconds()/float64(b.N), strings.ToLower(op)+"-s/op")
+	}
+}

@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
+)
+
+// Check tells whether the engine can run the plan, without any network
+// call: writeback's own checks, then the forge of a pull request (known,
+// with an owner and a name in the URL) and the templates. Its errors are
+// KindInvalid and Terminal. Run checks too; a front end calls Check to
+// refuse a plan before spending anything on it. The messages name the
+// UpdateJob's fields (push.pullRequest), the API the plan's words come
+// from.
+func Check(plan writeback.Plan) error {
+	if err := plan.Validate(); err != nil {
+		return terminal(KindInvalid, err)
+	}
+	if pr := plan.Target.PullRequest; pr != nil {
+		if _, err := forge.Resolve(plan.Repository, forge.Provider(pr.Provider), pr.APIURL); err != nil {
+			return invalidf("push.pullRequest: %v", err)
+		}
+		for _, t := range []struct {
+			tmpl commitmsg.Template
+			text string
+		}{
+			{commitmsg.PullRequestBranch, pr.HeadTemplate},
+			{commitmsg.PullRequestTitle, pr.TitleTemplate},
+			{commitmsg.PullRequestBody, pr.BodyTemplate},
+		} {
+			if err := t.tmpl.Validate(t.text, plan.Commit.Values); err != nil {
+				return invalidf("push.pullRequest: %v", err)
+			}
+		}
+	}
+	if err := commitmsg.Validate(plan.Commit.MessageTemplate, plan.Commit.Values); err != nil {
+		return terminal(KindInvalid, err)
+	}
+	return nil
+}

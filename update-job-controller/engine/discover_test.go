@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+)
+
+// unmarked is a repository without a single marker: one image in a
+// Deployment and a kustomization, another excluded, one in a README.
+var unmarked = map[string]string{
+	"deploy/app.yaml":           "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/acme/app:1.4.2 # the app\n      - name: db\n        image: docker.io/library/postgres:16.1\n",
+	"deploy/kustomization.yaml": "resources: [app.yaml]\nimages:\n- name: ghcr.io/acme/app\n  newTag: 1.4.2\n",
+	"deploy/README.md":          "image: ghcr.io/acme/app:1.4.2\n",
+}
+
+// With discover, a job updates every discovered location of an image a
+// setter names, by image name, without markers, in one commit (the
+// Deployment and the kustomization), leaves excluded images and
+// non-YAML files alone, and reports what it found; with writeMarkers the
+// same commit also writes the markers.
+func TestRunDiscover(t *testing.T) {
+	for _, writeMarkers := range []bool{false, true} {
+		srv := testgit.New(t, testgit.Options{})
+		srv.CreateRepo(t, "fleet", unmarked)
+		p := plan(srv.RepoURL("fleet"), func(p *writeback.Plan) {
+			p.Path = "deploy"
+			p.Update.Images = map[string]writeback.Image{"apps:app": {Name: "ghcr.io/acme/app", Tag: "1.5.0"}}
+			p.Update.Discover = &writeback.Discover{Exclude: []string{"docker.io/*/*"}, WriteMarkers: writeMarkers}
+		})
+		out, err := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t)).Run(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Commit == "" {
+			t.Fatal("no commit")
+		}
+		show := func(p string) string { return testgit.Git(t, srv.BarePath("fleet"), "show", "main:"+p) }
+		app, kust := show("deploy/app.yaml"), show("deploy/kustomization.yaml")
+		wantApp := "        image: ghcr.io/acme/app:1.5.0 # the app\n"
+		wantKust := "  newTag: 1.5.0\n"
+		if writeMarkers {
+			wantApp = "        # {\"$imagepolicy\": \"apps:app\"}\n" + wantApp
+			wantKust = "  newTag: 1.5.0 # {\"$imagepolicy\": \"apps:app:tag\"}\n"
+		}
+		if !strings.Contains(app, wantApp) || !strings.Contains(app, "postgres:16.1\n") || !strings.HasSuffix(kust, wantKust) {
+			t.Errorf("writeMarkers %v:\napp.yaml:\n%s\nkustomization.yaml:\n%s", writeMarkers, app, kust)
+		}
+		if show("deploy/README.md") != unmarked["deploy/README.md"] {
+			t.Error("README changed")
+		}
+		d := out.Discovered
+		if d == nil || len(d.Images) != 1 || d.Images[0].Name != "ghcr.io/acme/app" || len(d.Images[0].Locations) != 2 ||
+			d.Policies["ghcr.io/acme/app"] != "apps:app" || d.Images[0].Tag != "1.4.2" ||
+			d.Images[0].Locations[0].File != "app.yaml" || d.Images[0].Locations[1].File != "kustomization.yaml" {
+			t.Errorf("discovered %+v", d)
+		}
+		if n := len(out.Changes.Changes()); n != 2 {
+			t.Errorf("%d changes, want 2", n)
+		}
+	}
+}

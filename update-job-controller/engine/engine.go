@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
+)
+
+// DefaultPushRetries bounds the fetch-update-push rounds after a
+// non-fast-forward rejection.
+const DefaultPushRetries = 5
+
+// defaultTimeout bounds a network operation of a plan without Timeout.
+const defaultTimeout = time.Minute
+
+// Settings are how an Engine runs plans.
+type Settings struct {
+	// WorkDir holds the temporary work trees; empty is the system's
+	// temporary directory. The mirror cache's file system keeps checkouts
+	// cheap.
+	WorkDir string
+	// PushRetries bounds non-fast-forward retries; 0 is
+	// DefaultPushRetries.
+	PushRetries int
+	// Hooks are the front end's callbacks; any may be nil.
+	Hooks Hooks
+}
+
+// Credentials are what a run authenticates with.
+type Credentials struct {
+	// Git reaches the repository (HTTP basic or bearer, SSH key, TLS
+	// roots, known_hosts, proxy); nil is anonymous.
+	Git *git.Auth
+	// Signer signs the commit; nil leaves it unsigned.
+	Signer mirror.Signer
+	// ForgeToken gives the API token of a plan's pull request. It is
+	// called once per run of such a plan, before any network call, with
+	// Git refreshed (a provider's token, such as a GitHub App's, serves
+	// the forge's API too). Nil uses fresh's bearer token or password.
+	ForgeToken func(ctx context.Context, fresh *git.Auth) (string, error)
+}
+
+// Hooks let a front end take part in a run. Their errors end the run and
+// are returned as they are.
+type Hooks struct {
+	// BeforeCommit sees the change the run is about to commit. It may
+	// edit the files (under Change.Dir) and Change.Files and
+	// Change.Message, or veto the commit: ErrVeto ends the run with no
+	// change, any other error fails it.
+	BeforeCommit func(ctx context.Context, c *Change) error
+	// BeforePush is called before each push (for every retry round) and
+	// before a pull request is closed.
+	BeforePush func(ctx context.Context, p Push) error
+	// AfterPush is told of each push that landed.
+	AfterPush func(ctx context.Context, p Push)
+	// OnEvent is told what the run does, as it does it.
+	OnEvent func(Event)
+	// Container carries out the update of a plan with Update.Container:
+	// checkout holds the whole tree under the plan's path (not only the
+	// files with markers), and the hook fills the empty directory result
+	// with what that tree should become. round counts the
+	// non-fast-forward rounds of the run from 0.
+	Container func(ctx context.Context, round int, checkout, result string) error
+}
+
+// ErrVeto is what BeforeCommit returns to leave the files as they are.
+var ErrVeto = errors.New("the commit was vetoed")
+
+// Change is a commit about to be made.
+type Change struct {
+	// Dir is the checkout's directory of the plan's path. In a setters'
+	// run it holds only the files that may have markers or images.
+	Dir string
+	// Files are the changed files, relative to the repository's root;
+	// nil in container mode, whose commit is the whole result tree.
+	Files []string
+	// Message is the commit message.
+	Message string
+}
+
+// Push is a push about to be made or made.
+type Push struct {
+	// Commit is the commit pushed; empty when a pull request is closed.
+	Commit string
+	// Refs are the refs it sets.
+	Refs []string
+	// PullRequest is set for a pull request's head branch (or closing):
+	// that branch is the run's own and rewritten by every run.
+	PullRequest bool
+}
+
+// EventKind says what an Event reports.
+type EventKind string
+
+const (
+	// EventGit: a git network operation (Op) ended after Duration.
+	EventGit EventKind = "Git"
+	// EventPushRetry: a push was rejected as non-fast-forward and the run
+	// starts again from the new head (Round is the new round).
+	EventPushRetry EventKind = "PushRetry"
+	// EventForgeResponse: the forge (Provider) answered a call with
+	// StatusCode.
+	EventForgeResponse EventKind = "ForgeResponse"
+)
+
+// Git operations, as EventGit reports them.
+const (
+	OpClone = "clone"
+	OpFetch = "fetch"
+	OpPush  = "push"
+)
+
+// Event is something a run did, for metrics and logs.
+type Event struct {
+	Kind       EventKind
+	Op         string
+	Duration   time.Duration
+	Round      int
+	Provider   string
+	StatusCode int
+}
+
+// Engine runs write-back plans.
+type Engine struct {
+	settings Settings
+	creds    Credentials
+	cache    *mirror.Cache
+}
+
+// New is an engine that keeps its mirrors in cache.
+func New(settings Settings, creds Credentials, cache *mirror.Cache) *Engine {
+	if settings.PushRetries <= 0 {
+		settings.PushRetries = DefaultPushRetries
+	}
+	return &Engine{settings: settings, creds: creds, cache: cache}
+}
+
+// run is one Run: the plan, its mirror and what it found so far.
+type run struct {
+	*Engine
+	plan   writeback.Plan
+	mirror *mirror.Mirror
+	forge  forge.Client
+	res    Result
+}
+
+// Run carries out the plan. Result says what was done, also when err is
+// not nil (as far as the run got; empty if it did not get to the checkout).
+func (e *Engine) Run(ctx context.Context, plan writeback.Plan) (Result, error) {
+	r := &run{Engine: e, plan: plan}
+	if err := Check(plan); err != nil {
+		return Result{}, err
+	}
+	if plan.Target.PullRequest != nil {
+		fc, err := e.forgeClient(ctx, plan)
+		if err != nil {
+			return Result{}, err
+		}
+		r.forge = fc
+	}
+	m, release, err := e.cache.Open(plan.Repository)
+	if err != nil {
+		return Result{}, retryable(KindGit, err)
+	}
+	defer release()
+	r.mirror = m
+	return r.rounds(ctx)
+}
+
+// rounds fetches, updates and pushes until the push lands, nothing
+// changes, or the retries are spent.
+func (r *run) rounds(ctx context.Context) (Result, error) {
+	for round := 0; ; round++ {
+		oid, err := r.fetchAndResolve(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if round == 0 && r.landed() {
+			return r.res, nil
+		}
+		var commit *git2go.Oid
+		if r.plan.Update.Container != nil {
+			commit, err = r.updateByContainer(ctx, oid, round)
+		} else {
+			commit, err = r.update(ctx, oid)
+		}
+		if err != nil {
+			return r.res, err
+		}
+		if r.plan.Target.PullRequest != nil {
+			// The head branch is the run's own and force-pushed: no
+			// race to retry.
+			return r.propose(ctx, oid, commit)
+		}
+		if commit == nil {
+			return r.res, nil
+		}
+		err = r.push(ctx, commit)
+		if errors.Is(err, mirror.ErrNonFastForward) && round < r.settings.PushRetries {
+			// Someone pushed since our fetch: start again from their
+			// commit, after a jittered pause so racing writers spread out.
+			r.res.Retries++
+			r.event(Event{Kind: EventPushRetry, Round: round + 1})
+			pause := time.Duration(50+rand.IntN(200*(round+1))) * time.Millisecond
+			select {
+			case <-ctx.Done():
+				return Result{}, gitError(ctx.Err())
+			case <-time.After(pause):
+			}
+			continue
+		}
+		if e := (*Error)(nil); !errors.As(err, &e) && errors.Is(err, mirror.ErrNonFastForward) {
+			err = gitError(fmt.Errorf("gave up after %d retries: %w", r.res.Retries, err))
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return r.res, nil
+	}
+}
+
+func (r *run) timeout() time.Duration {
+	if r.plan.Timeout > 0 {
+		return r.plan.Timeout
+	}
+	return defaultTimeout
+}
+
+func (r *run) event(e Event) {
+	if r.settings.Hooks.OnEvent != nil {
+		r.settings.Hooks.OnEvent(e)
+	}
+}
+
+func (r *run) observe(op string, start time.Time) {
+	r.event(Event{Kind: EventGit, Op: op, Duration: time.Since(start)})
+}
+
+func (r *run) beforePush(ctx context.Context, p Push) error {
+	if r.settings.Hooks.BeforePush != nil {
+		return r.settings.Hooks.BeforePush(ctx, p)
+	}
+	return nil
+}
+
+func (r *run) afterPush(ctx context.Context, p Push) {
+	if r.settings.Hooks.AfterPush != nil {
+		r.settings.Hooks.AfterPush(ctx, p)
+	}
+}
+
+func (r *run) fetchAndResolve(ctx context.Context) (*git2go.Oid, error) {
+	op := OpFetch
+	if r.mirror.Empty() {
+		op = OpClone
+	}
+	fctx, cancel := context.WithTimeout(ctx, r.timeout())
+	start := time.Now()
+	err := r.mirror.Fetch(fctx, r.creds.Git)
+	cancel()
+	r.observe(op, start)
+	if err != nil {
+		return nil, gitError(err)
+	}
+	oid, rev, err := r.mirror.Resolve(r.plan.Checkout)
+	if err != nil {
+		return nil, retryable(KindGit, err)
+	}
+	r.res.CheckoutRevision = rev
+	return oid, nil
+}
+
+// landed reports whether an earlier run's push (Plan.Resume) is on the
+// push branch, as just fetched, and records it. Only a push to a branch
+// qualifies: a pull request's head branch is the run's own and rewritten
+// by every run.
+func (r *run) landed() bool {
+	t := r.plan.Target
+	if r.plan.Resume == "" || t.PullRequest != nil || t.Branch == "" {
+		return false
+	}
+	msg, ok := r.mirror.Holds("refs/heads/"+t.Branch, r.plan.Resume)
+	if !ok {
+		return false
+	}
+	r.res.Commit, r.res.Message, r.res.PushedRefs = r.plan.Resume, msg, t.Refs()
+	return true
+}

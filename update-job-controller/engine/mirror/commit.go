@@ -1,0 +1,298 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/git/refname"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+)
+
+// ErrNoChange: the files changed in the work tree equal the parent's.
+var ErrNoChange = errors.New("no change to commit")
+
+// ErrNonFastForward: the remote branch moved since the fetch; fetch, apply
+// the update again and retry.
+var ErrNonFastForward = errors.New("the remote branch has commits the push does not contain")
+
+// Author is a commit's author and committer.
+type Author struct {
+	Name, Email string
+}
+
+// CommitInfo is what a commit says besides its files.
+type CommitInfo struct {
+	Author  Author
+	Message string
+	// Signer signs the commit; nil: unsigned.
+	Signer Signer
+}
+
+// Commit records changed files of the work tree dir (paths relative to it,
+// with forward slashes) on top of parent, in the mirror's object database:
+// no index or work tree of the mirror is involved. Files are read through
+// os.Root, so a path cannot leave dir.
+func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info CommitInfo) (*git2go.Oid, error) {
+	pc, err := m.repo.LookupCommit(parent)
+	if err != nil {
+		return nil, err
+	}
+	defer pc.Free()
+	ptree, err := pc.Tree()
+	if err != nil {
+		return nil, err
+	}
+	defer ptree.Free()
+	idx, err := git2go.NewIndex()
+	if err != nil {
+		return nil, err
+	}
+	defer idx.Free()
+	if err := idx.ReadTree(ptree); err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	for _, p := range changed {
+		mode := git2go.FilemodeBlob
+		if e, err := idx.EntryByPath(p, 0); err == nil {
+			mode = e.Mode
+		}
+		if mode == git2go.FilemodeLink {
+			return nil, fmt.Errorf("%s is a symbolic link in the repository; update the file it points to", p)
+		}
+		data, err := root.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		blob, err := m.repo.CreateBlobFromBuffer(data)
+		if err != nil {
+			return nil, m.writeError(err, len(data))
+		}
+		if err := idx.Add(&git2go.IndexEntry{Path: p, Id: blob, Mode: mode}); err != nil {
+			return nil, err
+		}
+	}
+	treeID, err := idx.WriteTreeTo(m.repo)
+	if err != nil {
+		return nil, m.writeError(err, 0)
+	}
+	if treeID.Equal(ptree.Id()) {
+		return nil, ErrNoChange
+	}
+	tree, err := m.repo.LookupTree(treeID)
+	if err != nil {
+		return nil, err
+	}
+	defer tree.Free()
+	return m.writeCommit(pc, tree, info)
+}
+
+// writeCommit creates the commit of tree on top of pc, signed when info
+// has a Signer.
+func (m *Mirror) writeCommit(pc *git2go.Commit, tree *git2go.Tree, info CommitInfo) (*git2go.Oid, error) {
+	// The API leaves the author's name optional, as Flux's does, but git
+	// (and libgit2) refuse a signature without one: the email stands in.
+	name := info.Author.Name
+	if strings.TrimSpace(name) == "" {
+		name = info.Author.Email
+	}
+	sig := &git2go.Signature{Name: name, Email: info.Author.Email, When: time.Now()}
+	if info.Signer == nil {
+		id, err := m.repo.CreateCommit("", sig, sig, info.Message, tree, pc)
+		return id, m.writeError(err, 0)
+	}
+	// A signed commit is its content with the signature of that content
+	// in a gpgsig header, which verifiers strip before checking.
+	content, err := m.repo.CreateCommitBuffer(sig, sig, git2go.MessageEncodingUTF8, info.Message, tree, pc)
+	if err != nil {
+		return nil, err
+	}
+	signature, err := info.Signer.Sign(content)
+	if err != nil {
+		return nil, err
+	}
+	// libgit2 indents every line after a newline, so a trailing one would
+	// leave a stray " " line in the header, unlike git.
+	id, err := m.repo.CreateCommitWithSignature(string(content), strings.TrimRight(string(signature), "\n"), "gpgsig")
+	return id, m.writeError(err, len(content)+len(signature))
+}
+
+// writeError adds the cause to a failed write of an object of about size
+// bytes into the mirror when its file system is full: libgit2 reports a
+// loose object it could not write as a bare "Generic" error, without
+// errno, which would read as a git failure (GitOperationFailed) where the
+// remedy is space. Reserving the object's size (at least a page) beside
+// the objects tells, without writing it.
+func (m *Mirror) writeError(err error, size int) error {
+	if err == nil {
+		return nil
+	}
+	f, perr := os.CreateTemp(filepath.Join(m.repo.Path(), "objects"), "space-probe-")
+	if perr != nil {
+		if errors.Is(perr, syscall.ENOSPC) || errors.Is(perr, syscall.EDQUOT) {
+			return fmt.Errorf("%w (writing into the mirror: %w)", err, perr)
+		}
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	perr = syscall.Fallocate(int(f.Fd()), 0, 0, int64(max(size, os.Getpagesize())))
+	if errors.Is(perr, syscall.ENOSPC) || errors.Is(perr, syscall.EDQUOT) {
+		return fmt.Errorf("%w (writing into the mirror: %w)", err, perr)
+	}
+	return err
+}
+
+// pushRefPrefix names the local refs a push sends from.
+const pushRefPrefix = "refs/image-toolkit/push/"
+
+// Push sets every ref in refs to commit in one push, returning when ctx
+// ends (with an error wrapping ctx.Err()). A ref pushed without
+// Force that moved since the fetch is left alone and ErrNonFastForward
+// returned. libgit2 usually finds that out before sending anything (the
+// mirror lacks the new remote commit), and then no ref is updated; when
+// the server refuses instead, the other refs may have been.
+func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, refs []writeback.RefUpdate) error {
+	if len(refs) == 0 {
+		return errors.New("nothing to push: no refs")
+	}
+	specs := make([]string, 0, len(refs))
+	// libgit2 pushes refs, not object ids: name the commit for the push.
+	tmp := pushRefPrefix + commit.String()
+	for _, r := range refs {
+		if !refname.Valid(r.Dst) || !strings.HasPrefix(r.Dst, "refs/") {
+			return fmt.Errorf("cannot push to %q: not a full, valid ref name like refs/heads/main", r.Dst)
+		}
+		spec := tmp + ":" + r.Dst
+		if r.Force {
+			spec = "+" + spec
+		}
+		specs = append(specs, spec)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pushing to %s: %w", git.Redact(m.URL), err)
+	}
+	s, err := newSession(ctx, auth, m.URL)
+	if err != nil {
+		return fmt.Errorf("pushing to %s: %w", git.Redact(m.URL), err)
+	}
+	defer s.close()
+	ref, err := m.repo.References.Create(tmp, commit, true, "push")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = ref.Delete(); ref.Free() }()
+	remote, err := anonymousRemote(m.repo, s.remoteURL)
+	if err != nil {
+		return err
+	}
+	defer remote.Free()
+
+	// The server's verdict per ref; libgit2 reports success when a ref is
+	// refused.
+	var rejected []string
+	nff := false
+	// What the server says while it takes the push: a hook's reason for
+	// refusing it ("protected branch ...") comes only this way, and a
+	// refusal without it leaves the operator guessing.
+	var said git.Capped
+	s.callbacks.SidebandProgressCallback = func(msg string) error {
+		_, _ = said.Write([]byte(msg))
+		return s.ctx.Err()
+	}
+	s.callbacks.PushUpdateReferenceCallback = func(refname, status string) error {
+		if status != "" {
+			rejected = append(rejected, refname+": "+status)
+			nff = nff || nonFastForward(status)
+		}
+		return nil
+	}
+	err = remote.Push(specs, &git2go.PushOptions{RemoteCallbacks: s.callbacks})
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		names[i] = r.Dst
+	}
+	where := "pushing " + strings.Join(names, ", ") + " to"
+	switch {
+	case err != nil && s.failure == nil && s.ctx.Err() == nil &&
+		(git2go.IsErrorCode(err, git2go.ErrorCodeNonFastForward) || nonFastForward(err.Error())):
+		return fmt.Errorf("%s %s: %w (%s)", where, git.Redact(m.URL), ErrNonFastForward, s.scrub(err.Error()))
+	case err != nil:
+		return s.err(where, err)
+	case nff:
+		return fmt.Errorf("%s %s: %w (%s)", where, git.Redact(m.URL), ErrNonFastForward, strings.Join(rejected, "; "))
+	case len(rejected) > 0:
+		msg := strings.Join(rejected, "; ")
+		if r := remoteSaid(said.String()); r != "" {
+			msg += " (the server said: " + s.scrub(r) + ")"
+		}
+		return fmt.Errorf("%s %s: rejected: %s", where, git.Redact(m.URL), msg)
+	}
+	return nil
+}
+
+// remoteSaid keeps the lines of a server's sideband messages that are not
+// progress (counters and percentages), joined, at most 512 bytes.
+func remoteSaid(text string) string {
+	var lines []string
+	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.Contains(l, "%") {
+			continue
+		}
+		lines = append(lines, l)
+	}
+	out := strings.Join(lines, "; ")
+	if len(out) > 512 {
+		out = out[:512] + "..."
+	}
+	return out
+}
+
+func nonFastForward(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, s := range []string{"non-fast-forward", "non-fastforward", "fetch first", "not present locally"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// Proposes reports whether branch (as last fetched) already holds what
+// commit would make of base: a single commit on top of base with commit's
+// tree, which it returns. A pull request's head branch that does is up to
+// date, and pushing it again would only churn the request.
+func (m *Mirror) Proposes(branch string, base, commit *git2go.Oid) (string, bool) {
+	head, _, err := m.Resolve(writeback.Ref{Branch: branch})
+	if err != nil {
+		return "", false
+	}
+	h, err := m.repo.LookupCommit(head)
+	if err != nil {
+		return "", false
+	}
+	defer h.Free()
+	c, err := m.repo.LookupCommit(commit)
+	if err != nil {
+		return "", false
+	}
+	defer c.Free()
+	if h.ParentCount() != 1 || !h.ParentId(0).Equal(base) || !h.TreeId().Equal(c.TreeId()) {
+		return "", false
+	}
+	return head.String(), true
+}

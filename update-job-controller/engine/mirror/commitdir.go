@@ -1,0 +1,178 @@
+package mirror
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	git2go "github.com/libgit2/git2go/v34"
+)
+
+// FileChange is one path a commit changes, relative to the repository.
+type FileChange struct {
+	Path string
+	// Operation is added, modified, deleted or mode (only the executable
+	// bit, or file versus symbolic link, changed).
+	Operation string
+}
+
+// File operations of a FileChange.
+const (
+	FileAdded    = "added"
+	FileModified = "modified"
+	FileDeleted  = "deleted"
+	FileMode     = "mode"
+)
+
+// CommitDir records dir as the whole new content of the repository
+// directory prefix ("" for the root) on top of parent, and returns the
+// changes against parent. Unlike Commit, which takes the files a setter
+// says it changed, it takes what an arbitrary program left (a container
+// mode job): files it added are added, files missing from dir are
+// deleted, and the executable bit and symbolic links are kept as dir has
+// them. Submodules (gitlinks) under prefix are kept, since a checkout has
+// nothing for them. dir must hold only regular files, directories and
+// symbolic links (the transfer's extraction makes sure of it).
+func (m *Mirror) CommitDir(parent *git2go.Oid, prefix, dir string, info CommitInfo) (*git2go.Oid, []FileChange, error) {
+	prefix = strings.Trim(path.Clean("/"+prefix), "/")
+	pc, err := m.repo.LookupCommit(parent)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pc.Free()
+	ptree, err := pc.Tree()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ptree.Free()
+	idx, err := git2go.NewIndex()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer idx.Free()
+	if err := idx.ReadTree(ptree); err != nil {
+		return nil, nil, err
+	}
+	under := func(p string) bool { return prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/") }
+	// Removing while counting down keeps the indexes of the rest valid.
+	for i := int(idx.EntryCount()) - 1; i >= 0; i-- {
+		e, err := idx.EntryByIndex(uint(i))
+		if err != nil {
+			return nil, nil, err
+		}
+		if under(e.Path) && e.Mode != git2go.FilemodeCommit {
+			if err := idx.RemoveByPath(e.Path); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		name := path.Join(prefix, filepath.ToSlash(rel))
+		var data []byte
+		mode := git2go.FilemodeBlob
+		switch t := d.Type(); {
+		case t.IsDir():
+			return nil
+		case t&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			data, mode = []byte(filepath.ToSlash(target)), git2go.FilemodeLink
+		case t.IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if fi.Mode().Perm()&0o100 != 0 {
+				mode = git2go.FilemodeBlobExecutable
+			}
+			if data, err = os.ReadFile(p); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: not a regular file, directory or symbolic link", name)
+		}
+		if _, err := idx.EntryByPath(name, 0); err == nil {
+			// A gitlink kept above: the checkout had nothing there.
+			return nil
+		}
+		blob, err := m.repo.CreateBlobFromBuffer(data)
+		if err != nil {
+			return m.writeError(err, len(data))
+		}
+		return idx.Add(&git2go.IndexEntry{Path: name, Id: blob, Mode: mode})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	treeID, err := idx.WriteTreeTo(m.repo)
+	if err != nil {
+		return nil, nil, m.writeError(err, 0)
+	}
+	if treeID.Equal(ptree.Id()) {
+		return nil, nil, ErrNoChange
+	}
+	tree, err := m.repo.LookupTree(treeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tree.Free()
+	changes, err := m.changes(ptree, tree)
+	if err != nil {
+		return nil, nil, err
+	}
+	commit, err := m.writeCommit(pc, tree, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	return commit, changes, nil
+}
+
+// changes lists the files that differ between two trees, by path.
+func (m *Mirror) changes(from, to *git2go.Tree) ([]FileChange, error) {
+	diff, err := m.repo.DiffTreeToTree(from, to, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = diff.Free() }()
+	n, err := diff.NumDeltas()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FileChange, 0, n)
+	for i := range n {
+		d, err := diff.Delta(i)
+		if err != nil {
+			return nil, err
+		}
+		c := FileChange{Path: d.NewFile.Path}
+		switch d.Status {
+		case git2go.DeltaAdded:
+			c.Operation = FileAdded
+		case git2go.DeltaDeleted:
+			c.Path, c.Operation = d.OldFile.Path, FileDeleted
+		case git2go.DeltaTypeChange:
+			c.Operation = FileMode
+		default:
+			c.Operation = FileModified
+			if d.OldFile.Oid.Equal(d.NewFile.Oid) {
+				c.Operation = FileMode
+			}
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b FileChange) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
+}

@@ -1,0 +1,15 @@
+// Package mirror is the write-back engine's git, with libgit2 (git2go): a
+// Cache of bare mirrors, one per repository URL, that a run fetches into
+// (only what is new since the last run: libgit2 1.5 has no shallow clone),
+// checks out from, commits into (signed by a Signer) and pushes from.
+//
+// It is a public package of its own, beside the engine, because the
+// engine's constructor takes the Cache: a front end (the
+// update-job-controller, tk-image, a program embedding the engine) makes
+// one, sized and placed as it needs, and shares it between runs. Network
+// I/O goes through transports of our own (transport.go) that carry a
+// context and pkg/git's authentication, TLS and SSH host key checks, not
+// libgit2's.
+//
+// This package needs cgo and libgit2 1.5.
+package mirror

@@ -1,0 +1,437 @@
+package mirror
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+)
+
+// Cache holds one bare mirror per repository URL, so a job fetches only
+// what is new since the last job instead of cloning (libgit2 1.5 has no
+// shallow clone).
+type Cache struct {
+	dir   string
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+// NewCache opens (creating) a cache directory.
+func NewCache(dir string) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Cache{dir: dir, locks: map[string]*sync.Mutex{}}, nil
+}
+
+// Mirror is a bare repository mirroring one URL, held exclusively.
+type Mirror struct {
+	URL  string
+	Path string
+	repo *git2go.Repository
+	lock *sync.Mutex
+}
+
+// Yield unlocks the mirror while f runs, then locks it again: other jobs
+// of the repository fetch and push meanwhile. f must not use the mirror.
+// A container-mode job's container may run for minutes and needs only its
+// checkout; holding the mirror all that time would stall every other job
+// of the repository on this replica. What the job resolved stays valid:
+// objects are never removed from a mirror in use, and refs are read from
+// disk again.
+func (m *Mirror) Yield(f func() error) error {
+	m.lock.Unlock()
+	defer m.lock.Lock()
+	return f()
+}
+
+// Open locks and opens the mirror of url, creating it empty on first use.
+// The caller must call the returned release when done.
+func (c *Cache) Open(url string) (*Mirror, func(), error) {
+	sum := sha256.Sum256([]byte(url))
+	key := hex.EncodeToString(sum[:12])
+	l := c.lock(key)
+	l.Lock()
+
+	path := filepath.Join(c.dir, key+".git")
+	repo, err := git2go.OpenRepository(path)
+	if err != nil {
+		// A half-created mirror from a crash is discarded and recreated.
+		_ = os.RemoveAll(path)
+		if repo, err = git2go.InitRepository(path, true); err != nil {
+			l.Unlock()
+			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", git.Redact(url), err)
+		}
+	}
+	// A runner killed during a push leaves the push ref naming its
+	// commit (Push deletes it on return): nobody uses it, and it would
+	// keep the commit's objects forever. The mirror is ours alone now.
+	if it, err := repo.NewReferenceIteratorGlob(pushRefPrefix + "*"); err == nil {
+		for ref, err := it.Next(); err == nil; ref, err = it.Next() {
+			_ = ref.Delete()
+			ref.Free()
+		}
+		it.Free()
+	}
+	now := time.Now()
+	_ = os.Chtimes(path, now, now) // last use, for pruning
+	m := &Mirror{URL: url, Path: path, repo: repo, lock: l}
+	return m, func() { repo.Free(); l.Unlock() }, nil
+}
+
+// Holds reports whether the local ref (a full name, as last fetched) is
+// commit or descends from it, and returns the commit's message.
+func (m *Mirror) Holds(ref, commit string) (string, bool) {
+	want, err := git2go.NewOid(commit)
+	if err != nil {
+		return "", false
+	}
+	r, err := m.repo.References.Lookup(ref)
+	if err != nil {
+		return "", false
+	}
+	defer r.Free()
+	head := r.Target()
+	if head == nil {
+		return "", false
+	}
+	if !head.Equal(want) {
+		if ok, err := m.repo.DescendantOf(head, want); err != nil || !ok {
+			return "", false
+		}
+	}
+	c, err := m.repo.LookupCommit(want)
+	if err != nil {
+		return "", false
+	}
+	defer c.Free()
+	return c.Message(), true
+}
+
+// lock returns the mutex guarding the mirror with the given key.
+func (c *Cache) lock(key string) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.locks[key]
+	if !ok {
+		l = &sync.Mutex{}
+		c.locks[key] = l
+	}
+	return l
+}
+
+// Prune removes mirrors unused for maxAge and not in use now.
+func (c *Cache) Prune(maxAge time.Duration) error {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		key := strings.TrimSuffix(e.Name(), ".git")
+		if !e.IsDir() || key == e.Name() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < maxAge {
+			continue
+		}
+		l := c.lock(key)
+		if !l.TryLock() {
+			continue // in use
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(c.dir, e.Name())))
+		l.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// anonymousRemote makes the in-memory remote of one operation. libgit2
+// 1.5 reads the repository's config for url.*.insteadOf rules when it
+// makes a remote, and its PCRE2 regexp code leaks the match data (about
+// 20 KiB) of every config entry the rule's pattern does not match: two
+// remotes per job leaked some 400 KiB of C memory per job, without end
+// (TestSoak's update-job-controller, then TestFetchLeaksNoMemory). The
+// rules could only break our URLs (gitops-http://op-N/ names a session,
+// not a server), so the remote is made while the repository holds an empty
+// in-memory config; the mirror is locked, so nothing else sees the swap.
+func anonymousRemote(repo *git2go.Repository, url string) (*git2go.Remote, error) {
+	orig, err := repo.Config()
+	if err != nil {
+		return nil, err
+	}
+	defer orig.Free()
+	empty, err := git2go.NewConfig()
+	if err != nil {
+		return nil, err
+	}
+	defer empty.Free()
+	if err := repo.SetConfig(empty); err != nil {
+		return nil, err
+	}
+	remote, err := repo.Remotes.CreateAnonymous(url)
+	if rerr := repo.SetConfig(orig); rerr != nil && err == nil {
+		remote.Free()
+		return nil, rerr
+	}
+	return remote, err
+}
+
+// Fetch brings the mirror up to date with every branch and tag of the
+// remote, pruning what the remote deleted. It returns when ctx ends, with
+// an error wrapping ctx.Err().
+func (m *Mirror) Fetch(ctx context.Context, auth *git.Auth) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fetching %s: %w", git.Redact(m.URL), err)
+	}
+	s, err := newSession(ctx, auth, m.URL)
+	if err != nil {
+		return fmt.Errorf("fetching %s: %w", git.Redact(m.URL), err)
+	}
+	defer s.close()
+	remote, err := anonymousRemote(m.repo, s.remoteURL)
+	if err != nil {
+		return err
+	}
+	defer remote.Free()
+	err = remote.Fetch([]string{"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"}, &git2go.FetchOptions{
+		RemoteCallbacks: s.callbacks,
+		Prune:           git2go.FetchPruneOn,
+		DownloadTags:    git2go.DownloadTagsNone,
+	}, "")
+	return s.err("fetching", err)
+}
+
+// Resolve finds the commit a ref names in the mirror. It also returns the
+// revision string for status, e.g. main@sha1:<hash>.
+func (m *Mirror) Resolve(ref writeback.Ref) (*git2go.Oid, string, error) {
+	var spec, label string
+	switch {
+	case ref.Commit != "":
+		obj, err := m.repo.RevparseSingle(ref.Commit)
+		if err != nil {
+			return nil, "", fmt.Errorf("commit %s not found: %w", ref.Commit, err)
+		}
+		defer obj.Free()
+		c, err := obj.Peel(git2go.ObjectCommit)
+		if err != nil {
+			return nil, "", err
+		}
+		defer c.Free()
+		label := ref.Branch
+		if label == "" {
+			label = "HEAD"
+		}
+		return c.Id(), git.FormatRevision(label, c.Id().String()), nil
+	case ref.Name != "":
+		spec, label = ref.Name, ref.Name
+	case ref.SemVer != "":
+		tag, err := m.semverTag(ref.SemVer)
+		if err != nil {
+			return nil, "", err
+		}
+		spec, label = "refs/tags/"+tag, tag
+	case ref.Tag != "":
+		spec, label = "refs/tags/"+ref.Tag, ref.Tag
+	case ref.Branch != "":
+		spec, label = "refs/heads/"+ref.Branch, ref.Branch
+	default:
+		return nil, "", errors.New("the checkout ref is empty")
+	}
+	r, err := m.repo.References.Lookup(spec)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s not found in %s: %w", spec, git.Redact(m.URL), err)
+	}
+	defer r.Free()
+	c, err := r.Peel(git2go.ObjectCommit)
+	if err != nil {
+		return nil, "", err
+	}
+	defer c.Free()
+	return c.Id(), git.FormatRevision(label, c.Id().String()), nil
+}
+
+// semverTag returns the highest tag in the range.
+func (m *Mirror) semverTag(rng string) (string, error) {
+	c, err := semver.NewConstraint(rng)
+	if err != nil {
+		return "", fmt.Errorf("checkout semver %q: %w", rng, err)
+	}
+	tags, err := m.repo.Tags.List()
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(tags) // ties to the greatest name, independent of order
+	var best *semver.Version
+	bestTag := ""
+	for _, t := range tags {
+		v, err := semver.NewVersion(t)
+		if err != nil || !c.Check(v) {
+			continue
+		}
+		if best == nil || !v.LessThan(best) {
+			best, bestTag = v, t
+		}
+	}
+	if bestTag == "" {
+		return "", fmt.Errorf("no tag of %s matches semver %q", git.Redact(m.URL), rng)
+	}
+	return bestTag, nil
+}
+
+// Checkout writes the files of commit into dir (which must be empty or
+// missing), without touching the mirror. With paths (repository-relative
+// directories or files, e.g. a job's update.path), only the files under
+// them are written: on a large repository this is most of a job's time.
+func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error {
+	return m.CheckoutFiltered(commit, dir, nil, paths...)
+}
+
+// CheckoutFiltered is Checkout writing only the regular files whose content
+// keep accepts (all when keep is nil); directories and symbolic links are
+// always written. Creating files is most of a checkout's cost (10,000 take
+// seconds on some file systems), and a job needs only those with markers.
+func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]byte) bool, paths ...string) error {
+	sparse, err := cleanPaths(paths)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	c, err := m.repo.LookupCommit(commit)
+	if err != nil {
+		return err
+	}
+	defer c.Free()
+	tree, err := c.Tree()
+	if err != nil {
+		return err
+	}
+	defer tree.Free()
+	if len(sparse) == 0 {
+		return m.writeTree(root, "", tree, keep)
+	}
+	for _, p := range sparse {
+		// Paths are literal: a directory means what is under it.
+		e, err := tree.EntryByPath(p)
+		if err != nil {
+			continue // not in this revision; the caller reports a missing path
+		}
+		if e.Type != git2go.ObjectTree {
+			if err := root.MkdirAll(path.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := m.writeEntry(root, p, e, nil); err != nil { // named: always written
+				return err
+			}
+			continue
+		}
+		if err := root.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+		sub, err := m.repo.LookupTree(e.Id)
+		if err != nil {
+			return err
+		}
+		err = m.writeTree(root, p+"/", sub, keep)
+		sub.Free()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTree writes the files of tree under prefix. libgit2's checkout does
+// the same at a fraction of the speed (seconds for 10,000 files, as it
+// compares each path with a baseline and the work tree); a fresh work tree
+// needs neither. Writing through root keeps every file inside it.
+func (m *Mirror) writeTree(root *os.Root, prefix string, tree *git2go.Tree, keep func([]byte) bool) error {
+	var werr error
+	err := tree.Walk(func(parent string, e *git2go.TreeEntry) error {
+		name := prefix + parent + e.Name
+		if e.Type == git2go.ObjectTree {
+			if werr = root.Mkdir(name, 0o755); werr != nil && !errors.Is(werr, fs.ErrExist) {
+				return werr
+			}
+			werr = nil
+			return nil
+		}
+		if werr = m.writeEntry(root, name, e, keep); werr != nil {
+			return werr
+		}
+		return nil
+	})
+	if werr != nil {
+		return werr
+	}
+	return err
+}
+
+// writeEntry writes one blob, executable or symbolic link; submodules (commit
+// entries) have no content here and are skipped, as git does without
+// --recurse-submodules.
+func (m *Mirror) writeEntry(root *os.Root, name string, e *git2go.TreeEntry, keep func([]byte) bool) error {
+	if e.Type != git2go.ObjectBlob {
+		return nil
+	}
+	blob, err := m.repo.LookupBlob(e.Id)
+	if err != nil {
+		return err
+	}
+	data := blob.Contents()
+	blob.Free()
+	switch e.Filemode {
+	case git2go.FilemodeLink:
+		return root.Symlink(string(data), name)
+	case git2go.FilemodeBlobExecutable:
+		if keep != nil && !keep(data) {
+			return nil
+		}
+		return root.WriteFile(name, data, 0o755)
+	default:
+		if keep != nil && !keep(data) {
+			return nil
+		}
+		return root.WriteFile(name, data, 0o644)
+	}
+}
+
+// cleanPaths turns paths like "./clusters/prod/" or "/clusters/prod" into
+// "clusters/prod". A path naming the root ("", ".", "/") means the whole
+// tree: nil.
+func cleanPaths(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		c := path.Clean(p)
+		if c == ".." || strings.HasPrefix(c, "../") {
+			return nil, fmt.Errorf("checkout path %q is outside the repository", p)
+		}
+		if c = strings.TrimLeft(c, "/"); c == "" || c == "." {
+			return nil, nil
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,234 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/git/refname"
+	"toolkit.dev/image-toolkit/pkg/setters"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
+)
+
+// CloseComment is left on an open request whose change the base already
+// has, before it is closed.
+const CloseComment = "The base branch already has these image updates; closing this request. (image-toolkit)"
+
+// forgeClient is the API client of the plan's pull request.
+func (e *Engine) forgeClient(ctx context.Context, plan writeback.Plan) (forge.Client, error) {
+	pr := plan.Target.PullRequest
+	ep, err := forge.Resolve(plan.Repository, forge.Provider(pr.Provider), pr.APIURL)
+	if err != nil {
+		return nil, invalidf("push.pullRequest: %v", err)
+	}
+	fresh, err := e.creds.Git.Fresh(ctx)
+	if err != nil {
+		return nil, retryable(KindAuthentication, err)
+	}
+	var token string
+	if e.creds.ForgeToken != nil {
+		if token, err = e.creds.ForgeToken(ctx, fresh); err != nil {
+			return nil, err
+		}
+	} else if fresh != nil {
+		token = fresh.BearerToken
+		if token == "" {
+			token = fresh.Password
+		}
+	}
+	if token == "" {
+		return nil, invalidf("the pull request needs an API token")
+	}
+	// TLS trust and the proxy are the repository's, as the forge usually
+	// serves both.
+	hc, err := fresh.HTTPClient(ep.APIURL)
+	if err != nil {
+		return nil, terminal(KindInvalid, err)
+	}
+	provider := string(ep.Provider)
+	fc, err := forge.New(forge.Options{
+		Provider:   ep.Provider,
+		APIURL:     ep.APIURL,
+		Repository: ep.Repository,
+		Token:      token,
+		HTTPClient: hc,
+		OnResponse: func(_ string, status int) {
+			if e.settings.Hooks.OnEvent != nil {
+				e.settings.Hooks.OnEvent(Event{Kind: EventForgeResponse, Provider: provider, StatusCode: status})
+			}
+		},
+	})
+	if err != nil {
+		return nil, invalidf("push.pullRequest: %v", err)
+	}
+	return fc, nil
+}
+
+// propose keeps one request per head branch: the update was made on the
+// base (commit; nil when the base already has the plan's values). The
+// head branch is rebuilt as the base plus that one commit, force-pushed
+// only when it holds something else, and the open request edited only when
+// its text changed, so that an update costs one API call to find the
+// request and at most one more to change it.
+func (r *run) propose(ctx context.Context, base, commit *git2go.Oid) (Result, error) {
+	pr := r.plan.Target.PullRequest
+	out := &r.res
+	d := data(r.plan)
+	head, err := headBranch(pr, d)
+	if err != nil {
+		return Result{}, terminal(KindInvalid, err)
+	}
+	open, err := r.forge.FindOpen(ctx, head, pr.Base)
+	if err != nil {
+		return Result{}, forgeFailure("finding the open request", err)
+	}
+
+	if commit == nil {
+		if open == nil {
+			return *out, nil
+		}
+		if err := r.beforePush(ctx, Push{PullRequest: true}); err != nil {
+			return Result{}, err
+		}
+		if err := r.forge.Close(ctx, open, CloseComment); err != nil {
+			return Result{}, forgeFailure("closing the request", err)
+		}
+		out.PullRequest = requestStatus(open, head, RequestClosed, ActionClosed)
+		return *out, nil
+	}
+
+	if out.Changes != nil {
+		d.Changed = out.Changes.V2()
+	}
+	title, err := commitmsg.PullRequestTitle.Render(pr.TitleTemplate, d)
+	if err != nil {
+		return Result{}, terminal(KindInvalid, err)
+	}
+	body, err := commitmsg.PullRequestBody.Render(pr.BodyTemplate, d)
+	if err != nil {
+		return Result{}, terminal(KindInvalid, err)
+	}
+
+	headCommit, pushed, err := r.pushHead(ctx, head, base, commit)
+	if err != nil {
+		return Result{}, err
+	}
+	if out.PullRequest, err = r.keepRequest(ctx, open, head, title, body, pushed); err != nil {
+		return Result{}, err
+	}
+	out.PullRequest.HeadCommit = headCommit
+	out.Message = title
+	return *out, nil
+}
+
+// keepRequest opens the request, or edits the open one when its text
+// changed; what fails after the request exists is a warning.
+func (r *run) keepRequest(ctx context.Context, open *forge.Request, head, title, body string, pushed bool) (*PullRequest, error) {
+	pr := r.plan.Target.PullRequest
+	var req *PullRequest
+	switch {
+	case open == nil:
+		created, err := r.forge.Create(ctx, forge.NewRequest{
+			Head: head, Base: pr.Base, Title: title, Body: body, Draft: pr.Draft,
+			Labels: pr.Labels, Reviewers: pr.Reviewers, Assignees: pr.Assignees,
+			AutoMerge: forge.MergeMethod(pr.AutoMerge),
+		})
+		if created == nil {
+			return nil, forgeFailure("opening the request", err)
+		}
+		if err != nil {
+			// The request exists: what failed after it (labels,
+			// reviewers, auto-merge) is reported, not retried, so that a
+			// retry never opens a second request.
+			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("request #%d: %s", created.Number, r.creds.Git.Scrub(err.Error())))
+		}
+		req = requestStatus(created, head, stateOf(created), ActionOpened)
+	case sameText(open.Title, title) && sameText(open.Body, body):
+		action := ActionUnchanged
+		if pushed {
+			action = ActionUpdated
+		}
+		req = requestStatus(open, head, RequestOpen, action)
+	default:
+		edited, err := r.forge.Edit(ctx, open, title, body)
+		if err != nil {
+			if !pushed {
+				return nil, forgeFailure("editing the request", err)
+			}
+			// The new commit is on the request already; its text is
+			// edited again by the next update.
+			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("request #%d: %s", open.Number, r.creds.Git.Scrub(err.Error())))
+			edited = open
+		}
+		req = requestStatus(edited, head, stateOf(edited), ActionUpdated)
+	}
+	return req, nil
+}
+
+// pushHead makes the head branch the base plus commit, pushing only when
+// it holds something else. It returns the head's commit and whether it
+// pushed.
+func (r *run) pushHead(ctx context.Context, head string, base, commit *git2go.Oid) (string, bool, error) {
+	headCommit, upToDate := r.mirror.Proposes(head, base, commit)
+	if upToDate {
+		return headCommit, false, nil
+	}
+	p := Push{Commit: commit.String(), Refs: []string{"refs/heads/" + head}, PullRequest: true}
+	if err := r.beforePush(ctx, p); err != nil {
+		return "", false, err
+	}
+	if err := r.pushRefs(ctx, commit, []writeback.RefUpdate{{Dst: p.Refs[0], Force: true}}); err != nil {
+		return "", false, gitError(err)
+	}
+	r.afterPush(ctx, p)
+	r.res.Commit, r.res.PushedRefs = p.Commit, p.Refs
+	return p.Commit, true, nil
+}
+
+// headBranch is the plan's head branch, else its template rendered (the
+// default names the automation's stream).
+func headBranch(pr *writeback.PullRequest, d commitmsg.Data) (string, error) {
+	head := pr.Head
+	if head == "" {
+		d.Changed = setters.ResultV2{}
+		h, err := commitmsg.PullRequestBranch.Render(pr.HeadTemplate, d)
+		if err != nil {
+			return "", fmt.Errorf("push.pullRequest.branchTemplate: %w", err)
+		}
+		head = h
+	}
+	switch {
+	case !refname.Branch(head):
+		return "", fmt.Errorf("push.pullRequest.branchTemplate rendered %q, which is not a valid branch name", head)
+	case head == pr.Base:
+		return "", fmt.Errorf("the head branch %q is the base branch: a request needs a branch of its own", head)
+	}
+	return head, nil
+}
+
+// sameText compares request texts as forges store them: some turn \r\n
+// into \n or trim trailing space.
+func sameText(a, b string) bool {
+	norm := func(s string) string { return strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n")) }
+	return norm(a) == norm(b)
+}
+
+// stateOf is the state the forge reported: a request auto-merged at once
+// (a forge without required checks) is merged already.
+func stateOf(r *forge.Request) RequestState {
+	switch r.State {
+	case forge.Merged:
+		return RequestMerged
+	case forge.Closed:
+		return RequestClosed
+	}
+	return RequestOpen
+}
+
+func requestStatus(r *forge.Request, head string, state RequestState, action RequestAction) *PullRequest {
+	return &PullRequest{URL: r.URL, Number: r.Number, State: state, HeadBranch: head, HeadCommit: r.HeadCommit, Action: action}
+}

@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/setters"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
+)
+
+// Result is what a run did. Commit is empty when nothing was pushed.
+type Result struct {
+	// CheckoutRevision is the revision the change was made on, e.g.
+	// main@sha1:<hash>; empty when the run did not get that far.
+	CheckoutRevision string
+	Commit           string
+	// Message is the commit message, or the pull request's title.
+	Message    string
+	PushedRefs []string
+	// Changes are the setters' changes (not in container mode).
+	Changes *setters.Result
+	// Problems are files the setters could not read or rewrite; the
+	// others were still updated.
+	Problems []string
+	// Retries counts the non-fast-forward rounds.
+	Retries int
+	// PullRequest is the request opened, updated, found up to date or
+	// closed.
+	PullRequest *PullRequest
+	// Warnings are what failed on the request after the update was made
+	// (labels, reviewers, auto-merge, an edit of its text).
+	Warnings []string
+	// Discovered is what discovery found.
+	Discovered *Discovered
+	// Files are what a container changed, relative to the plan's path.
+	Files []mirror.FileChange
+}
+
+// Discovered is what a run's discovery found: the images the plan
+// includes, the policy (by canonical image name) that set each, and how
+// many files could not be read.
+type Discovered struct {
+	Images   []discover.Image
+	Policies map[string]string
+	Skipped  int
+}
+
+// RequestState is a pull request's state; the values are the UpdateJob
+// API's.
+type RequestState string
+
+const (
+	RequestOpen   RequestState = "open"
+	RequestClosed RequestState = "closed"
+	RequestMerged RequestState = "merged"
+)
+
+// RequestAction is what a run did to its pull request; the values are the
+// UpdateJob API's.
+type RequestAction string
+
+const (
+	ActionOpened    RequestAction = "opened"
+	ActionUpdated   RequestAction = "updated"
+	ActionUnchanged RequestAction = "unchanged"
+	ActionClosed    RequestAction = "closed"
+)
+
+// PullRequest is a run's pull request.
+type PullRequest struct {
+	URL        string
+	Number     int
+	State      RequestState
+	HeadBranch string
+	HeadCommit string
+	Action     RequestAction
+}

@@ -1,0 +1,293 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/imagename"
+	"toolkit.dev/image-toolkit/pkg/setters"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
+)
+
+// policies are the plan's images in the setters' terms.
+func policies(p writeback.Plan) setters.Policies {
+	out := setters.Policies{}
+	for k, img := range p.Update.Images {
+		out[k] = setters.Image{Name: img.Name, Tag: img.Tag, Digest: img.Digest}
+	}
+	return out
+}
+
+// data is what the plan's templates see, without the changes.
+func data(p writeback.Plan) commitmsg.Data {
+	a := p.Commit.Automation
+	return commitmsg.Data{Values: p.Commit.Values}.WithAutomation(a.Namespace, a.Name)
+}
+
+func (r *run) commitInfo(msg string) mirror.CommitInfo {
+	return mirror.CommitInfo{
+		Author:  mirror.Author{Name: r.plan.Commit.AuthorName, Email: r.plan.Commit.AuthorEmail},
+		Message: msg,
+		Signer:  r.creds.Signer,
+	}
+}
+
+// beforeCommit gives the change to the BeforeCommit hook; false means it
+// vetoed the commit.
+func (r *run) beforeCommit(ctx context.Context, c *Change) (bool, error) {
+	if r.settings.Hooks.BeforeCommit == nil {
+		return true, nil
+	}
+	err := r.settings.Hooks.BeforeCommit(ctx, c)
+	if errors.Is(err, ErrVeto) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// update checks out oid, runs the setters and commits. A nil commit means
+// no change.
+func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) {
+	out := &r.res
+	out.Commit, out.Message, out.PushedRefs = "", "", nil
+	tmp, err := os.MkdirTemp(r.settings.WorkDir, "checkout-")
+	if err != nil {
+		return nil, retryable(KindGit, err)
+	}
+	defer os.RemoveAll(tmp)
+
+	p := r.plan
+	dir, err := r.checkoutFiltered(oid, tmp)
+	if err != nil {
+		return nil, err
+	}
+	pols := policies(p)
+	var sites map[string][]setters.Site
+	out.Discovered = nil
+	if d := p.Update.Discover; d != nil {
+		if sites, out.Discovered, err = discoverSites(dir, d, pols); err != nil {
+			return nil, retryable(KindUpdate, fmt.Errorf("discovering the images of %s: %w", p.Path, err))
+		}
+	}
+	res, err := setters.UpdateDir(dir, pols, setters.Options{Sites: sites})
+	if err != nil {
+		return nil, retryable(KindUpdate, fmt.Errorf("updating %s: %w", p.Path, err))
+	}
+	out.Changes = res
+	out.Problems = nil
+	for _, pr := range res.Problems {
+		// Links to files without markers dangle in the filtered checkout.
+		if !errors.Is(pr.Err, fs.ErrNotExist) {
+			out.Problems = append(out.Problems, path.Join(p.Path, pr.Error()))
+		}
+	}
+	if len(res.Files) == 0 {
+		return nil, nil
+	}
+	changed := make([]string, 0, len(res.Files))
+	for _, f := range res.Files {
+		changed = append(changed, path.Join(p.Path, f.Path))
+	}
+	if d := p.Update.Discover; d != nil && d.WriteMarkers {
+		if changed, err = writeMarkers(dir, p.Path, d, pols, changed); err != nil {
+			return nil, err
+		}
+	}
+	d := data(p)
+	d.Changed = res.V2()
+	msg, err := commitmsg.Render(p.Commit.MessageTemplate, d)
+	if err != nil {
+		return nil, terminal(KindInvalid, err)
+	}
+	change := &Change{Dir: dir, Files: changed, Message: msg}
+	if ok, err := r.beforeCommit(ctx, change); !ok {
+		return nil, err
+	}
+	commit, err := r.mirror.Commit(oid, tmp, change.Files, r.commitInfo(change.Message))
+	if errors.Is(err, mirror.ErrNoChange) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, retryable(KindGit, fmt.Errorf("committing: %w", err))
+	}
+	out.Message = change.Message
+	return commit, nil
+}
+
+// checkoutFiltered checks out the plan's path into tmp and returns its
+// directory. Only files that may hold markers (or, with discovery, images)
+// are written: the others are left alone, and creating thousands of files
+// would dominate the run.
+func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string) (string, error) {
+	p := r.plan
+	var paths []string
+	if p.Path != "" {
+		paths = []string{p.Path}
+	}
+	keep := setters.MayHaveMarkers
+	if p.Update.Discover != nil {
+		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
+	}
+	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
+		return "", retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
+	}
+	dir, err := securePath(tmp, p.Path)
+	if err != nil {
+		return "", terminal(KindUpdate, err)
+	}
+	return dir, nil
+}
+
+// writeMarkers marks what a setter applied to, as tk-image discover
+// --write-markers: positions moved with the new values, so discovery runs
+// again. It returns changed with the files it wrote.
+func writeMarkers(dir, rel string, d *writeback.Discover, pols setters.Policies, changed []string) ([]string, error) {
+	again, _, err := discoverSites(dir, d, pols)
+	if err != nil {
+		return nil, retryable(KindUpdate, fmt.Errorf("discovering the images of %s: %w", rel, err))
+	}
+	written, _, err := discover.WriteMarkers(dir, again)
+	if err != nil {
+		return nil, retryable(KindUpdate, fmt.Errorf("writing markers: %w", err))
+	}
+	for _, f := range written {
+		if w := path.Join(rel, f); !slices.Contains(changed, w) {
+			changed = append(changed, w)
+		}
+	}
+	return changed, nil
+}
+
+// updateByContainer checks out the tree under the plan's path, has the
+// Container hook make the new tree and commits the difference. The git
+// side (fetch, commit, signing, push, retries) is the setters' own: only
+// this step differs.
+func (r *run) updateByContainer(ctx context.Context, oid *git2go.Oid, round int) (*git2go.Oid, error) {
+	out := &r.res
+	out.Commit, out.Message, out.PushedRefs, out.Files = "", "", nil, nil
+	if r.settings.Hooks.Container == nil {
+		return nil, invalidf("the plan updates with a container, but this engine has no Container hook to run it")
+	}
+	tmp, err := os.MkdirTemp(r.settings.WorkDir, "container-")
+	if err != nil {
+		return nil, retryable(KindGit, err)
+	}
+	defer os.RemoveAll(tmp)
+	checkout, result := filepath.Join(tmp, "checkout"), filepath.Join(tmp, "result")
+	if err := os.Mkdir(result, 0o700); err != nil {
+		return nil, retryable(KindGit, err)
+	}
+	p := r.plan
+	var paths []string
+	if p.Path != "" {
+		paths = []string{p.Path}
+	}
+	if err := r.mirror.Checkout(oid, checkout, paths...); err != nil {
+		return nil, retryable(KindGit, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
+	}
+	dir, err := securePath(checkout, p.Path)
+	if err != nil {
+		return nil, terminal(KindUpdate, err)
+	}
+	// The container needs only its checkout: other runs of the repository
+	// use the mirror meanwhile.
+	err = r.mirror.Yield(func() error { return r.settings.Hooks.Container(ctx, round, dir, result) })
+	if err != nil {
+		return nil, err
+	}
+	msg, err := r.containerMessage()
+	if err != nil {
+		return nil, terminal(KindInvalid, err)
+	}
+	change := &Change{Dir: result, Message: msg}
+	if ok, err := r.beforeCommit(ctx, change); !ok {
+		return nil, err
+	}
+	commit, changes, err := r.mirror.CommitDir(oid, p.Path, result, r.commitInfo(change.Message))
+	if errors.Is(err, mirror.ErrNoChange) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, retryable(KindGit, fmt.Errorf("committing: %w", err))
+	}
+	for _, c := range changes {
+		c.Path = strings.TrimPrefix(strings.TrimPrefix(c.Path, p.Path), "/")
+		out.Files = append(out.Files, c)
+	}
+	out.Message = change.Message
+	return commit, nil
+}
+
+// containerMessage is the commit message of a container's change: the
+// plan's template (whose .Changed is empty: a container's changes are
+// files, not values), else one naming the image.
+func (r *run) containerMessage() (string, error) {
+	p := r.plan
+	if p.Commit.MessageTemplate != "" {
+		return commitmsg.Render(p.Commit.MessageTemplate, data(p))
+	}
+	where := p.Path
+	if where == "" {
+		where = "the repository"
+	}
+	return fmt.Sprintf("Update %s with %s\n", where, p.Update.Container.Image), nil
+}
+
+// securePath joins the update path to the checkout and refuses a result
+// that leaves it through a symbolic link.
+func securePath(root, rel string) (string, error) {
+	base, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(rel)))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("update.path %q does not exist in the repository", rel)
+	}
+	if err != nil {
+		return "", fmt.Errorf("update.path %q: %w", rel, err)
+	}
+	if r, err := filepath.Rel(base, dir); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("update.path %q leaves the repository", rel)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("update.path %q is not a directory", rel)
+	}
+	return dir, nil
+}
+
+// discoverSites finds the images under dir that the plan includes, and
+// marks each location of an image a policy names (by canonical image name)
+// with that policy.
+func discoverSites(dir string, d *writeback.Discover, pols setters.Policies) (map[string][]setters.Site, *Discovered, error) {
+	res, err := discover.Dir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	images := discover.Filter(res.Images, d.Include, d.Exclude)
+	// Several policies may name one image; the first by policy name wins,
+	// so the choice does not depend on map order.
+	byImage := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(pols)) {
+		n := imagename.Normalize(pols[k].Name)
+		if _, ok := byImage[n]; !ok {
+			byImage[n] = k
+		}
+	}
+	filtered := &discover.Result{Images: images}
+	sites := filtered.Sites(func(img discover.Image) string { return byImage[img.Name] })
+	return sites, &Discovered{Images: images, Policies: byImage, Skipped: len(res.Skipped)}, nil
+}

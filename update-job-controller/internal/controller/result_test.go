@@ -1,0 +1,125 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/setters"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/engine"
+)
+
+func site(path string, line int, policy string) setters.MarkerSite {
+	return setters.MarkerSite{Path: path, Line: line, Marker: setters.Marker{Policy: policy}}
+}
+
+// The status sums the markers up per policy: exact counts, distinct files
+// (at most three), policies without a setter first and flagged unknown, and
+// the setters no marker names.
+func TestAPIResultMarkers(t *testing.T) {
+	res := &setters.Result{Markers: []setters.MarkerSite{
+		site("a.yaml", 1, "apps:podinfo"), site("a.yaml", 2, "apps:podinfo"), site("a.yaml", 3, "apps:typo"),
+		site("b.yaml", 1, "apps:podinfo"), site("c.yaml", 1, "apps:podinfo"), site("d.yaml", 9, "apps:podinfo"),
+	}}
+	policies := map[string]writeback.Image{"apps:podinfo": {}, "apps:redis": {}, "apps:nginx": {}}
+	got := apiResult(res, policies)
+	want := &updatev1.UpdateResult{
+		Markers: []updatev1.PolicyMarkers{
+			{Policy: "apps:typo", Count: 1, Files: []string{"a.yaml"}, Unknown: true},
+			{Policy: "apps:podinfo", Count: 5, Files: []string{"a.yaml", "b.yaml", "c.yaml"}},
+		},
+		UnmarkedPolicies: []string{"apps:nginx", "apps:redis"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("apiResult:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// However many policies markers name, the status lists at most
+// MaxMarkerPolicies of them and counts the rest.
+func TestAPIResultMarkersAreBounded(t *testing.T) {
+	res := &setters.Result{}
+	n := updatev1.MaxMarkerPolicies + 7
+	for i := range n {
+		res.Markers = append(res.Markers, site("x.yaml", i+1, fmt.Sprintf("apps:p%03d", i)))
+	}
+	got := apiResult(res, map[string]writeback.Image{"apps:p050": {}})
+	if len(got.Markers) != updatev1.MaxMarkerPolicies || got.OmittedMarkerPolicies != 7 {
+		t.Fatalf("%d entries, %d omitted; want %d and 7", len(got.Markers), got.OmittedMarkerPolicies, updatev1.MaxMarkerPolicies)
+	}
+	// The known policy sorts after every unknown one, so it is cut.
+	for _, m := range got.Markers {
+		if !m.Unknown || m.Policy == "apps:p050" {
+			t.Fatalf("entry %+v kept before unknown ones", m)
+		}
+	}
+	if len(got.UnmarkedPolicies) != 0 {
+		t.Errorf("unmarked %v: apps:p050 is marked", got.UnmarkedPolicies)
+	}
+}
+
+// Discovery is summed up by image: its locations counted, its files listed
+// once each, and the policy that set it named.
+func TestDiscoveredSummary(t *testing.T) {
+	loc := func(file string) discover.Location { return discover.Location{File: file} }
+	d := &engine.Discovered{
+		Images: []discover.Image{{Name: "ghcr.io/acme/app", Tag: "1.4.2", Locations: []discover.Location{
+			loc("app.yaml"), loc("app.yaml"), loc("kustomization.yaml")}}},
+		Policies: map[string]string{"ghcr.io/acme/app": "apps:app"},
+		Skipped:  2,
+	}
+	res := &updatev1.UpdateResult{}
+	discovered(d, res)
+	want := []updatev1.DiscoveredImage{{Name: "ghcr.io/acme/app", Tag: "1.4.2", Locations: 3, Policy: "apps:app",
+		Files: []string{"app.yaml", "kustomization.yaml"}}}
+	if !reflect.DeepEqual(res.Discovered, want) || res.DiscoverSkipped != 2 || res.OmittedDiscovered != 0 {
+		t.Errorf("discovered %+v", res)
+	}
+}
+
+// The engine's failures keep the reasons the runner's had: one map, every
+// kind in it, terminal ones Stalled, rate limits retried after their
+// reset; this controller's own errors pass as they are.
+func TestFailureKeepsTheReasons(t *testing.T) {
+	cause := errors.New("boom")
+	tests := []struct {
+		err     error
+		reason  string
+		stalled bool
+	}{
+		{&engine.Error{Kind: engine.KindInvalid, Terminal: true, Err: cause}, conditions.InvalidSpecReason, true},
+		{&engine.Error{Kind: engine.KindGit, Err: cause}, conditions.GitOperationFailedReason, false},
+		{&engine.Error{Kind: engine.KindAuthentication, Err: cause}, conditions.AuthenticationFailedReason, false},
+		{&engine.Error{Kind: engine.KindUpdate, Terminal: true, Err: cause}, updatev1.UpdateFailedReason, true},
+		{&engine.Error{Kind: engine.KindUpdate, Err: cause}, updatev1.UpdateFailedReason, false},
+		{&engine.Error{Kind: engine.KindPullRequest, Err: cause}, updatev1.PullRequestFailedReason, false},
+		{&engine.Error{Kind: engine.KindRateLimited, RetryAfter: time.Minute, Err: cause}, updatev1.RateLimitedReason, false},
+		{&engine.Error{Kind: engine.KindGit, Err: syscall.ENOSPC}, conditions.StorageFullReason, false},
+		{conditions.Stall(updatev1.ContainerFailedReason, cause), updatev1.ContainerFailedReason, true},
+	}
+	for _, tt := range tests {
+		f := conditions.AsFailure(failure(tt.err))
+		if f.Reason != tt.reason || f.Stalled != tt.stalled || f.Error() != tt.err.Error() {
+			t.Errorf("failure(%v) = %+v, want reason %s, stalled %v", tt.err, f, tt.reason, tt.stalled)
+		}
+	}
+	if f := conditions.AsFailure(failure(tests[6].err)); f.RetryAfter != time.Minute {
+		t.Errorf("rate limit retried after %s, want 1m", f.RetryAfter)
+	}
+	for k := range map[engine.Kind]bool{engine.KindInvalid: true, engine.KindGit: true, engine.KindAuthentication: true,
+		engine.KindUpdate: true, engine.KindPullRequest: true, engine.KindRateLimited: true} {
+		if engineReasons[k] == "" {
+			t.Errorf("kind %s has no reason", k)
+		}
+	}
+	if failure(nil) != nil {
+		t.Error("failure(nil) is not nil")
+	}
+}
