@@ -26,6 +26,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/selection"
+	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
 
 // Labels and annotations on the UpdateJobs an automation creates.
@@ -521,14 +522,21 @@ func revisionAfterPush(job *updatev1.UpdateJob) string {
 	return job.Status.CheckoutRevision
 }
 
+// pushBranch is where the job's commit went, as its plan says
+// (jobplan.PushTarget): the push branch, else the refspec's destination;
+// a pull request's head branch, which the runner named.
 func pushBranch(job *updatev1.UpdateJob) string {
 	if pr := job.Status.PullRequest; pr != nil {
 		return pr.HeadBranch
 	}
-	if p := job.Spec.Push; p != nil && p.Branch != "" {
-		return p.Branch
+	t, err := jobplan.PushTarget(job.Spec.Checkout.Reference, job.Spec.Push)
+	switch {
+	case err != nil:
+		return ""
+	case t.Branch == "" && len(t.Extra) > 0:
+		return strings.TrimPrefix(t.Extra[0].Dst, "refs/heads/")
 	}
-	return job.Spec.Checkout.Reference.Branch
+	return t.Branch
 }
 
 func short(oid string) string {

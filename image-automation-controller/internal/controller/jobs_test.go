@@ -66,6 +66,9 @@ func TestRevisionAfterPush(t *testing.T) {
 		{"same branch named", job(&updatev1.PushSpec{Branch: "main"}, sha1), "main@sha1:" + sha1},
 		{"sha256", job(nil, sha256), "main@sha256:" + sha256},
 		{"other branch", job(&updatev1.PushSpec{Branch: "auto"}, sha1), "main@sha1:" + strings.Repeat("c", 40)},
+		// The commit went to the refspec's destination only: the checkout
+		// branch's head is still the one checked out.
+		{"refspec to another branch", job(&updatev1.PushSpec{Refspec: "HEAD:refs/heads/release"}, sha1), "main@sha1:" + strings.Repeat("c", 40)},
 	}
 	for _, tt := range tests {
 		if got := revisionAfterPush(tt.job); got != tt.want {

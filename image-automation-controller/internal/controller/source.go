@@ -12,6 +12,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/selection"
+	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
 
 // validateSpec checks what the spec alone decides, before anything is read:
@@ -86,5 +87,9 @@ func canShortCircuit(ref updatev1.GitRepositoryRef, push *updatev1.PushSpec) boo
 	if !gitsource.BranchOnly(ref) {
 		return false
 	}
-	return push == nil || ((push.Branch == "" || push.Branch == ref.Branch) && push.Refspec == "")
+	if push != nil && push.PullRequest != nil {
+		return push.Branch == "" && push.Refspec == ""
+	}
+	t, err := jobplan.PushTarget(ref, push)
+	return err == nil && t.Branch == ref.Branch && !t.Force && len(t.Extra) == 0
 }

@@ -65,6 +65,10 @@ func TestCanShortCircuit(t *testing.T) {
 		{"push options only", main, &updatev1.PushSpec{Options: map[string]string{"ci.skip": ""}}, true},
 		{"other push branch", main, &updatev1.PushSpec{Branch: "auto"}, false},
 		{"refspec", main, &updatev1.PushSpec{Refspec: "refs/heads/main:refs/heads/x"}, false},
+		{"refspec alone, even to the checkout branch", main, &updatev1.PushSpec{Refspec: "HEAD:refs/heads/main"}, false},
+		{"push branch with a refspec naming the same branch", main, &updatev1.PushSpec{Branch: "main", Refspec: "HEAD:main"}, true},
+		{"a refspec that does not parse", main, &updatev1.PushSpec{Refspec: "main"}, false},
+		{"pull request", main, &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{}}, true},
 		{"tag checkout", updatev1.GitRepositoryRef{Tag: "v1"}, &updatev1.PushSpec{Branch: "main"}, false},
 		{"branch and commit", updatev1.GitRepositoryRef{Branch: "main", Commit: "abcdef1"}, nil, false},
 	}

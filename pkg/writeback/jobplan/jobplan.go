@@ -65,15 +65,11 @@ func FromJob(job *updatev1.UpdateJob) (writeback.Plan, error) {
 		}
 		t.PullRequest = pr
 	} else {
-		var dst *writeback.RefUpdate
-		if push.Refspec != "" {
-			d, err := writeback.ParseRefspec(push.Refspec, ref.Branch)
-			if err != nil {
-				return fail("push.refspec %q: %v", push.Refspec, err)
-			}
-			dst = &d
+		bt, err := PushTarget(ref, push)
+		if err != nil {
+			return writeback.Plan{}, err
 		}
-		*t = writeback.PushTarget(ref.Branch, push.Branch, dst)
+		*t = bt
 	}
 	if t.PullRequest == nil && t.Branch == "" && len(t.Extra) == 0 {
 		return fail("nothing to push to: set checkout.ref.branch, push.branch or push.refspec")
@@ -85,6 +81,25 @@ func FromJob(job *updatev1.UpdateJob) (writeback.Plan, error) {
 		return writeback.Plan{}, err
 	}
 	return p, p.Validate()
+}
+
+// PushTarget is where a push spec that is not a pull request sends the
+// commit of a checkout of ref (writeback.PushTarget, the refspec parsed):
+// the one rule behind FromJob and the automation's questions about a job
+// it has not made yet (is the checkout branch all the job changes?).
+func PushTarget(ref updatev1.GitRepositoryRef, push *updatev1.PushSpec) (writeback.Target, error) {
+	if push == nil {
+		push = &updatev1.PushSpec{}
+	}
+	var dst *writeback.RefUpdate
+	if push.Refspec != "" {
+		d, err := writeback.ParseRefspec(push.Refspec, ref.Branch)
+		if err != nil {
+			return writeback.Target{}, writeback.Invalidf("push.refspec %q: %v", push.Refspec, err)
+		}
+		dst = &d
+	}
+	return writeback.PushTarget(ref.Branch, push.Branch, dst), nil
 }
 
 func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
