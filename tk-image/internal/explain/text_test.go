@@ -86,7 +86,7 @@ func TestTextIsAsRecorded(t *testing.T) {
 	scanned := &AutomationExplanation{Automation: "default/empty", Source: sourceFacts{Describe: "none", HeadError: "no source"},
 		Markers: markerFacts{From: "a dry run", Complete: true, Policies: []markerEntry{{Policy: "default:api", Count: &none}}}}
 	sameHead := &AutomationExplanation{Automation: "default/quiet",
-		Source: sourceFacts{Describe: "GitRepository default/quiet", Head: "main@sha1:aaaa", ObservedRevision: "main@sha1:aaaa"},
+		Source:   sourceFacts{Describe: "GitRepository default/quiet", Head: "main@sha1:aaaa", ObservedRevision: "main@sha1:aaaa"},
 		Schedule: &scheduleFacts{Open: true, End: meta("2026-11-21T06:00:00Z")}, LastPushCommit: "dddd"}
 
 	for name, e := range map[string]Explanation{
