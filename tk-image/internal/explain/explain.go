@@ -33,6 +33,7 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/schedule"
 	"toolkit.dev/image-toolkit/pkg/selection"
@@ -185,20 +186,12 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 	writeCondition(w, "Ready:", e.Ready)
 }
 
-// describeRules says how a policy orders tags, in the spec's words.
+// describeRules says how a policy orders tags, in the spec's words (the
+// kind's, from pkg/policy's table).
 func describeRules(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) string {
-	var s string
-	switch {
-	case choice.SemVer != nil:
-		s = fmt.Sprintf("semver range %q: the highest version in range", choice.SemVer.Range)
-	case choice.Alphabetical != nil:
-		s = "alphabetical " + orText(choice.Alphabetical.Order, "asc")
-	case choice.Numerical != nil:
-		s = "numerical " + orText(choice.Numerical.Order, "asc")
-	case choice.NewestBuild != nil:
-		s = fmt.Sprintf("newest build, of the %d candidates most recently first seen", max(choice.NewestBuild.MaxCandidates, 1))
-	default:
-		s = "none"
+	s := "none"
+	if k, ok := policy.Chosen(choice); ok {
+		s = k.Describe(choice)
 	}
 	if filter != nil && filter.Pattern != "" {
 		s += fmt.Sprintf("; only tags matching %q", filter.Pattern)
@@ -217,12 +210,10 @@ func WriteSelection(w io.Writer, indent string, s *imagev1.TagSelection, choice 
 	if filter != nil && filter.Pattern != "" {
 		fmt.Fprintf(w, "%sFiltered out:\t%d not matching %q\n", indent, s.Filtered, filter.Pattern)
 	}
-	switch {
-	case choice.SemVer != nil:
-		fmt.Fprintf(w, "%sNot a version:\t%d (a version needs all three numbers, e.g. 1.2.0)\n", indent, s.Unparsable)
-		fmt.Fprintf(w, "%sOut of range:\t%d outside %q\n", indent, s.OutOfRange, choice.SemVer.Range)
-	case choice.Numerical != nil:
-		fmt.Fprintf(w, "%sNot a number:\t%d\n", indent, s.Unparsable)
+	if k, ok := policy.Chosen(choice); ok {
+		for _, d := range k.Drops(choice, *s) {
+			writeDrop(w, indent, d)
+		}
 	}
 	if s.BeyondLimit > 0 {
 		fmt.Fprintf(w, "%sBeyond limit:\t%d first seen before the newest maxCandidates\n", indent, s.BeyondLimit)
@@ -242,6 +233,15 @@ func WriteSelection(w io.Writer, indent string, s *imagev1.TagSelection, choice 
 	default:
 		fmt.Fprintf(w, "%sSelected:\tnothing: no tag is left\n", indent)
 	}
+}
+
+// writeDrop writes how many tags the policy's kind dropped for a reason.
+func writeDrop(w io.Writer, indent string, d policy.Drop) {
+	if d.Detail == "" {
+		fmt.Fprintf(w, "%s%s:\t%d\n", indent, d.Label, d.Count)
+		return
+	}
+	fmt.Fprintf(w, "%s%s:\t%d %s\n", indent, d.Label, d.Count, d.Detail)
 }
 
 // AutomationExplanation is what explain automation says.
