@@ -81,6 +81,19 @@ type Config struct {
 	Setup func(ctx context.Context, mgr ctrl.Manager, opts Options) error
 }
 
+// NewScheme is a scheme holding the kinds each add registers, e.g.
+// clientgoscheme.AddToScheme and the API packages' AddToScheme. They are
+// static, so a failure is a programming error: it panics.
+func NewScheme(add ...func(*runtime.Scheme) error) *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	for _, f := range add {
+		if err := f(scheme); err != nil {
+			panic(fmt.Sprintf("registering the controller's kinds: %v", err))
+		}
+	}
+	return scheme
+}
+
 // BindFlags registers the common flags.
 func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
