@@ -15,10 +15,10 @@ import (
 // (ImagePolicyChoice). Kinds is the table of them, and everything that
 // knows the kinds is made from it: New, the "exactly one" rule's message,
 // tk-image's policy flags with their help and completion, discover's
-// policy annotations, and how explain words a kind's rules and drops. The CRD's rule is a CEL marker on ImagePolicyChoice,
-// which must be static; a test holds it, and the choice's fields, to this
-// table. So a new kind is its entry here, its test, and its field and
-// name in the CEL rule.
+// policy annotations, and how explain words a kind's rules and drops. The
+// CRD's rule is a CEL marker on ImagePolicyChoice, which must be static; a
+// test holds it, and the choice's fields, to this table. So a new kind is
+// its entry here, its test, and its field and name in the CEL rule.
 type Kind struct {
 	// Field is the kind's field of spec.policy, e.g. semver.
 	Field string
