@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -26,57 +25,61 @@ import (
 const name = "image-automation-controller"
 
 func main() {
-	var (
-		noCrossNamespaceRefs bool
-		jobHistoryLimit      int
-		webhookAddr          string
-		objectLevelWI        bool
-	)
-	scheme := runtime.NewScheme()
-	must(clientgoscheme.AddToScheme(scheme))
-	must(imagev1.AddToScheme(scheme))
-	must(updatev1.AddToScheme(scheme))
-
+	var a automation
 	os.Exit(app.Main(app.Config{
 		Name:             name,
 		MetricsSubsystem: "automation",
 		LeaderElect:      true,
-		Scheme:           scheme,
-		Flags: func(fs *flag.FlagSet) {
-			fs.BoolVar(&noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
-			fs.IntVar(&jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
-			fs.StringVar(&webhookAddr, "webhook-bind-address", ":9293", "Address the GitWebhook receiver (git push events) serves on; empty disables it.")
-			fs.BoolVar(&objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
-		},
-		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
-			if jobHistoryLimit < 0 {
-				return fmt.Errorf("--job-history-limit must not be negative, got %d", jobHistoryLimit)
-			}
-			// Git repositories with provider github or azure get their
-			// credentials from it, through pkg/git.
-			cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), objectLevelWI, "automation", crmetrics.Registry)
-			if err != nil {
-				return err
-			}
-			cloudauth.RegisterGitProviders(cloud)
-			rec := metrics.NewRecorder("automation").MustRegisterDefault()
-			autos := &controller.ImageUpdateAutomationReconciler{
-				Client:               mgr.GetClient(),
-				APIReader:            mgr.GetAPIReader(),
-				Events:               opts.Events,
-				Metrics:              rec,
-				Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
-				NoCrossNamespaceRefs: noCrossNamespaceRefs,
-				JobHistoryLimit:      jobHistoryLimit,
-			}
-			if webhookAddr != "" {
-				if err := setupWebhooks(ctx, mgr, opts, rec, autos, webhookAddr, noCrossNamespaceRefs); err != nil {
-					return err
-				}
-			}
-			return autos.SetupWithManager(ctx, mgr, opts.ControllerOptions())
-		},
+		Scheme:           app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme, updatev1.AddToScheme),
+		Flags:            a.bindFlags,
+		Setup:            a.setup,
 	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// automation is the controller's own flags, and what it sets up with them.
+type automation struct {
+	noCrossNamespaceRefs bool
+	jobHistoryLimit      int
+	webhookAddr          string
+	objectLevelWI        bool
+}
+
+func (a *automation) bindFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&a.noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
+	fs.IntVar(&a.jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
+	fs.StringVar(&a.webhookAddr, "webhook-bind-address", ":9293", "Address the GitWebhook receiver (git push events) serves on; empty disables it.")
+	fs.BoolVar(&a.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
+}
+
+// setup adds the ImageUpdateAutomation reconciler and the webhook
+// receiver.
+func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+	if a.jobHistoryLimit < 0 {
+		return fmt.Errorf("--job-history-limit must not be negative, got %d", a.jobHistoryLimit)
+	}
+	// Git repositories with provider github or azure get their
+	// credentials from it, through pkg/git.
+	cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), a.objectLevelWI, "automation", crmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	cloudauth.RegisterGitProviders(cloud)
+	rec := metrics.NewRecorder("automation").MustRegisterDefault()
+	autos := &controller.ImageUpdateAutomationReconciler{
+		Client:               mgr.GetClient(),
+		APIReader:            mgr.GetAPIReader(),
+		Events:               opts.Events,
+		Metrics:              rec,
+		Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
+		NoCrossNamespaceRefs: a.noCrossNamespaceRefs,
+		JobHistoryLimit:      a.jobHistoryLimit,
+	}
+	if a.webhookAddr != "" {
+		if err := setupWebhooks(ctx, mgr, opts, rec, autos, a.webhookAddr, a.noCrossNamespaceRefs); err != nil {
+			return err
+		}
+	}
+	return autos.SetupWithManager(ctx, mgr, opts.ControllerOptions())
 }
 
 // setupWebhooks adds the GitWebhook reconciler and the receiver, and tells
@@ -97,10 +100,4 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	})
 	autos.RequestHandled = srv.RunStarted
 	return mgr.Add(srv)
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err) // static scheme registration
-	}
 }

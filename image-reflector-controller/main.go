@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -27,89 +26,105 @@ import (
 const name = "image-reflector-controller"
 
 func main() {
-	var (
-		storagePath   string
-		registryQPS   float64
-		registryBurst int
-		webhookAddr   string
-		objectLevelWI bool
-		defaultsErr   error
-	)
-	scheme := runtime.NewScheme()
-	utilruntimeMust(clientgoscheme.AddToScheme(scheme))
-	utilruntimeMust(imagev1.AddToScheme(scheme))
-
+	var r reflector
 	os.Exit(app.Main(app.Config{
 		Name:             name,
 		MetricsSubsystem: "reflector",
 		LeaderElect:      true,
-		Scheme:           scheme,
-		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&storagePath, "storage-path", app.DataDir(name, "/data"), "Directory of the tag database (the chart mounts /data).")
-			// Ceilings, not rates: the limiter slows down by itself when a
-			// registry answers 429 or 503, sends Retry-After or announces a
-			// nearly used quota. 100 a second is a tenth of Artifact
-			// Registry's default per-project quota (60,000 a minute) and
-			// above Docker Hub's per-address abuse limit ("thousands a
-			// minute"), which answers 429 and so is found; the fixed 10 it
-			// replaces cost 200 s on a cold start of 1,000 repositories.
-			fs.Float64Var(&registryQPS, "registry-qps", 100, "The most requests per second to each registry host. The rate starts there, drops when the host answers 429 or 503, sends Retry-After or announces a nearly used quota, and climbs back while the host keeps up.")
-			fs.IntVar(&registryBurst, "registry-burst", 100, "The most requests sent at once to each registry host, at the --registry-qps ceiling; the burst shrinks with the rate.")
-			fs.StringVar(&webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
-			fs.BoolVar(&objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
-			// The shared API client defaults (50 a second, 300 at once)
-			// are too low for this controller: a scan writes an
-			// ImageRepository's metadata and status and its policies'
-			// status, and client-go's limit applies per kind, so 1,000
-			// repositories took at least 34 s to record even from an
-			// instant registry (tests/bench). The API server protects
-			// itself with API Priority and Fairness; steady state is far
-			// below this, which only shapes cold starts and resyncs.
-			defaultsErr = errors.Join(setDefault(fs, "kube-api-qps", "200"), setDefault(fs, "kube-api-burst", "400"))
-		},
-		Setup: func(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
-			if defaultsErr != nil {
-				return defaultsErr
-			}
-			if registryQPS <= 0 || registryBurst < 1 {
-				return fmt.Errorf("--registry-qps and --registry-burst must be positive")
-			}
-			st, err := store.Open(storagePath)
-			if err != nil {
-				return fmt.Errorf("opening --storage-path: %w", err)
-			}
-			if damaged := st.Removed(); len(damaged) > 0 {
-				ctrl.Log.WithName("store").Info("removed damaged tag files; their repositories are scanned again",
-					"files", damaged)
-			}
-			rec := metrics.NewRecorder("reflector").MustRegisterDefault()
-			regMetrics := registry.NewMetrics()
-			scanMetrics := controller.NewScanMetrics()
-			crmetrics.Registry.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
-			reg := registry.New(registryQPS, registryBurst, regMetrics)
-			cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), objectLevelWI, "reflector", crmetrics.Registry)
-			if err != nil {
-				return err
-			}
-			ev := opts.Events
-			repos := &controller.ImageRepositoryReconciler{
-				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
-				ScanMetrics: scanMetrics, Registry: reg, Store: st, Cloud: cloud,
-			}
-			if webhookAddr != "" {
-				if err := setupWebhooks(ctx, mgr, opts, rec, repos, webhookAddr); err != nil {
-					return err
-				}
-			}
-			if err := repos.SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
-				return err
-			}
-			return (&controller.ImagePolicyReconciler{
-				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev, Metrics: rec,
-				Registry: reg, Store: st, Cloud: cloud,
-			}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
-		},
+		Scheme:           app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme),
+		Flags:            r.bindFlags,
+		Setup:            r.setup,
 	}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// reflector is the controller's own flags, and what it sets up with them.
+type reflector struct {
+	storagePath   string
+	registryQPS   float64
+	registryBurst int
+	webhookAddr   string
+	objectLevelWI bool
+	// defaultsErr is a failure to change a common flag's default, returned
+	// by setup: flags are bound before anything can fail.
+	defaultsErr error
+}
+
+func (r *reflector) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&r.storagePath, "storage-path", app.DataDir(name, "/data"), "Directory of the tag database (the chart mounts /data).")
+	// Ceilings, not rates: the limiter slows down by itself when a
+	// registry answers 429 or 503, sends Retry-After or announces a
+	// nearly used quota. 100 a second is a tenth of Artifact
+	// Registry's default per-project quota (60,000 a minute) and
+	// above Docker Hub's per-address abuse limit ("thousands a
+	// minute"), which answers 429 and so is found; the fixed 10 it
+	// replaces cost 200 s on a cold start of 1,000 repositories.
+	fs.Float64Var(&r.registryQPS, "registry-qps", 100, "The most requests per second to each registry host. The rate starts there, drops when the host answers 429 or 503, sends Retry-After or announces a nearly used quota, and climbs back while the host keeps up.")
+	fs.IntVar(&r.registryBurst, "registry-burst", 100, "The most requests sent at once to each registry host, at the --registry-qps ceiling; the burst shrinks with the rate.")
+	fs.StringVar(&r.webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
+	fs.BoolVar(&r.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
+	// The shared API client defaults (50 a second, 300 at once)
+	// are too low for this controller: a scan writes an
+	// ImageRepository's metadata and status and its policies'
+	// status, and client-go's limit applies per kind, so 1,000
+	// repositories took at least 34 s to record even from an
+	// instant registry (tests/bench). The API server protects
+	// itself with API Priority and Fairness; steady state is far
+	// below this, which only shapes cold starts and resyncs.
+	r.defaultsErr = errors.Join(setDefault(fs, "kube-api-qps", "200"), setDefault(fs, "kube-api-burst", "400"))
+}
+
+// setup opens the tag store and adds the ImageRepository and ImagePolicy
+// reconcilers, which share it and the registry client, and the webhook
+// receiver.
+func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
+	if r.defaultsErr != nil {
+		return r.defaultsErr
+	}
+	if r.registryQPS <= 0 || r.registryBurst < 1 {
+		return fmt.Errorf("--registry-qps and --registry-burst must be positive")
+	}
+	st, err := openStore(r.storagePath)
+	if err != nil {
+		return err
+	}
+	rec := metrics.NewRecorder("reflector").MustRegisterDefault()
+	regMetrics := registry.NewMetrics()
+	scanMetrics := controller.NewScanMetrics()
+	crmetrics.Registry.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
+	reg := registry.New(r.registryQPS, r.registryBurst, regMetrics)
+	cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), r.objectLevelWI, "reflector", crmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	repos := &controller.ImageRepositoryReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: opts.Events, Metrics: rec,
+		ScanMetrics: scanMetrics, Registry: reg, Store: st, Cloud: cloud,
+	}
+	if r.webhookAddr != "" {
+		if err := setupWebhooks(ctx, mgr, opts, rec, repos, r.webhookAddr); err != nil {
+			return err
+		}
+	}
+	if err := repos.SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
+		return err
+	}
+	return (&controller.ImagePolicyReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: opts.Events, Metrics: rec,
+		Registry: reg, Store: st, Cloud: cloud,
+	}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
+}
+
+// openStore opens the tag database, logging the damaged files it removed.
+func openStore(path string) (*store.Store, error) {
+	st, err := store.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening --storage-path: %w", err)
+	}
+	if damaged := st.Removed(); len(damaged) > 0 {
+		ctrl.Log.WithName("store").Info("removed damaged tag files; their repositories are scanned again",
+			"files", damaged)
+	}
+	return st, nil
 }
 
 // setupWebhooks adds the ImageWebhook reconciler and the receiver, and
@@ -143,10 +158,4 @@ func setDefault(fs *flag.FlagSet, name, value string) error {
 	}
 	f.DefValue = value
 	return nil
-}
-
-func utilruntimeMust(err error) {
-	if err != nil {
-		panic(err) // static scheme registration
-	}
 }

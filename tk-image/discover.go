@@ -68,15 +68,9 @@ updates them all.`,
 }
 
 func (o *discoverOptions) run(k *kube, stdout, stderr io.Writer) error {
-	if o.output != "text" && o.output != "json" {
-		return usageError{fmt.Errorf("--output must be text or json, got %q", o.output)}
-	}
-	mode, err := discover.ParseMode(o.mode)
+	mode, err := o.check()
 	if err != nil {
-		return usageError{fmt.Errorf("--policy-mode: %w", err)}
-	}
-	if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
-		return usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
+		return err
 	}
 	res, err := discover.Dir(o.dir)
 	if err != nil {
@@ -88,65 +82,103 @@ func (o *discoverOptions) run(k *kube, stdout, stderr io.Writer) error {
 		}
 		return printDiscovered(stdout, res)
 	}
-
 	ns, err := k.namespace()
 	if err != nil {
 		return err
 	}
 	names := discover.Names(res.Images)
-	type chosen struct {
-		img    discover.Image
-		choice imagev1.ImagePolicyChoice
-		filter *imagev1.TagFilter
+	automated := choosePolicies(res.Images, mode, stderr)
+	if o.export {
+		if err := o.exportObjects(k, automated, names, stdout); err != nil {
+			return err
+		}
 	}
-	var with []chosen
-	for _, img := range res.Images {
+	if o.writeMarkers {
+		return o.markAutomated(res, automated, ns, names, stderr)
+	}
+	return nil
+}
+
+// check refuses flags the command cannot run with, and reads the policy
+// mode.
+func (o *discoverOptions) check() (discover.Mode, error) {
+	if o.output != "text" && o.output != "json" {
+		return "", usageError{fmt.Errorf("--output must be text or json, got %q", o.output)}
+	}
+	mode, err := discover.ParseMode(o.mode)
+	if err != nil {
+		return "", usageError{fmt.Errorf("--policy-mode: %w", err)}
+	}
+	if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
+		return "", usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
+	}
+	return mode, nil
+}
+
+// automatedImage is a discovered image with the policy that follows it.
+type automatedImage struct {
+	img    discover.Image
+	choice imagev1.ImagePolicyChoice
+	filter *imagev1.TagFilter
+}
+
+// choosePolicies gives each discovered image the policy mode chooses for
+// its tag; an image none fits is reported on stderr and left out.
+func choosePolicies(images []discover.Image, mode discover.Mode, stderr io.Writer) []automatedImage {
+	var with []automatedImage
+	for _, img := range images {
 		choice, filter, err := discover.Policy(img, mode)
 		if err != nil {
 			fmt.Fprintf(stderr, "tk-image: %s: %v; not automated\n", img.Name, err)
 			continue
 		}
-		with = append(with, chosen{img, choice, filter})
+		with = append(with, automatedImage{img, choice, filter})
 	}
-	if o.export {
-		for _, c := range with {
-			n := names[c.img.Name]
-			repo := &imagev1.ImageRepository{Spec: imagev1.ImageRepositorySpec{Image: c.img.Name, Interval: metav1.Duration{Duration: o.interval}}}
-			pol := &imagev1.ImagePolicy{Spec: imagev1.ImagePolicySpec{
-				ImageRepositoryRef: meta.NamespacedObjectReference{Name: n}, Policy: c.choice, FilterTags: c.filter}}
-			repo.Name, pol.Name = n, n
-			var f createFlags
-			if err := f.writeYAML(k, "repository", repo, stdout); err != nil {
-				return err
-			}
-			if err := f.writeYAML(k, "policy", pol, stdout); err != nil {
-				return err
-			}
+	return with
+}
+
+// exportObjects writes an ImageRepository and an ImagePolicy for each
+// automated image, named as its markers name them.
+func (o *discoverOptions) exportObjects(k *kube, automated []automatedImage, names map[string]string, stdout io.Writer) error {
+	for _, c := range automated {
+		n := names[c.img.Name]
+		repo := &imagev1.ImageRepository{Spec: imagev1.ImageRepositorySpec{Image: c.img.Name, Interval: metav1.Duration{Duration: o.interval}}}
+		pol := &imagev1.ImagePolicy{Spec: imagev1.ImagePolicySpec{
+			ImageRepositoryRef: meta.NamespacedObjectReference{Name: n}, Policy: c.choice, FilterTags: c.filter}}
+		repo.Name, pol.Name = n, n
+		var f createFlags
+		if err := f.writeYAML(k, "repository", repo, stdout); err != nil {
+			return err
 		}
-	}
-	if o.writeMarkers {
-		keep := map[string]bool{}
-		for _, c := range with {
-			keep[c.img.Name] = true
-		}
-		sites := res.Sites(func(img discover.Image) string {
-			if !keep[img.Name] {
-				return ""
-			}
-			return ns + ":" + names[img.Name]
-		})
-		written, skipped, err := discover.WriteMarkers(o.dir, sites)
-		for _, f := range written {
-			fmt.Fprintf(stderr, "marked %s\n", f)
-		}
-		for _, s := range skipped {
-			fmt.Fprintf(stderr, "tk-image: %s:%d: not marked: %s\n", s.File, s.Line, s.Reason)
-		}
-		if err != nil {
+		if err := f.writeYAML(k, "policy", pol, stdout); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// markAutomated writes a marker naming NAMESPACE:NAME's policy at each
+// place an automated image is used, reporting the files marked and the
+// places skipped on stderr.
+func (o *discoverOptions) markAutomated(res *discover.Result, automated []automatedImage, ns string, names map[string]string, stderr io.Writer) error {
+	keep := map[string]bool{}
+	for _, c := range automated {
+		keep[c.img.Name] = true
+	}
+	sites := res.Sites(func(img discover.Image) string {
+		if !keep[img.Name] {
+			return ""
+		}
+		return ns + ":" + names[img.Name]
+	})
+	written, skipped, err := discover.WriteMarkers(o.dir, sites)
+	for _, f := range written {
+		fmt.Fprintf(stderr, "marked %s\n", f)
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(stderr, "tk-image: %s:%d: not marked: %s\n", s.File, s.Line, s.Reason)
+	}
+	return err
 }
 
 // printDiscovered prints a table: image, tag, locations (the first, and

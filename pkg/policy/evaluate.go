@@ -114,74 +114,84 @@ func (p *Policy) Evaluate(ctx context.Context, tags []string, o Options) (Result
 	if sel.Kept == 0 {
 		return Result{Selection: sel}, noMatch(sel)
 	}
-
-	// Build times, looked up at most once per tag per evaluation.
-	built := map[string]builtTime{}
-	buildTime := func(tag string) (time.Time, bool, error) {
-		if b, ok := built[tag]; ok {
-			return b.t, b.ok, nil
-		}
-		t, ok, err := o.Times.Created(ctx, tag)
-		if err != nil {
-			return time.Time{}, false, &LookupError{Tag: tag, Err: err}
-		}
-		if !ok || !plausible(t) {
-			// No build time, or the epoch reproducible builds write: the
-			// first sighting is the best lower bound of the age left.
-			t, ok = o.Times.Seen(tag)
-		}
-		built[tag] = builtTime{t, ok}
-		return t, ok, nil
-	}
-
+	built := buildTimes{}
 	if p.NeedsTimes() {
 		var err error
-		if ranked, err = p.newestFirst(ranked, o.Times, buildTime); err != nil {
+		if ranked, err = p.newestFirst(ctx, ranked, o.Times, built); err != nil {
 			return Result{Selection: sel}, err
 		}
 		sel.BeyondLimit = sel.Kept - len(ranked)
 		sel.Kept = len(ranked)
 	}
+	chosen, pending, err := firstOldEnough(ctx, ranked, o, built, &sel)
+	if err != nil {
+		return Result{Selection: sel}, err
+	}
+	if chosen < 0 {
+		return Result{Selection: sel, Pending: pending}, &TooNewError{Kept: sel.Kept, Pending: pending, MinimumAge: o.MinimumAge}
+	}
+	sel.TopCandidates = slices.Clone(ranked[chosen:min(len(ranked), chosen+top)])
+	return Result{Selection: sel, Pending: pending}, nil
+}
 
-	chosen, res := 0, Result{}
-	if o.MinimumAge > 0 {
-		chosen = -1
-		for i, tag := range ranked {
-			var t time.Time
-			var known bool
-			if o.Source == imagev1.AgeCreated {
-				var err error
-				if t, known, err = buildTime(tag); err != nil {
-					return Result{Selection: sel}, err
-				}
-			} else {
-				t, known = o.Times.Seen(tag)
+// firstOldEnough returns the index of the best ranked tag at least
+// o.MinimumAge old, or o.Keep (0 without a minimum age; -1 when none is
+// old enough), counting the better ones passed over in sel.TooNew. pending
+// is the passed-over tag that becomes old enough first.
+func firstOldEnough(ctx context.Context, ranked []string, o Options, built buildTimes, sel *imagev1.TagSelection) (chosen int, pending *Pending, err error) {
+	if o.MinimumAge <= 0 {
+		return 0, nil, nil
+	}
+	for i, tag := range ranked {
+		var t time.Time
+		var known bool
+		if o.Source == imagev1.AgeCreated {
+			if t, known, err = built.of(ctx, o.Times, tag); err != nil {
+				return -1, pending, err
 			}
-			eligibleAt := t.Add(o.MinimumAge)
-			if tag == o.Keep || (known && !o.Now.Before(eligibleAt)) {
-				chosen = i
-				break
-			}
-			sel.TooNew++
-			// Best first, so among equal times the better tag stays.
-			if known && (res.Pending == nil || eligibleAt.Before(res.Pending.EligibleAt)) {
-				res.Pending = &Pending{Tag: tag, EligibleAt: eligibleAt}
-			}
+		} else {
+			t, known = o.Times.Seen(tag)
+		}
+		eligibleAt := t.Add(o.MinimumAge)
+		if tag == o.Keep || (known && !o.Now.Before(eligibleAt)) {
+			return i, pending, nil
+		}
+		sel.TooNew++
+		// Best first, so among equal times the better tag stays.
+		if known && (pending == nil || eligibleAt.Before(pending.EligibleAt)) {
+			pending = &Pending{Tag: tag, EligibleAt: eligibleAt}
 		}
 	}
-	if chosen >= 0 {
-		sel.TopCandidates = slices.Clone(ranked[chosen:min(len(ranked), chosen+top)])
-	}
-	res.Selection = sel
-	if chosen < 0 {
-		return res, &TooNewError{Kept: sel.Kept, Pending: res.Pending, MinimumAge: o.MinimumAge}
-	}
-	return res, nil
+	return -1, pending, nil
 }
+
+// buildTimes are the build times of one evaluation, looked up at most once
+// per tag. (A map of its own, not a field beside the Times it asks: so it
+// stays on the stack.)
+type buildTimes map[string]builtTime
 
 type builtTime struct {
 	t  time.Time
 	ok bool
+}
+
+// of is a tag's build time, asked of times once; ok is false when neither
+// it nor the tag's first sighting is known.
+func (b buildTimes) of(ctx context.Context, times Times, tag string) (time.Time, bool, error) {
+	if bt, ok := b[tag]; ok {
+		return bt.t, bt.ok, nil
+	}
+	t, ok, err := times.Created(ctx, tag)
+	if err != nil {
+		return time.Time{}, false, &LookupError{Tag: tag, Err: err}
+	}
+	if !ok || !plausible(t) {
+		// No build time, or the epoch reproducible builds write: the
+		// first sighting is the best lower bound of the age left.
+		t, ok = times.Seen(tag)
+	}
+	b[tag] = builtTime{t, ok}
+	return t, ok, nil
 }
 
 // plausible rejects build times no real build has: before 2000 (the zero
@@ -191,7 +201,7 @@ func plausible(t time.Time) bool { return t.Year() >= 2000 }
 // newestFirst orders newestBuild's candidates: the maxCandidates a scan
 // first listed most recently (ties: the greater tag), by build time, newest
 // first, then the greater tag; a candidate with no time at all comes last.
-func (p *Policy) newestFirst(candidates []string, times Times, buildTime func(string) (time.Time, bool, error)) ([]string, error) {
+func (p *Policy) newestFirst(ctx context.Context, candidates []string, times Times, built buildTimes) ([]string, error) {
 	type cand struct {
 		tag string
 		t   time.Time
@@ -217,7 +227,7 @@ func (p *Policy) newestFirst(candidates []string, times Times, buildTime func(st
 	slices.SortFunc(cs, later)
 	cs = cs[:min(len(cs), p.order.(byBuildTime).limit())]
 	for i := range cs {
-		t, ok, err := buildTime(cs[i].tag)
+		t, ok, err := built.of(ctx, times, cs[i].tag)
 		if err != nil {
 			return nil, err
 		}

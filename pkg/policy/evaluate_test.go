@@ -200,3 +200,53 @@ func TestEvaluateLookupCount(t *testing.T) {
 		t.Errorf("newestBuild: %+v, %v after %d lookups", res.Selection, err, len(times.lookups))
 	}
 }
+
+// benchTimes are tag times from maps that record nothing, so that
+// BenchmarkEvaluate measures Evaluate itself.
+type benchTimes struct{ seen, created map[string]time.Time }
+
+func (b benchTimes) Seen(tag string) (time.Time, bool) {
+	t, ok := b.seen[tag]
+	return t, ok
+}
+
+func (b benchTimes) Created(_ context.Context, tag string) (time.Time, bool, error) {
+	t, ok := b.created[tag]
+	return t, ok, nil
+}
+
+// BenchmarkEvaluate measures the paths that need tag times: a minimum age by
+// first sighting and by build time (the newest tags too new, so it walks
+// past them), and newestBuild.
+func BenchmarkEvaluate(b *testing.B) {
+	tags := benchTags()
+	times := benchTimes{seen: map[string]time.Time{}, created: map[string]time.Time{}}
+	for i, tag := range tags {
+		times.seen[tag] = ago(time.Duration(i) * time.Minute)
+		times.created[tag] = ago(time.Duration(len(tags)-i) * time.Minute)
+	}
+	cases := []struct {
+		name   string
+		choice imagev1.ImagePolicyChoice
+		o      Options
+	}{
+		{"minimum-age-seen", semverPolicy(">=1.0.0 <9.0.0"), Options{MinimumAge: 48 * time.Hour, Source: imagev1.AgeSeen}},
+		{"minimum-age-created", semverPolicy(">=1.0.0 <9.0.0"), Options{MinimumAge: 48 * time.Hour, Source: imagev1.AgeCreated}},
+		{"newest-build", newestBuild(100), Options{}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			p, err := New(c.choice, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.o.Now, c.o.Times, c.o.Top = now, times, imagev1.MaxTopCandidates
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Evaluate(context.Background(), tags, c.o); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,11 +14,11 @@ import (
 // Kind is one way of ordering tags: one field of spec.policy
 // (ImagePolicyChoice). Kinds is the table of them, and everything that
 // knows the kinds is made from it: New, the "exactly one" rule's message,
-// tk-image's policy flags with their help and completion, and discover's
-// policy annotations. The CRD's rule is a CEL marker on ImagePolicyChoice,
-// which must be static; a test holds it, and the choice's fields, to this
-// table. So a new kind is its entry here, its test, and its field and
-// name in the CEL rule.
+// tk-image's policy flags with their help and completion, discover's
+// policy annotations, and how explain words a kind's rules and drops. The
+// CRD's rule is a CEL marker on ImagePolicyChoice, which must be static; a
+// test holds it, and the choice's fields, to this table. So a new kind is
+// its entry here, its test, and its field and name in the CEL rule.
 type Kind struct {
 	// Field is the kind's field of spec.policy, e.g. semver.
 	Field string
@@ -38,6 +39,22 @@ type Kind struct {
 	// order checks the kind's settings in a choice that sets it and makes
 	// its ordering; its errors are invalid's.
 	order func(imagev1.ImagePolicyChoice) (orderer, error)
+	// describe words a choice that sets the kind (see Describe).
+	describe func(imagev1.ImagePolicyChoice) string
+	// drops are the kind's reasons to drop a tag (see Drops); nil when it
+	// drops none.
+	drops func(imagev1.ImagePolicyChoice, imagev1.TagSelection) []Drop
+}
+
+// Drop is one reason a kind drops tags, with how many a selection dropped
+// for it, as explain prints it: "Not a version: 4 (a version needs ...)".
+type Drop struct {
+	// Label names the reason: "Not a version".
+	Label string
+	Count int
+	// Detail follows the count, e.g. the range a tag is outside; "" for
+	// none.
+	Detail string
 }
 
 // Flag is a command-line flag of a kind. tk-image declares it with the
@@ -93,6 +110,31 @@ func (k Kind) Annotate(arg string) (imagev1.ImagePolicyChoice, error) {
 // Sets reports whether choice sets the kind.
 func (k Kind) Sets(choice imagev1.ImagePolicyChoice) bool { return k.set(choice) }
 
+// Describe says how a choice that sets the kind orders tags, in the
+// spec's words: `numerical asc`.
+func (k Kind) Describe(choice imagev1.ImagePolicyChoice) string { return k.describe(choice) }
+
+// Drops are the kind's reasons to drop a tag, in the order explain prints
+// them, each with the count sel has for it; none for a kind that keeps
+// every tag (alphabetical, newestBuild). choice must set the kind.
+func (k Kind) Drops(choice imagev1.ImagePolicyChoice, sel imagev1.TagSelection) []Drop {
+	if k.drops == nil {
+		return nil
+	}
+	return k.drops(choice, sel)
+}
+
+// Chosen returns the kind a choice sets, the first in Kinds' order when
+// it sets more than one (which New refuses); false when it sets none.
+func Chosen(choice imagev1.ImagePolicyChoice) (Kind, bool) {
+	for _, k := range Kinds {
+		if k.set(choice) {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
 // Orders of the alphabetical and numerical kinds, and how they complete.
 var orders = []string{Ascending, Descending}
 
@@ -121,8 +163,17 @@ var Kinds = []Kind{
 			}
 			return semverOrder{constraint}, nil
 		},
+		describe: func(c imagev1.ImagePolicyChoice) string {
+			return fmt.Sprintf("semver range %q: the highest version in range", c.SemVer.Range)
+		},
+		drops: func(c imagev1.ImagePolicyChoice, s imagev1.TagSelection) []Drop {
+			return []Drop{
+				{Label: "Not a version", Count: s.Unparsable, Detail: "(a version needs all three numbers, e.g. 1.2.0)"},
+				{Label: "Out of range", Count: s.OutOfRange, Detail: fmt.Sprintf("outside %q", c.SemVer.Range)},
+			}
+		},
 	},
-	orderedKind("alphabetical", "alphabetical order: asc (greatest wins) or desc",
+	orderedKind("alphabetical", "alphabetical order: asc (greatest wins) or desc", "",
 		func(c *imagev1.ImagePolicyChoice, o string) { c.Alphabetical = &imagev1.AlphabeticalPolicy{Order: o} },
 		func(c imagev1.ImagePolicyChoice) (string, bool) {
 			if c.Alphabetical == nil {
@@ -131,7 +182,7 @@ var Kinds = []Kind{
 			return c.Alphabetical.Order, true
 		},
 		func(desc bool) orderer { return alphabeticalOrder{desc: desc} }),
-	orderedKind("numerical", "numerical order: asc (greatest wins) or desc",
+	orderedKind("numerical", "numerical order: asc (greatest wins) or desc", "Not a number",
 		func(c *imagev1.ImagePolicyChoice, o string) { c.Numerical = &imagev1.NumericalPolicy{Order: o} },
 		func(c imagev1.ImagePolicyChoice) (string, bool) {
 			if c.Numerical == nil {
@@ -175,15 +226,19 @@ var Kinds = []Kind{
 			}
 			return newestBuildOrder{max: n}, nil
 		},
+		describe: func(c imagev1.ImagePolicyChoice) string {
+			return fmt.Sprintf("newest build, of the %d candidates most recently first seen", max(c.NewestBuild.MaxCandidates, 1))
+		},
 	},
 }
 
 // orderedKind is a kind ordered one way or the other, asc or desc
 // (alphabetical, numerical): set writes its field of a choice with an
 // order, get reads it (false when unset), and newOrder makes the ordering.
-func orderedKind(field, usage string, set func(*imagev1.ImagePolicyChoice, string),
+// unparsable labels the tags it cannot order ("" when it orders all).
+func orderedKind(field, usage, unparsable string, set func(*imagev1.ImagePolicyChoice, string),
 	get func(imagev1.ImagePolicyChoice) (string, bool), newOrder func(desc bool) orderer) Kind {
-	return Kind{
+	k := Kind{
 		Field: field,
 		Flag: Flag{Name: field, Type: StringFlag, Arg: "ORDER", Completions: orders, Usage: usage,
 			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
@@ -208,7 +263,17 @@ func orderedKind(field, usage string, set func(*imagev1.ImagePolicyChoice, strin
 			o, err := order(o)
 			return newOrder(o == Descending), err
 		},
+		describe: func(c imagev1.ImagePolicyChoice) string {
+			o, _ := get(c)
+			return field + " " + cmp.Or(o, Ascending)
+		},
 	}
+	if unparsable != "" {
+		k.drops = func(_ imagev1.ImagePolicyChoice, s imagev1.TagSelection) []Drop {
+			return []Drop{{Label: unparsable, Count: s.Unparsable}}
+		}
+	}
+	return k
 }
 
 // annotatedOrder is the order an annotation gives, asc or desc.

@@ -137,6 +137,48 @@ func TestQualifiers(t *testing.T) {
 	}
 }
 
+// Each kind words its rules as explain prints them, and names the drops it
+// counts with the selection's count for each; Chosen finds the kind a
+// choice sets, the first in the table's order.
+func TestKindWords(t *testing.T) {
+	sel := imagev1.TagSelection{Unparsable: 4, OutOfRange: 3}
+	tests := map[string]struct {
+		choice   imagev1.ImagePolicyChoice
+		describe string
+		drops    []Drop
+	}{
+		"semver": {choice: semverPolicy(">=1.0.0"), describe: `semver range ">=1.0.0": the highest version in range`,
+			drops: []Drop{{"Not a version", 4, "(a version needs all three numbers, e.g. 1.2.0)"}, {"Out of range", 3, `outside ">=1.0.0"`}}},
+		"alphabetical": {choice: alpha("desc"), describe: "alphabetical desc"},
+		"numerical":    {choice: numeric(""), describe: "numerical asc", drops: []Drop{{Label: "Not a number", Count: 4}}},
+		"newestBuild":  {choice: imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 50}}, describe: "newest build, of the 50 candidates most recently first seen"},
+	}
+	for _, k := range Kinds {
+		tt, ok := tests[k.Field]
+		if !ok {
+			t.Errorf("kind %s has no test case", k.Field)
+			continue
+		}
+		if got, ok := Chosen(tt.choice); !ok || got.Field != k.Field {
+			t.Errorf("%s: Chosen gives %q, %v", k.Field, got.Field, ok)
+		}
+		if got := k.Describe(tt.choice); got != tt.describe {
+			t.Errorf("%s: Describe = %q, want %q", k.Field, got, tt.describe)
+		}
+		if got := k.Drops(tt.choice, sel); !slices.Equal(got, tt.drops) {
+			t.Errorf("%s: Drops = %v, want %v", k.Field, got, tt.drops)
+		}
+	}
+	both := semverPolicy(">=1.0.0")
+	both.Numerical = &imagev1.NumericalPolicy{}
+	if k, ok := Chosen(both); !ok || k.Field != "semver" {
+		t.Errorf("Chosen(semver and numerical) = %q, %v; want the first, semver", k.Field, ok)
+	}
+	if _, ok := Chosen(imagev1.ImagePolicyChoice{}); ok {
+		t.Error("Chosen finds a kind in an empty choice")
+	}
+}
+
 func TestAlternatives(t *testing.T) {
 	for words, want := range map[string]string{"": "", "a": "a", "a b": "a or b", "a b c": "a, b or c"} {
 		if got := Alternatives(strings.Fields(words)); got != want {

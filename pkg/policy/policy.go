@@ -7,10 +7,10 @@
 //
 // The kinds of policy are one table, Kinds: each entry is a field of
 // spec.policy with its checks and ordering, its tk-image flags and their
-// completion, and its workload annotation. New, the CLI and discover read
-// the table instead of each switching over the fields, so a new kind is
-// one entry, its test, and its field in the API (whose static CEL rule a
-// test holds to the table).
+// completion, its workload annotation, and its words in explain. New, the
+// CLI, discover and explain read the table instead of each switching over
+// the fields, so a new kind is one entry, its test, and its field in the
+// API (whose static CEL rule a test holds to the table).
 package policy
 
 import (

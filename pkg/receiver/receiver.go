@@ -290,57 +290,28 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if !strings.HasPrefix(r.URL.Path, PathPrefix) || len(r.URL.Path) > len(PathPrefix)+64 {
-		s.metrics.Received.WithLabelValues("unknown").Inc()
-		s.reject(w, r, "", "unknown", notFound)
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	h, ok, err := s.kind.Find(ctx, r.URL.Path)
-	if err != nil || !ok {
+	h, ok := s.find(ctx, r.URL.Path)
+	if !ok {
 		s.metrics.Received.WithLabelValues("unknown").Inc()
 		s.reject(w, r, "", "unknown", notFound)
 		return
 	}
 	typ, key := h.Type, h.Key.String()
 	s.metrics.Received.WithLabelValues(typ).Inc()
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		s.reject(w, r, key, typ, &Refusal{http.StatusMethodNotAllowed, ReasonMethod, "POST only"})
+	if refused := s.admit(w, r, h); refused != nil {
+		s.reject(w, r, key, typ, refused)
 		return
 	}
-	if !s.limiter(h.Key).Allow() {
-		w.Header().Set("Retry-After", "1")
-		s.reject(w, r, key, typ, &Refusal{http.StatusTooManyRequests, ReasonRateLimited, "too many calls"})
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			s.reject(w, r, key, typ, &Refusal{http.StatusRequestEntityTooLarge, ReasonTooLarge, "body too large"})
-			return
-		}
-		s.reject(w, r, key, typ, &Refusal{http.StatusBadRequest, ReasonBadPayload, "reading body failed"})
-		return
-	}
-	secret, err := ReadSecret(ctx, s.secrets, h.Key.Namespace, h.Secret, s.kind.SecretKeys(typ))
-	if err != nil {
-		// Our side is not ready: the sender may retry.
-		s.opts.Log.Error(err, "reading the webhook's token", "webhook", key)
-		s.reject(w, r, key, typ, &Refusal{http.StatusServiceUnavailable, ReasonSecret, "webhook not ready"})
-		return
-	}
-	// A rotated token moves the path; the old one stops working at once,
-	// not when the reconciler next writes the status.
-	if !Equal(Path(secret[TokenKey], h.Key.Name, h.Key.Namespace), r.URL.Path) {
-		s.reject(w, r, key, typ, &Refusal{http.StatusForbidden, ReasonBadAuth, "stale webhook path"})
+	body, refused := s.readBody(w, r)
+	if refused != nil {
+		s.reject(w, r, key, typ, refused)
 		return
 	}
 	c := &Call{Hook: h, Header: r.Header, Body: body, Received: received}
-	if err := s.kind.Verify(ctx, c, secret); err != nil {
-		s.reject(w, r, key, typ, refusal(err, http.StatusForbidden, ReasonBadAuth, "refused"))
+	if refused := s.authenticate(ctx, c, r.URL.Path); refused != nil {
+		s.reject(w, r, key, typ, refused)
 		return
 	}
 	if h.Suspend {
@@ -349,25 +320,90 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "suspended; ignored\n")
 		return
 	}
+	if refused := s.accept(w, c); refused != nil {
+		s.reject(w, r, key, typ, refused)
+	}
+}
+
+// find returns the webhook at path; false when there is none, or the path
+// cannot be one (too long to be a Path).
+func (s *Server) find(ctx context.Context, path string) (Hook, bool) {
+	if !strings.HasPrefix(path, PathPrefix) || len(path) > len(PathPrefix)+64 {
+		return Hook{}, false
+	}
+	h, ok, err := s.kind.Find(ctx, path)
+	return h, ok && err == nil
+}
+
+// admit refuses a call that is not a POST, or beyond the webhook's rate,
+// before its body is read.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, h Hook) *Refusal {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return &Refusal{http.StatusMethodNotAllowed, ReasonMethod, "POST only"}
+	}
+	if !s.limiter(h.Key).Allow() {
+		w.Header().Set("Retry-After", "1")
+		return &Refusal{http.StatusTooManyRequests, ReasonRateLimited, "too many calls"}
+	}
+	return nil
+}
+
+// readBody reads the call's body, at most Options.MaxBody.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Refusal) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, &Refusal{http.StatusRequestEntityTooLarge, ReasonTooLarge, "body too large"}
+		}
+		return nil, &Refusal{http.StatusBadRequest, ReasonBadPayload, "reading body failed"}
+	}
+	return body, nil
+}
+
+// authenticate checks a call made to path with its webhook's Secret: the
+// path must be the token's, and the sender's credentials must verify.
+func (s *Server) authenticate(ctx context.Context, c *Call, path string) *Refusal {
+	h := c.Hook
+	secret, err := ReadSecret(ctx, s.secrets, h.Key.Namespace, h.Secret, s.kind.SecretKeys(h.Type))
+	if err != nil {
+		// Our side is not ready: the sender may retry.
+		s.opts.Log.Error(err, "reading the webhook's token", "webhook", h.Key.String())
+		return &Refusal{http.StatusServiceUnavailable, ReasonSecret, "webhook not ready"}
+	}
+	// A rotated token moves the path; the old one stops working at once,
+	// not when the reconciler next writes the status.
+	if !Equal(Path(secret[TokenKey], h.Key.Name, h.Key.Namespace), path) {
+		return &Refusal{http.StatusForbidden, ReasonBadAuth, "stale webhook path"}
+	}
+	if err := s.kind.Verify(ctx, c, secret); err != nil {
+		return refusal(err, http.StatusForbidden, ReasonBadAuth, "refused")
+	}
+	return nil
+}
+
+// accept reads what a verified call is about and queues its work: 202, or
+// 200 when there is nothing to do.
+func (s *Server) accept(w http.ResponseWriter, c *Call) *Refusal {
 	work, err := s.kind.Accept(c)
 	if err != nil {
-		s.reject(w, r, key, typ, refusal(err, http.StatusBadRequest, ReasonBadPayload, err.Error()))
-		return
+		return refusal(err, http.StatusBadRequest, ReasonBadPayload, err.Error())
 	}
 	if work == nil {
-		s.metrics.Accepted.WithLabelValues(typ).Inc()
+		s.metrics.Accepted.WithLabelValues(c.Hook.Type).Inc()
 		w.WriteHeader(http.StatusOK)
-		return
+		return nil
 	}
 	select {
 	case s.queue <- work:
 	default:
 		w.Header().Set("Retry-After", "1")
-		s.reject(w, r, key, typ, &Refusal{http.StatusServiceUnavailable, ReasonOverloaded, "busy"})
-		return
+		return &Refusal{http.StatusServiceUnavailable, ReasonOverloaded, "busy"}
 	}
-	s.metrics.Accepted.WithLabelValues(typ).Inc()
+	s.metrics.Accepted.WithLabelValues(c.Hook.Type).Inc()
 	w.WriteHeader(http.StatusAccepted)
+	return nil
 }
 
 // refusal is err as a *Refusal, or the given one.

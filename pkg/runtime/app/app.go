@@ -81,6 +81,19 @@ type Config struct {
 	Setup func(ctx context.Context, mgr ctrl.Manager, opts Options) error
 }
 
+// NewScheme is a scheme holding the kinds each add registers, e.g.
+// clientgoscheme.AddToScheme and the API packages' AddToScheme. They are
+// static, so a failure is a programming error: it panics.
+func NewScheme(add ...func(*runtime.Scheme) error) *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	for _, f := range add {
+		if err := f(scheme); err != nil {
+			panic(fmt.Sprintf("registering the controller's kinds: %v", err))
+		}
+	}
+	return scheme
+}
+
 // BindFlags registers the common flags.
 func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "The address the metrics endpoint binds to; 0 disables it.")
@@ -325,19 +338,11 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 	ctrl.SetLogger(log)
 
 	if opts.LeaderElect {
-		var kubeconfig string
-		if f := fs.Lookup("kubeconfig"); f != nil {
-			kubeconfig = f.Value.String()
-		}
-		ns, source, err := opts.resolveLeaderElectionNamespace(kubeconfig)
-		if err != nil {
+		if err := opts.chooseLeaderElectionNamespace(fs, log); err != nil {
 			log.Error(err, "choosing the leader election namespace")
 			return 1
 		}
-		opts.LeaderElectionNamespace = ns
-		log.Info("leader election", "namespace", ns, "from", source)
 	}
-
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		log.Error(err, "loading kubeconfig")
@@ -373,6 +378,22 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// chooseLeaderElectionNamespace fills in the Lease's namespace when
+// --leader-election-namespace is empty, and logs where it came from.
+func (o *Options) chooseLeaderElectionNamespace(fs *flag.FlagSet, log logr.Logger) error {
+	var kubeconfig string
+	if f := fs.Lookup("kubeconfig"); f != nil {
+		kubeconfig = f.Value.String()
+	}
+	ns, source, err := o.resolveLeaderElectionNamespace(kubeconfig)
+	if err != nil {
+		return err
+	}
+	o.LeaderElectionNamespace = ns
+	log.Info("leader election", "namespace", ns, "from", source)
+	return nil
 }
 
 // eventRecorder makes the controller's event recorder and, with

@@ -3,12 +3,16 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -204,4 +208,20 @@ func TestDataDir(t *testing.T) {
 	if got := DataDir("image-reflector-controller", "/data"); got != "/data" {
 		t.Errorf("in a cluster: %q", got)
 	}
+}
+
+// NewScheme holds every kind it is given, and a registration that fails
+// (a programming error) panics, naming what it was doing.
+func TestNewScheme(t *testing.T) {
+	scheme := NewScheme(clientgoscheme.AddToScheme)
+	if !scheme.IsGroupRegistered("apps") || !scheme.IsGroupRegistered("") {
+		t.Error("the scheme lacks client-go's kinds")
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "registering the controller's kinds: boom") {
+			t.Errorf("a failed registration gives %v", r)
+		}
+	}()
+	NewScheme(func(*runtime.Scheme) error { return errors.New("boom") })
+	t.Error("a failed registration did not panic")
 }

@@ -33,6 +33,7 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/schedule"
 	"toolkit.dev/image-toolkit/pkg/selection"
@@ -185,20 +186,12 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 	writeCondition(w, "Ready:", e.Ready)
 }
 
-// describeRules says how a policy orders tags, in the spec's words.
+// describeRules says how a policy orders tags, in the spec's words (the
+// kind's, from pkg/policy's table).
 func describeRules(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) string {
-	var s string
-	switch {
-	case choice.SemVer != nil:
-		s = fmt.Sprintf("semver range %q: the highest version in range", choice.SemVer.Range)
-	case choice.Alphabetical != nil:
-		s = "alphabetical " + orText(choice.Alphabetical.Order, "asc")
-	case choice.Numerical != nil:
-		s = "numerical " + orText(choice.Numerical.Order, "asc")
-	case choice.NewestBuild != nil:
-		s = fmt.Sprintf("newest build, of the %d candidates most recently first seen", max(choice.NewestBuild.MaxCandidates, 1))
-	default:
-		s = "none"
+	s := "none"
+	if k, ok := policy.Chosen(choice); ok {
+		s = k.Describe(choice)
 	}
 	if filter != nil && filter.Pattern != "" {
 		s += fmt.Sprintf("; only tags matching %q", filter.Pattern)
@@ -217,12 +210,10 @@ func WriteSelection(w io.Writer, indent string, s *imagev1.TagSelection, choice 
 	if filter != nil && filter.Pattern != "" {
 		fmt.Fprintf(w, "%sFiltered out:\t%d not matching %q\n", indent, s.Filtered, filter.Pattern)
 	}
-	switch {
-	case choice.SemVer != nil:
-		fmt.Fprintf(w, "%sNot a version:\t%d (a version needs all three numbers, e.g. 1.2.0)\n", indent, s.Unparsable)
-		fmt.Fprintf(w, "%sOut of range:\t%d outside %q\n", indent, s.OutOfRange, choice.SemVer.Range)
-	case choice.Numerical != nil:
-		fmt.Fprintf(w, "%sNot a number:\t%d\n", indent, s.Unparsable)
+	if k, ok := policy.Chosen(choice); ok {
+		for _, d := range k.Drops(choice, *s) {
+			writeDrop(w, indent, d)
+		}
 	}
 	if s.BeyondLimit > 0 {
 		fmt.Fprintf(w, "%sBeyond limit:\t%d first seen before the newest maxCandidates\n", indent, s.BeyondLimit)
@@ -242,6 +233,15 @@ func WriteSelection(w io.Writer, indent string, s *imagev1.TagSelection, choice 
 	default:
 		fmt.Fprintf(w, "%sSelected:\tnothing: no tag is left\n", indent)
 	}
+}
+
+// writeDrop writes how many tags the policy's kind dropped for a reason.
+func writeDrop(w io.Writer, indent string, d policy.Drop) {
+	if d.Detail == "" {
+		fmt.Fprintf(w, "%s%s:\t%d\n", indent, d.Label, d.Count)
+		return
+	}
+	fmt.Fprintf(w, "%s%s:\t%d %s\n", indent, d.Label, d.Count, d.Detail)
 }
 
 // AutomationExplanation is what explain automation says.
@@ -357,6 +357,9 @@ type markerEntry struct {
 	Problem string `json:"problem,omitempty"`
 }
 
+// Automation explains an automation: its source and branch head, the
+// policies it selects against what its last run applied, its jobs and
+// markers, and the problems found in them.
 func Automation(ctx context.Context, c client.Client, key types.NamespacedName, scanCheckout string) (*AutomationExplanation, error) {
 	a := &imagev1.ImageUpdateAutomation{}
 	if err := c.Get(ctx, key, a); err != nil {
@@ -371,12 +374,32 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 		LastPullRequest: a.Status.LastPullRequest,
 		Ready:           apimeta.FindStatusCondition(a.Status.Conditions, conditions.ReadyCondition),
 		Policies:        []automationPolicy{},
+		Discovered:      a.Status.Discovered,
 	}
 	e.Source = branchHead(ctx, c, a)
+	chosen, err := e.selectPolicies(ctx, c, a)
+	if err != nil {
+		return nil, err
+	}
+	e.judgeDiscovered()
+	e.judgeSchedule(a, time.Now())
+	e.findJobs(ctx, c, a)
+	if scanCheckout != "" {
+		if err := e.scan(scanCheckout, a); err != nil {
+			return nil, err
+		}
+	} else {
+		e.markersFromJob(a)
+	}
+	e.judge(a, chosen)
+	return e, nil
+}
 
-	// The policies, as the automation controller selects them
-	// (pkg/selection): in its namespace, by spec.policySelector (all
-	// without one), and those following its discovered images.
+// selectPolicies lists the policies as the automation controller selects
+// them (pkg/selection): in its namespace, by spec.policySelector (all
+// without one), and those following its discovered images; each selected
+// one gets a row saying whether the last run applied its latest image.
+func (e *AutomationExplanation) selectPolicies(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) (*selection.Selection, error) {
 	all := &imagev1.ImagePolicyList{}
 	if err := c.List(ctx, all, client.InNamespace(a.Namespace)); err != nil {
 		return nil, err
@@ -390,66 +413,79 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 	}
 	chosen := selection.Of(a, sel, all.Items)
 	for _, p := range chosen.Policies {
-		if p.By == "" {
-			continue
+		if p.By != "" {
+			e.Policies = append(e.Policies, policyRow(a, p))
 		}
-		row := automationPolicy{Policy: p.Key, LatestRef: p.Latest}
-		if applied, ok := a.Status.ObservedPolicies[p.Name]; ok {
-			row.Applied = &applied
-		}
-		switch {
-		case row.LatestRef == nil:
-			row.State = "no latest image"
-		case row.Applied != nil && *row.Applied == *row.LatestRef:
-			row.State = "applied"
-		default:
-			row.State = "pending"
-		}
-		e.Policies = append(e.Policies, row)
 	}
-	e.Discovered = a.Status.Discovered
+	return chosen, nil
+}
+
+// policyRow is a selected policy's latest image against the one the last
+// run applied (status.observedPolicies).
+func policyRow(a *imagev1.ImageUpdateAutomation, p selection.Policy) automationPolicy {
+	row := automationPolicy{Policy: p.Key, LatestRef: p.Latest}
+	if applied, ok := a.Status.ObservedPolicies[p.Name]; ok {
+		row.Applied = &applied
+	}
+	switch {
+	case row.LatestRef == nil:
+		row.State = "no latest image"
+	case row.Applied != nil && *row.Applied == *row.LatestRef:
+		row.State = "applied"
+	default:
+		row.State = "pending"
+	}
+	return row
+}
+
+// judgeDiscovered lists each discovered image no policy follows as a
+// problem.
+func (e *AutomationExplanation) judgeDiscovered() {
 	for _, d := range e.Discovered {
 		if d.Reason != "" {
 			e.Problems = append(e.Problems, fmt.Sprintf("discovered image %s:%s is not followed: %s", d.Image, d.Tag, d.Reason))
 		}
 	}
-	e.Schedule = explainSchedule(a.Spec.Schedule, time.Now())
-	if sf := e.Schedule; sf != nil && !a.Spec.Suspend {
-		pending := slices.ContainsFunc(e.Policies, func(p automationPolicy) bool { return p.State == "pending" })
-		switch {
-		case sf.Error != "":
-			e.Problems = append(e.Problems, "spec.schedule does not work, so the automation makes no job: "+sf.Error)
-		case !sf.Open && pending:
-			e.Problems = append(e.Problems, fmt.Sprintf("no update window is open: the pending images wait for the one opening at %s",
-				formatTime(sf.Start.Time)))
-		}
-	}
+}
 
+// judgeSchedule reads spec.schedule at now, and says when it is why
+// pending images wait: it does not work, or no window is open.
+func (e *AutomationExplanation) judgeSchedule(a *imagev1.ImageUpdateAutomation, now time.Time) {
+	e.Schedule = explainSchedule(a.Spec.Schedule, now)
+	sf := e.Schedule
+	if sf == nil || a.Spec.Suspend {
+		return
+	}
+	pending := slices.ContainsFunc(e.Policies, func(p automationPolicy) bool { return p.State == "pending" })
+	switch {
+	case sf.Error != "":
+		e.Problems = append(e.Problems, "spec.schedule does not work, so the automation makes no job: "+sf.Error)
+	case !sf.Open && pending:
+		e.Problems = append(e.Problems, fmt.Sprintf("no update window is open: the pending images wait for the one opening at %s",
+			formatTime(sf.Start.Time)))
+	}
+}
+
+// findJobs reads the automation's job in flight and its last job; a last
+// job that cannot be read says why.
+func (e *AutomationExplanation) findJobs(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) {
 	if job, err := InFlightJob(ctx, c, a); err == nil && job != nil {
 		e.InFlightJob = describeJob(job)
 	}
-	if ref := a.Status.LastJob; ref != nil {
-		job := &updatev1.UpdateJob{}
-		err := c.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}, job)
-		switch {
-		case err == nil && job.UID == ref.UID:
-			e.LastJob = describeJob(job)
-		case err == nil || apierrors.IsNotFound(err):
-			e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: "deleted since (pruned, or removed by its TTL)"}
-		default:
-			e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: err.Error()}
-		}
+	ref := a.Status.LastJob
+	if ref == nil {
+		return
 	}
-
-	if scanCheckout != "" {
-		if err := e.scan(scanCheckout, a); err != nil {
-			return nil, err
-		}
-	} else {
-		e.markersFromJob(a)
+	job := &updatev1.UpdateJob{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}, job)
+	switch {
+	case err == nil && job.UID == ref.UID:
+		e.LastJob = describeJob(job)
+	case err == nil || apierrors.IsNotFound(err):
+		e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: "deleted since (pruned, or removed by its TTL)"}
+	default:
+		e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: err.Error()}
 	}
-	e.judge(a, chosen)
-	return e, nil
 }
 
 func describeJob(job *updatev1.UpdateJob) *jobFacts {
@@ -717,7 +753,29 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 	if e.Suspended {
 		fmt.Fprintf(w, "Suspended:\ttrue: the automation makes no job until resumed\n")
 	}
-	s := e.Source
+	writeSource(w, e.Source)
+	if sf := e.Schedule; sf != nil {
+		writeSchedule(w, sf)
+	}
+	writeDiscovered(w, e.Discovered)
+	e.writeLastRun(w)
+	e.writePolicies(w)
+	if j := e.InFlightJob; j != nil {
+		fmt.Fprintf(w, "\nUpdateJob in flight:\t%s (%s)\n", j.Name, j.Phase)
+	}
+	e.writeLastJob(w)
+	e.writeMarkers(w)
+	if len(e.Problems) > 0 {
+		fmt.Fprintf(w, "\nProblems:\n")
+		for _, p := range e.Problems {
+			fmt.Fprintf(w, "  - %s\n", p)
+		}
+	}
+}
+
+// writeSource writes the automation's repository, and its branch head now
+// against the one its last run saw.
+func writeSource(w io.Writer, s sourceFacts) {
 	fmt.Fprintf(w, "Repository:\t%s (%s)\n", orText(s.URL, "unknown"), s.Describe)
 	if s.Ref != "" {
 		fmt.Fprintf(w, "  Checkout:\t%s\n", s.Ref)
@@ -738,22 +796,30 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "  Last run saw:\t%s: the branch moved since; the next run looks again\n", s.ObservedRevision)
 	}
-	if sf := e.Schedule; sf != nil {
-		writeSchedule(w, sf)
+}
+
+// writeDiscovered writes the images spec.discover found, each with the
+// policy that follows it or why none does.
+func writeDiscovered(w io.Writer, discovered []imagev1.DiscoveredImage) {
+	if len(discovered) == 0 {
+		return
 	}
-	if len(e.Discovered) > 0 {
-		fmt.Fprintf(w, "Discovered images:\t%d (spec.discover)\n", len(e.Discovered))
-		for _, d := range e.Discovered {
-			switch {
-			case d.Reason != "":
-				fmt.Fprintf(w, "  %s:%s\t%d locations, not followed: %s\n", d.Image, d.Tag, d.Locations, d.Reason)
-			case d.Owned:
-				fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (made by the automation)\n", d.Image, d.Tag, d.Locations, d.Policy)
-			default:
-				fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (the namespace's own)\n", d.Image, d.Tag, d.Locations, d.Policy)
-			}
+	fmt.Fprintf(w, "Discovered images:\t%d (spec.discover)\n", len(discovered))
+	for _, d := range discovered {
+		switch {
+		case d.Reason != "":
+			fmt.Fprintf(w, "  %s:%s\t%d locations, not followed: %s\n", d.Image, d.Tag, d.Locations, d.Reason)
+		case d.Owned:
+			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (made by the automation)\n", d.Image, d.Tag, d.Locations, d.Policy)
+		default:
+			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (the namespace's own)\n", d.Image, d.Tag, d.Locations, d.Policy)
 		}
 	}
+}
+
+// writeLastRun writes when the automation last ran and pushed, its last
+// pull request, and its Ready condition.
+func (e *AutomationExplanation) writeLastRun(w io.Writer) {
 	fmt.Fprintf(w, "Last run:\t%s\n", formatTimePtr(e.LastRunTime))
 	if e.LastPushCommit != "" {
 		to := ""
@@ -768,7 +834,11 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 		writeLastPullRequest(w, pr)
 	}
 	writeCondition(w, "Ready:", e.Ready)
+}
 
+// writePolicies writes the selected policies' table: latest image, the
+// one the last run applied, and their markers.
+func (e *AutomationExplanation) writePolicies(w io.Writer) {
 	what := "all ImagePolicies of the namespace"
 	if e.PolicySelector != "" {
 		what = "ImagePolicies matching " + e.PolicySelector
@@ -776,52 +846,59 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 	fmt.Fprintf(w, "\nPolicies (%s):\n", what)
 	if len(e.Policies) == 0 {
 		fmt.Fprintln(w, "  none")
-	} else {
-		fmt.Fprintf(w, "  POLICY\tLATEST IMAGE\tAPPLIED BY THE LAST RUN\tSTATE\tMARKERS\n")
-		for _, p := range e.Policies {
-			markers := "unknown"
-			if p.Markers != nil {
-				markers = fmt.Sprint(*p.Markers)
-				if len(p.Files) > 0 {
-					markers += " (" + strings.Join(p.Files, ", ") + ")"
-				}
+		return
+	}
+	fmt.Fprintf(w, "  POLICY\tLATEST IMAGE\tAPPLIED BY THE LAST RUN\tSTATE\tMARKERS\n")
+	for _, p := range e.Policies {
+		markers := "unknown"
+		if p.Markers != nil {
+			markers = fmt.Sprint(*p.Markers)
+			if len(p.Files) > 0 {
+				markers += " (" + strings.Join(p.Files, ", ") + ")"
 			}
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Policy, refOr(p.LatestRef, "none"), refOr(p.Applied, "none"), p.State, markers)
 		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", p.Policy, refOr(p.LatestRef, "none"), refOr(p.Applied, "none"), p.State, markers)
 	}
+}
 
-	if j := e.InFlightJob; j != nil {
-		fmt.Fprintf(w, "\nUpdateJob in flight:\t%s (%s)\n", j.Name, j.Phase)
-	}
-	if j := e.LastJob; j == nil {
+// writeLastJob writes the last finished UpdateJob: what it checked out,
+// pushed and changed.
+func (e *AutomationExplanation) writeLastJob(w io.Writer) {
+	j := e.LastJob
+	if j == nil {
 		fmt.Fprintf(w, "\nLast job:\tnone finished yet\n")
-	} else {
-		fmt.Fprintf(w, "\nLast job:\t%s (%s)\n", j.Name, j.Phase)
-		if j.Error != "" {
-			fmt.Fprintf(w, "  Job:\t%s\n", j.Error)
-		}
-		if j.CompletionTime != nil {
-			fmt.Fprintf(w, "  Finished:\t%s\n", formatTime(j.CompletionTime.Time))
-		}
-		if j.CheckoutRevision != "" {
-			fmt.Fprintf(w, "  Checked out:\t%s\n", j.CheckoutRevision)
-		}
-		if j.PushedCommit != "" {
-			fmt.Fprintf(w, "  Pushed:\t%s to %s\n", j.PushedCommit, strings.Join(j.PushedRefs, ", "))
-		}
-		writeCondition(w, "  Ready:", j.Ready)
-		if len(j.Changes) > 0 {
-			fmt.Fprintf(w, "  Changes:\n")
-			for _, f := range j.Changes {
-				for _, o := range f.Objects {
-					for _, ch := range o.Changes {
-						fmt.Fprintf(w, "    %s %s/%s/%s: %s -> %s (%s)\n", e.inRepository(f.Path)[0], o.Kind, o.Namespace, o.Name, ch.OldValue, ch.NewValue, ch.Setter)
-					}
-				}
+		return
+	}
+	fmt.Fprintf(w, "\nLast job:\t%s (%s)\n", j.Name, j.Phase)
+	if j.Error != "" {
+		fmt.Fprintf(w, "  Job:\t%s\n", j.Error)
+	}
+	if j.CompletionTime != nil {
+		fmt.Fprintf(w, "  Finished:\t%s\n", formatTime(j.CompletionTime.Time))
+	}
+	if j.CheckoutRevision != "" {
+		fmt.Fprintf(w, "  Checked out:\t%s\n", j.CheckoutRevision)
+	}
+	if j.PushedCommit != "" {
+		fmt.Fprintf(w, "  Pushed:\t%s to %s\n", j.PushedCommit, strings.Join(j.PushedRefs, ", "))
+	}
+	writeCondition(w, "  Ready:", j.Ready)
+	if len(j.Changes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  Changes:\n")
+	for _, f := range j.Changes {
+		for _, o := range f.Objects {
+			for _, ch := range o.Changes {
+				fmt.Fprintf(w, "    %s %s/%s/%s: %s -> %s (%s)\n", e.inRepository(f.Path)[0], o.Kind, o.Namespace, o.Name, ch.OldValue, ch.NewValue, ch.Setter)
 			}
 		}
 	}
+}
 
+// writeMarkers writes where the markers were read, the policies they name
+// with what is wrong with each, and, after a scan, what a run would change.
+func (e *AutomationExplanation) writeMarkers(w io.Writer) {
 	m := e.Markers
 	if m.From == "" {
 		fmt.Fprintf(w, "\nMarkers:\tunknown: no finished UpdateJob recorded them; --scan-checkout DIR finds them in a local checkout\n")
@@ -832,17 +909,7 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 	if !found && m.Complete {
 		fmt.Fprintln(w, "  none found")
 	} else if found {
-		fmt.Fprintf(w, "  POLICY\tMARKERS\tWHERE\tPROBLEM\n")
-		for _, en := range m.Policies {
-			if en.Count != nil && *en.Count == 0 {
-				continue // a setter no marker names: see the policies and problems
-			}
-			count := "some"
-			if en.Count != nil {
-				count = fmt.Sprint(*en.Count)
-			}
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", en.Policy, count, orText(strings.Join(en.Files, ", "), "-"), orText(en.Problem, "-"))
-		}
+		writeMarkerTable(w, m.Policies)
 	}
 	if m.Omitted > 0 {
 		fmt.Fprintf(w, "  (%d more policies, not listed in the job's status)\n", m.Omitted)
@@ -856,12 +923,21 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 	for _, p := range m.ScanProblems {
 		fmt.Fprintf(w, "  Not read: %s\n", p)
 	}
+}
 
-	if len(e.Problems) > 0 {
-		fmt.Fprintf(w, "\nProblems:\n")
-		for _, p := range e.Problems {
-			fmt.Fprintf(w, "  - %s\n", p)
+// writeMarkerTable writes the policies markers name, with how many, where
+// and what is wrong.
+func writeMarkerTable(w io.Writer, entries []markerEntry) {
+	fmt.Fprintf(w, "  POLICY\tMARKERS\tWHERE\tPROBLEM\n")
+	for _, en := range entries {
+		if en.Count != nil && *en.Count == 0 {
+			continue // a setter no marker names: see the policies and problems
 		}
+		count := "some"
+		if en.Count != nil {
+			count = fmt.Sprint(*en.Count)
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", en.Policy, count, orText(strings.Join(en.Files, ", "), "-"), orText(en.Problem, "-"))
 	}
 }
 

@@ -259,11 +259,32 @@ func (c *fluxObject) metadata(md *fluxMetadata) map[string]any {
 
 func (c *fluxObject) imageRepository(spec *fluxImageRepositorySpec) map[string]any {
 	out := map[string]any{}
-	image := spec.Image
-	insecure := spec.Insecure
-	if insecure {
+	if spec.Insecure {
 		out["insecure"] = true
 	}
+	c.repositoryImage(spec.Image, spec.Insecure, out)
+	c.duration("spec.interval", spec.Interval, "interval", out, true, migrateIntervalRE)
+	c.duration("spec.timeout", spec.Timeout, "timeout", out, false, migrateTimeoutRE)
+	c.localRef(spec.SecretRef, "secretRef", out)
+	setString(out, "serviceAccountName", spec.ServiceAccountName)
+	if c.localRef(spec.CertSecretRef, "certSecretRef", out) {
+		c.warnf("spec.certSecretRef", "image-toolkit reads the keys ca.crt, tls.crt and tls.key of the Secret; if it still has Flux's deprecated caFile, certFile and keyFile (Flux v1beta1's names), rename them")
+	}
+	c.localRef(spec.ProxySecretRef, "proxySecretRef", out)
+	setBool(out, "suspend", spec.Suspend)
+	if af := spec.AccessFrom; af != nil {
+		c.accessFrom(af, out)
+	}
+	c.exclusionList(spec.ExclusionList, out)
+	c.registryProvider(spec.Provider, spec.ServiceAccountName, out)
+	c.done(&spec.fields)
+	return out
+}
+
+// repositoryImage converts spec.image, warning where image-toolkit reads it
+// otherwise than Flux: with a scheme, or a host Flux reaches over plain
+// HTTP unasked.
+func (c *fluxObject) repositoryImage(image string, insecure bool, out map[string]any) {
 	switch {
 	case image == "":
 		c.failf("spec.image", "is required (image-toolkit rejects an empty image)")
@@ -287,53 +308,59 @@ func (c *fluxObject) imageRepository(spec *fluxImageRepositorySpec) map[string]a
 			c.warnf("spec.insecure", "Flux falls back to plain HTTP for %s (a local or private address) when HTTPS fails; image-toolkit only with spec.insecure: true: set it if the registry serves plain HTTP", repo.RegistryStr())
 		}
 	}
-	c.duration("spec.interval", spec.Interval, "interval", out, true, migrateIntervalRE)
-	c.duration("spec.timeout", spec.Timeout, "timeout", out, false, migrateTimeoutRE)
-	c.localRef(spec.SecretRef, "secretRef", out)
-	setString(out, "serviceAccountName", spec.ServiceAccountName)
-	if c.localRef(spec.CertSecretRef, "certSecretRef", out) {
-		c.warnf("spec.certSecretRef", "image-toolkit reads the keys ca.crt, tls.crt and tls.key of the Secret; if it still has Flux's deprecated caFile, certFile and keyFile (Flux v1beta1's names), rename them")
-	}
-	c.localRef(spec.ProxySecretRef, "proxySecretRef", out)
-	setBool(out, "suspend", spec.Suspend)
-	if af := spec.AccessFrom; af != nil {
-		var sels []any
-		for _, s := range af.NamespaceSelectors {
-			sel := map[string]any{}
-			if s.MatchLabels != nil {
-				sel["matchLabels"] = s.MatchLabels
-			}
-			c.done(&s.fields)
-			sels = append(sels, sel)
+}
+
+// accessFrom converts spec.accessFrom's namespace selectors, at most 32.
+func (c *fluxObject) accessFrom(af *fluxAccessFrom, out map[string]any) {
+	var sels []any
+	for _, s := range af.NamespaceSelectors {
+		sel := map[string]any{}
+		if s.MatchLabels != nil {
+			sel["matchLabels"] = s.MatchLabels
 		}
-		c.done(&af.fields)
-		switch {
-		case len(sels) > 32:
-			c.failf("spec.accessFrom.namespaceSelectors", "has %d selectors; image-toolkit allows at most 32", len(sels))
-		case len(sels) > 0:
-			out["accessFrom"] = map[string]any{"namespaceSelectors": sels}
-		}
-		// No selectors grants no access, as no accessFrom does.
+		c.done(&s.fields)
+		sels = append(sels, sel)
 	}
-	if list := spec.ExclusionList; len(list) > 25 {
+	c.done(&af.fields)
+	switch {
+	case len(sels) > 32:
+		c.failf("spec.accessFrom.namespaceSelectors", "has %d selectors; image-toolkit allows at most 32", len(sels))
+	case len(sels) > 0:
+		out["accessFrom"] = map[string]any{"namespaceSelectors": sels}
+	}
+	// No selectors grants no access, as no accessFrom does.
+}
+
+// exclusionList converts spec.exclusionList, at most 25 entries, warning of
+// each that is not a Go regular expression.
+func (c *fluxObject) exclusionList(list []string, out map[string]any) {
+	if len(list) > 25 {
 		c.failf("spec.exclusionList", "has %d entries; at most 25 are allowed", len(list))
-	} else if len(list) > 0 {
+		return
+	}
+	if len(list) == 0 {
 		// An empty list is left out: Flux then applies its default,
 		// ^.*\.sig$, and image-toolkit's CRD the same default only
 		// when the field is absent.
-		for i, e := range list {
-			if _, err := regexp.Compile(e); err != nil {
-				c.warnf(fmt.Sprintf("spec.exclusionList[%d]", i), "%q is not a Go regular expression: the ImageRepository will be Stalled (InvalidExclusionList): %v", e, err)
-			}
-		}
-		out["exclusionList"] = list
+		return
 	}
-	switch p := spec.Provider; p {
+	for i, e := range list {
+		if _, err := regexp.Compile(e); err != nil {
+			c.warnf(fmt.Sprintf("spec.exclusionList[%d]", i), "%q is not a Go regular expression: the ImageRepository will be Stalled (InvalidExclusionList): %v", e, err)
+		}
+	}
+	out["exclusionList"] = list
+}
+
+// registryProvider converts spec.provider, warning that a cloud provider's
+// ServiceAccount identity is opt-in in image-toolkit.
+func (c *fluxObject) registryProvider(p, serviceAccount string, out map[string]any) {
+	switch p {
 	case "", "generic":
 		setString(out, "provider", p)
 	case "aws", "azure", "gcp":
 		out["provider"] = p
-		if spec.ServiceAccountName != "" {
+		if serviceAccount != "" {
 			// As in Flux 2.6, a ServiceAccount with a cloud provider is
 			// object-level workload identity, which is opt-in.
 			c.warnf("spec.serviceAccountName", "with provider %s, the ServiceAccount's cloud identity is used only when image-reflector-controller runs with --object-level-workload-identity (docs/cloud.md); otherwise the ImageRepository is Stalled (WorkloadIdentityNotEnabled)", p)
@@ -341,8 +368,6 @@ func (c *fluxObject) imageRepository(spec *fluxImageRepositorySpec) map[string]a
 	default:
 		c.failf("spec.provider", "%q is not one of generic, aws, azure, gcp", p)
 	}
-	c.done(&spec.fields)
-	return out
 }
 
 func (c *fluxObject) imagePolicy(spec *fluxImagePolicySpec) map[string]any {

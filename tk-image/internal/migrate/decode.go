@@ -93,50 +93,62 @@ func decodeValue(parent *fields, path string, val any, v reflect.Value) {
 			wrong("an object of strings")
 			return
 		}
-		out := make(map[string]string, len(m))
-		for k, item := range m {
-			s, ok := item.(string)
-			if !ok {
-				parent.problems = append(parent.problems, path+"."+k+": want a string, got "+describe(item))
-				continue
-			}
-			out[k] = s
-		}
-		v.Set(reflect.ValueOf(out))
+		v.Set(reflect.ValueOf(decodeStrings(parent, path, m)))
 	case reflect.Slice:
 		list, ok := val.([]any)
 		if !ok {
 			wrong("a list")
 			return
 		}
-		out := reflect.MakeSlice(v.Type(), 0, len(list))
-		for i, item := range list {
-			itemPath := fmt.Sprintf("%s[%d]", path, i)
-			elem := reflect.New(v.Type().Elem()).Elem()
-			switch elem.Kind() {
-			case reflect.String:
-				s, ok := item.(string)
-				if !ok {
-					parent.problems = append(parent.problems, itemPath+": want a string, got "+describe(item))
-					continue
-				}
-				elem.SetString(s)
-			case reflect.Struct:
-				m, ok := item.(map[string]any)
-				if !ok {
-					parent.problems = append(parent.problems, itemPath+": want an object, got "+describe(item))
-					continue
-				}
-				decodeStruct(itemPath, m, elem)
-			default:
-				panic(fmt.Sprintf("%s: a list of %s", path, elem.Kind()))
-			}
-			out = reflect.Append(out, elem)
-		}
-		v.Set(out)
+		v.Set(decodeList(parent, path, list, v.Type()))
 	default:
 		panic(fmt.Sprintf("%s: a field of kind %s", path, v.Kind())) // a Flux type written wrong
 	}
+}
+
+// decodeStrings decodes an object of strings; an item that is not a string
+// is a problem, and left out.
+func decodeStrings(parent *fields, path string, m map[string]any) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, item := range m {
+		s, ok := item.(string)
+		if !ok {
+			parent.problems = append(parent.problems, path+"."+k+": want a string, got "+describe(item))
+			continue
+		}
+		out[k] = s
+	}
+	return out
+}
+
+// decodeList decodes a list of strings or of objects into a slice of typ;
+// an item of the wrong shape is a problem, and left out.
+func decodeList(parent *fields, path string, list []any, typ reflect.Type) reflect.Value {
+	out := reflect.MakeSlice(typ, 0, len(list))
+	for i, item := range list {
+		itemPath := fmt.Sprintf("%s[%d]", path, i)
+		elem := reflect.New(typ.Elem()).Elem()
+		switch elem.Kind() {
+		case reflect.String:
+			s, ok := item.(string)
+			if !ok {
+				parent.problems = append(parent.problems, itemPath+": want a string, got "+describe(item))
+				continue
+			}
+			elem.SetString(s)
+		case reflect.Struct:
+			m, ok := item.(map[string]any)
+			if !ok {
+				parent.problems = append(parent.problems, itemPath+": want an object, got "+describe(item))
+				continue
+			}
+			decodeStruct(itemPath, m, elem)
+		default:
+			panic(fmt.Sprintf("%s: a list of %s", path, elem.Kind()))
+		}
+		out = reflect.Append(out, elem)
+	}
+	return out
 }
 
 func at(path, key string) string {

@@ -1,0 +1,122 @@
+package explain
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
+
+// Text prints every part of an explanation as recorded in
+// testdata/NAME.golden: each policy kind's rules and drops, a selection of
+// an older scan, a repository that cannot be read, and an automation with
+// every section filled, with none, and with markers complete but absent.
+func TestTextIsAsRecorded(t *testing.T) {
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm
+	}
+	meta := func(s string) *metav1.Time { return &metav1.Time{Time: at(s)} }
+	micro := &metav1.MicroTime{Time: at("2026-11-20T10:00:00Z")}
+	ready := &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "all good"}
+	ref := func(tag string) *imagev1.ImageRef { return &imagev1.ImageRef{Name: "ghcr.io/acme/web", Tag: tag} }
+	scan := &imagev1.ScanResult{Revision: "sha256:0123456789abcdef0123", TagCount: 40, ExcludedCount: 3, ScanTime: metav1.Time{Time: at("2026-11-20T09:00:00Z")}}
+	filter := &imagev1.TagFilter{Pattern: `^v(?P<v>.*)$`, Extract: "$v"}
+	selection := func(top ...string) *imagev1.TagSelection {
+		return &imagev1.TagSelection{ScanRevision: scan.Revision, Considered: 40, Filtered: 5, Unparsable: 4, OutOfRange: 3,
+			BeyondLimit: 2, Kept: 26, TooNew: 1, TopCandidates: top}
+	}
+	policy := func(choice imagev1.ImagePolicyChoice, f *imagev1.TagFilter) *PolicyExplanation {
+		return &PolicyExplanation{Policy: "default/web", Rules: describeRules(choice, f),
+			Repository: repositoryFacts{Name: "default/web", Image: "ghcr.io/acme/web", LastScanResult: scan,
+				ExclusionList: []string{"^sha-"}, Ready: ready},
+			LastSelection: selection("1.2.0", "1.1.0"), SelectionIsCurrent: true, LatestRef: ref("1.2.0"),
+			LatestRefTime: micro, PreviousRef: ref("1.1.0"), Ready: ready, choice: choice, filter: f}
+	}
+	stale := policy(imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{}}, nil)
+	stale.Suspended, stale.SelectionIsCurrent, stale.PreviousRef = true, false, nil
+	stale.LastSelection = &imagev1.TagSelection{ScanRevision: "sha256:fedcba9876543210fedc", Considered: 3, Kept: 2, TooNew: 2}
+	stale.PendingRef = &imagev1.PendingRef{Tag: "1.3.0", EligibleAt: metav1.Time{Time: at("2026-11-21T00:00:00Z")}}
+
+	one, two := 1, 2
+	none := 0
+	full := &AutomationExplanation{
+		Automation: "default/web", Suspended: true,
+		Source: sourceFacts{Describe: "GitRepository default/web", URL: "https://git.example/acme/web.git", Ref: "branch main",
+			UpdatePath: "clusters/prod", Head: "main@sha1:bbbb", ObservedRevision: "main@sha1:aaaa"},
+		PolicySelector: "app=web",
+		Policies: []automationPolicy{
+			{Policy: "default:web", LatestRef: ref("1.2.0"), Applied: ref("1.1.0"), State: "pending", Markers: &two, Files: []string{"clusters/prod/web.yaml"}},
+			{Policy: "default:api", State: "no latest image"},
+		},
+		Schedule: &scheduleFacts{Windows: "\"0 22 * * *\" for 8h in UTC", Start: meta("2026-11-20T22:00:00Z"), End: meta("2026-11-21T06:00:00Z")},
+		Discovered: []imagev1.DiscoveredImage{
+			{Image: "ghcr.io/acme/web", Tag: "1.1.0", Locations: 2, Policy: "onboard-web", Owned: true},
+			{Image: "ghcr.io/acme/tool", Tag: "main", Locations: 1, Reason: "not a version"},
+		},
+		LastRunTime: meta("2026-11-20T11:00:00Z"), LastPushCommit: "cccc", LastPushTime: meta("2026-11-20T11:01:00Z"),
+		LastPullRequest: &updatev1.PullRequestStatus{URL: "https://git.example/acme/web/pulls/7", Number: 7, State: updatev1.PullRequestOpen,
+			HeadBranch: "image-updates", HeadCommit: "cccc", Action: updatev1.PullRequestUpdated},
+		Ready:       ready,
+		InFlightJob: &jobFacts{Name: "web-2", Phase: updatev1.UpdateJobPending},
+		LastJob: &jobFacts{Name: "web-1", Phase: "Succeeded", Error: "deleted since", CheckoutRevision: "main@sha1:aaaa",
+			PushedCommit: "cccc", PushedRefs: []string{"refs/heads/image-updates"}, CompletionTime: meta("2026-11-20T11:01:30Z"), Ready: ready,
+			Changes: []updatev1.FileResult{{Path: "web.yaml", Objects: []updatev1.ObjectResult{{Kind: "Deployment", Namespace: "default", Name: "web",
+				Changes: []updatev1.Change{{OldValue: "ghcr.io/acme/web:1.0.0", NewValue: "ghcr.io/acme/web:1.1.0", Setter: "default:web"}}}}}}},
+		Markers: markerFacts{From: "UpdateJob web-1 status.result", Policies: []markerEntry{
+			{Policy: "default:web", Count: &two, Files: []string{"clusters/prod/web.yaml"}},
+			{Policy: "other:db", Count: &one, Problem: "the automation applies only the ImagePolicies of its own namespace, default"},
+			{Policy: "default:gone"},
+			{Policy: "default:api", Count: &none},
+		}, Omitted: 3, WouldChange: []string{"clusters/prod/web.yaml: a -> b (default:web)"}, ScanProblems: []string{"bad.yaml: not YAML"}},
+		Problems: []string{"no marker names default:api"},
+	}
+	scanned := &AutomationExplanation{Automation: "default/empty", Source: sourceFacts{Describe: "none", HeadError: "no source"},
+		Markers: markerFacts{From: "a dry run", Complete: true, Policies: []markerEntry{{Policy: "default:api", Count: &none}}}}
+	sameHead := &AutomationExplanation{Automation: "default/quiet",
+		Source:   sourceFacts{Describe: "GitRepository default/quiet", Head: "main@sha1:aaaa", ObservedRevision: "main@sha1:aaaa"},
+		Schedule: &scheduleFacts{Open: true, End: meta("2026-11-21T06:00:00Z")}, LastPushCommit: "dddd"}
+
+	for name, e := range map[string]Explanation{
+		"policy-semver":       policy(imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}, filter),
+		"policy-alphabetical": policy(imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: "desc"}}, &imagev1.TagFilter{Pattern: "^main-"}),
+		"policy-numerical":    stale,
+		"policy-newestbuild":  policy(imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 50}}, nil),
+		"policy-none":         &PolicyExplanation{Policy: "default/bad", Rules: describeRules(imagev1.ImagePolicyChoice{}, nil), Repository: repositoryFacts{Name: "default/gone", Error: "not found"}},
+		"policy-unscanned":    &PolicyExplanation{Policy: "default/new", Rules: "x", Repository: repositoryFacts{Name: "default/new", CanonicalImageName: "docker.io/library/nginx"}},
+		"automation-full":     full,
+		"automation-empty":    &AutomationExplanation{Automation: "default/none"},
+		"automation-scanned":  scanned,
+		"automation-samehead": sameHead,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var b strings.Builder
+			e.Text(&b)
+			golden := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != string(want) {
+				t.Errorf("got\n%s\nwant\n%s", b.String(), want)
+			}
+		})
+	}
+}
