@@ -306,20 +306,79 @@ func tail(msg string) string {
 func (c *Containers) PodFor(job *updatev1.UpdateJob, round int) *corev1.Pod {
 	spec := job.Spec.Update.Container
 	updatePath := path.Clean("/" + job.Spec.Update.Path)[1:]
-	workingDir := spec.WorkingDir
-	if workingDir == "" {
-		workingDir = path.Join(workspaceDir, updatePath)
+	prefix := job.Name
+	if len(prefix) > 200 {
+		prefix = prefix[:200]
 	}
-	restricted := func(readOnlyRoot bool) *corev1.SecurityContext {
-		return &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			ReadOnlyRootFilesystem:   ptr.To(readOnlyRoot),
-			RunAsNonRoot:             ptr.To(true),
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: prefix + "-",
+			Namespace:    job.Namespace,
+			Labels:       podLabels(job, round),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: updatev1.GroupVersion.String(),
+				Kind:       updatev1.UpdateJobKind,
+				Name:       job.Name,
+				UID:        job.UID,
+				Controller: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			// The steps' token is this ServiceAccount's; its identity
+			// grants nothing (the transfer checks the Pod, and the Pod
+			// mounts no API token).
+			ServiceAccountName:            "default",
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			ActiveDeadlineSeconds:         ptr.To(int64(containerTimeout(spec).Seconds())),
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](stepUser),
+				RunAsGroup:     ptr.To[int64](stepUser),
+				FSGroup:        ptr.To[int64](stepUser),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			ImagePullSecrets: spec.ImagePullSecrets,
+			InitContainers:   []corev1.Container{c.step(fetchContainer, updatePath), userContainer(spec, updatePath)},
+			Containers:       []corev1.Container{c.step(uploadStep, updatePath)},
+			Volumes:          podVolumes(),
+		},
 	}
-	stepEnv := []corev1.EnvVar{
+}
+
+// podLabels name the job and the run of it a Pod is.
+func podLabels(job *updatev1.UpdateJob, round int) map[string]string {
+	labels := map[string]string{
+		LabelJobUID:                 string(job.UID),
+		LabelAttempt:                fmt.Sprint(job.Status.Attempts),
+		LabelRound:                  fmt.Sprint(round),
+		"app.kubernetes.io/name":    "update-job",
+		"app.kubernetes.io/part-of": "image-toolkit",
+	}
+	if len(job.Name) <= 63 {
+		labels[LabelJobName] = job.Name
+	}
+	return labels
+}
+
+// restricted is a container's security context under the restricted Pod
+// Security profile.
+func restricted(readOnlyRoot bool) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		ReadOnlyRootFilesystem:   ptr.To(readOnlyRoot),
+		RunAsNonRoot:             ptr.To(true),
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// step is the container of one of the Pod's steps (fetch, upload): this
+// controller's image, reaching the transfer server with the Pod's token.
+func (c *Containers) step(name, updatePath string) corev1.Container {
+	env := []corev1.EnvVar{
 		{Name: transfer.EnvURL, Value: "https://" + c.Address},
 		{Name: transfer.EnvCA, Value: string(c.Transfer.CertPEM())},
 		{Name: transfer.EnvTokenFile, Value: tokenDir + "/token"},
@@ -327,26 +386,32 @@ func (c *Containers) PodFor(job *updatev1.UpdateJob, round int) *corev1.Pod {
 		{Name: transfer.EnvPath, Value: updatePath},
 	}
 	if c.MaxBytes > 0 {
-		stepEnv = append(stepEnv, corev1.EnvVar{Name: transfer.EnvMaxBytes, Value: fmt.Sprint(c.MaxBytes)})
+		env = append(env, corev1.EnvVar{Name: transfer.EnvMaxBytes, Value: fmt.Sprint(c.MaxBytes)})
 	}
-	stepResources := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	return corev1.Container{
+		Name:  name,
+		Image: c.StepImage,
+		Args:  []string{"step", name},
+		Env:   env,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		SecurityContext:          restricted(true),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "workspace", MountPath: workspaceDir},
+			{Name: "token", MountPath: tokenDir, ReadOnly: true},
+		},
 	}
-	step := func(name string) corev1.Container {
-		return corev1.Container{
-			Name:                     name,
-			Image:                    c.StepImage,
-			Args:                     []string{"step", name},
-			Env:                      stepEnv,
-			Resources:                stepResources,
-			SecurityContext:          restricted(true),
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: "workspace", MountPath: workspaceDir},
-				{Name: "token", MountPath: tokenDir, ReadOnly: true},
-			},
-		}
+}
+
+// userContainer runs spec.update.container in the checkout, at the
+// update path unless it names its own working directory.
+func userContainer(spec *updatev1.UpdateContainer, updatePath string) corev1.Container {
+	workingDir := spec.WorkingDir
+	if workingDir == "" {
+		workingDir = path.Join(workspaceDir, updatePath)
 	}
 	env := append([]corev1.EnvVar{}, spec.Env...)
 	if !hasEnv(env, "HOME") {
@@ -374,63 +439,19 @@ func (c *Containers) PodFor(job *updatev1.UpdateJob, round int) *corev1.Pod {
 	if spec.Resources != nil {
 		user.Resources = *spec.Resources
 	}
-	labels := map[string]string{
-		LabelJobUID:                 string(job.UID),
-		LabelAttempt:                fmt.Sprint(job.Status.Attempts),
-		LabelRound:                  fmt.Sprint(round),
-		"app.kubernetes.io/name":    "update-job",
-		"app.kubernetes.io/part-of": "image-toolkit",
-	}
-	if len(job.Name) <= 63 {
-		labels[LabelJobName] = job.Name
-	}
-	prefix := job.Name
-	if len(prefix) > 200 {
-		prefix = prefix[:200]
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: prefix + "-",
-			Namespace:    job.Namespace,
-			Labels:       labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: updatev1.GroupVersion.String(),
-				Kind:       updatev1.UpdateJobKind,
-				Name:       job.Name,
-				UID:        job.UID,
-				Controller: ptr.To(true),
-			}},
-		},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			// The steps' token is this ServiceAccount's; its identity
-			// grants nothing (the transfer checks the Pod, and the Pod
-			// mounts no API token).
-			ServiceAccountName:            "default",
-			AutomountServiceAccountToken:  ptr.To(false),
-			EnableServiceLinks:            ptr.To(false),
-			ActiveDeadlineSeconds:         ptr.To(int64(containerTimeout(spec).Seconds())),
-			TerminationGracePeriodSeconds: ptr.To[int64](10),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To[int64](stepUser),
-				RunAsGroup:     ptr.To[int64](stepUser),
-				FSGroup:        ptr.To[int64](stepUser),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			ImagePullSecrets: spec.ImagePullSecrets,
-			InitContainers:   []corev1.Container{step(fetchContainer), user},
-			Containers:       []corev1.Container{step(uploadStep)},
-			Volumes: []corev1.Volume{
-				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-					Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-						Audience: transfer.Audience, ExpirationSeconds: ptr.To[int64](tokenExpiry), Path: "token",
-					}}},
-				}}},
-			},
-		},
+	return user
+}
+
+// podVolumes are the Pod's scratch space and the steps' projected token.
+func podVolumes() []corev1.Volume {
+	return []corev1.Volume{
+		{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: transfer.Audience, ExpirationSeconds: ptr.To[int64](tokenExpiry), Path: "token",
+			}}},
+		}}},
 	}
 }
 
