@@ -99,8 +99,6 @@ func containerTimeout(spec *updatev1.UpdateContainer) time.Duration {
 // round's failure, if any, as a *conditions.Failure.
 func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int, checkout, result string,
 	status func(context.Context, *updatev1.ContainerStatus)) error {
-	log := ctrl.LoggerFrom(ctx)
-	timeout := containerTimeout(job.Spec.Update.Container)
 	pod := c.PodFor(job, round)
 	if err := c.Client.Create(ctx, pod); err != nil {
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
@@ -109,7 +107,7 @@ func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int
 		}
 		return conditions.Retry(updatev1.ContainerFailedReason, fmt.Errorf("creating the pod: %w", err))
 	}
-	log.Info("started container pod", "pod", pod.Name, "round", round)
+	ctrl.LoggerFrom(ctx).Info("started container pod", "pod", pod.Name, "round", round)
 	st := &updatev1.ContainerStatus{PodName: pod.Name, ContainerName: UserContainer}
 	// Copies: the job's status must not share st, or later changes to it
 	// would not show as a change to write.
@@ -118,11 +116,20 @@ func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int
 	sess := c.Transfer.Open(pod.UID, checkout, result)
 	defer c.Transfer.Close(sess)
 
-	finish := func(err error) error {
+	ended, err := c.await(ctx, pod, sess, st, containerTimeout(job.Spec.Update.Container))
+	if ended {
 		final := *st
 		status(context.WithoutCancel(ctx), &final)
-		return err
 	}
+	return err
+}
+
+// await watches a round's Pod until its upload arrives, it fails, or it
+// runs out of time; st gets how the user's container ended. ended is
+// false when the attempt itself is over (deadline, lost claim, shutdown):
+// the Pod is stopped, and there is no round to report.
+func (c *Containers) await(ctx context.Context, pod *corev1.Pod, sess *transfer.Session, st *updatev1.ContainerStatus,
+	timeout time.Duration) (ended bool, err error) {
 	grace := c.Grace
 	if grace <= 0 {
 		grace = podGrace
@@ -138,43 +145,47 @@ func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int
 	for {
 		select {
 		case <-ctx.Done():
-			// The attempt is over (deadline, lost claim, shutdown): the
-			// Pod's upload would find no session; stop it.
+			// The Pod's upload would find no session; stop it.
 			c.deletePod(context.WithoutCancel(ctx), pod)
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-sess.Done():
 			if err := sess.Err(); err != nil {
 				// What the container left is not something git can
 				// hold, or is hostile: running it again changes nothing.
-				return finish(conditions.Stall(updatev1.ContainerFailedReason,
-					fmt.Errorf("the result of pod %s was refused: %w", pod.Name, err)))
+				return true, conditions.Stall(updatev1.ContainerFailedReason,
+					fmt.Errorf("the result of pod %s was refused: %w", pod.Name, err))
 			}
 			// The upload runs after the user's container exited 0.
 			st.ExitCode, st.Reason = ptr.To[int32](0), "Completed"
-			return finish(nil)
+			return true, nil
 		case <-deadline.C:
 			why := c.pending(ctx, pod) // before the Pod goes
 			c.deletePod(context.WithoutCancel(ctx), pod)
 			st.Reason = updatev1.DeadlineExceededReason
-			return finish(conditions.Retry(updatev1.ContainerTimedOutReason,
-				fmt.Errorf("pod %s did not finish within %s (spec.update.container.timeout)%s", pod.Name, timeout, why)))
+			return true, conditions.Retry(updatev1.ContainerTimedOutReason,
+				fmt.Errorf("pod %s did not finish within %s (spec.update.container.timeout)%s", pod.Name, timeout, why))
 		case <-tick.C:
 		}
-		cur := &corev1.Pod{}
-		if err := c.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
-			if apierrors.IsNotFound(err) {
-				return finish(conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was deleted before it finished", pod.Name))
-			}
-			log.Error(err, "reading the container pod", "pod", pod.Name)
-			continue
-		}
-		if cur.UID != pod.UID {
-			return finish(conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was replaced before it finished", pod.Name))
-		}
-		if err := podFailure(cur, st, timeout); err != nil {
-			return finish(err)
+		if err := c.check(ctx, pod, st, timeout); err != nil {
+			return true, err
 		}
 	}
+}
+
+// check reads a running round's Pod: nil while it may still succeed.
+func (c *Containers) check(ctx context.Context, pod *corev1.Pod, st *updatev1.ContainerStatus, timeout time.Duration) error {
+	cur := &corev1.Pod{}
+	if err := c.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was deleted before it finished", pod.Name)
+		}
+		ctrl.LoggerFrom(ctx).Error(err, "reading the container pod", "pod", pod.Name)
+		return nil
+	}
+	if cur.UID != pod.UID {
+		return conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was replaced before it finished", pod.Name)
+	}
+	return podFailure(cur, st, timeout)
 }
 
 // pullFailures are the waiting reasons of a container whose image will not
