@@ -10,10 +10,13 @@
 // the failure itself: pkg/runtime/reconcile, the skeleton every reconciler
 // is built on, takes every error a phase returns the one way, AsFailure
 // then Record (redacted), then the kind's OnFailure for events and
-// metrics. MarkFailed and MarkStalled are what Record writes; Apply is
-// Record for code that is not (yet) a phase of the skeleton. MarkReady
-// and MarkReconciling are the phases' own: success and progress are
-// theirs to say.
+// metrics. Record is the one function that writes a failure; a phase calls
+// it directly only to record a failure that is not the reconcile's but an
+// outcome the object reports (an UpdateJob's failed attempt, an
+// automation's failed job), and the reconcile goes on. MarkFailed and
+// MarkStalled are what Record writes; outside this package only tests
+// call them, to stage an object's state. MarkReady and MarkReconciling
+// are the phases' own: success and progress are theirs to say.
 package conditions
 
 import (

@@ -12,13 +12,13 @@ import (
 // the reason to report, whether retrying can help, and when to look again.
 // Domain packages return typed errors of their own (git.ErrAuthentication,
 // policy.InvalidError); each reconciler turns them into a Failure in one
-// place, and Apply records it.
+// place, and Record records it.
 type Failure struct {
 	Reason string
 	// Stalled: retrying cannot help until the object or something it needs
 	// changes.
 	Stalled bool
-	// RetryAfter is when to look again; zero leaves it to Apply's caller
+	// RetryAfter is when to look again; zero leaves it to the reconciler
 	// (for a Stalled failure: not until something changes).
 	RetryAfter time.Duration
 	Err        error
@@ -92,23 +92,13 @@ func AsFailure(err error) *Failure {
 	return Retry(FailedReason, err)
 }
 
-// Apply records err on obj: a Stalled failure as Stalled, any other as
-// Ready=False, with the failure's reason and err's message. It returns
-// when to look again: the failure's RetryAfter, else retry for a failure
-// worth retrying, else zero (wait for a change).
-func Apply(obj Setter, err error, retry time.Duration) time.Duration {
-	f := AsFailure(err)
-	if after := Record(obj, f, err.Error()); after > 0 || f.Stalled {
-		return after
-	}
-	return retry
-}
-
 // Record marks f on obj with the message msg (already redacted): Stalled
 // for a failure retrying cannot fix, else Ready=False, both with f's
-// reason. It returns f's RetryAfter. pkg/runtime/reconcile calls it for
-// every failure a phase returns; Apply is the same for code outside the
-// skeleton.
+// reason. It returns f's RetryAfter. It is the one function that writes
+// a failure: pkg/runtime/reconcile calls it for every failure a phase
+// returns, and a phase calls it itself only for a failure that is an
+// outcome it records rather than its own (an UpdateJob's failed attempt,
+// an automation's failed job).
 func Record(obj Setter, f *Failure, msg string) time.Duration {
 	if f.Stalled {
 		MarkStalled(obj, f.Reason, "%s", msg)

@@ -9,10 +9,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Apply turns any error into the conditions kstatus reads and a requeue:
-// Stalled failures wait for a change unless they say otherwise, others are
-// retried, and a plain error is a retried Failed.
-func TestApply(t *testing.T) {
+// Record, after AsFailure, turns any error into the conditions kstatus
+// reads and the failure's own time to look again: Stalled failures wait
+// for a change unless they say otherwise, others are Ready=False, and a
+// plain error is a retried Failed. (When a failure names no time, the
+// reconciler's skeleton chooses: pkg/runtime/reconcile.)
+func TestRecord(t *testing.T) {
 	tests := []struct {
 		name    string
 		err     error
@@ -22,16 +24,16 @@ func TestApply(t *testing.T) {
 	}{
 		{"stalled", Stallf(InvalidSpecReason, "bad spec"), InvalidSpecReason, true, 0},
 		{"stalled, look again", Stallf(AccessDeniedReason, "not allowed").After(time.Hour), AccessDeniedReason, true, time.Hour},
-		{"retry", Retryf(GitOperationFailedReason, "no route"), GitOperationFailedReason, false, time.Minute},
+		{"retry", Retryf(GitOperationFailedReason, "no route"), GitOperationFailedReason, false, 0},
 		{"retry soon", Retryf(SecretNotFoundReason, "missing").After(time.Second), SecretNotFoundReason, false, time.Second},
-		{"wrapped", fmt.Errorf("job: %w", Retryf(AuthenticationFailedReason, "refused")), AuthenticationFailedReason, false, time.Minute},
-		{"plain error", errors.New("boom"), FailedReason, false, time.Minute},
+		{"wrapped", fmt.Errorf("job: %w", Retryf(AuthenticationFailedReason, "refused")), AuthenticationFailedReason, false, 0},
+		{"plain error", errors.New("boom"), FailedReason, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := &object{generation: 3}
 			MarkReconciling(o, ProgressingReason, "working")
-			got := Apply(o, tt.err, time.Minute)
+			got := Record(o, AsFailure(tt.err), tt.err.Error())
 			if got != tt.requeue {
 				t.Errorf("requeue %s, want %s", got, tt.requeue)
 			}

@@ -262,6 +262,66 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a refused mid-reconcile write under the lock ends the reconcile with nothing recorded", func(t *testing.T) {
+		var h *harness
+		h = newHarness(t, env,
+			Phase[*imagev1.ImageRepository, struct{}]{Name: "claim", Run: func(ctx context.Context, s *repoScope) (Result, error) {
+				// Another replica claims the object first.
+				other := s.Obj.DeepCopy()
+				other.Labels = map[string]string{"claimed-by": "other"}
+				if err := env.Client.Update(ctx, other); err != nil {
+					return Continue, err
+				}
+				conditions.MarkReconciling(s.Obj, conditions.ProgressingReason, "claimed by this one")
+				return Continue, s.Patch(ctx)
+			}},
+			Phase[*imagev1.ImageRepository, struct{}]{Name: "work", Run: func(_ context.Context, s *repoScope) (Result, error) {
+				h.note(&h.ran, "work")
+				return Continue, nil
+			}},
+		)
+		h.kind.OptimisticLock = true
+		obj := newRepository(t, env, ns, "refused", func(o *imagev1.ImageRepository) {
+			o.Finalizers = []string{testFinalizer}
+		})
+		res := h.reconcile(t, obj)
+		if !res.Requeue {
+			t.Errorf("result %+v after a refused claim, want a requeue", res)
+		}
+		if len(h.ran) != 0 || len(h.failures) != 0 || h.afterPatch != 0 {
+			t.Errorf("after a refused claim: ran %v, failures %v, AfterPatch %d; want none", h.ran, h.failures, h.afterPatch)
+		}
+		if h.statusWrites != 1 || len(fetch(t, env, obj).Status.Conditions) != 0 {
+			t.Errorf("%d status writes, conditions %v: want only the refused one", h.statusWrites, fetch(t, env, obj).Status.Conditions)
+		}
+	})
+
+	t.Run("what a phase stored itself is not written again", func(t *testing.T) {
+		h := newHarness(t, env, Phase[*imagev1.ImageRepository, struct{}]{Name: "own", Run: func(ctx context.Context, s *repoScope) (Result, error) {
+			// The kind's own guarded write, on a copy.
+			own := s.Obj.DeepCopy()
+			conditions.MarkReady(own, conditions.SucceededReason, "stored by the phase")
+			if err := env.Client.Status().Update(ctx, own); err != nil {
+				return Continue, err
+			}
+			s.Stored(own)
+			return Continue, nil
+		}})
+		h.kind.OptimisticLock = true
+		obj := newRepository(t, env, ns, "stored", func(o *imagev1.ImageRepository) {
+			o.Finalizers = []string{testFinalizer}
+		})
+		if res := h.reconcile(t, obj); res.Requeue {
+			t.Errorf("result %+v: the final write conflicted with the phase's own", res)
+		}
+		if h.statusWrites != 0 || h.afterPatch != 1 {
+			t.Errorf("%d final status writes, AfterPatch %d; want none and once", h.statusWrites, h.afterPatch)
+		}
+		if c := conditions.Get(fetch(t, env, obj), conditions.ReadyCondition); c == nil || c.Message != "stored by the phase" {
+			t.Errorf("Ready %+v, want the phase's own", c)
+		}
+	})
+
 	t.Run("the status is written once when a phase fails", func(t *testing.T) {
 		var h *harness
 		h = newHarness(t, env,

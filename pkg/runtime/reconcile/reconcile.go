@@ -8,7 +8,9 @@
 //  3. record suspend, and stop while suspended;
 //  4. take a new reconcile request (meta.ReconcileRequestStatus);
 //  5. run the phases in order until one stops or fails;
-//  6. write the status once, through patch.Helper, whatever happened;
+//  6. write the status once, through patch.Helper, whatever happened (a
+//     phase may write earlier with Scope.Patch, or hand over what its own
+//     guarded writes stored with Scope.Stored);
 //  7. only after the write, run the kind's AfterPatch (work that must not
 //     happen twice when the write conflicts and the reconcile runs again).
 //
@@ -70,17 +72,40 @@ type Scope[T Object, S any] struct {
 	patcher *patch.Helper
 	client  client.Client
 	lock    bool
+	// refused is the error of a mid-reconcile write the server refused
+	// under the optimistic lock: the reconcile ends with nothing more
+	// written.
+	refused error
 }
 
 // Patch writes the object's changes so far, e.g. a claim that must be on
 // the server before slow work starts, and takes a new snapshot: the final
 // write then sends only what changed after it.
+//
+// With the kind's OptimisticLock, a write that fails ends the reconcile
+// as a conflicting final write does: the object in hand holds changes the
+// server did not take (a claim it may give to another replica), and
+// writing them later, with a failure beside them, could record a step
+// that never ran. A conflict runs the reconcile again at once; any other
+// error goes to controller-runtime's backoff. Nothing is recorded.
 func (s *Scope[T, S]) Patch(ctx context.Context) error {
 	if err := s.patcher.Patch(ctx, s.Obj, s.options()...); err != nil {
+		if s.lock {
+			s.refused = err
+		}
 		return err
 	}
 	s.patcher = patch.NewHelper(s.Obj, s.client)
 	return nil
+}
+
+// Stored hands the scope obj as the server now holds it, written by the
+// kind's own guarded writes (an UpdateJob's claim, renewed and recorded
+// while its attempt runs): obj becomes the scope's object, and the final
+// write sends only what changes after this.
+func (s *Scope[T, S]) Stored(obj T) {
+	s.Obj = obj
+	s.patcher = patch.NewHelper(obj, s.client)
 }
 
 func (s *Scope[T, S]) options() []patch.Option {
@@ -172,6 +197,10 @@ func (k *Kind[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s.patcher = patch.NewHelper(obj, k.Client)
 
 	defer func() {
+		if s.refused != nil {
+			return
+		}
+		obj := s.Obj // Stored may have replaced it
 		if err := s.patcher.Patch(ctx, obj, s.options()...); err != nil {
 			if k.OptimisticLock && apierrors.IsConflict(err) {
 				// Run again from fresh state; nothing was recorded.
@@ -237,6 +266,9 @@ func (k *Kind[T, S]) runPhases(ctx context.Context, s *Scope[T, S]) (ctrl.Result
 		s.Phase = p.Name
 		res, err := p.Run(ctx, s)
 		requeue = shortest(requeue, res.RequeueAfter)
+		if s.refused != nil {
+			return refusedWrite(s.refused)
+		}
 		if err != nil {
 			return k.fail(ctx, s, err, requeue)
 		}
@@ -245,6 +277,15 @@ func (k *Kind[T, S]) runPhases(ctx context.Context, s *Scope[T, S]) (ctrl.Result
 		}
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// refusedWrite ends a reconcile whose mid-reconcile write the server
+// refused under the optimistic lock (Scope.Patch).
+func refusedWrite(err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // fail is the one way from an error to the conditions: it records the

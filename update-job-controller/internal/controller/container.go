@@ -99,8 +99,6 @@ func containerTimeout(spec *updatev1.UpdateContainer) time.Duration {
 // round's failure, if any, as a *conditions.Failure.
 func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int, checkout, result string,
 	status func(context.Context, *updatev1.ContainerStatus)) error {
-	log := ctrl.LoggerFrom(ctx)
-	timeout := containerTimeout(job.Spec.Update.Container)
 	pod := c.PodFor(job, round)
 	if err := c.Client.Create(ctx, pod); err != nil {
 		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
@@ -109,7 +107,7 @@ func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int
 		}
 		return conditions.Retry(updatev1.ContainerFailedReason, fmt.Errorf("creating the pod: %w", err))
 	}
-	log.Info("started container pod", "pod", pod.Name, "round", round)
+	ctrl.LoggerFrom(ctx).Info("started container pod", "pod", pod.Name, "round", round)
 	st := &updatev1.ContainerStatus{PodName: pod.Name, ContainerName: UserContainer}
 	// Copies: the job's status must not share st, or later changes to it
 	// would not show as a change to write.
@@ -118,11 +116,20 @@ func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int
 	sess := c.Transfer.Open(pod.UID, checkout, result)
 	defer c.Transfer.Close(sess)
 
-	finish := func(err error) error {
+	ended, err := c.await(ctx, pod, sess, st, containerTimeout(job.Spec.Update.Container))
+	if ended {
 		final := *st
 		status(context.WithoutCancel(ctx), &final)
-		return err
 	}
+	return err
+}
+
+// await watches a round's Pod until its upload arrives, it fails, or it
+// runs out of time; st gets how the user's container ended. ended is
+// false when the attempt itself is over (deadline, lost claim, shutdown):
+// the Pod is stopped, and there is no round to report.
+func (c *Containers) await(ctx context.Context, pod *corev1.Pod, sess *transfer.Session, st *updatev1.ContainerStatus,
+	timeout time.Duration) (ended bool, err error) {
 	grace := c.Grace
 	if grace <= 0 {
 		grace = podGrace
@@ -138,43 +145,47 @@ func (c *Containers) run(ctx context.Context, job *updatev1.UpdateJob, round int
 	for {
 		select {
 		case <-ctx.Done():
-			// The attempt is over (deadline, lost claim, shutdown): the
-			// Pod's upload would find no session; stop it.
+			// The Pod's upload would find no session; stop it.
 			c.deletePod(context.WithoutCancel(ctx), pod)
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-sess.Done():
 			if err := sess.Err(); err != nil {
 				// What the container left is not something git can
 				// hold, or is hostile: running it again changes nothing.
-				return finish(conditions.Stall(updatev1.ContainerFailedReason,
-					fmt.Errorf("the result of pod %s was refused: %w", pod.Name, err)))
+				return true, conditions.Stall(updatev1.ContainerFailedReason,
+					fmt.Errorf("the result of pod %s was refused: %w", pod.Name, err))
 			}
 			// The upload runs after the user's container exited 0.
 			st.ExitCode, st.Reason = ptr.To[int32](0), "Completed"
-			return finish(nil)
+			return true, nil
 		case <-deadline.C:
 			why := c.pending(ctx, pod) // before the Pod goes
 			c.deletePod(context.WithoutCancel(ctx), pod)
 			st.Reason = updatev1.DeadlineExceededReason
-			return finish(conditions.Retry(updatev1.ContainerTimedOutReason,
-				fmt.Errorf("pod %s did not finish within %s (spec.update.container.timeout)%s", pod.Name, timeout, why)))
+			return true, conditions.Retry(updatev1.ContainerTimedOutReason,
+				fmt.Errorf("pod %s did not finish within %s (spec.update.container.timeout)%s", pod.Name, timeout, why))
 		case <-tick.C:
 		}
-		cur := &corev1.Pod{}
-		if err := c.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
-			if apierrors.IsNotFound(err) {
-				return finish(conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was deleted before it finished", pod.Name))
-			}
-			log.Error(err, "reading the container pod", "pod", pod.Name)
-			continue
-		}
-		if cur.UID != pod.UID {
-			return finish(conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was replaced before it finished", pod.Name))
-		}
-		if err := podFailure(cur, st, timeout); err != nil {
-			return finish(err)
+		if err := c.check(ctx, pod, st, timeout); err != nil {
+			return true, err
 		}
 	}
+}
+
+// check reads a running round's Pod: nil while it may still succeed.
+func (c *Containers) check(ctx context.Context, pod *corev1.Pod, st *updatev1.ContainerStatus, timeout time.Duration) error {
+	cur := &corev1.Pod{}
+	if err := c.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was deleted before it finished", pod.Name)
+		}
+		ctrl.LoggerFrom(ctx).Error(err, "reading the container pod", "pod", pod.Name)
+		return nil
+	}
+	if cur.UID != pod.UID {
+		return conditions.Retryf(updatev1.ContainerFailedReason, "pod %s was replaced before it finished", pod.Name)
+	}
+	return podFailure(cur, st, timeout)
 }
 
 // pullFailures are the waiting reasons of a container whose image will not
@@ -306,20 +317,79 @@ func tail(msg string) string {
 func (c *Containers) PodFor(job *updatev1.UpdateJob, round int) *corev1.Pod {
 	spec := job.Spec.Update.Container
 	updatePath := path.Clean("/" + job.Spec.Update.Path)[1:]
-	workingDir := spec.WorkingDir
-	if workingDir == "" {
-		workingDir = path.Join(workspaceDir, updatePath)
+	prefix := job.Name
+	if len(prefix) > 200 {
+		prefix = prefix[:200]
 	}
-	restricted := func(readOnlyRoot bool) *corev1.SecurityContext {
-		return &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			ReadOnlyRootFilesystem:   ptr.To(readOnlyRoot),
-			RunAsNonRoot:             ptr.To(true),
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: prefix + "-",
+			Namespace:    job.Namespace,
+			Labels:       podLabels(job, round),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: updatev1.GroupVersion.String(),
+				Kind:       updatev1.UpdateJobKind,
+				Name:       job.Name,
+				UID:        job.UID,
+				Controller: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			// The steps' token is this ServiceAccount's; its identity
+			// grants nothing (the transfer checks the Pod, and the Pod
+			// mounts no API token).
+			ServiceAccountName:            "default",
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			ActiveDeadlineSeconds:         ptr.To(int64(containerTimeout(spec).Seconds())),
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](stepUser),
+				RunAsGroup:     ptr.To[int64](stepUser),
+				FSGroup:        ptr.To[int64](stepUser),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			ImagePullSecrets: spec.ImagePullSecrets,
+			InitContainers:   []corev1.Container{c.step(fetchContainer, updatePath), userContainer(spec, updatePath)},
+			Containers:       []corev1.Container{c.step(uploadStep, updatePath)},
+			Volumes:          podVolumes(),
+		},
 	}
-	stepEnv := []corev1.EnvVar{
+}
+
+// podLabels name the job and the run of it a Pod is.
+func podLabels(job *updatev1.UpdateJob, round int) map[string]string {
+	labels := map[string]string{
+		LabelJobUID:                 string(job.UID),
+		LabelAttempt:                fmt.Sprint(job.Status.Attempts),
+		LabelRound:                  fmt.Sprint(round),
+		"app.kubernetes.io/name":    "update-job",
+		"app.kubernetes.io/part-of": "image-toolkit",
+	}
+	if len(job.Name) <= 63 {
+		labels[LabelJobName] = job.Name
+	}
+	return labels
+}
+
+// restricted is a container's security context under the restricted Pod
+// Security profile.
+func restricted(readOnlyRoot bool) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		ReadOnlyRootFilesystem:   ptr.To(readOnlyRoot),
+		RunAsNonRoot:             ptr.To(true),
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// step is the container of one of the Pod's steps (fetch, upload): this
+// controller's image, reaching the transfer server with the Pod's token.
+func (c *Containers) step(name, updatePath string) corev1.Container {
+	env := []corev1.EnvVar{
 		{Name: transfer.EnvURL, Value: "https://" + c.Address},
 		{Name: transfer.EnvCA, Value: string(c.Transfer.CertPEM())},
 		{Name: transfer.EnvTokenFile, Value: tokenDir + "/token"},
@@ -327,26 +397,32 @@ func (c *Containers) PodFor(job *updatev1.UpdateJob, round int) *corev1.Pod {
 		{Name: transfer.EnvPath, Value: updatePath},
 	}
 	if c.MaxBytes > 0 {
-		stepEnv = append(stepEnv, corev1.EnvVar{Name: transfer.EnvMaxBytes, Value: fmt.Sprint(c.MaxBytes)})
+		env = append(env, corev1.EnvVar{Name: transfer.EnvMaxBytes, Value: fmt.Sprint(c.MaxBytes)})
 	}
-	stepResources := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	return corev1.Container{
+		Name:  name,
+		Image: c.StepImage,
+		Args:  []string{"step", name},
+		Env:   env,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		SecurityContext:          restricted(true),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "workspace", MountPath: workspaceDir},
+			{Name: "token", MountPath: tokenDir, ReadOnly: true},
+		},
 	}
-	step := func(name string) corev1.Container {
-		return corev1.Container{
-			Name:                     name,
-			Image:                    c.StepImage,
-			Args:                     []string{"step", name},
-			Env:                      stepEnv,
-			Resources:                stepResources,
-			SecurityContext:          restricted(true),
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			VolumeMounts: []corev1.VolumeMount{
-				{Name: "workspace", MountPath: workspaceDir},
-				{Name: "token", MountPath: tokenDir, ReadOnly: true},
-			},
-		}
+}
+
+// userContainer runs spec.update.container in the checkout, at the
+// update path unless it names its own working directory.
+func userContainer(spec *updatev1.UpdateContainer, updatePath string) corev1.Container {
+	workingDir := spec.WorkingDir
+	if workingDir == "" {
+		workingDir = path.Join(workspaceDir, updatePath)
 	}
 	env := append([]corev1.EnvVar{}, spec.Env...)
 	if !hasEnv(env, "HOME") {
@@ -374,63 +450,19 @@ func (c *Containers) PodFor(job *updatev1.UpdateJob, round int) *corev1.Pod {
 	if spec.Resources != nil {
 		user.Resources = *spec.Resources
 	}
-	labels := map[string]string{
-		LabelJobUID:                 string(job.UID),
-		LabelAttempt:                fmt.Sprint(job.Status.Attempts),
-		LabelRound:                  fmt.Sprint(round),
-		"app.kubernetes.io/name":    "update-job",
-		"app.kubernetes.io/part-of": "image-toolkit",
-	}
-	if len(job.Name) <= 63 {
-		labels[LabelJobName] = job.Name
-	}
-	prefix := job.Name
-	if len(prefix) > 200 {
-		prefix = prefix[:200]
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: prefix + "-",
-			Namespace:    job.Namespace,
-			Labels:       labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: updatev1.GroupVersion.String(),
-				Kind:       updatev1.UpdateJobKind,
-				Name:       job.Name,
-				UID:        job.UID,
-				Controller: ptr.To(true),
-			}},
-		},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			// The steps' token is this ServiceAccount's; its identity
-			// grants nothing (the transfer checks the Pod, and the Pod
-			// mounts no API token).
-			ServiceAccountName:            "default",
-			AutomountServiceAccountToken:  ptr.To(false),
-			EnableServiceLinks:            ptr.To(false),
-			ActiveDeadlineSeconds:         ptr.To(int64(containerTimeout(spec).Seconds())),
-			TerminationGracePeriodSeconds: ptr.To[int64](10),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To[int64](stepUser),
-				RunAsGroup:     ptr.To[int64](stepUser),
-				FSGroup:        ptr.To[int64](stepUser),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
-			ImagePullSecrets: spec.ImagePullSecrets,
-			InitContainers:   []corev1.Container{step(fetchContainer), user},
-			Containers:       []corev1.Container{step(uploadStep)},
-			Volumes: []corev1.Volume{
-				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-				{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-					Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-						Audience: transfer.Audience, ExpirationSeconds: ptr.To[int64](tokenExpiry), Path: "token",
-					}}},
-				}}},
-			},
-		},
+	return user
+}
+
+// podVolumes are the Pod's scratch space and the steps' projected token.
+func podVolumes() []corev1.Volume {
+	return []corev1.Volume{
+		{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: transfer.Audience, ExpirationSeconds: ptr.To[int64](tokenExpiry), Path: "token",
+			}}},
+		}}},
 	}
 }
 

@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/patch"
+)
+
+// claim is this runner's hold on a Running job. Writes are serialized and
+// guarded by the resourceVersion, so a runner that lost the job (another
+// replica reclaimed it after our heartbeat lapsed) never overwrites it.
+type claim struct {
+	r   *UpdateJobReconciler
+	mu  sync.Mutex
+	job *updatev1.UpdateJob
+}
+
+// update applies change to the job's status while we still hold it.
+func (c *claim) update(ctx context.Context, change func(*updatev1.UpdateJob)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for try := 0; ; try++ {
+		job := c.job.DeepCopy()
+		helper := patch.NewHelper(job, c.r.Client)
+		change(job)
+		err := helper.Patch(ctx, job, patch.WithOptimisticLock())
+		if err == nil {
+			c.job = job
+			return nil
+		}
+		if !apierrors.IsConflict(err) || try >= 5 {
+			return err
+		}
+		// Someone else wrote the job (labels, or another runner):
+		// continue only if it is still ours.
+		if err := c.refresh(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// refresh reloads the job from the API server; errClaimLost if it is no
+// longer this runner's attempt.
+func (c *claim) refresh(ctx context.Context) error {
+	fresh := &updatev1.UpdateJob{}
+	if err := c.r.APIReader.Get(ctx, client.ObjectKeyFromObject(c.job), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errClaimLost
+		}
+		return err
+	}
+	if fresh.UID != c.job.UID || fresh.Status.Phase != updatev1.UpdateJobRunning ||
+		fresh.Status.Runner != c.r.Runner || fresh.Status.Attempts != c.job.Status.Attempts {
+		return errClaimLost
+	}
+	c.job = fresh
+	return nil
+}
+
+// verify checks, before a push, that the job is still ours.
+func (c *claim) verify(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refresh(ctx)
+}
+
+// heartbeat renews the claim every interval until the returned stop is
+// called; losing the claim cancels the attempt.
+func (c *claim) heartbeat(ctx context.Context, interval time.Duration, cancel context.CancelCauseFunc) (stop func()) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := c.update(ctx, func(job *updatev1.UpdateJob) {
+				job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
+			})
+			if errors.Is(err, errClaimLost) {
+				cancel(errClaimLost)
+				return
+			}
+			if err != nil && ctx.Err() == nil {
+				ctrl.LoggerFrom(ctx).Error(err, "renewing the job's heartbeat")
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
