@@ -15,6 +15,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
 )
@@ -187,7 +188,7 @@ spec:
 	if err := os.WriteFile(policiesFile, policies, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "tk-image"), "update", "--dir", dir,
+	if out, err := exec.CommandContext(ctx, filepath.Join(localenv.BinDir(root), "tk-image"), "update", "--dir", dir,
 		"--policies-from", policiesFile).CombinedOutput(); err != nil {
 		t.Fatalf("tk-image update: %v\n%s", err, out)
 	}
