@@ -37,7 +37,7 @@ func TestDiscoverMakesAndRemovesObjects(t *testing.T) {
 	create(t, mine)
 	a := f.automation("fleet", func(a *imagev1.ImageUpdateAutomation) {
 		a.Spec.PolicySelector = &metav1.LabelSelector{MatchLabels: map[string]string{"none": "none"}}
-		a.Spec.Discover = &imagev1.DiscoverSpec{Exclude: []string{"quay.io/*/*"},
+		a.Spec.Discover = &imagev1.DiscoverSpec{DiscoverSpec: updatev1.DiscoverSpec{Exclude: []string{"quay.io/*/*"}},
 			Registries: []imagev1.DiscoverRegistry{{Host: "ghcr.io", SecretRef: &meta.LocalObjectReference{Name: "ghcr"}}}}
 	})
 

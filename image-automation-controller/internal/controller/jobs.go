@@ -70,7 +70,7 @@ func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters
 		spec.Update.Path = a.Update.Path
 	}
 	if d := a.Discover; d != nil {
-		spec.Update.Discover = &updatev1.DiscoverSpec{Include: d.Include, Exclude: d.Exclude, WriteMarkers: d.WriteMarkers}
+		spec.Update.Discover = d.DiscoverSpec.DeepCopy()
 	}
 	if spec.Update.Setters == nil {
 		spec.Update.Setters = []updatev1.PolicySetter{}

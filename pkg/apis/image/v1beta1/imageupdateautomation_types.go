@@ -58,19 +58,11 @@ type ImageUpdateAutomationSpec struct {
 }
 
 // DiscoverSpec says which images of the repository an automation
-// discovers, and how it follows them.
+// discovers, and how it follows them. Which images its jobs find and
+// update (include, exclude, writeMarkers) is the UpdateJob's own
+// DiscoverSpec, inline: the automation hands it to each job as it is.
 type DiscoverSpec struct {
-	// Include are patterns of image names (canonical, e.g.
-	// docker.io/library/nginx; path.Match syntax, so * stays within a
-	// path segment: ghcr.io/acme/*); every image found when empty.
-	// +kubebuilder:validation:MaxItems=100
-	// +optional
-	Include []string `json:"include,omitempty"`
-
-	// Exclude are patterns of image names left alone, over Include.
-	// +kubebuilder:validation:MaxItems=100
-	// +optional
-	Exclude []string `json:"exclude,omitempty"`
+	updatev1.DiscoverSpec `json:",inline"`
 
 	// PolicyMode is how far the policies made for discovered images
 	// follow the current tag: patch (~1.4.2), minor (the same major; for
@@ -101,11 +93,6 @@ type DiscoverSpec struct {
 	// ImageRepository.spec.serviceAccountName); a registry's secretRef wins.
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
-
-	// WriteMarkers makes each commit also write a $imagepolicy marker on
-	// every location it updates, so the repository becomes explicit.
-	// +optional
-	WriteMarkers bool `json:"writeMarkers,omitempty"`
 }
 
 // DiscoverRegistry is how the ImageRepositories of images on one registry
