@@ -127,11 +127,6 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	return b.Complete(r.kind())
 }
 
-// Reconcile runs one automation step (see phases).
-func (r *ImageUpdateAutomationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	return r.kind().Reconcile(ctx, req)
-}
-
 // kind is the automation on the reconciler skeleton. The status is written
 // against the object as read: if it changed in between (or the cache was
 // behind), the write fails and the step runs again from fresh state, so an

@@ -261,13 +261,6 @@ func fluxListItems(obj map[string]any) ([]any, bool) {
 	return nil, false
 }
 
-func migPlural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 func isFluxImage(obj map[string]any) bool {
 	apiVersion, _ := obj["apiVersion"].(string)
 	group, _, _ := strings.Cut(apiVersion, "/")
