@@ -537,7 +537,7 @@ func parseSetters(values []string) ([]updatev1.PolicySetter, error) {
 			return nil, usageError{fmt.Errorf("--set %s given twice", policy)}
 		}
 		seen[policy] = true
-		out = append(out, updatev1.PolicySetter{Policy: policy, Name: img.Name, Tag: img.Tag, Digest: img.Digest})
+		out = append(out, updatev1.PolicySetter{Policy: policy, ImageRef: img})
 	}
 	return out, nil
 }

@@ -146,14 +146,14 @@ func TestExplain(t *testing.T) {
 		c.create(t, p, func() {
 			p.Status.LastSelection = sel
 			if latest != "" {
-				p.Status.LatestRef = &imagev1.ImageRef{Name: "ghcr.io/org/" + name, Tag: latest}
+				p.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/" + name, Tag: latest}
 				p.Status.LatestRefTime = &chosen
 				conditions.MarkReady(p, conditions.SucceededReason, "latest image tag for ghcr.io/org/%s resolved to %s", name, latest)
 			} else {
 				conditions.MarkFailed(p, imagev1.NoMatchingTagReason, "no tag matches the policy")
 			}
 			if previous != "" {
-				p.Status.ObservedPreviousRef = &imagev1.ImageRef{Name: "ghcr.io/org/" + name, Tag: previous}
+				p.Status.ObservedPreviousRef = &meta.ImageRef{Name: "ghcr.io/org/" + name, Tag: previous}
 			}
 		})
 	}
@@ -174,8 +174,8 @@ func TestExplain(t *testing.T) {
 			Repository: updatev1.GitRepositorySpec{URL: srv.RepoURL("fleet"), SecretRef: &meta.LocalObjectReference{Name: "git-auth"}},
 			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 			Update: updatev1.UpdateSpec{Path: "deploy", Setters: []updatev1.PolicySetter{
-				{Policy: key("podinfo"), Name: "ghcr.io/org/podinfo", Tag: "app-6.4.0"},
-				{Policy: key("redis"), Name: "ghcr.io/org/redis", Tag: "7.2.4"},
+				{Policy: key("podinfo"), ImageRef: meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: "app-6.4.0"}},
+				{Policy: key("redis"), ImageRef: meta.ImageRef{Name: "ghcr.io/org/redis", Tag: "7.2.4"}},
 			}},
 			Commit: updatev1.CommitSpec{Author: updatev1.CommitUser{Email: "bot@example.com"}},
 		},
@@ -294,7 +294,7 @@ func TestExplain(t *testing.T) {
 		onboard.Spec.Discover = &imagev1.DiscoverSpec{}
 		c.create(t, onboard, func() {
 			onboard.Status.Discovered = []imagev1.DiscoveredImage{
-				{Image: "ghcr.io/org/unselected", Tag: "0.9.0", Locations: 1, Policy: "unselected"},
+				{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/org/unselected", Tag: "0.9.0"}, Locations: 1, Policy: "unselected"}},
 			}
 		})
 		code, out, errs := c.explain(t, "automation", "onboard", "-n", ns)

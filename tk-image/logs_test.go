@@ -1,6 +1,8 @@
 package main
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"strings"
 	"testing"
 
@@ -26,7 +28,7 @@ func TestJobLogs(t *testing.T) {
 			Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/fleet"},
 			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 			Commit:     updatev1.CommitSpec{Author: updatev1.CommitUser{Email: "bot@example.com"}},
-			Update:     updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{{Policy: "apps:a", Name: "a", Tag: "1"}}},
+			Update:     updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{{Policy: "apps:a", ImageRef: meta.ImageRef{Name: "a", Tag: "1"}}}},
 		}
 		if container {
 			s.Update = updatev1.UpdateSpec{Container: &updatev1.UpdateContainer{Image: "busybox"}}
@@ -89,8 +91,8 @@ func TestContainerJobOutcome(t *testing.T) {
 	}
 	ok := job(updatev1.UpdateJobSucceeded)
 	ok.Status.PushedCommit, ok.Status.PushedRefs = "abc", []string{"refs/heads/main"}
-	ok.Status.Result = &updatev1.UpdateResult{Files: []updatev1.FileResult{
-		{Path: "Chart.lock", Operation: updatev1.FileModified}, {Path: "charts/redis-1.tgz", Operation: updatev1.FileAdded}}}
+	ok.Status.Result = &updatev1.UpdateResult{Files: []meta.FileResult{
+		{Path: "Chart.lock", Operation: meta.FileModified}, {Path: "charts/redis-1.tgz", Operation: meta.FileAdded}}}
 	failed := job(updatev1.UpdateJobFailed)
 	failed.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "False", Reason: updatev1.ContainerFailedReason, Message: "container update exited 1"}}
 	tests := []struct {

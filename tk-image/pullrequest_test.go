@@ -1,6 +1,8 @@
 package main
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -256,9 +258,9 @@ func TestJobRunPullRequest(t *testing.T) {
 		commit   = "abc1234def5678abc1234def5678abc1234def56"
 		url      = "https://git.example.com/org/fleet/pulls/3"
 	)
-	result := &updatev1.UpdateResult{Files: []updatev1.FileResult{{Path: "app.yaml", Objects: []updatev1.ObjectResult{{
-		Kind: "Deployment", Namespace: ns, Name: "app",
-		Changes: []updatev1.Change{{OldValue: "ghcr.io/org/podinfo:6.4.0", NewValue: "ghcr.io/org/podinfo:6.5.0", Setter: "apps:podinfo"}},
+	result := &updatev1.UpdateResult{Files: []meta.FileResult{{Path: "app.yaml", Objects: []meta.ObjectResult{{
+		ObjectID: meta.ObjectID{Kind: "Deployment", Namespace: ns, Name: "app"},
+		Changes:  []meta.Change{{OldValue: "ghcr.io/org/podinfo:6.4.0", NewValue: "ghcr.io/org/podinfo:6.5.0", Setter: "apps:podinfo"}},
 	}}}}}
 	request := func(head string, state updatev1.PullRequestState, action updatev1.PullRequestAction, headCommit string) *updatev1.PullRequestStatus {
 		return &updatev1.PullRequestStatus{URL: url, Number: 3, State: state, HeadBranch: head, HeadCommit: headCommit, Action: action}

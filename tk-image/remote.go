@@ -125,11 +125,8 @@ func (r *remoteFlags) plan(policies setters.Policies) (writeback.Plan, error) {
 		Timeout:    r.timeout,
 		Checkout:   writeback.Ref{Branch: r.branch},
 		Path:       path.Clean("/" + r.path)[1:],
-		Update:     writeback.Update{Images: map[string]writeback.Image{}},
+		Update:     writeback.Update{Images: policies},
 		Commit:     writeback.Commit{AuthorName: r.authorName, AuthorEmail: r.authorEmail, MessageTemplate: tmpl, Values: values},
-	}
-	for k, img := range policies {
-		p.Update.Images[k] = writeback.Image{Name: img.Name, Tag: img.Tag, Digest: img.Digest}
 	}
 	if p.Target, err = r.target(); err != nil {
 		return writeback.Plan{}, err

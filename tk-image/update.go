@@ -1,6 +1,8 @@
 package main
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -196,7 +198,7 @@ func readPolicies(path string, into setters.Policies, stderr io.Writer) error {
 		if ns == "" || name == "" {
 			return fmt.Errorf("%s: an ImagePolicy lacks metadata.namespace or metadata.name", path)
 		}
-		img := setters.Image{
+		img := meta.ImageRef{
 			Name:   str(obj, "status", "latestRef", "name"),
 			Tag:    str(obj, "status", "latestRef", "tag"),
 			Digest: str(obj, "status", "latestRef", "digest"),

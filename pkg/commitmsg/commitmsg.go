@@ -9,6 +9,8 @@
 package commitmsg
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -143,9 +145,9 @@ func (t Template) parse(text string) (*template.Template, error) {
 // Validate checks a template: it must parse, refer only to existing
 // fields, and render for an example change with the given values.
 func (t Template) Validate(text string, values map[string]string) error {
-	example := &setters.Result{Files: []setters.FileResult{{Path: "deploy/app.yaml", Objects: []setters.ObjectResult{{
-		ObjectID: setters.ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "app"},
-		Changes:  []setters.Change{{OldValue: "app:1.0.0", NewValue: "app:1.0.1", Setter: "default:app"}},
+	example := &setters.Result{Files: []meta.FileResult{{Path: "deploy/app.yaml", Objects: []meta.ObjectResult{{
+		ObjectID: meta.ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "app"},
+		Changes:  []meta.Change{{OldValue: "app:1.0.0", NewValue: "app:1.0.1", Setter: "default:app"}},
 	}}}}}
 	_, err := t.Render(text, Data{
 		AutomationObject: types.NamespacedName{Namespace: "default", Name: "automation"},

@@ -1,6 +1,8 @@
 package commitmsg
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"strings"
 	"testing"
 
@@ -11,20 +13,20 @@ import (
 
 // seedResult is the example of Flux's setters.ResultV2 proposal (seed 003).
 func seedResult() *setters.Result {
-	dep := func(name string) setters.ObjectID {
-		return setters.ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: name}
+	dep := func(name string) meta.ObjectID {
+		return meta.ObjectID{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: name}
 	}
-	return &setters.Result{Files: []setters.FileResult{
-		{Path: "foo-deployment.yaml", Objects: []setters.ObjectResult{
-			{ObjectID: dep("foo"), Changes: []setters.Change{{OldValue: "2.2.2", NewValue: "5.0.3", Setter: "default:foo:tag"}}},
+	return &setters.Result{Files: []meta.FileResult{
+		{Path: "foo-deployment.yaml", Objects: []meta.ObjectResult{
+			{ObjectID: dep("foo"), Changes: []meta.Change{{OldValue: "2.2.2", NewValue: "5.0.3", Setter: "default:foo:tag"}}},
 		}},
-		{Path: "podinfo-deployment.yaml", Objects: []setters.ObjectResult{
-			{ObjectID: dep("podinfo"), Changes: []setters.Change{
+		{Path: "podinfo-deployment.yaml", Objects: []meta.ObjectResult{
+			{ObjectID: dep("podinfo"), Changes: []meta.Change{
 				{OldValue: "ghcr.io/stefanprodan/podinfo:4.0.6", NewValue: "ghcr.io/stefanprodan/podinfo:5.0.3", Setter: "default:podinfo"},
 				{OldValue: "bar", NewValue: "ghcr.io/stefanprodan/podinfo", Setter: "default:podinfo:name"},
 				{OldValue: "4.0.6", NewValue: "5.0.3", Setter: "default:podinfo:tag"},
 			}},
-			{ObjectID: dep("infopod"), Changes: []setters.Change{{OldValue: "v1.0", NewValue: "5.0.3", Setter: "default:podinfo:tag"}}},
+			{ObjectID: dep("infopod"), Changes: []meta.Change{{OldValue: "v1.0", NewValue: "5.0.3", Setter: "default:podinfo:tag"}}},
 		}},
 	}}
 }
@@ -165,19 +167,19 @@ func TestPullRequestDefaults(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		changes []setters.Change
+		changes []meta.Change
 		want    string
 	}{
-		{"digest left out", []setters.Change{{NewValue: "reg:5000/app:1.2.3@sha256:abc", Setter: "ns:app"}}, "Update app to 1.2.3"},
-		{"name marker alone", []setters.Change{{NewValue: "reg/app", Setter: "ns:app:name"}}, "Update images"},
-		{"more than three", []setters.Change{
+		{"digest left out", []meta.Change{{NewValue: "reg:5000/app:1.2.3@sha256:abc", Setter: "ns:app"}}, "Update app to 1.2.3"},
+		{"name marker alone", []meta.Change{{NewValue: "reg/app", Setter: "ns:app:name"}}, "Update images"},
+		{"more than three", []meta.Change{
 			{NewValue: "1", Setter: "ns:a:tag"}, {NewValue: "2", Setter: "ns:b:tag"},
 			{NewValue: "3", Setter: "ns:c:tag"}, {NewValue: "4", Setter: "ns:d:tag"},
 		}, "Update 4 images"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &setters.Result{Files: []setters.FileResult{{Path: "a.yaml", Objects: []setters.ObjectResult{{Changes: tt.changes}}}}}
+			r := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: tt.changes}}}}}
 			got, err := PullRequestTitle.Render("", Data{Changed: r.V2()})
 			if err != nil || got != tt.want {
 				t.Errorf("title = %q, %v; want %q", got, err, tt.want)

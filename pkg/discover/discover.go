@@ -26,6 +26,8 @@
 package discover
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"bytes"
 	"cmp"
 	"fmt"
@@ -67,22 +69,35 @@ type Location struct {
 	// Value is the field's value as written.
 	Value string `json:"value"`
 	// Object is the Kubernetes object the field belongs to.
-	Object setters.ObjectID `json:"object"`
+	Object meta.ObjectID `json:"object"`
 	// Policy is the policy a workload annotation sets for its container
 	// (e.g. semver:~1.4), empty when none.
 	Policy string `json:"policy,omitempty"`
 }
 
-// Image is a distinct image and where it is written.
+// Image is a distinct image and where it is written. Its value is the one
+// most of its locations have (the first such in file order on a tie), with
+// the name canonical: docker.io/library/busybox for busybox; a registry's
+// port is kept.
 type Image struct {
-	// Name is canonical: docker.io/library/busybox for busybox; a
-	// registry's port is kept.
-	Name string `json:"name"`
-	// Tag is the tag most of its locations have (the first such in file
-	// order on a tie); Digest likewise, when written.
-	Tag       string     `json:"tag"`
-	Digest    string     `json:"digest,omitempty"`
-	Locations []Location `json:"locations"`
+	meta.ImageRef `json:",inline"`
+	Locations     []Location `json:"locations"`
+}
+
+// Summary is the image as a status records it: its value, how many places
+// write it, the first files (in path order), and the policy the first
+// workload annotation sets; policy names the ImagePolicy that sets it.
+func (img Image) Summary(policy string) meta.DiscoveredImage {
+	out := meta.DiscoveredImage{ImageRef: img.ImageRef, Locations: len(img.Locations), Policy: policy}
+	for _, l := range img.Locations {
+		if out.PolicyAnnotation == "" {
+			out.PolicyAnnotation = l.Policy
+		}
+		if n := len(out.Files); n < meta.MaxListedFiles && (n == 0 || out.Files[n-1] != l.File) {
+			out.Files = append(out.Files, l.File)
+		}
+	}
+	return out
 }
 
 // Skipped is a reference, or a file, not automated, and why.
@@ -174,7 +189,7 @@ func (d *discoverer) merge(o *discoverer) {
 	for _, n := range o.order {
 		img, ok := d.byName[n]
 		if !ok {
-			img = &Image{Name: n}
+			img = &Image{ImageRef: meta.ImageRef{Name: n}}
 			d.byName[n] = img
 			d.order = append(d.order, n)
 		}
@@ -224,7 +239,7 @@ func (d *discoverer) file(file string, data []byte) {
 // object reads one object (or a List's items).
 func (d *discoverer) object(file string, obj *yaml.Node, prefix string) {
 	kind := scalar(obj, "kind")
-	id := setters.ObjectID{APIVersion: scalar(obj, "apiVersion"), Kind: kind,
+	id := meta.ObjectID{APIVersion: scalar(obj, "apiVersion"), Kind: kind,
 		Namespace: scalar(get(obj, "metadata"), "namespace"), Name: scalar(get(obj, "metadata"), "name")}
 	at := func(p string) string { return join(prefix, p) }
 	switch {
@@ -261,7 +276,7 @@ var podSpecPaths = [][]string{
 var containerLists = []string{"initContainers", "containers", "ephemeralContainers"}
 
 // workload reads the containers' images of an object with a pod spec.
-func (d *discoverer) workload(file string, obj *yaml.Node, id setters.ObjectID, prefix string) {
+func (d *discoverer) workload(file string, obj *yaml.Node, id meta.ObjectID, prefix string) {
 	annotations := get(get(obj, "metadata"), "annotations")
 	optedOut := scalar(annotations, AutomatedAnnotation) == "false"
 	paths := podSpecPaths
@@ -308,7 +323,7 @@ func (d *discoverer) workload(file string, obj *yaml.Node, id setters.ObjectID, 
 
 // kustomization reads a kustomization's images entries: name is the
 // placeholder the bases use; newName, newTag and digest are what is set.
-func (d *discoverer) kustomization(file string, obj *yaml.Node, id setters.ObjectID, prefix string) {
+func (d *discoverer) kustomization(file string, obj *yaml.Node, id meta.ObjectID, prefix string) {
 	images := get(obj, "images")
 	if images == nil || images.Kind != yaml.SequenceNode {
 		return
@@ -356,7 +371,7 @@ func (d *discoverer) kustomization(file string, obj *yaml.Node, id setters.Objec
 // helmValues reads the image.repository + image.tag (+ image.registry)
 // convention of Helm values, at any depth: a mapping named image (or
 // ending in Image, as sidecarImage) with a repository and a tag.
-func (d *discoverer) helmValues(file string, n *yaml.Node, id setters.ObjectID, at string) {
+func (d *discoverer) helmValues(file string, n *yaml.Node, id meta.ObjectID, at string) {
 	if n == nil || n.Kind != yaml.MappingNode {
 		return
 	}
@@ -376,7 +391,7 @@ func (d *discoverer) helmValues(file string, n *yaml.Node, id setters.ObjectID, 
 }
 
 // helmImage reads one image mapping; false when it is not one.
-func (d *discoverer) helmImage(file string, m *yaml.Node, id setters.ObjectID, at string) bool {
+func (d *discoverer) helmImage(file string, m *yaml.Node, id meta.ObjectID, at string) bool {
 	repo, tag, registry := get(m, "repository"), get(m, "tag"), get(m, "registry")
 	if repo == nil || repo.Kind != yaml.ScalarNode {
 		return false
@@ -460,7 +475,7 @@ func parse(ref string) (parsed, string) {
 func (d *discoverer) add(p parsed, locs ...Location) {
 	img, ok := d.byName[p.name]
 	if !ok {
-		img = &Image{Name: p.name}
+		img = &Image{ImageRef: meta.ImageRef{Name: p.name}}
 		d.byName[p.name] = img
 		d.order = append(d.order, p.name)
 	}

@@ -1,6 +1,9 @@
 package discover
 
 import (
+	"reflect"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -266,5 +269,20 @@ func TestDir(t *testing.T) {
 	wantSkipped := []string{"broken.yaml: " + ReasonParse, "charts/app/templates/deploy.yaml: " + strings.SplitN(ReasonHelmTemplate, ":", 2)[0], "escape.yaml: symlink not followed"}
 	if !slices.Equal(reasons, wantSkipped) {
 		t.Errorf("skipped\n got %q\nwant %q", reasons, wantSkipped)
+	}
+}
+
+// A status records an image by its value, a count of its locations, its
+// files once each (at most MaxListedFiles, in path order) and the first
+// workload annotation's policy.
+func TestSummaryCountsLocationsAndListsFilesOnce(t *testing.T) {
+	loc := func(file, policy string) Location { return Location{File: file, Policy: policy} }
+	img := Image{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/app", Tag: "1.4.2", Digest: "sha256:abc"}, Locations: []Location{
+		loc("a.yaml", ""), loc("a.yaml", "semver:~1.4"), loc("b.yaml", "semver:~2"), loc("c.yaml", ""), loc("d.yaml", "")}}
+	got := img.Summary("apps:app")
+	want := meta.DiscoveredImage{ImageRef: img.ImageRef, Locations: 5, Files: []string{"a.yaml", "b.yaml", "c.yaml"},
+		Policy: "apps:app", PolicyAnnotation: "semver:~1.4"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }

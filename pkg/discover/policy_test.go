@@ -1,6 +1,8 @@
 package discover
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"strings"
 	"testing"
 
@@ -36,7 +38,7 @@ func TestPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img := Image{Name: "ghcr.io/acme/app", Tag: tt.tag, Locations: []Location{{Policy: tt.annotation}}}
+		img := Image{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/app", Tag: tt.tag}, Locations: []Location{{Policy: tt.annotation}}}
 		choice, filter, err := Policy(img, mode)
 		if tt.want == "" {
 			if err == nil {
@@ -65,7 +67,7 @@ func TestPolicy(t *testing.T) {
 // Object names are the image's last name part, made a DNS label, with a
 // hash only where two images would share one; the same whatever the order.
 func TestNames(t *testing.T) {
-	imgs := []Image{{Name: "ghcr.io/acme/app"}, {Name: "docker.io/other/app"}, {Name: "docker.io/library/nginx"}, {Name: "quay.io/x/My_Tool.v2"}}
+	imgs := []Image{named("ghcr.io/acme/app"), named("docker.io/other/app"), named("docker.io/library/nginx"), named("quay.io/x/My_Tool.v2")}
 	n := Names(imgs)
 	if n["docker.io/library/nginx"] != "nginx" || n["quay.io/x/My_Tool.v2"] != "my-tool-v2" {
 		t.Errorf("%v", n)
@@ -98,3 +100,5 @@ func TestAnnotationErrors(t *testing.T) {
 		}
 	}
 }
+
+func named(name string) Image { return Image{ImageRef: meta.ImageRef{Name: name}} }

@@ -35,6 +35,7 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
 
 // GitRepositoryGVK is Flux's GitRepository at the version read when
@@ -109,13 +110,20 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 	if !hasRef(src.Ref) {
 		return src, conditions.Stallf(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit")
 	}
-	if src.Ref.Branch == "" {
-		if p := obj.Spec.GitSpec.Push; p == nil || (p.Branch == "" && p.Refspec == "") {
-			return src, conditions.Stallf(conditions.InvalidSpecReason,
-				"the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec")
-		}
+	// Where a job pushes is jobplan's rule; a pull request has a base
+	// branch to open against, so it needs a branch checkout as well.
+	if p := obj.Spec.GitSpec.Push; src.Ref.Branch == "" && (p == nil || p.PullRequest != nil || nowhere(src.Ref, p)) {
+		return src, conditions.Stallf(conditions.InvalidSpecReason,
+			"the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec")
 	}
 	return src, nil
+}
+
+// nowhere tells a push spec that pushes to no ref from a checkout of ref;
+// a refspec that does not parse is the job's to refuse, with its reason.
+func nowhere(ref updatev1.GitRepositoryRef, push *updatev1.PushSpec) bool {
+	t, err := jobplan.PushTarget(ref, push)
+	return err == nil && t.Branch == "" && len(t.Extra) == 0
 }
 
 // readGitRepository reads a Flux GitRepository into src.

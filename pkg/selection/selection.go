@@ -20,6 +20,8 @@
 package selection
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"slices"
 	"strings"
 	"time"
@@ -65,7 +67,7 @@ type Policy struct {
 	Key string
 	// By is what selects the policy; empty when nothing does.
 	By     By
-	Latest *imagev1.ImageRef
+	Latest *meta.ImageRef
 }
 
 // Applied reports whether the automation sets the policy's latest image.
@@ -125,7 +127,7 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 			continue
 		}
 		ref := *p.Status.LatestRef
-		s.Setters = append(s.Setters, updatev1.PolicySetter{Policy: row.Key, Name: ref.Name, Tag: ref.Tag, Digest: ref.Digest})
+		s.Setters = append(s.Setters, updatev1.PolicySetter{Policy: row.Key, ImageRef: ref})
 		s.Observed[p.Name] = ref
 		if p.Status.LatestRefTime != nil {
 			s.Times[row.Key] = p.Status.LatestRefTime.Time

@@ -17,7 +17,7 @@ func policy(name string, lbls map[string]string, tag string) imagev1.ImagePolicy
 	p := imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: lbls}}
 	p.Spec.ImageRepositoryRef = meta.NamespacedObjectReference{Name: name}
 	if tag != "" {
-		p.Status.LatestRef = &imagev1.ImageRef{Name: "ghcr.io/org/" + name, Tag: tag}
+		p.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/" + name, Tag: tag}
 		p.Status.LatestRefTime = &metav1.MicroTime{Time: t0}
 	}
 	return p
@@ -32,7 +32,7 @@ func automation(selector map[string]string, discover bool, followed ...string) *
 		a.Spec.Discover = &imagev1.DiscoverSpec{}
 	}
 	for _, f := range followed {
-		a.Status.Discovered = append(a.Status.Discovered, imagev1.DiscoveredImage{Image: "ghcr.io/org/" + f, Policy: f})
+		a.Status.Discovered = append(a.Status.Discovered, imagev1.DiscoveredImage{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/org/" + f}, Policy: f}})
 	}
 	return a
 }

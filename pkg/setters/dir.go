@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"bytes"
 	"fmt"
 	"io/fs"
@@ -50,7 +52,7 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 	}
 
 	type outcome struct {
-		file     *FileResult
+		file     *meta.FileResult
 		markers  []MarkerSite
 		problems []Problem
 	}
@@ -73,7 +75,7 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 	close(next)
 	wg.Wait()
 
-	res := &Result{Files: []FileResult{}, Problems: problems}
+	res := &Result{Files: []meta.FileResult{}, Problems: problems}
 	for _, o := range outcomes {
 		if o.file != nil {
 			res.Files = append(res.Files, *o.file)
@@ -169,7 +171,7 @@ func statID(info fs.FileInfo) ([2]uint64, bool) {
 
 // updateFile updates one file; it returns nil when nothing changed, and
 // the markers it found.
-func updateFile(root *os.Root, p string, policies Policies, opts Options) (*FileResult, []MarkerSite, []Problem) {
+func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta.FileResult, []MarkerSite, []Problem) {
 	data, err := root.ReadFile(p)
 	if err != nil {
 		return nil, nil, []Problem{{Path: p, Err: err}}
@@ -202,7 +204,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*File
 			return nil, markers, append(problems, Problem{Path: p, Err: fmt.Errorf("writing: %w", err)})
 		}
 	}
-	return &FileResult{Path: clean, Objects: objs}, markers, problems
+	return &meta.FileResult{Path: clean, Objects: objs}, markers, problems
 }
 
 // ManifestFiles lists the files UpdateDir reads under root, and the paths

@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -14,7 +16,7 @@ import (
 )
 
 // Policies maps NAMESPACE:NAME to the policy's image.
-type Policies map[string]Image
+type Policies map[string]meta.ImageRef
 
 // target is a scalar with a marker.
 type target struct {
@@ -22,7 +24,7 @@ type target struct {
 	key    *yaml.Node // nil for a sequence item
 	marker Marker
 	doc    int
-	obj    ObjectID
+	obj    meta.ObjectID
 	inFlow bool
 	// written: the marker is a comment in the file, not a Site.
 	written bool
@@ -38,7 +40,7 @@ type edit struct {
 // new bytes (data itself when nothing changed), the changes per object, and
 // the targets it left alone with the reason (e.g. block scalars). A file
 // that does not parse is an error.
-func UpdateBytes(data []byte, policies Policies) ([]byte, []ObjectResult, []error, error) {
+func UpdateBytes(data []byte, policies Policies) ([]byte, []meta.ObjectResult, []error, error) {
 	out, objs, skipped, _, _, err := update(data, policies)
 	return out, objs, skipped, err
 }
@@ -47,14 +49,14 @@ func UpdateBytes(data []byte, policies Policies) ([]byte, []ObjectResult, []erro
 // their positions, where the file has no marker of its own (a written
 // marker wins): a repository's discovered images are updated without
 // markers, by the same byte-exact rules.
-func UpdateSites(data []byte, sites []Site, policies Policies) ([]byte, []ObjectResult, []error, error) {
+func UpdateSites(data []byte, sites []Site, policies Policies) ([]byte, []meta.ObjectResult, []error, error) {
 	out, objs, skipped, _, _, err := update(data, policies, sites...)
 	return out, objs, skipped, err
 }
 
 type planned struct {
 	index  int // into the targets
-	change Change
+	change meta.Change
 	start  int
 	end    int
 }
@@ -63,7 +65,7 @@ type planned struct {
 // (without a path), whatever its policy and whether or not its value
 // changes; the markers are returned with the error of a file that parses
 // but cannot be rewritten, where they were found all the same.
-func update(data []byte, policies Policies, sites ...Site) ([]byte, []ObjectResult, []error, []edit, []MarkerSite, error) {
+func update(data []byte, policies Policies, sites ...Site) ([]byte, []meta.ObjectResult, []error, []edit, []MarkerSite, error) {
 	src := newSource(data)
 	docs, err := parseDocs(data)
 	if err != nil {
@@ -99,7 +101,7 @@ func update(data []byte, policies Policies, sites ...Site) ([]byte, []ObjectResu
 		}
 		want[i] = val
 		plan = append(plan, planned{index: i, start: start, end: end,
-			change: Change{OldValue: t.node.Value, NewValue: val, Setter: t.marker.String()}})
+			change: meta.Change{OldValue: t.node.Value, NewValue: val, Setter: t.marker.String()}})
 	}
 	if len(plan) == 0 {
 		return data, nil, skipped, nil, markers, nil
@@ -124,12 +126,12 @@ func update(data []byte, policies Policies, sites ...Site) ([]byte, []ObjectResu
 		return data, nil, nil, nil, markers, fmt.Errorf("rewriting the marked values would change the file's meaning (%v); left unchanged", err)
 	}
 
-	var objs []ObjectResult
+	var objs []meta.ObjectResult
 	lastDoc := -1
 	for _, p := range plan {
 		t := targets[p.index]
 		if t.doc != lastDoc {
-			objs = append(objs, ObjectResult{ObjectID: t.obj})
+			objs = append(objs, meta.ObjectResult{ObjectID: t.obj})
 			lastDoc = t.doc
 		}
 		objs[len(objs)-1].Changes = append(objs[len(objs)-1].Changes, p.change)

@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"bytes"
 	"os"
 	"path/filepath"
@@ -39,7 +41,7 @@ func FuzzUpdate(f *testing.F) {
 
 		// Outside the edits, the output is the input, byte for byte; each
 		// edit replaced exactly one scalar with the recorded old value.
-		var changes []Change
+		var changes []meta.Change
 		for _, o := range objs {
 			changes = append(changes, o.Changes...)
 		}

@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"encoding/json"
 	"io"
 	"strings"
@@ -37,7 +39,7 @@ func (m Marker) String() string {
 
 // Value is what the marker sets for img; ok is false when img lacks it
 // (a digest marker for an image without a digest).
-func (m Marker) Value(img Image) (string, bool) {
+func (m Marker) Value(img meta.ImageRef) (string, bool) {
 	switch m.Field {
 	case FieldTag:
 		return img.Tag, true

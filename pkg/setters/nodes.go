@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
@@ -14,7 +16,7 @@ import (
 // attached there (the key's head comment, or the previous node's foot
 // comment).
 func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
-	res := &Result{Files: []FileResult{}}
+	res := &Result{Files: []meta.FileResult{}}
 	byPath := map[string]int{}
 	for _, item := range items {
 		w := &walker{inScalar: map[int]bool{}, head: commentHeadMarker}
@@ -22,7 +24,7 @@ func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
 		w.walk(item.YNode(), false)
 
 		path, _, _ := kioutil.GetFileAnnotations(item)
-		var changes []Change
+		var changes []meta.Change
 		for _, t := range w.targets {
 			// The items' lines are the ResourceList's, not the file's.
 			res.Markers = append(res.Markers, MarkerSite{Path: path, Marker: t.marker})
@@ -34,7 +36,7 @@ func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
 			if !ok || val == t.node.Value || t.node.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
 				continue
 			}
-			changes = append(changes, Change{OldValue: t.node.Value, NewValue: val, Setter: t.marker.String()})
+			changes = append(changes, meta.Change{OldValue: t.node.Value, NewValue: val, Setter: t.marker.String()})
 			t.node.Value = val
 			t.node.Tag = yaml.NodeTagString
 			if t.node.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) == 0 && !plainSafe(val, t.inFlow) {
@@ -48,9 +50,9 @@ func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
 		if !ok {
 			i = len(res.Files)
 			byPath[path] = i
-			res.Files = append(res.Files, FileResult{Path: path})
+			res.Files = append(res.Files, meta.FileResult{Path: path})
 		}
-		res.Files[i].Objects = append(res.Files[i].Objects, ObjectResult{ObjectID: w.obj, Changes: changes})
+		res.Files[i].Objects = append(res.Files[i].Objects, meta.ObjectResult{ObjectID: w.obj, Changes: changes})
 	}
 	return res
 }

@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"bytes"
 	"os"
 	"path/filepath"
@@ -31,7 +33,7 @@ func TestUpdateNodesAgreesWithBytes(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := UpdateNodes(items, testPolicies)
-			var want, got []Change
+			var want, got []meta.Change
 			for _, o := range objs {
 				want = append(want, o.Changes...)
 			}

@@ -6,24 +6,12 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"fmt"
 	"regexp"
 	"strings"
 )
-
-// Image is the value of an image policy: name, tag and optional digest.
-type Image struct {
-	Name, Tag, Digest string
-}
-
-// String is the whole reference: name:tag, or name:tag@digest.
-func (i Image) String() string {
-	s := i.Name + ":" + i.Tag
-	if i.Digest != "" {
-		s += "@" + i.Digest
-	}
-	return s
-}
 
 var (
 	// An OCI tag, or a chart version of a Helm repository, which may carry
@@ -37,27 +25,27 @@ var (
 // ParseImage parses IMAGE:TAG or IMAGE:TAG@DIGEST. The tag is what follows
 // the last colon after the last slash, so a registry port
 // (host:5000/app:1.0) is part of the name.
-func ParseImage(ref string) (Image, error) {
-	var img Image
+func ParseImage(ref string) (meta.ImageRef, error) {
+	var img meta.ImageRef
 	rest := ref
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
 		img.Digest = rest[i+1:]
 		rest = rest[:i]
 		if !digestPattern.MatchString(img.Digest) {
-			return Image{}, fmt.Errorf("%q: invalid digest %q", ref, img.Digest)
+			return meta.ImageRef{}, fmt.Errorf("%q: invalid digest %q", ref, img.Digest)
 		}
 	}
 	slash := strings.LastIndexByte(rest, '/')
 	colon := strings.LastIndexByte(rest, ':')
 	if colon <= slash {
-		return Image{}, fmt.Errorf("%q: no tag; want IMAGE:TAG or IMAGE:TAG@DIGEST", ref)
+		return meta.ImageRef{}, fmt.Errorf("%q: no tag; want IMAGE:TAG or IMAGE:TAG@DIGEST", ref)
 	}
 	img.Name, img.Tag = rest[:colon], rest[colon+1:]
 	if img.Name == "" || strings.ContainsAny(img.Name, " \t\r\n") {
-		return Image{}, fmt.Errorf("%q: invalid image name %q", ref, img.Name)
+		return meta.ImageRef{}, fmt.Errorf("%q: invalid image name %q", ref, img.Name)
 	}
 	if !tagPattern.MatchString(img.Tag) {
-		return Image{}, fmt.Errorf("%q: invalid tag %q", ref, img.Tag)
+		return meta.ImageRef{}, fmt.Errorf("%q: invalid tag %q", ref, img.Tag)
 	}
 	return img, nil
 }
@@ -66,17 +54,17 @@ func ParseImage(ref string) (Image, error) {
 func ValidPolicy(s string) bool { return policyPattern.MatchString(s) }
 
 // ParsePolicyArg parses NAMESPACE:NAME=REF, the form of tk-image's --policy.
-func ParsePolicyArg(arg string) (string, Image, error) {
+func ParsePolicyArg(arg string) (string, meta.ImageRef, error) {
 	policy, ref, ok := strings.Cut(arg, "=")
 	if !ok {
-		return "", Image{}, fmt.Errorf("%q: want NAMESPACE:NAME=IMAGE:TAG[@DIGEST]", arg)
+		return "", meta.ImageRef{}, fmt.Errorf("%q: want NAMESPACE:NAME=IMAGE:TAG[@DIGEST]", arg)
 	}
 	if !ValidPolicy(policy) {
-		return "", Image{}, fmt.Errorf("%q: policy %q is not NAMESPACE:NAME", arg, policy)
+		return "", meta.ImageRef{}, fmt.Errorf("%q: policy %q is not NAMESPACE:NAME", arg, policy)
 	}
 	img, err := ParseImage(ref)
 	if err != nil {
-		return "", Image{}, err
+		return "", meta.ImageRef{}, err
 	}
 	return policy, img, nil
 }

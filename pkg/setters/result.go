@@ -1,35 +1,8 @@
 package setters
 
-import ()
-
-// ObjectID identifies the object (YAML document) a change is in.
-type ObjectID struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Namespace  string `json:"namespace"`
-	Name       string `json:"name"`
-}
-
-// Change is one replaced value.
-type Change struct {
-	OldValue string `json:"oldValue"`
-	NewValue string `json:"newValue"`
-	// Setter is the marker's value, e.g. apps:podinfo or apps:podinfo:tag.
-	Setter string `json:"setter"`
-}
-
-// ObjectResult is the changes in one object, in document order.
-type ObjectResult struct {
-	ObjectID
-	Changes []Change `json:"changes"`
-}
-
-// FileResult is the changes in one file, objects in document order.
-type FileResult struct {
-	// Path relative to the updated directory, with forward slashes.
-	Path    string         `json:"path"`
-	Objects []ObjectResult `json:"objects"`
-}
+import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+)
 
 // Problem is a file that could not be (fully) updated.
 type Problem struct {
@@ -51,7 +24,7 @@ type MarkerSite struct {
 // Result is what an update changed: files sorted by path, then objects and
 // changes in document order. Only values that differ are recorded.
 type Result struct {
-	Files []FileResult `json:"files"`
+	Files []meta.FileResult `json:"files"`
 	// Problems are files not parsed, or targets not rewritten; the other
 	// files are still updated.
 	Problems []Problem `json:"-"`
@@ -62,8 +35,8 @@ type Result struct {
 }
 
 // Changes returns all changes, in file and document order.
-func (r *Result) Changes() []Change {
-	var out []Change
+func (r *Result) Changes() []meta.Change {
+	var out []meta.Change
 	for _, f := range r.Files {
 		for _, o := range f.Objects {
 			out = append(out, o.Changes...)
@@ -73,8 +46,8 @@ func (r *Result) Changes() []Change {
 }
 
 // Objects returns the changes per object, merged across files.
-func (r *Result) Objects() map[ObjectID][]Change {
-	out := map[ObjectID][]Change{}
+func (r *Result) Objects() map[meta.ObjectID][]meta.Change {
+	out := map[meta.ObjectID][]meta.Change{}
 	for _, f := range r.Files {
 		for _, o := range f.Objects {
 			out[o.ObjectID] = append(out[o.ObjectID], o.Changes...)
@@ -84,7 +57,7 @@ func (r *Result) Objects() map[ObjectID][]Change {
 }
 
 // ObjectChanges maps objects of a file to their changes.
-type ObjectChanges map[ObjectID][]Change
+type ObjectChanges map[meta.ObjectID][]meta.Change
 
 // ResultV2 is the result in the shape of Flux's update.ResultV2, the
 // .Changed of commit message templates: FileChanges maps file paths to their
@@ -108,7 +81,7 @@ func (r *Result) V2() ResultV2 {
 }
 
 // Changes returns all changes, in file and document order.
-func (v ResultV2) Changes() []Change {
+func (v ResultV2) Changes() []meta.Change {
 	if v.result == nil {
 		return nil
 	}
@@ -116,9 +89,9 @@ func (v ResultV2) Changes() []Change {
 }
 
 // Objects returns the changes per object, merged across files.
-func (v ResultV2) Objects() map[ObjectID][]Change {
+func (v ResultV2) Objects() map[meta.ObjectID][]meta.Change {
 	if v.result == nil {
-		return map[ObjectID][]Change{}
+		return map[meta.ObjectID][]meta.Change{}
 	}
 	return v.result.Objects()
 }

@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,13 +12,13 @@ import (
 func TestParseImage(t *testing.T) {
 	tests := []struct {
 		ref     string
-		want    Image
+		want    meta.ImageRef
 		wantErr string
 	}{
-		{ref: "nginx:1.25", want: Image{Name: "nginx", Tag: "1.25"}},
-		{ref: "host:5000/app:1.0", want: Image{Name: "host:5000/app", Tag: "1.0"}},
-		{ref: "ghcr.io/org/app:v1@sha256:abc", want: Image{Name: "ghcr.io/org/app", Tag: "v1", Digest: "sha256:abc"}},
-		{ref: "https://charts.example.com/podinfo:6.2.0+build.1", want: Image{Name: "https://charts.example.com/podinfo", Tag: "6.2.0+build.1"}},
+		{ref: "nginx:1.25", want: meta.ImageRef{Name: "nginx", Tag: "1.25"}},
+		{ref: "host:5000/app:1.0", want: meta.ImageRef{Name: "host:5000/app", Tag: "1.0"}},
+		{ref: "ghcr.io/org/app:v1@sha256:abc", want: meta.ImageRef{Name: "ghcr.io/org/app", Tag: "v1", Digest: "sha256:abc"}},
+		{ref: "https://charts.example.com/podinfo:6.2.0+build.1", want: meta.ImageRef{Name: "https://charts.example.com/podinfo", Tag: "6.2.0+build.1"}},
 		{ref: "app:+1", wantErr: "invalid tag"},
 		{ref: "host:5000/app", wantErr: "no tag"},
 		{ref: "app", wantErr: "no tag"},

@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"bytes"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
@@ -35,7 +37,7 @@ type pairContext struct {
 type walker struct {
 	src      *source
 	doc      int
-	obj      ObjectID
+	obj      meta.ObjectID
 	targets  []target
 	inScalar map[int]bool // lines inside multi-line scalars, where a # is text
 	// head finds a marker above a field.
@@ -44,9 +46,9 @@ type walker struct {
 	sites map[[2]int]Marker
 }
 
-func identify(doc *yaml.Node) ObjectID {
+func identify(doc *yaml.Node) meta.ObjectID {
 	if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return ObjectID{}
+		return meta.ObjectID{}
 	}
 	rn := yaml.NewRNode(doc.Content[0])
 	str := func(path ...string) string {
@@ -56,7 +58,7 @@ func identify(doc *yaml.Node) ObjectID {
 		}
 		return n.YNode().Value
 	}
-	return ObjectID{
+	return meta.ObjectID{
 		APIVersion: str("apiVersion"),
 		Kind:       str("kind"),
 		Namespace:  str("metadata", "namespace"),

@@ -13,6 +13,8 @@
 package writeback
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"errors"
 	"fmt"
 	"path"
@@ -58,18 +60,13 @@ type Ref struct {
 type Update struct {
 	// Images is the new image of each policy, by policy key
 	// (namespace:name), for the setters' markers.
-	Images map[string]Image
+	Images map[string]meta.ImageRef
 	// Discover finds the images of the files and sets those a policy of
 	// Images names, markers or not.
 	Discover *Discover
 	// Container updates the files instead of the setters; the engine's
 	// Container hook runs it.
 	Container *Container
-}
-
-// Image is an image value: repository name, tag and optional digest.
-type Image struct {
-	Name, Tag, Digest string
 }
 
 // Discover selects the discovered images to update.

@@ -1,6 +1,8 @@
 package writeback
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"errors"
 	"os/exec"
 	"slices"
@@ -42,7 +44,7 @@ func valid() Plan {
 	return Plan{
 		Repository: "https://git.example.com/fleet",
 		Checkout:   Ref{Branch: "main"},
-		Update:     Update{Images: map[string]Image{"ns:app": {Name: "reg/app", Tag: "1.2.0"}}},
+		Update:     Update{Images: map[string]meta.ImageRef{"ns:app": {Name: "reg/app", Tag: "1.2.0"}}},
 		Target:     Target{Branch: "main"},
 	}
 }

@@ -395,7 +395,7 @@ func createPolicies(ctx context.Context, c *localenv.Cluster) error {
 	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
 		return err
 	}
-	for name, ref := range map[string]imagev1.ImageRef{
+	for name, ref := range map[string]meta.ImageRef{
 		"podinfo": {Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"},
 		"worker":  {Name: "ghcr.io/example/worker", Tag: "1.2.0"},
 	} {

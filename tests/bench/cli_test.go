@@ -39,7 +39,7 @@ func BenchmarkCLIGet(b *testing.B) {
 		if err := c.Client.Create(ctx, p); err != nil {
 			b.Fatal(err)
 		}
-		p.Status.LatestRef = &imagev1.ImageRef{Name: "registry.example.com/team/app", Tag: "1.2.3"}
+		p.Status.LatestRef = &meta.ImageRef{Name: "registry.example.com/team/app", Tag: "1.2.3"}
 		p.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded",
 			Message: "latest image tag for registry.example.com/team/app resolved to 1.2.3", LastTransitionTime: metav1.Now()}}
 		if err := c.Client.Status().Update(ctx, p); err != nil {

@@ -158,12 +158,12 @@ func TestAPIPackagesImportOnlyAPIMachinery(t *testing.T) {
 }
 
 // The check above fails when an API package imports a heavier package:
-// an overlay adds a file importing pkg/setters to pkg/apis/meta, without
+// an overlay adds a file importing kyaml to pkg/apis/meta, without
 // touching the tree.
 func TestAPICheckCatchesNewImport(t *testing.T) {
 	dir := root(t)
 	probe := filepath.Join(t.TempDir(), "probe.go")
-	src := "package meta\n\nimport _ \"toolkit.dev/image-toolkit/pkg/setters\"\n"
+	src := "package meta\n\nimport _ \"sigs.k8s.io/kustomize/kyaml/yaml\"\n"
 	if err := os.WriteFile(probe, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -178,9 +178,9 @@ func TestAPICheckCatchesNewImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := apiOutside(t, dir, overlayFile)
-	want := module + "pkg/setters (imported by " + apis + "meta)"
+	want := "sigs.k8s.io/kustomize/kyaml/yaml (imported by " + apis + "meta)"
 	if !slices.Contains(bad, want) {
-		t.Errorf("an import of pkg/setters from pkg/apis/meta was not reported; want %q among:\n  %s", want, strings.Join(bad, "\n  "))
+		t.Errorf("an import of kyaml from pkg/apis/meta was not reported; want %q among:\n  %s", want, strings.Join(bad, "\n  "))
 	}
 }
 

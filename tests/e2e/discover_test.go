@@ -141,7 +141,7 @@ spec:
 	}
 	policies := map[string]string{}
 	for _, d := range iua.Status.Discovered {
-		policies[strings.TrimPrefix(d.Image, reg+"/acme/")] = d.Policy
+		policies[strings.TrimPrefix(d.Name, reg+"/acme/")] = d.Policy
 	}
 	if policies["web"] != "onboard-web" || policies["proxy"] != "onboard-proxy" || policies["api"] != "api-ours" {
 		t.Errorf("status.discovered %+v", iua.Status.Discovered)

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"fmt"
 	"strings"
@@ -126,7 +128,7 @@ func TestScaling(t *testing.T) {
 				Repository: updatev1.GitRepositorySpec{URL: git.RepoURL("fleet")},
 				Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 				Update: updatev1.UpdateSpec{Path: "deploy", Setters: []updatev1.PolicySetter{
-					{Policy: fmt.Sprintf("default:app%d", i), Name: fmt.Sprintf("ghcr.io/org/app%d", i), Tag: "1.1.0"}}},
+					{Policy: fmt.Sprintf("default:app%d", i), ImageRef: meta.ImageRef{Name: fmt.Sprintf("ghcr.io/org/app%d", i), Tag: "1.1.0"}}}},
 				Commit: updatev1.CommitSpec{Author: updatev1.CommitUser{Name: "bot", Email: "bot@example.com"}},
 			},
 		}

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"fmt"
 	"net/url"
@@ -233,7 +235,7 @@ func TestContainerMode(t *testing.T) {
 		if got := e.file(t, "krm", "deploy/app.yaml"); got != want {
 			t.Errorf("deploy/app.yaml on main:\n%s", got)
 		}
-		if f := j.Status.Result.Files; len(f) != 1 || f[0].Path != "app.yaml" || f[0].Operation != updatev1.FileModified {
+		if f := j.Status.Result.Files; len(f) != 1 || f[0].Path != "app.yaml" || f[0].Operation != meta.FileModified {
 			t.Errorf("status.result.files = %+v", f)
 		}
 		if c := j.Status.Container; c == nil || c.ExitCode == nil || *c.ExitCode != 0 {
@@ -247,7 +249,7 @@ func TestContainerMode(t *testing.T) {
 
 	t.Run("built-in setters, the same change", func(t *testing.T) {
 		j, took := e.job(t, ctx, "builtin", func(j *updatev1.UpdateJob) {
-			j.Spec.Update.Setters = []updatev1.PolicySetter{{Policy: "apps:podinfo", Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"}}
+			j.Spec.Update.Setters = []updatev1.PolicySetter{{Policy: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"}}}
 		})
 		builtinTime = took
 		if j.Status.Phase != updatev1.UpdateJobSucceeded || e.file(t, "builtin", "deploy/app.yaml") != want {

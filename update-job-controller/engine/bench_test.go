@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"fmt"
 	"strings"
@@ -36,7 +38,7 @@ func BenchmarkRunLargeRepo(b *testing.B) {
 	run := func(tag string) Result {
 		out, err := e.Run(context.Background(), plan(srv.RepoURL("large"), func(p *writeback.Plan) {
 			p.Path = "clusters/prod"
-			p.Update.Images["apps:podinfo"] = writeback.Image{Name: "ghcr.io/stefanprodan/podinfo", Tag: tag}
+			p.Update.Images["apps:podinfo"] = meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: tag}
 		}))
 		if err != nil {
 			b.Fatal(err)

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"errors"
 	"os"
@@ -10,7 +12,6 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
-	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
 
 // copyTree copies dir's regular files into dst, as a container that
@@ -79,7 +80,7 @@ func TestRunContainerMode(t *testing.T) {
 	if len(rounds) != 2 || rounds[0] != 0 || rounds[1] != 1 || out.Retries != 1 {
 		t.Errorf("rounds %v, retries %d; want [0 1], 1", rounds, out.Retries)
 	}
-	if len(out.Files) != 1 || out.Files[0].Path != "app.yaml" || out.Files[0].Operation != mirror.FileModified {
+	if len(out.Files) != 1 || out.Files[0].Path != "app.yaml" || out.Files[0].Operation != meta.FileModified {
 		t.Errorf("files %+v", out.Files)
 	}
 	log := testgit.Git(t, srv.BarePath("cm"), "log", "--format=%ae %s", "main")

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"slices"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"strings"
 	"testing"
@@ -28,7 +32,7 @@ func TestRunDiscover(t *testing.T) {
 		srv.CreateRepo(t, "fleet", unmarked)
 		p := plan(srv.RepoURL("fleet"), func(p *writeback.Plan) {
 			p.Path = "deploy"
-			p.Update.Images = map[string]writeback.Image{"apps:app": {Name: "ghcr.io/acme/app", Tag: "1.5.0"}}
+			p.Update.Images = map[string]meta.ImageRef{"apps:app": {Name: "ghcr.io/acme/app", Tag: "1.5.0"}}
 			p.Update.Discover = &writeback.Discover{Exclude: []string{"docker.io/*/*"}, WriteMarkers: writeMarkers}
 		})
 		out, err := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t)).Run(context.Background(), p)
@@ -53,9 +57,9 @@ func TestRunDiscover(t *testing.T) {
 			t.Error("README changed")
 		}
 		d := out.Discovered
-		if d == nil || len(d.Images) != 1 || d.Images[0].Name != "ghcr.io/acme/app" || len(d.Images[0].Locations) != 2 ||
-			d.Policies["ghcr.io/acme/app"] != "apps:app" || d.Images[0].Tag != "1.4.2" ||
-			d.Images[0].Locations[0].File != "app.yaml" || d.Images[0].Locations[1].File != "kustomization.yaml" {
+		if d == nil || len(d.Images) != 1 || d.Images[0].Name != "ghcr.io/acme/app" || d.Images[0].Locations != 2 ||
+			d.Images[0].Policy != "apps:app" || d.Images[0].Tag != "1.4.2" ||
+			!slices.Equal(d.Images[0].Files, []string{"app.yaml", "kustomization.yaml"}) {
 			t.Errorf("discovered %+v", d)
 		}
 		if n := len(out.Changes.Changes()); n != 2 {

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"errors"
 	"os"
@@ -29,7 +31,7 @@ func plan(url string, mutate func(*writeback.Plan)) writeback.Plan {
 	p := writeback.Plan{
 		Repository: url,
 		Checkout:   writeback.Ref{Branch: "main"},
-		Update: writeback.Update{Images: map[string]writeback.Image{
+		Update: writeback.Update{Images: map[string]meta.ImageRef{
 			"apps:podinfo": {Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"},
 		}},
 		Commit: writeback.Commit{AuthorName: "bot", AuthorEmail: "bot@example.com"},

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"fmt"
 	"os"
@@ -45,7 +47,7 @@ func Example() {
 		Repository: url,
 		Checkout:   writeback.Ref{Branch: "main"},
 		Path:       "deploy",
-		Update: writeback.Update{Images: map[string]writeback.Image{
+		Update: writeback.Update{Images: map[string]meta.ImageRef{
 			"apps:podinfo": {Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"},
 		}},
 		Commit: writeback.Commit{AuthorName: "bot", AuthorEmail: "bot@example.com"},

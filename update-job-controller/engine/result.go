@@ -1,9 +1,8 @@
 package engine
 
 import (
-	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/setters"
-	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
 
 // Result is what a run did. Commit is empty when nothing was pushed.
@@ -31,16 +30,16 @@ type Result struct {
 	// Discovered is what discovery found.
 	Discovered *Discovered
 	// Files are what a container changed, relative to the plan's path.
-	Files []mirror.FileChange
+	Files []meta.FileResult
 }
 
 // Discovered is what a run's discovery found: the images the plan
-// includes, the policy (by canonical image name) that set each, and how
-// many files could not be read.
+// includes, as a status records them, each with the policy that set it
+// (NAMESPACE:NAME, the first by name when several name it); and how many
+// references were skipped.
 type Discovered struct {
-	Images   []discover.Image
-	Policies map[string]string
-	Skipped  int
+	Images  []meta.DiscoveredImage
+	Skipped int
 }
 
 // RequestState is a pull request's state; the values are the UpdateJob

@@ -1,6 +1,7 @@
 package engine
 
 import (
+
 	"context"
 	"errors"
 	"fmt"
@@ -21,15 +22,6 @@ import (
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
-
-// policies are the plan's images in the setters' terms.
-func policies(p writeback.Plan) setters.Policies {
-	out := setters.Policies{}
-	for k, img := range p.Update.Images {
-		out[k] = setters.Image{Name: img.Name, Tag: img.Tag, Digest: img.Digest}
-	}
-	return out
-}
 
 // data is what the plan's templates see, without the changes.
 func data(p writeback.Plan) commitmsg.Data {
@@ -74,7 +66,7 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	if err != nil {
 		return nil, err
 	}
-	pols := policies(p)
+	pols := setters.Policies(p.Update.Images)
 	var sites map[string][]setters.Site
 	out.Discovered = nil
 	if d := p.Update.Discover; d != nil {
@@ -289,5 +281,9 @@ func discoverSites(dir string, d *writeback.Discover, pols setters.Policies) (ma
 	}
 	filtered := &discover.Result{Images: images}
 	sites := filtered.Sites(func(img discover.Image) string { return byImage[img.Name] })
-	return sites, &Discovered{Images: images, Policies: byImage, Skipped: len(res.Skipped)}, nil
+	out := &Discovered{Skipped: len(res.Skipped)}
+	for _, img := range images {
+		out.Images = append(out.Images, img.Summary(byImage[img.Name]))
+	}
+	return sites, out, nil
 }

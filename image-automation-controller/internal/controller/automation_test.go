@@ -48,8 +48,8 @@ func TestJobCreatedPushedAndShortCircuit(t *testing.T) {
 		t.Errorf("job name %q, want fleet-<10 hex digits>", job.Name)
 	}
 	wantSetters := []updatev1.PolicySetter{
-		{Policy: f.ns + ":api", Name: "ghcr.io/org/api", Tag: "2.0.0"},
-		{Policy: f.ns + ":app", Name: "ghcr.io/org/app", Tag: "1.1.0"},
+		{Policy: f.ns + ":api", ImageRef: meta.ImageRef{Name: "ghcr.io/org/api", Tag: "2.0.0"}},
+		{Policy: f.ns + ":app", ImageRef: meta.ImageRef{Name: "ghcr.io/org/app", Tag: "1.1.0"}},
 	}
 	if !slices.Equal(withoutTimes(job.Spec.Update.Setters), wantSetters) {
 		t.Errorf("setters %+v, want %+v", job.Spec.Update.Setters, wantSetters)
@@ -184,7 +184,7 @@ func TestPolicyChangeTriggersImmediately(t *testing.T) {
 
 	setLatest(t, app, "1.1.0")
 	next := unfinished(t, waitJobs(t, f.ns, 2))
-	if want := []updatev1.PolicySetter{{Policy: f.ns + ":app", Name: "ghcr.io/org/app", Tag: "1.1.0"}}; !slices.Equal(withoutTimes(next.Spec.Update.Setters), want) {
+	if want := []updatev1.PolicySetter{{Policy: f.ns + ":app", ImageRef: meta.ImageRef{Name: "ghcr.io/org/app", Tag: "1.1.0"}}}; !slices.Equal(withoutTimes(next.Spec.Update.Setters), want) {
 		t.Errorf("setters %+v, want %+v", next.Spec.Update.Setters, want)
 	}
 	if times := latestRefTimes(next); len(times) != 1 || times[0] != f.ns+":app" {

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"errors"
 	"fmt"
 	"maps"
@@ -255,7 +257,7 @@ func pendingChanges(status *imagev1.ImageUpdateAutomationStatus, generation int6
 	return strings.Join(parts, " and ") + " changed since the last run"
 }
 
-func orDigest(ref imagev1.ImageRef) string {
+func orDigest(ref meta.ImageRef) string {
 	if ref.Tag != "" {
 		return ref.Tag
 	}

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"errors"
 	"strconv"
 	"strings"
@@ -23,13 +25,13 @@ func TestDecide(t *testing.T) {
 	now := time.Date(2026, 11, 24, 1, 0, 0, 0, time.UTC)
 	const interval = 10 * time.Minute
 	head := "main@sha1:aaa"
-	app1 := imagev1.ImageRef{Name: "ghcr.io/org/app", Tag: "1"}
-	app2 := imagev1.ImageRef{Name: "ghcr.io/org/app", Tag: "2"}
+	app1 := meta.ImageRef{Name: "ghcr.io/org/app", Tag: "1"}
+	app2 := meta.ImageRef{Name: "ghcr.io/org/app", Tag: "2"}
 	src := gitsource.Source{Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/fleet.git"}, Ref: updatev1.GitRepositoryRef{Branch: "main"}}
-	sel := func(refs ...imagev1.ImageRef) *selection.Selection {
+	sel := func(refs ...meta.ImageRef) *selection.Selection {
 		s := &selection.Selection{Setters: []updatev1.PolicySetter{}, Observed: imagev1.ObservedPolicies{}}
 		for _, r := range refs {
-			s.Setters = append(s.Setters, updatev1.PolicySetter{Policy: "ns:app", Name: r.Name, Tag: r.Tag})
+			s.Setters = append(s.Setters, updatev1.PolicySetter{Policy: "ns:app", ImageRef: meta.ImageRef{Name: r.Name, Tag: r.Tag}})
 			s.Observed["app"] = r
 		}
 		return s
@@ -243,7 +245,7 @@ func TestTakeTurn(t *testing.T) {
 		s := updatev1.UpdateJobSpec{Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/fleet.git"},
 			Checkout: updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: branch}}}
 		for _, p := range policies {
-			s.Update.Setters = append(s.Update.Setters, updatev1.PolicySetter{Policy: "ns:" + p, Name: "img", Tag: "1"})
+			s.Update.Setters = append(s.Update.Setters, updatev1.PolicySetter{Policy: "ns:" + p, ImageRef: meta.ImageRef{Name: "img", Tag: "1"}})
 		}
 		return s
 	}
@@ -304,15 +306,15 @@ func TestTakeTurn(t *testing.T) {
 // ran and ended makes no job for the older value: it reads again.
 func TestMovedPolicyRunsAgain(t *testing.T) {
 	pol := imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
-	pol.Status.LatestRef = &imagev1.ImageRef{Name: "img", Tag: "2"}
+	pol.Status.LatestRef = &meta.ImageRef{Name: "img", Tag: "2"}
 	var busy *policyBusyError
-	if err := moved([]updatev1.PolicySetter{{Policy: "ns:app", Name: "img", Tag: "1"}}, []imagev1.ImagePolicy{pol}); !errors.As(err, &busy) || !busy.moved {
+	if err := moved([]updatev1.PolicySetter{{Policy: "ns:app", ImageRef: meta.ImageRef{Name: "img", Tag: "1"}}}, []imagev1.ImagePolicy{pol}); !errors.As(err, &busy) || !busy.moved {
 		t.Errorf("a policy that moved: %v", err)
 	}
-	if err := moved([]updatev1.PolicySetter{{Policy: "ns:gone", Name: "img", Tag: "1"}}, []imagev1.ImagePolicy{pol}); err == nil {
+	if err := moved([]updatev1.PolicySetter{{Policy: "ns:gone", ImageRef: meta.ImageRef{Name: "img", Tag: "1"}}}, []imagev1.ImagePolicy{pol}); err == nil {
 		t.Error("a policy that is gone was taken as unchanged")
 	}
-	if err := moved([]updatev1.PolicySetter{{Policy: "ns:app", Name: "img", Tag: "2"}}, []imagev1.ImagePolicy{pol}); err != nil {
+	if err := moved([]updatev1.PolicySetter{{Policy: "ns:app", ImageRef: meta.ImageRef{Name: "img", Tag: "2"}}}, []imagev1.ImagePolicy{pol}); err != nil {
 		t.Errorf("an unchanged policy: %v", err)
 	}
 }

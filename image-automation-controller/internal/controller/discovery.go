@@ -33,7 +33,7 @@ func discovered(job *updatev1.UpdateJob) ([]imagev1.DiscoveredImage, bool) {
 	}
 	out := []imagev1.DiscoveredImage{}
 	for _, d := range job.Status.Result.Discovered {
-		out = append(out, imagev1.DiscoveredImage{Image: d.Name, Tag: d.Tag, Locations: d.Locations, PolicyAnnotation: d.PolicyAnnotation})
+		out = append(out, imagev1.DiscoveredImage{DiscoveredImage: d})
 	}
 	return out, true
 }
@@ -75,14 +75,14 @@ func (r *ImageUpdateAutomationReconciler) followImages(ctx context.Context, obj 
 	}
 	dimgs := make([]discover.Image, len(images))
 	for i, d := range images {
-		dimgs[i] = discover.Image{Name: d.Image}
+		dimgs[i] = discover.Image{ImageRef: d.ImageRef}
 	}
 	names := discover.Names(dimgs)
 	keep := map[string]bool{}
 	for i := range images {
 		d := &images[i]
 		d.Policy, d.Owned, d.Reason = "", false, ""
-		if p, ok := theirs[d.Image]; ok {
+		if p, ok := theirs[d.Name]; ok {
 			d.Policy = p
 			continue
 		}
@@ -91,12 +91,12 @@ func (r *ImageUpdateAutomationReconciler) followImages(ctx context.Context, obj 
 			d.Reason = err.Error()
 			continue
 		}
-		name := objectName(obj.Name, names[d.Image])
+		name := objectName(obj.Name, names[d.Name])
 		source := string(mode)
 		if d.PolicyAnnotation != "" {
 			source = "annotation:" + d.PolicyAnnotation
 		}
-		if err := r.applyDiscovered(ctx, obj, name, d.Image, source, choice, filter); err != nil {
+		if err := r.applyDiscovered(ctx, obj, name, d.Name, source, choice, filter); err != nil {
 			d.Reason = err.Error()
 			continue
 		}

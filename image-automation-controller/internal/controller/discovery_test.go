@@ -48,10 +48,10 @@ func TestDiscoverMakesAndRemovesObjects(t *testing.T) {
 	head := f.head()
 	finish(t, &first, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) {
 		j.Status.CheckoutRevision = head
-		j.Status.Result = &updatev1.UpdateResult{Discovered: []updatev1.DiscoveredImage{
-			{Name: "docker.io/library/nginx", Tag: "1.27.1", Locations: 1},
-			{Name: "ghcr.io/acme/app", Tag: "1.4.2", Locations: 2, Files: []string{"a.yaml", "k.yaml"}},
-			{Name: "ghcr.io/acme/tool", Tag: "main", Locations: 1},
+		j.Status.Result = &updatev1.UpdateResult{Discovered: []meta.DiscoveredImage{
+			{ImageRef: meta.ImageRef{Name: "docker.io/library/nginx", Tag: "1.27.1"}, Locations: 1},
+			{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/app", Tag: "1.4.2"}, Locations: 2, Files: []string{"a.yaml", "k.yaml"}},
+			{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/tool", Tag: "main"}, Locations: 1},
 		}}
 	})
 	a = waitAutomation(t, a, "discovered images recorded", func(a *imagev1.ImageUpdateAutomation) bool {
@@ -85,13 +85,13 @@ func TestDiscoverMakesAndRemovesObjects(t *testing.T) {
 
 	// The policy it made chooses 1.5.0: a job with that setter.
 	now := metav1.NowMicro()
-	pol.Status.LatestRef = &imagev1.ImageRef{Name: "ghcr.io/acme/app", Tag: "1.5.0"}
+	pol.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/acme/app", Tag: "1.5.0"}
 	pol.Status.LatestRefTime = &now
 	if err := env.Client.Status().Update(ctx, pol); err != nil {
 		t.Fatal(err)
 	}
 	second := unfinished(t, waitJobsOf(t, a, 2))
-	want := []updatev1.PolicySetter{{Policy: f.ns + ":fleet-app", Name: "ghcr.io/acme/app", Tag: "1.5.0"}}
+	want := []updatev1.PolicySetter{{Policy: f.ns + ":fleet-app", ImageRef: meta.ImageRef{Name: "ghcr.io/acme/app", Tag: "1.5.0"}}}
 	if !slices.Equal(withoutTimes(second.Spec.Update.Setters), want) || second.Spec.Update.Discover == nil {
 		t.Errorf("second job's update %+v", second.Spec.Update)
 	}
@@ -99,7 +99,7 @@ func TestDiscoverMakesAndRemovesObjects(t *testing.T) {
 	// The app leaves the repository.
 	finish(t, &second, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) {
 		j.Status.CheckoutRevision = head
-		j.Status.Result = &updatev1.UpdateResult{Discovered: []updatev1.DiscoveredImage{{Name: "docker.io/library/nginx", Tag: "1.27.1", Locations: 1}}}
+		j.Status.Result = &updatev1.UpdateResult{Discovered: []meta.DiscoveredImage{{ImageRef: meta.ImageRef{Name: "docker.io/library/nginx", Tag: "1.27.1"}, Locations: 1}}}
 	})
 	testenv.Eventually(t, waitFor, func() (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "fleet-app"}, &imagev1.ImagePolicy{})
@@ -130,7 +130,7 @@ func TestDiscoverNeverTouchesOthersObjects(t *testing.T) {
 	job := waitJobsOf(t, a, 1)[0]
 	finish(t, &job, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) {
 		j.Status.CheckoutRevision = f.head()
-		j.Status.Result = &updatev1.UpdateResult{Discovered: []updatev1.DiscoveredImage{{Name: "ghcr.io/acme/taken", Tag: "1.0.0", Locations: 1}}}
+		j.Status.Result = &updatev1.UpdateResult{Discovered: []meta.DiscoveredImage{{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/taken", Tag: "1.0.0"}, Locations: 1}}}
 	})
 	a = waitAutomation(t, a, "the image reported", func(a *imagev1.ImageUpdateAutomation) bool {
 		return len(a.Status.Discovered) == 1 && a.Status.Discovered[0].Reason != ""

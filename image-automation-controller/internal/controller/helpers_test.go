@@ -108,7 +108,7 @@ func setLatest(t *testing.T, p *imagev1.ImagePolicy, tag string) {
 	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
 		t.Fatal(err)
 	}
-	p.Status.LatestRef = &imagev1.ImageRef{Name: "ghcr.io/org/" + p.Name, Tag: tag}
+	p.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/" + p.Name, Tag: tag}
 	now := metav1.NowMicro()
 	p.Status.LatestRefTime = &now
 	if err := env.Client.Status().Update(context.Background(), p); err != nil {

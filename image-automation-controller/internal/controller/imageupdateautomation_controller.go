@@ -263,7 +263,7 @@ func (r *ImageUpdateAutomationReconciler) policyHandler() handler.EventHandler {
 
 type workqueueAdder = workqueue.TypedRateLimitingInterface[ctrlreconcile.Request]
 
-func equalRef(a, b *imagev1.ImageRef) bool {
+func equalRef(a, b *meta.ImageRef) bool {
 	if a == nil || b == nil {
 		return a == b
 	}

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -253,12 +255,12 @@ func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.Updat
 // moved returns a *policyBusyError when a policy no longer has the value
 // a setter was made from.
 func moved(setters []updatev1.PolicySetter, policies []imagev1.ImagePolicy) error {
-	now := map[string]*imagev1.ImageRef{}
+	now := map[string]*meta.ImageRef{}
 	for i := range policies {
 		now[updatev1.PolicyKey(policies[i].Namespace, policies[i].Name)] = policies[i].Status.LatestRef
 	}
 	for _, s := range setters {
-		if ref := now[s.Policy]; ref == nil || *ref != (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
+		if ref := now[s.Policy]; ref == nil || *ref != (s.ImageRef) {
 			return &policyBusyError{policy: s.Policy, moved: true}
 		}
 	}
@@ -331,7 +333,7 @@ func changeTimes(sel *selection.Selection, last imagev1.ObservedPolicies) map[st
 	out := map[string]time.Time{}
 	for _, s := range sel.Setters {
 		_, name, _ := updatev1.SplitPolicyKey(s.Policy)
-		if prev, ok := last[name]; ok && prev == (imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}) {
+		if prev, ok := last[name]; ok && prev == (s.ImageRef) {
 			continue
 		}
 		if t, ok := sel.Times[s.Policy]; ok {
@@ -505,7 +507,7 @@ func policiesOf(job *updatev1.UpdateJob) imagev1.ObservedPolicies {
 	out := imagev1.ObservedPolicies{}
 	for _, s := range job.Spec.Update.Setters {
 		_, name, _ := updatev1.SplitPolicyKey(s.Policy)
-		out[name] = imagev1.ImageRef{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
+		out[name] = s.ImageRef
 	}
 	return out
 }

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +35,7 @@ func TestJobName(t *testing.T) {
 }
 
 func TestInputsHash(t *testing.T) {
-	spec := updatev1.UpdateJobSpec{Update: updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{{Policy: "ns:app", Name: "app", Tag: "1"}}}}
+	spec := updatev1.UpdateJobSpec{Update: updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{{Policy: "ns:app", ImageRef: meta.ImageRef{Name: "app", Tag: "1"}}}}}
 	base := inputsHash(spec, "main@sha1:a", 1)
 	other := spec.DeepCopy()
 	other.Update.Setters[0].Tag = "2"
@@ -81,10 +83,10 @@ func TestChangeTimes(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.UTC)
 	sel := &selection.Selection{
 		Setters: []updatev1.PolicySetter{
-			{Policy: "ns:same", Name: "a", Tag: "1"},
-			{Policy: "ns:new-tag", Name: "b", Tag: "2"},
-			{Policy: "ns:no-time", Name: "c", Tag: "2"},
-			{Policy: "ns:first", Name: "d", Tag: "1"},
+			{Policy: "ns:same", ImageRef: meta.ImageRef{Name: "a", Tag: "1"}},
+			{Policy: "ns:new-tag", ImageRef: meta.ImageRef{Name: "b", Tag: "2"}},
+			{Policy: "ns:no-time", ImageRef: meta.ImageRef{Name: "c", Tag: "2"}},
+			{Policy: "ns:first", ImageRef: meta.ImageRef{Name: "d", Tag: "1"}},
 		},
 		Times: map[string]time.Time{"ns:same": t0, "ns:new-tag": t0, "ns:first": t0},
 	}

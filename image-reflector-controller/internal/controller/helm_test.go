@@ -68,7 +68,7 @@ func TestHelmChartScanAndSelect(t *testing.T) {
 		tag string
 	}{{latest, "6.2.0+build.1"}, {stable, "6.1.0"}, {soaked, "6.0.0"}} {
 		waitReason(t, tc.p, conditions.SucceededReason)
-		want := imagev1.ImageRef{Name: h.ChartURL("podinfo"), Tag: tc.tag}
+		want := meta.ImageRef{Name: h.ChartURL("podinfo"), Tag: tc.tag}
 		if got := tc.p.Status.LatestRef; got == nil || *got != want {
 			t.Errorf("%s: latestRef %+v, want %+v", tc.p.Name, got, want)
 		}

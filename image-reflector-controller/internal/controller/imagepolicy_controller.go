@@ -178,7 +178,7 @@ type policyState struct {
 	// tag is the best tag of the scan; latest what the policy chooses,
 	// which a held downgrade keeps at the previous latestRef.
 	tag    string
-	latest imagev1.ImageRef
+	latest meta.ImageRef
 	held   bool
 	// requeue is when to look again once the choice is recorded.
 	requeue time.Duration
@@ -377,7 +377,7 @@ func (r *ImagePolicyReconciler) reflectDigest(ctx context.Context, s *policyScop
 		return reconcile.Continue, nil
 	}
 	prev := obj.Status.LatestRef
-	st.latest = imagev1.ImageRef{Name: st.repo.Spec.Image, Tag: st.tag}
+	st.latest = meta.ImageRef{Name: st.repo.Spec.Image, Tag: st.tag}
 	switch obj.Spec.DigestReflectionPolicy {
 	case imagev1.ReflectAlways:
 		st.requeue = minPositive(st.requeue, obj.Spec.Interval.Duration)

@@ -1,6 +1,8 @@
 package events
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"fmt"
 	"maps"
 	"strings"
@@ -13,14 +15,14 @@ import (
 const sha = "0123456789abcdef0123456789abcdef01234567"
 
 func result(pairs ...string) *updatev1.UpdateResult {
-	var ch []updatev1.Change
+	var ch []meta.Change
 	for i := 0; i+1 < len(pairs); i += 2 {
-		ch = append(ch, updatev1.Change{OldValue: pairs[i], NewValue: pairs[i+1], Setter: "ns:app"})
+		ch = append(ch, meta.Change{OldValue: pairs[i], NewValue: pairs[i+1], Setter: "ns:app"})
 	}
-	return &updatev1.UpdateResult{Files: []updatev1.FileResult{
-		{Path: "a.yaml", Objects: []updatev1.ObjectResult{{Kind: "Deployment", Name: "a", Changes: ch}}},
+	return &updatev1.UpdateResult{Files: []meta.FileResult{
+		{Path: "a.yaml", Objects: []meta.ObjectResult{{ObjectID: meta.ObjectID{Kind: "Deployment", Name: "a"}, Changes: ch}}},
 		// The same change in another file is listed once.
-		{Path: "b.yaml", Objects: []updatev1.ObjectResult{{Kind: "Deployment", Name: "b", Changes: ch[:1]}}},
+		{Path: "b.yaml", Objects: []meta.ObjectResult{{ObjectID: meta.ObjectID{Kind: "Deployment", Name: "b"}, Changes: ch[:1]}}},
 	}}
 }
 
@@ -41,7 +43,7 @@ func TestUpdateJobMetadata(t *testing.T) {
 		return updatev1.UpdateJobSpec{
 			Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/fleet"},
 			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
-			Update:     updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{{Policy: "ns:app", Name: "reg/app", Tag: "1.2.0"}}},
+			Update:     updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{{Policy: "ns:app", ImageRef: meta.ImageRef{Name: "reg/app", Tag: "1.2.0"}}}},
 			Push:       push,
 		}
 	}

@@ -1,6 +1,8 @@
 package patch
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"testing"
 
@@ -27,7 +29,7 @@ func newJob(t *testing.T) *updatev1.UpdateJob {
 			Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/org/repo.git"},
 			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 			Update: updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{
-				{Policy: "apps:podinfo", Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"},
+				{Policy: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"}},
 			}},
 			Commit: updatev1.CommitSpec{Author: updatev1.CommitUser{Email: "bot@example.com"}},
 		},

@@ -11,6 +11,8 @@
 package jobplan
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"path"
 	"strings"
 
@@ -103,12 +105,12 @@ func PushTarget(ref updatev1.GitRepositoryRef, push *updatev1.PushSpec) (writeba
 }
 
 func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
-	u.Images = map[string]writeback.Image{}
+	u.Images = map[string]meta.ImageRef{}
 	for _, s := range spec.Update.Setters {
 		if _, dup := u.Images[s.Policy]; dup {
 			return writeback.Invalidf("setter %s is listed twice", s.Policy)
 		}
-		u.Images[s.Policy] = writeback.Image{Name: s.Name, Tag: s.Tag, Digest: s.Digest}
+		u.Images[s.Policy] = s.ImageRef
 	}
 	if c := spec.Update.Container; c != nil {
 		if len(u.Images) > 0 || spec.Update.Discover != nil {

@@ -1,6 +1,8 @@
 package jobplan
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"errors"
 	"slices"
 	"strings"
@@ -21,7 +23,7 @@ func job(mutate func(*updatev1.UpdateJobSpec)) *updatev1.UpdateJob {
 			Repository: updatev1.GitRepositorySpec{URL: "http://example.com/org/r.git"},
 			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 			Update: updatev1.UpdateSpec{Setters: []updatev1.PolicySetter{
-				{Policy: "apps:podinfo", Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"},
+				{Policy: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"}},
 			}},
 			Commit: updatev1.CommitSpec{Author: updatev1.CommitUser{Name: "bot", Email: "bot@example.com"}},
 		},
@@ -145,7 +147,7 @@ func TestFromJobCarriesTheSpec(t *testing.T) {
 	if p.Repository != j.Spec.Repository.URL || p.Checkout.Branch != "main" || p.Timeout != 30*time.Second || p.Resume != "abc" {
 		t.Errorf("plan = %+v", p)
 	}
-	if img := p.Update.Images["apps:podinfo"]; img != (writeback.Image{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"}) {
+	if img := p.Update.Images["apps:podinfo"]; img != (meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"}) {
 		t.Errorf("images = %+v", p.Update.Images)
 	}
 	c := p.Commit

@@ -12,6 +12,8 @@
 package explain
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"context"
 	"errors"
 	"fmt"
@@ -73,11 +75,11 @@ type PolicyExplanation struct {
 	// SelectionIsCurrent is whether lastSelection evaluated the
 	// repository's last scan.
 	SelectionIsCurrent bool              `json:"selectionIsCurrent"`
-	LatestRef          *imagev1.ImageRef `json:"latestRef,omitempty"`
+	LatestRef          *meta.ImageRef    `json:"latestRef,omitempty"`
 	LatestRefTime      *metav1.MicroTime `json:"latestRefTime,omitempty"`
 	// PendingRef is the tag a minimum age holds back (status.pendingRef).
 	PendingRef  *imagev1.PendingRef `json:"pendingRef,omitempty"`
-	PreviousRef *imagev1.ImageRef   `json:"previousRef,omitempty"`
+	PreviousRef *meta.ImageRef      `json:"previousRef,omitempty"`
 	Ready       *metav1.Condition   `json:"ready,omitempty"`
 	choice      imagev1.ImagePolicyChoice
 	filter      *imagev1.TagFilter
@@ -303,10 +305,10 @@ type sourceFacts struct {
 
 type automationPolicy struct {
 	// Policy is NAMESPACE:NAME, as markers write it.
-	Policy    string            `json:"policy"`
-	LatestRef *imagev1.ImageRef `json:"latestRef,omitempty"`
+	Policy    string         `json:"policy"`
+	LatestRef *meta.ImageRef `json:"latestRef,omitempty"`
 	// Applied is the image the last run applied (status.observedPolicies).
-	Applied *imagev1.ImageRef `json:"applied,omitempty"`
+	Applied *meta.ImageRef `json:"applied,omitempty"`
 	// State is applied, pending (the latest image differs from the
 	// applied one) or "no latest image".
 	State string `json:"state"`
@@ -328,7 +330,7 @@ type jobFacts struct {
 	CompletionTime   *metav1.Time      `json:"completionTime,omitempty"`
 	Ready            *metav1.Condition `json:"ready,omitempty"`
 	// Changes are the job's status.result.files: paths from the update path.
-	Changes []updatev1.FileResult  `json:"changes,omitempty"`
+	Changes []meta.FileResult      `json:"changes,omitempty"`
 	result  *updatev1.UpdateResult // the markers, read into markerFacts
 }
 
@@ -443,7 +445,7 @@ func policyRow(a *imagev1.ImageUpdateAutomation, p selection.Policy) automationP
 func (e *AutomationExplanation) judgeDiscovered() {
 	for _, d := range e.Discovered {
 		if d.Reason != "" {
-			e.Problems = append(e.Problems, fmt.Sprintf("discovered image %s:%s is not followed: %s", d.Image, d.Tag, d.Reason))
+			e.Problems = append(e.Problems, fmt.Sprintf("discovered image %s:%s is not followed: %s", d.Name, d.Tag, d.Reason))
 		}
 	}
 }
@@ -631,7 +633,7 @@ func (e *AutomationExplanation) scan(checkout string, a *imagev1.ImageUpdateAuto
 	policies := setters.Policies{}
 	for _, p := range e.Policies {
 		if p.LatestRef != nil {
-			policies[p.Policy] = setters.Image{Name: p.LatestRef.Name, Tag: p.LatestRef.Tag, Digest: p.LatestRef.Digest}
+			policies[p.Policy] = *p.LatestRef
 		}
 	}
 	res, err := setters.UpdateDir(dir, policies, setters.Options{DryRun: true})
@@ -808,11 +810,11 @@ func writeDiscovered(w io.Writer, discovered []imagev1.DiscoveredImage) {
 	for _, d := range discovered {
 		switch {
 		case d.Reason != "":
-			fmt.Fprintf(w, "  %s:%s\t%d locations, not followed: %s\n", d.Image, d.Tag, d.Locations, d.Reason)
+			fmt.Fprintf(w, "  %s:%s\t%d locations, not followed: %s\n", d.Name, d.Tag, d.Locations, d.Reason)
 		case d.Owned:
-			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (made by the automation)\n", d.Image, d.Tag, d.Locations, d.Policy)
+			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (made by the automation)\n", d.Name, d.Tag, d.Locations, d.Policy)
 		default:
-			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (the namespace's own)\n", d.Image, d.Tag, d.Locations, d.Policy)
+			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (the namespace's own)\n", d.Name, d.Tag, d.Locations, d.Policy)
 		}
 	}
 }
@@ -1034,7 +1036,7 @@ func orText(s, fallback string) string {
 	return s
 }
 
-func refOr(r *imagev1.ImageRef, fallback string) string {
+func refOr(r *meta.ImageRef, fallback string) string {
 	if r == nil {
 		return fallback
 	}

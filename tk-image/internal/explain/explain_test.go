@@ -1,6 +1,8 @@
 package explain
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -64,9 +66,9 @@ func TestExplainSchedule(t *testing.T) {
 // own, or why none does.
 func TestExplainDiscovered(t *testing.T) {
 	e := &AutomationExplanation{Automation: "default/onboard", Discovered: []imagev1.DiscoveredImage{
-		{Image: "ghcr.io/acme/web", Tag: "1.1.0", Locations: 2, Policy: "onboard-web", Owned: true},
-		{Image: "ghcr.io/acme/api", Tag: "1.0.1", Locations: 1, Policy: "api-ours"},
-		{Image: "ghcr.io/acme/tool", Tag: "main", Locations: 1, Reason: "tag \"main\" is neither a version nor a number"},
+		{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/web", Tag: "1.1.0"}, Locations: 2, Policy: "onboard-web"}, Owned: true},
+		{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/api", Tag: "1.0.1"}, Locations: 1, Policy: "api-ours"}},
+		{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/tool", Tag: "main"}, Locations: 1}, Reason: "tag \"main\" is neither a version nor a number"},
 	}}
 	var b strings.Builder
 	e.Text(&b)

@@ -1,6 +1,8 @@
 package explain
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"flag"
 	"os"
 	"path/filepath"
@@ -28,10 +30,10 @@ func TestTextIsAsRecorded(t *testing.T) {
 		}
 		return tm
 	}
-	meta := func(s string) *metav1.Time { return &metav1.Time{Time: at(s)} }
+	ts := func(s string) *metav1.Time { return &metav1.Time{Time: at(s)} }
 	micro := &metav1.MicroTime{Time: at("2026-11-20T10:00:00Z")}
 	ready := &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "all good"}
-	ref := func(tag string) *imagev1.ImageRef { return &imagev1.ImageRef{Name: "ghcr.io/acme/web", Tag: tag} }
+	ref := func(tag string) *meta.ImageRef { return &meta.ImageRef{Name: "ghcr.io/acme/web", Tag: tag} }
 	scan := &imagev1.ScanResult{Revision: "sha256:0123456789abcdef0123", TagCount: 40, ExcludedCount: 3, ScanTime: metav1.Time{Time: at("2026-11-20T09:00:00Z")}}
 	filter := &imagev1.TagFilter{Pattern: `^v(?P<v>.*)$`, Extract: "$v"}
 	selection := func(top ...string) *imagev1.TagSelection {
@@ -61,20 +63,20 @@ func TestTextIsAsRecorded(t *testing.T) {
 			{Policy: "default:web", LatestRef: ref("1.2.0"), Applied: ref("1.1.0"), State: "pending", Markers: &two, Files: []string{"clusters/prod/web.yaml"}},
 			{Policy: "default:api", State: "no latest image"},
 		},
-		Schedule: &scheduleFacts{Windows: "\"0 22 * * *\" for 8h in UTC", Start: meta("2026-11-20T22:00:00Z"), End: meta("2026-11-21T06:00:00Z")},
+		Schedule: &scheduleFacts{Windows: "\"0 22 * * *\" for 8h in UTC", Start: ts("2026-11-20T22:00:00Z"), End: ts("2026-11-21T06:00:00Z")},
 		Discovered: []imagev1.DiscoveredImage{
-			{Image: "ghcr.io/acme/web", Tag: "1.1.0", Locations: 2, Policy: "onboard-web", Owned: true},
-			{Image: "ghcr.io/acme/tool", Tag: "main", Locations: 1, Reason: "not a version"},
+			{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/web", Tag: "1.1.0"}, Locations: 2, Policy: "onboard-web"}, Owned: true},
+			{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/tool", Tag: "main"}, Locations: 1}, Reason: "not a version"},
 		},
-		LastRunTime: meta("2026-11-20T11:00:00Z"), LastPushCommit: "cccc", LastPushTime: meta("2026-11-20T11:01:00Z"),
+		LastRunTime: ts("2026-11-20T11:00:00Z"), LastPushCommit: "cccc", LastPushTime: ts("2026-11-20T11:01:00Z"),
 		LastPullRequest: &updatev1.PullRequestStatus{URL: "https://git.example/acme/web/pulls/7", Number: 7, State: updatev1.PullRequestOpen,
 			HeadBranch: "image-updates", HeadCommit: "cccc", Action: updatev1.PullRequestUpdated},
 		Ready:       ready,
 		InFlightJob: &jobFacts{Name: "web-2", Phase: updatev1.UpdateJobPending},
 		LastJob: &jobFacts{Name: "web-1", Phase: "Succeeded", Error: "deleted since", CheckoutRevision: "main@sha1:aaaa",
-			PushedCommit: "cccc", PushedRefs: []string{"refs/heads/image-updates"}, CompletionTime: meta("2026-11-20T11:01:30Z"), Ready: ready,
-			Changes: []updatev1.FileResult{{Path: "web.yaml", Objects: []updatev1.ObjectResult{{Kind: "Deployment", Namespace: "default", Name: "web",
-				Changes: []updatev1.Change{{OldValue: "ghcr.io/acme/web:1.0.0", NewValue: "ghcr.io/acme/web:1.1.0", Setter: "default:web"}}}}}}},
+			PushedCommit: "cccc", PushedRefs: []string{"refs/heads/image-updates"}, CompletionTime: ts("2026-11-20T11:01:30Z"), Ready: ready,
+			Changes: []meta.FileResult{{Path: "web.yaml", Objects: []meta.ObjectResult{{ObjectID: meta.ObjectID{Kind: "Deployment", Namespace: "default", Name: "web"},
+				Changes: []meta.Change{{OldValue: "ghcr.io/acme/web:1.0.0", NewValue: "ghcr.io/acme/web:1.1.0", Setter: "default:web"}}}}}}},
 		Markers: markerFacts{From: "UpdateJob web-1 status.result", Policies: []markerEntry{
 			{Policy: "default:web", Count: &two, Files: []string{"clusters/prod/web.yaml"}},
 			{Policy: "other:db", Count: &one, Problem: "the automation applies only the ImagePolicies of its own namespace, default"},
@@ -87,7 +89,7 @@ func TestTextIsAsRecorded(t *testing.T) {
 		Markers: markerFacts{From: "a dry run", Complete: true, Policies: []markerEntry{{Policy: "default:api", Count: &none}}}}
 	sameHead := &AutomationExplanation{Automation: "default/quiet",
 		Source:   sourceFacts{Describe: "GitRepository default/quiet", Head: "main@sha1:aaaa", ObservedRevision: "main@sha1:aaaa"},
-		Schedule: &scheduleFacts{Open: true, End: meta("2026-11-21T06:00:00Z")}, LastPushCommit: "dddd"}
+		Schedule: &scheduleFacts{Open: true, End: ts("2026-11-21T06:00:00Z")}, LastPushCommit: "dddd"}
 
 	for name, e := range map[string]Explanation{
 		"policy-semver":       policy(imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}, filter),

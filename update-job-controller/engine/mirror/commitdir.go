@@ -1,6 +1,8 @@
 package mirror
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,22 +14,6 @@ import (
 	git2go "github.com/libgit2/git2go/v34"
 )
 
-// FileChange is one path a commit changes, relative to the repository.
-type FileChange struct {
-	Path string
-	// Operation is added, modified, deleted or mode (only the executable
-	// bit, or file versus symbolic link, changed).
-	Operation string
-}
-
-// File operations of a FileChange.
-const (
-	FileAdded    = "added"
-	FileModified = "modified"
-	FileDeleted  = "deleted"
-	FileMode     = "mode"
-)
-
 // CommitDir records dir as the whole new content of the repository
 // directory prefix ("" for the root) on top of parent, and returns the
 // changes against parent. Unlike Commit, which takes the files a setter
@@ -37,7 +23,7 @@ const (
 // them. Submodules (gitlinks) under prefix are kept, since a checkout has
 // nothing for them. dir must hold only regular files, directories and
 // symbolic links (the transfer's extraction makes sure of it).
-func (m *Mirror) CommitDir(parent *git2go.Oid, prefix, dir string, info CommitInfo) (*git2go.Oid, []FileChange, error) {
+func (m *Mirror) CommitDir(parent *git2go.Oid, prefix, dir string, info CommitInfo) (*git2go.Oid, []meta.FileResult, error) {
 	prefix = strings.Trim(path.Clean("/"+prefix), "/")
 	pc, err := m.repo.LookupCommit(parent)
 	if err != nil {
@@ -141,7 +127,7 @@ func (m *Mirror) CommitDir(parent *git2go.Oid, prefix, dir string, info CommitIn
 }
 
 // changes lists the files that differ between two trees, by path.
-func (m *Mirror) changes(from, to *git2go.Tree) ([]FileChange, error) {
+func (m *Mirror) changes(from, to *git2go.Tree) ([]meta.FileResult, error) {
 	diff, err := m.repo.DiffTreeToTree(from, to, nil)
 	if err != nil {
 		return nil, err
@@ -151,28 +137,28 @@ func (m *Mirror) changes(from, to *git2go.Tree) ([]FileChange, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]FileChange, 0, n)
+	out := make([]meta.FileResult, 0, n)
 	for i := range n {
 		d, err := diff.Delta(i)
 		if err != nil {
 			return nil, err
 		}
-		c := FileChange{Path: d.NewFile.Path}
+		c := meta.FileResult{Path: d.NewFile.Path}
 		switch d.Status {
 		case git2go.DeltaAdded:
-			c.Operation = FileAdded
+			c.Operation = meta.FileAdded
 		case git2go.DeltaDeleted:
-			c.Path, c.Operation = d.OldFile.Path, FileDeleted
+			c.Path, c.Operation = d.OldFile.Path, meta.FileDeleted
 		case git2go.DeltaTypeChange:
-			c.Operation = FileMode
+			c.Operation = meta.FileMode
 		default:
-			c.Operation = FileModified
+			c.Operation = meta.FileModified
 			if d.OldFile.Oid.Equal(d.NewFile.Oid) {
-				c.Operation = FileMode
+				c.Operation = meta.FileMode
 			}
 		}
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b FileChange) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b meta.FileResult) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }

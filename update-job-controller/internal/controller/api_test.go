@@ -27,9 +27,9 @@ func job(ns, name string, mutate func(*updatev1.UpdateJob)) *updatev1.UpdateJob 
 			},
 			Checkout: updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 			Update: updatev1.UpdateSpec{Path: "./apps", Setters: []updatev1.PolicySetter{
-				{Policy: "apps:podinfo", Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0",
-					Digest: "sha256:2d9a00b3981628a533ff43352193b1838b0a4bf6b0033444286f563205e51a2c"},
-				{Policy: "apps:redis", Name: "localhost:5000/redis", Tag: "7.2.4"},
+				{Policy: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0",
+					Digest: "sha256:2d9a00b3981628a533ff43352193b1838b0a4bf6b0033444286f563205e51a2c"}},
+				{Policy: "apps:redis", ImageRef: meta.ImageRef{Name: "localhost:5000/redis", Tag: "7.2.4"}},
 			}},
 			Commit: updatev1.CommitSpec{
 				Author:     updatev1.CommitUser{Name: "bot", Email: "bot@example.com"},

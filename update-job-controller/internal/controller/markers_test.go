@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"reflect"
 	"testing"
 
@@ -20,7 +22,7 @@ func TestJobRecordsMarkers(t *testing.T) {
 		"outside/skip.yaml": "image: nginx:1 # {\"$imagepolicy\": \"apps:outside\"}\n",
 	})
 	j := newJob(ns, "markers", srv.RepoURL("markers"), func(j *updatev1.UpdateJob) {
-		j.Spec.Update.Setters = append(j.Spec.Update.Setters, updatev1.PolicySetter{Policy: "apps:redis", Name: "redis", Tag: "7"})
+		j.Spec.Update.Setters = append(j.Spec.Update.Setters, updatev1.PolicySetter{Policy: "apps:redis", ImageRef: meta.ImageRef{Name: "redis", Tag: "7"}})
 	})
 	create(t, j)
 	got := waitFinished(t, j)

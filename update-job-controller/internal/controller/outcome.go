@@ -74,7 +74,7 @@ func recordFindings(job *updatev1.UpdateJob, st *jobRun) {
 	if out.CheckoutRevision != "" {
 		status.CheckoutRevision = out.CheckoutRevision
 		if st.plan.Update.Container != nil {
-			status.Result = &updatev1.UpdateResult{Files: fileResults(out.Files)}
+			status.Result = &updatev1.UpdateResult{Files: out.Files}
 		}
 		if out.Changes != nil {
 			status.Result = apiResult(out.Changes, st.plan.Update.Images)

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
 	"errors"
 	"fmt"
 	"reflect"
@@ -9,10 +11,8 @@ import (
 	"time"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/discover"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
-	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 )
 
@@ -28,7 +28,7 @@ func TestAPIResultMarkers(t *testing.T) {
 		site("a.yaml", 1, "apps:podinfo"), site("a.yaml", 2, "apps:podinfo"), site("a.yaml", 3, "apps:typo"),
 		site("b.yaml", 1, "apps:podinfo"), site("c.yaml", 1, "apps:podinfo"), site("d.yaml", 9, "apps:podinfo"),
 	}}
-	policies := map[string]writeback.Image{"apps:podinfo": {}, "apps:redis": {}, "apps:nginx": {}}
+	policies := map[string]meta.ImageRef{"apps:podinfo": {}, "apps:redis": {}, "apps:nginx": {}}
 	got := apiResult(res, policies)
 	want := &updatev1.UpdateResult{
 		Markers: []updatev1.PolicyMarkers{
@@ -50,7 +50,7 @@ func TestAPIResultMarkersAreBounded(t *testing.T) {
 	for i := range n {
 		res.Markers = append(res.Markers, site("x.yaml", i+1, fmt.Sprintf("apps:p%03d", i)))
 	}
-	got := apiResult(res, map[string]writeback.Image{"apps:p050": {}})
+	got := apiResult(res, map[string]meta.ImageRef{"apps:p050": {}})
 	if len(got.Markers) != updatev1.MaxMarkerPolicies || got.OmittedMarkerPolicies != 7 {
 		t.Fatalf("%d entries, %d omitted; want %d and 7", len(got.Markers), got.OmittedMarkerPolicies, updatev1.MaxMarkerPolicies)
 	}
@@ -65,22 +65,23 @@ func TestAPIResultMarkersAreBounded(t *testing.T) {
 	}
 }
 
-// Discovery is summed up by image: its locations counted, its files listed
-// once each, and the policy that set it named.
-func TestDiscoveredSummary(t *testing.T) {
-	loc := func(file string) discover.Location { return discover.Location{File: file} }
-	d := &engine.Discovered{
-		Images: []discover.Image{{Name: "ghcr.io/acme/app", Tag: "1.4.2", Locations: []discover.Location{
-			loc("app.yaml"), loc("app.yaml"), loc("kustomization.yaml")}}},
-		Policies: map[string]string{"ghcr.io/acme/app": "apps:app"},
-		Skipped:  2,
+// The status lists at most MaxDiscovered images and counts the rest, so
+// a repository with thousands of images cannot outgrow the object.
+func TestDiscoveredKeepsTheStatusBound(t *testing.T) {
+	d := &engine.Discovered{Skipped: 2}
+	for i := range updatev1.MaxDiscovered + 3 {
+		d.Images = append(d.Images, meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: fmt.Sprintf("ghcr.io/acme/app%d", i), Tag: "1.0.0"}, Locations: 1})
 	}
 	res := &updatev1.UpdateResult{}
 	discovered(d, res)
-	want := []updatev1.DiscoveredImage{{Name: "ghcr.io/acme/app", Tag: "1.4.2", Locations: 3, Policy: "apps:app",
-		Files: []string{"app.yaml", "kustomization.yaml"}}}
-	if !reflect.DeepEqual(res.Discovered, want) || res.DiscoverSkipped != 2 || res.OmittedDiscovered != 0 {
-		t.Errorf("discovered %+v", res)
+	if len(res.Discovered) != updatev1.MaxDiscovered || res.OmittedDiscovered != 3 || res.DiscoverSkipped != 2 ||
+		res.Discovered[0].Name != "ghcr.io/acme/app0" {
+		t.Errorf("listed %d, omitted %d, skipped %d", len(res.Discovered), res.OmittedDiscovered, res.DiscoverSkipped)
+	}
+	small := &updatev1.UpdateResult{}
+	discovered(&engine.Discovered{Images: d.Images[:2]}, small)
+	if len(small.Discovered) != 2 || small.OmittedDiscovered != 0 {
+		t.Errorf("listed %d, omitted %d", len(small.Discovered), small.OmittedDiscovered)
 	}
 }
 

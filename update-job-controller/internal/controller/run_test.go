@@ -47,7 +47,7 @@ func newJob(ns, name, url string, mutate func(*updatev1.UpdateJob)) *updatev1.Up
 			Repository: updatev1.GitRepositorySpec{URL: url},
 			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 			Update: updatev1.UpdateSpec{Path: "deploy", Setters: []updatev1.PolicySetter{
-				{Policy: "apps:podinfo", Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"},
+				{Policy: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.0"}},
 			}},
 			Commit: updatev1.CommitSpec{
 				Author:          updatev1.CommitUser{Name: "image-bot", Email: "bot@example.com"},

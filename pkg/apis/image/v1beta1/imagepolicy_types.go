@@ -183,37 +183,15 @@ type TagFilter struct {
 	Extract string `json:"extract,omitempty"`
 }
 
-// ImageRef is an image name with tag and optional digest.
-type ImageRef struct {
-	// Name is the image name, without tag or digest.
-	// +required
-	Name string `json:"name"`
-	// Tag is the image tag.
-	// +required
-	Tag string `json:"tag"`
-	// Digest is the image digest, when reflected.
-	// +optional
-	Digest string `json:"digest,omitempty"`
-}
-
-// String returns name:tag, or name:tag@digest when the digest is known.
-func (r ImageRef) String() string {
-	s := r.Name + ":" + r.Tag
-	if r.Digest != "" {
-		s += "@" + r.Digest
-	}
-	return s
-}
-
 // ImagePolicyStatus is the observed state of an ImagePolicy.
 type ImagePolicyStatus struct {
 	// LatestRef is the image the policy picked.
 	// +optional
-	LatestRef *ImageRef `json:"latestRef,omitempty"`
+	LatestRef *meta.ImageRef `json:"latestRef,omitempty"`
 
 	// ObservedPreviousRef is the image picked before the latest one.
 	// +optional
-	ObservedPreviousRef *ImageRef `json:"observedPreviousRef,omitempty"`
+	ObservedPreviousRef *meta.ImageRef `json:"observedPreviousRef,omitempty"`
 
 	// LatestRefTime is when latestRef last changed, to the microsecond; the
 	// automation controller measures the time from here to the push.

@@ -123,25 +123,16 @@ type DiscoverRegistry struct {
 	Insecure bool `json:"insecure,omitempty"`
 }
 
-// DiscoveredImage is an image an automation found in its repository.
+// DiscoveredImage is an image an automation's last job found (the job's
+// status.result.discovered entry as it is), with what follows it here:
+// Policy is then the ImagePolicy that follows it, one the automation made
+// (Owned) or one of the namespace's own for the same image, which it
+// defers to; empty when none could be made, and Reason says why.
 type DiscoveredImage struct {
-	// Image is the canonical name, e.g. docker.io/library/nginx.
-	Image string `json:"image"`
-	// Tag is what most of its locations have.
-	Tag string `json:"tag"`
-	// Locations is how many places write it.
-	Locations int `json:"locations"`
-	// Policy is the ImagePolicy that follows it: one the automation made,
-	// or one of the namespace's own for the same image, which it defers
-	// to. Empty when none could be made (see Reason).
-	// +optional
-	Policy string `json:"policy,omitempty"`
+	meta.DiscoveredImage `json:",inline"`
 	// Owned is set when the automation made the policy.
 	// +optional
 	Owned bool `json:"owned,omitempty"`
-	// PolicyAnnotation is the policy a workload annotation set.
-	// +optional
-	PolicyAnnotation string `json:"policyAnnotation,omitempty"`
 	// Reason says why it is not followed, when it is not.
 	// +optional
 	Reason string `json:"reason,omitempty"`
@@ -325,7 +316,7 @@ type UpdateWindowStatus struct {
 }
 
 // ObservedPolicies maps policy names to the image each selected.
-type ObservedPolicies map[string]ImageRef
+type ObservedPolicies map[string]meta.ImageRef
 
 // UpdateJobReference names an UpdateJob an automation created, in the
 // automation's namespace.

@@ -2,6 +2,7 @@ package v1beta1
 
 import (
 	"strings"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -205,30 +206,6 @@ type DiscoverSpec struct {
 	WriteMarkers bool `json:"writeMarkers,omitempty"`
 }
 
-// DiscoveredImage is an image a job found in the checkout.
-type DiscoveredImage struct {
-	// Name is canonical, e.g. docker.io/library/nginx.
-	Name string `json:"name"`
-	// Tag and Digest are what most of its locations have.
-	Tag string `json:"tag"`
-	// +optional
-	Digest string `json:"digest,omitempty"`
-	// Locations is how many places write it.
-	Locations int `json:"locations"`
-	// Files are up to three of the files writing it, relative to the
-	// update path, in path order.
-	// +optional
-	Files []string `json:"files,omitempty"`
-	// Policy is the setter the job applied to it, NAMESPACE:NAME; empty
-	// when it had none.
-	// +optional
-	Policy string `json:"policy,omitempty"`
-	// PolicyAnnotation is the policy a workload annotation sets for it
-	// (e.g. semver:~1.4), for the automation to follow.
-	// +optional
-	PolicyAnnotation string `json:"policyAnnotation,omitempty"`
-}
-
 // PolicySetter is the value of one image policy.
 type PolicySetter struct {
 	// Policy is NAMESPACE:NAME, as written in markers.
@@ -237,23 +214,8 @@ type PolicySetter struct {
 	// +required
 	Policy string `json:"policy"`
 
-	// Name is the image name, e.g. ghcr.io/org/app.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=1024
-	// +required
-	Name string `json:"name"`
-
-	// Tag is the image tag, or a chart version, whose build metadata
-	// follows a '+' (1.2.3+build.1).
-	// +kubebuilder:validation:Pattern="^[\\w][\\w.+-]{0,127}$"
-	// +required
-	Tag string `json:"tag"`
-
-	// Digest is the image digest, e.g. sha256:...
-	// +kubebuilder:validation:Pattern="^[a-z0-9]+([+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$"
-	// +kubebuilder:validation:MaxLength=256
-	// +optional
-	Digest string `json:"digest,omitempty"`
+	// The image: name, tag (or chart version) and optional digest.
+	meta.ImageRef `json:",inline"`
 
 	// LatestRefTime is when the ImagePolicy picked this image. An
 	// ImageUpdateAutomation sets it on the setters whose value its job
@@ -404,8 +366,6 @@ const (
 	MaxMarkerPolicies = 100
 	// MaxDiscovered is how many images result.discovered lists.
 	MaxDiscovered = 500
-	// MaxMarkerFiles is how many files each result.markers entry lists.
-	MaxMarkerFiles = 3
 )
 
 // UpdateResult lists the changes an update made: files, the objects in them,
@@ -415,7 +375,7 @@ const (
 type UpdateResult struct {
 	// Files changed, in walk order.
 	// +optional
-	Files []FileResult `json:"files,omitempty"`
+	Files []meta.FileResult `json:"files,omitempty"`
 
 	// Markers are the policies the markers under the update path name, one
 	// entry each: policies the job has no setter for first, then by policy;
@@ -437,7 +397,7 @@ type UpdateResult struct {
 	// by name; at most 500.
 	// +kubebuilder:validation:MaxItems=500
 	// +optional
-	Discovered []DiscoveredImage `json:"discovered,omitempty"`
+	Discovered []meta.DiscoveredImage `json:"discovered,omitempty"`
 
 	// OmittedDiscovered is how many more images were found than
 	// Discovered lists.
@@ -465,56 +425,6 @@ type PolicyMarkers struct {
 	// markers were left as they were.
 	// +optional
 	Unknown bool `json:"unknown,omitempty"`
-}
-
-// FileOperation is what a container-mode job did to a file.
-// +kubebuilder:validation:Enum=added;modified;deleted;mode
-type FileOperation string
-
-const (
-	FileAdded    FileOperation = "added"
-	FileModified FileOperation = "modified"
-	FileDeleted  FileOperation = "deleted"
-	// FileMode: only the executable bit or the kind (file, link) changed.
-	FileMode FileOperation = "mode"
-)
-
-// FileResult is the changes made to one file.
-type FileResult struct {
-	// Path relative to the update path.
-	Path string `json:"path"`
-	// Operation is set by container-mode jobs, which see files, not
-	// objects: added, modified, deleted or mode.
-	// +optional
-	Operation FileOperation `json:"operation,omitempty"`
-	// Objects changed in the file, in document order.
-	// +optional
-	Objects []ObjectResult `json:"objects,omitempty"`
-}
-
-// ObjectResult is the changes made to one object (YAML document).
-type ObjectResult struct {
-	// +optional
-	APIVersion string `json:"apiVersion,omitempty"`
-	// +optional
-	Kind string `json:"kind,omitempty"`
-	// +optional
-	Namespace string `json:"namespace,omitempty"`
-	// +optional
-	Name string `json:"name,omitempty"`
-	// Changes in document order.
-	// +optional
-	Changes []Change `json:"changes,omitempty"`
-}
-
-// Change is one replaced value.
-type Change struct {
-	// OldValue is the value before the update.
-	OldValue string `json:"oldValue"`
-	// NewValue is the value after the update.
-	NewValue string `json:"newValue"`
-	// Setter is the marker that caused the change, e.g. apps:podinfo:tag.
-	Setter string `json:"setter"`
 }
 
 // +kubebuilder:object:root=true
