@@ -27,6 +27,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 func repoRoot(t *testing.T) string {
@@ -563,12 +564,79 @@ func TestActionYAMLMatchesScripts(t *testing.T) {
 			t.Errorf("output %s is %q, want %q", name, o.Value, want)
 		}
 	}
-	if _, ok := a.Outputs["changed"]; !ok || len(a.Outputs) != 2 {
-		t.Errorf("outputs %v, want changed and files", a.Outputs)
+	if len(a.Outputs) != 4 {
+		t.Errorf("outputs %v, want changed, files, commit and pull-request", a.Outputs)
 	}
-	for _, w := range []string{`echo "changed=$changed"`, `echo "files<<$delim"`} {
+	for _, w := range []string{`echo "changed=$changed"`, `echo "files<<$delim"`, `echo "commit=`, `echo "pull-request=`} {
 		if !strings.Contains(string(script), w) {
 			t.Errorf("run.sh does not write %s", w)
+		}
+	}
+}
+
+// With the input repository the action needs no checkout: it runs
+// tk-image's write-back engine on the repository (clone, update the
+// path, commit as the GitHub Actions bot, push with the token as
+// x-access-token's password) and reports the commit; a second run finds
+// nothing to change. The token never reaches the log. The real git
+// server stands in for GitHub: the push is git's smart HTTP protocol.
+func TestActionCommitsToARepository(t *testing.T) {
+	const token = "ghs_s3cretT0ken"
+	srv := testgit.New(t, testgit.Options{Username: "x-access-token", Password: token})
+	srv.CreateRepo(t, "fleet", map[string]string{"deploy/app.yaml": app, "README.md": "fleet\n"})
+	env := map[string]string{
+		"INPUT_REPOSITORY": srv.RepoURL("fleet"),
+		"INPUT_PATH":       "deploy",
+		"INPUT_POLICIES":   "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0",
+		"INPUT_TOKEN":      token,
+		"INPUT_TK_IMAGE":   tkImage(t),
+	}
+	workspace := t.TempDir()
+
+	r := runScript(t, "run.sh", workspace, env)
+	head := strings.TrimSpace(testgit.Git(t, srv.BarePath("fleet"), "rev-parse", "main"))
+	if !r.ok || r.outputs["changed"] != "true" || r.outputs["files"] != "deploy/app.yaml" || r.outputs["commit"] != head {
+		t.Fatalf("ok %v, outputs %v, main %s\n%s", r.ok, r.outputs, head, r.log)
+	}
+	if strings.Contains(r.log, token) {
+		t.Errorf("the log shows the token:\n%s", r.log)
+	}
+	if !strings.Contains(r.log, "deploy/app.yaml: Deployment/apps/podinfo: ghcr.io/stefanprodan/podinfo:6.4.0 -> ghcr.io/stefanprodan/podinfo:6.5.0 (apps:podinfo)") {
+		t.Errorf("the log does not show the change:\n%s", r.log)
+	}
+	if got := testgit.Git(t, srv.BarePath("fleet"), "show", "main:deploy/app.yaml"); !strings.Contains(got, "podinfo:6.5.0") {
+		t.Errorf("main:deploy/app.yaml\n%s", got)
+	}
+	author := strings.TrimSpace(testgit.Git(t, srv.BarePath("fleet"), "log", "-1", "--format=%an <%ae>", "main"))
+	if author != "github-actions[bot] <41898282+github-actions[bot]@users.noreply.github.com>" {
+		t.Errorf("author %q", author)
+	}
+	if entries, _ := os.ReadDir(workspace); len(entries) != 0 {
+		t.Errorf("the workspace was written: %v", entries)
+	}
+
+	again := runScript(t, "run.sh", workspace, env)
+	if !again.ok || again.outputs["changed"] != "false" || again.outputs["commit"] != "" {
+		t.Errorf("again: ok %v, outputs %v\n%s", again.ok, again.outputs, again.log)
+	}
+
+	wrong := maps.Clone(env)
+	wrong["INPUT_TOKEN"] = "not-the-token"
+	if r := runScript(t, "run.sh", workspace, wrong); r.ok || !strings.Contains(r.log, "::error") {
+		t.Errorf("a wrong token: ok %v\n%s", r.ok, r.log)
+	}
+}
+
+// Inputs that only mean something with repository are refused without it,
+// rather than ignored.
+func TestActionRepositoryInputsNeedRepository(t *testing.T) {
+	dir := gitTree(t, map[string]string{"app.yaml": app})
+	for input, value := range map[string]string{"INPUT_BRANCH": "main", "INPUT_TOKEN": "t", "INPUT_PULL_REQUEST": "true", "INPUT_PUSH_BRANCH": "x"} {
+		r := runScript(t, "run.sh", dir, map[string]string{"INPUT_POLICIES": "apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0",
+			"INPUT_TK_IMAGE": tkImage(t), input: value})
+		want := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(input, "INPUT_"), "_", "-")) + " needs the input repository"
+		if r.ok || !strings.Contains(r.log, want) {
+			t.Errorf("%s: ok %v, want %q in\n%s", input, r.ok, want, r.log)
 		}
 	}
 }
