@@ -16,7 +16,7 @@ import (
 // here, not left to the API server, because --export never reaches it and a
 // misspelt forge would otherwise only show when the first job fails.
 var (
-	forgeProviders = []string{"github", "gitlab", "gitea"}
+	forgeProviders = providerNames()
 	mergeMethods   = []string{"merge", "squash", "rebase"}
 )
 
@@ -149,3 +149,12 @@ func pullRequestAction(a updatev1.PullRequestAction) string {
 // shortCommit abbreviates a commit id as git and the controllers' messages
 // do.
 func shortCommit(oid string) string { return oid[:min(len(oid), 7)] }
+
+// providerNames are the API's forge providers as flag values.
+func providerNames() []string {
+	var out []string
+	for _, p := range updatev1.ForgeProviders {
+		out = append(out, string(p))
+	}
+	return out
+}

@@ -1,6 +1,8 @@
 package forge
 
 import (
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+
 	"errors"
 	"net/http"
 	"slices"
@@ -11,6 +13,15 @@ import (
 func TestEveryForgeIsRegisteredOnce(t *testing.T) {
 	if got, want := Providers(), []Provider{Gitea, GitHub, GitLab}; !slices.Equal(got, want) {
 		t.Errorf("Providers() = %v, want %v", got, want)
+	}
+	// The API's enum (ForgeProviders) and the registry name the same forges.
+	var api []Provider
+	for _, p := range updatev1.ForgeProviders {
+		api = append(api, Provider(p))
+	}
+	slices.Sort(api)
+	if !slices.Equal(api, Providers()) {
+		t.Errorf("the API's ForgeProviders %v; registered %v", api, Providers())
 	}
 	if got := providerList(); got != "gitea, github or gitlab" {
 		t.Errorf("providerList() = %q", got)

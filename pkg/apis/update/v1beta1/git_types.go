@@ -181,6 +181,12 @@ type PushSpec struct {
 // +kubebuilder:validation:Enum=github;gitlab;gitea
 type ForgeProvider string
 
+// ForgeProviders are the enum's values, in its order, for the front ends'
+// flags and completion. update-job-controller's forge registry holds one
+// entry for each (its test checks both ways), and a test here holds the
+// list equal to the enum marker above.
+var ForgeProviders = []ForgeProvider{"github", "gitlab", "gitea"}
+
 // MergeMethod is how an auto-merged request is merged.
 // +kubebuilder:validation:Enum=merge;squash;rebase
 type MergeMethod string
