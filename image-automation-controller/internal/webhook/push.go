@@ -40,7 +40,7 @@ var senders = receiver.Senders[Push]{
 		if event == "" {
 			event = h.Get("X-Forgejo-Event")
 		}
-		return parseGitea(event, body)
+		return parseGitHub(event, body)
 	}},
 	imagev1.GitWebhookGeneric:     {Verify: receiver.Bearer, Parse: payload(parseGeneric)},
 	imagev1.GitWebhookGenericHMAC: {Verify: receiver.SHA256("X-Signature"), Parse: payload(parseGeneric)},
@@ -104,7 +104,10 @@ func push(ref, after string, deleted bool, urls ...string) (Push, error) {
 // (https://docs.github.com/en/webhooks/webhook-events-and-payloads#push):
 // X-GitHub-Event push, ref refs/heads/<branch>, after, deleted, and the
 // repository's clone_url, ssh_url, git_url and html_url. A ping, sent when
-// the webhook is made, is accepted with nothing to do.
+// the webhook is made, is accepted with nothing to do. Gitea's and
+// Forgejo's push event (https://docs.gitea.com/usage/webhooks, header
+// X-Gitea-Event or X-Forgejo-Event) is the same payload without deleted
+// and git_url: deleting a branch is a delete event there, not a push.
 func parseGitHub(event string, body []byte) (Push, error) {
 	var p struct {
 		Ref        string `json:"ref"`
@@ -159,33 +162,6 @@ func parseGitLab(body []byte) (Push, error) {
 		return Push{}, errors.New("payload has no project")
 	}
 	return push(p.Ref, p.After, false, p.Project.GitHTTPURL, p.Project.GitSSHURL, p.Project.WebURL)
-}
-
-// Gitea's (and Forgejo's) push event
-// (https://docs.gitea.com/usage/webhooks): X-Gitea-Event push, ref, after,
-// and repository.clone_url, ssh_url and html_url. Deleting a branch is a
-// delete event, not a push.
-func parseGitea(event string, body []byte) (Push, error) {
-	var p struct {
-		Ref        string `json:"ref"`
-		After      string `json:"after"`
-		Repository *struct {
-			CloneURL string `json:"clone_url"`
-			SSHURL   string `json:"ssh_url"`
-			HTMLURL  string `json:"html_url"`
-		} `json:"repository"`
-	}
-	if err := decode(body, &p); err != nil {
-		return Push{}, err
-	}
-	if event != "push" {
-		return Push{}, errIgnore
-	}
-	if p.Repository == nil {
-		return Push{}, errors.New("payload has no repository")
-	}
-	r := p.Repository
-	return push(p.Ref, p.After, false, r.CloneURL, r.SSHURL, r.HTMLURL)
 }
 
 // Our own payload, for CI jobs and git servers' hooks:
