@@ -1,14 +1,14 @@
 // Package gitsource resolves where an ImageUpdateAutomation reads and
-// writes: the repository (spec.git.repository, or the Flux GitRepository
-// that spec.sourceRef names), the ref its jobs check out, and the
-// credentials to reach it.
+// writes: the repository (spec.git.repository, or the object of one of
+// SourceKinds that spec.sourceRef names: a Flux GitRepository), the ref
+// its jobs check out, and the credentials to reach it.
 //
 // The automation controller acts on the answer and tk-image explain
 // reports it; both call this package, so that what explain says is what
 // the controller does. It knows nothing of controllers: it takes a
 // client.Reader (a manager's client, or a CLI's) and the automation.
-// Flux's GitRepository is read as unstructured, so that Flux's types are
-// not a dependency. Problems with the automation's spec, its source or
+// Source objects are read as unstructured, so that Flux's (or another
+// tool's) types are not a dependency. Problems with the automation's spec, its source or
 // its Secrets are *conditions.Failure values with the automation's
 // reasons: they are facts about the automation, which the controller
 // records as they are and explain prints; any other error (an API read
@@ -84,7 +84,7 @@ type Source struct {
 func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, opts Options) (*Source, error) {
 	src := &Source{}
 	if ref := obj.Spec.SourceRef; ref != nil {
-		if err := readGitRepository(ctx, c, obj, ref, opts, src); err != nil {
+		if err := readSourceRef(ctx, c, obj, ref, opts, src); err != nil {
 			return src, err
 		}
 	} else {
@@ -126,14 +126,17 @@ func nowhere(ref updatev1.GitRepositoryRef, push *updatev1.PushSpec) bool {
 	return err == nil && t.Branch == "" && len(t.Extra) == 0
 }
 
-// readGitRepository reads a Flux GitRepository into src.
-func readGitRepository(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation,
+// readSourceRef reads the object spec.sourceRef names into src, through
+// its kind's entry of SourceKinds.
+func readSourceRef(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation,
 	ref *imagev1.CrossNamespaceSourceReference, opts Options, src *Source) error {
 	src.Describe = "spec.sourceRef"
-	if ref.Kind != "" && ref.Kind != GitRepositoryGVK.Kind {
-		return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.kind %q is not supported: only GitRepository", ref.Kind)
+	kind, ok := SourceKinds[SourceKindOf(ref)]
+	if !ok {
+		return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.kind %q is not supported: only %s", ref.Kind, strings.Join(SourceKindNames(), ", "))
 	}
-	gv := GitRepositoryGVK.GroupVersion()
+	name := kind.GVK.Kind
+	gv := kind.GVK.GroupVersion()
 	if ref.APIVersion != "" {
 		parsed, err := schema.ParseGroupVersion(ref.APIVersion)
 		if err != nil || parsed.Group != gv.Group || parsed.Version == "" {
@@ -145,22 +148,29 @@ func readGitRepository(ctx context.Context, c client.Reader, obj *imagev1.ImageU
 	if key.Namespace == "" {
 		key.Namespace = obj.Namespace
 	}
-	src.Describe = GitRepositoryGVK.Kind + " " + key.String()
+	src.Describe = name + " " + key.String()
 	if key.Namespace != obj.Namespace && opts.NoCrossNamespaceRefs {
 		return conditions.Stallf(conditions.AccessDeniedReason,
-			"cannot use GitRepository %s from namespace %s: cross-namespace references are disabled (--no-cross-namespace-refs)", key, obj.Namespace)
+			"cannot use %s %s from namespace %s: cross-namespace references are disabled (--no-cross-namespace-refs)", name, key, obj.Namespace)
 	}
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gv.WithKind(GitRepositoryGVK.Kind))
+	u.SetGroupVersionKind(gv.WithKind(name))
 	if err := c.Get(ctx, key, u); err != nil {
 		switch {
 		case apierrors.IsNotFound(err):
-			return conditions.Retryf(imagev1.SourceNotFoundReason, "GitRepository %s not found", key)
+			return conditions.Retryf(imagev1.SourceNotFoundReason, "%s %s not found", name, key)
 		case apimeta.IsNoMatchError(err):
-			return conditions.Stallf(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", GitRepositoryGVK.Kind, gv)
+			return conditions.Stallf(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", name, gv)
 		}
-		return fmt.Errorf("reading GitRepository %s: %w", key, err)
+		return fmt.Errorf("reading %s %s: %w", name, key, err)
 	}
+	return kind.Read(u, src)
+}
+
+// fromGitRepository reads a Flux GitRepository into src: its URL,
+// provider, credentials, proxy, timeout and ref (master when it sets none,
+// as in Flux).
+func fromGitRepository(u *unstructured.Unstructured, src *Source) error {
 	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
 	str := func(path ...string) string {
 		s, _, _ := unstructured.NestedString(spec, path...)

@@ -40,7 +40,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// sourceIndex indexes automations by the namespace/name of their sourceRef.
+// sourceIndex indexes automations by their sourceRef (gitsource.SourceKey).
 const sourceIndex = ".spec.sourceRef"
 
 // ImageUpdateAutomationReconciler reconciles ImageUpdateAutomation objects:
@@ -98,14 +98,15 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	}
 	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, sourceIndex, func(o client.Object) []string {
 		a := o.(*imagev1.ImageUpdateAutomation)
-		if a.Spec.SourceRef == nil {
+		ref := a.Spec.SourceRef
+		if ref == nil {
 			return nil
 		}
-		ns := a.Spec.SourceRef.Namespace
+		ns := ref.Namespace
 		if ns == "" {
 			ns = a.Namespace
 		}
-		return []string{ns + "/" + a.Spec.SourceRef.Name}
+		return []string{gitsource.SourceKey(gitsource.SourceKindOf(ref), ns, ref.Name)}
 	}); err != nil {
 		return err
 	}
@@ -115,13 +116,16 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
 		WithOptions(opts)
 
-	// Without Flux installed there is nothing to watch; automations
-	// referring to a GitRepository then say its kind is missing.
-	gvk := gitsource.GitRepositoryGVK
-	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-		repo := &metav1.PartialObjectMetadata{}
-		repo.SetGroupVersionKind(gvk)
-		b = b.WatchesMetadata(repo, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource),
+	// A source kind that is not installed (no Flux, no Argo CD) has
+	// nothing to watch; automations naming it then say its kind is missing.
+	for _, name := range gitsource.SourceKindNames() {
+		gvk := gitsource.SourceKinds[name].GVK
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			continue
+		}
+		src := &metav1.PartialObjectMetadata{}
+		src.SetGroupVersionKind(gvk)
+		b = b.WatchesMetadata(src, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource(name)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
 	return b.Complete(r.kind())
@@ -270,16 +274,19 @@ func equalRef(a, b *meta.ImageRef) bool {
 	return *a == *b
 }
 
-// automationsOfSource maps a GitRepository to the automations using it.
-func (r *ImageUpdateAutomationReconciler) automationsOfSource(ctx context.Context, o client.Object) []ctrlreconcile.Request {
-	list := &imagev1.ImageUpdateAutomationList{}
-	if err := r.List(ctx, list, client.MatchingFields{sourceIndex: o.GetNamespace() + "/" + o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for a GitRepository change")
-		return nil
+// automationsOfSource maps an object of a source kind to the automations
+// using it.
+func (r *ImageUpdateAutomationReconciler) automationsOfSource(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []ctrlreconcile.Request {
+		list := &imagev1.ImageUpdateAutomationList{}
+		if err := r.List(ctx, list, client.MatchingFields{sourceIndex: gitsource.SourceKey(kind, o.GetNamespace(), o.GetName())}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for a source change", "kind", kind)
+			return nil
+		}
+		reqs := make([]ctrlreconcile.Request, 0, len(list.Items))
+		for _, a := range list.Items {
+			reqs = append(reqs, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
+		}
+		return reqs
 	}
-	reqs := make([]ctrlreconcile.Request, 0, len(list.Items))
-	for _, a := range list.Items {
-		reqs = append(reqs, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
-	}
-	return reqs
 }
