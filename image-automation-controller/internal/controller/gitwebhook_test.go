@@ -152,11 +152,12 @@ func TestGitPushRunsAutomation(t *testing.T) {
 	if got := post(t, w.Status.WebhookPath, body, auth); got != http.StatusAccepted {
 		t.Fatalf("push: %d, want 202", got)
 	}
+	// The job is created before the run's status (with the handled
+	// request) is written: wait for both.
 	waitJobsOf(t, a, 2)
-	got := waitAutomation(t, a, "", func(*imagev1.ImageUpdateAutomation) bool { return true })
-	if got.Status.LastHandledReconcileAt == handled {
-		t.Error("the push after the commit was not handled")
-	}
+	waitAutomation(t, a, "the push after the commit handled", func(a *imagev1.ImageUpdateAutomation) bool {
+		return a.Status.LastHandledReconcileAt != handled
+	})
 	// Two pushes of main, each to two automations; the other calls
 	// matched none.
 	if n := testutil.ToFloat64(hookMetrics.Requested.WithLabelValues("generic")) - requests; n != 4 {
