@@ -1,5 +1,6 @@
 // Package policy picks the latest tag of an image repository: by semver
-// range, alphabetical or numerical order, or build time (newestBuild),
+// range, Docker-style version range (docker, see docker.go), alphabetical
+// or numerical order, or build time (newestBuild),
 // after an optional regexp filter that can extract the part of the tag to
 // order by, and optionally only among tags older than a minimum age
 // (Evaluate). The controller and `tk-image policy eval` share it, so an
