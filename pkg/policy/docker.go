@@ -315,3 +315,24 @@ func (r *dockerRanking) top() []string {
 	}
 	return out
 }
+
+// DockerTag is a tag as the docker kind reads it, for what derives a
+// policy from a current tag (discover).
+type DockerTag struct {
+	// Numbers are the 1 to 4 numbers.
+	Numbers []uint64
+	// Prerelease is "" for a release, else as semver orders it (rc.1).
+	Prerelease string
+	// Suffix is the compatibility, without its dash; "" for none.
+	Suffix string
+}
+
+// ParseDockerTag reads a tag by the docker kind's rules; false when it is
+// no Docker-style version.
+func ParseDockerTag(tag string) (DockerTag, bool) {
+	v, ok := parseDocker(tag)
+	if !ok {
+		return DockerTag{}, false
+	}
+	return DockerTag{Numbers: v.nums[:v.parts:v.parts], Prerelease: v.pre, Suffix: v.suffix}, true
+}
