@@ -218,3 +218,50 @@ func TestDiscoverOfficialImages(t *testing.T) {
 		}
 	}
 }
+
+// A location in a flow mapping cannot be marked: the summary says update
+// leaves it behind; --expand-flow rewrites just that mapping in block style
+// (CRLF, quotes and the comment kept), marks it, and update then moves it.
+func TestDiscoverExpandFlow(t *testing.T) {
+	deploy := "kind: Deployment\r\nspec:\r\n  template:\r\n    spec:\r\n      containers:\r\n" +
+		"      - {name: envoy, image: 'docker.io/envoyproxy/envoy:v1.29.1'} # edge proxy\r\n" +
+		"      - name: app\r\n        image: ghcr.io/acme/app:1.4.2\r\n"
+	dir := tree(t, map[string]string{"deploy.yaml": deploy})
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, "deploy.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if code, _, errs := runCLI(t, "", "discover", "--dir", dir, "--expand-flow"); code != 2 || !strings.Contains(errs, "--expand-flow needs --write-markers") {
+		t.Errorf("--expand-flow alone: exit %d: %s", code, errs)
+	}
+	code, _, errs := runCLI(t, "", "discover", "--dir", dir, "--write-markers", "-n", "apps")
+	if code != 0 || !strings.Contains(errs, "deploy.yaml:6: not marked: in flow style") ||
+		!strings.Contains(errs, "1 locations in flow style are not marked: tk-image update leaves them behind") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if got := read(); !strings.Contains(got, "      - {name: envoy, image: 'docker.io/envoyproxy/envoy:v1.29.1'} # edge proxy\r\n") {
+		t.Errorf("the flow mapping changed:\n%q", got)
+	}
+
+	code, _, errs = runCLI(t, "", "discover", "--dir", dir, "--write-markers", "--expand-flow", "-n", "apps")
+	if code != 0 || !strings.Contains(errs, "expanded flow style in deploy.yaml") || strings.Contains(errs, "not marked") {
+		t.Fatalf("--expand-flow: exit %d: %s", code, errs)
+	}
+	want := "kind: Deployment\r\nspec:\r\n  template:\r\n    spec:\r\n      containers:\r\n" +
+		"      - name: envoy\r\n        image: 'docker.io/envoyproxy/envoy:v1.29.1' # edge proxy\r\n" +
+		"      - name: app\r\n        image: ghcr.io/acme/app:1.4.2 # {\"$imagepolicy\": \"apps:app\"}\r\n"
+	// The envoy line ends in a comment: its marker goes above the field.
+	want = strings.Replace(want, "        image: 'docker.io", "        # {\"$imagepolicy\": \"apps:envoy\"}\r\n        image: 'docker.io", 1)
+	if got := read(); got != want {
+		t.Errorf("expanded and marked\n got %q\nwant %q", got, want)
+	}
+	if code, _, errs := runCLI(t, "", "update", "--dir", dir, "--policy", "apps:envoy=docker.io/envoyproxy/envoy:v1.30.0"); code != 0 {
+		t.Fatalf("update: exit %d: %s", code, errs)
+	}
+	if got := read(); !strings.Contains(got, "        image: 'docker.io/envoyproxy/envoy:v1.30.0' # edge proxy\r\n") {
+		t.Errorf("envoy not moved:\n%q", got)
+	}
+}
