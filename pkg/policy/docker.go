@@ -31,14 +31,13 @@ import (
 // no Docker-style version.
 
 // dockerVersion is a parsed Docker-style tag. It points into the tag: a
-// parse allocates only for a prerelease.
+// parse does not allocate.
 type dockerVersion struct {
 	nums [4]uint64
 	// parts is how many numbers the tag writes, 1 to 4.
 	parts int
-	// pre is the prerelease, lower case, its letters and numbers split
-	// into dot-separated identifiers (rc1 is rc.1), so that it orders as
-	// semver orders prereleases; "" for a release.
+	// pre is the prerelease word as written (rc1, RC.2); "" for a
+	// release. semverPrerelease gives it as semver orders it.
 	pre string
 	// build is the build number plus one; 0 for none.
 	build uint64
@@ -77,11 +76,10 @@ func parseDocker(tag string) (dockerVersion, bool) {
 		if end < i {
 			end = len(tag)
 		}
-		pre, ok := prerelease(tag[i:end])
-		if !ok {
+		if !isPrerelease(tag[i:end]) {
 			return v, false
 		}
-		v.pre, i = pre, end
+		v.pre, i = tag[i:end], end
 	}
 	if i == len(tag) {
 		return v, true
@@ -95,8 +93,8 @@ func parseDocker(tag string) (dockerVersion, bool) {
 	}
 	if n, j, ok := number(word, 0); ok && j == len(word) && n < 1<<64-1 {
 		v.build = n + 1
-	} else if pre, ok := prerelease(word); ok && v.pre == "" {
-		v.pre = pre
+	} else if v.pre == "" && isPrerelease(word) {
+		v.pre = word
 	} else {
 		v.suffix = rest
 		return v, validSuffix(rest)
@@ -124,37 +122,46 @@ func number(s string, i int) (uint64, int, bool) {
 	return n, i, i > start
 }
 
-// prerelease reads a word as a prerelease (see preWords): rc1 is "rc.1",
-// beta.2 is "beta.2", RC is "rc"; false when the word is none.
-func prerelease(word string) (string, bool) {
+// isPrerelease reports whether a word is a prerelease (see preWords): a
+// word of them, any case, then an optional number (rc1, rc.1, RC), or a, b
+// or m with a number. It does not allocate: most tags are parsed only to
+// lose.
+func isPrerelease(word string) bool {
 	letters := 0
 	for letters < len(word) && isLetter(word[letters]) {
 		letters++
 	}
-	name, rest := strings.ToLower(word[:letters]), word[letters:]
-	rest = strings.TrimPrefix(rest, ".")
+	name, rest := word[:letters], strings.TrimPrefix(word[letters:], ".")
 	if rest != "" {
 		if _, j, ok := number(rest, 0); !ok || j != len(rest) {
-			return "", false
+			return false
 		}
 	}
-	switch {
-	case name == "a", name == "b", name == "m":
-		if rest == "" {
-			return "", false
-		}
-	case !slices.Contains(preWords, name):
-		return "", false
+	if len(name) == 1 && strings.ContainsAny(name, "abmABM") {
+		return rest != ""
 	}
-	if rest == "" {
-		return name, true
+	return slices.ContainsFunc(preWords, func(w string) bool { return strings.EqualFold(w, name) })
+}
+
+// semverPrerelease is a prerelease word as semver orders it: lower case,
+// its name and number dot-separated, the number without leading zeros
+// (rc1 and RC.1 are rc.1, M02 is m.2).
+func semverPrerelease(word string) string {
+	if word == "" {
+		return ""
 	}
-	// Semver numeric identifiers have no leading zeros (M02 is m.2).
-	rest = strings.TrimLeft(rest, "0")
+	letters := 0
+	for letters < len(word) && isLetter(word[letters]) {
+		letters++
+	}
+	name, rest := strings.ToLower(word[:letters]), strings.TrimPrefix(word[letters:], ".")
 	if rest == "" {
+		return name
+	}
+	if rest = strings.TrimLeft(rest, "0"); rest == "" {
 		rest = "0"
 	}
-	return name + "." + rest, true
+	return name + "." + rest
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
@@ -200,7 +207,9 @@ func (a dockerVersion) compare(b dockerVersion) int {
 		if b.pre == "" {
 			return -1
 		}
-		return semver.New(0, 0, 0, a.pre, "").Compare(semver.New(0, 0, 0, b.pre, ""))
+		if c := semver.New(0, 0, 0, semverPrerelease(a.pre), "").Compare(semver.New(0, 0, 0, semverPrerelease(b.pre), "")); c != 0 {
+			return c
+		}
 	}
 	switch {
 	case a.build < b.build:
@@ -214,7 +223,7 @@ func (a dockerVersion) compare(b dockerVersion) int {
 // semver is the version a range checks: the first three numbers (missing
 // ones 0) and the prerelease.
 func (a dockerVersion) semver() *semver.Version {
-	return semver.New(a.nums[0], a.nums[1], a.nums[2], a.pre, "")
+	return semver.New(a.nums[0], a.nums[1], a.nums[2], semverPrerelease(a.pre), "")
 }
 
 // dockerShape is what a candidate must share with the reference tag.
@@ -334,5 +343,5 @@ func ParseDockerTag(tag string) (DockerTag, bool) {
 	if !ok {
 		return DockerTag{}, false
 	}
-	return DockerTag{Numbers: v.nums[:v.parts:v.parts], Prerelease: v.pre, Suffix: v.suffix}, true
+	return DockerTag{Numbers: v.nums[:v.parts:v.parts], Prerelease: semverPrerelease(v.pre), Suffix: v.suffix}, true
 }

@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -54,7 +57,7 @@ func TestParseDocker(t *testing.T) {
 			t.Errorf("%s: not a version", tag)
 			continue
 		}
-		if !slices.Equal(v.nums[:v.parts], tt.nums) || v.pre != tt.pre || v.build != tt.build || v.suffix != tt.suffix {
+		if !slices.Equal(v.nums[:v.parts], tt.nums) || semverPrerelease(v.pre) != tt.pre || v.build != tt.build || v.suffix != tt.suffix {
 			t.Errorf("%s: %+v", tag, v)
 		}
 	}
@@ -199,4 +202,73 @@ func FuzzParseDocker(f *testing.F) {
 		}
 		_ = v.semver()
 	})
+}
+
+// dockerBenchTags are 10,000 tags of an official image's shape: 1 to 3
+// numbers, each with its variants (-alpine, -bookworm, -slim-bookworm),
+// release candidates, and the usual noise (latest, alpine, SHAs).
+func dockerBenchTags() []string {
+	variants := []string{"", "-alpine", "-bookworm", "-slim-bookworm", "-alpine3.20"}
+	tags := make([]string, 0, 10000)
+	for i := 0; len(tags) < 10000; i++ {
+		major, minor, patch := 10+i/400, i/20%20, i%20
+		var v string
+		switch i % 4 {
+		case 0:
+			v = fmt.Sprintf("%d", major)
+		case 1:
+			v = fmt.Sprintf("%d.%d", major, minor)
+		case 2:
+			v = fmt.Sprintf("%d.%d.%d", major, minor, patch)
+		default:
+			v = fmt.Sprintf("%d.%drc%d", major, minor, patch)
+		}
+		for _, s := range variants {
+			tags = append(tags, v+s)
+		}
+		if i%50 == 0 {
+			tags = append(tags, "latest", "alpine", fmt.Sprintf("sha-%07x", i*7919))
+		}
+	}
+	tags = tags[:10000]
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
+	return tags
+}
+
+// BenchmarkDockerEval: the docker kind over 10,000 Docker-style tags, as
+// tk-image policy eval and the reflector run it (Evaluate with the top
+// candidates, which is Explain's walk), and Select alone; semver over the
+// same tags for comparison.
+func BenchmarkDockerEval(b *testing.B) {
+	tags := dockerBenchTags()
+	cases := []struct {
+		name   string
+		choice imagev1.ImagePolicyChoice
+	}{
+		{"docker-suffix", dockerPolicy(">=12.3 <30", "12.3-alpine")},
+		{"docker-shapeless", dockerPolicy(">=12", "")},
+		{"semver", semverPolicy(">=12.0.0")},
+	}
+	for _, c := range cases {
+		p, err := New(c.choice, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name+"/evaluate", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Evaluate(context.Background(), tags, Options{Top: imagev1.MaxTopCandidates}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/select", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Select(tags); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
