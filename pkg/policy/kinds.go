@@ -186,6 +186,12 @@ var Kinds = []Kind{
 			}},
 		Qualifiers: []Flag{{Name: "compatible-with", Type: StringFlag, Arg: "TAG",
 			Usage: "with --docker, only tags of this tag's shape: its suffix and number of parts (7.2-alpine)",
+			Check: func(v string) error {
+				if _, ok := parseDocker(v); v != "" && !ok {
+					return fmt.Errorf("--compatible-with %q is not a Docker-style version (1 to 4 numbers, then an optional -suffix)", v)
+				}
+				return nil
+			},
 			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
 				if c.Docker == nil {
 					c.Docker = &imagev1.DockerPolicy{}

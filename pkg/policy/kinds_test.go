@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"regexp"
@@ -132,6 +133,12 @@ func TestQualifiers(t *testing.T) {
 	_ = d.Flag.Set(&dc, ">=7.2 <8")
 	if want := (imagev1.DockerPolicy{Range: ">=7.2 <8", CompatibleWith: "7.2-alpine"}); dc.Docker == nil || *dc.Docker != want {
 		t.Errorf("--docker with --compatible-with: %+v", dc.Docker)
+	}
+	if err := d.Qualifiers[0].Check("alpine"); err == nil {
+		t.Error("--compatible-with alpine passes its check")
+	}
+	if err := errors.Join(d.Qualifiers[0].Check(""), d.Qualifiers[0].Check("7.2-alpine")); err != nil {
+		t.Errorf("--compatible-with check: %v", err)
 	}
 	dc.Docker.CompatibleWith = "alpine"
 	if _, err := New(dc, nil); err == nil || !strings.Contains(err.Error(), "not a Docker-style version") {
