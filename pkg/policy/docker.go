@@ -317,12 +317,7 @@ func (r *dockerRanking) add(tag, value string) verdict {
 }
 
 func (r *dockerRanking) top() []string {
-	best := r.podium.ranked()
-	out := make([]string, len(best))
-	for i, c := range best {
-		out[i] = c.tag
-	}
-	return out
+	return r.podium.tags(func(c dockerCandidate) string { return c.tag })
 }
 
 // DockerTag is a tag as the docker kind reads it, for what derives a

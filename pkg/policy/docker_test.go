@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -230,9 +229,7 @@ func dockerBenchTags() []string {
 			tags = append(tags, "latest", "alpine", fmt.Sprintf("sha-%07x", i*7919))
 		}
 	}
-	tags = tags[:10000]
-	rand.New(rand.NewPCG(1, 2)).Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
-	return tags
+	return shuffled(tags[:10000])
 }
 
 // BenchmarkDockerEval: the docker kind over 10,000 Docker-style tags, as

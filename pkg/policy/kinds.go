@@ -149,19 +149,13 @@ var Kinds = []Kind{
 				return nil
 			}},
 		Annotation: "RANGE",
-		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
-			if _, err := semver.NewConstraint(arg); err != nil {
-				return imagev1.ImagePolicyChoice{}, err
-			}
-			return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: arg}}, nil
-		},
+		annotate: annotatedRange(func(r string) imagev1.ImagePolicyChoice {
+			return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: r}}
+		}),
 		set: func(c imagev1.ImagePolicyChoice) bool { return c.SemVer != nil },
 		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
-			constraint, err := semver.NewConstraint(c.SemVer.Range)
-			if err != nil {
-				return nil, invalid(fmt.Errorf("semver range %q: %w", c.SemVer.Range, err))
-			}
-			return semverOrder{constraint}, nil
+			constraint, err := rangeOf("semver", c.SemVer.Range)
+			return semverOrder{constraint}, err
 		},
 		describe: func(c imagev1.ImagePolicyChoice) string {
 			return fmt.Sprintf("semver range %q: the highest version in range", c.SemVer.Range)
@@ -202,17 +196,14 @@ var Kinds = []Kind{
 		// The annotation gives the range; discover takes the shape from the
 		// workload's current tag.
 		Annotation: "RANGE",
-		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
-			if _, err := semver.NewConstraint(arg); err != nil {
-				return imagev1.ImagePolicyChoice{}, err
-			}
-			return imagev1.ImagePolicyChoice{Docker: &imagev1.DockerPolicy{Range: arg}}, nil
-		},
+		annotate: annotatedRange(func(r string) imagev1.ImagePolicyChoice {
+			return imagev1.ImagePolicyChoice{Docker: &imagev1.DockerPolicy{Range: r}}
+		}),
 		set: func(c imagev1.ImagePolicyChoice) bool { return c.Docker != nil },
 		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
-			constraint, err := semver.NewConstraint(c.Docker.Range)
+			constraint, err := rangeOf("docker", c.Docker.Range)
 			if err != nil {
-				return nil, invalid(fmt.Errorf("docker range %q: %w", c.Docker.Range, err))
+				return nil, err
 			}
 			shape := dockerShape{}
 			if ref := c.Docker.CompatibleWith; ref != "" {
@@ -348,6 +339,27 @@ func dockerShapeWords(ref string) string {
 		return fmt.Sprintf("of %d numbers, without a suffix, like %s", v.parts, ref)
 	}
 	return fmt.Sprintf("of %d numbers and the suffix -%s, like %s", v.parts, v.suffix, ref)
+}
+
+// rangeOf parses the range of a kind (semver, docker); its error is
+// invalid's.
+func rangeOf(kind, rng string) (*semver.Constraints, error) {
+	c, err := semver.NewConstraint(rng)
+	if err != nil {
+		return nil, invalid(fmt.Errorf("%s range %q: %w", kind, rng, err))
+	}
+	return c, nil
+}
+
+// annotatedRange reads the annotation of a kind whose argument is a
+// semver range (semver, docker): choice makes the kind's choice of it.
+func annotatedRange(choice func(rng string) imagev1.ImagePolicyChoice) func(string) (imagev1.ImagePolicyChoice, error) {
+	return func(arg string) (imagev1.ImagePolicyChoice, error) {
+		if _, err := semver.NewConstraint(arg); err != nil {
+			return imagev1.ImagePolicyChoice{}, err
+		}
+		return choice(arg), nil
+	}
 }
 
 // annotatedOrder is the order an annotation gives, asc or desc.

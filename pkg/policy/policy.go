@@ -275,6 +275,16 @@ func (p *podium[C]) ranked() []C {
 	return p.best
 }
 
+// tags returns the tags of the candidates kept, best first.
+func (p *podium[C]) tags(tag func(C) string) []string {
+	best := p.ranked()
+	out := make([]string, len(best))
+	for i, c := range best {
+		out[i] = tag(c)
+	}
+	return out
+}
+
 // semverOrder picks the highest version in range.
 type semverOrder struct{ c *semver.Constraints }
 
@@ -344,12 +354,7 @@ func (r *semverRanking) add(tag, value string) verdict {
 }
 
 func (r *semverRanking) top() []string {
-	best := r.podium.ranked()
-	out := make([]string, len(best))
-	for i, c := range best {
-		out[i] = c.tag
-	}
-	return out
+	return r.podium.tags(func(c semverCandidate) string { return c.tag })
 }
 
 // alphabeticalOrder: byte-wise; asc picks the greatest value, desc the least.
@@ -459,10 +464,5 @@ func (r *orderedRanking[T]) add(tag, value string) verdict {
 }
 
 func (r *orderedRanking[T]) top() []string {
-	best := r.podium.ranked()
-	out := make([]string, len(best))
-	for i, c := range best {
-		out[i] = c.tag
-	}
-	return out
+	return r.podium.tags(func(c orderedCandidate[T]) string { return c.tag })
 }
