@@ -326,8 +326,9 @@ type TagSelection struct {
 
 	// Unparsable is how many tags (or extracted values) the policy cannot
 	// order: not a semantic version for semver (which needs all three
-	// numbers), not a finite number for numerical. Alphabetical orders
-	// every tag.
+	// numbers), not a Docker-style version of compatibleWith's shape for
+	// docker, not a finite number for numerical. Alphabetical orders every
+	// tag.
 	Unparsable int `json:"unparsable"`
 
 	// OutOfRange is how many semantic versions are outside semver.range.
