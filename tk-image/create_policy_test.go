@@ -49,6 +49,19 @@ spec:
   policy:
     newestBuild: {}
 `},
+		{"docker-style versions", []string{"--docker", ">=7.2 <8", "--compatible-with", "7.2-alpine"}, `  imageRepositoryRef:
+    name: app
+  policy:
+    docker:
+      compatibleWith: 7.2-alpine
+      range: '>=7.2 <8'
+`},
+		{"docker-style versions, any shape", []string{"--docker", ">=1.36"}, `  imageRepositoryRef:
+    name: app
+  policy:
+    docker:
+      range: '>=1.36'
+`},
 		{"platform digest", []string{"--semver", "6.x", "--digest-reflection", "IfNotPresent", "--platform", "linux/arm64"}, `  digestReflectionPolicy: IfNotPresent
   imageRepositoryRef:
     name: app
@@ -85,6 +98,8 @@ func TestPolicyFlagErrors(t *testing.T) {
 		{create, []string{"--semver", "6.x", "--minimum-age", "1h", "--age-source", "pushed"}, "--age-source must be seen or created"},
 		{create, []string{"--semver", "6.x", "--minimum-age", "-1h"}, "--minimum-age cannot be negative"},
 		{create, []string{"--semver", "6.x", "--max-candidates", "10"}, "--max-candidates needs --newest-build"},
+		{create, []string{"--semver", "6.x", "--compatible-with", "7.2-alpine"}, "--compatible-with needs --docker"},
+		{create, []string{"--docker", "*", "--compatible-with", "alpine"}, `--compatible-with "alpine" is not a Docker-style version`},
 		{create, []string{"--newest-build", "--max-candidates", "0"}, "--max-candidates must be between 1 and 1000"},
 		{create, []string{"--newest-build", "--max-candidates", "1001"}, "--max-candidates must be between 1 and 1000"},
 		{eval, []string{"--semver", "6.x", "--max-candidates", "10"}, "--max-candidates needs --newest-build"},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
 type discoverOptions struct {
@@ -22,6 +24,7 @@ type discoverOptions struct {
 	output       string
 	export       bool
 	writeMarkers bool
+	expandFlow   bool
 	mode         string
 	interval     time.Duration
 }
@@ -46,11 +49,16 @@ minor (the default: the same major) or major; never below the current
 tag), or the workload's image.toolkit.dev/policy.<container> annotation.
 With --write-markers, add a $imagepolicy marker naming those policies to
 every location, changing nothing else in any file; tk-image update then
-updates them all.`,
+updates them all. A value inside a flow mapping ({name: envoy, image: ...})
+cannot carry a marker of its own: --expand-flow rewrites just that mapping
+in block style (indentation, quotes, comments and CRLF kept) so that it can;
+without it such locations are listed as not marked, and only marker-less
+discovery (an automation's spec.discover) updates them.`,
 		Example: `  tk-image discover --dir ./clusters/prod
   tk-image discover --dir . -o json
   tk-image discover --dir . --export -n apps > image-automation.yaml
-  tk-image discover --dir . --write-markers -n apps`,
+  tk-image discover --dir . --write-markers -n apps
+  tk-image discover --dir . --write-markers --expand-flow -n apps`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(k, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -61,6 +69,7 @@ updates them all.`,
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.BoolVar(&o.export, "export", false, "print an ImageRepository and an ImagePolicy (YAML) for each image")
 	f.BoolVar(&o.writeMarkers, "write-markers", false, "write a $imagepolicy marker on every location of every image with a policy")
+	f.BoolVar(&o.expandFlow, "expand-flow", false, "with --write-markers, rewrite in block style each flow mapping ({...}) holding a location, so that it can be marked")
 	f.StringVar(&o.mode, "policy-mode", "minor", "how far the default policies follow: patch, minor or major")
 	f.DurationVar(&o.interval, "interval", 5*time.Minute, "scan interval of the exported ImageRepositories")
 	_ = cmd.RegisterFlagCompletionFunc("policy-mode", cobra.FixedCompletions([]string{"patch", "minor", "major"}, cobra.ShellCompDirectiveNoFileComp))
@@ -108,6 +117,9 @@ func (o *discoverOptions) check() (discover.Mode, error) {
 	mode, err := discover.ParseMode(o.mode)
 	if err != nil {
 		return "", usageError{fmt.Errorf("--policy-mode: %w", err)}
+	}
+	if o.expandFlow && !o.writeMarkers {
+		return "", usageError{errors.New("--expand-flow needs --write-markers")}
 	}
 	if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
 		return "", usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
@@ -171,12 +183,32 @@ func (o *discoverOptions) markAutomated(res *discover.Result, automated []automa
 		}
 		return ns + ":" + names[img.Name]
 	})
+	if o.expandFlow {
+		expanded, moved, left, err := discover.ExpandFlow(o.dir, sites)
+		for _, f := range expanded {
+			fmt.Fprintf(stderr, "expanded flow style in %s\n", f)
+		}
+		for _, s := range left {
+			fmt.Fprintf(stderr, "tk-image: %s:%d: %s\n", s.File, s.Line, s.Reason)
+		}
+		if err != nil {
+			return err
+		}
+		sites = moved
+	}
 	written, skipped, err := discover.WriteMarkers(o.dir, sites)
 	for _, f := range written {
 		fmt.Fprintf(stderr, "marked %s\n", f)
 	}
+	flow := 0
 	for _, s := range skipped {
 		fmt.Fprintf(stderr, "tk-image: %s:%d: not marked: %s\n", s.File, s.Line, s.Reason)
+		if s.Reason == setters.FlowStyleReason {
+			flow++
+		}
+	}
+	if flow > 0 {
+		fmt.Fprintf(stderr, "tk-image: %d locations in flow style are not marked: tk-image update leaves them behind, only marker-less discovery (spec.discover) updates them; --expand-flow rewrites them in block style so that they can be marked\n", flow)
 	}
 	return err
 }

@@ -2,14 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	sigsyaml "sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/policy/policytest"
 )
 
 // fleet is a repository of two apps without a marker: web's image in a
@@ -127,5 +131,137 @@ func TestDiscover(t *testing.T) {
 		if read(f) != b {
 			t.Errorf("%s changed", f)
 		}
+	}
+}
+
+// Official images, tagged as their registries tag them, through discover:
+// each gets a default policy (Docker-style versions and dates too; only
+// latest and a SHA are left out), the exported ImagePolicy evaluated with
+// policy eval -f over the image's tags picks the vectors' answer, and
+// --write-markers then update moves every one of them.
+func TestDiscoverOfficialImages(t *testing.T) {
+	var containers strings.Builder
+	want := map[string]policytest.Case{}
+	tags := map[string][]string{}
+	for _, img := range policytest.OfficialImages() {
+		i := slices.IndexFunc(img.Cases, func(c policytest.Case) bool { return c.Mode == string(discover.ModeMinor) })
+		if i < 0 {
+			continue
+		}
+		c := img.Cases[i]
+		fmt.Fprintf(&containers, "      - name: c%d\n        image: %s:%s\n", len(want), img.Image, c.Current)
+		want[img.Image], tags[img.Image] = c, img.Tags
+	}
+	containers.WriteString("      - name: tool\n        image: ghcr.io/acme/tool:latest\n      - name: ci\n        image: ghcr.io/acme/ci:4f2a9c1\n")
+	dir := tree(t, map[string]string{"deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n" + containers.String()})
+
+	code, out, errs := runCLI(t, "", "discover", "--dir", dir, "--export", "-n", "apps")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	// Discovery skips latest itself; the SHA has no order.
+	if !strings.Contains(errs, "ghcr.io/acme/ci: tag \"4f2a9c1\" has no order") {
+		t.Errorf("stderr lacks the SHA:\n%s", errs)
+	}
+	images := map[string]string{} // object name: image as written
+	policies := map[string]string{}
+	for _, doc := range strings.Split(strings.TrimPrefix(out, "---\n"), "---\n") {
+		var obj struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Spec     struct{ Image string }
+		}
+		if err := sigsyaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		switch obj.Kind {
+		case imagev1.ImageRepositoryKind:
+			for written := range want {
+				if obj.Spec.Image == written || strings.HasSuffix(obj.Spec.Image, "/"+written) || obj.Spec.Image == "docker.io/library/"+written {
+					images[obj.Metadata.Name] = written
+				}
+			}
+		case imagev1.ImagePolicyKind:
+			policies[obj.Metadata.Name] = doc
+		}
+	}
+	if len(images) != len(want) || len(policies) != len(want) {
+		t.Fatalf("exported %d repositories and %d policies of %d images:\n%s", len(images), len(policies), len(want), out)
+	}
+	args := []string{"update", "--dir", dir}
+	for name, written := range images {
+		file := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(file, []byte(policies[name]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := want[written]
+		code, out, errs := runCLI(t, strings.Join(tags[written], "\n"), "policy", "eval", "-f", file)
+		if code != 0 || out != c.Want+"\n" {
+			t.Errorf("%s:%s: exported policy picks %q (%s), want %s:\n%s", written, c.Current, out, errs, c.Want, policies[name])
+		}
+		args = append(args, "--policy", "apps:"+name+"="+written+":"+c.Want)
+	}
+
+	if code, _, errs := runCLI(t, "", "discover", "--dir", dir, "--write-markers", "-n", "apps"); code != 0 {
+		t.Fatalf("write-markers: exit %d: %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "", args...); code != 0 {
+		t.Fatalf("update: exit %d: %s", code, errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "deploy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for written, c := range want {
+		if !strings.Contains(string(b), "image: "+written+":"+c.Want+" # {\"$imagepolicy\"") {
+			t.Errorf("%s not moved to %s:\n%s", written, c.Want, b)
+		}
+	}
+}
+
+// A location in a flow mapping cannot be marked: the summary says update
+// leaves it behind; --expand-flow rewrites just that mapping in block style
+// (CRLF, quotes and the comment kept), marks it, and update then moves it.
+func TestDiscoverExpandFlow(t *testing.T) {
+	deploy := "kind: Deployment\r\nspec:\r\n  template:\r\n    spec:\r\n      containers:\r\n" +
+		"      - {name: envoy, image: 'docker.io/envoyproxy/envoy:v1.29.1'} # edge proxy\r\n" +
+		"      - name: app\r\n        image: ghcr.io/acme/app:1.4.2\r\n"
+	dir := tree(t, map[string]string{"deploy.yaml": deploy})
+	read := func() string {
+		b, err := os.ReadFile(filepath.Join(dir, "deploy.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if code, _, errs := runCLI(t, "", "discover", "--dir", dir, "--expand-flow"); code != 2 || !strings.Contains(errs, "--expand-flow needs --write-markers") {
+		t.Errorf("--expand-flow alone: exit %d: %s", code, errs)
+	}
+	code, _, errs := runCLI(t, "", "discover", "--dir", dir, "--write-markers", "-n", "apps")
+	if code != 0 || !strings.Contains(errs, "deploy.yaml:6: not marked: in flow style") ||
+		!strings.Contains(errs, "1 locations in flow style are not marked: tk-image update leaves them behind") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if got := read(); !strings.Contains(got, "      - {name: envoy, image: 'docker.io/envoyproxy/envoy:v1.29.1'} # edge proxy\r\n") {
+		t.Errorf("the flow mapping changed:\n%q", got)
+	}
+
+	code, _, errs = runCLI(t, "", "discover", "--dir", dir, "--write-markers", "--expand-flow", "-n", "apps")
+	if code != 0 || !strings.Contains(errs, "expanded flow style in deploy.yaml") || strings.Contains(errs, "not marked") {
+		t.Fatalf("--expand-flow: exit %d: %s", code, errs)
+	}
+	want := "kind: Deployment\r\nspec:\r\n  template:\r\n    spec:\r\n      containers:\r\n" +
+		"      - name: envoy\r\n        image: 'docker.io/envoyproxy/envoy:v1.29.1' # edge proxy\r\n" +
+		"      - name: app\r\n        image: ghcr.io/acme/app:1.4.2 # {\"$imagepolicy\": \"apps:app\"}\r\n"
+	// The envoy line ends in a comment: its marker goes above the field.
+	want = strings.Replace(want, "        image: 'docker.io", "        # {\"$imagepolicy\": \"apps:envoy\"}\r\n        image: 'docker.io", 1)
+	if got := read(); got != want {
+		t.Errorf("expanded and marked\n got %q\nwant %q", got, want)
+	}
+	if code, _, errs := runCLI(t, "", "update", "--dir", dir, "--policy", "apps:envoy=docker.io/envoyproxy/envoy:v1.30.0"); code != 0 {
+		t.Fatalf("update: exit %d: %s", code, errs)
+	}
+	if got := read(); !strings.Contains(got, "        image: 'docker.io/envoyproxy/envoy:v1.30.0' # edge proxy\r\n") {
+		t.Errorf("envoy not moved:\n%q", got)
 	}
 }

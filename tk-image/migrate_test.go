@@ -254,6 +254,30 @@ spec:
 			notWant: []string{"extract"},
 		},
 		{
+			name: "a regex+numerical recipe for a Docker-style tag becomes docker",
+			input: `apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: redis, namespace: ns}
+spec:
+  imageRepositoryRef: {name: redis}
+  filterTags: {pattern: '^7\.(?P<minor>[0-9]+)-alpine$', extract: $minor}
+  policy: {numerical: {order: asc}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: build, namespace: ns}
+spec:
+  imageRepositoryRef: {name: app}
+  filterTags: {pattern: '^main-[a-f0-9]+-(?P<ts>[0-9]+)$', extract: $ts}
+  policy: {numerical: {order: asc}}
+`,
+			warnings: []string{
+				"ImagePolicy ns/redis: spec.policy.numerical",
+				"ImagePolicy ns/build: spec.policy.numerical",
+			},
+			want: []string{"docker:\n      compatibleWith: 7.0-alpine\n      range: '>=7 <8'", "numerical:\n      order: asc", "extract: $ts"},
+		},
+		{
 			name: "unknown fields are dropped, metadata trimmed",
 			input: `apiVersion: image.toolkit.fluxcd.io/v1
 kind: ImageRepository

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/policy"
@@ -172,6 +175,9 @@ type evalOptions struct {
 	image, dockerConfig string
 	timeout             time.Duration
 	explain             bool
+	// file is -f: the ImagePolicy whose rules are evaluated, "-" for
+	// stdin.
+	file string
 
 	// The tag times --minimum-age and --newest-build need.
 	tagTimes string
@@ -201,8 +207,16 @@ and lines starting with # are skipped:
 
 The file's tags are the tags evaluated, unless --image lists them (a listed tag
 the file does not date is never old enough). When no tag is old enough, the
-tag that will be first and when are printed on stderr, exit 1.`,
+tag that will be first and when are printed on stderr, exit 1.
+
+-f FILE evaluates the rules of the first ImagePolicy in FILE (spec.policy,
+filterTags and minimumAge; "-" reads it from stdin, and the tags then come from
+--image or --tag-times) instead of the policy flags: a policy is tested exactly
+as it will be applied.`,
 		Example: `  crane ls ghcr.io/stefanprodan/podinfo | tk-image policy eval --semver '>=6.0.0 <7.0.0'
+  crane ls redis | tk-image policy eval --docker '>=7.2 <8' --compatible-with 7.2-alpine
+  crane ls redis | tk-image policy eval -f imagepolicy.yaml
+  tk-image policy eval -f imagepolicy.yaml --image redis --explain
   tk-image policy eval --numerical asc --filter-pattern '^main-[a-f0-9]+-(?P<ts>[0-9]+)$' --filter-extract '$ts' < tags.txt
   tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver 6.x
   tk-image policy eval --image ghcr.io/stefanprodan/podinfo --semver '>=7.0.0' --explain
@@ -228,13 +242,22 @@ tag that will be first and when are printed on stderr, exit 1.`,
 	}
 	f.StringVar(&o.tagTimes, "tag-times", "", "file of tags with when each was first seen and built (see above)")
 	f.StringVar(&o.now, "now", "", "measure ages at this RFC 3339 time instead of now")
+	f.StringVarP(&o.file, "filename", "f", "", "evaluate the first ImagePolicy of this manifest instead of the policy flags, - for stdin")
 	return cmd
 }
 
 func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	choice, filter, set := o.rules(false)
-	if set != 1 {
-		return usageError{errors.New("give exactly one of " + policy.Alternatives(kindFlags(false)))}
+	if o.file != "" {
+		var err error
+		if choice, filter, err = o.fromFile(stdin); err != nil {
+			return err
+		}
+		if o.file == "-" {
+			stdin = strings.NewReader("")
+		}
+	} else if set != 1 {
+		return usageError{errors.New("give exactly one of " + policy.Alternatives(kindFlags(false)) + ", or -f FILE")}
 	}
 	if o.dockerConfig != "" && o.image == "" {
 		return usageError{errors.New("--docker-config needs --image")}
@@ -300,6 +323,69 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	}
 	_, err = fmt.Fprintln(stdout, res.Selection.Selected())
 	return err
+}
+
+// fromFile reads the rules of the first ImagePolicy of -f into o: its
+// policy and filter, and its minimum age. The policy flags cannot be given
+// with it: they would say two things.
+func (o *evalOptions) fromFile(stdin io.Reader) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
+	none := imagev1.ImagePolicyChoice{}
+	given := []string{}
+	for _, n := range append(kindFlags(false), "--filter-pattern", "--filter-extract", "--minimum-age", "--age-source") {
+		if o.flags.Changed(strings.TrimPrefix(n, "--")) {
+			given = append(given, n)
+		}
+	}
+	if len(given) > 0 {
+		return none, nil, usageError{fmt.Errorf("-f gives the policy: drop %s", strings.Join(given, " "))}
+	}
+	if o.file == "-" && o.image == "" && o.tagTimes == "" {
+		return none, nil, usageError{errors.New("-f - reads the policy from stdin: give the tags with --image or --tag-times")}
+	}
+	r := stdin
+	if o.file != "-" {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return none, nil, usageError{fmt.Errorf("-f: %w", err)}
+		}
+		defer f.Close()
+		r = f
+	}
+	p, err := firstImagePolicy(r)
+	if err != nil {
+		return none, nil, usageError{fmt.Errorf("-f %s: %w", o.file, err)}
+	}
+	if age := p.Spec.MinimumAge; age != nil {
+		o.minimumAge, o.ageSource = age.Duration.Duration, string(cmp.Or(age.Source, imagev1.AgeSeen))
+	}
+	return p.Spec.Policy, p.Spec.FilterTags, nil
+}
+
+// firstImagePolicy reads the first ImagePolicy of a manifest, strictly: a
+// field the API does not know is an error, not a rule silently dropped.
+func firstImagePolicy(r io.Reader) (*imagev1.ImagePolicy, error) {
+	objs, err := readObjects(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range objs {
+		if kind, _ := obj["kind"].(string); kind != imagev1.ImagePolicyKind {
+			continue
+		}
+		if api, _ := obj["apiVersion"].(string); api != imagev1.GroupVersion.String() {
+			return nil, fmt.Errorf("ImagePolicy of apiVersion %q: want %s (tk-image migrate converts Flux's)", api, imagev1.GroupVersion)
+		}
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		var p imagev1.ImagePolicy
+		if err := sigsyaml.UnmarshalStrict(data, &p); err != nil {
+			return nil, err
+		}
+		return &p, nil
+	}
+	return nil, errors.New("no ImagePolicy")
 }
 
 // byBuildTime reports whether choice sets a kind ordered by build time.

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/policy/policytest"
 	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
 )
 
@@ -25,6 +27,9 @@ func TestPolicyEvalStdin(t *testing.T) {
 		{[]string{"--semver", "*", "--alphabetical", "asc"}, 2, "", "exactly one of"},
 		{[]string{}, 2, "", "exactly one of"},
 		{[]string{"--semver", "*", "--docker-config", "x"}, 2, "", "--docker-config needs --image"},
+		{[]string{"--docker", ">=1 <2", "--compatible-with", "1.0.0"}, 0, "v1.4.2\n", ""},
+		{[]string{"--compatible-with", "1.0.0"}, 2, "", "--compatible-with needs --docker"},
+		{[]string{"--docker", "*", "--compatible-with", "latest"}, 2, "", "not a Docker-style version"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -126,5 +131,153 @@ Pending:        1.2.0 at 2026-11-24T00:00:00Z (minimum age 48h0m0s)
 `
 	if code != 0 || out != want {
 		t.Errorf("code %d, explain:\n%s\nwant:\n%s", code, out, want)
+	}
+}
+
+// The issue's example: semver skips 1.37, which writes two numbers; docker
+// takes it, and explain says what the shape dropped.
+func TestPolicyEvalDockerAgainstSemver(t *testing.T) {
+	tags := "1.36\n1.36.1\n1.37\n1.35.0\n1.37-musl\nlatest\n"
+	for _, tt := range []struct {
+		args []string
+		out  string
+	}{
+		{[]string{"--semver", ">=1.36"}, "1.36.1\n"},
+		{[]string{"--docker", ">=1.36"}, "1.37\n"},
+		{[]string{"--docker", ">=1.36", "--compatible-with", "1.36.1"}, "1.36.1\n"},
+		{[]string{"--docker", ">=1.36", "--compatible-with", "1.36", "--explain"}, `Considered:                  6 tags
+Not a version of its shape:  4 (of 2 numbers, without a suffix, like 1.36)
+Out of range:                0 outside ">=1.36"
+Kept:                        2
+Best first:                  1.37, 1.36
+Selected:                    1.37
+`},
+	} {
+		if code, out, errs := runCLI(t, tags, append([]string{"policy", "eval"}, tt.args...)...); code != 0 || out != tt.out {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want %q", tt.args, code, out, errs, tt.out)
+		}
+	}
+}
+
+// The docker kind's vectors of official images through policy eval: the
+// flags and an ImagePolicy manifest (-f FILE, and -f - with --tag-times)
+// give the answer pkg/policy and the reflector give.
+func TestPolicyEvalDockerOfficialImages(t *testing.T) {
+	dir := t.TempDir()
+	for _, img := range policytest.OfficialImages() {
+		for i, c := range img.Cases {
+			t.Run(c.Name(img), func(t *testing.T) {
+				args := []string{"policy", "eval", "--docker", c.Range}
+				if ref := c.CompatibleWith(); ref != "" {
+					args = append(args, "--compatible-with", ref)
+				}
+				stdin := strings.Join(img.Tags, "\n")
+				if code, out, errs := runCLI(t, stdin, args...); code != 0 || out != c.Want+"\n" {
+					t.Errorf("flags: code %d, stdout %q, stderr %q; want %s", code, out, errs, c.Want)
+				}
+				manifest := dockerPolicyManifest(c.Range, c.CompatibleWith())
+				file := filepath.Join(dir, fmt.Sprintf("%s-%d.yaml", strings.NewReplacer("/", "-", ":", "-").Replace(img.Image), i))
+				if err := os.WriteFile(file, []byte(manifest), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if code, out, errs := runCLI(t, stdin, "policy", "eval", "-f", file); code != 0 || out != c.Want+"\n" {
+					t.Errorf("-f FILE: code %d, stdout %q, stderr %q; want %s", code, out, errs, c.Want)
+				}
+				times := filepath.Join(dir, "times.txt")
+				var lines strings.Builder
+				for _, tag := range img.Tags {
+					fmt.Fprintf(&lines, "%s 2025-01-01T00:00:00Z\n", tag)
+				}
+				if err := os.WriteFile(times, []byte(lines.String()), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if code, out, errs := runCLI(t, manifest, "policy", "eval", "-f", "-", "--tag-times", times); code != 0 || out != c.Want+"\n" {
+					t.Errorf("-f -: code %d, stdout %q, stderr %q; want %s", code, out, errs, c.Want)
+				}
+			})
+		}
+	}
+}
+
+// dockerPolicyManifest is an ImagePolicy of the docker kind, after another
+// object, as a file of manifests holds it.
+func dockerPolicyManifest(rng, compatibleWith string) string {
+	return fmt.Sprintf(`apiVersion: image.toolkit.dev/v1beta1
+kind: ImageRepository
+metadata: {name: app}
+spec: {image: ghcr.io/acme/app}
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata: {name: app}
+spec:
+  imageRepositoryRef: {name: app}
+  policy:
+    docker: {range: %q, compatibleWith: %q}
+`, rng, compatibleWith)
+}
+
+// -f takes the rules of the first ImagePolicy, its filter and minimum age
+// too, and refuses what it cannot evaluate as the API would apply it.
+func TestPolicyEvalFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	filtered := write("filtered.yaml", `apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata: {name: a}
+spec:
+  imageRepositoryRef: {name: a}
+  filterTags: {pattern: '^main-[a-f0-9]+-(?P<ts>\d+)$', extract: '$ts'}
+  policy: {numerical: {order: asc}}
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata: {name: b}
+spec:
+  imageRepositoryRef: {name: b}
+  policy: {alphabetical: {}}
+`)
+	soaked := write("soaked.yaml", `apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata: {name: a}
+spec:
+  imageRepositoryRef: {name: a}
+  minimumAge: {duration: 48h}
+  policy: {semver: {range: '*'}}
+`)
+	times := write("times.txt", "1.0.0 2026-11-20T00:00:00Z\n1.1.0 2026-11-25T00:00:00Z\n")
+	typo := write("typo.yaml", "apiVersion: image.toolkit.dev/v1beta1\nkind: ImagePolicy\nmetadata: {name: a}\nspec: {policy: {docker: {range: '*', compatibleWth: '1.2'}}}\n")
+	other := write("other.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+	flux := write("flux.yaml", "apiVersion: image.toolkit.fluxcd.io/v1beta2\nkind: ImagePolicy\nmetadata: {name: a}\nspec: {policy: {semver: {range: '*'}}}\n")
+	tags := "main-abc-100\nmain-def-99\nlatest\n"
+	tests := []struct {
+		args      []string
+		stdin     string
+		code      int
+		out, errs string
+	}{
+		{[]string{"-f", filtered}, tags, 0, "main-abc-100\n", ""},
+		{[]string{"-f", soaked, "--tag-times", times, "--now", "2026-11-26T00:00:00Z"}, "", 0, "1.0.0\n", ""},
+		{[]string{"-f", filtered, "--semver", "*"}, tags, 2, "", "-f gives the policy: drop --semver"},
+		{[]string{"-f", filtered, "--filter-pattern", "x"}, tags, 2, "", "drop --filter-pattern"},
+		{[]string{"-f", "-"}, "", 2, "", "give the tags with --image or --tag-times"},
+		{[]string{"-f", other}, tags, 2, "", "no ImagePolicy"},
+		{[]string{"-f", typo}, tags, 2, "", `unknown field "compatibleWth"`},
+		{[]string{"-f", flux}, tags, 2, "", "tk-image migrate"},
+		{[]string{"-f", filepath.Join(dir, "none.yaml")}, tags, 2, "", "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, out, errs := runCLI(t, tt.stdin, append([]string{"policy", "eval"}, tt.args...)...)
+			if code != tt.code || out != tt.out || !strings.Contains(errs, tt.errs) {
+				t.Errorf("code %d, stdout %q, stderr %q; want %d, %q, %q", code, out, errs, tt.code, tt.out, tt.errs)
+			}
+		})
 	}
 }

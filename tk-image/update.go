@@ -161,22 +161,17 @@ func printText(w io.Writer, res *setters.Result, dryRun bool) {
 	}
 }
 
-// readPolicies reads ImagePolicy objects, alone, as multi-document YAML, or
-// in a List, and records the latestRef of each.
-func readPolicies(path string, into setters.Policies, stderr io.Writer) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return usageError{fmt.Errorf("--policies-from: %w", err)}
-	}
-	defer f.Close()
-	dec := k8syaml.NewYAMLOrJSONDecoder(f, 4096)
+// readObjects reads the objects of a manifest: one, multi-document YAML
+// (or JSON), or the items of a List, in order.
+func readObjects(r io.Reader) ([]map[string]any, error) {
+	dec := k8syaml.NewYAMLOrJSONDecoder(r, 4096)
 	var objs []map[string]any
 	for {
 		var obj map[string]any
 		if err := dec.Decode(&obj); err == io.EOF {
-			break
+			return objs, nil
 		} else if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		if items, ok := obj["items"].([]any); ok {
 			for _, it := range items {
@@ -189,6 +184,20 @@ func readPolicies(path string, into setters.Policies, stderr io.Writer) error {
 		if obj != nil {
 			objs = append(objs, obj)
 		}
+	}
+}
+
+// readPolicies reads ImagePolicy objects, alone, as multi-document YAML, or
+// in a List, and records the latestRef of each.
+func readPolicies(path string, into setters.Policies, stderr io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return usageError{fmt.Errorf("--policies-from: %w", err)}
+	}
+	defer f.Close()
+	objs, err := readObjects(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	for _, obj := range objs {
 		if kind, _ := obj["kind"].(string); kind != "ImagePolicy" {

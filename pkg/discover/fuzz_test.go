@@ -28,7 +28,13 @@ func FuzzBytes(f *testing.F) {
 			}
 		}
 		sites := res.Sites(func(Image) string { return "ns:img" })[name]
-		out, _, _, err := setters.AddMarkers([]byte(data), sites)
+		// Flow style expanded, when it can be, must parse and keep the
+		// sites on their values; markers then go on the moved sites.
+		expanded, moved, _, _, err := setters.ExpandFlow([]byte(data), sites)
+		if err != nil {
+			expanded, moved = []byte(data), sites
+		}
+		out, _, _, err := setters.AddMarkers(expanded, moved)
 		if err == nil {
 			if _, err := setters.ParseDocuments(out); err != nil {
 				t.Fatalf("markers broke %q: %v\n%s", data, err, out)

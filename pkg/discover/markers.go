@@ -33,9 +33,36 @@ func (r *Result) Sites(policy func(Image) string) map[string][]setters.Site {
 // that change (keeping their modes). It returns the files written and the
 // sites it could not mark, with the reason.
 func WriteMarkers(dir string, sites map[string][]setters.Site) (written []string, skipped []Skipped, err error) {
+	written, _, skipped, err = rewrite(dir, sites, func(data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
+		out, added, notMarked, err := setters.AddMarkers(data, ss)
+		if len(added) == 0 {
+			out = data
+		}
+		return out, ss, notMarked, err
+	})
+	return written, skipped, err
+}
+
+// ExpandFlow rewrites in block style, with setters.ExpandFlow, each flow
+// mapping under dir that holds a site, so that WriteMarkers can mark it
+// (--expand-flow). It returns the files written, every site at its
+// position after them, and the mappings it left alone, with the reason.
+func ExpandFlow(dir string, sites map[string][]setters.Site) (written []string, moved map[string][]setters.Site, skipped []Skipped, err error) {
+	return rewrite(dir, sites, func(data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
+		out, m, _, notExpanded, err := setters.ExpandFlow(data, ss)
+		return out, m, notExpanded, err
+	})
+}
+
+// rewrite runs change over each file of sites under dir, in name order,
+// and writes the files it changes (keeping their modes). change returns
+// the file's new bytes, its sites after the change, and what it left
+// alone as "line N: reason" errors.
+func rewrite(dir string, sites map[string][]setters.Site,
+	change func([]byte, []setters.Site) ([]byte, []setters.Site, []error, error)) (written []string, after map[string][]setters.Site, skipped []Skipped, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer root.Close()
 	files := make([]string, 0, len(sites))
@@ -43,33 +70,38 @@ func WriteMarkers(dir string, sites map[string][]setters.Site) (written []string
 		files = append(files, f)
 	}
 	slices.Sort(files)
+	after = map[string][]setters.Site{}
+	for f, ss := range sites {
+		after[f] = ss
+	}
 	for _, f := range files {
 		data, err := root.ReadFile(f)
 		if err != nil {
-			return written, skipped, err
+			return written, after, skipped, err
 		}
-		out, added, notMarked, err := setters.AddMarkers(data, sites[f])
+		out, ss, left, err := change(data, sites[f])
 		if err != nil {
-			return written, skipped, fmt.Errorf("%s: %w", f, err)
+			return written, after, skipped, fmt.Errorf("%s: %w", f, err)
 		}
-		for _, e := range notMarked {
+		after[f] = ss
+		for _, e := range left {
 			line, reason := 0, e.Error()
 			if n, err := fmt.Sscanf(reason, "line %d:", &line); n == 1 && err == nil {
 				_, reason, _ = strings.Cut(reason, ": ")
 			}
 			skipped = append(skipped, Skipped{File: f, Line: line, Reason: reason})
 		}
-		if len(added) == 0 || string(out) == string(data) {
+		if string(out) == string(data) {
 			continue
 		}
 		info, err := root.Stat(f)
 		if err != nil {
-			return written, skipped, err
+			return written, after, skipped, err
 		}
 		if err := root.WriteFile(f, out, info.Mode().Perm()); err != nil {
-			return written, skipped, fmt.Errorf("writing %s: %w", f, err)
+			return written, after, skipped, fmt.Errorf("writing %s: %w", f, err)
 		}
 		written = append(written, f)
 	}
-	return written, skipped, nil
+	return written, after, skipped, nil
 }

@@ -100,3 +100,34 @@ func TestWriteMarkersThenUpdate(t *testing.T) {
 		t.Errorf("a.yaml after update %q", got)
 	}
 }
+
+// ExpandFlow rewrites the flow-style kustomization entry in block style,
+// after which WriteMarkers marks it and the setters move it too.
+func TestExpandFlowThenMark(t *testing.T) {
+	dir := t.TempDir()
+	kust := "images:\n- name: ghcr.io/acme/app\n  newTag: '1.4.2'\n- {name: ghcr.io/acme/side, newTag: 2.0.0}\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := res.Sites(func(img Image) string { return "prod:" + img.Name[strings.LastIndexByte(img.Name, '/')+1:] })
+	expanded, moved, left, err := ExpandFlow(dir, sites)
+	if err != nil || !slices.Equal(expanded, []string{"kustomization.yaml"}) || len(left) != 0 {
+		t.Fatalf("expanded %v, left %v, %v", expanded, left, err)
+	}
+	if _, skipped, err := WriteMarkers(dir, moved); err != nil || len(skipped) != 0 {
+		t.Fatalf("skipped %v, %v", skipped, err)
+	}
+	up, err := setters.UpdateDir(dir, setters.Policies{"prod:side": {Name: "ghcr.io/acme/side", Tag: "2.1.0"}}, setters.Options{})
+	if err != nil || len(up.Changes()) != 1 {
+		t.Fatalf("%+v, %v", up, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	want := "images:\n- name: ghcr.io/acme/app\n  newTag: '1.4.2' # {\"$imagepolicy\": \"prod:app:tag\"}\n- name: ghcr.io/acme/side\n  newTag: 2.1.0 # {\"$imagepolicy\": \"prod:side:tag\"}\n"
+	if string(b) != want {
+		t.Errorf("got %q\nwant %q", b, want)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -39,13 +40,25 @@ func ParseMode(s string) (Mode, error) {
 	return "", fmt.Errorf("policy mode %q: want patch, minor or major", s)
 }
 
-var digits = regexp.MustCompile(`^[0-9]+$`)
+// maxMajorDigits is the longest tag of digits alone read as a major
+// version rather than a build number: node's 22 stays within its major
+// (a move to 24 would break what minor mode promises), a CI's 1234 moves to
+// the greatest number as before. Mode major moves a major version as it
+// moves build numbers.
+const maxMajorDigits = 3
+
+var (
+	digits = regexp.MustCompile(`^[0-9]+$`)
+	// sha is a git commit, short or whole, as CI tags images with it: hex
+	// with a letter (hex digits alone read as a number).
+	sha = regexp.MustCompile(`^(sha-)?[0-9a-f]{7,40}$`)
+)
 
 // Policy is the policy an image gets: from its locations' policy
 // annotation when they give one, else derived from its tag by mode. The
 // lower bound is always the current tag, so a discovered image never
 // moves to a lower version. An error says why the image cannot get one
-// (a tag that is neither a version nor a number, an annotation that does
+// (a tag that has no order, such as latest or a SHA; an annotation that does
 // not parse): the image is then reported, not automated.
 func Policy(img Image, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
 	annotation := ""
@@ -62,42 +75,125 @@ func Policy(img Image, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter
 // annotation ("" when none), as an UpdateJob reports them.
 func PolicyOf(tag, annotation string, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
 	if annotation != "" {
-		return annotated(annotation)
+		choice, filter, err := annotated(annotation)
+		// docker:RANGE gives the range; the shape is the current tag's.
+		if d := choice.Docker; d != nil && d.CompatibleWith == "" {
+			if _, ok := policy.ParseDockerTag(tag); ok {
+				d.CompatibleWith = tag
+			}
+		}
+		return choice, filter, err
 	}
 	return Default(tag, mode)
 }
 
-// Default derives a policy from the current tag. For a semver tag (a
-// leading v is fine) it is a range from the tag up to the mode's bound,
-// without prereleases unless the tag is one; for a tag of digits alone
-// (a build number, a date like 20240105) the greatest number. Anything
-// else has no safe default.
+// Default derives a policy from the current tag, by its shape:
+//
+//   - a date (2024.01.15, 2025.6.1, 20240115, 20240115-1: a year 1970 to
+//     2099, then a month, and so on): the docker kind from the tag up, any
+//     mode, since a date has no major to stay within;
+//   - a semver tag (a leading v is fine) whose prerelease, if any, is one
+//     (1.5.0-rc.1, not 7.4.4-alpine): a semver range from the tag up to the
+//     mode's bound, without prereleases unless the tag is one;
+//   - a Docker-style version (22, 1.27, 7.4-alpine, 3.12-slim-bookworm,
+//     7.4.4-alpine): the docker kind, as semver's range by mode over its
+//     numbers, compatible with the tag (its suffix and number of parts);
+//   - digits alone: up to maxMajorDigits a major version (node:22,
+//     postgres:17), a Docker-style version, which the minor mode keeps;
+//     longer, a build number: the greatest number.
+//
+// Anything else has no order and no default: latest, a branch name, a git
+// SHA.
 func Default(tag string, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
-	v, err := semver.StrictNewVersion(strings.TrimPrefix(tag, "v"))
-	if err == nil && !digits.MatchString(tag) {
+	d, docker := policy.ParseDockerTag(tag)
+	switch {
+	case sha.MatchString(tag) && !digits.MatchString(tag):
+	case docker && isDate(d):
+		return dockerChoice(">="+lowerBound(d), tag), nil, nil
+	case semverTag(tag, d, docker):
+		v, _ := semver.StrictNewVersion(strings.TrimPrefix(tag, "v"))
 		// Masterminds/semver matches prereleases only for a range that
 		// names one: the bounds name one exactly when the tag is one.
 		pre := ""
 		if v.Prerelease() != "" {
 			pre = "-0"
 		}
-		upper := ""
-		switch {
-		case mode == ModeMajor:
-		case mode == ModePatch:
-			upper = fmt.Sprintf(" <%d.%d.0%s", v.Major(), v.Minor()+1, pre)
-		case v.Major() == 0:
-			upper = fmt.Sprintf(" <0.%d.0%s", v.Minor()+1, pre)
-		default:
-			upper = fmt.Sprintf(" <%d.0.0%s", v.Major()+1, pre)
-		}
-		return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=" + tag + upper}}, nil, nil
-	}
-	if digits.MatchString(tag) {
+		return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=" + tag + upperBound(mode, v.Major(), v.Minor(), ".0", pre)}}, nil, nil
+	case digits.MatchString(tag) && len(tag) > maxMajorDigits:
 		return imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{Order: "asc"}},
 			&imagev1.TagFilter{Pattern: `^[0-9]+$`}, nil
+	case docker:
+		pre := ""
+		if d.Prerelease != "" {
+			pre = "-0"
+		}
+		minor := uint64(0)
+		if len(d.Numbers) > 1 {
+			minor = d.Numbers[1]
+		}
+		return dockerChoice(">="+lowerBound(d)+upperBound(mode, d.Numbers[0], minor, "", pre), tag), nil, nil
 	}
-	return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("tag %q is neither a version nor a number: write its policy (annotation %sCONTAINER)", tag, PolicyAnnotationPrefix)
+	return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("tag %q has no order (not a version, date or number): write its policy (annotation %sCONTAINER)", tag, PolicyAnnotationPrefix)
+}
+
+// semverTag reports whether a tag is semver that keeps the semver rule: a
+// release, or a prerelease the docker kind reads as one (its suffix is a
+// compatibility: 7.4.4-alpine is a Docker-style version).
+func semverTag(tag string, d policy.DockerTag, docker bool) bool {
+	if _, err := semver.StrictNewVersion(strings.TrimPrefix(tag, "v")); err != nil || digits.MatchString(tag) {
+		return false
+	}
+	return !docker || d.Suffix == ""
+}
+
+// upperBound is the mode's bound of a version major.minor: patch keeps the
+// minor, minor the major (for 0.x the minor, as semver makes 0.x minors
+// breaking), major none. zeros (".0" or "") pads the bound's numbers to
+// three: semver writes them all (<2.0.0), Docker-style versions as few as
+// they need (<2); pre ("-0" or "") lets prereleases below it match.
+func upperBound(mode Mode, major, minor uint64, zeros, pre string) string {
+	switch {
+	case mode == ModeMajor:
+		return ""
+	case mode == ModePatch:
+		return fmt.Sprintf(" <%d.%d%s%s", major, minor+1, zeros, pre)
+	case major == 0:
+		return fmt.Sprintf(" <0.%d%s%s", minor+1, zeros, pre)
+	}
+	return fmt.Sprintf(" <%d%s%s%s", major+1, zeros, zeros, pre)
+}
+
+// lowerBound is a Docker-style tag as a range's bound: its first three
+// numbers (a range knows no fourth) and its prerelease.
+func lowerBound(d policy.DockerTag) string {
+	nums := make([]string, min(len(d.Numbers), 3))
+	for i := range nums {
+		nums[i] = strconv.FormatUint(d.Numbers[i], 10)
+	}
+	s := strings.Join(nums, ".")
+	if d.Prerelease != "" {
+		s += "-" + d.Prerelease
+	}
+	return s
+}
+
+// isDate reports whether a Docker-style tag is a date: YYYY.MM[.DD[.N]]
+// or YYYYMMDD, a year from 1970 to 2099 (a build number, -N, may follow,
+// which the docker kind orders).
+func isDate(d policy.DockerTag) bool {
+	if d.Suffix != "" || d.Prerelease != "" {
+		return false
+	}
+	n := d.Numbers
+	if len(n) == 1 {
+		y, m, day := n[0]/10000, n[0]/100%100, n[0]%100
+		return n[0] >= 19700101 && n[0] <= 20991231 && y >= 1970 && m >= 1 && m <= 12 && day >= 1 && day <= 31
+	}
+	return n[0] >= 1970 && n[0] <= 2099 && n[1] >= 1 && n[1] <= 12 && (len(n) < 3 || n[2] >= 1 && n[2] <= 31)
+}
+
+func dockerChoice(rng, tag string) imagev1.ImagePolicyChoice {
+	return imagev1.ImagePolicyChoice{Docker: &imagev1.DockerPolicy{Range: rng, CompatibleWith: tag}}
 }
 
 // regexAnnotation is the annotation regex:PATTERN, which is no kind: the

@@ -1,12 +1,17 @@
 package discover
 
 import (
+	"cmp"
+	"encoding/json"
+	"slices"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
 	"strings"
 	"testing"
 
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/policy"
+	"toolkit.dev/image-toolkit/pkg/policy/policytest"
 )
 
 // A default policy, run by the one policy engine over a repository's tags,
@@ -88,8 +93,8 @@ func TestNames(t *testing.T) {
 // regex:PATTERN; anything else is refused with the forms there are.
 func TestAnnotationErrors(t *testing.T) {
 	tests := []struct{ annotation, want string }{
-		{"semver", `policy annotation "semver": want semver:RANGE, alphabetical:asc|desc, numerical:asc|desc or regex:PATTERN`},
-		{"newestBuild:yes", `policy annotation "newestBuild:yes": want semver:, alphabetical:, numerical: or regex:`},
+		{"semver", `policy annotation "semver": want semver:RANGE, docker:RANGE, alphabetical:asc|desc, numerical:asc|desc or regex:PATTERN`},
+		{"newestBuild:yes", `policy annotation "newestBuild:yes": want semver:, docker:, alphabetical:, numerical: or regex:`},
 		{"numerical:up", `policy annotation "numerical:up": order is asc or desc`},
 		{"regex:(", "policy annotation \"regex:(\": error parsing regexp: missing closing ): `(`"},
 	}
@@ -101,4 +106,101 @@ func TestAnnotationErrors(t *testing.T) {
 	}
 }
 
+// The vectors of official images: the default policy of each case's
+// current tag, by its mode, picks the case's answer and never makes a
+// candidate of a tag that must never win; where it is the docker kind it
+// is the case's policy exactly (semver tags keep the semver rule).
+func TestDefaultOfficialImages(t *testing.T) {
+	for _, img := range policytest.OfficialImages() {
+		for _, c := range img.Cases {
+			if c.Mode == "" {
+				continue
+			}
+			t.Run(c.Name(img), func(t *testing.T) {
+				choice, filter, err := Default(c.Current, Mode(c.Mode))
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case choice.Docker != nil:
+					if want := (imagev1.DockerPolicy{Range: c.Range, CompatibleWith: c.CompatibleWith()}); *choice.Docker != want {
+						t.Errorf("policy %+v, want %+v", *choice.Docker, want)
+					}
+				case choice.SemVer == nil:
+					t.Errorf("policy %+v, want docker or semver", choice)
+				}
+				p, err := policy.New(choice, filter)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := p.Select(img.Tags); got != c.Want {
+					t.Errorf("picked %q (%v), want %s", got, err, c.Want)
+				}
+				sel := p.Explain(img.Tags, len(img.Tags))
+				for _, never := range c.Never {
+					if slices.Contains(sel.TopCandidates, never) {
+						t.Errorf("%s is a candidate", never)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Each tag shape gets its policy, and only what has no order gets none.
+func TestDefaultShapes(t *testing.T) {
+	tests := []struct {
+		tag, mode string
+		want      string // the choice as JSON, "" for none
+	}{
+		{"1.4.2", "", `{"semver":{"range":"\u003e=1.4.2 \u003c2.0.0"}}`},
+		{"1.5.0-rc.1", "", `{"semver":{"range":"\u003e=1.5.0-rc.1 \u003c2.0.0-0"}}`},
+		{"7.4.4-alpine", "", `{"docker":{"range":"\u003e=7.4.4 \u003c8","compatibleWith":"7.4.4-alpine"}}`},
+		{"7.2-alpine", "patch", `{"docker":{"range":"\u003e=7.2 \u003c7.3","compatibleWith":"7.2-alpine"}}`},
+		{"0.9", "", `{"docker":{"range":"\u003e=0.9 \u003c0.10","compatibleWith":"0.9"}}`},
+		{"v22", "major", `{"docker":{"range":"\u003e=22","compatibleWith":"v22"}}`},
+		{"1.2.3.4", "", `{"docker":{"range":"\u003e=1.2.3 \u003c2","compatibleWith":"1.2.3.4"}}`},
+		{"18beta1", "", `{"docker":{"range":"\u003e=18-beta.1 \u003c19-0","compatibleWith":"18beta1"}}`},
+		{"2024.01.15", "patch", `{"docker":{"range":"\u003e=2024.1.15","compatibleWith":"2024.01.15"}}`},
+		{"2025.6.1", "", `{"docker":{"range":"\u003e=2025.6.1","compatibleWith":"2025.6.1"}}`},
+		{"20240115-1", "", `{"docker":{"range":"\u003e=20240115","compatibleWith":"20240115-1"}}`},
+		{"20240115", "", `{"docker":{"range":"\u003e=20240115","compatibleWith":"20240115"}}`},
+		{"22", "", `{"docker":{"range":"\u003e=22 \u003c23","compatibleWith":"22"}}`},
+		{"1234", "", `{"numerical":{"order":"asc"}}`},
+		{"20241399", "", `{"numerical":{"order":"asc"}}`},
+		{"1234567", "", `{"numerical":{"order":"asc"}}`},
+		{"latest", "", ""},
+		{"main", "", ""},
+		{"feature-x", "", ""},
+		{"4f2a9c1", "", ""},
+		{"1234b56", "", ""},
+		{"sha-4f2a9c1", "", ""},
+		{"3f786850e387550fdab836ed7e6dc881de23001b", "", ""},
+	}
+	for _, tt := range tests {
+		choice, _, err := Default(tt.tag, Mode(cmp.Or(tt.mode, string(ModeMinor))))
+		got, _ := json.Marshal(choice)
+		if tt.want == "" {
+			if err == nil || !strings.Contains(err.Error(), "has no order") {
+				t.Errorf("%s: %s, %v; want no policy", tt.tag, got, err)
+			}
+			continue
+		}
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%s %s: %s, %v; want %s", tt.tag, tt.mode, got, err, tt.want)
+			continue
+		}
+		if _, err := policy.New(choice, nil); err != nil {
+			t.Errorf("%s: %v", tt.tag, err)
+		}
+	}
+}
+
+// docker:RANGE takes the shape from the current tag.
+func TestDockerAnnotation(t *testing.T) {
+	choice, _, err := PolicyOf("7.2-alpine", "docker:~7", ModeMinor)
+	if err != nil || choice.Docker == nil || *choice.Docker != (imagev1.DockerPolicy{Range: "~7", CompatibleWith: "7.2-alpine"}) {
+		t.Errorf("%+v, %v", choice.Docker, err)
+	}
+}
 func named(name string) Image { return Image{ImageRef: meta.ImageRef{Name: name}} }

@@ -149,19 +149,13 @@ var Kinds = []Kind{
 				return nil
 			}},
 		Annotation: "RANGE",
-		annotate: func(arg string) (imagev1.ImagePolicyChoice, error) {
-			if _, err := semver.NewConstraint(arg); err != nil {
-				return imagev1.ImagePolicyChoice{}, err
-			}
-			return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: arg}}, nil
-		},
+		annotate: annotatedRange(func(r string) imagev1.ImagePolicyChoice {
+			return imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: r}}
+		}),
 		set: func(c imagev1.ImagePolicyChoice) bool { return c.SemVer != nil },
 		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
-			constraint, err := semver.NewConstraint(c.SemVer.Range)
-			if err != nil {
-				return nil, invalid(fmt.Errorf("semver range %q: %w", c.SemVer.Range, err))
-			}
-			return semverOrder{constraint}, nil
+			constraint, err := rangeOf("semver", c.SemVer.Range)
+			return semverOrder{constraint}, err
 		},
 		describe: func(c imagev1.ImagePolicyChoice) string {
 			return fmt.Sprintf("semver range %q: the highest version in range", c.SemVer.Range)
@@ -170,6 +164,64 @@ var Kinds = []Kind{
 			return []Drop{
 				{Label: "Not a version", Count: s.Unparsable, Detail: "(a version needs all three numbers, e.g. 1.2.0)"},
 				{Label: "Out of range", Count: s.OutOfRange, Detail: fmt.Sprintf("outside %q", c.SemVer.Range)},
+			}
+		},
+	},
+	{
+		Field: "docker",
+		Flag: Flag{Name: "docker", Type: StringFlag, Arg: "RANGE",
+			Usage: "pick the highest Docker-style version (22, 1.27, 7.4-alpine) in this range, e.g. '>=7.2 <8'",
+			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
+				if c.Docker == nil {
+					c.Docker = &imagev1.DockerPolicy{}
+				}
+				c.Docker.Range = v
+				return nil
+			}},
+		Qualifiers: []Flag{{Name: "compatible-with", Type: StringFlag, Arg: "TAG",
+			Usage: "with --docker, only tags of this tag's shape: its suffix and number of parts (7.2-alpine)",
+			Check: func(v string) error {
+				if _, ok := parseDocker(v); v != "" && !ok {
+					return fmt.Errorf("--compatible-with %q is not a Docker-style version (1 to 4 numbers, then an optional -suffix)", v)
+				}
+				return nil
+			},
+			Set: func(c *imagev1.ImagePolicyChoice, v string) error {
+				if c.Docker == nil {
+					c.Docker = &imagev1.DockerPolicy{}
+				}
+				c.Docker.CompatibleWith = v
+				return nil
+			}}},
+		// The annotation gives the range; discover takes the shape from the
+		// workload's current tag.
+		Annotation: "RANGE",
+		annotate: annotatedRange(func(r string) imagev1.ImagePolicyChoice {
+			return imagev1.ImagePolicyChoice{Docker: &imagev1.DockerPolicy{Range: r}}
+		}),
+		set: func(c imagev1.ImagePolicyChoice) bool { return c.Docker != nil },
+		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
+			constraint, err := rangeOf("docker", c.Docker.Range)
+			if err != nil {
+				return nil, err
+			}
+			shape := dockerShape{}
+			if ref := c.Docker.CompatibleWith; ref != "" {
+				v, ok := parseDocker(ref)
+				if !ok {
+					return nil, invalid(fmt.Errorf("docker.compatibleWith %q is not a Docker-style version (1 to 4 numbers, then an optional -suffix)", ref))
+				}
+				shape = dockerShape{suffix: v.suffix, parts: v.parts}
+			}
+			return dockerOrder{c: constraint, shape: shape}, nil
+		},
+		describe: func(c imagev1.ImagePolicyChoice) string {
+			return fmt.Sprintf("docker range %q: the highest version in range, %s", c.Docker.Range, dockerShapeWords(c.Docker.CompatibleWith))
+		},
+		drops: func(c imagev1.ImagePolicyChoice, s imagev1.TagSelection) []Drop {
+			return []Drop{
+				{Label: "Not a version of its shape", Count: s.Unparsable, Detail: "(" + dockerShapeWords(c.Docker.CompatibleWith) + ")"},
+				{Label: "Out of range", Count: s.OutOfRange, Detail: fmt.Sprintf("outside %q", c.Docker.Range)},
 			}
 		},
 	},
@@ -274,6 +326,40 @@ func orderedKind(field, usage, unparsable string, set func(*imagev1.ImagePolicyC
 		}
 	}
 	return k
+}
+
+// dockerShapeWords says which tags a docker policy's compatibleWith
+// (ref) lets be candidates.
+func dockerShapeWords(ref string) string {
+	v, ok := parseDocker(ref)
+	switch {
+	case ref == "" || !ok:
+		return "of 1 to 4 numbers, without a suffix"
+	case v.suffix == "":
+		return fmt.Sprintf("of %d numbers, without a suffix, like %s", v.parts, ref)
+	}
+	return fmt.Sprintf("of %d numbers and the suffix -%s, like %s", v.parts, v.suffix, ref)
+}
+
+// rangeOf parses the range of a kind (semver, docker); its error is
+// invalid's.
+func rangeOf(kind, rng string) (*semver.Constraints, error) {
+	c, err := semver.NewConstraint(rng)
+	if err != nil {
+		return nil, invalid(fmt.Errorf("%s range %q: %w", kind, rng, err))
+	}
+	return c, nil
+}
+
+// annotatedRange reads the annotation of a kind whose argument is a
+// semver range (semver, docker): choice makes the kind's choice of it.
+func annotatedRange(choice func(rng string) imagev1.ImagePolicyChoice) func(string) (imagev1.ImagePolicyChoice, error) {
+	return func(arg string) (imagev1.ImagePolicyChoice, error) {
+		if _, err := semver.NewConstraint(arg); err != nil {
+			return imagev1.ImagePolicyChoice{}, err
+		}
+		return choice(arg), nil
+	}
 }
 
 // annotatedOrder is the order an annotation gives, asc or desc.

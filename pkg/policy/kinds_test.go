@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"reflect"
 	"regexp"
@@ -74,6 +75,7 @@ func TestKindFlags(t *testing.T) {
 		annotation string
 	}{
 		"semver":       {good: ">=1.0.0 <2.0.0", bad: "not a range", annotation: ">=1.0.0 <2.0.0"},
+		"docker":       {good: ">=7.2 <8", bad: "not a range", annotation: ">=7.2 <8"},
 		"alphabetical": {good: "desc", bad: "up", annotation: "desc"},
 		"numerical":    {good: "asc", bad: "down", annotation: "asc"},
 		"newestBuild":  {good: "true"},
@@ -121,8 +123,28 @@ func TestKindFlags(t *testing.T) {
 	}
 }
 
-// newestBuild's --max-candidates refines the kind within the API's bounds.
+// newestBuild's --max-candidates refines the kind within the API's bounds;
+// docker's --compatible-with sets the reference tag whatever order the
+// flags are set in, and New refuses a reference that is no version.
 func TestQualifiers(t *testing.T) {
+	d, _ := KindOf("docker")
+	var dc imagev1.ImagePolicyChoice
+	_ = d.Qualifiers[0].Set(&dc, "7.2-alpine")
+	_ = d.Flag.Set(&dc, ">=7.2 <8")
+	if want := (imagev1.DockerPolicy{Range: ">=7.2 <8", CompatibleWith: "7.2-alpine"}); dc.Docker == nil || *dc.Docker != want {
+		t.Errorf("--docker with --compatible-with: %+v", dc.Docker)
+	}
+	if err := d.Qualifiers[0].Check("alpine"); err == nil {
+		t.Error("--compatible-with alpine passes its check")
+	}
+	if err := errors.Join(d.Qualifiers[0].Check(""), d.Qualifiers[0].Check("7.2-alpine")); err != nil {
+		t.Errorf("--compatible-with check: %v", err)
+	}
+	dc.Docker.CompatibleWith = "alpine"
+	if _, err := New(dc, nil); err == nil || !strings.Contains(err.Error(), "not a Docker-style version") {
+		t.Errorf("New with compatibleWith alpine: %v", err)
+	}
+
 	k, _ := KindOf("newestBuild")
 	q := k.Qualifiers[0]
 	for v, ok := range map[string]bool{"1": true, q.Default: true, "1000": true, "0": false, "1001": false, "x": false} {
@@ -149,6 +171,9 @@ func TestKindWords(t *testing.T) {
 	}{
 		"semver": {choice: semverPolicy(">=1.0.0"), describe: `semver range ">=1.0.0": the highest version in range`,
 			drops: []Drop{{"Not a version", 4, "(a version needs all three numbers, e.g. 1.2.0)"}, {"Out of range", 3, `outside ">=1.0.0"`}}},
+		"docker": {choice: imagev1.ImagePolicyChoice{Docker: &imagev1.DockerPolicy{Range: ">=7.2 <8", CompatibleWith: "7.2-alpine"}},
+			describe: `docker range ">=7.2 <8": the highest version in range, of 2 numbers and the suffix -alpine, like 7.2-alpine`,
+			drops:    []Drop{{"Not a version of its shape", 4, "(of 2 numbers and the suffix -alpine, like 7.2-alpine)"}, {"Out of range", 3, `outside ">=7.2 <8"`}}},
 		"alphabetical": {choice: alpha("desc"), describe: "alphabetical desc"},
 		"numerical":    {choice: numeric(""), describe: "numerical asc", drops: []Drop{{Label: "Not a number", Count: 4}}},
 		"newestBuild":  {choice: imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 50}}, describe: "newest build, of the 50 candidates most recently first seen"},

@@ -1,5 +1,6 @@
 // Package policy picks the latest tag of an image repository: by semver
-// range, alphabetical or numerical order, or build time (newestBuild),
+// range, Docker-style version range (docker, see docker.go), alphabetical
+// or numerical order, or build time (newestBuild),
 // after an optional regexp filter that can extract the part of the tag to
 // order by, and optionally only among tags older than a minimum age
 // (Evaluate). The controller and `tk-image policy eval` share it, so an
@@ -274,6 +275,16 @@ func (p *podium[C]) ranked() []C {
 	return p.best
 }
 
+// tags returns the tags of the candidates kept, best first.
+func (p *podium[C]) tags(tag func(C) string) []string {
+	best := p.ranked()
+	out := make([]string, len(best))
+	for i, c := range best {
+		out[i] = tag(c)
+	}
+	return out
+}
+
 // semverOrder picks the highest version in range.
 type semverOrder struct{ c *semver.Constraints }
 
@@ -343,12 +354,7 @@ func (r *semverRanking) add(tag, value string) verdict {
 }
 
 func (r *semverRanking) top() []string {
-	best := r.podium.ranked()
-	out := make([]string, len(best))
-	for i, c := range best {
-		out[i] = c.tag
-	}
-	return out
+	return r.podium.tags(func(c semverCandidate) string { return c.tag })
 }
 
 // alphabeticalOrder: byte-wise; asc picks the greatest value, desc the least.
@@ -458,10 +464,5 @@ func (r *orderedRanking[T]) add(tag, value string) verdict {
 }
 
 func (r *orderedRanking[T]) top() []string {
-	best := r.podium.ranked()
-	out := make([]string, len(best))
-	for i, c := range best {
-		out[i] = c.tag
-	}
-	return out
+	return r.podium.tags(func(c orderedCandidate[T]) string { return c.tag })
 }

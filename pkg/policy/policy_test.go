@@ -187,6 +187,12 @@ func benchTags() []string {
 			tags = append(tags, fmt.Sprintf("%d", 1700000000+i))
 		}
 	}
+	return shuffled(tags)
+}
+
+// shuffled shuffles tags the same way every run, as registries list tags
+// in no order a policy may rely on.
+func shuffled(tags []string) []string {
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(tags), func(i, j int) { tags[i], tags[j] = tags[j], tags[i] })
 	return tags
 }

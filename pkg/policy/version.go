@@ -30,20 +30,12 @@ func parseVersion(tag string) (*semver.Version, bool) {
 			}
 			i++
 		}
-		start := i
-		var n uint64
-		for i < len(tag) && tag[i] >= '0' && tag[i] <= '9' {
-			d := uint64(tag[i] - '0')
-			if n > (1<<64-1-d)/10 {
-				return nil, false // overflows uint64, as ParseUint rejects
-			}
-			n = n*10 + d
-			i++
-		}
-		if i == start {
+		// number refuses what overflows uint64, as ParseUint does.
+		n, j, ok := number(tag, i)
+		if !ok {
 			return nil, false
 		}
-		nums[part] = n
+		nums[part], i = n, j
 	}
 	var pre, meta string
 	if i < len(tag) && tag[i] == '-' {

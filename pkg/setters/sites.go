@@ -22,6 +22,10 @@ func (m Marker) Comment() string {
 	return "# " + string(bytes.ReplaceAll(b, []byte(`":"`), []byte(`": "`)))
 }
 
+// FlowStyleReason is why AddMarkers skips a value in flow style; ExpandFlow
+// rewrites its mapping so that it can be marked.
+const FlowStyleReason = "in flow style a comment cannot mark one value"
+
 // AddMarkers writes each site's marker as a comment on its scalar, and
 // changes nothing else, byte for byte: after the value on its line, or,
 // when that line already ends in a comment, alone on a new line above the
@@ -55,7 +59,7 @@ func AddMarkers(data []byte, sites []Site) (out []byte, added []Site, skipped []
 		case t.written:
 			continue
 		case t.inFlow:
-			skipped = append(skipped, fmt.Errorf("line %d: in flow style a comment cannot mark one value", t.node.Line))
+			skipped = append(skipped, fmt.Errorf("line %d: %s", t.node.Line, FlowStyleReason))
 			continue
 		case t.key == nil:
 			skipped = append(skipped, fmt.Errorf("line %d: a sequence item cannot carry a marker", t.node.Line))

@@ -91,14 +91,62 @@ func BenchmarkReflectorScale(b *testing.B) {
 				// One run is one measurement; b.Loop forbids the stopped
 				// timer the set-up needs.
 				for range b.N {
-					runScale(b, size.repos, size.tags, scaleFlags[flags])
+					runScale(b, size.repos, size.tags, scaleFlags[flags], semverScale)
 				}
 			})
 		}
 	}
 }
 
-func runScale(b *testing.B, repos, tags int, flags []string) {
+// BenchmarkReflectorScaleDocker is BenchmarkReflectorScale/defaults with
+// the docker policy kind over Docker-style tags (dockerScale).
+func BenchmarkReflectorScaleDocker(b *testing.B) {
+	for _, size := range []struct{ repos, tags int }{{200, 500}, {1000, 1000}} {
+		b.Run(fmt.Sprintf("defaults/%dx%d", size.repos, size.tags), func(b *testing.B) {
+			for range b.N {
+				runScale(b, size.repos, size.tags, nil, dockerScale)
+			}
+		})
+	}
+}
+
+// scaleKind is a repository's tags in BenchmarkReflectorScale, the policy
+// that follows them and the tag it picks.
+type scaleKind struct {
+	tags   func(n int) []string
+	policy imagev1.ImagePolicyChoice
+	want   func(n int) string
+}
+
+// semverScale: n semver tags, 1.0.0 up; the semver policy picks the last.
+var semverScale = scaleKind{
+	tags: func(n int) []string {
+		var tags []string
+		for i := range n {
+			tags = append(tags, fmt.Sprintf("1.%d.%d", i/100, i%100))
+		}
+		return tags
+	},
+	policy: imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}},
+	want:   func(n int) string { return fmt.Sprintf("1.%d.%d", (n-1)/100, (n-1)%100) },
+}
+
+// dockerScale: n tags of an official image's shapes, a quarter each of
+// 1.N, 1.N-alpine, 1.N-bookworm and 1.N.0; the docker policy compatible
+// with 1.0-alpine picks the last -alpine.
+var dockerScale = scaleKind{
+	tags: func(n int) []string {
+		var tags []string
+		for i := range n {
+			tags = append(tags, fmt.Sprintf("1.%d%s", i/4, []string{"", "-alpine", "-bookworm", ".0"}[i%4]))
+		}
+		return tags
+	},
+	policy: imagev1.ImagePolicyChoice{Docker: &imagev1.DockerPolicy{Range: ">=1", CompatibleWith: "1.0-alpine"}},
+	want:   func(n int) string { return fmt.Sprintf("1.%d-alpine", (n-1)/4) },
+}
+
+func runScale(b *testing.B, repos, tags int, flags []string, kind scaleKind) {
 	b.StopTimer()
 	ctx := context.Background()
 	cluster, err := localenv.Start(b.TempDir())
@@ -107,10 +155,7 @@ func runScale(b *testing.B, repos, tags int, flags []string) {
 	}
 	defer func() { _ = cluster.Stop() }()
 
-	reg := &tagsRegistry{}
-	for i := range tags {
-		reg.tags = append(reg.tags, fmt.Sprintf("1.%d.%d", i/100, i%100))
-	}
+	reg := &tagsRegistry{tags: kind.tags(tags)}
 	sort.Strings(reg.tags)
 	srv := httptest.NewServer(reg)
 	defer srv.Close()
@@ -128,7 +173,7 @@ func runScale(b *testing.B, repos, tags int, flags []string) {
 					Interval: metav1.Duration{Duration: time.Hour}}},
 			&imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench"},
 				Spec: imagev1.ImagePolicySpec{ImageRepositoryRef: meta.NamespacedObjectReference{Name: name},
-					Policy: imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}}},
+					Policy: kind.policy}},
 		}
 		for _, o := range objs {
 			if err := cluster.Client.Create(ctx, o); err != nil {
@@ -147,7 +192,7 @@ func runScale(b *testing.B, repos, tags int, flags []string) {
 	}
 	defer func() { _ = proc.Stop(20 * time.Second) }()
 
-	want := fmt.Sprintf("1.%d.%d", (tags-1)/100, (tags-1)%100)
+	want := kind.want(tags)
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var list imagev1.ImagePolicyList

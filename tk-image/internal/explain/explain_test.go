@@ -68,7 +68,7 @@ func TestExplainDiscovered(t *testing.T) {
 	e := &AutomationExplanation{Automation: "default/onboard", Discovered: []imagev1.DiscoveredImage{
 		{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/web", Tag: "1.1.0"}, Locations: 2, Policy: "onboard-web"}, Owned: true},
 		{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/api", Tag: "1.0.1"}, Locations: 1, Policy: "api-ours"}},
-		{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/tool", Tag: "main"}, Locations: 1}, Reason: "tag \"main\" is neither a version nor a number"},
+		{DiscoveredImage: meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/tool", Tag: "main"}, Locations: 1}, Reason: "tag \"main\" has no order (not a version, date or number)"},
 	}}
 	var b strings.Builder
 	e.Text(&b)
@@ -76,7 +76,7 @@ func TestExplainDiscovered(t *testing.T) {
 		"Discovered images:\t3 (spec.discover)",
 		"ghcr.io/acme/web:1.1.0\t2 locations, ImagePolicy onboard-web (made by the automation)",
 		"ghcr.io/acme/api:1.0.1\t1 locations, ImagePolicy api-ours (the namespace's own)",
-		"ghcr.io/acme/tool:main\t1 locations, not followed: tag \"main\" is neither a version nor a number",
+		"ghcr.io/acme/tool:main\t1 locations, not followed: tag \"main\" has no order (not a version, date or number)",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("explanation lacks %q:\n%s", want, b.String())

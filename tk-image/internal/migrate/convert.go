@@ -386,8 +386,10 @@ func (c *fluxObject) imagePolicy(spec *fluxImagePolicySpec) map[string]any {
 		c.failf("spec.imageRepositoryRef", "is required")
 	}
 
+	docker := false
 	if pf := spec.Policy; pf != nil {
 		out["policy"] = c.policyChoice(pf)
+		docker = c.toDocker(out, spec.FilterTags)
 	} else {
 		c.failf("spec.policy", "is required")
 	}
@@ -405,7 +407,7 @@ func (c *fluxObject) imagePolicy(spec *fluxImagePolicySpec) map[string]any {
 		} else if extract != "" {
 			c.warnf("spec.filterTags.extract", "dropped: without filterTags.pattern image-toolkit rejects it (InvalidPolicy), and Flux has nothing to extract from")
 		}
-		if len(o) > 0 {
+		if len(o) > 0 && !docker {
 			out["filterTags"] = o
 		}
 	}
@@ -432,6 +434,30 @@ func (c *fluxObject) imagePolicy(spec *fluxImagePolicySpec) map[string]any {
 	setBool(out, "suspend", spec.Suspend)
 	c.done(&spec.fields)
 	return out
+}
+
+// toDocker replaces Flux's recipe for a Docker-style tag, a pattern
+// that fixes every number but the last and the suffix, extracting that
+// last number in numerical asc order (^1\.(?P<minor>[0-9]+)-alpine$,
+// $minor), by the docker kind that says it: range >=1 <2, compatible with
+// 1.0-alpine. The two pick the same tags in the same order, but for a
+// v-prefixed tag, which docker also reads; any other recipe stays as it is
+// (false; numerical's own warning is given).
+func (c *fluxObject) toDocker(out map[string]any, ft *fluxTagFilter) bool {
+	pol, _ := out["policy"].(map[string]any)
+	num, ok := pol["numerical"].(map[string]any)
+	if !ok {
+		return false
+	}
+	if ft != nil && (num["order"] == nil || num["order"] == "asc") {
+		if rng, ref, ok := dockerRecipe(ft.Pattern, ft.Extract); ok {
+			out["policy"] = map[string]any{"docker": map[string]any{"range": rng, "compatibleWith": ref}}
+			c.warnf("spec.policy.numerical", "with filterTags %q and extract %q, written as docker {range: %q, compatibleWith: %q}: the same tags in the same order, and a v-prefixed tag too", ft.Pattern, ft.Extract, rng, ref)
+			return true
+		}
+	}
+	c.warnf("spec.policy.numerical", "image-toolkit skips tags (or extracted values) that are not numbers, where Flux fails the whole policy")
+	return false
 }
 
 // policyChoice keeps the first policy Flux evaluates, in this order;
@@ -473,9 +499,6 @@ func (c *fluxObject) policyChoice(pf *fluxPolicyChoice) map[string]any {
 			c.failf("spec.policy."+p.key+".order", "%q is not asc or desc", order)
 		}
 		outPolicy[p.key] = o
-		if p.key == "numerical" {
-			c.warnf("spec.policy.numerical", "image-toolkit skips tags (or extracted values) that are not numbers, where Flux fails the whole policy")
-		}
 		c.done(&p.order.fields)
 	}
 	c.done(&pf.fields)

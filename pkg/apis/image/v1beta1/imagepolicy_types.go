@@ -103,11 +103,17 @@ const (
 )
 
 // ImagePolicyChoice is exactly one ordering of tags.
-// +kubebuilder:validation:XValidation:rule="[has(self.semver), has(self.alphabetical), has(self.numerical), has(self.newestBuild)].filter(x, x).size() == 1",message="exactly one of semver, alphabetical, numerical or newestBuild must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.semver), has(self.docker), has(self.alphabetical), has(self.numerical), has(self.newestBuild)].filter(x, x).size() == 1",message="exactly one of semver, docker, alphabetical, numerical or newestBuild must be set"
 type ImagePolicyChoice struct {
 	// SemVer picks the highest version in a range.
 	// +optional
 	SemVer *SemVerPolicy `json:"semver,omitempty"`
+
+	// Docker picks the highest Docker-style version (postgres:16.4,
+	// redis:7.4-alpine, node:22) in a range, of the same shape as a
+	// reference tag: the same number of parts and the same suffix.
+	// +optional
+	Docker *DockerPolicy `json:"docker,omitempty"`
 
 	// Alphabetical orders tags as byte strings.
 	// +optional
@@ -149,6 +155,28 @@ type SemVerPolicy struct {
 	// +kubebuilder:validation:MaxLength=256
 	// +required
 	Range string `json:"range"`
+}
+
+// DockerPolicy picks the highest Docker-style version within a range:
+// tags of 1 to 4 numbers (an optional v, leading zeros allowed), an
+// optional prerelease, and an optional suffix after a dash, the
+// compatibility (7.4-alpine). Only tags with CompatibleWith's suffix and
+// number of parts are candidates.
+type DockerPolicy struct {
+	// Range of versions, in Masterminds/semver/v3 syntax over the tag's
+	// first three numbers (missing ones are 0), e.g. ">=7.2 <8".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Range string `json:"range"`
+
+	// CompatibleWith is a tag whose shape the candidates must have: its
+	// suffix and its number of parts (7.2-alpine: two numbers, then
+	// -alpine). Unset, only tags without a suffix are candidates, of any
+	// number of parts.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	CompatibleWith string `json:"compatibleWith,omitempty"`
 }
 
 // AlphabeticalPolicy orders tags as byte strings.
@@ -276,8 +304,9 @@ type TagSelection struct {
 
 	// Unparsable is how many tags (or extracted values) the policy cannot
 	// order: not a semantic version for semver (which needs all three
-	// numbers), not a finite number for numerical. Alphabetical orders
-	// every tag.
+	// numbers), not a Docker-style version of compatibleWith's shape for
+	// docker, not a finite number for numerical. Alphabetical orders every
+	// tag.
 	Unparsable int `json:"unparsable"`
 
 	// OutOfRange is how many semantic versions are outside semver.range.
