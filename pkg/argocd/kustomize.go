@@ -96,7 +96,7 @@ func (f *File) SetKustomizeImage(img KustomizeImage) (bool, error) {
 		if old.Name != img.Name {
 			continue
 		}
-		if cur == want {
+		if old.String() == want { // the same override, perhaps spelt name=name:tag
 			return false, nil
 		}
 		setStr(e, want)

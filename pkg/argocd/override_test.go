@@ -62,6 +62,9 @@ func TestSettingTheCurrentValuesChangesNothing(t *testing.T) {
 		"kustomize-image-updater": func(f *File) (bool, error) {
 			return f.SetKustomizeImage(KustomizeImage{Name: "bar", NewName: "registry.example.com:5000/team/bar", NewTag: "2.0"})
 		},
+		"kustomize-rename-to-itself": func(f *File) (bool, error) {
+			return f.SetKustomizeImage(KustomizeImage{Name: "podinfo", NewTag: "6.5.0"})
+		},
 		"helm-image-updater": func(f *File) (bool, error) {
 			return f.SetHelmParameter(HelmParameter{Name: "image.tag", Value: "6.5.0"})
 		},
