@@ -7,6 +7,8 @@ package argocd
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -33,18 +35,19 @@ const (
 	waitArgo = 2 * time.Minute
 )
 
-// pod is a bare Pod: the test control plane runs no controllers that would
-// make Pods of a Deployment, and Argo CD reads the images it reports in
-// status.summary.images from Pods.
-const pod = `apiVersion: v1
+// pod is a bare Pod running image: the test control plane runs no
+// controllers that would make Pods of a Deployment, and Argo CD reads the
+// images it reports in status.summary.images from Pods.
+func pod(image string) string {
+	return `apiVersion: v1
 kind: Pod
 metadata:
   name: podinfo
 spec:
   containers:
   - name: podinfo
-    image: ghcr.io/stefanprodan/podinfo:6.5.0
-`
+    image: ` + image + "\n"
+}
 
 const chart = `apiVersion: v2
 name: podinfo
@@ -56,84 +59,83 @@ const values = `image:
   tag: 6.5.0
 `
 
-const chartPod = `apiVersion: v1
-kind: Pod
-metadata:
-  name: podinfo
-spec:
-  containers:
-  - name: podinfo
-    image: "{{ .Values.image.repository }}:{{ .Values.image.tag }}"
-`
+// mirror is where the Helm application's existing override file points
+// image.repository: still running it after our update proves the file was
+// merged, not replaced.
+const mirror = "registry.example.com/mirror/podinfo"
 
 func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 	argo := testargocd.Start(t, env, testargocd.Options{})
 	git := testgit.New(t, testgit.Options{Username: "argocd", Password: "s3cret"})
+	// Each application's directory already holds an override file written
+	// by hand, with a key image-toolkit does not manage.
 	repo := git.CreateRepo(t, "apps", map[string]string{
-		"kustomize/kustomization.yaml": "resources:\n- pod.yaml\n",
-		"kustomize/pod.yaml":           pod,
-		"helm/Chart.yaml":              chart,
-		"helm/values.yaml":             values,
-		"helm/templates/pod.yaml":      chartPod,
+		"kustomize/kustomization.yaml":                  "resources:\n- pod.yaml\n",
+		"kustomize/pod.yaml":                            pod(podinfo + ":6.5.0"),
+		"kustomize/" + argocd.FileName("kustomize-app"): "kustomize:\n  namePrefix: staging-\n",
+		"helm/Chart.yaml":                               chart,
+		"helm/values.yaml":                              values,
+		"helm/templates/pod.yaml":                       pod(`"{{ .Values.image.repository }}:{{ .Values.image.tag }}"`),
+		"helm/" + argocd.FileName("helm-app"):           "helm:\n  parameters:\n  - name: image.repository\n    value: " + mirror + "\n",
 	})
 	argo.AddRepository(t, "apps", git.RepoURL("apps"), "argocd", "s3cret")
 
 	for _, tc := range []struct {
-		app, path string
-		set       func(*argocd.File) (bool, error)
+		app, path, pod string
+		set            func(*argocd.File) (bool, error)
+		before, after  string
 	}{
-		{"kustomize-app", "kustomize", func(f *argocd.File) (bool, error) {
+		{"kustomize-app", "kustomize", "staging-podinfo", func(f *argocd.File) (bool, error) {
 			return f.SetKustomizeImage(argocd.KustomizeImage{Name: podinfo, NewTag: "6.5.1"})
-		}},
-		{"helm-app", "helm", func(f *argocd.File) (bool, error) {
+		}, podinfo + ":6.5.0", podinfo + ":6.5.1"},
+		{"helm-app", "helm", "podinfo", func(f *argocd.File) (bool, error) {
 			return f.SetHelmParameter(argocd.HelmParameter{Name: "image.tag", Value: "6.5.1"})
-		}},
+		}, mirror + ":6.5.0", mirror + ":6.5.1"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			head := testgit.Git(t, repo.Dir, "rev-parse", "HEAD")[:40]
-			ns := namespace(t)
-			app := testargocd.Application(tc.app, ns, map[string]any{
+			create(t, testargocd.Application(tc.app, namespace(t), map[string]any{
 				"repoURL": git.RepoURL("apps"), "path": tc.path, "targetRevision": "main",
-			})
-			create(t, app)
-			argo.WaitApplication(t, tc.app, waitArgo, "revision "+head+" running "+podinfo+":6.5.0",
-				func(a *unstructured.Unstructured) bool {
-					return testargocd.SyncRevision(a) == head && slices.Contains(testargocd.Images(a), podinfo+":6.5.0")
-				})
+			}))
+			runs := func(commit, image string) func(*unstructured.Unstructured) bool {
+				return func(a *unstructured.Unstructured) bool {
+					status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
+					return testargocd.SyncRevision(a) == commit && status == "Synced" &&
+						slices.Equal(testargocd.Images(a), []string{image})
+				}
+			}
+			argo.WaitApplication(t, tc.app, waitArgo, "revision "+head+" running "+tc.before, runs(head, tc.before))
 
-			f, err := argocd.Parse(nil)
+			file := filepath.Join(repo.Dir, tc.path, argocd.FileName(tc.app))
+			data, err := os.ReadFile(file)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tc.set(f); err != nil {
+			f, err := argocd.Parse(data)
+			if err != nil {
 				t.Fatal(err)
+			}
+			if changed, err := tc.set(f); err != nil || !changed {
+				t.Fatalf("set: changed=%v, %v", changed, err)
 			}
 			override, err := f.Bytes()
 			if err != nil {
 				t.Fatal(err)
 			}
+
 			// Another application's file is not this one's: Argo CD renders
 			// the new commit unchanged.
 			other := repo.Commit("update another app", map[string]string{tc.path + "/" + argocd.FileName("another-app"): string(override)})
 			repo.Push()
-			got := argo.WaitApplication(t, tc.app, waitArgo, "revision "+other+" synced",
-				func(a *unstructured.Unstructured) bool {
-					status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
-					return testargocd.SyncRevision(a) == other && status == "Synced"
-				})
-			if images := testargocd.Images(got); !slices.Equal(images, []string{podinfo + ":6.5.0"}) {
-				t.Fatalf("another application's override file changed this one: %v", images)
-			}
+			argo.WaitApplication(t, tc.app, waitArgo, "revision "+other+" still running "+tc.before, runs(other, tc.before))
 
 			commit := repo.Commit("update "+tc.app, map[string]string{tc.path + "/" + argocd.FileName(tc.app): string(override)})
 			repo.Push()
-
-			got = argo.WaitApplication(t, tc.app, waitArgo, "revision "+commit+" running "+podinfo+":6.5.1",
-				func(a *unstructured.Unstructured) bool {
-					return testargocd.SyncRevision(a) == commit && slices.Contains(testargocd.Images(a), podinfo+":6.5.1")
-				})
-			if images := testargocd.Images(got); slices.Contains(images, podinfo+":6.5.0") {
-				t.Errorf("the old image still runs: %v", images)
+			got := argo.WaitApplication(t, tc.app, waitArgo, "revision "+commit+" running "+tc.after, runs(commit, tc.after))
+			// What the file held before is still applied.
+			resources, _, _ := unstructured.NestedSlice(got.Object, "status", "resources")
+			if len(resources) != 1 || resources[0].(map[string]any)["name"] != tc.pod {
+				t.Errorf("resources = %v, want the one Pod %s", resources, tc.pod)
 			}
 		})
 	}
