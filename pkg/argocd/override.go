@@ -98,6 +98,7 @@ func Parse(data []byte) (*File, error) {
 func (f *File) Bytes() ([]byte, error) {
 	var b bytes.Buffer
 	b.Write(f.prefix)
+	spellFlowNulls(f.doc, false)
 	enc := yaml.NewEncoder(&b)
 	if err := enc.Encode(f.doc); err != nil {
 		return nil, fmt.Errorf("override file: %w", err)
@@ -109,6 +110,18 @@ func (f *File) Bytes() ([]byte, error) {
 		return nil, fmt.Errorf("override file as written: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// spellFlowNulls writes out the implicit nulls of flow collections
+// ({name} is {name: null}): go-yaml v3 encodes them as '', an empty string,
+// which Argo CD would then read instead of nothing.
+func spellFlowNulls(n *yaml.Node, flow bool) {
+	if flow && isNull(n) && n.Value == "" {
+		n.Value = "null"
+	}
+	for _, c := range n.Content {
+		spellFlowNulls(c, flow || n.Style&yaml.FlowStyle != 0)
+	}
 }
 
 // leadingPrefix is data's leading run of blank lines, comments and
