@@ -29,35 +29,44 @@ func ParseKustomizeImage(s string) (KustomizeImage, error) {
 	if !renamed {
 		value = s
 	}
-	ref, digest, _ := strings.Cut(value, "@")
-	ref, tag := splitTag(ref)
+	ref, digest, pinned := strings.Cut(value, "@")
+	ref, tag, tagged := splitTag(ref)
+	if (pinned && digest == "") || (tagged && tag == "") {
+		return KustomizeImage{}, fmt.Errorf("kustomize image %q: an empty tag or digest", s)
+	}
 	img := KustomizeImage{Name: name, NewTag: tag, Digest: digest}
-	if renamed {
+	if renamed && ref != name { // a rename to itself is none
 		img.NewName = ref
-	} else {
+	} else if !renamed {
 		img.Name = ref
 	}
 	if img.Name == "" || strings.ContainsAny(img.Name, " \t\n") {
 		return KustomizeImage{}, fmt.Errorf("kustomize image %q: no image name", s)
+	}
+	if _, _, tagged := splitTag(img.Name); tagged || strings.Contains(img.Name, "@") {
+		return KustomizeImage{}, fmt.Errorf("kustomize image %q: the name %q carries a tag or digest", s, img.Name)
 	}
 	return img, nil
 }
 
 // splitTag splits a tag off ref: the text after the last ':' that follows
 // the last '/', so a registry's port is not taken for a tag.
-func splitTag(ref string) (string, string) {
+func splitTag(ref string) (name, tag string, tagged bool) {
 	i := strings.LastIndexByte(ref, ':')
 	if i < 0 || i < strings.LastIndexByte(ref, '/') {
-		return ref, ""
+		return ref, "", false
 	}
-	return ref[:i], ref[i+1:]
+	return ref[:i], ref[i+1:], true
 }
 
 // String is the entry as Argo CD and image-updater write it.
 func (i KustomizeImage) String() string {
 	s := i.Name
-	if i.NewName != "" && i.NewName != i.Name {
+	switch {
+	case i.NewName != "" && i.NewName != i.Name:
 		s += "=" + i.NewName
+	case strings.Contains(i.NewTag+i.Digest, "="):
+		s += "=" + i.Name // so that the name ends at the first '='
 	}
 	if i.NewTag != "" {
 		s += ":" + i.NewTag

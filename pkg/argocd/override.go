@@ -113,8 +113,8 @@ func (f *File) Bytes() ([]byte, error) {
 }
 
 // spellFlowNulls writes out the implicit nulls of flow collections
-// ({name} is {name: null}): go-yaml v3 encodes them as '', an empty string,
-// which Argo CD would then read instead of nothing.
+// ({name} is {name: null}): go-yaml v3 encodes them as a quoted empty
+// string, which Argo CD would then read instead of nothing.
 func spellFlowNulls(n *yaml.Node, flow bool) {
 	if flow && isNull(n) && n.Value == "" {
 		n.Value = "null"
@@ -131,25 +131,40 @@ func spellFlowNulls(n *yaml.Node, flow bool) {
 func leadingPrefix(data []byte) []byte {
 	rest := data
 	for len(rest) > 0 {
-		line, next, _ := bytes.Cut(rest, []byte("\n"))
+		line, next := cutLine(rest)
 		trimmed := bytes.TrimSpace(line)
 		switch {
 		case len(trimmed) == 0, trimmed[0] == '#', line[0] == '%':
 			rest = next
-			if len(next) == 0 && !bytes.HasSuffix(data, []byte("\n")) {
-				return append(bytes.Clone(data), '\n')
-			}
-		case bytes.Equal(bytes.TrimRight(line, " \t\r"), []byte("---")):
-			prefix := bytes.Clone(data[:len(data)-len(next)])
-			if !bytes.HasSuffix(prefix, []byte("\n")) {
-				prefix = append(prefix, '\n')
-			}
-			return prefix
+		case bytes.Equal(bytes.TrimRight(line, " \t"), []byte("---")):
+			return endLine(data[:len(data)-len(next)])
 		default:
 			return nil
 		}
 	}
-	return bytes.Clone(data)
+	return endLine(data)
+}
+
+// cutLine cuts b after its first line break, which YAML spells \n, \r\n
+// or \r.
+func cutLine(b []byte) (line, rest []byte) {
+	i := bytes.IndexAny(b, "\r\n")
+	switch {
+	case i < 0:
+		return b, nil
+	case b[i] == '\r' && i+1 < len(b) && b[i+1] == '\n':
+		return b[:i], b[i+2:]
+	}
+	return b[:i], b[i+1:]
+}
+
+// endLine is b, ending in a line break.
+func endLine(b []byte) []byte {
+	b = bytes.Clone(b)
+	if len(b) > 0 && b[len(b)-1] != '\n' && b[len(b)-1] != '\r' {
+		b = append(b, '\n')
+	}
+	return b
 }
 
 // root is the file's top-level mapping.

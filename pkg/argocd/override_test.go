@@ -41,7 +41,7 @@ func TestParseKustomizeImageReadsEveryFormOfSetImage(t *testing.T) {
 			t.Errorf("%s: String() = %s", tc.in, got.String())
 		}
 	}
-	for _, bad := range []string{"", "=nginx:1", ":1.25", "@" + testDigest} {
+	for _, bad := range []string{"", "=nginx:1", ":1.25", "@" + testDigest, "nginx:", "nginx@", "0::", "a:1=b:2", ":="} {
 		if _, err := ParseKustomizeImage(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
