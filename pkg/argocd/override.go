@@ -28,6 +28,10 @@
 // caller writes every image the application needs overridden, not only the
 // ones that changed.
 //
+// ReadApplication reads, from an Application's JSON, what tells where those
+// files go: each rendered source (ref-only sources skipped), how Argo CD
+// rendered it, and the name Argo CD gives the file.
+//
 // The package knows nothing of Kubernetes or git: it maps bytes to bytes.
 package argocd
 

@@ -7,6 +7,7 @@ package argocd
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,14 +82,14 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 	argo.AddRepository(t, "apps", git.RepoURL("apps"), "argocd", "s3cret")
 
 	for _, tc := range []struct {
-		app, path, pod string
-		set            func(*argocd.File) (bool, error)
-		before, after  string
+		app, path, pod, sourceType string
+		set                        func(*argocd.File) (bool, error)
+		before, after              string
 	}{
-		{"kustomize-app", "kustomize", "staging-podinfo", func(f *argocd.File) (bool, error) {
+		{"kustomize-app", "kustomize", "staging-podinfo", "Kustomize", func(f *argocd.File) (bool, error) {
 			return f.SetKustomizeImage(argocd.KustomizeImage{Name: podinfo, NewTag: "6.5.1"})
 		}, podinfo + ":6.5.0", podinfo + ":6.5.1"},
-		{"helm-app", "helm", "podinfo", func(f *argocd.File) (bool, error) {
+		{"helm-app", "helm", "podinfo", "Helm", func(f *argocd.File) (bool, error) {
 			return f.SetHelmParameter(argocd.HelmParameter{Name: "image.tag", Value: "6.5.1"})
 		}, mirror + ":6.5.0", mirror + ":6.5.1"},
 	} {
@@ -136,6 +137,22 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 			resources, _, _ := unstructured.NestedSlice(got.Object, "status", "resources")
 			if len(resources) != 1 || resources[0].(map[string]any)["name"] != tc.pod {
 				t.Errorf("resources = %v, want the one Pod %s", resources, tc.pod)
+			}
+
+			// pkg/argocd reads the status Argo CD wrote: the source, its
+			// type, the file we committed and the image now running.
+			appJSON, err := json.Marshal(got.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := argocd.ReadApplication(appJSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []argocd.Source{{RepoURL: git.RepoURL("apps"), Path: tc.path, TargetRevision: "main", Type: tc.sourceType}}
+			if !slices.Equal(read.Sources, want) || !slices.Equal(read.Images, []string{tc.after}) ||
+				read.OverrideFile(testargocd.Namespace, read.Sources[0]) != tc.path+"/"+argocd.FileName(tc.app) {
+				t.Errorf("read %+v", read)
 			}
 		})
 	}
