@@ -81,23 +81,35 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 	})
 	argo.AddRepository(t, "apps", git.RepoURL("apps"), "argocd", "s3cret")
 
+	setPodinfo := func(f *argocd.File) (bool, error) {
+		return f.SetKustomizeImage(argocd.KustomizeImage{Name: podinfo, NewTag: "6.5.1"})
+	}
 	for _, tc := range []struct {
 		app, path, pod, sourceType string
 		set                        func(*argocd.File) (bool, error)
 		before, after              string
+		// multi adds a second, ref-only source: Argo CD still merges the
+		// file in the first source's path.
+		multi bool
 	}{
-		{"kustomize-app", "kustomize", "staging-podinfo", "Kustomize", func(f *argocd.File) (bool, error) {
-			return f.SetKustomizeImage(argocd.KustomizeImage{Name: podinfo, NewTag: "6.5.1"})
-		}, podinfo + ":6.5.0", podinfo + ":6.5.1"},
+		{"kustomize-app", "kustomize", "staging-podinfo", "Kustomize", setPodinfo, podinfo + ":6.5.0", podinfo + ":6.5.1", false},
 		{"helm-app", "helm", "podinfo", "Helm", func(f *argocd.File) (bool, error) {
 			return f.SetHelmParameter(argocd.HelmParameter{Name: "image.tag", Value: "6.5.1"})
-		}, mirror + ":6.5.0", mirror + ":6.5.1"},
+		}, mirror + ":6.5.0", mirror + ":6.5.1", false},
+		{"multi-source-app", "kustomize", "podinfo", "Kustomize", setPodinfo, podinfo + ":6.5.0", podinfo + ":6.5.1", true},
 	} {
-		t.Run(tc.path, func(t *testing.T) {
+		t.Run(tc.app, func(t *testing.T) {
 			head := testgit.Git(t, repo.Dir, "rev-parse", "HEAD")[:40]
-			create(t, testargocd.Application(tc.app, namespace(t), map[string]any{
-				"repoURL": git.RepoURL("apps"), "path": tc.path, "targetRevision": "main",
-			}))
+			source := map[string]any{"repoURL": git.RepoURL("apps"), "path": tc.path, "targetRevision": "main"}
+			app := testargocd.Application(tc.app, namespace(t), source)
+			if tc.multi {
+				unstructured.RemoveNestedField(app.Object, "spec", "source")
+				ref := map[string]any{"repoURL": git.RepoURL("apps"), "targetRevision": "main", "ref": "values"}
+				if err := unstructured.SetNestedSlice(app.Object, []any{source, ref}, "spec", "sources"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			create(t, app)
 			runs := func(commit, image string) func(*unstructured.Unstructured) bool {
 				return func(a *unstructured.Unstructured) bool {
 					status, _, _ := unstructured.NestedString(a.Object, "status", "sync", "status")
@@ -109,7 +121,7 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 
 			file := filepath.Join(repo.Dir, tc.path, argocd.FileName(tc.app))
 			data, err := os.ReadFile(file)
-			if err != nil {
+			if err != nil && !os.IsNotExist(err) {
 				t.Fatal(err)
 			}
 			f, err := argocd.Parse(data)

@@ -431,10 +431,16 @@ func (a *ArgoCD) WaitApplication(t testing.TB, name string, timeout time.Duratio
 	}
 }
 
-// SyncRevision is status.sync.revision, the commit Argo CD compared with.
+// SyncRevision is status.sync.revision, the commit Argo CD compared with;
+// for a multi-source Application, its first source's (status.sync.revisions).
 func SyncRevision(app *unstructured.Unstructured) string {
-	s, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision")
-	return s
+	if s, _, _ := unstructured.NestedString(app.Object, "status", "sync", "revision"); s != "" {
+		return s
+	}
+	if s, _, _ := unstructured.NestedStringSlice(app.Object, "status", "sync", "revisions"); len(s) > 0 {
+		return s[0]
+	}
+	return ""
 }
 
 // Images is status.summary.images, the images Argo CD saw running.
