@@ -19,9 +19,10 @@
 #
 # Each hack/tools/<tool>/tool.sh is sourced here and declares, with the
 # helpers below, the binaries to build (bin NAME PACKAGE VERSION-ARGS...),
-# the tool's version, optional -ldflags, build tags and cgo=1, directories of
-# the main module to copy beside the binaries (data MODULE DIR...: files a
-# tool reads at run time) and the directory under bin/ to link into.
+# the tool's version, optional -ldflags, build tags and cgo=1, directories and
+# files of the main module to copy beside the binaries (data MODULE PATH...:
+# what a tool reads at run time, under the same relative paths) and the
+# directory under bin/ to link into. Names of one package share one build.
 #
 # Environment (tests point these elsewhere):
 #   IMAGE_TOOLKIT_TOOLS  the tool modules     (default hack/tools)
@@ -74,14 +75,22 @@ check() {
     echo "${names[$i]}: ${out%%$'\n'*}"
   done
   for i in "${datadirs[@]}"; do
-    [ -d "$dir/$i" ] || { echo "$tool: $dir/$i is missing" >&2; return 1; }
+    [ -e "$dir/$i" ] || { echo "$tool: $dir/$i is missing" >&2; return 1; }
   done
 }
 
 build() {
-  local src=$1 out=$2 i
+  local src=$1 out=$2 i j
   mkdir -p "$out"
   for i in "${!names[@]}"; do
+    # A multi-call binary (Argo CD's picks its part by the name it runs
+    # as) named twice is built once; the second name is a hard link.
+    for ((j = 0; j < i; j++)); do
+      if [ "${pkgs[$j]}" = "${pkgs[$i]}" ]; then
+        ln "$out/${names[$j]}" "$out/${names[$i]}"
+        continue 2
+      fi
+    done
     echo "$tool: building ${names[$i]} ${version} (${pkgs[$i]})" >&2
     (cd "$src" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
       -o "$out/${names[$i]}" "${pkgs[$i]}")
@@ -90,6 +99,7 @@ build() {
     local dir
     dir=$(cd "$src" && go list -m -f '{{.Dir}}' "$datamod")
     for i in "${datadirs[@]}"; do
+      mkdir -p "$(dirname "$out/$i")"
       cp -R "$dir/$i" "$out/$i" && chmod -R u+w "$out/$i"
     done
   fi
@@ -127,5 +137,8 @@ for tool in "$@"; do
   # Earlier layouts linked bin/testenv to a single cache directory.
   [ ! -L "$dest" ] || rm -f "$dest"
   mkdir -p "$dest"
-  for n in "${names[@]}" "${datadirs[@]}"; do ln -sfn "$entry/$n" "$dest/$n"; done
+  for n in "${names[@]}" "${datadirs[@]}"; do
+    mkdir -p "$(dirname "$dest/$n")"
+    ln -sfn "$entry/$n" "$dest/$n"
+  done
 done

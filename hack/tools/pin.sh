@@ -11,8 +11,9 @@
 #   hack/tools/pin.sh controller-gen 0.23.0
 #   hack/tools/pin.sh gitea 1.26.0           the forge tests/pullrequest runs
 #   hack/tools/pin.sh node 1.37.1            kubelet, kube-scheduler, kube-controller-manager, kube-proxy
+#   hack/tools/pin.sh argocd 3.5.1           Argo CD's multi-call binary (application controller, repo server)
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -26,6 +27,7 @@ case $tool in
   gitea) main=code.gitea.io/gitea; tools=(code.gitea.io/gitea) ;;
   node) main=k8s.io/kubernetes; tools=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy) ;;
+  argocd) main=github.com/argoproj/argo-cd/v3; tools=(github.com/argoproj/argo-cd/v3/cmd) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 
@@ -45,16 +47,32 @@ if [ "$tool" = kube ] || [ "$tool" = node ]; then
     go mod edit -replace "$m=$m@v0.${v#*.}"
   done
 fi
-if [ "$tool" = gitea ]; then
-  # Gitea pins some dependencies below their newest release with replace
-  # directives, which a dependent module does not inherit: copy them.
-  gomod=$(go list -m -f '{{.GoMod}}' "$main@v$v")
-  awk '$1 == "replace" && $3 == "=>" && NF >= 5 {print $2 "=" $4 "@" $5}' "$gomod" |
-    while read -r r; do go mod edit -replace "$r"; done
+# copy_replaces GOMOD: the replace directives of GOMOD that name a module
+# version (single lines and blocks; local paths skipped), copied here.
+copy_replaces() {
+  awk '$1 == "replace" && $2 == "(" {block = 1; next}
+    block && $1 == ")" {block = 0; next}
+    block || $1 == "replace" {
+      l = $0; sub(/^[ \t]*replace[ \t]+/, "", l); n = split(l, f)
+      if (f[2] == "=>" && n >= 4 && f[3] !~ /^\./) print f[1] "=" f[3] "@" f[4]
+    }' "$1" | while read -r r; do go mod edit -replace "$r"; done
+}
+if [ "$tool" = gitea ] || [ "$tool" = argocd ]; then
+  # Gitea and Argo CD pin some dependencies with replace directives, which a
+  # dependent module does not inherit: copy them.
+  copy_replaces "$(go list -m -f '{{.GoMod}}' "$main@v$v")"
+fi
+if [ "$tool" = argocd ]; then
+  # Argo CD replaces its gitops-engine with ./gitops-engine, a directory its
+  # module zip does not hold, and the pseudo-version it requires is refused
+  # by the module proxy: pin the engine to a commit the proxy serves.
+  go mod edit -replace "github.com/argoproj/argo-cd/gitops-engine=github.com/argoproj/argo-cd/gitops-engine@${ARGOCD_GITOPS_ENGINE:-v0.0.0-20260914071520-c9c369efcc5b}"
 fi
 # Every path names its version: never @latest of anything.
 go get "$main@v$v"
 for t in "${tools[@]}"; do go get -tool "$t@v$v"; done
 go mod tidy
+# The tool.sh beside the pins is hand-written: keep it.
+[ ! -f "$dir/tool.sh" ] || cp "$dir/tool.sh" "$dir.new/"
 rm -rf "$dir" && mv "$dir.new" "$dir"
 echo "pinned $tool v$v in $dir"

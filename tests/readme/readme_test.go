@@ -234,6 +234,7 @@ func TestToolVersions(t *testing.T) {
 		{"gitea", "code.gitea.io/gitea", "testenv"},
 		{"controller-gen", "sigs.k8s.io/controller-tools", "tools"},
 		{"node", "k8s.io/kubernetes", "node-tools"},
+		{"argocd", "github.com/argoproj/argo-cd/v3", "argocd-tools"},
 	} {
 		_, gomod := read(t, "hack", "tools", c.tool, "go.mod")
 		m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(c.module) + `\s+(v\S+)`).FindStringSubmatch(gomod)

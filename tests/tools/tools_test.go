@@ -104,6 +104,33 @@ func TestBuildCachesAndLinks(t *testing.T) {
 	}
 }
 
+// A multi-call binary named twice (Argo CD's application controller and
+// repo server) is built once: the second name is a hard link, and each name
+// runs as itself.
+func TestMultiCallBinaryIsBuiltOnce(t *testing.T) {
+	e := newToolEnv(t)
+	e.tool("multi", `fmt.Println(os.Args[0])`)
+	sh := "version=$(modversion example.test/pinned)\nbin first example.test/multi/cmd --version\nbin second example.test/multi/cmd --version\n"
+	if err := os.WriteFile(filepath.Join(e.tools, "multi", "tool.sh"), []byte(sh), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := e.run("multi")
+	if !ok || strings.Count(out, "building") != 1 {
+		t.Fatalf("want one build (ok=%v):\n%s", ok, out)
+	}
+	ent := e.entries("multi")[0]
+	first, err1 := os.Stat(filepath.Join(ent, "first"))
+	second, err2 := os.Stat(filepath.Join(ent, "second"))
+	if err1 != nil || err2 != nil || !os.SameFile(first, second) {
+		t.Fatalf("first and second are not one file: %v %v", err1, err2)
+	}
+	for _, name := range []string{"first", "second"} {
+		if v, err := exec.Command(filepath.Join(e.bindir, name)).Output(); err != nil || !strings.HasSuffix(strings.TrimSpace(string(v)), "/"+name) {
+			t.Errorf("bin/%s runs as %q, %v", name, v, err)
+		}
+	}
+}
+
 // A failed build fails the script and leaves nothing in the cache that a
 // later run could trust: the defect that once kept a cache without
 // kube-apiserver on every later run.
@@ -199,7 +226,7 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node"} {
+	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node", "argocd"} {
 		for _, f := range []string{"go.mod", "go.sum", "tool.sh"} {
 			b, err := os.ReadFile(filepath.Join(root, "hack", "tools", tool, f))
 			if err != nil {
@@ -221,12 +248,13 @@ func TestDataTagsAndCgo(t *testing.T) {
 	e.tool("withdata", `if len(os.Args) > 1 && os.Args[1] == "--version" { fmt.Println("withdata " + tagged + " " + cgo); return }`)
 	dir := filepath.Join(e.tools, "withdata")
 	for f, body := range map[string]string{
-		"tool.sh":             "version=$(modversion example.test/pinned)\ncgo=1\ntags=\"special\"\ndata example.test/withdata assets\nbin withdata example.test/withdata/cmd --version\n",
-		"assets/greeting.txt": "hello\n",
-		"cmd/tagged.go":       "//go:build special\n\npackage main\n\nconst tagged = \"tagged\"\n",
-		"cmd/untagged.go":     "//go:build !special\n\npackage main\n\nconst tagged = \"untagged\"\n",
-		"cmd/cgo.go":          "//go:build cgo\n\npackage main\n\nconst cgo = \"cgo\"\n",
-		"cmd/nocgo.go":        "//go:build !cgo\n\npackage main\n\nconst cgo = \"nocgo\"\n",
+		"tool.sh":               "version=$(modversion example.test/pinned)\ncgo=1\ntags=\"special\"\ndata example.test/withdata assets manifests/crds\nbin withdata example.test/withdata/cmd --version\n",
+		"assets/greeting.txt":   "hello\n",
+		"manifests/crds/a.yaml": "kind: CustomResourceDefinition\n",
+		"cmd/tagged.go":         "//go:build special\n\npackage main\n\nconst tagged = \"tagged\"\n",
+		"cmd/untagged.go":       "//go:build !special\n\npackage main\n\nconst tagged = \"untagged\"\n",
+		"cmd/cgo.go":            "//go:build cgo\n\npackage main\n\nconst cgo = \"cgo\"\n",
+		"cmd/nocgo.go":          "//go:build !cgo\n\npackage main\n\nconst cgo = \"nocgo\"\n",
 	} {
 		p := filepath.Join(dir, f)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -242,6 +270,10 @@ func TestDataTagsAndCgo(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(e.bindir, "assets", "greeting.txt")); err != nil || string(b) != "hello\n" {
 		t.Errorf("bin/assets/greeting.txt = %q, %v", b, err)
+	}
+	// A nested directory (Argo CD's manifests/crds) keeps its path.
+	if b, err := os.ReadFile(filepath.Join(e.bindir, "manifests", "crds", "a.yaml")); err != nil || string(b) != "kind: CustomResourceDefinition\n" {
+		t.Errorf("bin/manifests/crds/a.yaml = %q, %v", b, err)
 	}
 	ent := e.entries("withdata")[0]
 	if err := os.RemoveAll(filepath.Join(ent, "assets")); err != nil {
