@@ -20,8 +20,10 @@
 # Each hack/tools/<tool>/tool.sh is sourced here and declares, with the
 # helpers below, the binaries to build (bin NAME PACKAGE VERSION-ARGS...),
 # the tool's version, optional -ldflags, build tags and cgo=1, directories of
-# the main module to copy beside the binaries (data MODULE DIR...: files a
-# tool reads at run time) and the directory under bin/ to link into.
+# a module to copy beside the binaries (data MODULE DIR[=NAME]...: files a
+# tool reads at run time, or a test installs, copied to NAME, by default DIR;
+# data may be called once per module, and several DIRs may fill one NAME) and
+# the directory under bin/ to link into.
 #
 # Environment (tests point these elsewhere):
 #   IMAGE_TOOLKIT_TOOLS  the tool modules     (default hack/tools)
@@ -45,15 +47,15 @@ modversion() {
 }
 
 # Filled by a tool.sh.
-declare -a names pkgs checks datadirs
-version= ldflags= link= tags= cgo= datamod=
+declare -a names pkgs checks datadirs datamods datasrcs
+version= ldflags= link= tags= cgo=
 bin() {
   local name=$1 pkg=$2; shift 2
   names+=("$name") pkgs+=("$pkg") checks+=("$*")
 }
 data() {
-  datamod=$1; shift
-  datadirs=("$@")
+  local mod=$1 d; shift
+  for d; do datamods+=("$mod") datasrcs+=("${d%%=*}") datadirs+=("${d#*=}"); done
 }
 
 # check DIR: every binary exists and answers its version command. The output
@@ -86,20 +88,19 @@ build() {
     (cd "$src" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
       -o "$out/${names[$i]}" "${pkgs[$i]}")
   done
-  if [ -n "$datamod" ]; then
-    local dir
-    dir=$(cd "$src" && go list -m -f '{{.Dir}}' "$datamod")
-    for i in "${datadirs[@]}"; do
-      cp -R "$dir/$i" "$out/$i" && chmod -R u+w "$out/$i"
-    done
-  fi
+  local dir
+  for i in "${!datadirs[@]}"; do
+    dir=$(cd "$src" && go list -m -f '{{.Dir}}' "${datamods[$i]}")
+    mkdir -p "$out/${datadirs[$i]}"
+    cp -R "$dir/${datasrcs[$i]}/." "$out/${datadirs[$i]}/" && chmod -R u+w "$out/${datadirs[$i]}"
+  done
 }
 
 for tool in "$@"; do
   src=$tools/$tool
   [ -f "$src/tool.sh" ] && [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] ||
     { echo "$tool: $src needs go.mod, go.sum and tool.sh" >&2; exit 1; }
-  names=() pkgs=() checks=() datadirs=() version= ldflags= link= tags= cgo= datamod=
+  names=() pkgs=() checks=() datadirs=() datamods=() datasrcs=() version= ldflags= link= tags= cgo=
   # shellcheck source=/dev/null
   pushd "$src" >/dev/null && . ./tool.sh && popd >/dev/null
   [ -n "$version" ] && [ ${#names[@]} -gt 0 ] || { echo "$tool: tool.sh sets no version or binaries" >&2; exit 1; }

@@ -11,8 +11,9 @@
 #   hack/tools/pin.sh controller-gen 0.23.0
 #   hack/tools/pin.sh gitea 1.26.0           the forge tests/pullrequest runs
 #   hack/tools/pin.sh node 1.37.1            kubelet, kube-scheduler, kube-controller-manager, kube-proxy
+#   hack/tools/pin.sh flux 1.9.1             Flux's source-controller and kustomize-controller
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -26,6 +27,7 @@ case $tool in
   gitea) main=code.gitea.io/gitea; tools=(code.gitea.io/gitea) ;;
   node) main=k8s.io/kubernetes; tools=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy) ;;
+  flux) main=github.com/fluxcd/kustomize-controller; tools=(github.com/fluxcd/kustomize-controller github.com/fluxcd/source-controller) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 
@@ -51,6 +53,18 @@ if [ "$tool" = gitea ]; then
   gomod=$(go list -m -f '{{.GoMod}}' "$main@v$v")
   awk '$1 == "replace" && $3 == "=>" && NF >= 5 {print $2 "=" $4 "@" $5}' "$gomod" |
     while read -r r; do go mod edit -replace "$r"; done
+fi
+if [ "$tool" = flux ]; then
+  # Each controller replaces its api module with ./api, a directory its
+  # module zip does not hold: require the api published with the release
+  # instead. Copy their other replaces, which a dependent does not inherit.
+  for m in "${tools[@]}"; do
+    gomod=$(go list -m -f '{{.GoMod}}' "$m@v$v")
+    awk '$1 == "replace" && $3 == "=>" && NF >= 5 {print $2 "=" $4 "@" $5}
+      $1 != "replace" && $2 == "=>" && NF >= 4 {print $1 "=" $3 "@" $4}' "$gomod" |
+      while read -r r; do go mod edit -replace "$r"; done
+    go get "$m/api@v$v"
+  done
 fi
 # Every path names its version: never @latest of anything.
 go get "$main@v$v"

@@ -199,7 +199,7 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node"} {
+	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node", "flux"} {
 		for _, f := range []string{"go.mod", "go.sum", "tool.sh"} {
 			b, err := os.ReadFile(filepath.Join(root, "hack", "tools", tool, f))
 			if err != nil {
@@ -250,5 +250,34 @@ func TestDataTagsAndCgo(t *testing.T) {
 	out, ok = e.run("withdata")
 	if !ok || !strings.Contains(out, "is incomplete; rebuilding") {
 		t.Errorf("an entry without its data was trusted (ok=%v):\n%s", ok, out)
+	}
+}
+
+// Data from two modules may fill one directory under another name (Flux's
+// two controllers each ship config/crd/bases; bin/flux/crds holds both).
+func TestDataOfTwoModulesFillsOneNamedDirectory(t *testing.T) {
+	e := newToolEnv(t)
+	e.tool("twodata", good)
+	dir := filepath.Join(e.tools, "twodata")
+	for f, body := range map[string]string{
+		"tool.sh":                        "version=$(modversion example.test/pinned)\ndata example.test/twodata config/crd/bases=crds\ndata example.test/pinned config/crd/bases=crds\nbin twodata example.test/twodata/cmd --version\n",
+		"config/crd/bases/a.yaml":        "a\n",
+		"pinned/config/crd/bases/b.yaml": "b\n",
+	} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, ok := e.run("twodata"); !ok {
+		t.Fatalf("build failed:\n%s", out)
+	}
+	for f, want := range map[string]string{"a.yaml": "a\n", "b.yaml": "b\n"} {
+		if b, err := os.ReadFile(filepath.Join(e.bindir, "crds", f)); err != nil || string(b) != want {
+			t.Errorf("bin/crds/%s = %q, %v; want %q", f, b, err, want)
+		}
 	}
 }
