@@ -234,6 +234,8 @@ func TestToolVersions(t *testing.T) {
 		{"gitea", "code.gitea.io/gitea", "testenv"},
 		{"controller-gen", "sigs.k8s.io/controller-tools", "tools"},
 		{"node", "k8s.io/kubernetes", "node-tools"},
+		{"flux", "github.com/fluxcd/kustomize-controller", "flux-tools"},
+		{"flux", "github.com/fluxcd/source-controller", "flux-tools"},
 	} {
 		_, gomod := read(t, "hack", "tools", c.tool, "go.mod")
 		m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(c.module) + `\s+(v\S+)`).FindStringSubmatch(gomod)
