@@ -34,16 +34,20 @@ func newToolEnv(t *testing.T) *toolEnv {
 // go.mod and an empty go.sum, and a tool.sh describing one binary.
 func (e *toolEnv) tool(name, main string) {
 	e.t.Helper()
-	dir := filepath.Join(e.tools, name)
-	files := map[string]string{
+	e.write(name, map[string]string{
 		"go.mod":        "module example.test/" + name + "\n\ngo 1.26.0\n\nrequire example.test/pinned v1.2.3\n\nreplace example.test/pinned => ./pinned\n",
 		"go.sum":        "",
 		"tool.sh":       "version=$(modversion example.test/pinned)\nbin " + name + " example.test/" + name + "/cmd --version\n",
 		"cmd/main.go":   "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n" + main + "\n}\n\nvar _ = fmt.Sprint\nvar _ = os.Exit\n",
 		"pinned/go.mod": "module example.test/pinned\n\ngo 1.26.0\n",
-	}
+	})
+}
+
+// write writes files (path → content) into the tool's module.
+func (e *toolEnv) write(tool string, files map[string]string) {
+	e.t.Helper()
 	for f, body := range files {
-		p := filepath.Join(dir, f)
+		p := filepath.Join(e.tools, tool, f)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			e.t.Fatal(err)
 		}
@@ -219,23 +223,14 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 func TestDataTagsAndCgo(t *testing.T) {
 	e := newToolEnv(t)
 	e.tool("withdata", `if len(os.Args) > 1 && os.Args[1] == "--version" { fmt.Println("withdata " + tagged + " " + cgo); return }`)
-	dir := filepath.Join(e.tools, "withdata")
-	for f, body := range map[string]string{
+	e.write("withdata", map[string]string{
 		"tool.sh":             "version=$(modversion example.test/pinned)\ncgo=1\ntags=\"special\"\ndata example.test/withdata assets\nbin withdata example.test/withdata/cmd --version\n",
 		"assets/greeting.txt": "hello\n",
 		"cmd/tagged.go":       "//go:build special\n\npackage main\n\nconst tagged = \"tagged\"\n",
 		"cmd/untagged.go":     "//go:build !special\n\npackage main\n\nconst tagged = \"untagged\"\n",
 		"cmd/cgo.go":          "//go:build cgo\n\npackage main\n\nconst cgo = \"cgo\"\n",
 		"cmd/nocgo.go":        "//go:build !cgo\n\npackage main\n\nconst cgo = \"nocgo\"\n",
-	} {
-		p := filepath.Join(dir, f)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	out, ok := e.run("withdata")
 	if !ok || !strings.Contains(out, "withdata tagged cgo") {
 		t.Fatalf("build (ok=%v):\n%s", ok, out)
@@ -258,20 +253,11 @@ func TestDataTagsAndCgo(t *testing.T) {
 func TestDataOfTwoModulesFillsOneNamedDirectory(t *testing.T) {
 	e := newToolEnv(t)
 	e.tool("twodata", good)
-	dir := filepath.Join(e.tools, "twodata")
-	for f, body := range map[string]string{
+	e.write("twodata", map[string]string{
 		"tool.sh":                        "version=$(modversion example.test/pinned)\ndata example.test/twodata config/crd/bases=crds\ndata example.test/pinned config/crd/bases=crds\nbin twodata example.test/twodata/cmd --version\n",
 		"config/crd/bases/a.yaml":        "a\n",
 		"pinned/config/crd/bases/b.yaml": "b\n",
-	} {
-		p := filepath.Join(dir, f)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if out, ok := e.run("twodata"); !ok {
 		t.Fatalf("build failed:\n%s", out)
 	}

@@ -141,31 +141,57 @@ func start(t testing.TB, o Options) (*Flux, error) {
 	if err := writeKubeconfig(kubeconfig, o.Config); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(5)
-	if err != nil {
-		return nil, err
-	}
-	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
 	f := &Flux{dir: o.Dir}
 	env := []string{"KUBECONFIG=" + kubeconfig, "RUNTIME_NAMESPACE=" + o.Namespace}
+	// A port is free when picked, not when the controller binds it: a
+	// test package running at once may take it in between. Such a start is
+	// tried again with new ports.
+	for attempt := 1; ; attempt++ {
+		err := f.launch(ctx, o.Bin, storage, env)
+		if err == nil || attempt == 3 || !f.logsSay("address already in use") {
+			return f, err
+		}
+		f.stop()
+		f.procs = nil
+	}
+}
+
+// launch starts both controllers on fresh ports and waits until they are
+// ready.
+func (f *Flux) launch(ctx context.Context, bin, storage string, env []string) error {
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
 	common := []string{"--log-encoding=console", "--log-level=debug", "--enable-leader-election=false"}
 	// The artifact server advertises the loopback address it listens on:
 	// kustomize-controller runs on the same host.
-	if err := f.run(SourceController, o.Bin, env, append(common, "--storage-path="+storage,
+	if err := f.run(SourceController, bin, env, append(common, "--storage-path="+storage,
 		"--storage-addr="+addr(0), "--storage-adv-addr="+addr(0),
 		"--metrics-addr="+addr(1), "--health-addr="+addr(2))...); err != nil {
-		return f, err
+		return err
 	}
-	if err := f.run(KustomizeController, o.Bin, env, append(common, "--no-remote-bases=true",
+	if err := f.run(KustomizeController, bin, env, append(common, "--no-remote-bases=true",
 		"--metrics-addr="+addr(3), "--health-addr="+addr(4))...); err != nil {
-		return f, err
+		return err
 	}
 	for i, p := range f.procs {
 		if err := p.ready(ctx, "http://"+addr([]int{2, 4}[i])+"/readyz"); err != nil {
-			return f, err
+			return err
 		}
 	}
-	return f, nil
+	return nil
+}
+
+// logsSay tells whether a controller's log holds s.
+func (f *Flux) logsSay(s string) bool {
+	for _, p := range f.procs {
+		if strings.Contains(tail(f.LogPath(p.name), 64<<10), s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *Flux) run(name, bin string, env []string, args ...string) error {
