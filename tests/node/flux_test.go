@@ -148,6 +148,11 @@ func TestFluxKustomizationHealthFollowsTheRollout(t *testing.T) {
 	if want := "main@sha1:" + good; h.Revision != want {
 		t.Errorf("health.Of revision %q, want %q", h.Revision, want)
 	}
+	// Soak counts from Since: the controller's own transition time, in
+	// whole seconds, within this run.
+	if h.Since.Before(start.Truncate(time.Second)) || h.Since.After(time.Now()) {
+		t.Errorf("health.Of since %s, want between the GitRepository's creation %s and now", h.Since, start)
+	}
 	ks, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, ksName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -170,8 +175,8 @@ func TestFluxKustomizationHealthFollowsTheRollout(t *testing.T) {
 	pushed := time.Now()
 	h = until(fluxTimeout+60*time.Second, health.Degraded, bad)
 	fmt.Printf("FIGURES flux: Kustomization Degraded at the broken commit %s after its push (spec.timeout %s)\n", time.Since(pushed).Round(100*time.Millisecond), fluxTimeout)
-	if h.Reason != "HealthCheckFailed" || h.Revision != "main@sha1:"+bad {
-		t.Errorf("health.Of = %+v, want Degraded HealthCheckFailed at main@sha1:%s", h, bad)
+	if h.Reason != "HealthCheckFailed" || h.Revision != "main@sha1:"+bad || h.Since.Before(pushed.Truncate(time.Second)) {
+		t.Errorf("health.Of = %+v, want Degraded HealthCheckFailed at main@sha1:%s since after the push (%s)", h, bad, pushed)
 	}
 	// The failure is the node's: the crash image's container exited.
 	pods, err := cl.Client().CoreV1().Pods(appNS).List(ctx, metav1.ListOptions{LabelSelector: "app=app"})

@@ -33,12 +33,15 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 )
 
 // Binaries and the CRD directory under Options.Bin, as hack/tools/flux
@@ -132,9 +135,7 @@ func start(t testing.TB, o Options) (*Flux, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	if _, err := envtest.InstallCRDs(o.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(o.Bin, crdDir)}, ErrorIfPathMissing: true, MaxTime: StartTimeout,
-	}); err != nil {
+	if err := installCRDs(ctx, o.Config, filepath.Join(o.Bin, crdDir)); err != nil {
 		return nil, fmt.Errorf("installing Flux's CRDs: %w", err)
 	}
 	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
@@ -279,6 +280,53 @@ func tail(path string, n int64) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// installCRDs creates the CRDs of every file in dir and waits until the API
+// server serves them.
+func installCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
+	client, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s (%v)", dir, err)
+	}
+	var names []string
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(b, crd); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		names = append(names, crd.Name)
+	}
+	for _, name := range names {
+		for established := false; !established; {
+			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range crd.Status.Conditions {
+				established = established || c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue
+			}
+			if !established {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("%s not established: %w", name, ctx.Err())
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // writeKubeconfig writes cfg's server and credentials, inline or as the
