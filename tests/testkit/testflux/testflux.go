@@ -11,8 +11,8 @@
 // tests/internal/cluster, Deployments really roll out, so a Kustomization's
 // health checks pass or fail for real.
 //
-// Each controller logs to a file under the directory Start is given
-// (Flux.LogPath), named in every failure with its tail. Start waits for
+// Each controller logs to a file (Flux.LogPath), named in every failure
+// with its tail and kept after a failed test. Start waits for
 // both readiness endpoints, bounded by StartTimeout; the test's cleanup
 // stops both (SIGTERM, then SIGKILL after stopTimeout), and the kernel kills
 // them if the test binary dies first.
@@ -81,8 +81,9 @@ type Options struct {
 	// default namespace); "flux-system" when empty. Start does not create
 	// it: the controllers watch every namespace.
 	Namespace string
-	// Dir holds the logs and source-controller's artifact storage; a
-	// test temp dir when empty.
+	// Dir holds the logs, the kubeconfig and source-controller's artifact
+	// storage. When empty, a new temporary directory, removed after a test
+	// that passed and kept (and named) after one that failed.
 	Dir string
 }
 
@@ -90,6 +91,18 @@ type Options struct {
 type Flux struct {
 	dir   string
 	procs []*proc
+}
+
+// cleanup stops the controllers and removes a directory Start made, unless
+// the test failed.
+func (f *Flux) cleanup(t testing.TB, made bool) {
+	f.stop()
+	switch {
+	case made && !t.Failed():
+		_ = os.RemoveAll(f.dir)
+	case made:
+		t.Logf("testflux: the controllers' logs are kept in %s", f.dir)
+	}
 }
 
 type proc struct {
@@ -104,20 +117,26 @@ type proc struct {
 // ready within StartTimeout.
 func Start(t testing.TB, o Options) *Flux {
 	t.Helper()
-	f, err := start(t, o)
-	if f != nil {
-		t.Cleanup(f.stop)
-	}
-	if err != nil {
-		if f != nil {
-			t.Fatalf("testflux: %v\n%s", err, f.Diagnose())
+	made := o.Dir == ""
+	if made {
+		dir, err := os.MkdirTemp("", "testflux-")
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("testflux: %v", err)
+		o.Dir = dir
+	}
+	f, err := start(o)
+	if f == nil {
+		f = &Flux{dir: o.Dir}
+	}
+	t.Cleanup(func() { f.cleanup(t, made) })
+	if err != nil {
+		t.Fatalf("testflux: %v\n%s", err, f.Diagnose())
 	}
 	return f
 }
 
-func start(t testing.TB, o Options) (*Flux, error) {
+func start(o Options) (*Flux, error) {
 	for _, b := range []string{SourceController, KustomizeController, crdDir} {
 		if _, err := os.Stat(filepath.Join(o.Bin, b)); err != nil {
 			return nil, fmt.Errorf("%w: run `make flux-tools`", err)
@@ -125,9 +144,6 @@ func start(t testing.TB, o Options) (*Flux, error) {
 	}
 	if o.Namespace == "" {
 		o.Namespace = "flux-system"
-	}
-	if o.Dir == "" {
-		o.Dir = t.TempDir()
 	}
 	storage := filepath.Join(o.Dir, "storage")
 	if err := os.MkdirAll(storage, 0o755); err != nil {
