@@ -33,7 +33,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test unit lint generate verify-generate testenv node-tools argocd-tools tools deps demo bench faults clean help images cluster
+.PHONY: all build test unit lint generate verify-generate testenv node-tools argocd-tools flux-tools tools deps demo bench faults clean help images cluster
 
 all: build
 
@@ -54,6 +54,9 @@ node-tools: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-p
 
 argocd-tools: ## Build Argo CD's application controller and repo server, with its CRDs, into bin/argocd (cached), for tests/argocd.
 	@hack/tools.sh argocd
+
+flux-tools: ## Build Flux's source-controller and kustomize-controller, with their CRDs, into bin/flux-controllers (cached), for tests/node's Flux health test.
+	@hack/tools.sh flux-controllers
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh
@@ -81,7 +84,7 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 		(cd $$m && CGO_ENABLED=0 go build ./...); done
 	@for c in $(CHARTS); do $(HELM) lint --strict --quiet charts/$$c; done
 
-unit: deps testenv node-tools argocd-tools build images ## Run every module's tests (unit and envtest) with -race.
+unit: deps testenv node-tools argocd-tools flux-tools build images ## Run every module's tests (unit and envtest) with -race.
 	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
 		| tee $(BIN)/unit.log || rc=$$?; \
 	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \

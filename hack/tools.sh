@@ -20,9 +20,11 @@
 # Each hack/tools/<tool>/tool.sh is sourced here and declares, with the
 # helpers below, the binaries to build (bin NAME PACKAGE VERSION-ARGS...),
 # the tool's version, optional -ldflags, build tags and cgo=1, directories and
-# files of the main module to copy beside the binaries (data MODULE PATH...:
-# what a tool reads at run time, under the same relative paths) and the
-# directory under bin/ to link into. Names of one package share one build.
+# files of a module to copy beside the binaries (data MODULE PATH[=NAME]...:
+# what a tool reads at run time, or a test installs, copied to NAME, by
+# default the same relative PATH; data may be called once per module, and
+# several directories may fill one NAME) and the directory under bin/ to
+# link into. Names of one package share one build.
 #
 # Environment (tests point these elsewhere):
 #   IMAGE_TOOLKIT_TOOLS  the tool modules     (default hack/tools)
@@ -46,15 +48,15 @@ modversion() {
 }
 
 # Filled by a tool.sh.
-declare -a names pkgs checks datadirs
-version= ldflags= link= tags= cgo= datamod=
+declare -a names pkgs checks datadirs datamods datasrcs
+version= ldflags= link= tags= cgo=
 bin() {
   local name=$1 pkg=$2; shift 2
   names+=("$name") pkgs+=("$pkg") checks+=("$*")
 }
 data() {
-  datamod=$1; shift
-  datadirs=("$@")
+  local mod=$1 d; shift
+  for d; do datamods+=("$mod") datasrcs+=("${d%%=*}") datadirs+=("${d#*=}"); done
 }
 
 # check DIR: every binary exists and answers its version command. The output
@@ -95,21 +97,25 @@ build() {
     (cd "$src" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
       -o "$out/${names[$i]}" "${pkgs[$i]}")
   done
-  if [ -n "$datamod" ]; then
-    local dir
-    dir=$(cd "$src" && go list -m -f '{{.Dir}}' "$datamod")
-    for i in "${datadirs[@]}"; do
-      mkdir -p "$(dirname "$out/$i")"
-      cp -R "$dir/$i" "$out/$i" && chmod -R u+w "$out/$i"
-    done
-  fi
+  local dir i
+  for i in "${!datadirs[@]}"; do
+    dir=$(cd "$src" && go list -m -f '{{.Dir}}' "${datamods[$i]}")
+    if [ -d "$dir/${datasrcs[$i]}" ]; then
+      mkdir -p "$out/${datadirs[$i]}"
+      cp -R "$dir/${datasrcs[$i]}/." "$out/${datadirs[$i]}/"
+    else
+      mkdir -p "$(dirname "$out/${datadirs[$i]}")"
+      cp "$dir/${datasrcs[$i]}" "$out/${datadirs[$i]}"
+    fi
+    chmod -R u+w "$out/${datadirs[$i]}"
+  done
 }
 
 for tool in "$@"; do
   src=$tools/$tool
   [ -f "$src/tool.sh" ] && [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] ||
     { echo "$tool: $src needs go.mod, go.sum and tool.sh" >&2; exit 1; }
-  names=() pkgs=() checks=() datadirs=() version= ldflags= link= tags= cgo= datamod=
+  names=() pkgs=() checks=() datadirs=() datamods=() datasrcs=() version= ldflags= link= tags= cgo=
   # shellcheck source=/dev/null
   pushd "$src" >/dev/null && . ./tool.sh && popd >/dev/null
   [ -n "$version" ] && [ ${#names[@]} -gt 0 ] || { echo "$tool: tool.sh sets no version or binaries" >&2; exit 1; }

@@ -12,8 +12,9 @@
 #   hack/tools/pin.sh gitea 1.26.0           the forge tests/pullrequest runs
 #   hack/tools/pin.sh node 1.37.1            kubelet, kube-scheduler, kube-controller-manager, kube-proxy
 #   hack/tools/pin.sh argocd 3.5.1           Argo CD's multi-call binary (application controller, repo server)
+#   hack/tools/pin.sh flux-controllers 1.9.1 Flux's source-controller and kustomize-controller
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -28,6 +29,7 @@ case $tool in
   node) main=k8s.io/kubernetes; tools=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy) ;;
   argocd) main=github.com/argoproj/argo-cd/v3; tools=(github.com/argoproj/argo-cd/v3/cmd) ;;
+  flux-controllers) main=github.com/fluxcd/kustomize-controller; tools=(github.com/fluxcd/kustomize-controller github.com/fluxcd/source-controller) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 
@@ -67,6 +69,15 @@ if [ "$tool" = argocd ]; then
   # module zip does not hold, and the pseudo-version it requires is refused
   # by the module proxy: pin the engine to a commit the proxy serves.
   go mod edit -replace "github.com/argoproj/argo-cd/gitops-engine=github.com/argoproj/argo-cd/gitops-engine@${ARGOCD_GITOPS_ENGINE:-v0.0.0-20260914071520-c9c369efcc5b}"
+fi
+if [ "$tool" = flux-controllers ]; then
+  # Each controller replaces its api module with ./api, a directory its
+  # module zip does not hold: require the api published with the release
+  # instead. Copy their other replaces, which a dependent does not inherit.
+  for m in "${tools[@]}"; do
+    copy_replaces "$(go list -m -f '{{.GoMod}}' "$m@v$v")"
+    go get "$m/api@v$v"
+  done
 fi
 # Every path names its version: never @latest of anything.
 go get "$main@v$v"

@@ -105,7 +105,11 @@ func byConditions(obj *unstructured.Unstructured, applied, attempted string) Hea
 	if stalled := find(conds, "Stalled"); stalled != nil && stalled.Status == metav1.ConditionTrue {
 		return verdict(Degraded, attempted, stalled)
 	}
-	if reconciling := find(conds, "Reconciling"); reconciling != nil && reconciling.Status == metav1.ConditionTrue {
+	// Flux leaves Reconciling True with ProgressingWithRetry after a failed
+	// attempt (kustomize-controller's finalizeStatus): the attempt is over,
+	// and Ready says how it ended.
+	if reconciling := find(conds, "Reconciling"); reconciling != nil && reconciling.Status == metav1.ConditionTrue &&
+		reconciling.Reason != "ProgressingWithRetry" {
 		return verdict(Progressing, attempted, reconciling)
 	}
 	switch {

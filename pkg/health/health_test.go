@@ -68,6 +68,24 @@ status:
 				Message: "health check failed after 1m0s: timeout waiting for: [Deployment/apps/podinfo status: 'InProgress']"},
 		},
 		{
+			name: "a Kustomization whose health check failed and that will retry is degraded at the attempted revision",
+			// As kustomize-controller v1.9.1 wrote it in tests/node: it keeps
+			// Reconciling True, reason ProgressingWithRetry, after the failure.
+			doc: `apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata: {name: apps-dev, namespace: flux-system, generation: 1}
+status:
+  observedGeneration: 1
+  lastAppliedRevision: main@sha1:` + prev + `
+  lastAttemptedRevision: main@sha1:` + sha + `
+  conditions:
+  - {type: Reconciling, status: "True", reason: ProgressingWithRetry, message: "Running health checks for revision main@sha1:` + sha + ` with a timeout of 30s", lastTransitionTime: "2026-11-20T10:00:00Z", observedGeneration: 1}
+  - {type: Ready, status: "False", reason: HealthCheckFailed, message: "health check failed after 30.024981109s: timeout waiting for: [Deployment/apps-dev/app status: 'InProgress']", lastTransitionTime: "2026-11-20T10:00:00Z", observedGeneration: 1}
+  - {type: Healthy, status: "False", reason: HealthCheckFailed, message: "timeout waiting for: [Deployment/apps-dev/app status: 'InProgress']", lastTransitionTime: "2026-11-20T10:00:00Z", observedGeneration: 1}`,
+			want: Health{State: Degraded, Revision: "main@sha1:" + sha, Since: at, Reason: "HealthCheckFailed",
+				Message: "health check failed after 30.024981109s: timeout waiting for: [Deployment/apps-dev/app status: 'InProgress']"},
+		},
+		{
 			name: "a Kustomization reconciling a new revision is progressing",
 			doc: `apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization

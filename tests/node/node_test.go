@@ -3,12 +3,13 @@
 // scheduler, kubelet and kube-proxy, Debian's containerd and runc): what a
 // cluster with no node cannot show, that the pods start, pass their
 // probes, run as the chart's user under the restricted profile, and do the
-// work from inside the cluster.
+// work from inside the cluster; and what a real Flux says of a rollout
+// that really ran (flux_test.go).
 //
 // One cluster serves the package (TestMain): it starts in about 10 s once
 // the tools are built, and only one cluster runs per machine anyway (see
-// the cluster package). It needs root, `make node-tools testenv images`
-// and Debian's containerd, runc, containernetworking-plugins, iptables,
+// the cluster package). It needs root, `make node-tools flux-tools testenv
+// images` and Debian's containerd, runc, containernetworking-plugins, iptables,
 // conntrack and busybox-static (`make deps`); without them the tests fail
 // and say what is missing.
 package node

@@ -235,6 +235,8 @@ func TestToolVersions(t *testing.T) {
 		{"controller-gen", "sigs.k8s.io/controller-tools", "tools"},
 		{"node", "k8s.io/kubernetes", "node-tools"},
 		{"argocd", "github.com/argoproj/argo-cd/v3", "argocd-tools"},
+		{"flux-controllers", "github.com/fluxcd/kustomize-controller", "flux-tools"},
+		{"flux-controllers", "github.com/fluxcd/source-controller", "flux-tools"},
 	} {
 		_, gomod := read(t, "hack", "tools", c.tool, "go.mod")
 		m := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(c.module) + `\s+(v\S+)`).FindStringSubmatch(gomod)

@@ -34,16 +34,20 @@ func newToolEnv(t *testing.T) *toolEnv {
 // go.mod and an empty go.sum, and a tool.sh describing one binary.
 func (e *toolEnv) tool(name, main string) {
 	e.t.Helper()
-	dir := filepath.Join(e.tools, name)
-	files := map[string]string{
+	e.write(name, map[string]string{
 		"go.mod":        "module example.test/" + name + "\n\ngo 1.26.0\n\nrequire example.test/pinned v1.2.3\n\nreplace example.test/pinned => ./pinned\n",
 		"go.sum":        "",
 		"tool.sh":       "version=$(modversion example.test/pinned)\nbin " + name + " example.test/" + name + "/cmd --version\n",
 		"cmd/main.go":   "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() {\n" + main + "\n}\n\nvar _ = fmt.Sprint\nvar _ = os.Exit\n",
 		"pinned/go.mod": "module example.test/pinned\n\ngo 1.26.0\n",
-	}
+	})
+}
+
+// write writes files (path → content) into the tool's module.
+func (e *toolEnv) write(tool string, files map[string]string) {
+	e.t.Helper()
 	for f, body := range files {
-		p := filepath.Join(dir, f)
+		p := filepath.Join(e.tools, tool, f)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			e.t.Fatal(err)
 		}
@@ -226,7 +230,7 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node", "argocd"} {
+	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node", "argocd", "flux-controllers"} {
 		for _, f := range []string{"go.mod", "go.sum", "tool.sh"} {
 			b, err := os.ReadFile(filepath.Join(root, "hack", "tools", tool, f))
 			if err != nil {
@@ -246,8 +250,7 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 func TestDataTagsAndCgo(t *testing.T) {
 	e := newToolEnv(t)
 	e.tool("withdata", `if len(os.Args) > 1 && os.Args[1] == "--version" { fmt.Println("withdata " + tagged + " " + cgo); return }`)
-	dir := filepath.Join(e.tools, "withdata")
-	for f, body := range map[string]string{
+	e.write("withdata", map[string]string{
 		"tool.sh":               "version=$(modversion example.test/pinned)\ncgo=1\ntags=\"special\"\ndata example.test/withdata assets manifests/crds\nbin withdata example.test/withdata/cmd --version\n",
 		"assets/greeting.txt":   "hello\n",
 		"manifests/crds/a.yaml": "kind: CustomResourceDefinition\n",
@@ -255,15 +258,7 @@ func TestDataTagsAndCgo(t *testing.T) {
 		"cmd/untagged.go":       "//go:build !special\n\npackage main\n\nconst tagged = \"untagged\"\n",
 		"cmd/cgo.go":            "//go:build cgo\n\npackage main\n\nconst cgo = \"cgo\"\n",
 		"cmd/nocgo.go":          "//go:build !cgo\n\npackage main\n\nconst cgo = \"nocgo\"\n",
-	} {
-		p := filepath.Join(dir, f)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	out, ok := e.run("withdata")
 	if !ok || !strings.Contains(out, "withdata tagged cgo") {
 		t.Fatalf("build (ok=%v):\n%s", ok, out)
@@ -282,5 +277,25 @@ func TestDataTagsAndCgo(t *testing.T) {
 	out, ok = e.run("withdata")
 	if !ok || !strings.Contains(out, "is incomplete; rebuilding") {
 		t.Errorf("an entry without its data was trusted (ok=%v):\n%s", ok, out)
+	}
+}
+
+// Data from two modules may fill one directory under another name (Flux's
+// two controllers each ship config/crd/bases; bin/flux-controllers/crds holds both).
+func TestDataOfTwoModulesFillsOneNamedDirectory(t *testing.T) {
+	e := newToolEnv(t)
+	e.tool("twodata", good)
+	e.write("twodata", map[string]string{
+		"tool.sh":                        "version=$(modversion example.test/pinned)\ndata example.test/twodata config/crd/bases=crds\ndata example.test/pinned config/crd/bases=crds\nbin twodata example.test/twodata/cmd --version\n",
+		"config/crd/bases/a.yaml":        "a\n",
+		"pinned/config/crd/bases/b.yaml": "b\n",
+	})
+	if out, ok := e.run("twodata"); !ok {
+		t.Fatalf("build failed:\n%s", out)
+	}
+	for f, want := range map[string]string{"a.yaml": "a\n", "b.yaml": "b\n"} {
+		if b, err := os.ReadFile(filepath.Join(e.bindir, "crds", f)); err != nil || string(b) != want {
+			t.Errorf("bin/crds/%s = %q, %v; want %q", f, b, err, want)
+		}
 	}
 }
