@@ -33,7 +33,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test unit lint generate verify-generate testenv node-tools argocd-tools flux-tools tools deps demo bench faults clean help images cluster
+.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools tools deps demo bench faults clean help images cluster
 
 all: build
 
@@ -84,7 +84,7 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 		(cd $$m && CGO_ENABLED=0 go build ./...); done
 	@for c in $(CHARTS); do $(HELM) lint --strict --quiet charts/$$c; done
 
-unit: deps testenv node-tools argocd-tools flux-tools build images ## Run every module's tests (unit and envtest) with -race.
+unit: deps testenv node-tools build images ## Run every module's tests (unit and envtest) with -race; the tests of make test-integrations skip.
 	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
 		| tee $(BIN)/unit.log || rc=$$?; \
 	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \
@@ -100,6 +100,11 @@ demo: build ## The whole chain locally: registry, git server, control plane, con
 cluster: deps testenv node-tools images ## A single-node cluster from real parts (tests/internal/cluster) with the make images images imported, until Ctrl-C; prints its kubeconfig (CLUSTER_FLAGS=--dir DIR keeps its files and logs).
 	@# Built, not go run: Ctrl-C reaches the program, which stops the cluster and exits 0.
 	@go build -o $(BIN)/cluster ./tests/cmd/cluster && exec $(BIN)/cluster --root $(ROOT) $(CLUSTER_FLAGS)
+
+test-integrations: deps testenv node-tools argocd-tools flux-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux), which make test skips: minutes each to build on a new machine.
+	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="argocd-tools flux-tools" go test -race -count=1 \
+		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ && \
+		IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="argocd-tools flux-tools" go test -race -count=1 -run Flux ./tests/node/
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))

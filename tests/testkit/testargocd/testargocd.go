@@ -86,6 +86,10 @@ type ArgoCD struct {
 func Start(t testing.TB, env *testenv.Env, o Options) *ArgoCD {
 	t.Helper()
 	dir, tools, err := dirs(o)
+	if err == nil {
+		testenv.NeedTool(t, filepath.Join(dir, "argocd-application-controller"), "argocd-tools")
+		err = complete(dir, tools)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,20 +175,26 @@ func dirs(o Options) (dir, tools string, err error) {
 	if tools == "" {
 		tools = bin
 	}
+	return dir, tools, nil
+}
+
+// complete checks that Argo CD's build and the tools its repo server runs
+// are all there.
+func complete(dir, tools string) error {
 	for _, f := range []string{"argocd-application-controller", "argocd-repo-server", "manifests/crds", "hack/git-verify-wrapper.sh"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			return "", "", fmt.Errorf("%s not found in %s: run `make argocd-tools` first", f, dir)
+			return fmt.Errorf("%s not found in %s: run `make argocd-tools` first", f, dir)
 		}
 	}
 	for _, f := range []string{"kustomize", "helm"} {
 		if _, err := os.Stat(filepath.Join(tools, f)); err != nil {
-			return "", "", fmt.Errorf("%s not found in %s: run `make testenv` first", f, tools)
+			return fmt.Errorf("%s not found in %s: run `make testenv` first", f, tools)
 		}
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		return "", "", errors.New("redis-server not found: run `make deps`")
+		return errors.New("redis-server not found: run `make deps`")
 	}
-	return dir, tools, nil
+	return nil
 }
 
 // configure writes what a default installation holds: the namespace, the

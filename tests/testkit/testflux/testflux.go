@@ -19,6 +19,8 @@
 package testflux
 
 import (
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+
 	"context"
 	"errors"
 	"fmt"
@@ -117,6 +119,7 @@ type proc struct {
 // ready within StartTimeout.
 func Start(t testing.TB, o Options) *Flux {
 	t.Helper()
+	testenv.NeedTool(t, filepath.Join(o.Bin, "kustomize-controller"), "flux-tools")
 	made := o.Dir == ""
 	if made {
 		dir, err := os.MkdirTemp("", "testflux-")
