@@ -1,0 +1,72 @@
+// Progressive enhancement of the dashboard: every page reads without it.
+// 1. Live updates: the server-sent event stream names what changed; the
+//    page reloads its live region (#live) from the server, which renders
+//    it as on a full load. Only one reload runs at a time.
+// 2. Actions post in the background and show the answer in #flash, so a
+//    refusal (RBAC) is read in place.
+(function () {
+  "use strict";
+  var live = document.getElementById("live");
+  var state = document.getElementById("live-state");
+  var src = document.body.getAttribute("data-events");
+  var busy = false, again = false;
+
+  function partialURL() {
+    var u = new URL(window.location.href);
+    u.searchParams.set("partial", "1");
+    return u.toString();
+  }
+
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch(partialURL(), { headers: { "Accept": "text/html" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html !== null) {
+          live.innerHTML = html;
+          document.body.setAttribute("data-refreshed", String(Date.now()));
+        }
+      })
+      .catch(function () {})
+      .then(function () {
+        busy = false;
+        if (again) { again = false; refresh(); }
+      });
+  }
+
+  if (live && live.hasAttribute("data-live") && src && window.EventSource) {
+    var es = new EventSource(src);
+    es.addEventListener("open", function () { if (state) state.textContent = "live"; });
+    es.addEventListener("error", function () { if (state) state.textContent = "reconnecting"; });
+    es.addEventListener("change", refresh);
+  }
+
+  var flash = document.getElementById("flash");
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target;
+    if (!flash || form.method.toLowerCase() !== "post") return;
+    ev.preventDefault();
+    var buttons = form.querySelectorAll("button");
+    buttons.forEach(function (b) { b.disabled = true; });
+    fetch(form.action, {
+      method: "POST",
+      body: new URLSearchParams(new FormData(form)),
+      headers: { "Accept": "application/json" },
+      credentials: "same-origin"
+    })
+      .then(function (r) { return r.json(); })
+      .then(function (res) {
+        flash.textContent = res.message;
+        flash.className = "flash " + (res.ok ? "done" : "refused");
+      })
+      .catch(function (err) {
+        flash.textContent = "The action did not reach the dashboard: " + err;
+        flash.className = "flash refused";
+      })
+      .then(function () {
+        flash.hidden = false;
+        buttons.forEach(function (b) { b.disabled = false; });
+      });
+  });
+})();
