@@ -147,6 +147,7 @@ func (s *Server) eventsOf(ctx context.Context, obj client.Object) ([]EventRow, s
 // better tags were dropped.
 type PolicyView struct {
 	Namespace, Name string
+	Suspended       bool
 	Rules           string
 	Latest          *imagev1.ImageRef
 	LatestTime      *metav1.MicroTime
@@ -203,7 +204,7 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 
 func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation,
 	policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) PolicyView {
-	v := PolicyView{Namespace: p.Namespace, Name: p.Name, Latest: p.Status.LatestRef, LatestTime: p.Status.LatestRefTime,
+	v := PolicyView{Namespace: p.Namespace, Name: p.Name, Suspended: p.Spec.Suspend, Latest: p.Status.LatestRef, LatestTime: p.Status.LatestRefTime,
 		Pending: p.Status.PendingRef, Held: p.Status.HeldRef, Selection: p.Status.LastSelection,
 		Ready: apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition)}
 	if k, ok := policy.Chosen(p.Spec.Policy); ok {
@@ -221,7 +222,7 @@ func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, au
 	return v
 }
 
-// usages are the automations of p's namespace that apply it, with the
+// usages are the automations of p's namespace that select it, with the
 // files their last job found its markers in.
 func usages(p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation, policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) []Usage {
 	var out []Usage
@@ -231,8 +232,13 @@ func usages(p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation, polic
 		if a.Namespace != p.Namespace {
 			continue
 		}
+		// Selected whether or not it has chosen yet: the automation will
+		// apply it once it has.
 		sel, err := selection.Selector(a)
-		if err != nil || !selection.Concerns(a, sel, p) {
+		if err != nil {
+			continue
+		}
+		if of := selection.Of(a, sel, []imagev1.ImagePolicy{*p}); len(of.Policies) != 1 || of.Policies[0].By == "" {
 			continue
 		}
 		u := Usage{Namespace: a.Namespace, Automation: a.Name}

@@ -141,7 +141,9 @@ func imageRow(a *imagev1.ImageUpdateAutomation, p *imagev1.ImagePolicy) ImageRow
 // automationState decides the state from status alone, most urgent first:
 // suspended, failing (Ready=False, Stalled, a bad selector, a failing
 // policy), running (a job in flight), then pending with the first reason
-// that holds an image back, else up to date.
+// that holds an image back, else up to date. Ready=False for
+// DependencyNotReady (no selected policy has a latest image) is no failure
+// but a wait, e.g. for a minimum age.
 func automationState(a *imagev1.ImageUpdateAutomation, images []ImageRow, policies map[string]*imagev1.ImagePolicy,
 	job *updatev1.UpdateJob, selErr error, now time.Time) State {
 	ready := apimeta.FindStatusCondition(a.Status.Conditions, conditions.ReadyCondition)
@@ -150,7 +152,7 @@ func automationState(a *imagev1.ImageUpdateAutomation, images []ImageRow, polici
 		return State{Kind: StateSuspended, Reason: "suspended", Detail: "spec.suspend is set: no UpdateJobs until resumed"}
 	case selErr != nil:
 		return State{Kind: StateFailing, Reason: imagev1.InvalidPolicySelectorReason, Detail: selErr.Error()}
-	case ready != nil && ready.Status == metav1.ConditionFalse:
+	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason != conditions.DependencyNotReadyReason:
 		return State{Kind: StateFailing, Reason: ready.Reason, Detail: ready.Message}
 	}
 	if stalled := apimeta.FindStatusCondition(a.Status.Conditions, conditions.StalledCondition); stalled != nil && stalled.Status == metav1.ConditionTrue {
@@ -171,6 +173,11 @@ func automationState(a *imagev1.ImageUpdateAutomation, images []ImageRow, polici
 	}
 	if s, ok := waiting(a, images, ready, now); ok {
 		return s
+	}
+	// No policy has a latest image yet, and none waits a minimum age
+	// (that is above): the policies have yet to choose.
+	if ready.Status == metav1.ConditionFalse {
+		return State{Kind: StatePending, Reason: "waiting for policies", Detail: ready.Message}
 	}
 	return State{Kind: StateUpToDate, Reason: "up to date", Detail: ready.Message}
 }
@@ -217,7 +224,8 @@ func TimeLeft(t, now time.Time) string {
 	case d < time.Minute:
 		return d.Round(time.Second).String()
 	}
-	return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	s := strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
+	return strings.Replace(s, "h0m", "h", 1)
 }
 
 // inFlight is the automation's unfinished UpdateJob among jobs, if any.

@@ -78,6 +78,16 @@ func TestFleetRowState(t *testing.T) {
 		{"an open pull request waits to be merged", automationWith(func(a *imagev1.ImageUpdateAutomation) {
 			a.Status.LastPullRequest = &updatev1.PullRequestStatus{URL: "https://github.com/org/fleet/pull/7", Number: 7, State: updatev1.PullRequestOpen}
 		}), policyWith("1.0.0", nil), nil, StatePending, "pull request open", "pull request #7 waits to be merged: https://github.com/org/fleet/pull/7"},
+		{"policies still choosing are a wait, with the minimum age's time left", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, conditions.DependencyNotReadyReason, "no policy has a latest image yet")}
+		}), policyWith("", func(p *imagev1.ImagePolicy) {
+			p.Status.LatestRef = nil
+			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: metav1.NewTime(now.Add(2 * time.Hour))}
+			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, imagev1.MinimumAgeNotReachedReason, "too young")}
+		}), nil, StatePending, "minimum age", "podinfo 1.2.0 is old enough in 2h (at 2026-11-26T14:00:00Z)"},
+		{"policies without a choice are a wait", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, conditions.DependencyNotReadyReason, "no policy has a latest image yet")}
+		}), policyWith("", func(p *imagev1.ImagePolicy) { p.Status.LatestRef = nil }), nil, StatePending, "waiting for policies", "no policy has a latest image yet"},
 		{"a held downgrade is pending", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
 			p.Status.HeldRef = &imagev1.HeldRef{Tag: "1.0.0", Candidate: "0.9.0", MissingScans: 1}
 		}), nil, StatePending, "downgrade held", ""},
