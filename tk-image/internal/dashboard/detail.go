@@ -72,7 +72,7 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 	var jobs updatev1.UpdateJobList
 	_ = s.store.list(ctx, "imagepolicies", &policies, client.InNamespace(key.Namespace))
 	_ = s.store.list(ctx, "updatejobs", &jobs, client.InNamespace(key.Namespace))
-	body := &automationBody{Row: fleetRow(a, policies.Items, jobs.Items, s.opts.Now())}
+	body := &automationBody{Row: fleetRow(a, newNamespaceObjects(policies.Items, jobs.Items), s.opts.Now())}
 	// explain reads through the direct client, with the user's rights,
 	// and lists the branch head from the git server.
 	if e, err := explain.Automation(ctx, s.direct, key, ""); err != nil {

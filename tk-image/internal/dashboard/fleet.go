@@ -9,6 +9,8 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
@@ -80,10 +82,37 @@ type FleetRow struct {
 // ID is the row's element id: namespace and name cannot hold a slash.
 func (r FleetRow) ID() string { return "a/" + r.Namespace + "/" + r.Name }
 
+// namespaceObjects are the policies and UpdateJobs of one namespace,
+// indexed once for all its automations' rows.
+type namespaceObjects struct {
+	policies []imagev1.ImagePolicy
+	byName   map[string]*imagev1.ImagePolicy
+	// byOwner are the jobs by their controlling automation's UID, byUID
+	// each job by its own.
+	byOwner map[types.UID][]*updatev1.UpdateJob
+	byUID   map[types.UID]*updatev1.UpdateJob
+}
+
+func newNamespaceObjects(policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) *namespaceObjects {
+	o := &namespaceObjects{policies: policies, byName: make(map[string]*imagev1.ImagePolicy, len(policies)),
+		byOwner: map[types.UID][]*updatev1.UpdateJob{}, byUID: make(map[types.UID]*updatev1.UpdateJob, len(jobs))}
+	for i := range policies {
+		o.byName[policies[i].Name] = &policies[i]
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		o.byUID[j.UID] = j
+		if owner := metav1.GetControllerOf(j); owner != nil {
+			o.byOwner[owner.UID] = append(o.byOwner[owner.UID], j)
+		}
+	}
+	return o
+}
+
 // fleetRow describes one automation from the objects of its namespace:
 // its policies (for the images and their waits) and its UpdateJobs (for
 // the repository address and the job in flight). now is for time left.
-func fleetRow(a *imagev1.ImageUpdateAutomation, policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob, now time.Time) FleetRow {
+func fleetRow(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects, now time.Time) FleetRow {
 	row := FleetRow{
 		Namespace:   a.Namespace,
 		Name:        a.Name,
@@ -93,25 +122,29 @@ func fleetRow(a *imagev1.ImageUpdateAutomation, policies []imagev1.ImagePolicy, 
 		LastRun:     a.Status.LastAutomationRunTime,
 		Suspended:   a.Spec.Suspend,
 	}
-	row.Source, row.SourceURL, row.Branch = source(a, jobs)
+	row.Source, row.SourceURL, row.Branch = source(a, objs)
 	if row.Commit != "" {
 		row.CommitURL = CommitURL(row.SourceURL, row.Commit)
 	}
 	sel, selErr := selection.Selector(a)
-	chosen := selection.Of(a, sel, policies)
-	byName := map[string]*imagev1.ImagePolicy{}
-	for i := range policies {
-		if policies[i].Namespace == a.Namespace {
-			byName[policies[i].Name] = &policies[i]
+	// Only the policies the automation selects can get a row: selection.Of
+	// sorts all it is given, which for every automation of a namespace of
+	// a thousand would be most of the page's time.
+	var candidates []imagev1.ImagePolicy
+	if sel != nil {
+		followed := selection.Followed(a)
+		for i := range objs.policies {
+			if p := &objs.policies[i]; p.Namespace == a.Namespace && (followed[p.Name] || sel.Matches(labels.Set(p.Labels))) {
+				candidates = append(candidates, *p)
+			}
 		}
 	}
-	for _, p := range chosen.Policies {
-		if p.By == "" {
-			continue
+	for _, p := range selection.Of(a, sel, candidates).Policies {
+		if p.By != "" {
+			row.Images = append(row.Images, imageRow(a, objs.byName[p.Name]))
 		}
-		row.Images = append(row.Images, imageRow(a, byName[p.Name]))
 	}
-	row.State = automationState(a, row.Images, byName, inFlight(a, jobs), selErr, now)
+	row.State = automationState(a, row.Images, objs.byName, inFlight(a, objs), selErr, now)
 	return row
 }
 
@@ -228,11 +261,10 @@ func TimeLeft(t, now time.Time) string {
 	return strings.Replace(s, "h0m", "h", 1)
 }
 
-// inFlight is the automation's unfinished UpdateJob among jobs, if any.
-func inFlight(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob) *updatev1.UpdateJob {
-	for i := range jobs {
-		j := &jobs[i]
-		if owner := metav1.GetControllerOf(j); owner != nil && owner.UID == a.UID && !j.Status.Phase.Finished() {
+// inFlight is the automation's unfinished UpdateJob, if any.
+func inFlight(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects) *updatev1.UpdateJob {
+	for _, j := range objs.byOwner[a.UID] {
+		if !j.Status.Phase.Finished() {
 			return j
 		}
 	}
@@ -241,7 +273,7 @@ func inFlight(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob) *upda
 
 // source says where the automation writes: its own repository, or a Flux
 // GitRepository, whose address the automation's last job recorded.
-func source(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob) (describe, address, branch string) {
+func source(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects) (describe, address, branch string) {
 	if c := a.Spec.GitSpec.Checkout; c != nil {
 		branch = c.Reference.Branch
 	}
@@ -256,12 +288,10 @@ func source(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob) (descri
 		describe = "GitRepository " + ns + "/" + s.Name
 	}
 	if last := a.Status.LastJob; last != nil {
-		for i := range jobs {
-			if jobs[i].UID == last.UID {
-				address = withoutUser(jobs[i].Spec.Repository.URL)
-				if branch == "" {
-					branch = jobs[i].Spec.Checkout.Reference.Branch
-				}
+		if j := objs.byUID[last.UID]; j != nil {
+			address = withoutUser(j.Spec.Repository.URL)
+			if branch == "" {
+				branch = j.Spec.Checkout.Reference.Branch
 			}
 		}
 	}

@@ -96,7 +96,7 @@ func TestFleetRowState(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			row := fleetRow(tt.automation, []imagev1.ImagePolicy{tt.policy}, tt.jobs, now)
+			row := fleetRow(tt.automation, newNamespaceObjects([]imagev1.ImagePolicy{tt.policy}, tt.jobs), now)
 			if row.State.Kind != tt.kind || row.State.Reason != tt.reason {
 				t.Fatalf("state = %s (%s), want %s (%s): %s", row.State.Kind, row.State.Reason, tt.kind, tt.reason, row.State.Detail)
 			}
@@ -112,7 +112,7 @@ func TestFleetRowState(t *testing.T) {
 // source from the automation's last job.
 func TestFleetRowSourceAndCommit(t *testing.T) {
 	a := automationWith(func(a *imagev1.ImageUpdateAutomation) { a.Status.LastPushCommit = "0123456789abcdef" })
-	row := fleetRow(a, []imagev1.ImagePolicy{policyWith("1.0.0", nil)}, nil, now)
+	row := fleetRow(a, newNamespaceObjects([]imagev1.ImagePolicy{policyWith("1.0.0", nil)}, nil), now)
 	if row.Source != "https://github.com/org/fleet.git" || row.Branch != "main" {
 		t.Errorf("source %q branch %q", row.Source, row.Branch)
 	}
@@ -127,7 +127,7 @@ func TestFleetRowSourceAndCommit(t *testing.T) {
 	})
 	job := updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "fleet-1", UID: "job-uid"}}
 	job.Spec.Repository.URL = "ssh://git@gitlab.example.com/org/fleet.git"
-	row = fleetRow(flux, nil, []updatev1.UpdateJob{job}, now)
+	row = fleetRow(flux, newNamespaceObjects(nil, []updatev1.UpdateJob{job}), now)
 	if row.Source != "GitRepository flux-system/fleet" || row.CommitURL != "https://gitlab.example.com/org/fleet/-/commit/abc" {
 		t.Errorf("source %q commit URL %q", row.Source, row.CommitURL)
 	}
@@ -172,7 +172,7 @@ func TestTimeLeft(t *testing.T) {
 }
 
 func TestFleetFilterMatches(t *testing.T) {
-	row := fleetRow(automationWith(nil), []imagev1.ImagePolicy{policyWith("1.1.0", nil)}, nil, now)
+	row := fleetRow(automationWith(nil), newNamespaceObjects([]imagev1.ImagePolicy{policyWith("1.1.0", nil)}, nil), now)
 	tests := []struct {
 		name   string
 		filter FleetFilter

@@ -49,7 +49,9 @@
     ev.preventDefault();
     var buttons = form.querySelectorAll("button");
     buttons.forEach(function (b) { b.disabled = true; });
-    fetch(form.action, {
+    // The button's formaction, else the form's action.
+    var action = (ev.submitter && ev.submitter.formAction) || form.action;
+    fetch(action, {
       method: "POST",
       body: new URLSearchParams(new FormData(form)),
       headers: { "Accept": "application/json" },
