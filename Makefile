@@ -33,7 +33,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test unit lint generate verify-generate testenv node-tools tools deps demo bench faults clean help images cluster
+.PHONY: all build test unit lint generate verify-generate testenv node-tools tools deps demo bench faults clean help images cluster dashboard-tools plugin-archives
 
 all: build
 
@@ -51,6 +51,13 @@ testenv: ## Build kube-apiserver, kubectl and etcd into bin/testenv, helm and ku
 
 node-tools: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-proxy into bin/node (cached), for the real node of tests/node and make cluster.
 	@hack/tools.sh node
+
+dashboard-tools: ## Build the Flux CLI into bin/ (cached) and install axe-core from npm into bin/axe (pinned by tests/dashboard/axe/package-lock.json), for tests/dashboard; chromium comes with make deps.
+	@hack/tools.sh flux
+	@mkdir -p $(BIN)/axe
+	@if ! cmp -s tests/dashboard/axe/package-lock.json $(BIN)/axe/package-lock.json || [ ! -f $(BIN)/axe/node_modules/axe-core/axe.min.js ]; then \
+		cp tests/dashboard/axe/package.json tests/dashboard/axe/package-lock.json $(BIN)/axe/ && \
+		(cd $(BIN)/axe && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); fi
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh
@@ -78,8 +85,8 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 		(cd $$m && CGO_ENABLED=0 go build ./...); done
 	@for c in $(CHARTS); do $(HELM) lint --strict --quiet charts/$$c; done
 
-unit: deps testenv node-tools build images ## Run every module's tests (unit and envtest) with -race.
-	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
+unit: deps testenv node-tools dashboard-tools build images ## Run every module's tests (unit and envtest) with -race.
+	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_DASHBOARD_TOOLS=required go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
 		| tee $(BIN)/unit.log || rc=$$?; \
 	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \
 	exit $$rc
@@ -94,6 +101,10 @@ demo: build ## The whole chain locally: registry, git server, control plane, con
 cluster: deps testenv node-tools images ## A single-node cluster from real parts (tests/internal/cluster) with the make images images imported, until Ctrl-C; prints its kubeconfig (CLUSTER_FLAGS=--dir DIR keeps its files and logs).
 	@# Built, not go run: Ctrl-C reaches the program, which stops the cluster and exits 0.
 	@go build -o $(BIN)/cluster ./tests/cmd/cluster && exec $(BIN)/cluster --root $(ROOT) $(CLUSTER_FLAGS)
+
+plugin-archives: ## tk-image as a Flux CLI plugin: an archive per platform, checksums.txt and the catalog manifest tk-image.yaml in bin/plugin (PLUGIN_BASE_URL=URL: where the release's archives will be downloaded from; nothing is uploaded).
+	@[ -n "$(PLUGIN_BASE_URL)" ] || { echo "PLUGIN_BASE_URL must say where the archives will be served, e.g. make plugin-archives PLUGIN_BASE_URL=https://example.com/releases/v1.2.3" >&2; exit 2; }
+	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) tk-image/plugin/archives.sh $(VERSION) $(PLUGIN_BASE_URL) $(BIN)/plugin
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))

@@ -6,17 +6,18 @@
 # promtool and the scrape test; docker-registry (CNCF distribution 2.8) as a
 # real sender of registry notifications for the webhook tests; containerd,
 # runc, containernetworking-plugins, iptables, iproute2 and conntrack for the
-# real node of tests/node and `make cluster` (tests/internal/cluster), and
-# busybox-static for its shell image. Installs them
+# real node of tests/node and `make cluster` (tests/internal/cluster),
+# busybox-static for its shell image, and chromium, the headless browser
+# tests/dashboard drives. Installs them
 # with apt when we are root on Debian/Ubuntu; otherwise prints the command to
 # run.
 set -euo pipefail
 packages=(libgit2-dev pkg-config git openssh-server openssh-client gnupg prometheus docker-registry
-  containerd runc containernetworking-plugins iptables iproute2 conntrack busybox-static)
+  containerd runc containernetworking-plugins iptables iproute2 conntrack busybox-static chromium)
 
 have() {
   for c in pkg-config git /usr/sbin/sshd ssh-keygen gpg promtool prometheus docker-registry \
-    containerd ctr runc iptables ip conntrack /usr/lib/cni/bridge /bin/busybox; do
+    containerd ctr runc iptables ip conntrack /usr/lib/cni/bridge /bin/busybox chromium; do
     command -v "$c" >/dev/null || [ -x "$c" ] || return 1
   done
   pkg-config --exists 'libgit2 >= 1.5.0' && ! pkg-config --exists 'libgit2 >= 1.6.0'

@@ -21,7 +21,11 @@
 # helpers below, the binaries to build (bin NAME PACKAGE VERSION-ARGS...),
 # the tool's version, optional -ldflags, build tags and cgo=1, directories of
 # the main module to copy beside the binaries (data MODULE DIR...: files a
-# tool reads at run time) and the directory under bin/ to link into.
+# tool reads at run time) and the directory under bin/ to link into. A tool
+# whose published module lacks files its //go:embed needs (its release build
+# generates them) names the module (srcmod MODULE FILE...): it is built inside
+# a copy of that module, with the module's own go.mod and go.sum, the files
+# written as stubs that say so.
 #
 # Environment (tests point these elsewhere):
 #   IMAGE_TOOLKIT_TOOLS  the tool modules     (default hack/tools)
@@ -45,8 +49,8 @@ modversion() {
 }
 
 # Filled by a tool.sh.
-declare -a names pkgs checks datadirs
-version= ldflags= link= tags= cgo= datamod=
+declare -a names pkgs checks datadirs stubs
+version= ldflags= link= tags= cgo= datamod= srcmod=
 bin() {
   local name=$1 pkg=$2; shift 2
   names+=("$name") pkgs+=("$pkg") checks+=("$*")
@@ -54,6 +58,10 @@ bin() {
 data() {
   datamod=$1; shift
   datadirs=("$@")
+}
+srcmod() {
+  srcmod=$1; shift
+  stubs=("$@")
 }
 
 # check DIR: every binary exists and answers its version command. The output
@@ -79,11 +87,21 @@ check() {
 }
 
 build() {
-  local src=$1 out=$2 i
+  local src=$1 out=$2 i dir=$1 f
   mkdir -p "$out"
+  if [ -n "$srcmod" ]; then
+    dir=$out/.src
+    mkdir -p "$dir"
+    cp -R "$(cd "$src" && go mod download "$srcmod" && go list -m -f '{{.Dir}}' "$srcmod")/." "$dir"
+    chmod -R u+w "$dir"
+    for f in "${stubs[@]}"; do
+      mkdir -p "$dir/$(dirname "$f")"
+      echo "# A stub: $srcmod's release build generates this file; image-toolkit's build of $tool does not use it." > "$dir/$f"
+    done
+  fi
   for i in "${!names[@]}"; do
     echo "$tool: building ${names[$i]} ${version} (${pkgs[$i]})" >&2
-    (cd "$src" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
+    (cd "$dir" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
       -o "$out/${names[$i]}" "${pkgs[$i]}")
   done
   if [ -n "$datamod" ]; then
@@ -93,13 +111,14 @@ build() {
       cp -R "$dir/$i" "$out/$i" && chmod -R u+w "$out/$i"
     done
   fi
+  rm -rf "$out/.src"
 }
 
 for tool in "$@"; do
   src=$tools/$tool
   [ -f "$src/tool.sh" ] && [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] ||
     { echo "$tool: $src needs go.mod, go.sum and tool.sh" >&2; exit 1; }
-  names=() pkgs=() checks=() datadirs=() version= ldflags= link= tags= cgo= datamod=
+  names=() pkgs=() checks=() datadirs=() stubs=() version= ldflags= link= tags= cgo= datamod= srcmod=
   # shellcheck source=/dev/null
   pushd "$src" >/dev/null && . ./tool.sh && popd >/dev/null
   [ -n "$version" ] && [ ${#names[@]} -gt 0 ] || { echo "$tool: tool.sh sets no version or binaries" >&2; exit 1; }

@@ -11,8 +11,9 @@
 #   hack/tools/pin.sh controller-gen 0.23.0
 #   hack/tools/pin.sh gitea 1.26.0           the forge tests/pullrequest runs
 #   hack/tools/pin.sh node 1.37.1            kubelet, kube-scheduler, kube-controller-manager, kube-proxy
+#   hack/tools/pin.sh flux 2.9.5             the Flux CLI, which runs tk-image as a plugin
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -26,6 +27,7 @@ case $tool in
   gitea) main=code.gitea.io/gitea; tools=(code.gitea.io/gitea) ;;
   node) main=k8s.io/kubernetes; tools=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy) ;;
+  flux) main=github.com/fluxcd/flux2/v2; tools=(github.com/fluxcd/flux2/v2/cmd/flux) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 
