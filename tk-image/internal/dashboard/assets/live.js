@@ -1,7 +1,8 @@
 // Progressive enhancement of the dashboard: every page reads without it.
 // 1. Live updates: the server-sent event stream names what changed; the
 //    page reloads its live region (#live) from the server, which renders
-//    it as on a full load. Only one reload runs at a time.
+//    it as on a full load, and once each time the stream (re)opens. Only
+//    one reload runs at a time.
 // 2. Actions post in the background and show the answer in #flash, so a
 //    refusal (RBAC) is read in place.
 (function () {
@@ -37,7 +38,13 @@
 
   if (live && live.hasAttribute("data-live") && src && window.EventSource) {
     var es = new EventSource(src);
-    es.addEventListener("open", function () { if (state) state.textContent = "live"; });
+    // A change between the page's rendering and the stream's start (or
+    // while a dropped stream reconnects) was never sent: catch up on each
+    // open.
+    es.addEventListener("open", function () {
+      if (state) state.textContent = "live";
+      refresh();
+    });
     es.addEventListener("error", function () { if (state) state.textContent = "reconnecting"; });
     es.addEventListener("change", refresh);
   }
