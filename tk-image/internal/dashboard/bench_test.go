@@ -136,16 +136,11 @@ func createPair(ctx context.Context, ns string, i int) error {
 
 func fetch(tb testing.TB, u string) string {
 	tb.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		tb.Fatal(err)
+	code, body := get(tb, u)
+	if code != http.StatusOK {
+		tb.Fatalf("GET %s: %d", u, code)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		tb.Fatalf("GET %s: %d %v", u, resp.StatusCode, err)
-	}
-	return string(body)
+	return body
 }
 
 // fetchGzip returns a page as it travels to a browser that accepts gzip.

@@ -60,12 +60,11 @@ type automationBody struct {
 }
 
 func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
-	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	a := &imagev1.ImageUpdateAutomation{}
-	if err := s.direct.Get(ctx, key, a); err != nil {
-		s.apiError(w, r, err)
+	key, ok := s.read(ctx, w, r, a)
+	if !ok {
 		return
 	}
 	var policies imagev1.ImagePolicyList
@@ -186,12 +185,11 @@ type imageBody struct {
 }
 
 func (s *Server) image(w http.ResponseWriter, r *http.Request) {
-	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	repo := &imagev1.ImageRepository{}
-	if err := s.direct.Get(ctx, key, repo); err != nil {
-		s.apiError(w, r, err)
+	key, ok := s.read(ctx, w, r, repo)
+	if !ok {
 		return
 	}
 	body := &imageBody{Repository: repo, Ready: apimeta.FindStatusCondition(repo.Status.Conditions, conditions.ReadyCondition)}
@@ -310,6 +308,18 @@ func webhookRow(kind string, obj client.Object, typ string, suspend bool, sel *m
 		row.Selector = metav1.FormatLabelSelector(sel)
 	}
 	return row
+}
+
+// read gets the object the request's path names into obj, with the user's
+// rights (not from the cache: a page of one object shows it as it is now);
+// when that fails it answers the request and returns false.
+func (s *Server) read(ctx context.Context, w http.ResponseWriter, r *http.Request, obj client.Object) (types.NamespacedName, bool) {
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if err := s.direct.Get(ctx, key, obj); err != nil {
+		s.apiError(w, r, err)
+		return key, false
+	}
+	return key, true
 }
 
 // apiError answers a failed read: not found and forbidden are the user's

@@ -57,7 +57,7 @@ func serve(t *testing.T, cfg *rest.Config, opts Options) string {
 	return srv.URL
 }
 
-func get(t *testing.T, u string) (int, string) {
+func get(t testing.TB, u string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(u)
 	if err != nil {
