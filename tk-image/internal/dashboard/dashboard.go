@@ -39,11 +39,10 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 //go:embed assets templates
@@ -138,9 +137,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// allowedHost accepts a loopback name or address (any port) and, when the
-// server is bound elsewhere, the address it was reached on: the Host must
-// name the server, not some domain that resolves to it.
+// allowedHost accepts localhost (and *.localhost) and IP addresses, any
+// port. A web page's script can reach the dashboard only through a name of
+// its own that it rebinds to 127.0.0.1 (DNS rebinding); such a name is
+// refused, while localhost and an address cannot be rebound.
 func allowedHost(r *http.Request) bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -150,12 +150,7 @@ func allowedHost(r *http.Request) bool {
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
-	if ip := net.ParseIP(host); ip != nil {
-		return true
-	}
-	// A name: only if it is the one the listener was given, which the
-	// request's local address cannot tell; refuse.
-	return false
+	return net.ParseIP(host) != nil
 }
 
 // checkToken is the CSRF check of a POST: the form's token, and a browser's

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -206,3 +207,15 @@ func TestLocalPathKeepsReturnsOnThisServer(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestAllowedHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost:9880": true, "app.localhost:9880": true, "127.0.0.1:9880": true, "[::1]:9880": true, "10.0.0.5": true,
+		"evil.example:9880": false, "localhost.evil.example": false, "": false,
+	} {
+		r := &http.Request{Host: host}
+		if got := allowedHost(r); got != want {
+			t.Errorf("allowedHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
