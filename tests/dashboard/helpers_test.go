@@ -72,6 +72,13 @@ func tkImage(t *testing.T) string {
 // a free loopback port, until the test ends, and returns its address.
 func dashboard(t *testing.T, bin, kubeconfig string, flags ...string) string {
 	t.Helper()
+	u, _ := startDashboard(t, bin, kubeconfig, flags...)
+	return u
+}
+
+// startDashboard is dashboard, also returning the process.
+func startDashboard(t *testing.T, bin, kubeconfig string, flags ...string) (string, *os.Process) {
+	t.Helper()
 	args := append([]string{"dashboard", "--kubeconfig", kubeconfig, "--address", "127.0.0.1:0", "--no-browser"}, flags...)
 	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
@@ -115,12 +122,12 @@ func dashboard(t *testing.T, bin, kubeconfig string, flags ...string) string {
 	}()
 	select {
 	case u := <-found:
-		return strings.TrimSuffix(u, "/")
+		return strings.TrimSuffix(u, "/"), cmd.Process
 	case <-time.After(60 * time.Second):
 		b, _ := os.ReadFile(logPath)
 		t.Fatalf("tk-image %s printed no address within 60s\n%s", strings.Join(args, " "), b)
 	}
-	return ""
+	return "", nil
 }
 
 // say logs progress with the time, for a slow run's record.
