@@ -42,7 +42,8 @@ used) and Webhooks. Pages update live as the cluster changes.
 Like kubectl proxy, it talks to the API server with your kubeconfig's
 credentials and has no login of its own: RBAC decides what you see and
 which actions (reconcile, suspend, resume, run now) succeed. With -n it
-shows one namespace, else all the credentials may list.
+shows one namespace, else all of them, or the kubeconfig context's
+namespace when the credentials may not list automations in all.
 
 It opens the browser unless --no-browser. An --address other than loopback
 implies --read-only: anyone who reaches it would act as you.`,
@@ -77,13 +78,17 @@ func runDashboard(cmd *cobra.Command, k *kube, address string, readOnly, open bo
 	if err != nil {
 		return fmt.Errorf("reading kubeconfig: %w", err)
 	}
-	namespace := ""
-	if f := cmd.Flag("namespace"); f != nil && f.Changed {
-		if namespace, err = k.namespace(); err != nil {
-			return err
-		}
+	// -n picks one namespace; without it, all, or the context's when the
+	// credentials may not list automations in all of them.
+	current, err := k.namespace()
+	if err != nil {
+		return err
 	}
-	srv, err := dashboard.New(ctx, cfg, scheme, dashboard.Options{ReadOnly: readOnly, Namespace: namespace, User: whoAmI(ctx, cfg)})
+	opts := dashboard.Options{ReadOnly: readOnly, FallbackNamespace: current, User: whoAmI(ctx, cfg)}
+	if f := cmd.Flag("namespace"); f != nil && f.Changed {
+		opts.Namespace = current
+	}
+	srv, err := dashboard.New(ctx, cfg, scheme, opts)
 	if err != nil {
 		return err
 	}

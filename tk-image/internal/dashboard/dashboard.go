@@ -39,10 +39,13 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
 
 //go:embed assets templates
@@ -54,6 +57,10 @@ type Options struct {
 	ReadOnly bool
 	// Namespace limits the dashboard to one namespace; all when empty.
 	Namespace string
+	// FallbackNamespace is the namespace shown, without Namespace, when
+	// the credentials may not list automations in all namespaces (a
+	// developer bound to one namespace): the kubeconfig context's.
+	FallbackNamespace string
 	// User names who the credentials are, for the header; may be empty.
 	User string
 	// Now is the clock (time.Now when nil), for time left.
@@ -80,6 +87,14 @@ func New(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts Opt
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err
+	}
+	if opts.Namespace == "" && opts.FallbackNamespace != "" {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := direct.List(pctx, &imagev1.ImageUpdateAutomationList{}, client.Limit(1))
+		cancel()
+		if apierrors.IsForbidden(err) {
+			opts.Namespace = opts.FallbackNamespace
+		}
 	}
 	copts := cache.Options{Scheme: scheme}
 	if opts.Namespace != "" {

@@ -117,8 +117,10 @@ type view struct {
 	Title string
 	// Events is the event stream the page listens to; its scope is the
 	// namespace the page shows (all when empty).
-	Events   string
-	User     string
+	Events string
+	User   string
+	// Scope is the one namespace the dashboard shows; empty for all.
+	Scope    string
 	ReadOnly bool
 	Token    string
 	Denied   []string
@@ -129,7 +131,7 @@ type view struct {
 }
 
 func (s *Server) view(r *http.Request, title, namespace string, body any) view {
-	v := view{Title: title, User: s.opts.User, ReadOnly: s.opts.ReadOnly, Token: s.token, Now: s.opts.Now(),
+	v := view{Title: title, User: s.opts.User, Scope: s.opts.Namespace, ReadOnly: s.opts.ReadOnly, Token: s.token, Now: s.opts.Now(),
 		Back: r.URL.RequestURI(), Body: body, Events: "/events"}
 	if namespace != "" {
 		v.Events += "?namespace=" + url.QueryEscape(namespace)

@@ -277,3 +277,32 @@ func TestForeignHostRefused(t *testing.T) {
 		t.Errorf("foreign Host: %d", resp.StatusCode)
 	}
 }
+
+// A user bound to one namespace, who may not list automations in all of
+// them, sees the namespace the kubeconfig names instead of nothing.
+func TestNamespaceUserSeesTheirNamespace(t *testing.T) {
+	ns := env.Namespace(t)
+	automation(t, ns, "apps", nil)
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dashboard-dev"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{imagev1.GroupVersion.Group, updatev1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dashboard-dev"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "dev-" + ns}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user, err := env.AddUser(envtest.User{Name: "dev-" + ns}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := serve(t, user.Config(), Options{FallbackNamespace: ns})
+	_, body := get(t, base+"/")
+	for _, want := range []string{`id="a/` + ns + `/apps"`, "in namespace <strong>" + ns + "</strong>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Fleet page lacks %s:\n%s", want, body)
+		}
+	}
+}
