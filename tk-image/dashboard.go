@@ -11,11 +11,13 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"toolkit.dev/image-toolkit/tk-image/internal/dashboard"
 )
@@ -63,6 +65,10 @@ implies --read-only: anyone who reaches it would act as you.`,
 func runDashboard(cmd *cobra.Command, k *kube, address string, readOnly, open bool) error {
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
+	// The informers log through controller-runtime, which otherwise
+	// prints a stack trace asking for a logger: what the page shows is
+	// the report.
+	ctrllog.SetLogger(logr.Discard())
 	ln, err := net.Listen("tcp", address)
 	if err != nil {
 		return usageError{fmt.Errorf("--address: %w", err)}

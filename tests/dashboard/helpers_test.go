@@ -109,6 +109,10 @@ func startDashboard(t *testing.T, bin, kubeconfig string, flags ...string) (stri
 			t.Errorf("tk-image dashboard did not stop within 10s of Ctrl-C")
 		}
 		logFile.Close()
+		// The user's terminal gets no library's complaints.
+		if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "goroutine ") || strings.Contains(string(b), "SetLogger") {
+			t.Errorf("tk-image dashboard wrote a stack trace to stderr:\n%s", b)
+		}
 	})
 	found := make(chan string, 1)
 	go func() {
