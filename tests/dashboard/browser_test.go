@@ -162,7 +162,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	// The slow automation's policy waits two hours for its tags.
 	slow := "a/default/slow"
 	until(t, tab, 2*time.Minute, "the minimum age's time left",
-		row(slow)+` && /minimum age/.test(`+row(slow)+`.innerText) && /old enough in (1h5\dm|2h)/.test(`+row(slow)+`.innerText)`,
+		row(slow)+` && /minimum age/.test(`+row(slow)+`.innerText) && /old enough in (1h5\dm|2h)/.test(`+row(slow)+`.innerText) && `+row(slow)+`.querySelector("time[data-until]")`,
 		fmt.Sprintf(rowText, slow))
 
 	latency := watchToScreen(t, tab, c, base)

@@ -50,7 +50,10 @@ var funcs = template.FuncMap{
 	"stateKinds": func() []StateKind { return stateKinds },
 	"join":       strings.Join,
 	"pathEscape": url.PathEscape,
-	"timeLeft":   func(t metav1.Time, now time.Time) string { return TimeLeft(t.Time, now) },
+	"timeLeft": func(t any, now time.Time) string {
+		tt, _ := timeOf(t)
+		return TimeLeft(tt, now)
+	},
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {

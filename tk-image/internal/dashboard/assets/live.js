@@ -5,6 +5,7 @@
 //    one reload runs at a time.
 // 2. Actions post in the background and show the answer in #flash, so a
 //    refusal (RBAC) is read in place.
+// 3. Times left count down.
 (function () {
   "use strict";
   var live = document.getElementById("live");
@@ -48,6 +49,23 @@
     es.addEventListener("error", function () { if (state) state.textContent = "reconnecting"; });
     es.addEventListener("change", refresh);
   }
+
+  // 3. A time left (a minimum age) counts down between updates, spelled
+  //    as the server spells it (TimeLeft).
+  function left(ms) {
+    if (ms <= 0) return "0s (due now)";
+    var m = Math.round(ms / 60000);
+    if (ms < 60000) return Math.round(ms / 1000) + "s";
+    var h = Math.floor(m / 60);
+    return h > 0 ? h + "h" + (m % 60 ? (m % 60) + "m" : "") : m + "m";
+  }
+  function tick() {
+    document.querySelectorAll("time[data-until]").forEach(function (t) {
+      var until = Date.parse(t.getAttribute("data-until"));
+      if (!isNaN(until)) t.textContent = left(until - Date.now());
+    });
+  }
+  setInterval(tick, 15000);
 
   var flash = document.getElementById("flash");
   document.addEventListener("submit", function (ev) {
