@@ -33,7 +33,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools tools deps demo bench faults clean help images cluster
+.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools browser-tools tools deps demo bench faults clean help images cluster plugin-archives
 
 all: build
 
@@ -55,8 +55,14 @@ node-tools: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-p
 argocd-tools: ## Build Argo CD's application controller and repo server, with its CRDs, into bin/argocd (cached), for tests/argocd.
 	@hack/tools.sh argocd
 
-flux-tools: ## Build Flux's source-controller and kustomize-controller, with their CRDs, into bin/flux-controllers (cached), for tests/node's Flux health test.
-	@hack/tools.sh flux-controllers
+flux-tools: ## Build Flux's source-controller and kustomize-controller, with their CRDs, into bin/flux-controllers, and the Flux CLI into bin/flux (cached), for tests/node's Flux health test and the Flux plugin test of tests/dashboard.
+	@hack/tools.sh flux-controllers flux
+
+browser-tools: ## Install axe-core from npm into bin/axe (pinned by tests/dashboard/axe/package-lock.json), for tests/dashboard; chromium comes with make deps.
+	@mkdir -p $(BIN)/axe
+	@if ! cmp -s tests/dashboard/axe/package-lock.json $(BIN)/axe/package-lock.json || [ ! -f $(BIN)/axe/node_modules/axe-core/axe.min.js ]; then \
+		cp tests/dashboard/axe/package.json tests/dashboard/axe/package-lock.json $(BIN)/axe/ && \
+		(cd $(BIN)/axe && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); fi
 
 generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh
@@ -84,8 +90,8 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 		(cd $$m && CGO_ENABLED=0 go build ./...); done
 	@for c in $(CHARTS); do $(HELM) lint --strict --quiet charts/$$c; done
 
-unit: deps testenv node-tools build images ## Run every module's tests (unit and envtest) with -race; the tests of make test-integrations skip.
-	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
+unit: deps testenv node-tools browser-tools build images ## Run every module's tests (unit and envtest) with -race; the tests of make test-integrations skip.
+	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools" go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
 		| tee $(BIN)/unit.log || rc=$$?; \
 	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \
 	exit $$rc
@@ -101,10 +107,14 @@ cluster: deps testenv node-tools images ## A single-node cluster from real parts
 	@# Built, not go run: Ctrl-C reaches the program, which stops the cluster and exits 0.
 	@go build -o $(BIN)/cluster ./tests/cmd/cluster && exec $(BIN)/cluster --root $(ROOT) $(CLUSTER_FLAGS)
 
-test-integrations: deps testenv node-tools argocd-tools flux-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux), which make test skips: minutes each to build on a new machine.
-	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="argocd-tools flux-tools" go test -race -count=1 \
-		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ && \
-		IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="argocd-tools flux-tools" go test -race -count=1 -run Flux ./tests/node/
+test-integrations: deps testenv node-tools browser-tools argocd-tools flux-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux), which make test skips: minutes each to build on a new machine.
+	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools" go test -race -count=1 \
+		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ ./tests/dashboard/ && \
+		IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools" go test -race -count=1 -run Flux ./tests/node/
+
+plugin-archives: ## tk-image as a Flux CLI plugin: an archive per platform, checksums.txt and the catalog manifest tk-image.yaml in bin/plugin (PLUGIN_BASE_URL=URL: where the release's archives will be downloaded from; nothing is uploaded).
+	@[ -n "$(PLUGIN_BASE_URL)" ] || { echo "PLUGIN_BASE_URL must say where the archives will be served, e.g. make plugin-archives PLUGIN_BASE_URL=https://example.com/releases/v1.2.3" >&2; exit 2; }
+	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) tk-image/plugin/archives.sh $(VERSION) $(PLUGIN_BASE_URL) $(BIN)/plugin
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
 	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))

@@ -25,6 +25,10 @@
 # default the same relative PATH; data may be called once per module, and
 # several directories may fill one NAME) and the directory under bin/ to
 # link into. Names of one package share one build.
+# A tool whose published module lacks files its //go:embed needs (its
+# release build generates them) names the module (srcmod MODULE FILE...): it
+# is built inside a copy of that module, with the module's own go.mod and
+# go.sum, the files written as stubs that say so.
 #
 # Environment (tests point these elsewhere):
 #   IMAGE_TOOLKIT_TOOLS  the tool modules     (default hack/tools)
@@ -48,8 +52,8 @@ modversion() {
 }
 
 # Filled by a tool.sh.
-declare -a names pkgs checks datadirs datamods datasrcs
-version= ldflags= link= tags= cgo=
+declare -a names pkgs checks datadirs datamods datasrcs stubs
+version= ldflags= link= tags= cgo= srcmod=
 bin() {
   local name=$1 pkg=$2; shift 2
   names+=("$name") pkgs+=("$pkg") checks+=("$*")
@@ -57,6 +61,10 @@ bin() {
 data() {
   local mod=$1 d; shift
   for d; do datamods+=("$mod") datasrcs+=("${d%%=*}") datadirs+=("${d#*=}"); done
+}
+srcmod() {
+  srcmod=$1; shift
+  stubs=("$@")
 }
 
 # check DIR: every binary exists and answers its version command. The output
@@ -82,8 +90,18 @@ check() {
 }
 
 build() {
-  local src=$1 out=$2 i j
+  local src=$1 out=$2 i j dir=$1 f
   mkdir -p "$out"
+  if [ -n "$srcmod" ]; then
+    dir=$out/.src
+    mkdir -p "$dir"
+    cp -R "$(cd "$src" && go mod download "$srcmod" && go list -m -f '{{.Dir}}' "$srcmod")/." "$dir"
+    chmod -R u+w "$dir"
+    for f in "${stubs[@]}"; do
+      mkdir -p "$dir/$(dirname "$f")"
+      echo "# A stub: $srcmod's release build generates this file; image-toolkit's build of $tool does not use it." > "$dir/$f"
+    done
+  fi
   for i in "${!names[@]}"; do
     # A multi-call binary (Argo CD's picks its part by the name it runs
     # as) named twice is built once; the second name is a hard link.
@@ -94,28 +112,29 @@ build() {
       fi
     done
     echo "$tool: building ${names[$i]} ${version} (${pkgs[$i]})" >&2
-    (cd "$src" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
+    (cd "$dir" && CGO_ENABLED=${cgo:-0} go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" \
       -o "$out/${names[$i]}" "${pkgs[$i]}")
   done
-  local dir i
+  local mdir
   for i in "${!datadirs[@]}"; do
-    dir=$(cd "$src" && go list -m -f '{{.Dir}}' "${datamods[$i]}")
-    if [ -d "$dir/${datasrcs[$i]}" ]; then
+    mdir=$(cd "$src" && go list -m -f '{{.Dir}}' "${datamods[$i]}")
+    if [ -d "$mdir/${datasrcs[$i]}" ]; then
       mkdir -p "$out/${datadirs[$i]}"
-      cp -R "$dir/${datasrcs[$i]}/." "$out/${datadirs[$i]}/"
+      cp -R "$mdir/${datasrcs[$i]}/." "$out/${datadirs[$i]}/"
     else
       mkdir -p "$(dirname "$out/${datadirs[$i]}")"
-      cp "$dir/${datasrcs[$i]}" "$out/${datadirs[$i]}"
+      cp "$mdir/${datasrcs[$i]}" "$out/${datadirs[$i]}"
     fi
     chmod -R u+w "$out/${datadirs[$i]}"
   done
+  rm -rf "$out/.src"
 }
 
 for tool in "$@"; do
   src=$tools/$tool
   [ -f "$src/tool.sh" ] && [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] ||
     { echo "$tool: $src needs go.mod, go.sum and tool.sh" >&2; exit 1; }
-  names=() pkgs=() checks=() datadirs=() datamods=() datasrcs=() version= ldflags= link= tags= cgo=
+  names=() pkgs=() checks=() datadirs=() datamods=() datasrcs=() stubs=() version= ldflags= link= tags= cgo= srcmod=
   # shellcheck source=/dev/null
   pushd "$src" >/dev/null && . ./tool.sh && popd >/dev/null
   [ -n "$version" ] && [ ${#names[@]} -gt 0 ] || { echo "$tool: tool.sh sets no version or binaries" >&2; exit 1; }

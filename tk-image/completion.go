@@ -16,15 +16,21 @@ import (
 // Names the binary may be installed under. As a kubectl plugin
 // (kubectl-tk_image on PATH) kubectl runs it for `kubectl tk-image`; kubectl
 // asks kubectl_complete-tk_image for completions of a plugin's arguments, so
-// the same binary linked under that name answers them.
+// the same binary linked under that name answers them. As a Flux CLI plugin
+// (flux plugin install tk-image puts flux-tk-image in ~/.fluxcd/plugins)
+// flux runs it for `flux tk-image`, and for completions runs it with
+// cobra's own __complete, which needs nothing more.
 const (
 	pluginName         = "kubectl-tk_image"
 	pluginCompleteName = "kubectl_complete-tk_image"
+	fluxPluginName     = "flux-tk-image"
 )
 
 // invocation adapts the arguments to the name the binary was run as.
 func invocation(argv0 string, args []string) (display string, out []string) {
-	switch filepath.Base(argv0) {
+	switch strings.TrimSuffix(filepath.Base(argv0), ".exe") {
+	case fluxPluginName:
+		return "flux tk-image", args
 	case pluginName:
 		return "kubectl tk-image", args
 	case pluginCompleteName:

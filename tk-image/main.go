@@ -109,6 +109,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newDeleteCommand(k),
 		newExplainCommand(k),
 		newMigrateCommand(k),
+		newDashboardCommand(k),
 	)
 	return root
 }

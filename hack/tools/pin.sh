@@ -13,8 +13,9 @@
 #   hack/tools/pin.sh node 1.37.1            kubelet, kube-scheduler, kube-controller-manager, kube-proxy
 #   hack/tools/pin.sh argocd 3.5.1           Argo CD's multi-call binary (application controller, repo server)
 #   hack/tools/pin.sh flux-controllers 1.9.1 Flux's source-controller and kustomize-controller
+#   hack/tools/pin.sh flux 2.9.5             the Flux CLI, which runs tk-image as a plugin
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -30,6 +31,7 @@ case $tool in
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy) ;;
   argocd) main=github.com/argoproj/argo-cd/v3; tools=(github.com/argoproj/argo-cd/v3/cmd) ;;
   flux-controllers) main=github.com/fluxcd/kustomize-controller; tools=(github.com/fluxcd/kustomize-controller github.com/fluxcd/source-controller) ;;
+  flux) main=github.com/fluxcd/flux2/v2; tools=(github.com/fluxcd/flux2/v2/cmd/flux) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 

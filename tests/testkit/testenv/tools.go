@@ -23,11 +23,17 @@ const RequireToolsEnv = "IMAGE_TOOLKIT_REQUIRE_TOOLS"
 // fails it when the run promised target (RequireToolsEnv).
 func NeedTool(t testing.TB, path, target string) {
 	t.Helper()
-	if _, err := os.Stat(path); err == nil {
-		return
+	if _, err := os.Stat(path); err != nil {
+		Missing(t, path, target)
 	}
+}
+
+// Missing skips t for want of what, which make target provides, or fails
+// it when the run promised target (RequireToolsEnv).
+func Missing(t testing.TB, what, target string) {
+	t.Helper()
 	if slices.Contains(strings.Fields(os.Getenv(RequireToolsEnv)), target) {
-		t.Fatalf("%s is missing although this run promised make %s", path, target)
+		t.Fatalf("%s is missing although this run promised make %s", what, target)
 	}
-	t.Skipf("%s is not built: make %s builds it, and make test-integrations runs this test with it", path, target)
+	t.Skipf("%s is missing: make %s provides it (make test-integrations runs every test that needs such a tool)", what, target)
 }

@@ -1,0 +1,338 @@
+package dashboard
+
+import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
+	"bytes"
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/policy"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/selection"
+	"toolkit.dev/image-toolkit/tk-image/internal/explain"
+)
+
+// maxEvents is how many of an object's events a page lists, newest first.
+const maxEvents = 30
+
+// JobRow is one UpdateJob on an automation's timeline.
+type JobRow struct {
+	Name        string
+	Phase       updatev1.UpdateJobPhase
+	Created     metav1.Time
+	Started     *metav1.Time
+	Finished    *metav1.Time
+	Duration    string
+	Commit      string
+	CommitURL   string
+	PullRequest *updatev1.PullRequestStatus
+	Files       int
+	Message     string
+}
+
+// EventRow is one Kubernetes Event about an object.
+type EventRow struct {
+	Type, Reason, Message string
+	Count                 int32
+	Last                  time.Time
+}
+
+type automationBody struct {
+	Row        FleetRow
+	Explain    *explain.AutomationExplanation
+	ExplainErr string
+	// ExplainText is explain's own text, for everything the page does
+	// not lay out.
+	ExplainText string
+	Jobs        []JobRow
+	Events      []EventRow
+	EventsErr   string
+}
+
+func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	a := &imagev1.ImageUpdateAutomation{}
+	key, ok := s.read(ctx, w, r, a)
+	if !ok {
+		return
+	}
+	var policies imagev1.ImagePolicyList
+	var jobs updatev1.UpdateJobList
+	_ = s.store.list(ctx, "imagepolicies", &policies, client.InNamespace(key.Namespace))
+	_ = s.store.list(ctx, "updatejobs", &jobs, client.InNamespace(key.Namespace))
+	body := &automationBody{Row: fleetRow(a, newNamespaceObjects(policies.Items, jobs.Items), s.opts.Now())}
+	// The live region does not show explain's account, which lists the
+	// branch head from the git server: it is read on a load of the page,
+	// not on each live update, which a busy namespace asks for often.
+	if r.URL.Query().Get("partial") != "1" {
+		body.explain(ctx, s.direct, key)
+	}
+	body.Jobs = jobTimeline(a, jobs.Items, body.Row.SourceURL)
+	body.Events, body.EventsErr = s.eventsOf(ctx, a)
+	s.render(w, r, "automation", http.StatusOK, s.view(r, "Automation "+key.String(), key.Namespace, body))
+}
+
+// explain adds what tk-image explain automation says, read through the
+// direct client with the user's rights.
+func (b *automationBody) explain(ctx context.Context, c client.Client, key types.NamespacedName) {
+	e, err := explain.Automation(ctx, c, key, "")
+	if err != nil {
+		b.ExplainErr = err.Error()
+		return
+	}
+	b.Explain = e
+	var buf bytes.Buffer
+	e.Text(&buf)
+	b.ExplainText = buf.String()
+}
+
+// jobTimeline lists the automation's UpdateJobs, newest first.
+func jobTimeline(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob, address string) []JobRow {
+	var rows []JobRow
+	for _, j := range jobs {
+		if owner := metav1.GetControllerOf(&j); owner == nil || owner.UID != a.UID {
+			continue
+		}
+		row := JobRow{Name: j.Name, Phase: orPhase(j.Status.Phase), Created: j.CreationTimestamp,
+			Started: j.Status.StartTime, Finished: j.Status.CompletionTime, Commit: j.Status.PushedCommit,
+			PullRequest: j.Status.PullRequest}
+		if row.Commit != "" {
+			row.CommitURL = CommitURL(orText(withoutUser(j.Spec.Repository.URL), address), row.Commit)
+		}
+		if s, f := j.Status.StartTime, j.Status.CompletionTime; s != nil && f != nil {
+			row.Duration = f.Sub(s.Time).Round(time.Second).String()
+		}
+		if res := j.Status.Result; res != nil {
+			row.Files = len(res.Files)
+		}
+		if c := apimeta.FindStatusCondition(j.Status.Conditions, conditions.ReadyCondition); c != nil {
+			row.Message = c.Message
+		}
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(x, y JobRow) int { return y.Created.Compare(x.Created.Time) })
+	return rows
+}
+
+// eventsOf lists the Events about obj, newest first; a refusal is shown,
+// not fatal.
+func (s *Server) eventsOf(ctx context.Context, obj client.Object) ([]EventRow, string) {
+	var list corev1.EventList
+	err := s.direct.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+		client.MatchingFields{"involvedObject.uid": string(obj.GetUID())})
+	if err != nil {
+		return nil, "events: " + err.Error()
+	}
+	rows := make([]EventRow, 0, len(list.Items))
+	for _, e := range list.Items {
+		last := e.LastTimestamp.Time
+		if last.IsZero() {
+			last = e.EventTime.Time
+		}
+		if last.IsZero() {
+			last = e.CreationTimestamp.Time
+		}
+		rows = append(rows, EventRow{Type: e.Type, Reason: e.Reason, Message: e.Message, Count: max(e.Count, 1), Last: last})
+	}
+	slices.SortFunc(rows, func(x, y EventRow) int { return y.Last.Compare(x.Last) })
+	if len(rows) > maxEvents {
+		rows = rows[:maxEvents]
+	}
+	return rows, ""
+}
+
+// PolicyView is one ImagePolicy of an image: what it chose and why the
+// better tags were dropped.
+type PolicyView struct {
+	Namespace, Name string
+	Suspended       bool
+	Rules           string
+	Latest          *meta.ImageRef
+	LatestTime      *metav1.MicroTime
+	Pending         *imagev1.PendingRef
+	Held            *imagev1.HeldRef
+	Selection       *imagev1.TagSelection
+	Drops           []policy.Drop
+	Ready           *metav1.Condition
+	// Breakdown is explain's own account of the selection.
+	Breakdown string
+	// UsedBy are the automations that apply it, and where.
+	UsedBy []Usage
+}
+
+// Usage is an automation that applies a policy, and the files its last
+// job found markers for it in.
+type Usage struct {
+	Namespace, Automation string
+	Files                 []string
+}
+
+type imageBody struct {
+	Repository *imagev1.ImageRepository
+	Ready      *metav1.Condition
+	Policies   []PolicyView
+}
+
+func (s *Server) image(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	repo := &imagev1.ImageRepository{}
+	key, ok := s.read(ctx, w, r, repo)
+	if !ok {
+		return
+	}
+	body := &imageBody{Repository: repo, Ready: apimeta.FindStatusCondition(repo.Status.Conditions, conditions.ReadyCondition)}
+	var policies imagev1.ImagePolicyList
+	var autos imagev1.ImageUpdateAutomationList
+	var jobs updatev1.UpdateJobList
+	_ = s.store.list(ctx, "imagepolicies", &policies)
+	_ = s.store.list(ctx, "imageupdateautomations", &autos)
+	_ = s.store.list(ctx, "updatejobs", &jobs)
+	for i := range policies.Items {
+		p := &policies.Items[i]
+		ref := p.Spec.ImageRepositoryRef
+		if ref.Name != key.Name || orText(ref.Namespace, p.Namespace) != key.Namespace {
+			continue
+		}
+		body.Policies = append(body.Policies, policyView(ctx, s.direct, p, autos.Items, policies.Items, jobs.Items))
+	}
+	s.render(w, r, "image", http.StatusOK, s.view(r, "Image "+orText(repo.Status.CanonicalImageName, repo.Spec.Image), key.Namespace, body))
+}
+
+func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation,
+	policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) PolicyView {
+	v := PolicyView{Namespace: p.Namespace, Name: p.Name, Suspended: p.Spec.Suspend, Latest: p.Status.LatestRef, LatestTime: p.Status.LatestRefTime,
+		Pending: p.Status.PendingRef, Held: p.Status.HeldRef, Selection: p.Status.LastSelection,
+		Ready: apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition)}
+	if k, ok := policy.Chosen(p.Spec.Policy); ok {
+		v.Rules = k.Describe(p.Spec.Policy)
+		if v.Selection != nil {
+			v.Drops = k.Drops(p.Spec.Policy, *v.Selection)
+		}
+	}
+	if e, err := explain.Policy(ctx, c, client.ObjectKeyFromObject(p)); err == nil {
+		var buf bytes.Buffer
+		e.Text(&buf)
+		v.Breakdown = buf.String()
+	}
+	v.UsedBy = usages(p, autos, policies, jobs)
+	return v
+}
+
+// usages are the automations of p's namespace that select it, with the
+// files their last job found its markers in.
+func usages(p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation, policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) []Usage {
+	var out []Usage
+	key := updatev1.PolicyKey(p.Namespace, p.Name)
+	for i := range autos {
+		a := &autos[i]
+		if a.Namespace != p.Namespace {
+			continue
+		}
+		// Selected whether or not it has chosen yet: the automation will
+		// apply it once it has.
+		sel, err := selection.Selector(a)
+		if err != nil {
+			continue
+		}
+		if of := selection.Of(a, sel, []imagev1.ImagePolicy{*p}); len(of.Policies) != 1 || of.Policies[0].By == "" {
+			continue
+		}
+		u := Usage{Namespace: a.Namespace, Automation: a.Name}
+		if last := a.Status.LastJob; last != nil {
+			for _, j := range jobs {
+				if j.UID != last.UID || j.Status.Result == nil {
+					continue
+				}
+				for _, m := range j.Status.Result.Markers {
+					if m.Policy == key {
+						u.Files = m.Files
+					}
+				}
+			}
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// WebhookRow is one receiver.
+type WebhookRow struct {
+	Kind, Namespace, Name, Type, Path string
+	Suspended                         bool
+	Ready                             *metav1.Condition
+	Selector                          string
+}
+
+type webhooksBody struct {
+	Rows []WebhookRow
+}
+
+func (s *Server) webhooks(w http.ResponseWriter, r *http.Request) {
+	ns := r.URL.Query().Get("namespace")
+	var images imagev1.ImageWebhookList
+	var gits imagev1.GitWebhookList
+	body := &webhooksBody{}
+	if err := s.store.list(r.Context(), "imagewebhooks", &images, client.InNamespace(ns)); err != nil {
+		s.serverError(w, err)
+		return
+	}
+	if err := s.store.list(r.Context(), "gitwebhooks", &gits, client.InNamespace(ns)); err != nil {
+		s.serverError(w, err)
+		return
+	}
+	for _, h := range images.Items {
+		body.Rows = append(body.Rows, webhookRow("ImageWebhook", &h, h.Spec.Type, h.Spec.Suspend, h.Spec.ImageRepositorySelector, h.Status))
+	}
+	for _, h := range gits.Items {
+		body.Rows = append(body.Rows, webhookRow("GitWebhook", &h, h.Spec.Type, h.Spec.Suspend, h.Spec.AutomationSelector, h.Status))
+	}
+	s.render(w, r, "webhooks", http.StatusOK, s.view(r, "Webhooks", ns, body))
+}
+
+func webhookRow(kind string, obj client.Object, typ string, suspend bool, sel *metav1.LabelSelector, st imagev1.WebhookStatus) WebhookRow {
+	row := WebhookRow{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Type: typ, Path: st.WebhookPath,
+		Suspended: suspend, Ready: apimeta.FindStatusCondition(st.Conditions, conditions.ReadyCondition), Selector: "everything"}
+	if sel != nil {
+		row.Selector = metav1.FormatLabelSelector(sel)
+	}
+	return row
+}
+
+// read gets the object the request's path names into obj, with the user's
+// rights (not from the cache: a page of one object shows it as it is now);
+// when that fails it answers the request and returns false.
+func (s *Server) read(ctx context.Context, w http.ResponseWriter, r *http.Request, obj client.Object) (types.NamespacedName, bool) {
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if err := s.direct.Get(ctx, key, obj); err != nil {
+		s.apiError(w, r, err)
+		return key, false
+	}
+	return key, true
+}
+
+// apiError answers a failed read: not found and forbidden are the user's
+// to know, with the API server's words.
+func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusBadGateway
+	switch {
+	case apierrors.IsNotFound(err):
+		status = http.StatusNotFound
+	case apierrors.IsForbidden(err):
+		status = http.StatusForbidden
+	}
+	s.render(w, r, "result", status, s.view(r, http.StatusText(status), "", &resultBody{Message: err.Error(), Failed: true, Back: "/"}))
+}

@@ -1,0 +1,61 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// heartbeat keeps an idle event stream open through proxies, and tells a
+// closed one apart sooner.
+const heartbeat = 25 * time.Second
+
+// events streams the changes the informers see as server-sent events: one
+// "change" event per burst (gathered for Options.Debounce) listing what
+// changed, in the namespace asked for (all when none). A page reloads its
+// live region when a change concerns it.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	ns := r.URL.Query().Get("namespace")
+	sub := s.store.subscribe()
+	defer s.store.unsubscribe(sub)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	// A reconnecting browser waits a second, not the default three.
+	fmt.Fprint(w, "retry: 1000\n: connected\n\n")
+	flusher.Flush()
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-beat.C:
+			fmt.Fprint(w, ": ping\n\n")
+			flusher.Flush()
+		case <-sub.notify:
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(s.opts.Debounce):
+			}
+			var changes []Change
+			for _, c := range sub.take() {
+				if ns == "" || c.Namespace == ns {
+					changes = append(changes, c)
+				}
+			}
+			if len(changes) == 0 {
+				continue
+			}
+			data, _ := json.Marshal(changes)
+			fmt.Fprintf(w, "event: change\ndata: %s\n\n", data)
+			flusher.Flush()
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package dashboard
+
+import (
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+
+	"net/http"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+)
+
+var now = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+func ready(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: conditions.ReadyCondition, Status: status, Reason: reason, Message: msg}
+}
+
+func automationWith(mut func(*imagev1.ImageUpdateAutomation)) *imagev1.ImageUpdateAutomation {
+	a := &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "fleet", UID: "a-uid"}}
+	a.Spec.GitSpec.Repository = &updatev1.GitRepositorySpec{URL: "https://bot:secret@github.com/org/fleet.git"}
+	a.Spec.GitSpec.Checkout = &updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}}
+	a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionTrue, conditions.SucceededReason, "pushed commit abc")}
+	a.Status.ObservedPolicies = imagev1.ObservedPolicies{"podinfo": {Name: "ghcr.io/org/podinfo", Tag: "1.0.0"}}
+	if mut != nil {
+		mut(a)
+	}
+	return a
+}
+
+func policyWith(tag string, mut func(*imagev1.ImagePolicy)) imagev1.ImagePolicy {
+	p := imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "podinfo"}}
+	p.Spec.ImageRepositoryRef.Name = "podinfo"
+	p.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: tag}
+	p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionTrue, conditions.SucceededReason, "chose "+tag)}
+	if mut != nil {
+		mut(&p)
+	}
+	return p
+}
+
+// The Fleet page files each automation under one state, most urgent
+// first, with the reason an operator acts on.
+func TestFleetRowState(t *testing.T) {
+	running := updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "fleet-1",
+		OwnerReferences: []metav1.OwnerReference{{UID: "a-uid", Controller: ptr(true), Name: "fleet", Kind: "ImageUpdateAutomation"}}}}
+	running.Status.Phase = updatev1.UpdateJobRunning
+	tests := []struct {
+		name       string
+		automation *imagev1.ImageUpdateAutomation
+		policy     imagev1.ImagePolicy
+		jobs       []updatev1.UpdateJob
+		kind       StateKind
+		reason     string
+		detail     string
+	}{
+		{"applied newest is up to date", automationWith(nil), policyWith("1.0.0", nil), nil, StateUpToDate, "up to date", "pushed commit abc"},
+		{"suspended wins over everything", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.Suspend = true
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, "GitOperationFailed", "boom")}
+		}), policyWith("1.0.0", nil), nil, StateSuspended, "suspended", ""},
+		{"Ready=False fails with its reason", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, "AuthenticationFailed", "bad password")}
+		}), policyWith("1.0.0", nil), nil, StateFailing, "AuthenticationFailed", "bad password"},
+		{"a failing policy fails the automation", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
+			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, imagev1.NoMatchingTagReason, "no tag matches")}
+		}), nil, StateFailing, imagev1.NoMatchingTagReason, "ImagePolicy podinfo: no tag matches"},
+		{"a job in flight is running", automationWith(nil), policyWith("1.1.0", nil), []updatev1.UpdateJob{running}, StateRunning, "UpdateJob Running", ""},
+		{"a newer tag not applied waits for the next run", automationWith(nil), policyWith("1.1.0", nil), nil, StatePending, "next run", "not applied yet: podinfo 1.0.0 → 1.1.0"},
+		{"outside an update window waits for the window", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionTrue, imagev1.OutsideUpdateWindowReason, "next window at 22:00")}
+		}), policyWith("1.1.0", nil), nil, StatePending, "update window", "next window at 22:00"},
+		{"a minimum age shows the time left", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
+			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: metav1.NewTime(now.Add(90 * time.Minute))}
+		}), nil, StatePending, "minimum age", "podinfo 1.2.0 is old enough in 1h30m (at 2026-11-26T13:30:00Z)"},
+		{"an open pull request waits to be merged", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.LastPullRequest = &updatev1.PullRequestStatus{URL: "https://github.com/org/fleet/pull/7", Number: 7, State: updatev1.PullRequestOpen}
+		}), policyWith("1.0.0", nil), nil, StatePending, "pull request open", "pull request #7 waits to be merged: https://github.com/org/fleet/pull/7"},
+		{"policies still choosing are a wait, with the minimum age's time left", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, conditions.DependencyNotReadyReason, "no policy has a latest image yet")}
+		}), policyWith("", func(p *imagev1.ImagePolicy) {
+			p.Status.LatestRef = nil
+			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: metav1.NewTime(now.Add(2 * time.Hour))}
+			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, imagev1.MinimumAgeNotReachedReason, "too young")}
+		}), nil, StatePending, "minimum age", "podinfo 1.2.0 is old enough in 2h (at 2026-11-26T14:00:00Z)"},
+		{"policies without a choice are a wait", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, conditions.DependencyNotReadyReason, "no policy has a latest image yet")}
+		}), policyWith("", func(p *imagev1.ImagePolicy) { p.Status.LatestRef = nil }), nil, StatePending, "waiting for policies", "no policy has a latest image yet"},
+		{"a held downgrade is pending", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
+			p.Status.HeldRef = &imagev1.HeldRef{Tag: "1.0.0", Candidate: "0.9.0", MissingScans: 1}
+		}), nil, StatePending, "downgrade held", ""},
+		{"not reconciled yet is pending", automationWith(func(a *imagev1.ImageUpdateAutomation) { a.Status.Conditions = nil }),
+			policyWith("1.0.0", nil), nil, StatePending, "not reconciled yet", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			row := fleetRow(tt.automation, newNamespaceObjects([]imagev1.ImagePolicy{tt.policy}, tt.jobs), now)
+			if row.State.Kind != tt.kind || row.State.Reason != tt.reason {
+				t.Fatalf("state = %s (%s), want %s (%s): %s", row.State.Kind, row.State.Reason, tt.kind, tt.reason, row.State.Detail)
+			}
+			if tt.detail != "" && row.State.Detail != tt.detail {
+				t.Errorf("detail = %q, want %q", row.State.Detail, tt.detail)
+			}
+		})
+	}
+}
+
+// A row names the repository without its credentials, links the last
+// commit on the forge, and reads the address of a Flux GitRepository
+// source from the automation's last job.
+func TestFleetRowSourceAndCommit(t *testing.T) {
+	a := automationWith(func(a *imagev1.ImageUpdateAutomation) { a.Status.LastPushCommit = "0123456789abcdef" })
+	row := fleetRow(a, newNamespaceObjects([]imagev1.ImagePolicy{policyWith("1.0.0", nil)}, nil), now)
+	if row.Source != "https://github.com/org/fleet.git" || row.Branch != "main" {
+		t.Errorf("source %q branch %q", row.Source, row.Branch)
+	}
+	if row.CommitURL != "https://github.com/org/fleet/commit/0123456789abcdef" {
+		t.Errorf("commit URL %q", row.CommitURL)
+	}
+	flux := automationWith(func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Repository = nil
+		a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "fleet", Namespace: "flux-system"}
+		a.Status.LastJob = &imagev1.UpdateJobReference{Name: "fleet-1", UID: types.UID("job-uid")}
+		a.Status.LastPushCommit = "abc"
+	})
+	job := updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "fleet-1", UID: "job-uid"}}
+	job.Spec.Repository.URL = "ssh://git@gitlab.example.com/org/fleet.git"
+	row = fleetRow(flux, newNamespaceObjects(nil, []updatev1.UpdateJob{job}), now)
+	if row.Source != "GitRepository flux-system/fleet" || row.CommitURL != "https://gitlab.example.com/org/fleet/-/commit/abc" {
+		t.Errorf("source %q commit URL %q", row.Source, row.CommitURL)
+	}
+}
+
+func TestCommitURL(t *testing.T) {
+	tests := []struct{ name, address, want string }{
+		{"https drops credentials and .git", "https://u:p@github.com/org/repo.git", "https://github.com/org/repo/commit/c1"},
+		{"scp-like SSH becomes https", "git@github.com:org/repo.git", "https://github.com/org/repo/commit/c1"},
+		{"ssh URL drops the port", "ssh://git@gitea.example.com:2222/org/repo", "https://gitea.example.com/org/repo/commit/c1"},
+		{"GitLab has its own path", "https://gitlab.com/group/sub/repo.git", "https://gitlab.com/group/sub/repo/-/commit/c1"},
+		{"a local path has no page", "/srv/git/repo.git", ""},
+		{"file URLs have no page", "file:///srv/git/repo.git", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := CommitURL(tt.address, "c1"); got != tt.want {
+				t.Errorf("CommitURL(%q) = %q, want %q", tt.address, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTimeLeft(t *testing.T) {
+	tests := []struct {
+		name string
+		in   time.Duration
+		want string
+	}{
+		{"hours and minutes", 90*time.Minute + 20*time.Second, "1h30m"},
+		{"minutes", 5*time.Minute + 31*time.Second, "6m"},
+		{"seconds under a minute", 42 * time.Second, "42s"},
+		{"past is due", -time.Second, "0s (due now)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := TimeLeft(now.Add(tt.in), now); got != tt.want {
+				t.Errorf("TimeLeft(%s) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFleetFilterMatches(t *testing.T) {
+	row := fleetRow(automationWith(nil), newNamespaceObjects([]imagev1.ImagePolicy{policyWith("1.1.0", nil)}, nil), now)
+	tests := []struct {
+		name   string
+		filter FleetFilter
+		want   bool
+	}{
+		{"no filter", FleetFilter{}, true},
+		{"its namespace", FleetFilter{Namespace: "apps"}, true},
+		{"another namespace", FleetFilter{Namespace: "other"}, false},
+		{"its state", FleetFilter{State: "pending"}, true},
+		{"another state", FleetFilter{State: "failing"}, false},
+		{"search by image, any case", FleetFilter{Search: "PODINFO"}, true},
+		{"search by newest tag", FleetFilter{Search: "1.1.0"}, true},
+		{"search by repository", FleetFilter{Search: "org/fleet"}, true},
+		{"search matching nothing", FleetFilter{Search: "nginx"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.filter.Match(row); got != tt.want {
+				t.Errorf("Match = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLocalPathKeepsReturnsOnThisServer(t *testing.T) {
+	for in, want := range map[string]string{"/?state=failing": "/?state=failing", "//evil.example/": "/", "https://evil.example/": "/", "": "/", "/\\evil": "/"} {
+		if got := localPath(in); got != want {
+			t.Errorf("localPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestAllowedHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"localhost:9880": true, "app.localhost:9880": true, "127.0.0.1:9880": true, "[::1]:9880": true, "10.0.0.5": true,
+		"evil.example:9880": false, "localhost.evil.example": false, "": false,
+	} {
+		r := &http.Request{Host: host}
+		if got := allowedHost(r); got != want {
+			t.Errorf("allowedHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
