@@ -8,17 +8,18 @@
 # runc, containernetworking-plugins, iptables, iproute2 and conntrack for the
 # real node of tests/node and `make cluster` (tests/internal/cluster),
 # busybox-static for its shell image; redis-server for Argo CD's cache in
-# tests/argocd (tests/testkit/testargocd); and chromium, the headless
-# browser tests/dashboard drives. Installs them
+# tests/argocd (tests/testkit/testargocd); chromium, the headless browser
+# tests/dashboard drives, and npm, which installs axe-core for it (make
+# browser-tools). Installs them
 # with apt when we are root on Debian/Ubuntu; otherwise prints the command to
 # run.
 set -euo pipefail
 packages=(libgit2-dev pkg-config git openssh-server openssh-client gnupg prometheus docker-registry
-  containerd runc containernetworking-plugins iptables iproute2 conntrack busybox-static redis-server chromium)
+  containerd runc containernetworking-plugins iptables iproute2 conntrack busybox-static redis-server chromium npm)
 
 have() {
   for c in pkg-config git /usr/sbin/sshd ssh-keygen gpg promtool prometheus docker-registry \
-    containerd ctr runc iptables ip conntrack /usr/lib/cni/bridge /bin/busybox redis-server chromium; do
+    containerd ctr runc iptables ip conntrack /usr/lib/cni/bridge /bin/busybox redis-server chromium npm; do
     command -v "$c" >/dev/null || [ -x "$c" ] || return 1
   done
   pkg-config --exists 'libgit2 >= 1.5.0' && ! pkg-config --exists 'libgit2 >= 1.6.0'
