@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
@@ -36,12 +37,7 @@ func repoRoot(t *testing.T) string {
 }
 
 // binDir is $IMAGE_TOOLKIT_BIN, else the repository's bin/.
-func binDir(t *testing.T) string {
-	if d := os.Getenv("IMAGE_TOOLKIT_BIN"); d != "" {
-		return d
-	}
-	return filepath.Join(repoRoot(t), "bin")
-}
+func binDir(t *testing.T) string { return localenv.BinDir(repoRoot(t)) }
 
 // tkImage is the tk-image binary under test: bin/tk-image as make build
 // left it, else one built from this tree.
