@@ -40,8 +40,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -138,7 +136,7 @@ func Start(t testing.TB, env *testenv.Env, o Options) *ArgoCD {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freePorts(5)
+	ports, err := testenv.FreePorts(5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +238,7 @@ func configure(ctx context.Context, c client.Client) error {
 func (a *ArgoCD) environ(cfg *rest.Config, dir, tools string) ([]string, error) {
 	work := a.LogDir
 	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
+	if err := testenv.WriteKubeconfig(kubeconfig, cfg, Namespace); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(work, "path")
@@ -278,38 +276,6 @@ func (a *ArgoCD) environ(cfg *rest.Config, dir, tools string) ([]string, error) 
 		"ARGOCD_EXEC_TIMEOUT=60s",
 	}
 	return env, nil
-}
-
-func writeKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["test"] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
-	}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test", Namespace: Namespace}
-	kc.CurrentContext = "test"
-	return clientcmd.WriteToFile(*kc, path)
-}
-
-// freePorts reserves n loopback ports by listening on them, then frees them
-// for the processes to take.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // process is one of Argo CD's processes, logging to a file.

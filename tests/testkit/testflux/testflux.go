@@ -22,10 +22,8 @@ import (
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -41,8 +39,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -158,7 +154,7 @@ func start(o Options) (*Flux, error) {
 		return nil, fmt.Errorf("installing Flux's CRDs: %w", err)
 	}
 	kubeconfig := filepath.Join(o.Dir, "kubeconfig")
-	if err := writeKubeconfig(kubeconfig, o.Config); err != nil {
+	if err := testenv.WriteKubeconfig(kubeconfig, o.Config, ""); err != nil {
 		return nil, err
 	}
 	f := &Flux{dir: o.Dir}
@@ -179,7 +175,7 @@ func start(o Options) (*Flux, error) {
 // launch starts both controllers on fresh ports and waits until they are
 // ready.
 func (f *Flux) launch(ctx context.Context, bin, storage string, env []string) error {
-	ports, err := freePorts(5)
+	ports, err := testenv.FreePorts(5)
 	if err != nil {
 		return err
 	}
@@ -346,41 +342,6 @@ func installCRDs(ctx context.Context, cfg *rest.Config, dir string) error {
 		}
 	}
 	return nil
-}
-
-// writeKubeconfig writes cfg's server and credentials, inline or as the
-// files they name, as a kubeconfig.
-func writeKubeconfig(path string, cfg *rest.Config) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["api"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthority: cfg.CAFile,
-		CertificateAuthorityData: cfg.CAData, InsecureSkipTLSVerify: cfg.Insecure}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificate: cfg.CertFile, ClientCertificateData: cfg.CertData,
-		ClientKey: cfg.KeyFile, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken, TokenFile: cfg.BearerTokenFile,
-		Username: cfg.Username, Password: cfg.Password}
-	kc.Contexts["admin"] = &clientcmdapi.Context{Cluster: "api", AuthInfo: "admin"}
-	kc.CurrentContext = "admin"
-	return clientcmd.WriteToFile(*kc, path)
-}
-
-// freePorts reserves n loopback ports and releases them for the
-// controllers to bind; they take flags, not listeners.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, errors.Join(errors.New("reserving a port"), err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // GitRepository is a GitRepository of branch at url, fetched every
