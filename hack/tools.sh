@@ -141,11 +141,16 @@ for tool in "$@"; do
   key=$( { cat "$src/go.mod" "$src/go.sum" "$src/tool.sh"; echo "$ldflags${tags:+ tags=$tags}${cgo:+ cgo=$cgo}"; go version; } | sha256sum | cut -c1-12)
   entry=$cache/$tool-$version-$key
 
+  # One build per entry at a time: a second run (another clone, another
+  # make) waits for the first and then finds its entry complete, instead of
+  # spending minutes building the same tool beside it.
+  mkdir -p "$cache/.locks"
+  exec 9>"$cache/.locks/${entry##*/}"
+  flock 9
   if [ -f "$entry/.complete" ] && check "$entry" >/dev/null; then
     :
   else
     [ ! -e "$entry" ] || echo "$tool: $entry is incomplete; rebuilding it" >&2
-    mkdir -p "$cache"
     tmp=$(mktemp -d "$entry.tmp.XXXXXX") && chmod 755 "$tmp"
     trap 'rm -rf "$tmp"' EXIT
     build "$src" "$tmp"
@@ -157,6 +162,7 @@ for tool in "$@"; do
     trap - EXIT
   fi
   check "$entry"
+  exec 9>&-
 
   dest=$bindir${link:+/$link}
   # Earlier layouts linked bin/testenv to a single cache directory.

@@ -203,6 +203,33 @@ func TestDamagedEntryIsRebuilt(t *testing.T) {
 	}
 }
 
+// Two runs that need the same missing entry (two clones, two makes) build
+// it once: the second waits for the first and links its entry. The version
+// check sleeps so the first build is still running when the second starts.
+func TestConcurrentRunsBuildOnce(t *testing.T) {
+	e := newToolEnv(t)
+	e.tool("slow", "")
+	e.write("slow", map[string]string{"cmd/main.go": "package main\n\nimport (\n\t\"fmt\"\n\t\"time\"\n)\n\n" +
+		"func main() {\n\ttime.Sleep(2 * time.Second)\n\tfmt.Println(\"slow v1.2.3\")\n}\n"})
+	outs := make(chan string, 2)
+	for range 2 {
+		go func() {
+			out, ok := e.run("slow")
+			if !ok {
+				out = "FAILED\n" + out
+			}
+			outs <- out
+		}()
+	}
+	all := <-outs + <-outs
+	if strings.Contains(all, "FAILED") || strings.Count(all, "building slow") != 1 {
+		t.Fatalf("want one build and two successes:\n%s", all)
+	}
+	if n := len(e.entries("slow")); n != 1 {
+		t.Errorf("%d cache entries, want 1", n)
+	}
+}
+
 // A changed pin is a new cache entry: a build never reuses binaries made
 // from other dependencies.
 func TestChangedPinIsNewEntry(t *testing.T) {
