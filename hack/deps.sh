@@ -14,17 +14,36 @@
 # with apt when we are root on Debian/Ubuntu; otherwise prints the command to
 # run.
 set -euo pipefail
-packages=(libgit2-dev pkg-config git openssh-server openssh-client gnupg prometheus docker-registry
-  containerd runc containernetworking-plugins iptables iproute2 conntrack busybox-static redis-server chromium npm)
+# Each package with what proves it is installed: a command, an executable
+# path, or (libgit2-dev) a pkg-config check. Only missing packages are
+# installed: a machine whose Node.js came from elsewhere (NodeSource's nodejs
+# ships npm and conflicts with Debian's npm) keeps it.
+checks=(
+  "libgit2-dev:libgit2" "pkg-config:pkg-config" "git:git" "openssh-server:/usr/sbin/sshd"
+  "openssh-client:ssh-keygen" "gnupg:gpg" "prometheus:promtool" "docker-registry:docker-registry"
+  "containerd:ctr" "runc:runc" "containernetworking-plugins:/usr/lib/cni/bridge" "iptables:iptables"
+  "iproute2:ip" "conntrack:conntrack" "busybox-static:/bin/busybox" "redis-server:redis-server"
+  "chromium:chromium" "npm:npm"
+)
 
-have() {
-  for c in pkg-config git /usr/sbin/sshd ssh-keygen gpg promtool prometheus docker-registry \
-    containerd ctr runc iptables ip conntrack /usr/lib/cni/bridge /bin/busybox redis-server chromium npm; do
-    command -v "$c" >/dev/null || [ -x "$c" ] || return 1
-  done
-  pkg-config --exists 'libgit2 >= 1.5.0' && ! pkg-config --exists 'libgit2 >= 1.6.0'
+# installed CHECK: the package behind CHECK is there.
+installed() {
+  case $1 in
+  libgit2) pkg-config --exists 'libgit2 >= 1.5.0' 2>/dev/null && ! pkg-config --exists 'libgit2 >= 1.6.0' ;;
+  /*) [ -x "$1" ] ;;
+  *) command -v "$1" >/dev/null ;;
+  esac
 }
-have && exit 0
+
+missing() {
+  local c
+  for c in "${checks[@]}"; do
+    installed "${c#*:}" || echo "${c%%:*}"
+  done
+}
+
+packages=($(missing))
+[ ${#packages[@]} -eq 0 ] && exit 0
 
 if pkg-config --exists libgit2 2>/dev/null && pkg-config --exists 'libgit2 >= 1.6.0'; then
   echo "libgit2 $(pkg-config --modversion libgit2) is installed; git2go v34 needs 1.5.x" >&2
@@ -34,8 +53,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing: ${packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-  have || { echo "libgit2 1.5 is still missing after: $cmd" >&2; exit 1; }
+  still=$(missing)
+  [ -z "$still" ] || { echo "still missing after $cmd: $still" >&2; exit 1; }
 else
-  echo "missing some of: ${packages[*]}; run as root: $cmd" >&2
+  echo "missing: ${packages[*]}; run as root: $cmd" >&2
   exit 1
 fi
