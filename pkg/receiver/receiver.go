@@ -150,6 +150,11 @@ type Options struct {
 	// is still well under one).
 	MaxBody int64
 	Log     logr.Logger
+	// Status, when set, writes the calls answered into each webhook's
+	// status.calls every CallsFlush (default DefaultCallsFlush): a client
+	// that reads the webhook kind (cached is fine) and patches its status.
+	Status     client.Client
+	CallsFlush time.Duration
 }
 
 func (o *Options) defaults() {
@@ -161,6 +166,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
+	}
+	if o.CallsFlush <= 0 {
+		o.CallsFlush = DefaultCallsFlush
 	}
 }
 
@@ -212,6 +220,7 @@ type Server struct {
 	metrics *Metrics
 	opts    Options
 	queue   chan Work
+	calls   calls
 
 	mu       sync.Mutex
 	limiters map[types.NamespacedName]*rate.Limiter
@@ -252,6 +261,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	go s.work(ctx)
+	counted := make(chan struct{})
+	if s.opts.Status != nil {
+		go func() { s.countCalls(ctx); close(counted) }()
+	} else {
+		close(counted)
+	}
+	// The last counts are written before Serve returns.
+	defer func() { <-counted }()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	s.opts.Log.Info("serving webhooks", "address", l.Addr().String())
@@ -271,11 +288,17 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	return nil
 }
 
-// reject answers a refused call and counts it. The log line names the
+// reject answers a refused call and counts it, in the metrics and, when
+// the path named a webhook h, in its status. The log line names the
 // webhook, never the path (for some senders the path is the credential) or
 // a header.
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, hook, typ string, e *Refusal) {
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, h *Hook, typ string, e *Refusal, received time.Time) {
 	s.metrics.Rejected.WithLabelValues(typ, e.Reason).Inc()
+	hook := ""
+	if h != nil {
+		hook = h.Key.String()
+		s.calls.add(*h, e.Reason, received)
+	}
 	s.opts.Log.V(1).Info("webhook call refused", "webhook", hook, "type", typ, "reason", e.Reason, "status", e.Status, "remote", r.RemoteAddr)
 	http.Error(w, e.Msg, e.Status)
 }
@@ -295,33 +318,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h, ok := s.find(ctx, r.URL.Path)
 	if !ok {
 		s.metrics.Received.WithLabelValues("unknown").Inc()
-		s.reject(w, r, "", "unknown", notFound)
+		s.reject(w, r, nil, "unknown", notFound, received)
 		return
 	}
-	typ, key := h.Type, h.Key.String()
+	typ := h.Type
 	s.metrics.Received.WithLabelValues(typ).Inc()
 	if refused := s.admit(w, r, h); refused != nil {
-		s.reject(w, r, key, typ, refused)
+		s.reject(w, r, &h, typ, refused, received)
 		return
 	}
 	body, refused := s.readBody(w, r)
 	if refused != nil {
-		s.reject(w, r, key, typ, refused)
+		s.reject(w, r, &h, typ, refused, received)
 		return
 	}
 	c := &Call{Hook: h, Header: r.Header, Body: body, Received: received}
 	if refused := s.authenticate(ctx, c, r.URL.Path); refused != nil {
-		s.reject(w, r, key, typ, refused)
+		s.reject(w, r, &h, typ, refused, received)
 		return
 	}
 	if h.Suspend {
 		s.metrics.Rejected.WithLabelValues(typ, ReasonSuspended).Inc()
+		s.calls.add(h, ReasonSuspended, received)
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, "suspended; ignored\n")
 		return
 	}
 	if refused := s.accept(w, c); refused != nil {
-		s.reject(w, r, key, typ, refused)
+		s.reject(w, r, &h, typ, refused, received)
 	}
 }
 
@@ -392,6 +416,7 @@ func (s *Server) accept(w http.ResponseWriter, c *Call) *Refusal {
 	}
 	if work == nil {
 		s.metrics.Accepted.WithLabelValues(c.Hook.Type).Inc()
+		s.calls.add(c.Hook, "", c.Received)
 		w.WriteHeader(http.StatusOK)
 		return nil
 	}
@@ -402,6 +427,7 @@ func (s *Server) accept(w http.ResponseWriter, c *Call) *Refusal {
 		return &Refusal{http.StatusServiceUnavailable, ReasonOverloaded, "busy"}
 	}
 	s.metrics.Accepted.WithLabelValues(c.Hook.Type).Inc()
+	s.calls.add(c.Hook, "", c.Received)
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }

@@ -163,6 +163,16 @@ func TestGitPushRunsAutomation(t *testing.T) {
 	if n := testutil.ToFloat64(hookMetrics.Requested.WithLabelValues("generic")) - requests; n != 4 {
 		t.Errorf("run requests %v, want 4", n)
 	}
+	// The webhook's status counts its calls: four accepted (two of them
+	// about nothing the automations follow), the wrong token refused.
+	testenv.Eventually(t, waitFor, func() (bool, error) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(w), w)
+		c := w.Status.Calls
+		return err == nil && c != nil && c.Accepted == 4 && c.Refused == 1, err
+	})
+	if c := w.Status.Calls; c.LastAccepted == nil || c.LastRefused == nil || c.LastRefusedReason != receiver.ReasonBadAuth {
+		t.Errorf("status.calls = %+v, want last times and the refusal's reason %q", c, receiver.ReasonBadAuth)
+	}
 }
 
 // jobsOf lists the automation's UpdateJobs.

@@ -397,8 +397,10 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 	switch job.Status.Phase {
 	case updatev1.UpdateJobSucceeded:
 		obj.Status.ObservedSourceRevision = revisionAfterPush(job)
+		before := obj.Status.ObservedPolicies
 		applied(obj, job)
 		t.latencies = recordPush(ctx, ev, obj, job, time.Now())
+		remember(obj, pushRecord(before, job, obj.Status.LastPushTime))
 		t.outcome(OutcomePushed)
 	case updatev1.UpdateJobNoChange:
 		obj.Status.ObservedSourceRevision = job.Status.CheckoutRevision
@@ -465,6 +467,75 @@ func recordPush(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpda
 		}
 	}
 	return latencies
+}
+
+// pushRecord is the history entry of a job that pushed: the policies
+// whose markers its commit changed (from its result's changes; a
+// container-mode job reports files, not markers, so then the policies
+// whose image differs from what was applied before), each with the image
+// written and the tag it replaced.
+func pushRecord(before imagev1.ObservedPolicies, job *updatev1.UpdateJob, at *metav1.Time) imagev1.PushRecord {
+	rec := imagev1.PushRecord{Commit: job.Status.PushedCommit}
+	if at != nil {
+		rec.Time = *at
+	}
+	if pr := job.Status.PullRequest; pr != nil {
+		rec.PullRequest = pr.Number
+	}
+	after := policiesOf(job)
+	changed := map[string]bool{}
+	if res := job.Status.Result; res != nil {
+		for _, f := range res.Files {
+			for _, o := range f.Objects {
+				for _, c := range o.Changes {
+					if _, name, ok := updatev1.SplitPolicyKey(setterPolicy(c.Setter)); ok {
+						changed[name] = true
+					}
+				}
+			}
+		}
+	}
+	if len(changed) == 0 {
+		for name, ref := range after {
+			if before[name] != ref {
+				changed[name] = true
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(changed)) {
+		ref, ok := after[name]
+		if !ok {
+			continue
+		}
+		if len(rec.Images) == imagev1.MaxPushedImages {
+			rec.MoreImages++
+			continue
+		}
+		rec.Images = append(rec.Images, imagev1.PushedImage{Policy: name, ImageRef: ref, From: before[name].Tag})
+	}
+	return rec
+}
+
+// setterPolicy is the policy key (NAMESPACE:NAME) of a marker's setter,
+// which may name a field (NAMESPACE:NAME:tag).
+func setterPolicy(setter string) string {
+	if i := strings.Index(setter, ":"); i >= 0 {
+		if j := strings.Index(setter[i+1:], ":"); j >= 0 {
+			return setter[:i+1+j]
+		}
+	}
+	return setter
+}
+
+// remember puts rec first in the automation's history, dropping the
+// oldest beyond MaxHistory; a record of the commit already first (the
+// same job read twice) replaces it.
+func remember(obj *imagev1.ImageUpdateAutomation, rec imagev1.PushRecord) {
+	h := obj.Status.History
+	if len(h) > 0 && h[0].Commit == rec.Commit {
+		h = h[1:]
+	}
+	obj.Status.History = append([]imagev1.PushRecord{rec}, h[:min(len(h), imagev1.MaxHistory-1)]...)
 }
 
 // recordNoChange records a job that found the files up to date.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
@@ -95,6 +96,7 @@ func setupWebhooks(mgr ctrl.Manager, r *ImageUpdateAutomationReconciler) error {
 	hookMetrics = webhook.NewMetrics()
 	hooks := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), hookMetrics, webhook.Options{
 		Log: ctrl.Log.WithName("webhook"), Source: gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs},
+		CallsFlush: 200 * time.Millisecond,
 	})
 	r.RequestHandled = hooks.RunStarted
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return hooks.Serve(ctx, l) }))

@@ -36,6 +36,9 @@ type Options struct {
 	Rate    rate.Limit
 	Burst   int
 	MaxBody int64
+	// CallsFlush is how often the calls answered are added to each
+	// webhook's status.calls (receiver.DefaultCallsFlush when zero).
+	CallsFlush time.Duration
 	// Source is how automations' repositories are resolved (the
 	// controller's --no-cross-namespace-refs).
 	Source gitsource.Options
@@ -70,6 +73,7 @@ func New(c client.Client, api client.Reader, m *receiver.Metrics, o Options) *Se
 	s := &Server{Senders: senders, client: c, sources: api, opts: o, requested: receiver.NewRequests(c, m)}
 	s.Server = receiver.New(s, api, m, receiver.Options{
 		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
+		Status: c, CallsFlush: o.CallsFlush,
 	})
 	return s
 }

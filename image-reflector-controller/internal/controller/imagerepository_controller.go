@@ -242,6 +242,7 @@ func (r *ImageRepositoryReconciler) record(_ context.Context, s *repositoryScope
 		ExcludedCount: entry.Excluded,
 		ScanTime:      metav1.NewTime(entry.ScanTime),
 		LatestTags:    latestTags(entry.Tags, 10),
+		RecentTags:    recentTags(entry, imagev1.MaxRecentTags),
 	}
 	obj.Status.ObservedExclusionList = append([]string(nil), obj.Spec.ExclusionList...)
 	obj.Status.ObservedGeneration = obj.Generation
@@ -279,7 +280,8 @@ func (r *ImageRepositoryReconciler) scan(ctx context.Context, obj *imagev1.Image
 	e := o.entry
 	if e.Object != object {
 		e.Object = object
-		if err := r.Store.Put(e); err != nil {
+		var err error
+		if e, err = r.Store.Put(e); err != nil {
 			return store.Entry{}, false, err
 		}
 	}
@@ -329,7 +331,8 @@ func (r *ImageRepositoryReconciler) scanOnce(ctx context.Context, obj *imagev1.I
 			e.Times[i].Created = created[t]
 		}
 	}
-	if err := r.Store.Put(e); err != nil {
+	e, err = r.Store.Put(e)
+	if err != nil {
 		return scanOutcome{}, err
 	}
 	r.fresh.put(a.key, object, e.ScanTime)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
 
@@ -143,6 +146,44 @@ func latestTags(sorted []string, n int) []string {
 	out := make([]string, 0, min(n, len(sorted)))
 	for i := len(sorted) - 1; i >= 0 && len(out) < n; i-- {
 		out = append(out, sorted[i])
+	}
+	return out
+}
+
+// recentTags are the n tags of e first seen last, newest first (ties in
+// descending string order, as LatestTags), with their build times where
+// known: what the dashboard's image page lists. One pass over the tags
+// keeping the best n, since a repository may hold a million.
+func recentTags(e store.Entry, n int) []imagev1.TagTimes {
+	if len(e.Times) != len(e.Tags) || n <= 0 {
+		return nil
+	}
+	newer := func(i, j int) bool {
+		if a, b := e.Times[i].Seen, e.Times[j].Seen; !a.Equal(b) {
+			return a.After(b)
+		}
+		return e.Tags[i] > e.Tags[j]
+	}
+	best := make([]int, 0, n+1)
+	for i := range e.Tags {
+		if len(best) == n && !newer(i, best[n-1]) {
+			continue
+		}
+		at := len(best)
+		for at > 0 && newer(i, best[at-1]) {
+			at--
+		}
+		best = slices.Insert(best, at, i)
+		if len(best) > n {
+			best = best[:n]
+		}
+	}
+	out := make([]imagev1.TagTimes, len(best))
+	for k, i := range best {
+		out[k] = imagev1.TagTimes{Tag: e.Tags[i], FirstSeen: metav1.NewTime(e.Times[i].Seen)}
+		if c := e.Times[i].Created; !c.IsZero() {
+			out[k].Created = &metav1.Time{Time: c}
+		}
 	}
 	return out
 }

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
 
@@ -59,5 +61,39 @@ func TestFilterRevisionLatest(t *testing.T) {
 	}
 	if _, err := compileExclusions([]string{"("}); err == nil {
 		t.Error("a bad exclusion regexp compiled")
+	}
+}
+
+// The image page's recent tags are the tags first seen last, newest first,
+// ties by descending string order, capped, with build times only where the
+// store knows them.
+func TestRecentTagsAreTheLastFirstSeen(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	built := t0.Add(-time.Hour)
+	e := store.Entry{
+		Tags: []string{"1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.1.0"},
+		Times: []store.Times{
+			{Seen: t0}, {Seen: t0}, {Seen: t0.Add(2 * time.Hour), Created: built}, {Seen: t0}, {Seen: t0.Add(time.Hour)},
+		},
+	}
+	got := recentTags(e, 3)
+	var names []string
+	for _, g := range got {
+		names = append(names, g.Tag)
+	}
+	if want := []string{"1.2.0", "2.1.0", "2.0.0"}; !slices.Equal(names, want) {
+		t.Fatalf("recent tags = %v, want %v", names, want)
+	}
+	if got[0].Created == nil || !got[0].Created.Time.Equal(built) || got[1].Created != nil {
+		t.Errorf("build times = %v, %v; want %v, none", got[0].Created, got[1].Created, built)
+	}
+	if !got[1].FirstSeen.Time.Equal(t0.Add(time.Hour)) {
+		t.Errorf("first seen of 2.1.0 = %v", got[1].FirstSeen)
+	}
+	if n := len(recentTags(e, 10)); n != 5 {
+		t.Errorf("with room for 10: %d tags, want 5", n)
+	}
+	if r := recentTags(store.Entry{Tags: []string{"a"}}, 3); r != nil {
+		t.Errorf("an entry without times gave %v", r)
 	}
 }

@@ -134,11 +134,12 @@ func (s *Store) path(object string) string {
 // earliest of the stored entry's, e.Times' and e.ScanTime; its build time
 // is e.Times' or else the stored one. So a scan records only its own time,
 // and a scan shared from another repository brings that one's earlier
-// sightings along.
-func (s *Store) Put(e Entry) error {
+// sightings along. It returns e as stored, with those times, so the scan's
+// status can name its newest tags without reading the file back.
+func (s *Store) Put(e Entry) (Entry, error) {
 	for _, t := range e.Tags {
 		if strings.ContainsAny(t, "\r\n") {
-			return fmt.Errorf("tag %q contains a line break", t)
+			return Entry{}, fmt.Errorf("tag %q contains a line break", t)
 		}
 	}
 	s.mu.Lock()
@@ -148,7 +149,7 @@ func (s *Store) Put(e Entry) error {
 		old = Entry{}
 	}
 	e.Times = merge(e, old)
-	return s.write(e)
+	return e, s.write(e)
 }
 
 // merge returns e's tag times given the stored entry old.

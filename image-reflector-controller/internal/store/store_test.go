@@ -20,7 +20,7 @@ func TestPutGetDeleteAndReopen(t *testing.T) {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	e := Entry{Object: "apps/podinfo", Key: "k1", Revision: "sha256:abc", ScanTime: now, Tags: []string{"1.0.0", "latest", "v2"}}
-	if err := s.Put(e); err != nil {
+	if _, err := s.Put(e); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Get("apps/other"); !errors.Is(err, ErrNotFound) {
@@ -48,7 +48,7 @@ func TestPutGetDeleteAndReopen(t *testing.T) {
 		t.Errorf("headers %+v", hs)
 	}
 
-	if err := s2.Put(Entry{Object: "apps/podinfo", Key: "k2", Tags: nil}); err != nil {
+	if _, err := s2.Put(Entry{Object: "apps/podinfo", Key: "k2", Tags: nil}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s2.Get("apps/podinfo"); got.Key != "k2" || len(got.Tags) != 0 {
@@ -68,7 +68,7 @@ func TestPutGetDeleteAndReopen(t *testing.T) {
 func TestDamageReadsAsNotFound(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := Open(dir)
-	if err := s.Put(Entry{Object: "a/b", Tags: []string{"x", "y"}}); err != nil {
+	if _, err := s.Put(Entry{Object: "a/b", Tags: []string{"x", "y"}}); err != nil {
 		t.Fatal(err)
 	}
 	p := s.path("a/b")
@@ -88,7 +88,7 @@ func TestDamageReadsAsNotFound(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if err := s.Put(Entry{Object: "a/b", Tags: []string{"bad\ntag"}}); err == nil {
+	if _, err := s.Put(Entry{Object: "a/b", Tags: []string{"bad\ntag"}}); err == nil {
 		t.Error("a tag with a newline was stored")
 	}
 }
@@ -115,7 +115,7 @@ func BenchmarkStore(b *testing.B) {
 		tags[i] = fmt.Sprintf("1.%d.%d-build.%d", i/100, i%100, i)
 	}
 	for i := range 1000 {
-		if err := s.Put(Entry{Object: fmt.Sprintf("ns/repo-%d", i), Tags: tags}); err != nil {
+		if _, err := s.Put(Entry{Object: fmt.Sprintf("ns/repo-%d", i), Tags: tags}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func TestTimes(t *testing.T) {
 			s, _ := Open(t.TempDir())
 			for i, e := range tc.puts {
 				e.Object = "a/b"
-				if err := s.Put(e); err != nil {
+				if _, err := s.Put(e); err != nil {
 					t.Fatal(err)
 				}
 				if i == 0 && tc.built != nil {
@@ -214,7 +214,7 @@ func TestTimesCompatibility(t *testing.T) {
 	if err != nil || len(e.Times) != 2 || !e.Times[0].Seen.Equal(scan) || !e.Times[1].Seen.Equal(scan) {
 		t.Fatalf("old file: %+v, %v", e, err)
 	}
-	if err := s.Put(Entry{Object: "a/b", ScanTime: scan.Add(time.Hour), Tags: []string{"1.0.0", "1.1.0", "1.2.0"}}); err != nil {
+	if _, err := s.Put(Entry{Object: "a/b", ScanTime: scan.Add(time.Hour), Tags: []string{"1.0.0", "1.1.0", "1.2.0"}}); err != nil {
 		t.Fatal(err)
 	}
 	e, _ = s.Get("a/b")
@@ -254,7 +254,7 @@ func TestOpenRemovesDamagedFiles(t *testing.T) {
 	dir := t.TempDir()
 	s, _ := Open(dir)
 	for _, o := range []string{"a/good", "a/bad"} {
-		if err := s.Put(Entry{Object: o, Tags: []string{"1.0.0", "1.1.0"}}); err != nil {
+		if _, err := s.Put(Entry{Object: o, Tags: []string{"1.0.0", "1.1.0"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,7 +264,7 @@ func TestOpenRemovesDamagedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A header that still parses but names another object.
-	if err := s.Put(Entry{Object: "a/renamed", Tags: []string{"1.0.0"}}); err != nil {
+	if _, err := s.Put(Entry{Object: "a/renamed", Tags: []string{"1.0.0"}}); err != nil {
 		t.Fatal(err)
 	}
 	renamed := s.path("a/renamed")

@@ -34,6 +34,9 @@ type Options struct {
 	Rate    rate.Limit
 	Burst   int
 	MaxBody int64
+	// CallsFlush is how often the calls answered are added to each
+	// webhook's status.calls (receiver.DefaultCallsFlush when zero).
+	CallsFlush time.Duration
 	// GoogleCertsURL is where the keys of Google's ID tokens are read
 	// (default GoogleCertsURL), for gcr webhooks.
 	GoogleCertsURL string
@@ -98,6 +101,7 @@ func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server 
 	}
 	s.Server = receiver.New(s, secrets, m.Metrics, receiver.Options{
 		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
+		Status: c, CallsFlush: o.CallsFlush,
 	})
 	return s
 }

@@ -57,6 +57,8 @@ type automationBody struct {
 	// not lay out.
 	ExplainText string
 	Jobs        []JobRow
+	History     []HistoryRow
+	Chart       *VersionChart
 	Events      []EventRow
 	EventsErr   string
 }
@@ -81,6 +83,8 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 		body.explain(ctx, s.direct, key)
 	}
 	body.Jobs = jobTimeline(a, jobs.Items, body.Row.SourceURL)
+	body.History = historyOf(a, body.Row.SourceURL)
+	body.Chart = versionChart(body.History, s.opts.Now())
 	body.Events, body.EventsErr = s.eventsOf(ctx, a)
 	s.render(w, r, "automation", http.StatusOK, s.view(r, "Automation "+key.String(), key.Namespace, body))
 }
@@ -275,6 +279,8 @@ type WebhookRow struct {
 	Suspended                         bool
 	Ready                             *metav1.Condition
 	Selector                          string
+	// Calls are the calls answered, as the receivers last recorded them.
+	Calls *imagev1.WebhookCalls
 }
 
 type webhooksBody struct {
@@ -305,7 +311,8 @@ func (s *Server) webhooks(w http.ResponseWriter, r *http.Request) {
 
 func webhookRow(kind string, obj client.Object, typ string, suspend bool, sel *metav1.LabelSelector, st imagev1.WebhookStatus) WebhookRow {
 	row := WebhookRow{Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName(), Type: typ, Path: st.WebhookPath,
-		Suspended: suspend, Ready: apimeta.FindStatusCondition(st.Conditions, conditions.ReadyCondition), Selector: "everything"}
+		Suspended: suspend, Ready: apimeta.FindStatusCondition(st.Conditions, conditions.ReadyCondition), Selector: "everything",
+		Calls: st.Calls}
 	if sel != nil {
 		row.Selector = metav1.FormatLabelSelector(sel)
 	}

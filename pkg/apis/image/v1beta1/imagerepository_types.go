@@ -111,6 +111,27 @@ type ScanResult struct {
 	// LatestTags are up to ten tags, in descending string order.
 	// +optional
 	LatestTags []string `json:"latestTags,omitempty"`
+
+	// RecentTags are up to ten tags a scan first listed last, newest
+	// first, with when and, where known, when their images were built
+	// (known once a policy asked: newestBuild, a minimum age by build
+	// time, a Helm index).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	RecentTags []TagTimes `json:"recentTags,omitempty"`
+}
+
+// MaxRecentTags bounds status.lastScanResult.recentTags.
+const MaxRecentTags = 10
+
+// TagTimes is a tag with what the reflector knows of its age.
+type TagTimes struct {
+	Tag string `json:"tag"`
+	// FirstSeen is when a scan first listed the tag.
+	FirstSeen metav1.Time `json:"firstSeen"`
+	// Created is the image's build time.
+	// +optional
+	Created *metav1.Time `json:"created,omitempty"`
 }
 
 // ImageRepositoryStatus is the observed state of an ImageRepository.

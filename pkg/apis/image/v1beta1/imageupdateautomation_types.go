@@ -263,6 +263,13 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	LastPushTime *metav1.Time `json:"lastPushTime,omitempty"`
 
+	// History are the automation's last pushes (or proposals), newest
+	// first, each with the images it changed: what it committed over time,
+	// at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	History []PushRecord `json:"history,omitempty"`
+
 	// ObservedPolicies are the policies and their images the last run
 	// applied, by policy name.
 	// +optional
@@ -313,6 +320,43 @@ type UpdateWindowStatus struct {
 	// End is when it closes.
 	// +required
 	End metav1.Time `json:"end"`
+}
+
+// MaxHistory bounds status.history.
+const MaxHistory = 20
+
+// MaxPushedImages bounds the images a PushRecord lists.
+const MaxPushedImages = 20
+
+// PushRecord is one commit an automation pushed or proposed.
+type PushRecord struct {
+	// Commit is the pushed commit.
+	Commit string `json:"commit"`
+	// Time is when the job that pushed it finished.
+	Time metav1.Time `json:"time"`
+	// PullRequest is the number of the pull request that proposed the
+	// commit, when it was proposed rather than pushed.
+	// +optional
+	PullRequest int `json:"pullRequest,omitempty"`
+	// Images are the policies whose values the commit changed, with the
+	// image each wrote, in policy order; at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Images []PushedImage `json:"images,omitempty"`
+	// MoreImages counts the changed policies beyond Images.
+	// +optional
+	MoreImages int `json:"moreImages,omitempty"`
+}
+
+// PushedImage is what a commit wrote for one policy.
+type PushedImage struct {
+	// Policy is the ImagePolicy's name.
+	Policy string `json:"policy"`
+	// Image is the image the policy selected and the commit wrote.
+	meta.ImageRef `json:",inline"`
+	// From is the tag the automation had applied before, when it had.
+	// +optional
+	From string `json:"from,omitempty"`
 }
 
 // ObservedPolicies maps policy names to the image each selected.

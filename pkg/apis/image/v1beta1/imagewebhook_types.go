@@ -89,7 +89,31 @@ type WebhookStatus struct {
 	// +optional
 	WebhookPath string `json:"webhookPath,omitempty"`
 
+	// Calls counts the calls the receivers answered for this webhook.
+	// Each replica adds what it answered at most every ten seconds, so
+	// the counts trail the calls by that much.
+	// +optional
+	Calls *WebhookCalls `json:"calls,omitempty"`
+
 	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// WebhookCalls counts a webhook's calls: those it accepted (authenticated,
+// read and acted on, or valid and about nothing to do) and those it
+// refused (bad credentials, a bad payload, over its rate, suspended, ...).
+type WebhookCalls struct {
+	Accepted int64 `json:"accepted"`
+	Refused  int64 `json:"refused"`
+	// LastAccepted is when the last accepted call came.
+	// +optional
+	LastAccepted *metav1.Time `json:"lastAccepted,omitempty"`
+	// LastRefused is when the last refused call came, and
+	// LastRefusedReason why it was refused (the reason label of the
+	// webhook_rejected_total metric).
+	// +optional
+	LastRefused *metav1.Time `json:"lastRefused,omitempty"`
+	// +optional
+	LastRefusedReason string `json:"lastRefusedReason,omitempty"`
 }
 
 // +kubebuilder:object:root=true

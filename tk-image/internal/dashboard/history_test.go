@@ -1,0 +1,147 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+)
+
+// The chart puts each policy in its own lane, sorted, its points left to
+// right in time, and labels a point only where the previous label leaves
+// room; the time axis ends at now.
+func TestVersionChartLanesAndLabels(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	push := func(at time.Duration, imgs ...imagev1.PushedImage) HistoryRow {
+		return HistoryRow{Time: t0.Add(at), Commit: "c" + at.String(), Images: imgs}
+	}
+	img := func(policy, tag string) imagev1.PushedImage {
+		return imagev1.PushedImage{Policy: policy, ImageRef: meta.ImageRef{Name: "r/" + policy, Tag: tag}}
+	}
+	// Newest first, as status.history keeps it.
+	history := []HistoryRow{
+		push(10*time.Hour, img("web", "1.3.0")),
+		push(9*time.Hour+50*time.Minute, img("web", "1.2.1")),
+		push(5*time.Hour, img("web", "1.2.0"), img("api", "2.0.0")),
+		push(0, img("web", "1.1.0")),
+	}
+	c := versionChart(history, t0.Add(10*time.Hour))
+	if c == nil || len(c.Lanes) != 2 || c.Lanes[0].Policy != "api" || c.Lanes[1].Policy != "web" {
+		t.Fatalf("lanes = %+v", c)
+	}
+	web := c.Lanes[1].Points
+	if len(web) != 4 || web[0].X != c.PlotLeft || web[3].X != c.PlotRight || web[1].X != (c.PlotLeft+c.PlotRight)/2 {
+		t.Fatalf("web points = %+v", web)
+	}
+	// 1.2.1 came ten minutes before 1.3.0: too close for both labels.
+	if !web[0].Label || !web[1].Label || !web[2].Label || web[3].Label {
+		t.Errorf("labels = %v %v %v %v, want the last one left to its title", web[0].Label, web[1].Label, web[2].Label, web[3].Label)
+	}
+	if c.Lanes[1].Y <= c.Lanes[0].Y || c.AxisY() <= c.Lanes[1].Y {
+		t.Errorf("lanes at %d, %d; axis at %d", c.Lanes[0].Y, c.Lanes[1].Y, c.AxisY())
+	}
+	if versionChart(nil, t0) != nil {
+		t.Error("an empty history drew a chart")
+	}
+	var many []imagev1.PushedImage
+	for _, p := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"} {
+		many = append(many, img(p, "1"))
+	}
+	if c := versionChart([]HistoryRow{push(0, many...)}, t0); len(c.Lanes) != maxLanes || c.MoreLanes != 2 {
+		t.Errorf("14 policies: %d lanes, %d more", len(c.Lanes), c.MoreLanes)
+	}
+}
+
+// The automation page shows what each commit wrote, as a chart and a table
+// with links to the commits, and the image page the tags first seen last
+// with their times.
+func TestPagesShowHistoryAndRecentTags(t *testing.T) {
+	ns := env.Namespace(t)
+	t0 := metav1.NewTime(time.Now().Add(-2 * time.Hour).Truncate(time.Second))
+	t1 := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	automation(t, ns, "app", func(a *imagev1.ImageUpdateAutomation) {
+		a.Status.History = []imagev1.PushRecord{
+			{Commit: strings.Repeat("b", 40), Time: t1, Images: []imagev1.PushedImage{
+				{Policy: "web", ImageRef: meta.ImageRef{Name: "ghcr.io/org/web", Tag: "1.1.0"}, From: "1.0.0"}}},
+			{Commit: strings.Repeat("a", 40), Time: t0, PullRequest: 7, Images: []imagev1.PushedImage{
+				{Policy: "web", ImageRef: meta.ImageRef{Name: "ghcr.io/org/web", Tag: "1.0.0"}}}},
+		}
+	})
+	repo := &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: imagev1.ImageRepositorySpec{Image: "ghcr.io/org/web", Interval: metav1.Duration{Duration: time.Hour}}}
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	repo.Status.LastScanResult = &imagev1.ScanResult{TagCount: 2, ScanTime: t1, RecentTags: []imagev1.TagTimes{
+		{Tag: "1.1.0", FirstSeen: t1, Created: &t0}, {Tag: "1.0.0", FirstSeen: t0}}}
+	if err := env.Client.Status().Update(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	base := serve(t, env.Config, Options{})
+	code, body := get(t, base+"/automations/"+ns+"/app")
+	if code != http.StatusOK {
+		t.Fatalf("automation page: %d\n%s", code, body)
+	}
+	for _, want := range []string{
+		`<svg viewBox=`, `class="lane-name" x="8"`, `>1.1.0</text>`, `>1.0.0</text>`,
+		`href="https://github.com/org/fleet/commit/` + strings.Repeat("b", 40) + `"`,
+		`<span class="tag">1.0.0</span> → <span class="tag">1.1.0</span>`, `PR #7`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("automation page lacks %q", want)
+		}
+	}
+	code, body = get(t, base+"/images/"+ns+"/web")
+	if code != http.StatusOK {
+		t.Fatalf("image page: %d\n%s", code, body)
+	}
+	for _, want := range []string{
+		`<time datetime="` + t1.UTC().Format(time.RFC3339) + `">`,     // 1.1.0 first seen
+		`<td><time datetime="` + t0.UTC().Format(time.RFC3339) + `">`, // 1.1.0 built
+		`not looked up`, // 1.0.0's build time
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("image page lacks %q", want)
+		}
+	}
+	if i, j := strings.Index(body, ">1.1.0</span>"), strings.Index(body, ">1.0.0</span>"); i < 0 || j < i {
+		t.Errorf("recent tags not newest first (1.1.0 at %d, 1.0.0 at %d)", i, j)
+	}
+}
+
+// The webhooks page shows each receiver's calls as its status counts
+// them, the reason of the last refusal escaped like every other text.
+func TestWebhooksPageCountsCalls(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	w := &imagev1.GitWebhook{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "push"},
+		Spec: imagev1.GitWebhookSpec{Type: imagev1.GitWebhookGeneric, SecretRef: meta.LocalObjectReference{Name: "token"}}}
+	if err := env.Client.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	w.Status.Calls = &imagev1.WebhookCalls{Accepted: 4, Refused: 1, LastAccepted: &metav1.Time{Time: time.Now().Add(-time.Minute)},
+		LastRefused: &metav1.Time{Time: time.Now().Add(-2 * time.Minute)}, LastRefusedReason: hostile}
+	if err := env.Client.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	base := serve(t, env.Config, Options{})
+	code, body := get(t, base+"/webhooks?namespace="+ns)
+	if code != http.StatusOK {
+		t.Fatalf("webhooks page: %d\n%s", code, body)
+	}
+	for _, want := range []string{"4 accepted, 1 refused", "last accepted 1m", "last refused 2m", "&lt;script&gt;alert("} {
+		if !strings.Contains(body, want) {
+			t.Errorf("webhooks page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Error("the refusal reason's markup got through")
+	}
+}
