@@ -31,6 +31,7 @@ func newDashboardCommand(k *kube) *cobra.Command {
 		address   string
 		readOnly  bool
 		noBrowser bool
+		hosts     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "dashboard",
@@ -48,21 +49,28 @@ shows one namespace, else all of them, or the kubeconfig context's
 namespace when the credentials may not list automations in all.
 
 It opens the browser unless --no-browser. An --address other than loopback
-implies --read-only: anyone who reaches it would act as you.`,
+implies --read-only: anyone who reaches it would act as you.
+
+Requests must name it by localhost or an IP address, so that a web page
+cannot reach it through a DNS name it controls; behind an Ingress, name its
+host with --allowed-host. In a cluster (the image-automation-controller
+chart's ui values) it runs read-only with its ServiceAccount's rights.`,
 		Example: `  tk-image dashboard
-  tk-image dashboard -n apps --read-only --no-browser --address 127.0.0.1:8080`,
+  tk-image dashboard -n apps --read-only --no-browser --address 127.0.0.1:8080
+  tk-image dashboard --address :9880 --no-browser --allowed-host images.example.com`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDashboard(cmd, k, address, readOnly, !noBrowser)
+			return runDashboard(cmd, k, address, readOnly, !noBrowser, hosts)
 		},
 	}
 	cmd.Flags().StringVar(&address, "address", defaultDashboardAddress, "address to listen on, HOST:PORT (port 0 picks a free one)")
 	cmd.Flags().BoolVar(&readOnly, "read-only", false, "show no action buttons and refuse actions")
 	cmd.Flags().BoolVar(&noBrowser, "no-browser", false, "do not open the dashboard in a browser")
+	cmd.Flags().StringSliceVar(&hosts, "allowed-host", nil, "a host name requests may name besides localhost and IP addresses, e.g. an Ingress's (repeat or comma-separate)")
 	return cmd
 }
 
-func runDashboard(cmd *cobra.Command, k *kube, address string, readOnly, open bool) error {
+func runDashboard(cmd *cobra.Command, k *kube, address string, readOnly, open bool, hosts []string) error {
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
 	// The informers log through controller-runtime, which otherwise
@@ -90,7 +98,7 @@ func runDashboard(cmd *cobra.Command, k *kube, address string, readOnly, open bo
 	if err != nil {
 		return err
 	}
-	opts := dashboard.Options{ReadOnly: readOnly, FallbackNamespace: current, User: whoAmI(ctx, cfg)}
+	opts := dashboard.Options{ReadOnly: readOnly, FallbackNamespace: current, User: whoAmI(ctx, cfg), AllowedHosts: hosts}
 	if f := cmd.Flag("namespace"); f != nil && f.Changed {
 		opts.Namespace = current
 	}

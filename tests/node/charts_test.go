@@ -179,6 +179,9 @@ func controllerPods(ctx context.Context) (map[string]corev1.Pod, string) {
 	byRelease := map[string]corev1.Pod{}
 	var notes []string
 	for _, p := range pods.Items {
+		if p.Labels["app.kubernetes.io/component"] == "ui" {
+			continue // the dashboard, not a controller
+		}
 		rel := p.Labels["app.kubernetes.io/instance"]
 		ready := false
 		for _, c := range p.Status.Conditions {
@@ -228,8 +231,19 @@ func TestCharts(t *testing.T) {
 		if i := strings.LastIndex(ref, ":"); i > 0 {
 			repo, tag = ref[:i], ref[i+1:]
 		}
-		helm(t, helmEnv, "install", c, filepath.Join(root, "charts", c), "--namespace", releaseNS,
-			"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never")
+		install := []string{"install", c, filepath.Join(root, "charts", c), "--namespace", releaseNS,
+			"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
+		if c == "image-automation-controller" {
+			// The dashboard in the cluster, read-only (ui values).
+			ui, ok := images["tk-image"]
+			if !ok {
+				t.Fatal("no image tk-image in bin/images: run make images")
+			}
+			i := strings.LastIndex(ui, ":")
+			install = append(install, "--set", "ui.enabled=true", "--set", "ui.image.repository="+ui[:i],
+				"--set", "ui.image.tag="+ui[i+1:], "--set", "ui.image.pullPolicy=Never")
+		}
+		helm(t, helmEnv, install...)
 	}
 	var pods map[string]corev1.Pod
 	waitFor(t, 3*time.Minute, "every controller pod Ready", func() (bool, string) {
@@ -273,6 +287,10 @@ func TestCharts(t *testing.T) {
 		scrape(t, ctx, pods)
 	})
 
+	t.Run("dashboard", func(t *testing.T) {
+		dashboardInCluster(t, ctx)
+	})
+
 	// A changed value rolls the automation controller's Deployment.
 	old := pods["image-automation-controller"].Name
 	helm(t, helmEnv, "upgrade", "image-automation-controller", filepath.Join(root, "charts", "image-automation-controller"),
@@ -308,6 +326,28 @@ func TestCharts(t *testing.T) {
 			}
 		}
 	})
+}
+
+// dashboardInCluster checks the chart's in-cluster dashboard: its pod
+// becomes Ready under the restricted profile, and its Fleet page, read
+// through the API server's service proxy, lists the sample automation with
+// the commit the chain made, and offers no action.
+func dashboardInCluster(t *testing.T, ctx context.Context) {
+	const svc = "image-automation-controller-ui"
+	var page string
+	waitFor(t, 2*time.Minute, "the dashboard serving the automation's commit", func() (bool, string) {
+		b, err := cl.Client().CoreV1().Services(releaseNS).ProxyGet("http", svc, "http", "/", nil).DoRaw(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		page = string(b)
+		return strings.Contains(page, `href="/automations/default/`) && strings.Contains(page, `class="commit"`), page
+	})
+	for _, refused := range []string{"<form", "<button"} {
+		if strings.Contains(page, refused) {
+			t.Errorf("the in-cluster dashboard offers actions (%s)", refused)
+		}
+	}
 }
 
 // procIDs reads the real uid and gid of a process.

@@ -33,6 +33,7 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -63,6 +64,9 @@ type Options struct {
 	FallbackNamespace string
 	// User names who the credentials are, for the header; may be empty.
 	User string
+	// AllowedHosts are host names requests may name besides localhost and
+	// IP addresses: the dashboard's names behind an Ingress.
+	AllowedHosts []string
 	// Now is the clock (time.Now when nil), for time left.
 	Now func() time.Time
 	// Debounce gathers changes this long before a page hears of them
@@ -129,6 +133,7 @@ func newServer(direct client.Client, st *store, opts Options) (*Server, error) {
 	s := &Server{opts: opts, direct: direct, store: st, pages: p, token: hex.EncodeToString(tok), mux: http.NewServeMux()}
 	assets, _ := fs.Sub(embedded, "assets")
 	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", cacheAssets(http.FileServerFS(assets))))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /{$}", s.fleet)
 	s.mux.HandleFunc("GET /automations/{namespace}/{name}", s.automation)
 	s.mux.HandleFunc("GET /images/{namespace}/{name}", s.image)
@@ -142,7 +147,7 @@ func newServer(direct client.Client, st *store, opts Options) (*Server, error) {
 // rebinding would otherwise let a web page read the dashboard), then
 // routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !allowedHost(r) {
+	if !allowedHost(r, s.opts.AllowedHosts) {
 		http.Error(w, "unexpected Host header: open the dashboard by the address tk-image printed", http.StatusMisdirectedRequest)
 		return
 	}
@@ -152,18 +157,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-// allowedHost accepts localhost (and *.localhost) and IP addresses, any
-// port. A web page's script can reach the dashboard only through a name of
-// its own that it rebinds to 127.0.0.1 (DNS rebinding); such a name is
-// refused, while localhost and an address cannot be rebound.
-func allowedHost(r *http.Request) bool {
+// allowedHost accepts localhost (and *.localhost), IP addresses and the
+// names given (an Ingress's), any port. A web page's script can reach the
+// dashboard only through a name of its own that it rebinds to 127.0.0.1
+// (DNS rebinding); such a name is refused, while localhost and an address
+// cannot be rebound, and a name given is the operator's own.
+func allowedHost(r *http.Request, names []string) bool {
 	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.Trim(host, "[]")
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
+	}
+	for _, n := range names {
+		if host != "" && host == strings.TrimSuffix(strings.ToLower(n), ".") {
+			return true
+		}
 	}
 	return net.ParseIP(host) != nil
 }

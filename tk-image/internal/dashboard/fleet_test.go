@@ -210,14 +210,22 @@ func TestLocalPathKeepsReturnsOnThisServer(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
+// Hosts are localhost, addresses and the names the operator gave (an
+// Ingress's, any case, with or without the root dot); any other name, as a
+// DNS-rebound one, is refused.
 func TestAllowedHost(t *testing.T) {
+	names := []string{"Images.Example.com"}
 	for host, want := range map[string]bool{
 		"localhost:9880": true, "app.localhost:9880": true, "127.0.0.1:9880": true, "[::1]:9880": true, "10.0.0.5": true,
-		"evil.example:9880": false, "localhost.evil.example": false, "": false,
+		"images.example.com": true, "IMAGES.example.com.:443": true,
+		"evil.example:9880": false, "localhost.evil.example": false, "": false, "x.images.example.com": false,
 	} {
 		r := &http.Request{Host: host}
-		if got := allowedHost(r); got != want {
+		if got := allowedHost(r, names); got != want {
 			t.Errorf("allowedHost(%q) = %v, want %v", host, got, want)
 		}
+	}
+	if allowedHost(&http.Request{Host: "images.example.com"}, nil) {
+		t.Error("a name was allowed without --allowed-host")
 	}
 }
