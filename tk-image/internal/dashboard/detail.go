@@ -5,6 +5,7 @@ import (
 
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -263,7 +264,7 @@ func usages(p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation, polic
 				}
 				for _, m := range j.Status.Result.Markers {
 					if m.Policy == key {
-						u.Files = m.Files
+						u.Files = fileLines(m)
 					}
 				}
 			}
@@ -342,4 +343,17 @@ func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {
 		status = http.StatusForbidden
 	}
 	s.render(w, r, "result", status, s.view(r, http.StatusText(status), "", &resultBody{Message: err.Error(), Failed: true, Back: "/"}))
+}
+
+// fileLines names where a policy's markers are, as file:line where the
+// job recorded the line.
+func fileLines(m updatev1.PolicyMarkers) []string {
+	out := make([]string, len(m.Files))
+	for i, f := range m.Files {
+		out[i] = f
+		if i < len(m.Lines) && m.Lines[i] > 0 {
+			out[i] = fmt.Sprintf("%s:%d", f, m.Lines[i])
+		}
+	}
+	return out
 }

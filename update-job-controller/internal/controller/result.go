@@ -40,6 +40,7 @@ func markerSummary(markers []setters.MarkerSite, images map[string]meta.ImageRef
 		// Markers come in path order: a new file is a new last path.
 		if n := len(e.Files); n < meta.MaxListedFiles && (n == 0 || e.Files[n-1] != m.Path) {
 			e.Files = append(e.Files, m.Path)
+			e.Lines = append(e.Lines, m.Line)
 		}
 	}
 	slices.SortFunc(entries, func(a, b *updatev1.PolicyMarkers) int {

@@ -21,19 +21,19 @@ func site(path string, line int, policy string) setters.MarkerSite {
 }
 
 // The status sums the markers up per policy: exact counts, distinct files
-// (at most three), policies without a setter first and flagged unknown, and
+// (at most three) with the line of each one's first marker, policies without a setter first and flagged unknown, and
 // the setters no marker names.
 func TestAPIResultMarkers(t *testing.T) {
 	res := &setters.Result{Markers: []setters.MarkerSite{
 		site("a.yaml", 1, "apps:podinfo"), site("a.yaml", 2, "apps:podinfo"), site("a.yaml", 3, "apps:typo"),
-		site("b.yaml", 1, "apps:podinfo"), site("c.yaml", 1, "apps:podinfo"), site("d.yaml", 9, "apps:podinfo"),
+		site("b.yaml", 4, "apps:podinfo"), site("c.yaml", 7, "apps:podinfo"), site("d.yaml", 9, "apps:podinfo"),
 	}}
 	policies := map[string]meta.ImageRef{"apps:podinfo": {}, "apps:redis": {}, "apps:nginx": {}}
 	got := apiResult(res, policies)
 	want := &updatev1.UpdateResult{
 		Markers: []updatev1.PolicyMarkers{
-			{Policy: "apps:typo", Count: 1, Files: []string{"a.yaml"}, Unknown: true},
-			{Policy: "apps:podinfo", Count: 5, Files: []string{"a.yaml", "b.yaml", "c.yaml"}},
+			{Policy: "apps:typo", Count: 1, Files: []string{"a.yaml"}, Lines: []int{3}, Unknown: true},
+			{Policy: "apps:podinfo", Count: 5, Files: []string{"a.yaml", "b.yaml", "c.yaml"}, Lines: []int{1, 4, 7}},
 		},
 		UnmarkedPolicies: []string{"apps:nginx", "apps:redis"},
 	}

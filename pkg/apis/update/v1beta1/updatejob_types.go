@@ -421,6 +421,10 @@ type PolicyMarkers struct {
 	// update path, in path order.
 	// +optional
 	Files []string `json:"files,omitempty"`
+	// Lines are, for each of Files, the line of its first marker naming
+	// the policy, from 1 (0 where not known).
+	// +optional
+	Lines []int `json:"lines,omitempty"`
 	// Unknown is set when the job has no setter for the policy: its
 	// markers were left as they were.
 	// +optional
