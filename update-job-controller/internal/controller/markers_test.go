@@ -31,8 +31,8 @@ func TestJobRecordsMarkers(t *testing.T) {
 	}
 	want := &updatev1.UpdateResult{
 		Markers: []updatev1.PolicyMarkers{
-			{Policy: "apps:ngnix", Count: 1, Files: []string{"typo.yaml"}, Unknown: true},
-			{Policy: "apps:podinfo", Count: 1, Files: []string{"app.yaml"}},
+			{Policy: "apps:ngnix", Count: 1, Files: []string{"typo.yaml"}, Lines: []int{1}, Unknown: true},
+			{Policy: "apps:podinfo", Count: 1, Files: []string{"app.yaml"}, Lines: []int{11}},
 		},
 		UnmarkedPolicies: []string{"apps:redis"},
 	}
