@@ -55,10 +55,13 @@ type ChartPoint struct {
 const (
 	chartWidth     = 720
 	chartPlotLeft  = 200
-	chartPlotRight = 690
+	chartPlotRight = 650
 	chartLane      = 44
 	chartTop       = 36
-	chartAxis      = 28
+	chartAxis      = 24
+	// minSpan is the shortest time the axis spans, so that a first push
+	// sits at the right, after an hour of nothing, not alone mid-axis.
+	minSpan = time.Hour
 	maxLanes       = 12
 	// labelGap is the room a tag label needs before the next one.
 	labelGap = 64
@@ -87,6 +90,9 @@ func versionChart(history []HistoryRow, now time.Time) *VersionChart {
 		From: history[len(history)-1].Time, To: now}
 	if c.To.Before(history[0].Time) {
 		c.To = history[0].Time
+	}
+	if c.To.Sub(c.From) < minSpan {
+		c.From = c.To.Add(-minSpan)
 	}
 	lanes := map[string]*ChartLane{}
 	var order []string
@@ -123,12 +129,12 @@ func versionChart(history []HistoryRow, now time.Time) *VersionChart {
 		}
 		c.Lanes = append(c.Lanes, *l)
 	}
-	c.Height = chartTop + len(c.Lanes)*chartLane + chartAxis
+	c.Height = chartTop + (len(c.Lanes)-1)*chartLane + chartAxis + 24
 	return c
 }
 
 // AxisY is where the time axis runs, under the lanes.
-func (c *VersionChart) AxisY() int { return c.Height - chartAxis + 8 }
+func (c *VersionChart) AxisY() int { return c.Height - 24 }
 
 // cut shortens s to n runes with an ellipsis.
 func cut(s string, n int) string {

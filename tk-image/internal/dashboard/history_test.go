@@ -46,6 +46,11 @@ func TestVersionChartLanesAndLabels(t *testing.T) {
 	if c.Lanes[1].Y <= c.Lanes[0].Y || c.AxisY() <= c.Lanes[1].Y {
 		t.Errorf("lanes at %d, %d; axis at %d", c.Lanes[0].Y, c.Lanes[1].Y, c.AxisY())
 	}
+	// A first push just now sits at the right of an hour's axis.
+	if one := versionChart([]HistoryRow{push(0, img("web", "1.0.0"))}, t0.Add(time.Minute)); one.Lanes[0].Points[0].X <= (one.PlotLeft+one.PlotRight)/2 ||
+		!one.From.Equal(t0.Add(time.Minute-time.Hour)) {
+		t.Errorf("one push: at x=%d of %d..%d, axis from %v", one.Lanes[0].Points[0].X, one.PlotLeft, one.PlotRight, one.From)
+	}
 	if versionChart(nil, t0) != nil {
 		t.Error("an empty history drew a chart")
 	}
