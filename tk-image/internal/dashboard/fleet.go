@@ -285,7 +285,11 @@ func source(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects) (describe,
 		if ns == "" {
 			ns = a.Namespace
 		}
-		describe = "GitRepository " + ns + "/" + s.Name
+		kind := s.Kind
+		if kind == "" {
+			kind = "GitRepository"
+		}
+		describe = kind + " " + ns + "/" + s.Name
 	}
 	if last := a.Status.LastJob; last != nil {
 		if j := objs.byUID[last.UID]; j != nil {

@@ -134,6 +134,11 @@ func TestFleetRowSourceAndCommit(t *testing.T) {
 	if row.Source != "GitRepository flux-system/fleet" || row.CommitURL != "https://gitlab.example.com/org/fleet/-/commit/abc" {
 		t.Errorf("source %q commit URL %q", row.Source, row.CommitURL)
 	}
+	// Another source kind is named as itself.
+	flux.Spec.SourceRef.Kind = "Repository"
+	if row = fleetRow(flux, newNamespaceObjects(nil, nil), now); row.Source != "Repository flux-system/fleet" {
+		t.Errorf("source %q, want the reference's kind", row.Source)
+	}
 }
 
 func TestCommitURL(t *testing.T) {
