@@ -169,7 +169,7 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 			shortRevision(s.ScanRevision), shortRevision(r.LastScanResult.Revision))
 		WriteSelection(w, "  ", s, e.choice, e.filter)
 	}
-	if pr := e.PendingRef; pr != nil {
+	if pr := e.PendingRef; pr != nil && pr.Image == nil && pr.EligibleAt != nil {
 		fmt.Fprintf(w, "Pending:\t%s, old enough at %s (minimumAge)\n", pr.Tag, formatTime(pr.EligibleAt.Time))
 	}
 	if e.LatestRef == nil {

@@ -50,7 +50,7 @@ func TestTextIsAsRecorded(t *testing.T) {
 	stale := policy(imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{}}, nil)
 	stale.Suspended, stale.SelectionIsCurrent, stale.PreviousRef = true, false, nil
 	stale.LastSelection = &imagev1.TagSelection{ScanRevision: "sha256:fedcba9876543210fedc", Considered: 3, Kept: 2, TooNew: 2}
-	stale.PendingRef = &imagev1.PendingRef{Tag: "1.3.0", EligibleAt: metav1.Time{Time: at("2026-11-21T00:00:00Z")}}
+	stale.PendingRef = &imagev1.PendingRef{Tag: "1.3.0", EligibleAt: &metav1.Time{Time: at("2026-11-21T00:00:00Z")}}
 
 	one, two := 1, 2
 	none := 0
