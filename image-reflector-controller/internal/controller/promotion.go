@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	apimeta "toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/health"
 	"toolkit.dev/image-toolkit/pkg/promotion"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
@@ -220,6 +221,9 @@ func (r *ImagePolicyReconciler) promote(ctx context.Context, s *policyScope) (re
 		return reconcile.Stop, err
 	}
 	st.Policy = followed
+	if err := r.sameRepository(ctx, obj, up.Image); err != nil {
+		return reconcile.Stop, err
+	}
 	objects, err := r.healthOf(ctx, obj)
 	if err != nil {
 		return reconcile.Stop, err
@@ -365,4 +369,39 @@ func (r *ImagePolicyReconciler) promotionCycle(ctx context.Context, obj *imagev1
 		return "", false
 	}
 	return promotion.Cycle(obj.Name, next)
+}
+
+// sameRepository refuses an upstream image of another repository than
+// spec.imageRepositoryRef's: that reference is what the policy may
+// promote, so a misnamed upstream cannot bring another image into the
+// environment. The repository is not asked for tags or digests.
+func (r *ImagePolicyReconciler) sameRepository(ctx context.Context, obj *imagev1.ImagePolicy, img *apimeta.ImageRef) error {
+	if img == nil {
+		return nil
+	}
+	key := repositoryKey(obj)
+	repo := &imagev1.ImageRepository{}
+	if err := r.Get(ctx, key, repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			return conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s not found", key).After(dependencyRetry)
+		}
+		return err
+	}
+	if key.Namespace != obj.Namespace {
+		if ok, err := r.allowed(ctx, repo, obj.Namespace); err != nil || !ok {
+			return cmpErr(err, conditions.Retryf(conditions.AccessDeniedReason,
+				"ImageRepository %s does not grant access to namespace %s (spec.accessFrom)", key, obj.Namespace))
+		}
+	}
+	if repo.Spec.Image != img.Name {
+		return conditions.Stallf(imagev1.InvalidPolicyReason, "the upstream's image %s is not of ImageRepository %s (%s)", img, key, repo.Spec.Image)
+	}
+	return nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }

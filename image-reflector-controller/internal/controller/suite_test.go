@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		o.Cache.DefaultLabelSelector = notSecond
 	}, func(mgr ctrl.Manager) error {
 		return setupReconcilers(mgr, storeDir)
-	}, testenv.ReflectorChart)
+	}, testenv.ReflectorChart, testenv.AutomationChart) // promotions read ImageUpdateAutomations
 }
 
 // setupReconcilers wires the reconcilers as main does, on a store directory.
