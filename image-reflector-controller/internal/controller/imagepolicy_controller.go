@@ -122,6 +122,11 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		Watches(&imagev1.ImageRepository{},
 			handler.EnqueueRequestsFromMapFunc(r.policiesOf),
 			builder.WithPredicates(scanChanged{})).
+		// A policy created, changed or deleted upstream of a promotion
+		// may close or open a cycle.
+		Watches(&imagev1.ImagePolicy{},
+			handler.EnqueueRequestsFromMapFunc(r.policiesByIndex(followIndex, upstreamKeyOf)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(opts).
 		Build(r)
 	if err != nil {

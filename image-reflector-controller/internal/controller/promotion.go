@@ -49,6 +49,10 @@ import (
 // (namespace/name) and by each healthOf object (group/Kind/namespace/name).
 const (
 	upstreamIndex = ".spec.policy.promotion.from.automation"
+	// followIndex is the policy a promotion follows (from.policy, or the
+	// one status.promotion found): a new or changed policy there may close
+	// a cycle.
+	followIndex = ".spec.policy.promotion.from.policy"
 	healthIndex   = ".spec.policy.promotion.healthOf"
 )
 
@@ -161,6 +165,22 @@ func (r *ImagePolicyReconciler) setupPromotion(ctx context.Context, mgr ctrl.Man
 		p := o.(*imagev1.ImagePolicy)
 		if pr := p.Spec.Policy.Promotion; pr != nil {
 			return []string{p.Namespace + "/" + pr.From.Automation}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &imagev1.ImagePolicy{}, followIndex, func(o client.Object) []string {
+		p := o.(*imagev1.ImagePolicy)
+		pr := p.Spec.Policy.Promotion
+		if pr == nil {
+			return nil
+		}
+		if pr.From.Policy != "" {
+			return []string{p.Namespace + "/" + pr.From.Policy}
+		}
+		if st := p.Status.Promotion; st != nil && st.Policy != "" {
+			return []string{p.Namespace + "/" + st.Policy}
 		}
 		return nil
 	}); err != nil {

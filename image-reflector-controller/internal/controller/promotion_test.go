@@ -109,6 +109,7 @@ func upstreamAutomation(t *testing.T, ns, name string) func(policy string, img m
 			Interval: metav1.Duration{Duration: 5 * time.Minute},
 			GitSpec: imagev1.GitSpec{
 				Repository: &updatev1.GitRepositorySpec{URL: "https://git.example.com/org/fleet.git"},
+				Checkout:   &updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
 				Commit:     updatev1.CommitSpec{Author: updatev1.CommitUser{Name: "bot", Email: "bot@example.com"}},
 			},
 		},
