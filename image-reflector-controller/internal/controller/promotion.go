@@ -53,7 +53,7 @@ const (
 	// one status.promotion found): a new or changed policy there may close
 	// a cycle.
 	followIndex = ".spec.policy.promotion.from.policy"
-	healthIndex   = ".spec.policy.promotion.healthOf"
+	healthIndex = ".spec.policy.promotion.healthOf"
 )
 
 // kindRetry is how soon a policy naming a health kind the cluster does

@@ -252,4 +252,3 @@ func TestPromotionReadsArgoCDApplications(t *testing.T) {
 		t.Errorf("latest %v, want %v", p.Status.LatestRef, v2)
 	}
 }
-

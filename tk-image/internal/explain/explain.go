@@ -85,7 +85,7 @@ type PolicyExplanation struct {
 	// first environment first and this policy last.
 	Chain  []ChainStage `json:"chain,omitempty"`
 	choice imagev1.ImagePolicyChoice
-	filter      *imagev1.TagFilter
+	filter *imagev1.TagFilter
 }
 
 type repositoryFacts struct {
@@ -145,9 +145,9 @@ func Policy(ctx context.Context, c client.Client, key types.NamespacedName) (*Po
 // and, for the stages before the last, what the automation writing that
 // environment applied and the health the next promotion saw there.
 type ChainStage struct {
-	Policy      string            `json:"policy"`
-	Image       *meta.ImageRef    `json:"image,omitempty"`
-	ImageTime   *metav1.MicroTime `json:"imageTime,omitempty"`
+	Policy    string            `json:"policy"`
+	Image     *meta.ImageRef    `json:"image,omitempty"`
+	ImageTime *metav1.MicroTime `json:"imageTime,omitempty"`
 	// Automation is the automation writing this stage's environment, as
 	// the next stage names it; Applied and AppliedRevision its status.
 	Automation      string                 `json:"automation,omitempty"`

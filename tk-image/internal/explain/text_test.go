@@ -55,13 +55,16 @@ func TestTextIsAsRecorded(t *testing.T) {
 	// prod follows staging, which follows dev: staging soaks 1.3.0 while
 	// prod runs 1.2.0.
 	devCommit, stagingCommit := "main@sha1:1111111111111111111111111111111111111111", "main@sha1:2222222222222222222222222222222222222222"
-	digest := func(r *meta.ImageRef, d string) *meta.ImageRef { r.Digest = "sha256:" + strings.Repeat(d, 64); return r }
+	digest := func(r *meta.ImageRef, d string) *meta.ImageRef {
+		r.Digest = "sha256:" + strings.Repeat(d, 64)
+		return r
+	}
 	promotionChoice := imagev1.ImagePolicyChoice{Promotion: &imagev1.PromotionPolicy{From: imagev1.PromotionSource{Automation: "staging"},
 		HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps-staging", Namespace: "flux-system"}},
 		Soak:     &metav1.Duration{Duration: time.Hour}}}
 	promoted := &PolicyExplanation{Policy: "default/web-prod", Rules: describeRules(promotionChoice, nil),
 		Repository: repositoryFacts{Name: "default/web", Image: "ghcr.io/acme/web", LastScanResult: scan, Ready: ready},
-		LatestRef: digest(ref("1.2.0"), "2"), LatestRefTime: micro, Ready: ready, choice: promotionChoice,
+		LatestRef:  digest(ref("1.2.0"), "2"), LatestRefTime: micro, Ready: ready, choice: promotionChoice,
 		Chain: []ChainStage{
 			{Policy: "web-dev", Image: digest(ref("1.3.0"), "3"), ImageTime: micro, Automation: "dev", Applied: digest(ref("1.3.0"), "3"),
 				AppliedRevision: devCommit, AppliedTime: ts("2026-11-20T10:01:00Z"),
