@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,8 +11,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
@@ -251,4 +254,105 @@ func TestPromotionReadsArgoCDApplications(t *testing.T) {
 	if p.Status.LatestRef == nil || *p.Status.LatestRef != v2 {
 		t.Errorf("latest %v, want %v", p.Status.LatestRef, v2)
 	}
+}
+
+// idleRequests sums the API server's own count of requests that are not
+// watches, for the resources a promotion reads and writes.
+func idleRequests(t *testing.T) float64 {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") || strings.Contains(line, `verb="WATCH"`) {
+			continue
+		}
+		relevant := false
+		for _, r := range []string{"imagepolicies", "imageupdateautomations", "kustomizations", "imagerepositories"} {
+			relevant = relevant || strings.Contains(line, `resource="`+r+`"`)
+		}
+		if !relevant {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		total += v
+	}
+	return total
+}
+
+// A promotion watches, it does not poll: once it has promoted, or while
+// it waits for health, it makes no API request at all (the API server's
+// own request counter, all clients, watches excluded). The issue's figure
+// "API reads per promotion policy per minute while idle" is this count.
+func TestPromotionIsWatchedNotPolled(t *testing.T) {
+	installHealthCRDs(t)
+	ns := env.Namespace(t)
+	create(t, newRepository(ns, "app", func(r *imagev1.ImageRepository) {
+		r.Spec.Image = "registry.example/app"
+		r.Spec.Interval = metav1.Duration{Duration: time.Hour}
+	}))
+	setKustomization := kustomization(t, ns, "apps-dev")
+	setUpstream := upstreamAutomation(t, ns, "dev")
+	v2 := meta.ImageRef{Name: "registry.example/app", Tag: "1.2.0"}
+	setUpstream("app-dev", v2, "main@sha1:"+devCommit)
+	setKustomization(true, "main@sha1:"+devCommit)
+	ks := imagev1.HealthObjectReference{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps-dev"}
+	promoted := promotionPolicy(ns, "promoted", "app", imagev1.PromotionSource{Automation: "dev"}, 0, ks)
+	waiting := promotionPolicy(ns, "waiting", "app", imagev1.PromotionSource{Automation: "dev"}, 0,
+		imagev1.HealthObjectReference{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps-missing"})
+	create(t, promoted, waiting)
+	waitReason(t, promoted, conditions.SucceededReason)
+	waitReason(t, waiting, imagev1.UpstreamNotHealthyReason)
+
+	const window = 10 * time.Second
+	before, reconciles := idleRequests(t), policyReconciles(t)
+	time.Sleep(window)
+	after := idleRequests(t)
+	// Nor does it reconcile on a timer, reading its cache.
+	if reconciles == 0 {
+		t.Fatal("no ImagePolicy reconcile counted at all: the metric is not the controller's")
+	}
+	if n := policyReconciles(t) - reconciles; n != 0 {
+		t.Errorf("%v ImagePolicy reconciles in %s of idleness; want none", n, window)
+	}
+	// The two reads of /metrics are no requests on these resources.
+	perMinute := (after - before) / 2 * float64(time.Minute/window)
+	t.Logf("API requests per promotion policy per minute while idle: %.1f (over %s, 2 policies)", perMinute, window)
+	if after != before {
+		t.Errorf("%v requests on the promotion's resources in %s of idleness; want none", after-before, window)
+	}
+}
+
+// policyReconciles is controller-runtime's count of ImagePolicy reconciles
+// in this process.
+func policyReconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "imagepolicy" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
