@@ -61,6 +61,8 @@ type ImagePolicyReconciler struct {
 	// Cloud issues the credentials of digest and build time lookups in
 	// repositories with a cloud provider.
 	Cloud *cloudauth.Issuer
+	// PromotionMetrics counts promotions; nil records none.
+	PromotionMetrics *PromotionMetrics
 	// Clock is the time minimum ages are measured at; time.Now when nil.
 	// Tests move it where waiting would be slow.
 	Clock func() time.Time

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -269,6 +270,7 @@ func (r *ImagePolicyReconciler) promote(ctx context.Context, s *policyScope) (re
 	}
 	if d.HealthSeen != nil {
 		st.PromotedRevision, st.PromotedHealthSeen = up.Revision, d.HealthSeen
+		r.PromotionMetrics.promoted(r.now().Sub(d.HealthSeen.Time))
 	}
 	s.State.latest = *d.Promote
 	res, err := r.recordLatest(ctx, s)
@@ -424,4 +426,35 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// PromotionMetrics are the promotion policies' metrics.
+type PromotionMetrics struct {
+	Promotions     prometheus.Counter
+	HealthToChoice prometheus.Histogram
+}
+
+// NewPromotionMetrics makes them, unregistered.
+func NewPromotionMetrics() *PromotionMetrics {
+	const ns, sub = "imagetoolkit", "reflector"
+	return &PromotionMetrics{
+		Promotions: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "promotions_total", Help: "Images promotion policies promoted."}),
+		HealthToChoice: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name: "promotion_health_to_promote_seconds", Help: "Time from health first seen at the upstream commit to the promotion (the soak included).",
+			Buckets: []float64{1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400, 43200, 86400}}),
+	}
+}
+
+// Collectors returns the metrics to register.
+func (m *PromotionMetrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Promotions, m.HealthToChoice}
+}
+
+func (m *PromotionMetrics) promoted(sinceHealth time.Duration) {
+	if m == nil {
+		return
+	}
+	m.Promotions.Inc()
+	m.HealthToChoice.Observe(max(sinceHealth, 0).Seconds())
 }

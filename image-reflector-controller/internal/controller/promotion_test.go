@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -181,7 +182,11 @@ func TestPromotionFollowsWhatRanHealthyAfterTheSoak(t *testing.T) {
 		!pr.EligibleAt.Time.Equal(pr.HealthSeen.Add(soak)) || p.Status.LatestRef != nil {
 		t.Fatalf("soaking: pending %+v, latest %v", pr, p.Status.LatestRef)
 	}
+	promotions := testutil.ToFloat64(promotionMetrics.Promotions)
 	waitReason(t, p, conditions.SucceededReason)
+	if n := testutil.ToFloat64(promotionMetrics.Promotions) - promotions; n != 1 {
+		t.Errorf("promotions_total moved by %v, want 1", n)
+	}
 	if p.Status.LatestRef == nil || *p.Status.LatestRef != v2 || p.Status.PendingRef != nil {
 		t.Fatalf("promoted %v (pending %+v), want %v exactly", p.Status.LatestRef, p.Status.PendingRef, v2)
 	}

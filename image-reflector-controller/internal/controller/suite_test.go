@@ -21,6 +21,8 @@ var (
 	env *testenv.Env
 	// storeDir is the manager's --storage-path.
 	storeDir string
+	// promotionMetrics are the main manager's.
+	promotionMetrics *PromotionMetrics
 )
 
 func TestMain(m *testing.M) {
@@ -64,6 +66,8 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	if err := NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
+	promotionMetrics = NewPromotionMetrics()
+	reg.MustRegister(promotionMetrics.Collectors()...)
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
-		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud}).SetupWithManager(context.Background(), mgr, ctrlOptions())
+		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics}).SetupWithManager(context.Background(), mgr, ctrlOptions())
 }
