@@ -303,7 +303,10 @@ var Kinds = []Kind{
 		describe: func(c imagev1.ImagePolicyChoice) string {
 			p := c.Promotion
 			from := "automation " + p.From.Automation
-			if p.From.Policy != "" {
+			switch {
+			case p.From.Automation == "":
+				from = "policy " + p.From.Policy
+			case p.From.Policy != "":
 				from += " (policy " + p.From.Policy + ")"
 			}
 			soak := "0s"
@@ -322,8 +325,8 @@ var Kinds = []Kind{
 // CheckPromotion checks what the API server's schema cannot: that
 // healthOf's apiVersions parse and the soak is not negative.
 func CheckPromotion(p *imagev1.PromotionPolicy) error {
-	if p.From.Automation == "" {
-		return invalid(errors.New("promotion.from.automation must be set"))
+	if p.From.Automation == "" && p.From.Policy == "" {
+		return invalid(errors.New("promotion.from needs an automation, a policy or both"))
 	}
 	if len(p.HealthOf) == 0 {
 		return invalid(errors.New("promotion.healthOf needs at least one object"))

@@ -135,7 +135,7 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return err
 	}
 	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
-		byHealth: r.policiesByIndex(healthIndex, healthKeyOf), byUp: r.policiesByIndex(upstreamIndex, upstreamKeyOf)}
+		byHealth: r.policiesByIndex(healthIndex, healthKeyOf), byUp: r.policiesOfAutomation()}
 	return nil
 }
 

@@ -165,6 +165,8 @@ func (r *ImagePolicyReconciler) setupPromotion(ctx context.Context, mgr ctrl.Man
 	if err := idx.IndexField(ctx, &imagev1.ImagePolicy{}, upstreamIndex, func(o client.Object) []string {
 		p := o.(*imagev1.ImagePolicy)
 		if pr := p.Spec.Policy.Promotion; pr != nil {
+			// "ns/" when it names only a policy: any automation of the
+			// namespace may be the one that applies it.
 			return []string{p.Namespace + "/" + pr.From.Automation}
 		}
 		return nil
@@ -210,6 +212,16 @@ func (r *ImagePolicyReconciler) policiesByIndex(index string, key func(client.Ob
 
 func upstreamKeyOf(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }
 
+// policiesOfAutomation maps an automation to the promotions naming it, and
+// to those of its namespace naming only a policy.
+func (r *ImagePolicyReconciler) policiesOfAutomation() handler.MapFunc {
+	named := r.policiesByIndex(upstreamIndex, upstreamKeyOf)
+	anyInNamespace := r.policiesByIndex(upstreamIndex, func(o client.Object) string { return o.GetNamespace() + "/" })
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		return append(named(ctx, o), anyInNamespace(ctx, o)...)
+	}
+}
+
 func healthKeyOf(o client.Object) string {
 	gvk := o.GetObjectKind().GroupVersionKind()
 	return healthKey(gvk.Group, gvk.Kind, o.GetNamespace(), o.GetName())
@@ -228,7 +240,7 @@ func (r *ImagePolicyReconciler) promote(ctx context.Context, s *policyScope) (re
 	obj.Status.LastSelection, obj.Status.HeldRef = nil, nil
 	prevPending := s.State.prevPending
 	st := obj.Status.Promotion
-	if st == nil || st.Automation != pr.From.Automation {
+	if st == nil || (pr.From.Automation != "" && st.Automation != pr.From.Automation) {
 		st = &imagev1.PromotionStatus{}
 	}
 	st.Automation = pr.From.Automation
@@ -292,7 +304,14 @@ func (r *ImagePolicyReconciler) upstream(ctx context.Context, obj *imagev1.Image
 		}
 		return promotion.Upstream{}, "", err
 	}
-	if err := r.Get(ctx, key, auto); err != nil {
+	if from.Automation == "" {
+		found, err := r.automationApplying(ctx, obj.Namespace, from.Policy)
+		if err != nil {
+			return promotion.Upstream{}, "", err
+		}
+		auto, key.Name = found, found.Name
+		obj.Status.Promotion.Automation = found.Name
+	} else if err := r.Get(ctx, key, auto); err != nil {
 		if apierrors.IsNotFound(err) {
 			return promotion.Upstream{}, "", conditions.Retryf(conditions.DependencyNotReadyReason, "ImageUpdateAutomation %s not found", key)
 		}
@@ -318,13 +337,39 @@ func (r *ImagePolicyReconciler) upstream(ctx context.Context, obj *imagev1.Image
 	if followed == obj.Name {
 		return promotion.Upstream{}, "", conditions.Stallf(imagev1.PromotionCycleReason, "the policy follows itself through ImageUpdateAutomation %s", key)
 	}
-	up := promotion.Upstream{Name: fmt.Sprintf("ImageUpdateAutomation %s (policy %s)", from.Automation, cmpOr(followed, "?"))}
+	up := promotion.Upstream{Name: fmt.Sprintf("ImageUpdateAutomation %s (policy %s)", key.Name, cmpOr(followed, "?"))}
 	if ref, ok := auto.Status.ObservedPolicies[followed]; ok && followed != "" &&
 		(auto.Status.LastJob == nil || !slices.Contains(auto.Status.LastJob.UnmarkedPolicies, followed)) {
 		img := ref
 		up.Image, up.Revision = &img, auto.Status.AppliedRevision
 	}
 	return up, followed, nil
+}
+
+// automationApplying finds the one automation of a namespace that applies
+// a policy (its status.observedPolicies names it), for a promotion that
+// names only the policy.
+func (r *ImagePolicyReconciler) automationApplying(ctx context.Context, namespace, policy string) (*imagev1.ImageUpdateAutomation, error) {
+	var list imagev1.ImageUpdateAutomationList
+	if err := r.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var found []string
+	var auto *imagev1.ImageUpdateAutomation
+	for i := range list.Items {
+		if _, ok := list.Items[i].Status.ObservedPolicies[policy]; ok {
+			found, auto = append(found, list.Items[i].Name), &list.Items[i]
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, conditions.Retryf(conditions.DependencyNotReadyReason, "no ImageUpdateAutomation in %s has applied policy %s yet", namespace, policy)
+	case 1:
+		return auto, nil
+	}
+	sort.Strings(found)
+	return nil, conditions.Stallf(imagev1.InvalidPolicyReason, "ImageUpdateAutomations %s all apply policy %s: spec.policy.promotion.from.automation must say which to follow",
+		strings.Join(found, ", "), policy)
 }
 
 // healthOf reads the healthOf objects from the cache, watching their kinds.

@@ -361,3 +361,38 @@ func policyReconciles(t *testing.T) float64 {
 	}
 	return total
 }
+
+// A promotion may name only the upstream policy: the one automation of
+// the namespace that applies it is followed (and recorded in
+// status.promotion.automation); two that apply it are refused, Stalled.
+func TestPromotionFromAPolicyFindsItsAutomation(t *testing.T) {
+	installHealthCRDs(t)
+	ns := env.Namespace(t)
+	create(t, newRepository(ns, "app", func(r *imagev1.ImageRepository) {
+		r.Spec.Image = "registry.example/app"
+		r.Spec.Interval = metav1.Duration{Duration: time.Hour}
+	}))
+	setKustomization := kustomization(t, ns, "apps-dev")
+	setKustomization(true, "main@sha1:"+devCommit)
+	p := promotionPolicy(ns, "app-prod", "app", imagev1.PromotionSource{Policy: "app-dev"}, 0,
+		imagev1.HealthObjectReference{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps-dev"})
+	env.ExpectInvalid(t, promotionPolicy(ns, "nowhere", "app", imagev1.PromotionSource{}, 0, p.Spec.Policy.Promotion.HealthOf...),
+		"promotion.from needs an automation, a policy or both")
+	create(t, p)
+	cond := waitReason(t, p, conditions.DependencyNotReadyReason)
+	if !strings.Contains(cond.Message, "has applied policy app-dev yet") {
+		t.Errorf("no automation yet: %s", cond.Message)
+	}
+	// The automation's status wakes the policy: no timer needed.
+	v2 := meta.ImageRef{Name: "registry.example/app", Tag: "1.2.0"}
+	upstreamAutomation(t, ns, "dev")("app-dev", v2, "main@sha1:"+devCommit)
+	waitReason(t, p, conditions.SucceededReason)
+	if p.Status.LatestRef == nil || *p.Status.LatestRef != v2 || p.Status.Promotion.Automation != "dev" {
+		t.Errorf("latest %v, status.promotion %+v", p.Status.LatestRef, p.Status.Promotion)
+	}
+	upstreamAutomation(t, ns, "dev-too")("app-dev", v2, "main@sha1:"+devCommit)
+	cond = waitReason(t, p, imagev1.InvalidPolicyReason)
+	if !strings.Contains(cond.Message, "dev, dev-too all apply policy app-dev") {
+		t.Errorf("two automations: %s", cond.Message)
+	}
+}

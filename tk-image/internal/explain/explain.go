@@ -186,12 +186,15 @@ func promotionChain(ctx context.Context, c client.Client, p *imagev1.ImagePolicy
 		}
 		seen[up.Name] = true
 		s := stage(up)
-		s.Automation = pr.From.Automation
 		if st := cur.Status.Promotion; st != nil {
 			s.Health = st.Health
 		}
+		s.Automation = pr.From.Automation
+		if st := cur.Status.Promotion; s.Automation == "" && st != nil {
+			s.Automation = st.Automation
+		}
 		auto := &imagev1.ImageUpdateAutomation{}
-		if c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: pr.From.Automation}, auto) == nil {
+		if c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: s.Automation}, auto) == nil {
 			if img, ok := auto.Status.ObservedPolicies[followed]; ok {
 				s.Applied = &img
 			}

@@ -165,14 +165,15 @@ type PromotionPolicy struct {
 }
 
 // PromotionSource names the upstream of a promotion, in the policy's
-// namespace.
+// namespace: an automation, a policy, or both.
+// +kubebuilder:validation:XValidation:rule="has(self.automation) || has(self.policy)",message="promotion.from needs an automation, a policy or both"
 type PromotionSource struct {
 	// Automation is the ImageUpdateAutomation that writes the upstream
-	// environment.
+	// environment; when left out, the one automation that applies Policy.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +required
-	Automation string `json:"automation"`
+	// +optional
+	Automation string `json:"automation,omitempty"`
 
 	// Policy is which of the automation's ImagePolicies to follow; it may
 	// be left out when the automation applies exactly one.
