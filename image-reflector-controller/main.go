@@ -89,8 +89,8 @@ func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Option
 	}
 	rec := metrics.NewRecorder("reflector").MustRegisterDefault()
 	regMetrics := registry.NewMetrics()
-	scanMetrics := controller.NewScanMetrics()
-	crmetrics.Registry.MustRegister(append(regMetrics.Collectors(), scanMetrics.Collectors()...)...)
+	scanMetrics, promotionMetrics := controller.NewScanMetrics(), controller.NewPromotionMetrics()
+	crmetrics.Registry.MustRegister(append(append(regMetrics.Collectors(), scanMetrics.Collectors()...), promotionMetrics.Collectors()...)...)
 	reg := registry.New(r.registryQPS, r.registryBurst, regMetrics)
 	cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), r.objectLevelWI, "reflector", crmetrics.Registry)
 	if err != nil {
@@ -110,7 +110,7 @@ func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Option
 	}
 	return (&controller.ImagePolicyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: opts.Events, Metrics: rec,
-		Registry: reg, Store: st, Cloud: cloud,
+		Registry: reg, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics,
 	}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 }
 

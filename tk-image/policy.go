@@ -55,7 +55,7 @@ type policyFlags struct {
 func (p *policyFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	p.flags = f
-	for _, k := range policy.Kinds {
+	for _, k := range policy.Ordering() {
 		for _, kf := range append([]policy.Flag{k.Flag}, k.Qualifiers...) {
 			addKindFlag(f, kf)
 			if kf.Completions != nil {
@@ -101,7 +101,7 @@ func (p *policyFlags) check() error {
 	if p.flags.Changed("age-source") && p.minimumAge == 0 {
 		return errors.New("--age-source needs --minimum-age")
 	}
-	for _, k := range policy.Kinds {
+	for _, k := range policy.Ordering() {
 		for _, q := range k.Qualifiers {
 			if p.flags.Changed(q.Name) && !k.Flag.Given(p.kindValue(k.Flag.Name)) {
 				return fmt.Errorf("--%s needs --%s", q.Name, k.Flag.Name)
@@ -124,7 +124,7 @@ func (p *policyFlags) check() error {
 func (p *policyFlags) rules(explicit bool) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, int) {
 	var choice imagev1.ImagePolicyChoice
 	n := 0
-	for _, k := range policy.Kinds {
+	for _, k := range policy.Ordering() {
 		v := p.kindValue(k.Flag.Name)
 		if !k.Flag.Given(v) {
 			continue
@@ -149,7 +149,7 @@ func (p *policyFlags) rules(explicit bool) (imagev1.ImagePolicyChoice, *imagev1.
 // kindFlags are the kinds' flags: "--semver" ("--semver RANGE" with args).
 func kindFlags(args bool) []string {
 	var out []string
-	for _, k := range policy.Kinds {
+	for _, k := range policy.Ordering() {
 		if args {
 			out = append(out, k.Flag.String())
 		} else {
@@ -162,7 +162,7 @@ func kindFlags(args bool) []string {
 // timedFlags are the flags whose evaluation needs tag times.
 func timedFlags() []string {
 	out := []string{"minimum-age"}
-	for _, k := range policy.Kinds {
+	for _, k := range policy.Ordering() {
 		if k.ByBuildTime {
 			out = append(out, k.Flag.Name)
 		}
@@ -390,7 +390,7 @@ func firstImagePolicy(r io.Reader) (*imagev1.ImagePolicy, error) {
 
 // byBuildTime reports whether choice sets a kind ordered by build time.
 func byBuildTime(choice imagev1.ImagePolicyChoice) bool {
-	for _, k := range policy.Kinds {
+	for _, k := range policy.Ordering() {
 		if k.ByBuildTime && k.Sets(choice) {
 			return true
 		}

@@ -2,11 +2,13 @@ package policy
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
@@ -29,6 +31,9 @@ type Kind struct {
 	// ByBuildTime says the kind orders by build time, so evaluating it
 	// needs tag times (Policy.NeedsTimes).
 	ByBuildTime bool
+	// Follows says the kind orders no tags but follows another object
+	// (promotion): it has no flag, and New refuses it.
+	Follows bool
 	// Annotation names the argument of a workload's policy annotation
 	// FIELD:ARG in messages (RANGE, asc|desc); "" when the kind has no
 	// annotation. Annotate reads ARG.
@@ -281,7 +286,60 @@ var Kinds = []Kind{
 		describe: func(c imagev1.ImagePolicyChoice) string {
 			return fmt.Sprintf("newest build, of the %d candidates most recently first seen", max(c.NewestBuild.MaxCandidates, 1))
 		},
+	}, // A promotion orders no tags: it follows what an upstream
+	// environment ran healthy (pkg/promotion). It has no flag and no
+	// annotation, and New refuses it: only the reflector, which can
+	// read the upstream and its health, evaluates it.
+	{
+		Field:   "promotion",
+		Follows: true,
+		set:     func(c imagev1.ImagePolicyChoice) bool { return c.Promotion != nil },
+		order: func(c imagev1.ImagePolicyChoice) (orderer, error) {
+			if err := CheckPromotion(c.Promotion); err != nil {
+				return nil, err
+			}
+			return nil, invalid(errors.New("a promotion follows an upstream automation: it orders no tags"))
+		},
+		describe: func(c imagev1.ImagePolicyChoice) string {
+			p := c.Promotion
+			from := "automation " + p.From.Automation
+			switch {
+			case p.From.Automation == "":
+				from = "policy " + p.From.Policy
+			case p.From.Policy != "":
+				from += " (policy " + p.From.Policy + ")"
+			}
+			soak := "0s"
+			if p.Soak != nil {
+				soak = p.Soak.Duration.String()
+			}
+			objs := make([]string, len(p.HealthOf))
+			for i, o := range p.HealthOf {
+				objs[i] = o.Kind + "/" + o.Name
+			}
+			return fmt.Sprintf("promotion from %s, once %s ran it healthy for %s", from, strings.Join(objs, ", "), soak)
+		},
 	},
+}
+
+// CheckPromotion checks what the API server's schema cannot: that
+// healthOf's apiVersions parse and the soak is not negative.
+func CheckPromotion(p *imagev1.PromotionPolicy) error {
+	if p.From.Automation == "" && p.From.Policy == "" {
+		return invalid(errors.New("promotion.from needs an automation, a policy or both"))
+	}
+	if len(p.HealthOf) == 0 {
+		return invalid(errors.New("promotion.healthOf needs at least one object"))
+	}
+	for i, o := range p.HealthOf {
+		if _, err := schema.ParseGroupVersion(o.APIVersion); err != nil || o.APIVersion == "" || o.Kind == "" || o.Name == "" {
+			return invalid(fmt.Errorf("promotion.healthOf[%d]: apiVersion %q, kind %q and name %q must all be set and valid", i, o.APIVersion, o.Kind, o.Name))
+		}
+	}
+	if p.Soak != nil && p.Soak.Duration < 0 {
+		return invalid(fmt.Errorf("promotion.soak %s is negative", p.Soak.Duration))
+	}
+	return nil
 }
 
 // orderedKind is a kind ordered one way or the other, asc or desc
@@ -378,6 +436,18 @@ func KindOf(field string) (Kind, bool) {
 		}
 	}
 	return Kind{}, false
+}
+
+// Ordering are the kinds that order tags: the ones with a command-line
+// flag.
+func Ordering() []Kind {
+	var out []Kind
+	for _, k := range Kinds {
+		if !k.Follows {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Fields are the kinds' fields of spec.policy, in order.

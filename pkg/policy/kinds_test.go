@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
@@ -80,7 +83,7 @@ func TestKindFlags(t *testing.T) {
 		"numerical":    {good: "asc", bad: "down", annotation: "asc"},
 		"newestBuild":  {good: "true"},
 	}
-	for _, k := range Kinds {
+	for _, k := range Ordering() {
 		tt, ok := tests[k.Field]
 		if !ok {
 			t.Errorf("kind %s has no test case", k.Field)
@@ -177,6 +180,8 @@ func TestKindWords(t *testing.T) {
 		"alphabetical": {choice: alpha("desc"), describe: "alphabetical desc"},
 		"numerical":    {choice: numeric(""), describe: "numerical asc", drops: []Drop{{Label: "Not a number", Count: 4}}},
 		"newestBuild":  {choice: imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 50}}, describe: "newest build, of the 50 candidates most recently first seen"},
+		"promotion": {choice: imagev1.ImagePolicyChoice{Promotion: promotion()},
+			describe: "promotion from automation dev (policy app-dev), once Kustomization/apps-dev ran it healthy for 1h0m0s"},
 	}
 	for _, k := range Kinds {
 		tt, ok := tests[k.Field]
@@ -209,5 +214,35 @@ func TestAlternatives(t *testing.T) {
 		if got := Alternatives(strings.Fields(words)); got != want {
 			t.Errorf("Alternatives(%q) = %q, want %q", words, got, want)
 		}
+	}
+}
+
+func promotion() *imagev1.PromotionPolicy {
+	return &imagev1.PromotionPolicy{
+		From:     imagev1.PromotionSource{Automation: "dev", Policy: "app-dev"},
+		HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps-dev", Namespace: "flux-system"}},
+		Soak:     &metav1.Duration{Duration: time.Hour},
+	}
+}
+
+// A promotion has no flag, and New refuses it with what is wrong with it
+// first: it orders no tags, only the reflector can evaluate it.
+func TestPromotionIsNoOrdering(t *testing.T) {
+	k, ok := KindOf("promotion")
+	if !ok || !k.Follows || k.Flag.Name != "" || k.Annotation != "" || slices.ContainsFunc(Ordering(), func(o Kind) bool { return o.Field == "promotion" }) {
+		t.Fatalf("promotion kind %+v", k)
+	}
+	if _, err := New(imagev1.ImagePolicyChoice{Promotion: promotion()}, nil); err == nil || !strings.Contains(err.Error(), "orders no tags") {
+		t.Errorf("New(promotion) = %v", err)
+	}
+	bad := promotion()
+	bad.HealthOf[0].APIVersion = "a/b/c"
+	if _, err := New(imagev1.ImagePolicyChoice{Promotion: bad}, nil); err == nil || !strings.Contains(err.Error(), "healthOf[0]") {
+		t.Errorf("New(promotion with a bad apiVersion) = %v", err)
+	}
+	neg := promotion()
+	neg.Soak.Duration = -time.Second
+	if err := CheckPromotion(neg); err == nil {
+		t.Error("a negative soak passes")
 	}
 }

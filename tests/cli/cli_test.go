@@ -151,7 +151,7 @@ func TestCommandsAgainstTheChain(t *testing.T) {
 	}
 	// The API server's own words for an invalid object.
 	c.expect(1, a("create", "policy", "bad", "--repository", "podinfo", "--semver", "1.x", "--alphabetical", "asc"),
-		`ImagePolicy.image.toolkit.dev "bad" is invalid`, "exactly one of semver, docker, alphabetical, numerical or newestBuild must be set")
+		`ImagePolicy.image.toolkit.dev "bad" is invalid`, "exactly one of semver, docker, alphabetical, numerical, newestBuild or promotion must be set")
 	// --export writes nothing to the cluster.
 	r := c.expect(0, a("create", "policy", "exported", "-n", "apps", "--repository", "podinfo", "--semver", "6.x", "--export"))
 	wantExport := `---

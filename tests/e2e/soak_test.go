@@ -61,7 +61,9 @@ func TestChainMinimumAge(t *testing.T) {
 			return false, err
 		}
 		if pr := p.Status.PendingRef; pr != nil && pr.Tag == "6.5.0" {
-			eligibleAt = pr.EligibleAt.Time
+			if pr.EligibleAt != nil {
+				eligibleAt = pr.EligibleAt.Time
+			}
 			return true, nil
 		}
 		return false, nil

@@ -97,6 +97,10 @@ seccompProfile:
 {{- with $role.rules }}
 {{ toYaml . }}
 {{- end }}
+{{- with .Values.rbac.healthRules }}
+# Kinds promotion policies read health from (rbac.healthRules).
+{{ toYaml . }}
+{{- end }}
 # Every controller records Kubernetes events about its objects.
 - apiGroups: ["", events.k8s.io]
   resources: [events]

@@ -399,12 +399,14 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		obj.Status.ObservedSourceRevision = revisionAfterPush(job)
 		before := obj.Status.ObservedPolicies
 		applied(obj, job)
+		obj.Status.AppliedRevision = appliedRevision(job)
 		t.latencies = recordPush(ctx, ev, obj, job, time.Now())
 		remember(obj, pushRecord(before, job, obj.Status.LastPushTime))
 		t.outcome(OutcomePushed)
 	case updatev1.UpdateJobNoChange:
 		obj.Status.ObservedSourceRevision = job.Status.CheckoutRevision
 		applied(obj, job)
+		obj.Status.AppliedRevision = appliedRevision(job)
 		recordNoChange(ctx, ev, obj, job)
 		t.outcome(OutcomeNoChange)
 	case updatev1.UpdateJobFailed:
@@ -593,6 +595,24 @@ func revisionAfterPush(job *updatev1.UpdateJob) string {
 		return git.FormatRevision(ref.Branch, job.Status.PushedCommit)
 	}
 	return job.Status.CheckoutRevision
+}
+
+// appliedRevision is the commit of the checkout branch whose files hold
+// the job's images once it is done (status.appliedRevision, which
+// promotions follow): the commit it pushed to that branch, or the head it
+// found up to date; "" when the images are only proposed (a pull request
+// still open, another push branch).
+func appliedRevision(job *updatev1.UpdateJob) string {
+	if pr := job.Status.PullRequest; pr != nil && pr.Action != updatev1.PullRequestClosedNow {
+		return ""
+	}
+	if job.Status.Phase == updatev1.UpdateJobNoChange {
+		return job.Status.CheckoutRevision
+	}
+	if rev := revisionAfterPush(job); job.Status.PushedCommit != "" && strings.HasSuffix(rev, ":"+job.Status.PushedCommit) {
+		return rev
+	}
+	return ""
 }
 
 // pushBranch is where the job's commit went, as its plan says

@@ -79,6 +79,41 @@ func TestRevisionAfterPush(t *testing.T) {
 	}
 }
 
+// status.appliedRevision, which promotions trust, names only a commit of
+// the checkout branch whose files hold the job's images: the pushed commit
+// when it went to that branch, the head a job found up to date, never the
+// base of a pull request still open or a head another branch's push did
+// not change.
+func TestAppliedRevision(t *testing.T) {
+	pushed, head := strings.Repeat("a", 40), "main@sha1:"+strings.Repeat("c", 40)
+	job := func(phase updatev1.UpdateJobPhase, push *updatev1.PushSpec, commit string, pr *updatev1.PullRequestStatus) *updatev1.UpdateJob {
+		return &updatev1.UpdateJob{
+			Spec:   updatev1.UpdateJobSpec{Checkout: updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}}, Push: push},
+			Status: updatev1.UpdateJobStatus{Phase: phase, CheckoutRevision: head, PushedCommit: commit, PullRequest: pr},
+		}
+	}
+	tests := []struct {
+		name string
+		job  *updatev1.UpdateJob
+		want string
+	}{
+		{"pushed to the branch", job(updatev1.UpdateJobSucceeded, nil, pushed, nil), "main@sha1:" + pushed},
+		{"found up to date", job(updatev1.UpdateJobNoChange, nil, "", nil), head},
+		{"pushed to another branch", job(updatev1.UpdateJobSucceeded, &updatev1.PushSpec{Branch: "auto"}, pushed, nil), ""},
+		{"pull request opened", job(updatev1.UpdateJobSucceeded, &updatev1.PushSpec{Branch: "auto"}, pushed,
+			&updatev1.PullRequestStatus{Action: updatev1.PullRequestOpened, Number: 1}), ""},
+		{"pull request up to date", job(updatev1.UpdateJobNoChange, &updatev1.PushSpec{Branch: "auto"}, "",
+			&updatev1.PullRequestStatus{Action: updatev1.PullRequestUnchanged, Number: 1}), ""},
+		{"pull request closed: the base has the change", job(updatev1.UpdateJobNoChange, &updatev1.PushSpec{Branch: "auto"}, "",
+			&updatev1.PullRequestStatus{Action: updatev1.PullRequestClosedNow, Number: 1}), head},
+	}
+	for _, tt := range tests {
+		if got := appliedRevision(tt.job); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestChangeTimes(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 600000000, time.UTC)
 	sel := &selection.Selection{

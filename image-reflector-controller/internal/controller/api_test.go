@@ -138,10 +138,10 @@ func TestValidationRejects(t *testing.T) {
 	}{
 		{"policy: none chosen", newPolicy(ns, "none", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy = imagev1.ImagePolicyChoice{}
-		}), "exactly one of semver, docker, alphabetical, numerical or newestBuild"},
+		}), "exactly one of semver, docker, alphabetical, numerical, newestBuild or promotion"},
 		{"policy: two chosen", newPolicy(ns, "two", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy.Alphabetical = &imagev1.AlphabeticalPolicy{Order: "asc"}
-		}), "exactly one of semver, docker, alphabetical, numerical or newestBuild"},
+		}), "exactly one of semver, docker, alphabetical, numerical, newestBuild or promotion"},
 		{"policy: interval without Always", newPolicy(ns, "interval", func(p *imagev1.ImagePolicy) {
 			p.Spec.Interval = &metav1.Duration{Duration: time.Hour}
 		}), "spec.interval is only accepted when spec.digestReflectionPolicy is Always"},
@@ -156,7 +156,7 @@ func TestValidationRejects(t *testing.T) {
 		}), "spec.policy.numerical.order"},
 		{"policy: newestBuild and semver", newPolicy(ns, "newest", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy.NewestBuild = &imagev1.NewestBuildPolicy{}
-		}), "exactly one of semver, docker, alphabetical, numerical or newestBuild"},
+		}), "exactly one of semver, docker, alphabetical, numerical, newestBuild or promotion"},
 		{"policy: newestBuild over 1000 candidates", newPolicy(ns, "candidates", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy = imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 1001}}
 		}), "spec.policy.newestBuild.maxCandidates"},

@@ -61,6 +61,8 @@ type ImagePolicyReconciler struct {
 	// Cloud issues the credentials of digest and build time lookups in
 	// repositories with a cloud provider.
 	Cloud *cloudauth.Issuer
+	// PromotionMetrics counts promotions; nil records none.
+	PromotionMetrics *PromotionMetrics
 	// Clock is the time minimum ages are measured at; time.Now when nil.
 	// Tests move it where waiting would be slow.
 	Clock func() time.Time
@@ -74,6 +76,9 @@ type ImagePolicyReconciler struct {
 
 	kindOnce sync.Once
 	kind     *reconcile.Kind[*imagev1.ImagePolicy, policyState]
+
+	// watches are the kinds promotion policies read, watched once needed.
+	watches *lazyWatches
 }
 
 // maxRecentBuilt bounds the recent build times kept in memory; the store
@@ -111,13 +116,27 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := r.setupPromotion(ctx, mgr); err != nil {
+		return err
+	}
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&imagev1.ImagePolicy{}, builder.WithPredicates(predicates.SpecOrRequest())).
 		Watches(&imagev1.ImageRepository{},
 			handler.EnqueueRequestsFromMapFunc(r.policiesOf),
 			builder.WithPredicates(scanChanged{})).
+		// A policy created, changed or deleted upstream of a promotion
+		// may close or open a cycle.
+		Watches(&imagev1.ImagePolicy{},
+			handler.EnqueueRequestsFromMapFunc(r.policiesByIndex(followIndex, upstreamKeyOf)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(opts).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+		byHealth: r.policiesByIndex(healthIndex, healthKeyOf), byUp: r.policiesOfAutomation()}
+	return nil
 }
 
 func repositoryKey(p *imagev1.ImagePolicy) types.NamespacedName {
@@ -168,6 +187,9 @@ type policyState struct {
 	// specChanged says the spec is not the one the status was made for (a
 	// reflected digest may belong to another platform).
 	specChanged bool
+	// prevPending is the pending ref the last reconcile recorded: a
+	// promotion's soak goes on from it.
+	prevPending *imagev1.PendingRef
 	sel         *policy.Policy
 	platform    *v1.Platform
 	repoKey     types.NamespacedName
@@ -203,6 +225,7 @@ func (r *ImagePolicyReconciler) newKind() *reconcile.Kind[*imagev1.ImagePolicy, 
 		Request:   func(o *imagev1.ImagePolicy) *meta.ReconcileRequestStatus { return &o.Status.ReconcileRequestStatus },
 		Phases: []reconcile.Phase[*imagev1.ImagePolicy, policyState]{
 			{Name: "validate", Run: r.validate},
+			{Name: "promote", Run: r.promote},
 			{Name: "repository", Run: r.repository},
 			{Name: "evaluate", Run: r.evaluate},
 			{Name: "hold", Run: r.hold},
@@ -217,8 +240,16 @@ func (r *ImagePolicyReconciler) validate(_ context.Context, s *policyScope) (rec
 	obj := s.Obj
 	s.State.specChanged = obj.Status.ObservedGeneration != obj.Generation
 	obj.Status.ObservedGeneration = obj.Generation
-	obj.Status.PendingRef = nil
+	s.State.prevPending, obj.Status.PendingRef = obj.Status.PendingRef, nil
 	var err error
+	if pr := obj.Spec.Policy.Promotion; pr != nil {
+		// Exactly one kind is the API server's rule; a promotion orders
+		// no tags, so New has nothing to build.
+		if err := policy.CheckPromotion(pr); err != nil {
+			return reconcile.Continue, conditions.Stall(imagev1.InvalidPolicyReason, err)
+		}
+		return reconcile.Continue, nil
+	}
 	if s.State.sel, err = policy.New(obj.Spec.Policy, obj.Spec.FilterTags); err != nil {
 		// A breakdown by rules that no longer stand would mislead.
 		obj.Status.LastSelection = nil
@@ -313,7 +344,7 @@ func (r *ImagePolicyReconciler) evaluate(ctx context.Context, s *policyScope) (r
 	explained.ScanRevision = st.entry.Revision
 	obj.Status.LastSelection = &explained
 	if res.Pending != nil {
-		obj.Status.PendingRef = &imagev1.PendingRef{Tag: res.Pending.Tag, EligibleAt: metav1.NewTime(res.Pending.EligibleAt)}
+		obj.Status.PendingRef = &imagev1.PendingRef{Tag: res.Pending.Tag, EligibleAt: ptrTime(res.Pending.EligibleAt)}
 		// Evaluated again when the pending tag is old enough, without a
 		// scan. The store keeps whole seconds: a second more is sure to
 		// find it eligible.
@@ -646,4 +677,9 @@ func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageR
 		return "", errors.New(events.Redact(err.Error(), a.secrets...))
 	}
 	return d, nil
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	m := metav1.NewTime(t)
+	return &m
 }

@@ -21,6 +21,8 @@ var (
 	env *testenv.Env
 	// storeDir is the manager's --storage-path.
 	storeDir string
+	// promotionMetrics are the main manager's.
+	promotionMetrics *PromotionMetrics
 )
 
 func TestMain(m *testing.M) {
@@ -36,7 +38,7 @@ func TestMain(m *testing.M) {
 		o.Cache.DefaultLabelSelector = notSecond
 	}, func(mgr ctrl.Manager) error {
 		return setupReconcilers(mgr, storeDir)
-	}, testenv.ReflectorChart)
+	}, testenv.ReflectorChart, testenv.AutomationChart) // promotions read ImageUpdateAutomations
 }
 
 // setupReconcilers wires the reconcilers as main does, on a store directory.
@@ -64,6 +66,8 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	if err := NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
+	promotionMetrics = NewPromotionMetrics()
+	reg.MustRegister(promotionMetrics.Collectors()...)
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
-		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud}).SetupWithManager(context.Background(), mgr, ctrlOptions())
+		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics}).SetupWithManager(context.Background(), mgr, ctrlOptions())
 }

@@ -163,7 +163,7 @@ func imageRow(a *imagev1.ImageUpdateAutomation, p *imagev1.ImagePolicy) ImageRow
 		}
 	}
 	if pr := p.Status.PendingRef; pr != nil {
-		r.Pending, r.PendingAt = pr.Tag, &pr.EligibleAt
+		r.Pending, r.PendingAt = pr.Tag, pr.EligibleAt
 	}
 	if h := p.Status.HeldRef; h != nil {
 		r.Held = h.Tag

@@ -76,7 +76,7 @@ func TestFleetRowState(t *testing.T) {
 			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionTrue, imagev1.OutsideUpdateWindowReason, "next window at 22:00")}
 		}), policyWith("1.1.0", nil), nil, StatePending, "update window", "next window at 22:00"},
 		{"a minimum age shows the time left", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
-			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: metav1.NewTime(now.Add(90 * time.Minute))}
+			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: new(metav1.NewTime(now.Add(90 * time.Minute)))}
 		}), nil, StatePending, "minimum age", "podinfo 1.2.0 is old enough in 1h30m (at 2026-11-26T13:30:00Z)"},
 		{"an open pull request waits to be merged", automationWith(func(a *imagev1.ImageUpdateAutomation) {
 			a.Status.LastPullRequest = &updatev1.PullRequestStatus{URL: "https://github.com/org/fleet/pull/7", Number: 7, State: updatev1.PullRequestOpen}
@@ -85,7 +85,7 @@ func TestFleetRowState(t *testing.T) {
 			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, conditions.DependencyNotReadyReason, "no policy has a latest image yet")}
 		}), policyWith("", func(p *imagev1.ImagePolicy) {
 			p.Status.LatestRef = nil
-			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: metav1.NewTime(now.Add(2 * time.Hour))}
+			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: new(metav1.NewTime(now.Add(2 * time.Hour)))}
 			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, imagev1.MinimumAgeNotReachedReason, "too young")}
 		}), nil, StatePending, "minimum age", "podinfo 1.2.0 is old enough in 2h (at 2026-11-26T14:00:00Z)"},
 		{"policies without a choice are a wait", automationWith(func(a *imagev1.ImageUpdateAutomation) {

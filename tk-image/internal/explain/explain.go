@@ -81,8 +81,11 @@ type PolicyExplanation struct {
 	PendingRef  *imagev1.PendingRef `json:"pendingRef,omitempty"`
 	PreviousRef *meta.ImageRef      `json:"previousRef,omitempty"`
 	Ready       *metav1.Condition   `json:"ready,omitempty"`
-	choice      imagev1.ImagePolicyChoice
-	filter      *imagev1.TagFilter
+	// Chain is, for a promotion policy, the stages it follows, the
+	// first environment first and this policy last.
+	Chain  []ChainStage `json:"chain,omitempty"`
+	choice imagev1.ImagePolicyChoice
+	filter *imagev1.TagFilter
 }
 
 type repositoryFacts struct {
@@ -114,6 +117,9 @@ func Policy(ctx context.Context, c client.Client, key types.NamespacedName) (*Po
 		choice:        p.Spec.Policy,
 		filter:        p.Spec.FilterTags,
 	}
+	if p.Spec.Policy.Promotion != nil {
+		e.Chain = promotionChain(ctx, c, p)
+	}
 	repoKey := types.NamespacedName{Namespace: p.Spec.ImageRepositoryRef.Namespace, Name: p.Spec.ImageRepositoryRef.Name}
 	if repoKey.Namespace == "" {
 		repoKey.Namespace = p.Namespace
@@ -133,6 +139,123 @@ func Policy(ctx context.Context, c client.Client, key types.NamespacedName) (*Po
 		e.SelectionIsCurrent = s.ScanRevision == scan.Revision
 	}
 	return e, nil
+}
+
+// ChainStage is one environment of a promotion chain: its policy's image
+// and, for the stages before the last, what the automation writing that
+// environment applied and the health the next promotion saw there.
+type ChainStage struct {
+	Policy    string            `json:"policy"`
+	Image     *meta.ImageRef    `json:"image,omitempty"`
+	ImageTime *metav1.MicroTime `json:"imageTime,omitempty"`
+	// Automation is the automation writing this stage's environment, as
+	// the next stage names it; Applied and AppliedRevision its status.
+	Automation      string                 `json:"automation,omitempty"`
+	Applied         *meta.ImageRef         `json:"applied,omitempty"`
+	AppliedRevision string                 `json:"appliedRevision,omitempty"`
+	AppliedTime     *metav1.Time           `json:"appliedTime,omitempty"`
+	Health          []imagev1.HealthStatus `json:"health,omitempty"`
+	// Pending and Ready are a promotion stage's own.
+	Pending *imagev1.PendingRef `json:"pending,omitempty"`
+	Ready   *metav1.Condition   `json:"ready,omitempty"`
+}
+
+// maxChain bounds a chain walk; the controller refuses cycles.
+const maxChain = 16
+
+// promotionChain walks a promotion policy's upstreams: each stage's
+// automation and the policy it follows, as the promotion's status names
+// it.
+func promotionChain(ctx context.Context, c client.Client, p *imagev1.ImagePolicy) []ChainStage {
+	stage := func(p *imagev1.ImagePolicy) ChainStage {
+		return ChainStage{Policy: p.Name, Image: p.Status.LatestRef, ImageTime: p.Status.LatestRefTime, Pending: p.Status.PendingRef,
+			Ready: apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition)}
+	}
+	chain := []ChainStage{stage(p)}
+	seen := map[string]bool{p.Name: true}
+	for cur := p; cur.Spec.Policy.Promotion != nil && len(chain) < maxChain; {
+		pr := cur.Spec.Policy.Promotion
+		followed := pr.From.Policy
+		if st := cur.Status.Promotion; followed == "" && st != nil {
+			followed = st.Policy
+		}
+		up := &imagev1.ImagePolicy{}
+		if followed == "" || seen[followed] || c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: followed}, up) != nil {
+			up = &imagev1.ImagePolicy{}
+			up.Name = orText(followed, "?")
+		}
+		seen[up.Name] = true
+		s := stage(up)
+		if st := cur.Status.Promotion; st != nil {
+			s.Health = st.Health
+		}
+		s.Automation = pr.From.Automation
+		if st := cur.Status.Promotion; s.Automation == "" && st != nil {
+			s.Automation = st.Automation
+		}
+		auto := &imagev1.ImageUpdateAutomation{}
+		if c.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: s.Automation}, auto) == nil {
+			if img, ok := auto.Status.ObservedPolicies[followed]; ok {
+				s.Applied = &img
+			}
+			s.AppliedRevision, s.AppliedTime = auto.Status.AppliedRevision, auto.Status.LastPushTime
+		}
+		chain = append([]ChainStage{s}, chain...)
+		if up.UID == "" {
+			break
+		}
+		cur = up
+	}
+	return chain
+}
+
+func writeChain(w io.Writer, chain []ChainStage) {
+	fmt.Fprintf(w, "Promotion chain:\t%d stages, upstream first\n", len(chain))
+	for i, s := range chain {
+		chosen := ""
+		if s.ImageTime != nil {
+			chosen = ", chosen " + formatTime(s.ImageTime.Time)
+		}
+		fmt.Fprintf(w, "  %d. %s:\t%s%s\n", i+1, s.Policy, refOr(s.Image, "no image yet"), chosen)
+		if pr := s.Pending; pr != nil && pr.Image != nil {
+			wait := "waiting for health"
+			if pr.EligibleAt != nil && pr.HealthSeen != nil {
+				wait = fmt.Sprintf("healthy since %s, soak ends %s", formatTime(pr.HealthSeen.Time), formatTime(pr.EligibleAt.Time))
+				if pr.SoakLeft != nil {
+					wait += fmt.Sprintf(" (%s left when last reconciled)", pr.SoakLeft.Duration)
+				}
+			}
+			fmt.Fprintf(w, "     Pending:\t%s: %s\n", pr.Image, wait)
+		}
+		if i < len(chain)-1 && s.Ready != nil && s.Ready.Reason != conditions.SucceededReason {
+			fmt.Fprintf(w, "     Ready:\t%s: %s\n", s.Ready.Reason, s.Ready.Message)
+		}
+		if s.Automation == "" {
+			continue
+		}
+		applied := "nothing yet"
+		if s.Applied != nil {
+			applied = s.Applied.String() + ", proposed only (no commit on its branch holds it yet)"
+			if s.AppliedRevision != "" {
+				applied = s.Applied.String() + " at " + shortRevision(s.AppliedRevision)
+			}
+			if s.AppliedTime != nil {
+				applied += ", last push " + formatTime(s.AppliedTime.Time)
+			}
+		}
+		fmt.Fprintf(w, "     Applied by %s:\t%s\n", s.Automation, applied)
+		for _, h := range s.Health {
+			at := ""
+			if h.Revision != "" {
+				at = " at " + shortRevision(h.Revision)
+			}
+			why := ""
+			if h.Reason != "" {
+				why = " (" + h.Reason + ")"
+			}
+			fmt.Fprintf(w, "     Health:\t%s %s%s%s\n", h.Object, h.State, at, why)
+		}
+	}
 }
 
 func (e *PolicyExplanation) Text(w io.Writer) {
@@ -159,6 +282,8 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 		writeCondition(w, "  Ready:", r.Ready)
 	}
 	switch s := e.LastSelection; {
+	case len(e.Chain) > 0:
+		// A promotion orders no tags.
 	case s == nil:
 		fmt.Fprintf(w, "Last selection:\tnone recorded: the policy has not evaluated any tags yet\n")
 	case r.LastScanResult == nil || e.SelectionIsCurrent:
@@ -169,7 +294,10 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 			shortRevision(s.ScanRevision), shortRevision(r.LastScanResult.Revision))
 		WriteSelection(w, "  ", s, e.choice, e.filter)
 	}
-	if pr := e.PendingRef; pr != nil {
+	if len(e.Chain) > 0 {
+		writeChain(w, e.Chain)
+	}
+	if pr := e.PendingRef; pr != nil && pr.Image == nil && pr.EligibleAt != nil {
 		fmt.Fprintf(w, "Pending:\t%s, old enough at %s (minimumAge)\n", pr.Tag, formatTime(pr.EligibleAt.Time))
 	}
 	if e.LatestRef == nil {

@@ -50,7 +50,33 @@ func TestTextIsAsRecorded(t *testing.T) {
 	stale := policy(imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{}}, nil)
 	stale.Suspended, stale.SelectionIsCurrent, stale.PreviousRef = true, false, nil
 	stale.LastSelection = &imagev1.TagSelection{ScanRevision: "sha256:fedcba9876543210fedc", Considered: 3, Kept: 2, TooNew: 2}
-	stale.PendingRef = &imagev1.PendingRef{Tag: "1.3.0", EligibleAt: metav1.Time{Time: at("2026-11-21T00:00:00Z")}}
+	stale.PendingRef = &imagev1.PendingRef{Tag: "1.3.0", EligibleAt: &metav1.Time{Time: at("2026-11-21T00:00:00Z")}}
+
+	// prod follows staging, which follows dev: staging soaks 1.3.0 while
+	// prod runs 1.2.0.
+	devCommit, stagingCommit := "main@sha1:1111111111111111111111111111111111111111", "main@sha1:2222222222222222222222222222222222222222"
+	digest := func(r *meta.ImageRef, d string) *meta.ImageRef {
+		r.Digest = "sha256:" + strings.Repeat(d, 64)
+		return r
+	}
+	promotionChoice := imagev1.ImagePolicyChoice{Promotion: &imagev1.PromotionPolicy{From: imagev1.PromotionSource{Automation: "staging"},
+		HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps-staging", Namespace: "flux-system"}},
+		Soak:     &metav1.Duration{Duration: time.Hour}}}
+	promoted := &PolicyExplanation{Policy: "default/web-prod", Rules: describeRules(promotionChoice, nil),
+		Repository: repositoryFacts{Name: "default/web", Image: "ghcr.io/acme/web", LastScanResult: scan, Ready: ready},
+		LatestRef:  digest(ref("1.2.0"), "2"), LatestRefTime: micro, Ready: ready, choice: promotionChoice,
+		Chain: []ChainStage{
+			{Policy: "web-dev", Image: digest(ref("1.3.0"), "3"), ImageTime: micro, Automation: "dev", Applied: digest(ref("1.3.0"), "3"),
+				AppliedRevision: devCommit, AppliedTime: ts("2026-11-20T10:01:00Z"),
+				Health: []imagev1.HealthStatus{{Object: "Kustomization/flux-system/apps-dev", State: "Healthy", Revision: devCommit, Reason: "ReconciliationSucceeded"}}},
+			{Policy: "web-staging", Image: digest(ref("1.3.0"), "3"), ImageTime: micro, Automation: "staging", Applied: digest(ref("1.3.0"), "3"),
+				AppliedRevision: stagingCommit, AppliedTime: ts("2026-11-20T10:20:00Z"),
+				Health: []imagev1.HealthStatus{{Object: "Kustomization/flux-system/apps-staging", State: "Healthy", Revision: stagingCommit, Reason: "ReconciliationSucceeded"}}},
+			{Policy: "web-prod", Image: digest(ref("1.2.0"), "2"), ImageTime: micro,
+				Pending: &imagev1.PendingRef{Tag: "1.3.0", Image: digest(ref("1.3.0"), "3"), UpstreamRevision: stagingCommit,
+					HealthSeen: ts("2026-11-20T10:25:00Z"), EligibleAt: ts("2026-11-20T11:25:00Z"), SoakLeft: &metav1.Duration{Duration: 35 * time.Minute}},
+				Ready: &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: imagev1.SoakNotElapsedReason, Message: "latest image is ghcr.io/acme/web:1.2.0; soaking"}},
+		}}
 
 	one, two := 1, 2
 	none := 0
@@ -97,6 +123,7 @@ func TestTextIsAsRecorded(t *testing.T) {
 		"policy-numerical":    stale,
 		"policy-newestbuild":  policy(imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 50}}, nil),
 		"policy-none":         &PolicyExplanation{Policy: "default/bad", Rules: describeRules(imagev1.ImagePolicyChoice{}, nil), Repository: repositoryFacts{Name: "default/gone", Error: "not found"}},
+		"policy-promotion":    promoted,
 		"policy-unscanned":    &PolicyExplanation{Policy: "default/new", Rules: "x", Repository: repositoryFacts{Name: "default/new", CanonicalImageName: "docker.io/library/nginx"}},
 		"automation-full":     full,
 		"automation-empty":    &AutomationExplanation{Automation: "default/none"},

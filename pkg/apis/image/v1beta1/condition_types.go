@@ -41,6 +41,17 @@ const (
 	// minimumAge and the policy has no earlier choice to keep;
 	// status.pendingRef says which tag comes first and when.
 	MinimumAgeNotReachedReason = "MinimumAgeNotReached"
+	// UpstreamNotHealthyReason: a promotion's upstream image is not (yet)
+	// running healthy in every healthOf object at a revision holding it;
+	// status.pendingRef says which image waits, status.promotion.health
+	// why.
+	UpstreamNotHealthyReason = "UpstreamNotHealthy"
+	// SoakNotElapsedReason: the upstream runs the image healthy, but not
+	// for spec.policy.promotion.soak yet; status.pendingRef says when.
+	SoakNotElapsedReason = "SoakNotElapsed"
+	// PromotionCycleReason: following promotions upstream comes back to
+	// this policy; nothing can ever be promoted.
+	PromotionCycleReason = "PromotionCycle"
 )
 
 // Condition reasons of ImageUpdateAutomation, beside the shared ones

@@ -103,7 +103,7 @@ const (
 )
 
 // ImagePolicyChoice is exactly one ordering of tags.
-// +kubebuilder:validation:XValidation:rule="[has(self.semver), has(self.docker), has(self.alphabetical), has(self.numerical), has(self.newestBuild)].filter(x, x).size() == 1",message="exactly one of semver, docker, alphabetical, numerical or newestBuild must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.semver), has(self.docker), has(self.alphabetical), has(self.numerical), has(self.newestBuild), has(self.promotion)].filter(x, x).size() == 1",message="exactly one of semver, docker, alphabetical, numerical, newestBuild or promotion must be set"
 type ImagePolicyChoice struct {
 	// SemVer picks the highest version in a range.
 	// +optional
@@ -128,6 +128,99 @@ type ImagePolicyChoice struct {
 	// NewestBuildPolicy.
 	// +optional
 	NewestBuild *NewestBuildPolicy `json:"newestBuild,omitempty"`
+
+	// Promotion follows what an upstream environment ran healthy: the
+	// image an upstream ImageUpdateAutomation applied, once the objects of
+	// healthOf have run it healthy for soak. It orders no tags: the image
+	// is the upstream's, tag and digest, never resolved again.
+	// +optional
+	Promotion *PromotionPolicy `json:"promotion,omitempty"`
+}
+
+// PromotionPolicy promotes the image an upstream environment ran healthy.
+type PromotionPolicy struct {
+	// From is the upstream: the automation that writes it, and which of
+	// its policies to follow.
+	// +required
+	From PromotionSource `json:"from"`
+
+	// HealthOf are the objects whose health says the upstream ran the
+	// image healthy: Flux Kustomizations and HelmReleases, Argo CD
+	// Applications, or any object with kstatus conditions. Each must be
+	// healthy at a revision that holds the upstream's image; at least one
+	// must name its revision (Flux's lastAppliedRevision, Argo CD's
+	// sync.revision).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +required
+	HealthOf []HealthObjectReference `json:"healthOf"`
+
+	// Soak is how long the upstream must have run the image healthy,
+	// counted from the moment health was first seen at a revision holding
+	// it; 0 promotes as soon as it is seen healthy.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	Soak *metav1.Duration `json:"soak,omitempty"`
+}
+
+// PromotionSource names the upstream of a promotion, in the policy's
+// namespace: an automation, a policy, or both.
+// +kubebuilder:validation:XValidation:rule="has(self.automation) || has(self.policy)",message="promotion.from needs an automation, a policy or both"
+type PromotionSource struct {
+	// Automation is the ImageUpdateAutomation that writes the upstream
+	// environment; when left out, the one automation that applies Policy.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Automation string `json:"automation,omitempty"`
+
+	// Policy is which of the automation's ImagePolicies to follow; it may
+	// be left out when the automation applies exactly one.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Policy string `json:"policy,omitempty"`
+}
+
+// HealthObjectReference names an object whose health a promotion or a
+// rollback reads.
+type HealthObjectReference struct {
+	// APIVersion of the object, e.g. kustomize.toolkit.fluxcd.io/v1.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object, e.g. Kustomization.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Kind string `json:"kind"`
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Namespace of the object; the referrer's namespace when empty.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// HealthStatus is one object's health as last seen.
+type HealthStatus struct {
+	// Object is the object, as Kind/namespace/name.
+	Object string `json:"object"`
+	// State is Healthy, Progressing, Degraded or Unknown (or NotFound).
+	State string `json:"state"`
+	// Revision is the source revision the state is about, as the object
+	// names it; empty for kinds that name none.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// Reason and Message are the object's own.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // DefaultMaxCandidates is newestBuild.maxCandidates when unset.
@@ -247,6 +340,11 @@ type ImagePolicyStatus struct {
 	// +optional
 	LastSelection *TagSelection `json:"lastSelection,omitempty"`
 
+	// Promotion is, for a promotion policy, where latestRef came from and
+	// the health of its upstream as last seen.
+	// +optional
+	Promotion *PromotionStatus `json:"promotion,omitempty"`
+
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
@@ -258,12 +356,46 @@ type ImagePolicyStatus struct {
 }
 
 // PendingRef is a tag that becomes the policy's choice at EligibleAt,
-// unless a scan changes the answer first.
+// unless a scan changes the answer first; for a promotion, the upstream's
+// image waiting for health and soak.
 type PendingRef struct {
 	// Tag is the tag that will be chosen.
 	Tag string `json:"tag"`
-	// EligibleAt is when it reaches the minimum age.
-	EligibleAt metav1.Time `json:"eligibleAt"`
+	// EligibleAt is when it reaches the minimum age, or when its soak
+	// ends; unset while a promotion's upstream is not healthy.
+	// +optional
+	EligibleAt *metav1.Time `json:"eligibleAt,omitempty"`
+	// Image is a promotion's upstream image, tag and digest as the
+	// upstream applied it.
+	// +optional
+	Image *meta.ImageRef `json:"image,omitempty"`
+	// UpstreamRevision is the upstream commit whose files hold Image.
+	// +optional
+	UpstreamRevision string `json:"upstreamRevision,omitempty"`
+	// HealthSeen is when every healthOf object was first seen healthy at
+	// a revision holding Image; the soak counts from here.
+	// +optional
+	HealthSeen *metav1.Time `json:"healthSeen,omitempty"`
+	// SoakLeft is what remained of the soak at the last reconcile.
+	// +optional
+	SoakLeft *metav1.Duration `json:"soakLeft,omitempty"`
+}
+
+// PromotionStatus is what a promotion policy last saw of its upstream.
+type PromotionStatus struct {
+	// Automation and Policy are the upstream followed.
+	Automation string `json:"automation"`
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// Health of the healthOf objects, in their order.
+	// +optional
+	Health []HealthStatus `json:"health,omitempty"`
+	// PromotedRevision is the upstream commit latestRef was promoted from,
+	// and PromotedHealthSeen when its health was first seen there.
+	// +optional
+	PromotedRevision string `json:"promotedRevision,omitempty"`
+	// +optional
+	PromotedHealthSeen *metav1.Time `json:"promotedHealthSeen,omitempty"`
 }
 
 // HeldRef is latestRef's tag held against a lower one (status.heldRef).

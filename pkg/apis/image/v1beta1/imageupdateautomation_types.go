@@ -275,6 +275,14 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	ObservedPolicies ObservedPolicies `json:"observedPolicies,omitempty"`
 
+	// AppliedRevision is the commit of the checkout branch whose files
+	// hold observedPolicies' images, as <branch>@sha1:<hash>: the commit
+	// the last job pushed there, or the head it found up to date. Empty
+	// while the images are only proposed (a pull request, another push
+	// branch). Promotion policies follow it.
+	// +optional
+	AppliedRevision string `json:"appliedRevision,omitempty"`
+
 	// ObservedSourceRevision is the checkout branch head the last run saw, as
 	// <branch>@sha1:<hash>.
 	// +optional

@@ -1,0 +1,207 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+)
+
+// promotionExtras: a stand-in Kustomization CRD and object for the dev
+// environment (its status written here as kustomize-controller writes it;
+// tests/node runs the real one), the prod promotion policy following the
+// sample automation "fleet" (which writes clusters/prod, the dev
+// environment here), and a prod automation writing clusters/live.
+const promotionExtras = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: kustomizations.kustomize.toolkit.fluxcd.io
+spec:
+  group: kustomize.toolkit.fluxcd.io
+  scope: Namespaced
+  names: {plural: kustomizations, singular: kustomization, kind: Kustomization, listKind: KustomizationList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata:
+  name: podinfo-prod
+  labels:
+    stage: prod
+spec:
+  imageRepositoryRef:
+    name: podinfo
+  policy:
+    promotion:
+      from: {automation: fleet}
+      healthOf:
+      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}
+      soak: %s
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata:
+  name: live
+spec:
+  interval: 5m
+  git:
+    repository:
+      url: %s
+      secretRef:
+        name: git-credentials
+    checkout:
+      ref:
+        branch: main
+    commit:
+      author:
+        name: promotebot
+        email: promotebot@example.com
+    push:
+      branch: main
+  update:
+    path: ./clusters/live
+  policySelector:
+    matchLabels:
+      stage: prod
+`
+
+// A tag moves dev (the sample automation's clusters/prod); while dev's
+// Kustomization is not healthy at dev's commit, prod (clusters/live) does
+// not move; once it is, prod's commit lands after the soak with dev's
+// image exactly. Reports the latency from the soak's end to prod's push.
+func TestChainPromotion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	env, root := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
+	host := env.RegistryHost + "/" + chain.Image
+	live := strings.ReplaceAll(fmt.Sprintf(chain.Manifest, env.RegistryHost), `"default:podinfo"`, `"default:podinfo-prod"`)
+	if _, err := env.Commit(map[string]string{"clusters/live/podinfo.yaml": live}, "prod runs 6.3.0"); err != nil {
+		t.Fatal(err)
+	}
+	samples, err := env.Samples(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const soak = 5 * time.Second
+	start := env.Head("main")
+	if err := env.Apply(ctx, samples+"\n---\n"+fmt.Sprintf(promotionExtras, soak, env.RepoURL)); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Cluster.Client
+	ks := &unstructured.Unstructured{}
+	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
+	ks.SetKind("Kustomization")
+	ks.SetNamespace("default")
+	ks.SetName("apps-dev")
+	testenv.Eventually(t, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
+
+	devCommit := waitHead(t, env, "main", start)
+	if !strings.Contains(must(env.FleetGit("show", devCommit, "--", "clusters/prod")), "+        image: "+host+":6.4.0 ") {
+		t.Fatalf("dev commit %s does not move clusters/prod to 6.4.0", devCommit)
+	}
+	fleet := &imagev1.ImageUpdateAutomation{}
+	fleet.Name, fleet.Namespace = "fleet", "default"
+	waitAutomation(t, env, fleet, func() bool { return fleet.Status.AppliedRevision != "" })
+	applied := fleet.Status.AppliedRevision
+
+	// dev's Kustomization fails its health check at dev's commit: prod
+	// waits.
+	setKustomization(ctx, t, c, ks, false, applied)
+	prod := &imagev1.ImagePolicy{}
+	prod.Name, prod.Namespace = "podinfo-prod", "default"
+	waitPolicyReason(ctx, t, c, prod, imagev1.UpstreamNotHealthyReason)
+
+	// Healthy at dev's commit: the soak runs, then prod's commit lands.
+	setKustomization(ctx, t, c, ks, true, applied)
+	healthy := time.Now()
+	prodCommit := waitHead(t, env, "main", env.Head("main"))
+	for i := 0; i < 5 && !strings.Contains(must(env.FleetGit("show", prodCommit)), "clusters/live"); i++ {
+		prodCommit = waitHead(t, env, "main", prodCommit)
+	}
+	show := must(env.FleetGit("show", prodCommit))
+	devLine := "image: " + host + ":6.4.0 # {\"$imagepolicy\": \"default:podinfo-prod\"}"
+	if !strings.Contains(show, "+        "+devLine) || !strings.Contains(show, "promotebot") {
+		t.Fatalf("prod commit %s:\n%s", prodCommit, show)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(prod), prod); err != nil {
+		t.Fatal(err)
+	}
+	if devImage := fleet.Status.ObservedPolicies["podinfo"]; prod.Status.LatestRef == nil || *prod.Status.LatestRef != devImage {
+		t.Errorf("prod promoted %v, dev applied %v", prod.Status.LatestRef, devImage)
+	}
+	st := prod.Status.Promotion
+	if st == nil || st.PromotedHealthSeen == nil {
+		t.Fatalf("status.promotion %+v", st)
+	}
+	ct, err := strconv.ParseInt(strings.TrimSpace(must(env.FleetGit("show", "-s", "--format=%ct", prodCommit))), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	soakEnd := st.PromotedHealthSeen.Add(soak)
+	if committed := time.Unix(ct, 0); committed.Before(soakEnd.Truncate(time.Second)) {
+		t.Errorf("prod committed at %s, before the soak ended at %s", committed, soakEnd)
+	}
+	t.Logf("health written → prod push: %s (soak %s); soak end → prod push: %s (commit times have whole seconds)",
+		time.Since(healthy).Round(time.Millisecond), soak, time.Unix(ct, 0).Sub(soakEnd).Round(time.Second))
+}
+
+// setKustomization writes a Kustomization's status as kustomize-controller
+// does after an apply: Ready True at lastAppliedRevision, or False with
+// HealthCheckFailed at lastAttemptedRevision.
+func setKustomization(ctx context.Context, t *testing.T, c client.Client, ks *unstructured.Unstructured, ready bool, revision string) {
+	t.Helper()
+	if _, _, ok := git.ParseRevision(revision); !ok {
+		t.Fatalf("revision %q", revision)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+		t.Fatal(err)
+	}
+	status, reason := "True", "ReconciliationSucceeded"
+	if !ready {
+		status, reason = "False", "HealthCheckFailed"
+	}
+	st := map[string]any{
+		"observedGeneration":    ks.GetGeneration(),
+		"lastAttemptedRevision": revision,
+		"conditions": []any{map[string]any{"type": "Ready", "status": status, "reason": reason,
+			"message": "revision " + revision, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
+	}
+	if ready {
+		st["lastAppliedRevision"] = revision
+	}
+	ks.Object["status"] = st
+	if err := c.Status().Update(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitPolicyReason(ctx context.Context, t *testing.T, c client.Client, p *imagev1.ImagePolicy, reason string) {
+	t.Helper()
+	testenv.Eventually(t, time.Minute, func() (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return false, nil
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "Ready" && cond.Reason == reason {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
