@@ -97,9 +97,11 @@ seccompProfile:
 {{- with $role.rules }}
 {{ toYaml . }}
 {{- end }}
+{{- if hasKey .Values.rbac "healthRules" }}
 {{- with .Values.rbac.healthRules }}
-# Kinds promotion policies read health from (rbac.healthRules).
+# Kinds promotion policies read health from (rbac.healthRules; the reflector's chart).
 {{ toYaml . }}
+{{- end }}
 {{- end }}
 # Every controller records Kubernetes events about its objects.
 - apiGroups: ["", events.k8s.io]
