@@ -39,6 +39,7 @@ func main() {
 // automation is the controller's own flags, and what it sets up with them.
 type automation struct {
 	noCrossNamespaceRefs bool
+	argoCDNamespace      string
 	jobHistoryLimit      int
 	webhookAddr          string
 	objectLevelWI        bool
@@ -46,6 +47,8 @@ type automation struct {
 
 func (a *automation) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&a.noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
+	fs.StringVar(&a.argoCDNamespace, "argocd-namespace", gitsource.DefaultArgoCDNamespace,
+		"Namespace Argo CD runs in: it names the override files of Applications elsewhere, and its repository Secrets are the credentials of Application sources.")
 	fs.IntVar(&a.jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
 	fs.StringVar(&a.webhookAddr, "webhook-bind-address", ":9293", "Address the GitWebhook receiver (git push events) serves on; empty disables it.")
 	fs.BoolVar(&a.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
@@ -72,6 +75,7 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 		Metrics:              rec,
 		Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
 		NoCrossNamespaceRefs: a.noCrossNamespaceRefs,
+		ArgoCDNamespace:      a.argoCDNamespace,
 		JobHistoryLimit:      a.jobHistoryLimit,
 	}
 	if a.webhookAddr != "" {

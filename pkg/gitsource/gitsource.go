@@ -16,6 +16,7 @@
 package gitsource
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +56,14 @@ type Options struct {
 	// NoCrossNamespaceRefs refuses a sourceRef to another namespace
 	// (--no-cross-namespace-refs).
 	NoCrossNamespaceRefs bool
+	// ArgoCDNamespace is the namespace Argo CD runs in: an Application
+	// elsewhere gets override files named namespace_name. argocd when
+	// empty.
+	ArgoCDNamespace string
 }
+
+// DefaultArgoCDNamespace is where Argo CD runs unless told otherwise.
+const DefaultArgoCDNamespace = "argocd"
 
 // Source is where an automation's UpdateJobs read and write.
 type Source struct {
@@ -68,6 +76,12 @@ type Source struct {
 	// Describe names the source in messages, e.g. "spec.git.repository"
 	// or "GitRepository ns/name".
 	Describe string
+	// Path is the directory the source names in the repository (an
+	// Application's path), the jobs' update path unless spec.update.path
+	// is set; "" is the root.
+	Path string
+	// Application is set for an Argo CD Application source.
+	Application *Application
 }
 
 // Resolve reads the automation's repository from spec.git.repository or
@@ -108,6 +122,10 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 		src.Repository.Timeout = &metav1.Duration{Duration: DefaultTimeout}
 	}
 	if !hasRef(src.Ref) {
+		if src.Application != nil {
+			return src, conditions.Stallf(imagev1.TargetRevisionNotBranchReason,
+				"the targetRevision of %s is HEAD, the repository's default branch, which the automation does not look up: name the branch in spec.git.checkout.ref.branch", src.Describe)
+		}
 		return src, conditions.Stallf(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit")
 	}
 	// Where a job pushes is jobplan's rule; a pull request has a base
@@ -164,7 +182,13 @@ func readSourceRef(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdat
 		}
 		return fmt.Errorf("reading %s %s: %w", name, key, err)
 	}
-	return kind.Read(u, src)
+	if err := kind.Read(u, src); err != nil {
+		return err
+	}
+	if src.Application != nil {
+		src.Application.ArgoNamespace = cmp.Or(opts.ArgoCDNamespace, DefaultArgoCDNamespace)
+	}
+	return nil
 }
 
 // fromGitRepository reads a Flux GitRepository into src: its URL,

@@ -55,6 +55,9 @@ type ImageUpdateAutomationReconciler struct {
 	Automation *AutomationMetrics
 	// NoCrossNamespaceRefs refuses sourceRefs to other namespaces.
 	NoCrossNamespaceRefs bool
+	// ArgoCDNamespace is where Argo CD runs, which names override files
+	// and holds its repository Secrets (--argocd-namespace).
+	ArgoCDNamespace string
 	// JobHistoryLimit is how many finished UpdateJobs to keep per
 	// automation.
 	JobHistoryLimit int

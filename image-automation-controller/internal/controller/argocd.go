@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"slices"
+	"strings"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/argocd"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/imagename"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+)
+
+// +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch
+
+// usesArgoCD reports whether the automation writes Argo CD override files.
+func usesArgoCD(a *imagev1.ImageUpdateAutomationSpec) bool {
+	return a.Update != nil && a.Update.Strategy == imagev1.UpdateStrategyArgoCD
+}
+
+// checkArgoCD checks that strategy ArgoCD has an Application to write for,
+// each of whose written sources Argo CD renders as Kustomize or Helm.
+// Until Argo CD first compared the Application its source types are
+// unknown: that is waited for.
+func checkArgoCD(obj *imagev1.ImageUpdateAutomation, src *gitsource.Source) error {
+	if !usesArgoCD(&obj.Spec) {
+		return nil
+	}
+	app := src.Application
+	if app == nil {
+		return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
+			"update strategy ArgoCD writes an Argo CD Application's override file: spec.sourceRef must name an Application, not %s", src.Describe)
+	}
+	for _, s := range app.Written {
+		switch s.Type {
+		case argocd.TypeKustomize, argocd.TypeHelm:
+		case "":
+			return conditions.Retryf(conditions.DependencyNotReadyReason,
+				"Argo CD has not reported how it renders source %d of %s yet (status.sourceType)", s.Index, src.Describe)
+		default:
+			return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
+				"Argo CD renders source %d of %s as %s: override files set the images of Kustomize and Helm sources only; use strategy Setters (markers or spec.discover) for it",
+				s.Index, src.Describe, s.Type)
+		}
+	}
+	return nil
+}
+
+// argoCDOverrides are the override files a job writes, one per written
+// source of the Application, each with the setters whose image the
+// Application runs (status.summary.images) or spec.update.argoCD lists.
+// A source none of them applies to gets no file.
+func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverride {
+	app := src.Application
+	if !usesArgoCD(a) || app == nil {
+		return nil
+	}
+	listed := map[string]imagev1.ArgoCDImage{}
+	if a.Update.ArgoCD != nil {
+		for _, img := range a.Update.ArgoCD.Images {
+			listed[img.Policy] = img
+		}
+	}
+	// The names the Application's Pods run, canonical, to the spelling
+	// its manifests use (which kustomize.images matches).
+	running := map[string]string{}
+	for _, ref := range app.Images {
+		name := imageName(ref)
+		running[imagename.Normalize(name)] = name
+	}
+	var images []updatev1.ArgoCDOverrideImage
+	for _, s := range setters {
+		_, policy, _ := strings.Cut(s.Policy, ":")
+		spelled, runs := running[imagename.Normalize(s.Name)]
+		l, isListed := listed[policy]
+		if !runs && !isListed {
+			continue
+		}
+		img := updatev1.ArgoCDOverrideImage{Policy: s.Policy, KustomizeName: spelled,
+			HelmImageName: l.HelmImageName, HelmImageTag: l.HelmImageTag, HelmImageSpec: l.HelmImageSpec}
+		if l.KustomizeName != "" {
+			img.KustomizeName = l.KustomizeName
+		}
+		images = append(images, img)
+	}
+	if len(images) == 0 {
+		return nil
+	}
+	var out []updatev1.ArgoCDOverride
+	for _, s := range app.Written {
+		f := app.OverrideFile(app.ArgoNamespace, s)
+		if f == "" || slices.ContainsFunc(out, func(o updatev1.ArgoCDOverride) bool { return o.File == f }) {
+			continue
+		}
+		out = append(out, updatev1.ArgoCDOverride{File: f, Type: s.Type, Images: images})
+	}
+	return out
+}
+
+// imageName is ref without its tag or digest.
+func imageName(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		ref = ref[:i]
+	}
+	return ref
+}

@@ -1,0 +1,122 @@
+package gitsource
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+)
+
+// A targetRevision is a branch the jobs push to, or refused with why:
+// Argo CD checks out a commit, a semver range's highest tag or a full ref
+// name as they are, and a write-back cannot push to any of them.
+func TestRevisionBranch(t *testing.T) {
+	for _, tc := range []struct {
+		rev, branch string
+		ok          bool
+	}{
+		{"main", "main", true},
+		{"release/1.x", "release/1.x", true},
+		{"refs/heads/main", "main", true},
+		{"HEAD", "", true}, // the default branch: the checkout must name it
+		{"", "", true},
+		{"v1.2.3", "v1.2.3", true}, // a tag or a branch: the head read tells
+		{"refs/tags/v1.2.3", "", false},
+		{"0123456789abcdef0123456789abcdef01234567", "", false},
+		{"^1.2.0", "", false},
+		{">=1.0.0 <2.0.0", "", false},
+		{"1.*", "", false},
+	} {
+		branch, ok, why := RevisionBranch(tc.rev)
+		if branch != tc.branch || ok != tc.ok || ok != (why == "") {
+			t.Errorf("%q: branch %q, ok %v (%s); want %q, %v", tc.rev, branch, ok, why, tc.branch, tc.ok)
+		}
+	}
+}
+
+func application(ns, name string, spec map[string]any) *unstructured.Unstructured {
+	spec["destination"] = map[string]any{"server": "https://kubernetes.default.svc", "namespace": "default"}
+	spec["project"] = "default"
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(ApplicationGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// An Argo CD Application, stored by the API server through Argo CD's own
+// CRD, is a source: its git sources' repository, targetRevision (a branch)
+// and common path; a chart repository's source and a ref-only source are
+// not written to; what cannot be pushed to is refused with a reason.
+func TestApplicationIsASource(t *testing.T) {
+	ns := env.Namespace(t)
+	src := func(repo, path, rev string) map[string]any {
+		return map[string]any{"repoURL": repo, "path": path, "targetRevision": rev}
+	}
+	for _, obj := range []*unstructured.Unstructured{
+		application(ns, "web", map[string]any{"source": src(url, "apps/web", "main")}),
+		application(ns, "shop", map[string]any{"sources": []any{
+			map[string]any{"repoURL": "https://charts.example.com", "chart": "shop", "targetRevision": "1.2.0"},
+			map[string]any{"repoURL": url, "targetRevision": "main", "ref": "values"},
+			src(url, "shop/base", "main"),
+			src(url+"/", "shop/overlays/prod", "main"),
+		}}),
+		application(ns, "pinned", map[string]any{"source": src(url, "apps/web", "0123456789abcdef0123456789abcdef01234567")}),
+		application(ns, "ranged", map[string]any{"source": src(url, "apps/web", "~1.2")}),
+		application(ns, "head", map[string]any{"source": src(url, "apps/web", "HEAD")}),
+		application(ns, "split", map[string]any{"sources": []any{src(url, "a", "main"), src("https://git.example.com/other.git", "b", "main")}}),
+		application(ns, "charts", map[string]any{"source": map[string]any{"repoURL": "https://charts.example.com", "chart": "shop", "targetRevision": "1.2.0"}}),
+	} {
+		if err := env.Client.Create(context.Background(), obj); err != nil {
+			t.Fatalf("creating Application %s: %v", obj.GetName(), err)
+		}
+	}
+	resolve := func(name string, mutate func(*imagev1.ImageUpdateAutomation)) (*Source, error) {
+		a := automation(ns, func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Kind: "Application", Name: name}
+			if mutate != nil {
+				mutate(a)
+			}
+		})
+		return Resolve(context.Background(), env.Client, a, Options{})
+	}
+
+	s, err := resolve("web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Repository.URL != url || s.Ref != (updatev1.GitRepositoryRef{Branch: "main"}) || s.Path != "apps/web" ||
+		s.Describe != "Application "+ns+"/web" || s.Application == nil || len(s.Application.Written) != 1 {
+		t.Errorf("source %+v", s)
+	}
+	s, err = resolve("shop", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Path != "shop" || len(s.Application.Written) != 2 || s.Application.Written[0].Index != 2 || s.Application.Written[1].Index != 3 {
+		t.Errorf("multi-source: path %q, written %+v", s.Path, s.Application.Written)
+	}
+	if got, want := s.Application.String(), "Application "+ns+"/shop (sources 2, 3)"; got != want {
+		t.Errorf("described as %q, want %q", got, want)
+	}
+
+	_, err = resolve("pinned", nil)
+	checkFailure(t, err, failure{imagev1.TargetRevisionNotBranchReason, true, `"0123456789abcdef0123456789abcdef01234567" of Application ` + ns + `/pinned is a commit`})
+	_, err = resolve("ranged", nil)
+	checkFailure(t, err, failure{imagev1.TargetRevisionNotBranchReason, true, "is a semver range"})
+	_, err = resolve("head", nil)
+	checkFailure(t, err, failure{imagev1.TargetRevisionNotBranchReason, true, "spec.git.checkout.ref.branch"})
+	s, err = resolve("head", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Checkout = &updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "trunk"}}
+	})
+	if err != nil || s.Ref.Branch != "trunk" {
+		t.Errorf("HEAD with a checkout branch: %+v, %v", s, err)
+	}
+	_, err = resolve("split", nil)
+	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "more than one repository"})
+	_, err = resolve("charts", nil)
+	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "no source in a git repository"})
+}
