@@ -247,6 +247,9 @@ func fromGitRepository(u *unstructured.Unstructured, src *Source) error {
 // watched), credentials that cannot work are Stalled; both wrap a
 // *CredentialsError, as does any other error, which is transient.
 func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) (*git.Auth, error) {
+	if err := argoCDSecret(ctx, c, obj, src); err != nil {
+		return nil, err
+	}
 	var secret, proxy string
 	if ref := src.Repository.SecretRef; ref != nil {
 		secret = ref.Name
@@ -270,6 +273,38 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 		return nil, conditions.Retry(conditions.AuthenticationFailedReason, ce)
 	}
 	return nil, ce
+}
+
+// argoCDSecret sets, for an Application source, the Argo CD repository
+// Secret of its URL (git.FindArgoCDSecret) as the repository's secretRef.
+// The automation's UpdateJobs read it in their own namespace, so an
+// automation outside Argo CD's namespace cannot use it: that is refused
+// rather than the Secret copied out of the namespace Argo CD guards.
+func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) error {
+	app := src.Application
+	if app == nil || src.Repository.SecretRef != nil {
+		return nil
+	}
+	secrets, err := git.ListArgoCDSecrets(ctx, c, app.ArgoNamespace)
+	if apierrors.IsForbidden(err) {
+		return conditions.Stallf(conditions.AccessDeniedReason,
+			"the controller may not list Argo CD's repository Secrets in namespace %s: install the chart with argocd.namespace=%s, or start it with --argocd-namespace naming where Argo CD runs",
+			app.ArgoNamespace, app.ArgoNamespace)
+	}
+	if err != nil {
+		return err
+	}
+	s := git.FindArgoCDSecret(secrets, src.Repository.URL)
+	switch {
+	case s == nil:
+		return nil // a public repository, as for Argo CD
+	case obj.Namespace != app.ArgoNamespace:
+		return conditions.Stallf(conditions.AccessDeniedReason,
+			"Argo CD's Secret %s/%s holds the credentials of %s, but UpdateJobs read Secrets in their own namespace, %s: put the automation in namespace %s",
+			s.Namespace, s.Name, git.Redact(src.Repository.URL), obj.Namespace, app.ArgoNamespace)
+	}
+	src.Repository.SecretRef = &meta.LocalObjectReference{Name: s.Name}
+	return nil
 }
 
 // CredentialsError is why the Secrets of a source could not be read or
