@@ -1,15 +1,20 @@
 package gitsource
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
@@ -78,7 +83,7 @@ func fromApplication(u *unstructured.Unstructured, src *Source) error {
 		return conditions.Stallf(imagev1.InvalidSourceReason, "%s: %s", src.Describe, err)
 	}
 	a := &Application{Application: app}
-	src.Application = a
+	src.Applications = []*Application{a}
 	for _, s := range app.Sources {
 		if s.Chart != "" {
 			continue
@@ -88,9 +93,7 @@ func fromApplication(u *unstructured.Unstructured, src *Source) error {
 			continue
 		}
 		first := a.Written[0]
-		k1, _ := RepositoryKey(first.RepoURL)
-		k2, _ := RepositoryKey(s.RepoURL)
-		if k1 != k2 || first.TargetRevision != s.TargetRevision {
+		if repoKey(first.RepoURL) != repoKey(s.RepoURL) || first.TargetRevision != s.TargetRevision {
 			return conditions.Stallf(imagev1.InvalidSourceReason,
 				"%s has git sources on more than one repository or revision (%s@%s, %s@%s): an automation writes one; name the others in automations of their own",
 				src.Describe, first.RepoURL, first.TargetRevision, s.RepoURL, s.TargetRevision)
@@ -119,6 +122,58 @@ func fromApplication(u *unstructured.Unstructured, src *Source) error {
 	return nil
 }
 
+// readApplications reads the Applications spec.applicationSelector
+// selects in the automation's namespace, each as fromApplication reads
+// one, into src: their one repository and branch, the common directory of
+// their paths, and each Application.
+func readApplications(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) error {
+	src.Describe = "spec.applicationSelector"
+	sel, err := metav1.LabelSelectorAsSelector(obj.Spec.ApplicationSelector)
+	if err != nil {
+		return conditions.Stallf(conditions.InvalidSpecReason, "invalid spec.applicationSelector: %s", err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(ApplicationGVK.GroupVersion().WithKind(ApplicationGVK.Kind + "List"))
+	if err := c.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return conditions.Stallf(imagev1.SourceNotFoundReason, "the Application kind (%s) is not installed", ApplicationGVK.GroupVersion())
+		}
+		return fmt.Errorf("listing Applications: %w", err)
+	}
+	if len(list.Items) == 0 {
+		return conditions.Retryf(imagev1.SourceNotFoundReason, "no Application in namespace %s matches spec.applicationSelector", obj.Namespace)
+	}
+	slices.SortFunc(list.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	var paths []string
+	for i := range list.Items {
+		u := &list.Items[i]
+		one := &Source{Describe: "Application " + obj.Namespace + "/" + u.GetName()}
+		if err := fromApplication(u, one); err != nil {
+			return err
+		}
+		if i == 0 {
+			src.Repository.URL, src.Ref = one.Repository.URL, one.Ref
+		} else if k1, k2 := repoKey(src.Repository.URL), repoKey(one.Repository.URL); k1 != k2 || src.Ref != one.Ref {
+			return conditions.Stallf(imagev1.InvalidSourceReason,
+				"the selected Applications write to more than one repository or branch (%s of %s, %s of %s): select the Applications of one in each automation",
+				DescribeRef(src.Ref), src.Applications[0], DescribeRef(one.Ref), one.Applications[0])
+		}
+		src.Applications = append(src.Applications, one.Applications...)
+		paths = append(paths, one.Path)
+	}
+	src.Describe = fmt.Sprintf("%d Applications of spec.applicationSelector", len(src.Applications))
+	if len(src.Applications) == 1 {
+		src.Describe = src.Applications[0].String() + " of spec.applicationSelector"
+	}
+	src.Path = commonDir(paths)
+	return nil
+}
+
+func repoKey(u string) string {
+	k, _ := RepositoryKey(u)
+	return k
+}
+
 // commonDir is the deepest directory holding every one of paths (clean,
 // relative; "" is the root).
 func commonDir(paths []string) string {
@@ -136,7 +191,7 @@ func commonDir(paths []string) string {
 }
 
 // String names the Application and its written sources for messages:
-// "Application argocd/shop (sources 0, 2)".
+// "Application argocd/shop (sources 2, 3)".
 func (a *Application) String() string {
 	s := fmt.Sprintf("Application %s/%s", a.Namespace, a.Name)
 	if len(a.Sources) > 1 {

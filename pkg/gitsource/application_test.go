@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -89,17 +90,17 @@ func TestApplicationIsASource(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Repository.URL != url || s.Ref != (updatev1.GitRepositoryRef{Branch: "main"}) || s.Path != "apps/web" ||
-		s.Describe != "Application "+ns+"/web" || s.Application == nil || len(s.Application.Written) != 1 {
+		s.Describe != "Application "+ns+"/web" || len(s.Applications) != 1 || len(s.Applications[0].Written) != 1 {
 		t.Errorf("source %+v", s)
 	}
 	s, err = resolve("shop", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Path != "shop" || len(s.Application.Written) != 2 || s.Application.Written[0].Index != 2 || s.Application.Written[1].Index != 3 {
-		t.Errorf("multi-source: path %q, written %+v", s.Path, s.Application.Written)
+	if w := s.Applications[0].Written; s.Path != "shop" || len(w) != 2 || w[0].Index != 2 || w[1].Index != 3 {
+		t.Errorf("multi-source: path %q, written %+v", s.Path, w)
 	}
-	if got, want := s.Application.String(), "Application "+ns+"/shop (sources 2, 3)"; got != want {
+	if got, want := s.Applications[0].String(), "Application "+ns+"/shop (sources 2, 3)"; got != want {
 		t.Errorf("described as %q, want %q", got, want)
 	}
 
@@ -119,4 +120,48 @@ func TestApplicationIsASource(t *testing.T) {
 	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "more than one repository"})
 	_, err = resolve("charts", nil)
 	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "no source in a git repository"})
+}
+
+// spec.applicationSelector reads every Application it selects in the
+// automation's namespace, by name: one repository and branch, their
+// common path; Applications on another branch are refused by name, and a
+// selector matching none is retried.
+func TestApplicationSelectorReadsEverySelectedApplication(t *testing.T) {
+	ns := env.Namespace(t)
+	src := func(path, rev string) map[string]any {
+		return map[string]any{"source": map[string]any{"repoURL": url, "path": path, "targetRevision": rev}}
+	}
+	for _, obj := range []*unstructured.Unstructured{
+		application(ns, "web", src("apps/web", "main")),
+		application(ns, "api", src("apps/api", "main")),
+		application(ns, "staging", src("apps/staging", "staging")),
+		application(ns, "unlabelled", src("elsewhere", "main")),
+	} {
+		team := map[string]string{"web": "shop", "api": "shop", "staging": "staging"}[obj.GetName()]
+		if team != "" {
+			obj.SetLabels(map[string]string{"team": team, "updates": "on"})
+		}
+		if err := env.Client.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resolve := func(labels map[string]string) (*Source, error) {
+		a := automation(ns, func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: labels}
+		})
+		return Resolve(context.Background(), env.Client, a, Options{ArgoCDNamespace: ns})
+	}
+	s, err := resolve(map[string]string{"team": "shop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Repository.URL != url || s.Ref.Branch != "main" || s.Path != "apps" || len(s.Applications) != 2 ||
+		s.Applications[0].Name != "api" || s.Applications[1].Name != "web" || s.Applications[0].ArgoNamespace != ns ||
+		s.Describe != "2 Applications of spec.applicationSelector" {
+		t.Errorf("source %+v", s)
+	}
+	_, err = resolve(map[string]string{"updates": "on"})
+	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "more than one repository or branch (branch main of Application " + ns + "/api, branch staging of Application " + ns + "/staging)"})
+	_, err = resolve(map[string]string{"team": "nobody"})
+	checkFailure(t, err, failure{imagev1.SourceNotFoundReason, false, "no Application in namespace " + ns})
 }

@@ -80,8 +80,9 @@ type Source struct {
 	// Application's path), the jobs' update path unless spec.update.path
 	// is set; "" is the root.
 	Path string
-	// Application is set for an Argo CD Application source.
-	Application *Application
+	// Applications are the Argo CD Applications of spec.sourceRef (one) or
+	// spec.applicationSelector, whose sources the jobs write.
+	Applications []*Application
 }
 
 // Resolve reads the automation's repository from spec.git.repository or
@@ -97,7 +98,11 @@ type Source struct {
 // source. A caller that acts on the Source must check the error first.
 func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, opts Options) (*Source, error) {
 	src := &Source{}
-	if ref := obj.Spec.SourceRef; ref != nil {
+	if obj.Spec.ApplicationSelector != nil {
+		if err := readApplications(ctx, c, obj, src); err != nil {
+			return src, err
+		}
+	} else if ref := obj.Spec.SourceRef; ref != nil {
 		if err := readSourceRef(ctx, c, obj, ref, opts, src); err != nil {
 			return src, err
 		}
@@ -115,6 +120,9 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 			return src, err
 		}
 	}
+	for _, a := range src.Applications {
+		a.ArgoNamespace = cmp.Or(opts.ArgoCDNamespace, DefaultArgoCDNamespace)
+	}
 	if c := obj.Spec.GitSpec.Checkout; c != nil {
 		src.Ref = c.Reference
 	}
@@ -122,7 +130,7 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 		src.Repository.Timeout = &metav1.Duration{Duration: DefaultTimeout}
 	}
 	if !hasRef(src.Ref) {
-		if src.Application != nil {
+		if len(src.Applications) > 0 {
 			return src, conditions.Stallf(imagev1.TargetRevisionNotBranchReason,
 				"the targetRevision of %s is HEAD, the repository's default branch, which the automation does not look up: name the branch in spec.git.checkout.ref.branch", src.Describe)
 		}
@@ -182,13 +190,7 @@ func readSourceRef(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdat
 		}
 		return fmt.Errorf("reading %s %s: %w", name, key, err)
 	}
-	if err := kind.Read(u, src); err != nil {
-		return err
-	}
-	if src.Application != nil {
-		src.Application.ArgoNamespace = cmp.Or(opts.ArgoCDNamespace, DefaultArgoCDNamespace)
-	}
-	return nil
+	return kind.Read(u, src)
 }
 
 // fromGitRepository reads a Flux GitRepository into src: its URL,
@@ -281,10 +283,10 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 // automation outside Argo CD's namespace cannot use it: that is refused
 // rather than the Secret copied out of the namespace Argo CD guards.
 func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) error {
-	app := src.Application
-	if app == nil || src.Repository.SecretRef != nil {
+	if len(src.Applications) == 0 || src.Repository.SecretRef != nil {
 		return nil
 	}
+	app := src.Applications[0]
 	secrets, err := git.ListArgoCDSecrets(ctx, c, app.ArgoNamespace)
 	if apierrors.IsForbidden(err) {
 		return conditions.Stallf(conditions.AccessDeniedReason,

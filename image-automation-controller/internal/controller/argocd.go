@@ -27,21 +27,22 @@ func checkArgoCD(obj *imagev1.ImageUpdateAutomation, src *gitsource.Source) erro
 	if !usesArgoCD(&obj.Spec) {
 		return nil
 	}
-	app := src.Application
-	if app == nil {
+	if len(src.Applications) == 0 {
 		return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
-			"update strategy ArgoCD writes an Argo CD Application's override file: spec.sourceRef must name an Application, not %s", src.Describe)
+			"update strategy ArgoCD writes the override files of Argo CD Applications: name one in spec.sourceRef or select them with spec.applicationSelector, not %s", src.Describe)
 	}
-	for _, s := range app.Written {
-		switch s.Type {
-		case argocd.TypeKustomize, argocd.TypeHelm:
-		case "":
-			return conditions.Retryf(conditions.DependencyNotReadyReason,
-				"Argo CD has not reported how it renders source %d of %s yet (status.sourceType)", s.Index, src.Describe)
-		default:
-			return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
-				"Argo CD renders source %d of %s as %s: override files set the images of Kustomize and Helm sources only; use strategy Setters (markers or spec.discover) for it",
-				s.Index, src.Describe, s.Type)
+	for _, app := range src.Applications {
+		for _, s := range app.Written {
+			switch s.Type {
+			case argocd.TypeKustomize, argocd.TypeHelm:
+			case "":
+				return conditions.Retryf(conditions.DependencyNotReadyReason,
+					"Argo CD has not reported how it renders source %d of %s yet (status.sourceType)", s.Index, app)
+			default:
+				return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
+					"Argo CD renders source %d of %s as %s: override files set the images of Kustomize and Helm sources only; use strategy Setters (markers or spec.discover) for it",
+					s.Index, app, s.Type)
+			}
 		}
 	}
 	return nil
@@ -52,8 +53,7 @@ func checkArgoCD(obj *imagev1.ImageUpdateAutomation, src *gitsource.Source) erro
 // Application runs (status.summary.images) or spec.update.argoCD lists.
 // A source none of them applies to gets no file.
 func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverride {
-	app := src.Application
-	if !usesArgoCD(a) || app == nil {
+	if !usesArgoCD(a) {
 		return nil
 	}
 	listed := map[string]imagev1.ArgoCDImage{}
@@ -62,6 +62,25 @@ func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source,
 			listed[img.Policy] = img
 		}
 	}
+	var out []updatev1.ArgoCDOverride
+	for _, app := range src.Applications {
+		images := overrideImages(app, listed, setters)
+		if len(images) == 0 {
+			continue
+		}
+		for _, s := range app.Written {
+			f := app.OverrideFile(app.ArgoNamespace, s)
+			if f == "" || slices.ContainsFunc(out, func(o updatev1.ArgoCDOverride) bool { return o.File == f }) {
+				continue
+			}
+			out = append(out, updatev1.ArgoCDOverride{File: f, Type: s.Type, Images: images})
+		}
+	}
+	return out
+}
+
+// overrideImages are the setters an Application's override files get.
+func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCDImage, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverrideImage {
 	// The names the Application's Pods run, canonical, to the spelling
 	// its manifests use (which kustomize.images matches).
 	running := map[string]string{}
@@ -84,18 +103,7 @@ func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source,
 		}
 		images = append(images, img)
 	}
-	if len(images) == 0 {
-		return nil
-	}
-	var out []updatev1.ArgoCDOverride
-	for _, s := range app.Written {
-		f := app.OverrideFile(app.ArgoNamespace, s)
-		if f == "" || slices.ContainsFunc(out, func(o updatev1.ArgoCDOverride) bool { return o.File == f }) {
-			continue
-		}
-		out = append(out, updatev1.ArgoCDOverride{File: f, Type: s.Type, Images: images})
-	}
-	return out
+	return images
 }
 
 // imageName is ref without its tag or digest.

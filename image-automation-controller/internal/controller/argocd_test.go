@@ -15,11 +15,11 @@ import (
 )
 
 func argoSource(images []string, written ...argocd.Source) gitsource.Source {
-	return gitsource.Source{Describe: "Application argocd/shop", Path: "apps", Application: &gitsource.Application{
+	return gitsource.Source{Describe: "Application argocd/shop", Path: "apps", Applications: []*gitsource.Application{{
 		Application:   argocd.Application{Name: "shop", Namespace: "argocd", Images: images, Sources: written},
 		Written:       written,
 		ArgoNamespace: "argocd",
-	}}
+	}}}
 }
 
 // A job of strategy ArgoCD writes one override file per written source,

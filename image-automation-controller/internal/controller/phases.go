@@ -162,7 +162,7 @@ func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope
 	ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
 	oid, err := git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
 	cancel()
-	if err != nil && src.Application != nil && s.Obj.Spec.GitSpec.Checkout == nil {
+	if err != nil && len(src.Applications) > 0 && s.Obj.Spec.GitSpec.Checkout == nil {
 		// An Application's targetRevision may name a tag by its short
 		// name, which only the server tells from a branch.
 		if tagErr := r.notABranch(ctx, src); tagErr != nil {

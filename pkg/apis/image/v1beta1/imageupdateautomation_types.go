@@ -13,7 +13,7 @@ const ImageUpdateAutomationKind = "ImageUpdateAutomation"
 
 // ImageUpdateAutomationSpec says which git repository to keep up to date with
 // which image policies.
-// +kubebuilder:validation:XValidation:rule="has(self.sourceRef) != has(self.git.repository)",message="exactly one of spec.sourceRef and spec.git.repository must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.sourceRef), has(self.git.repository), has(self.applicationSelector)].filter(x, x).size() == 1",message="exactly one of spec.sourceRef, spec.git.repository and spec.applicationSelector must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.git.repository) || has(self.git.checkout)",message="spec.git.checkout is required with spec.git.repository"
 type ImageUpdateAutomationSpec struct {
 	// SourceRef names a Flux GitRepository (source.toolkit.fluxcd.io) whose
@@ -22,6 +22,13 @@ type ImageUpdateAutomationSpec struct {
 	// and path are, with the credentials of Argo CD's repository Secrets.
 	// +optional
 	SourceRef *CrossNamespaceSourceReference `json:"sourceRef,omitempty"`
+
+	// ApplicationSelector selects Argo CD Applications in the automation's
+	// namespace, as argocd-image-updater's ImageUpdater does: each is a
+	// source as spec.sourceRef would name it, and one job writes them all.
+	// They must share one repository and branch.
+	// +optional
+	ApplicationSelector *metav1.LabelSelector `json:"applicationSelector,omitempty"`
 
 	// GitSpec says where and how to write.
 	// +required

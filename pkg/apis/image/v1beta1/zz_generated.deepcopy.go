@@ -691,6 +691,11 @@ func (in *ImageUpdateAutomationSpec) DeepCopyInto(out *ImageUpdateAutomationSpec
 		*out = new(CrossNamespaceSourceReference)
 		**out = **in
 	}
+	if in.ApplicationSelector != nil {
+		in, out := &in.ApplicationSelector, &out.ApplicationSelector
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	in.GitSpec.DeepCopyInto(&out.GitSpec)
 	out.Interval = in.Interval
 	if in.PolicySelector != nil {
