@@ -6,9 +6,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
 // A targetRevision is a branch the jobs push to, or refused with why:
@@ -164,4 +167,49 @@ func TestApplicationSelectorReadsEverySelectedApplication(t *testing.T) {
 	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "more than one repository or branch (branch main of Application " + ns + "/api, branch staging of Application " + ns + "/staging)"})
 	_, err = resolve(map[string]string{"team": "nobody"})
 	checkFailure(t, err, failure{imagev1.SourceNotFoundReason, false, "no Application in namespace " + ns})
+}
+
+// An Application source's credentials are Argo CD's: the repository
+// Secret of its URL in Argo CD's namespace, read with Argo CD's keys and
+// the CA Argo CD keeps for the host; an automation outside that namespace
+// is refused (its jobs could not read the Secret), and a repository no
+// Secret names is public.
+func TestApplicationSourcesUseArgoCDsRepositorySecrets(t *testing.T) {
+	argoNS, other := env.Namespace(t), env.Namespace(t)
+	repoSecret := secret(argoNS, "repo-fleet", map[string]string{"url": url, "username": "bot", "password": "argo-pass", "type": "git"})
+	repoSecret.Labels = map[string]string{git.ArgoCDSecretTypeLabel: git.ArgoCDRepository}
+	for _, obj := range []client.Object{
+		repoSecret,
+		application(argoNS, "web", map[string]any{"source": map[string]any{"repoURL": url, "path": "web", "targetRevision": "main"}}),
+		application(argoNS, "public", map[string]any{"source": map[string]any{"repoURL": "https://git.example.com/public.git", "path": ".", "targetRevision": "main"}}),
+		application(other, "web", map[string]any{"source": map[string]any{"repoURL": url, "path": "web", "targetRevision": "main"}}),
+	} {
+		if err := env.Client.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(ns, app string) (*Source, *git.Auth, error) {
+		a := automation(ns, func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Kind: "Application", Name: app}
+		})
+		src, err := Resolve(context.Background(), env.Client, a, Options{ArgoCDNamespace: argoNS})
+		if err != nil {
+			return src, nil, err
+		}
+		auth, err := Credentials(context.Background(), env.Client, a, src)
+		return src, auth, err
+	}
+	src, auth, err := read(argoNS, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Repository.SecretRef == nil || src.Repository.SecretRef.Name != "repo-fleet" || auth.Username != "bot" || auth.Password != "argo-pass" {
+		t.Errorf("secretRef %+v, auth user %q", src.Repository.SecretRef, auth.Username)
+	}
+	src, auth, err = read(argoNS, "public")
+	if err != nil || src.Repository.SecretRef != nil || auth.Username != "" {
+		t.Errorf("public repository: secretRef %+v, auth %+v, %v", src.Repository.SecretRef, auth, err)
+	}
+	_, _, err = read(other, "web")
+	checkFailure(t, err, failure{conditions.AccessDeniedReason, true, "put the automation in namespace " + argoNS})
 }

@@ -15,6 +15,7 @@ package writeback
 import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -294,9 +295,25 @@ func (p *Plan) validateArgoCD() error {
 			return invalid("override file %q: no images", o.File)
 		}
 		seen[o.File] = true
+		// Two images written to one Helm parameter would set it back and
+		// forth; the first policy's default names leave none for another.
+		params := map[string]string{}
 		for _, img := range o.Images {
 			if _, ok := u.Images[img.Policy]; !ok {
 				return invalid("override file %q names policy %s, which the plan has no image for", o.File, img.Policy)
+			}
+			if o.Type != "Helm" {
+				continue
+			}
+			names := []string{img.HelmSpec}
+			if img.HelmSpec == "" {
+				names = []string{cmp.Or(img.HelmName, "image.repository"), cmp.Or(img.HelmTag, "image.tag")}
+			}
+			for _, n := range names {
+				if other, ok := params[n]; ok {
+					return invalid("override file %q: policies %s and %s both set Helm parameter %s; name each one's parameters", o.File, other, img.Policy, n)
+				}
+				params[n] = img.Policy
 			}
 		}
 	}

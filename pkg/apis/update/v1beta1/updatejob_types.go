@@ -104,10 +104,10 @@ type UpdateSpec struct {
 // (.argocd-source-<app>.yaml) and the images to write into it; what else it
 // holds is kept.
 type ArgoCDOverride struct {
-	// File is the file's path in the repository.
+	// File is the file's path in the repository, under Path (the job
+	// refuses a path that is not clean and relative before any fetch).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(s, s == '..')",message="file must be relative and stay inside the repository"
 	// +required
 	File string `json:"file"`
 
