@@ -809,3 +809,66 @@ spec:
 		}
 	})
 }
+
+func TestMigrateArgoCDImageUpdater(t *testing.T) {
+	// Proves that argocd-image-updater's configuration, as its
+	// documentation's examples write it (v0.x annotations on Applications,
+	// v1.x ImageUpdater objects), converts to the golden output: an
+	// ImageRepository and an ImagePolicy per image and an automation per
+	// Application or applicationRef, decoding strictly into our types,
+	// with a warning naming the object and field of everything that does
+	// not map. The annotated Applications are kept; ImageUpdaters are not.
+	tests := []struct {
+		file         string
+		kinds        int
+		applications int
+		warnings     []string
+	}{
+		{"annotations-v0.yaml", 3*1 + 2*5, 3, []string{
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
+			"Application argocd/guestbook: spec.source.targetRevision",
+			"Application argocd/guestbook: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
+			"Application argocd/dex: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
+		}},
+		{"imageupdater-v1.yaml", 4*1 + 2*6, 0, []string{
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].images[1].imageName",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].images[1].imageName",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].writeBackConfig",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].writeBackConfig",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[1].writeBackConfig",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[1].writeBackConfig",
+			"ImageUpdater argocd/shop: spec.applicationRefs[1].namePattern",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			code, out, errs := runCLI(t, "", "migrate", "-f", filepath.Join("testdata", "migrate", "argocd-image-updater", tc.file))
+			if code != 0 {
+				t.Fatalf("exit %d, stderr:\n%s", code, errs)
+			}
+			golden := filepath.Join("testdata", "migrate", "golden", "argocd-image-updater-"+tc.file)
+			if updateMigrateGolden {
+				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != string(want) {
+				t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", golden, out, want)
+			}
+			if kinds := decodeStrictly(t, out); len(kinds) != tc.kinds {
+				t.Errorf("%d objects converted, want %d", len(kinds), tc.kinds)
+			}
+			if n := strings.Count(out, "\nkind: Application\n"); n != tc.applications {
+				t.Errorf("%d Applications kept, want %d", n, tc.applications)
+			}
+			expectWarnings(t, errs, tc.warnings)
+		})
+	}
+}

@@ -49,8 +49,8 @@ func checkArgoCD(obj *imagev1.ImageUpdateAutomation, src *gitsource.Source) erro
 }
 
 // argoCDOverrides are the override files a job writes, one per written
-// source of the Application, each with the setters whose image the
-// Application runs (status.summary.images) or spec.update.argoCD lists.
+// source of each Application, each with the setters whose image the
+// Application runs (status.summary.images) or spec.update.argoCD forces.
 // A source none of them applies to gets no file.
 func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverride {
 	if !usesArgoCD(a) {
@@ -92,8 +92,8 @@ func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCD
 	for _, s := range setters {
 		_, policy, _ := strings.Cut(s.Policy, ":")
 		spelled, runs := running[imagename.Normalize(s.Name)]
-		l, isListed := listed[policy]
-		if !runs && !isListed {
+		l := listed[policy]
+		if !runs && !l.Force {
 			continue
 		}
 		img := updatev1.ArgoCDOverrideImage{Policy: s.Policy, KustomizeName: spelled,

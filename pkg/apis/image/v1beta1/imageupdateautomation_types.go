@@ -275,7 +275,7 @@ type UpdateStrategy struct {
 
 // ArgoCDUpdate is how strategy ArgoCD writes the override file. A selected
 // policy is written for an Application when the Application runs its
-// image (status.summary.images) or it is listed in images.
+// image (status.summary.images), or always when listed with force.
 type ArgoCDUpdate struct {
 	// Images name the override entries of policies; a policy not listed
 	// gets the defaults (the image's own name for Kustomize,
@@ -321,6 +321,12 @@ type ArgoCDImage struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	HelmImageSpec string `json:"helmImageSpec,omitempty"`
+
+	// Force writes the image for every Application of the automation,
+	// whether or not Argo CD reports it running the image (as
+	// argocd-image-updater's force-update).
+	// +optional
+	Force bool `json:"force,omitempty"`
 }
 
 // ImageUpdateAutomationStatus is the observed state of an ImageUpdateAutomation.
