@@ -79,11 +79,11 @@ type iuSpec struct {
 	fields
 	// Namespace was removed in later v1.x releases: the object's own
 	// namespace is where the Applications are.
-	Namespace       string         `json:"namespace"`
-	Common          *iuCommon      `json:"commonUpdateSettings"`
-	WriteBack       *iuWriteBack   `json:"writeBackConfig"`
-	ApplicationRefs []iuAppRef     `json:"applicationRefs"`
-	UseAnnotations  any            `json:"useAnnotations"`
+	Namespace       string       `json:"namespace"`
+	Common          *iuCommon    `json:"commonUpdateSettings"`
+	WriteBack       *iuWriteBack `json:"writeBackConfig"`
+	ApplicationRefs []iuAppRef   `json:"applicationRefs"`
+	UseAnnotations  any          `json:"useAnnotations"`
 }
 
 type iuAppRef struct {
@@ -187,9 +187,9 @@ func (w writeBack) with(wb *iuWriteBack) writeBack {
 
 // updaterImage is one image as image-updater configures it.
 type updaterImage struct {
-	alias, image string // image: name[:constraint]
-	field        string // where it was configured, for messages
-	settings     updaterSettings
+	alias, image                               string // image: name[:constraint]
+	field                                      string // where it was configured, for messages
+	settings                                   updaterSettings
 	helmName, helmTag, helmSpec, kustomizeName string
 }
 
