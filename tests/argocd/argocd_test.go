@@ -101,7 +101,7 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 		t.Run(tc.app, func(t *testing.T) {
 			head := testgit.Git(t, repo.Dir, "rev-parse", "HEAD")[:40]
 			source := map[string]any{"repoURL": git.RepoURL("apps"), "path": tc.path, "targetRevision": "main"}
-			app := testargocd.Application(tc.app, namespace(t), source)
+			app := testargocd.Application(tc.app, namespace(t, env), source)
 			if tc.multi {
 				unstructured.RemoveNestedField(app.Object, "spec", "source")
 				ref := map[string]any{"repoURL": git.RepoURL("apps"), "targetRevision": "main", "ref": "values"}
@@ -172,11 +172,11 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 
 // namespace is a fresh namespace with the default ServiceAccount that the
 // control plane's admission wants for Pods and no controller creates here.
-func namespace(t *testing.T) string {
+func namespace(t *testing.T, e *testenv.Env) string {
 	t.Helper()
-	ns := env.Namespace(t)
+	ns := e.Namespace(t)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
-	if err := env.Client.Create(context.Background(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.Client.Create(context.Background(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	return ns
