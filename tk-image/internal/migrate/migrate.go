@@ -281,18 +281,27 @@ func (m *Migration) passThrough(text []byte, value any, obj map[string]any) {
 	m.docs = append(m.docs, migratedDoc{text: text, value: value})
 }
 
+// reported prints a conversion's warnings and problems, and says whether
+// it converted (no problems).
+func (m *Migration) reported(loc docLocation, c *fluxObject) bool {
+	for _, w := range c.warnings {
+		fmt.Fprintf(m.stderr, "warning: %s: %s\n", c.label, w)
+	}
+	if len(c.problems) == 0 {
+		return true
+	}
+	m.failed++
+	for _, p := range c.problems {
+		m.report(loc, "%s: %s", c.label, p)
+	}
+	return false
+}
+
 // convert converts one Flux object and records it, or reports why it
 // cannot be converted.
 func (m *Migration) convert(loc docLocation, obj map[string]any) {
 	out, c := convertFluxObject(obj)
-	for _, w := range c.warnings {
-		fmt.Fprintf(m.stderr, "warning: %s: %s\n", c.label, w)
-	}
-	if len(c.problems) > 0 {
-		m.failed++
-		for _, p := range c.problems {
-			m.report(loc, "%s: %s", c.label, p)
-		}
+	if !m.reported(loc, c) {
 		return
 	}
 	key := c.kind + " " + c.namespace + "/" + c.name
@@ -310,14 +319,7 @@ func (m *Migration) convert(loc docLocation, obj map[string]any) {
 // (passed through as written, text or value), followed by them.
 func (m *Migration) convertImageUpdater(loc docLocation, text []byte, value any, obj map[string]any) {
 	out, c := convertImageUpdaterObject(obj)
-	for _, w := range c.warnings {
-		fmt.Fprintf(m.stderr, "warning: %s: %s\n", c.label, w)
-	}
-	if len(c.problems) > 0 {
-		m.failed++
-		for _, p := range c.problems {
-			m.report(loc, "%s: %s", c.label, p)
-		}
+	if !m.reported(loc, c) {
 		return
 	}
 	if c.kind == "Application" {
