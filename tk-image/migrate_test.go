@@ -838,7 +838,6 @@ func TestMigrateArgoCDImageUpdater(t *testing.T) {
 			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
 			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
 			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
-			"Application argocd/guestbook: spec.source.targetRevision",
 			"Application argocd/guestbook: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
 			"Application argocd/dex: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
 		}},

@@ -111,12 +111,16 @@ func TestApplicationIsASource(t *testing.T) {
 	checkFailure(t, err, failure{imagev1.TargetRevisionNotBranchReason, true, `"0123456789abcdef0123456789abcdef01234567" of Application ` + ns + `/pinned is a commit`})
 	_, err = resolve("ranged", nil)
 	checkFailure(t, err, failure{imagev1.TargetRevisionNotBranchReason, true, "is a semver range"})
-	_, err = resolve("head", nil)
-	checkFailure(t, err, failure{imagev1.TargetRevisionNotBranchReason, true, "spec.git.checkout.ref.branch"})
+	// HEAD is the default branch, which only the server knows: read later
+	// (ReadDefaultBranch), unless the automation names the branch.
+	s, err = resolve("head", nil)
+	if err != nil || !s.DefaultBranch || s.Ref.Branch != "" {
+		t.Errorf("HEAD: %+v, %v", s, err)
+	}
 	s, err = resolve("head", func(a *imagev1.ImageUpdateAutomation) {
 		a.Spec.GitSpec.Checkout = &updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "trunk"}}
 	})
-	if err != nil || s.Ref.Branch != "trunk" {
+	if err != nil || s.Ref.Branch != "trunk" || s.DefaultBranch {
 		t.Errorf("HEAD with a checkout branch: %+v, %v", s, err)
 	}
 	_, err = resolve("split", nil)

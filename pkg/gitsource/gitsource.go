@@ -83,6 +83,31 @@ type Source struct {
 	// Applications are the Argo CD Applications of spec.sourceRef (one) or
 	// spec.applicationSelector, whose sources the jobs write.
 	Applications []*Application
+	// DefaultBranch is set when the Applications' targetRevision is HEAD
+	// and spec.git.checkout names no branch: Ref is the repository's
+	// default branch, which ReadDefaultBranch asks the server for.
+	DefaultBranch bool
+}
+
+// ReadDefaultBranch sets Ref to the repository's default branch when the
+// source is one (DefaultBranch), as git clone and Argo CD check out HEAD.
+// A failure is retried: the server may answer next time.
+func (s *Source) ReadDefaultBranch(ctx context.Context, auth *git.Auth) error {
+	if !s.DefaultBranch || s.Ref.Branch != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.Repository.Timeout.Duration)
+	defer cancel()
+	branch, err := git.DefaultBranch(ctx, s.Repository.URL, auth)
+	if err != nil {
+		reason := conditions.GitOperationFailedReason
+		if errors.Is(err, git.ErrAuthentication) {
+			reason = conditions.AuthenticationFailedReason
+		}
+		return conditions.Retryf(reason, "reading the default branch (targetRevision HEAD) of %s: %s", s.Describe, auth.Scrub(err.Error()))
+	}
+	s.Ref = updatev1.GitRepositoryRef{Branch: branch}
+	return nil
 }
 
 // Resolve reads the automation's repository from spec.git.repository or
@@ -129,11 +154,13 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 	if src.Repository.Timeout == nil {
 		src.Repository.Timeout = &metav1.Duration{Duration: DefaultTimeout}
 	}
+	if !hasRef(src.Ref) && len(src.Applications) > 0 {
+		// targetRevision HEAD: the default branch, which only the server
+		// knows (ReadDefaultBranch).
+		src.DefaultBranch = true
+		return src, nil
+	}
 	if !hasRef(src.Ref) {
-		if len(src.Applications) > 0 {
-			return src, conditions.Stallf(imagev1.TargetRevisionNotBranchReason,
-				"the targetRevision of %s is HEAD, the repository's default branch, which the automation does not look up: name the branch in spec.git.checkout.ref.branch", src.Describe)
-		}
 		return src, conditions.Stallf(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit")
 	}
 	// Where a job pushes is jobplan's rule; a pull request has a base

@@ -15,9 +15,10 @@ var app = &imagev1.CrossNamespaceSourceReference{Kind: "Application", Name: "pod
 // The short version, without Argo CD (part of make test): an automation
 // over an Application, whose status is written as Argo CD writes it,
 // commits Argo CD's override file with Argo CD's repository credentials,
-// and a pushed tag becomes a second commit of it.
+// and a pushed tag becomes a second commit of it. The Application tracks
+// HEAD, Argo CD's default: the commits go to the default branch.
 func TestAutomationCommitsTheApplicationsOverrideFile(t *testing.T) {
-	c := argochain.Start(t, argochain.Options{Apps: []string{"kustomize"}})
+	c := argochain.Start(t, argochain.Options{Apps: []string{"kustomize"}, Revision: "HEAD"})
 	c.Application(t, "podinfo", "kustomize", nil)
 	c.Follow(t, app, nil)
 	first := c.OverrideOn(t, "podinfo", "kustomize", argochain.FirstTag, time.Minute)

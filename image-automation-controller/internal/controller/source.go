@@ -75,6 +75,9 @@ func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj
 	if err != nil {
 		return nil, err
 	}
+	if err := src.ReadDefaultBranch(ctx, auth); err != nil {
+		return nil, err
+	}
 	return &source{Source: *src, remote: auth}, nil
 }
 

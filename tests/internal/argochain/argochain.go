@@ -59,6 +59,8 @@ type Options struct {
 	// Apps are the Applications' paths in the repository, each a
 	// Kustomize application of one Pod running podinfo:FirstTag.
 	Apps []string
+	// Revision is the Applications' targetRevision; main when empty.
+	Revision string
 }
 
 // Chain is a running chain.
@@ -71,13 +73,17 @@ type Chain struct {
 	Git   *testgit.Server
 	img   v1.Image
 	dest  string
+	rev   string
 }
 
 // Start starts the chain, stopped when t ends.
 func Start(t testing.TB, o Options) *Chain {
 	t.Helper()
 	cluster, bin := localenv.StartTest(t)
-	c := &Chain{Cluster: cluster}
+	c := &Chain{Cluster: cluster, rev: o.Revision}
+	if c.rev == "" {
+		c.rev = "main"
+	}
 	if o.ArgoCD {
 		c.Argo = testargocd.Start(t, cluster.Env, testargocd.Options{})
 	} else {
@@ -167,11 +173,11 @@ func (c *Chain) Push(t testing.TB, tag string) {
 	}
 }
 
-// Application makes an Application of the repository's path on main, with
-// labels; without Argo CD its status is what Argo CD writes once synced.
+// Application makes an Application of the repository's path at
+// Options.Revision, with labels; without Argo CD its status is what Argo CD writes once synced.
 func (c *Chain) Application(t testing.TB, name, path string, labels map[string]string) {
 	t.Helper()
-	app := testargocd.Application(name, c.dest, map[string]any{"repoURL": c.Git.RepoURL("apps"), "path": path, "targetRevision": "main"})
+	app := testargocd.Application(name, c.dest, map[string]any{"repoURL": c.Git.RepoURL("apps"), "path": path, "targetRevision": c.rev})
 	app.SetLabels(labels)
 	if c.Argo == nil {
 		app.Object["status"] = map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{c.Image + ":" + FirstTag}},

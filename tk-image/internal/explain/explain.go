@@ -567,7 +567,7 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 		f.HeadError = err.Error()
 		return f
 	}
-	if !gitsource.BranchOnly(src.Ref) {
+	if !gitsource.BranchOnly(src.Ref) && !src.DefaultBranch {
 		f.HeadError = "not listed: the checkout ref is not just a branch, so the automation does not compare heads"
 		return f
 	}
@@ -592,6 +592,14 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 		}
 		f.HeadError = "credentials: " + err.Error()
 		return f
+	}
+	if err := src.ReadDefaultBranch(ctx, auth); err != nil {
+		f.HeadError = err.Error()
+		return f
+	}
+	f.Ref = gitsource.DescribeRef(src.Ref) + " (targetRevision HEAD)"
+	if !src.DefaultBranch {
+		f.Ref = gitsource.DescribeRef(src.Ref)
 	}
 	timeout := defaultHeadTimeout
 	if t := src.Repository.Timeout; t != nil && t.Duration > 0 {

@@ -299,10 +299,7 @@ func (c *fluxObject) fromAnnotations(obj map[string]any) []updaterTarget {
 		t.appPath, _ = src["path"].(string)
 		rev, _ := src["targetRevision"].(string)
 		base, _, _ := strings.Cut(t.writeBack.branch, ":")
-		if _, ok, why := gitsource.RevisionBranch(rev); base == "" && (!ok || rev == "" || rev == "HEAD") {
-			if why == "" {
-				why = "names the default branch, which the automation does not look up"
-			}
+		if _, ok, why := gitsource.RevisionBranch(rev); base == "" && !ok {
 			c.warnf("spec.source.targetRevision", "%q %s: the automation stalls (TargetRevisionNotBranch) until spec.git.checkout.ref.branch names the branch to write", rev, why)
 		}
 	}
