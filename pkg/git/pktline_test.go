@@ -85,7 +85,7 @@ func TestLsRefs(t *testing.T) {
 	if want := (Refs{"refs/heads/main": oidA, "refs/tags/v1": oidB, "refs/tags/v1^{}": oidC}); !maps.Equal(refs, want) {
 		t.Errorf("refs %v, want %v", refs, want)
 	}
-	if _, err := readLsRefs(newPktReader(strings.NewReader(pkt("garbage\n") + flushPkt)), nil); err == nil {
+	if _, err := readLsRefs(newPktReader(strings.NewReader(pkt("garbage\n")+flushPkt)), nil); err == nil {
 		t.Error("accepted a malformed ls-refs line")
 	}
 }
