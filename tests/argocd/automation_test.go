@@ -37,9 +37,9 @@ func TestAutomationCommitsTheApplicationsOverrideFile(t *testing.T) {
 // (make test-integrations): a tag pushed to the registry becomes our
 // override commit, which Argo CD syncs: the Application's
 // status.sync.revision is our commit and status.summary.images shows the
-// new tag.
+// new tag. The Application tracks HEAD, as Argo CD's own default.
 func TestArgoCDDeploysTheAutomationsCommit(t *testing.T) {
-	c := argochain.Start(t, argochain.Options{ArgoCD: true, Apps: []string{"kustomize"}})
+	c := argochain.Start(t, argochain.Options{ArgoCD: true, Apps: []string{"kustomize"}, Revision: "HEAD"})
 	c.Application(t, "podinfo", "kustomize", nil)
 	c.Argo.WaitApplication(t, "podinfo", waitArgo, "running "+argochain.FirstTag, c.Running(c.Head(t), argochain.FirstTag))
 	c.Follow(t, app, nil)
