@@ -220,7 +220,7 @@ func HostKeyAlgorithms(cb ssh.HostKeyCallback, host, port string) []string {
 // clientCertificates is the TLS client certificate, if any.
 func (a *Auth) clientCertificates() ([]tls.Certificate, error) {
 	switch {
-	case len(a.ClientCertPEM) == 0 && len(a.ClientKeyPEM) == 0:
+	case a == nil || len(a.ClientCertPEM) == 0 && len(a.ClientKeyPEM) == 0:
 		return nil, nil
 	case len(a.ClientCertPEM) == 0 || len(a.ClientKeyPEM) == 0:
 		return nil, fmt.Errorf("%w: a TLS client certificate needs both tls.crt and tls.key", ErrInvalidCredentials)

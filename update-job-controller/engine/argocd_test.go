@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
@@ -85,5 +86,40 @@ func TestRunRefusesAnOverrideFileArgoCDCannotRead(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || !e.Terminal || !strings.Contains(err.Error(), "app/.argocd-source-app.yaml") {
 		t.Fatalf("err = %v, want a terminal error naming the file", err)
+	}
+}
+
+// A chart version is an Application's targetRevision: in the repository
+// holding the Application (app of apps), a :tag marker on it follows an
+// ImagePolicy over the chart repository, whose latest "tag" is the chart
+// version. Multi-source Applications mark the chart source's.
+func TestRunSetsAChartApplicationsTargetRevision(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	app := `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: shop
+  namespace: argocd
+spec:
+  project: default
+  sources:
+  - repoURL: https://charts.example.com
+    chart: shop
+    targetRevision: 1.2.0 # {"$imagepolicy": "argocd:shop-chart:tag"}
+  - repoURL: https://git.example.com/values.git
+    targetRevision: main
+    ref: values
+`
+	srv.CreateRepo(t, "apps", map[string]string{"apps/shop.yaml": app})
+	p := plan(srv.RepoURL("apps"), func(p *writeback.Plan) {
+		p.Update.Images = map[string]meta.ImageRef{"argocd:shop-chart": {Name: "https://charts.example.com/shop", Tag: "1.3.0"}}
+	})
+	out, err := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t)).Run(context.Background(), p)
+	if err != nil || out.Commit == "" {
+		t.Fatalf("commit %q, %v", out.Commit, err)
+	}
+	got := testgit.Git(t, srv.BarePath("apps"), "show", "main:apps/shop.yaml")
+	if want := strings.Replace(app, "targetRevision: 1.2.0", "targetRevision: 1.3.0", 1); got != want {
+		t.Errorf("apps/shop.yaml:\n%s\nwant:\n%s", got, want)
 	}
 }
