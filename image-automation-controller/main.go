@@ -79,7 +79,7 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 		JobHistoryLimit:      a.jobHistoryLimit,
 	}
 	if a.webhookAddr != "" {
-		if err := setupWebhooks(ctx, mgr, opts, rec, autos, a.webhookAddr, a.noCrossNamespaceRefs); err != nil {
+		if err := setupWebhooks(ctx, mgr, opts, rec, autos, a.webhookAddr, gitsource.Options{NoCrossNamespaceRefs: a.noCrossNamespaceRefs, ArgoCDNamespace: a.argoCDNamespace}); err != nil {
 			return err
 		}
 	}
@@ -89,7 +89,7 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 // setupWebhooks adds the GitWebhook reconciler and the receiver, and tells
 // the receiver when a run it requested starts.
 func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec *metrics.Recorder,
-	autos *controller.ImageUpdateAutomationReconciler, addr string, noCrossNamespaceRefs bool) error {
+	autos *controller.ImageUpdateAutomationReconciler, addr string, source gitsource.Options) error {
 	if err := webhook.SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	crmetrics.Registry.MustRegister(m.Collectors()...)
 	srv := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), m, webhook.Options{
 		Addr: addr, Log: ctrl.Log.WithName("webhook"),
-		Source: gitsource.Options{NoCrossNamespaceRefs: noCrossNamespaceRefs},
+		Source: source,
 	})
 	autos.RequestHandled = srv.RunStarted
 	return mgr.Add(srv)
