@@ -304,9 +304,22 @@ func (m *Migration) convert(loc docLocation, obj map[string]any) {
 	if !m.reported(loc, c) {
 		return
 	}
-	key := c.kind + " " + c.namespace + "/" + c.name
+	m.record(loc, c.label, out)
+}
+
+// record writes a converted object, warning (on label, what it was made
+// from) when an object of the same kind and name was written before.
+func (m *Migration) record(loc docLocation, label string, out map[string]any) {
+	md, _ := out["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	key := fmt.Sprint(out["kind"], " ", ns, "/", name)
 	if first, ok := m.seen[key]; ok {
-		fmt.Fprintf(m.stderr, "warning: %s: defined twice, in %s and in %s; both are written\n", c.label, first, loc)
+		what := "defined twice"
+		if key != label { // made from another object
+			what = key + " " + what
+		}
+		fmt.Fprintf(m.stderr, "warning: %s: %s, in %s and in %s; both are written\n", label, what, first, loc)
 	} else {
 		m.seen[key] = loc.String()
 	}
@@ -330,17 +343,7 @@ func (m *Migration) convertImageUpdater(loc docLocation, text []byte, value any,
 		}
 	}
 	for _, o := range out {
-		md, _ := o["metadata"].(map[string]any)
-		ns, _ := md["namespace"].(string)
-		name, _ := md["name"].(string)
-		key := fmt.Sprint(o["kind"], " ", ns, "/", name)
-		if first, ok := m.seen[key]; ok {
-			fmt.Fprintf(m.stderr, "warning: %s: %s is also made from %s; both are written\n", c.label, key, first)
-		} else {
-			m.seen[key] = loc.String()
-		}
-		m.converted++
-		m.docs = append(m.docs, migratedDoc{value: o})
+		m.record(loc, c.label, o)
 	}
 }
 
