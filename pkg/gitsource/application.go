@@ -46,9 +46,9 @@ var commitSHA = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
 // why it names none a write-back could push to: a commit, a semver range
 // (Argo CD resolves it to the highest matching tag) or a tag by its full
 // name. HEAD (and empty, Argo CD's default) is the repository's default
-// branch, which is not read here: ok is true with an empty branch, and the
-// automation's spec.git.checkout has to name it. A tag by its short name
-// looks like a branch; reading the branch head tells them apart.
+// branch, which only the server knows: ok is true with an empty branch
+// (Source.ReadDefaultBranch reads it). A tag by its short name looks like
+// a branch; reading the branch head tells them apart.
 func RevisionBranch(rev string) (branch string, ok bool, why string) {
 	switch {
 	case rev == "" || rev == "HEAD":

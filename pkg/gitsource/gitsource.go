@@ -1,7 +1,9 @@
 // Package gitsource resolves where an ImageUpdateAutomation reads and
 // writes: the repository (spec.git.repository, or the object of one of
-// SourceKinds that spec.sourceRef names: a Flux GitRepository), the ref
-// its jobs check out, and the credentials to reach it.
+// SourceKinds that spec.sourceRef names: a Flux GitRepository, an Argo CD
+// Application; or the Applications spec.applicationSelector selects), the
+// ref its jobs check out, and the credentials to reach it (for Argo CD
+// Applications, Argo CD's own repository Secrets).
 //
 // The automation controller acts on the answer and tk-image explain
 // reports it; both call this package, so that what explain says is what
