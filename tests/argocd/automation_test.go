@@ -41,9 +41,10 @@ func TestAutomationCommitsTheApplicationsOverrideFile(t *testing.T) {
 func TestArgoCDDeploysTheAutomationsCommit(t *testing.T) {
 	c := argochain.Start(t, argochain.Options{ArgoCD: true, Apps: []string{"kustomize"}, Revision: "HEAD"})
 	c.Application(t, "podinfo", "kustomize", nil)
-	c.Argo.WaitApplication(t, "podinfo", waitArgo, "running "+argochain.FirstTag, c.Running(c.Head(t), argochain.FirstTag))
+	c.Argo.WaitApplication(t, "podinfo", waitArgo, "running "+argochain.RunningTag, c.Running(c.Head(t), argochain.RunningTag))
 	c.Follow(t, app, nil)
-	c.OverrideOn(t, "podinfo", "kustomize", argochain.FirstTag, time.Minute)
+	first := c.OverrideOn(t, "podinfo", "kustomize", argochain.FirstTag, time.Minute)
+	c.Argo.WaitApplication(t, "podinfo", waitArgo, "revision "+first+" running "+argochain.FirstTag, c.Running(first, argochain.FirstTag))
 	c.Push(t, "6.5.1")
 	c.Scan(t)
 	commit := c.OverrideOn(t, "podinfo", "kustomize", "6.5.1", time.Minute)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/argocd"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
@@ -50,7 +51,8 @@ func checkArgoCD(obj *imagev1.ImageUpdateAutomation, src *gitsource.Source) erro
 
 // argoCDOverrides are the override files a job writes, one per written
 // source of each Application, each with the setters whose image the
-// Application runs (status.summary.images) or spec.update.argoCD forces.
+// Application runs (status.summary.images) at another reference, or that
+// spec.update.argoCD forces.
 // A source none of them applies to gets no file.
 func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverride {
 	if !usesArgoCD(a) {
@@ -79,21 +81,29 @@ func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source,
 	return out
 }
 
-// overrideImages are the setters an Application's override files get.
+// overrideImages are the setters an Application's override files get: those
+// whose image it runs at another reference (one it runs as the policy says
+// needs no override, which would be a commit changing nothing deployed),
+// and those forced.
 func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCDImage, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverrideImage {
 	// The names the Application's Pods run, canonical, to the spelling
-	// its manifests use (which kustomize.images matches).
+	// its manifests use (which kustomize.images matches), and the
+	// references they run.
 	running := map[string]string{}
+	refs := map[string][]string{}
 	for _, ref := range app.Images {
 		name := imageName(ref)
-		running[imagename.Normalize(name)] = name
+		n := imagename.Normalize(name)
+		running[n] = name
+		refs[n] = append(refs[n], strings.TrimPrefix(ref, name))
 	}
 	var images []updatev1.ArgoCDOverrideImage
 	for _, s := range setters {
 		_, policy, _ := strings.Cut(s.Policy, ":")
-		spelled, runs := running[imagename.Normalize(s.Name)]
+		n := imagename.Normalize(s.Name)
+		spelled, runs := running[n]
 		l := listed[policy]
-		if !runs && !l.Force {
+		if !runs && !l.Force || runs && !l.Force && runsOnly(refs[n], s.ImageRef) {
 			continue
 		}
 		img := updatev1.ArgoCDOverrideImage{Policy: s.Policy, KustomizeName: spelled,
@@ -104,6 +114,21 @@ func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCD
 		images = append(images, img)
 	}
 	return images
+}
+
+// runsOnly reports whether every reference an image runs at (":tag",
+// ":tag@digest", "@digest") is ref's.
+func runsOnly(running []string, ref meta.ImageRef) bool {
+	for _, r := range running {
+		tag, digest, _ := strings.Cut(strings.TrimPrefix(r, ":"), "@")
+		if strings.HasPrefix(r, "@") {
+			tag, digest = "", strings.TrimPrefix(r, "@")
+		}
+		if tag != ref.Tag || ref.Digest != "" && digest != ref.Digest {
+			return false
+		}
+	}
+	return true
 }
 
 // imageName is ref without its tag or digest.

@@ -25,10 +25,10 @@ func argoSource(images []string, written ...argocd.Source) gitsource.Source {
 }
 
 // A job of strategy ArgoCD writes one override file per written source,
-// with the policies whose image the Application runs (in the spelling its
-// manifests use) and those spec.update.argoCD forces, with their Helm
-// names; other policies stay out, named or not, and strategy Setters
-// writes no file.
+// with the policies whose image the Application runs at another tag (in
+// the spelling its manifests use) and those spec.update.argoCD forces,
+// with their Helm names; other policies stay out, named or not, and
+// strategy Setters writes no file.
 func TestArgoCDOverridesFollowWhatTheApplicationRuns(t *testing.T) {
 	src := argoSource([]string{"podinfo:6.5.0", "docker.io/library/redis:7.2"},
 		argocd.Source{Index: 0, Path: "apps/web", Type: argocd.TypeKustomize},
@@ -52,6 +52,12 @@ func TestArgoCDOverridesFollowWhatTheApplicationRuns(t *testing.T) {
 	}
 	if got := argoCDOverrides(spec, src, setters); !reflect.DeepEqual(got, want) {
 		t.Errorf("overrides\n%+v\nwant\n%+v", got, want)
+	}
+	// An image the Application already runs as the policy says needs no
+	// override: once Argo CD runs the new podinfo, only redis is written.
+	src.Applications[0].Images[0] = "podinfo:6.5.1"
+	if got := argoCDOverrides(spec, src, setters); len(got) != 2 || len(got[0].Images) != 2 || got[0].Images[0].Policy != "argocd:redis" {
+		t.Errorf("with podinfo running 6.5.1: %+v", got)
 	}
 	job := jobSpec(spec, src, setters)
 	if job.Update.Path != "apps" || len(job.Update.ArgoCD) != 2 {

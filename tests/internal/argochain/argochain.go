@@ -48,8 +48,13 @@ import (
 // the automation live.
 const Namespace = testargocd.Namespace
 
-// FirstTag is the tag the registry holds and the Applications run at start.
-const FirstTag = "6.5.0"
+// FirstTag is the tag the registry holds at start, which the policy picks;
+// the Applications run RunningTag, an older one, so the automation has
+// something to write.
+const (
+	FirstTag   = "6.5.0"
+	RunningTag = "6.4.0"
+)
 
 // Options say what runs.
 type Options struct {
@@ -57,7 +62,7 @@ type Options struct {
 	// is skipped without them).
 	ArgoCD bool
 	// Apps are the Applications' paths in the repository, each a
-	// Kustomize application of one Pod running podinfo:FirstTag.
+	// Kustomize application of one Pod running podinfo:RunningTag.
 	Apps []string
 	// Revision is the Applications' targetRevision; main when empty.
 	Revision string
@@ -111,7 +116,7 @@ func Start(t testing.TB, o Options) *Chain {
 	files := map[string]string{}
 	for _, p := range o.Apps {
 		files[p+"/kustomization.yaml"] = "resources:\n- pod.yaml\n"
-		files[p+"/pod.yaml"] = Pod(c.Image + ":" + FirstTag)
+		files[p+"/pod.yaml"] = Pod(c.Image + ":" + RunningTag)
 	}
 	c.Git.CreateRepo(t, "apps", files)
 	// The credentials both Argo CD and the automation use.
@@ -180,7 +185,7 @@ func (c *Chain) Application(t testing.TB, name, path string, labels map[string]s
 	app := testargocd.Application(name, c.dest, map[string]any{"repoURL": c.Git.RepoURL("apps"), "path": path, "targetRevision": c.rev})
 	app.SetLabels(labels)
 	if c.Argo == nil {
-		app.Object["status"] = map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{c.Image + ":" + FirstTag}},
+		app.Object["status"] = map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{c.Image + ":" + RunningTag}},
 			"sync": map[string]any{"status": "Synced", "revision": c.Head(t)}}
 	}
 	c.create(t, app)
