@@ -65,16 +65,8 @@ func isImageUpdaterConfig(obj map[string]any) bool {
 	return false
 }
 
-// The fields of an ImageUpdater (v1.x) migrate reads.
-type iuDocument struct {
-	fields
-	APIVersion any           `json:"apiVersion"`
-	Kind       any           `json:"kind"`
-	Metadata   *fluxMetadata `json:"metadata"`
-	Spec       *iuSpec       `json:"spec"`
-	Status     any           `json:"status"`
-}
-
+// The fields of an ImageUpdater (v1.x) migrate reads, in a
+// fluxDocument[iuSpec].
 type iuSpec struct {
 	fields
 	// Namespace was removed in later v1.x releases: the object's own
@@ -340,7 +332,7 @@ func (c *fluxObject) fromAnnotations(obj map[string]any) []updaterTarget {
 // fromImageUpdater reads a v1.x ImageUpdater: an automation per
 // applicationRef.
 func (c *fluxObject) fromImageUpdater(obj map[string]any) []updaterTarget {
-	var doc iuDocument
+	var doc fluxDocument[iuSpec]
 	decode(obj, &doc)
 	c.checked(&doc.fields)
 	if doc.Metadata == nil || doc.Spec == nil {
