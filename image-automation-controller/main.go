@@ -39,6 +39,7 @@ func main() {
 // automation is the controller's own flags, and what it sets up with them.
 type automation struct {
 	noCrossNamespaceRefs bool
+	argoCDNamespace      string
 	jobHistoryLimit      int
 	webhookAddr          string
 	objectLevelWI        bool
@@ -46,6 +47,8 @@ type automation struct {
 
 func (a *automation) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&a.noCrossNamespaceRefs, "no-cross-namespace-refs", true, "Refuse sourceRefs to GitRepositories in other namespaces.")
+	fs.StringVar(&a.argoCDNamespace, "argocd-namespace", gitsource.DefaultArgoCDNamespace,
+		"Namespace Argo CD runs in: it names the override files of Applications elsewhere, and its repository Secrets are the credentials of Application sources.")
 	fs.IntVar(&a.jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
 	fs.StringVar(&a.webhookAddr, "webhook-bind-address", ":9293", "Address the GitWebhook receiver (git push events) serves on; empty disables it.")
 	fs.BoolVar(&a.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
@@ -72,10 +75,11 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 		Metrics:              rec,
 		Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
 		NoCrossNamespaceRefs: a.noCrossNamespaceRefs,
+		ArgoCDNamespace:      a.argoCDNamespace,
 		JobHistoryLimit:      a.jobHistoryLimit,
 	}
 	if a.webhookAddr != "" {
-		if err := setupWebhooks(ctx, mgr, opts, rec, autos, a.webhookAddr, a.noCrossNamespaceRefs); err != nil {
+		if err := setupWebhooks(ctx, mgr, opts, rec, autos, a.webhookAddr, gitsource.Options{NoCrossNamespaceRefs: a.noCrossNamespaceRefs, ArgoCDNamespace: a.argoCDNamespace}); err != nil {
 			return err
 		}
 	}
@@ -85,7 +89,7 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 // setupWebhooks adds the GitWebhook reconciler and the receiver, and tells
 // the receiver when a run it requested starts.
 func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec *metrics.Recorder,
-	autos *controller.ImageUpdateAutomationReconciler, addr string, noCrossNamespaceRefs bool) error {
+	autos *controller.ImageUpdateAutomationReconciler, addr string, source gitsource.Options) error {
 	if err := webhook.SetupIndexes(ctx, mgr); err != nil {
 		return err
 	}
@@ -96,7 +100,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	crmetrics.Registry.MustRegister(m.Collectors()...)
 	srv := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), m, webhook.Options{
 		Addr: addr, Log: ctrl.Log.WithName("webhook"),
-		Source: gitsource.Options{NoCrossNamespaceRefs: noCrossNamespaceRefs},
+		Source: source,
 	})
 	autos.RequestHandled = srv.RunStarted
 	return mgr.Add(srv)

@@ -29,11 +29,19 @@ func newMigrateCommand(k *kube) *cobra.Command {
 	var o migrateOptions
 	cmd := &cobra.Command{
 		Use:   "migrate [-f FILE|DIR|-]... | --from-cluster [-n NAMESPACE | -A]",
-		Short: "Convert Flux image automation manifests to image-toolkit's",
+		Short: "Convert Flux image automation and argocd-image-updater manifests to image-toolkit's",
 		Long: `Convert Flux's image automation objects (ImageRepository, ImagePolicy and
 ImageUpdateAutomation of image.toolkit.fluxcd.io/v1, v1beta2 or v1beta1) to
 image-toolkit's (` + imagev1.GroupVersion.String() + `) and write them to stdout, as
 multi-document YAML or, with -o json, as a List.
+
+argocd-image-updater's configuration is converted too: the annotations of its
+v0.x releases on Argo CD Applications (argocd-image-updater.argoproj.io/
+image-list and the keys beside it; the Application is kept) and its v1.x
+ImageUpdater objects (replaced). Each image becomes an ImageRepository and an
+ImagePolicy, each Application or applicationRef an ImageUpdateAutomation that
+writes Argo CD's override files (update strategy ArgoCD; docs/api.md, "Argo
+CD"); what does not map is named in a warning.
 
 Input: the files and directories given with -f (directories are walked for
 .yaml, .yml and .json files, hidden directories skipped; - is stdin); stdin

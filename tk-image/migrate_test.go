@@ -98,6 +98,35 @@ func decodeStrictly(t *testing.T, out string) []string {
 	return kinds
 }
 
+// migrateGolden migrates input and checks the output against
+// testdata/migrate/golden/<golden>, that it decodes strictly into kinds of
+// our objects, and the warnings; it returns the output.
+func migrateGolden(t *testing.T, input, golden string, kinds int, warnings []string) string {
+	t.Helper()
+	code, out, errs := runCLI(t, "", "migrate", "-f", input)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errs)
+	}
+	golden = filepath.Join("testdata", "migrate", "golden", golden)
+	if updateMigrateGolden {
+		if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(want) {
+		t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", golden, out, want)
+	}
+	if got := decodeStrictly(t, out); len(got) != kinds {
+		t.Errorf("%d objects converted, want %d", len(got), kinds)
+	}
+	expectWarnings(t, errs, warnings)
+	return out
+}
+
 func TestMigrateFluxExamples(t *testing.T) {
 	// Proves that Flux's manifests of every kind and API version, covering
 	// every field of Flux's API, convert to the golden output, that the output
@@ -145,27 +174,7 @@ func TestMigrateFluxExamples(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.file, func(t *testing.T) {
-			code, out, errs := runCLI(t, "", "migrate", "-f", filepath.Join("testdata", "migrate", "flux", tc.file))
-			if code != 0 {
-				t.Fatalf("exit %d, stderr:\n%s", code, errs)
-			}
-			golden := filepath.Join("testdata", "migrate", "golden", tc.file)
-			if updateMigrateGolden {
-				if err := os.WriteFile(golden, []byte(out), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out != string(want) {
-				t.Errorf("output differs from %s:\n--- got\n%s--- want\n%s", golden, out, want)
-			}
-			if kinds := decodeStrictly(t, out); len(kinds) != tc.kinds {
-				t.Errorf("%d objects converted, want %d", len(kinds), tc.kinds)
-			}
-			expectWarnings(t, errs, tc.warnings)
+			migrateGolden(t, filepath.Join("testdata", "migrate", "flux", tc.file), tc.file, tc.kinds, tc.warnings)
 		})
 	}
 
@@ -808,4 +817,47 @@ spec:
 			t.Errorf("got %v, want the policies of %s and %s", got, nsA, nsB)
 		}
 	})
+}
+
+func TestMigrateArgoCDImageUpdater(t *testing.T) {
+	// Proves that argocd-image-updater's configuration, as its
+	// documentation's examples write it (v0.x annotations on Applications,
+	// v1.x ImageUpdater objects), converts to the golden output: an
+	// ImageRepository and an ImagePolicy per image and an automation per
+	// Application or applicationRef, decoding strictly into our types,
+	// with a warning naming the object and field of everything that does
+	// not map. The annotated Applications are kept; ImageUpdaters are not.
+	tests := []struct {
+		file         string
+		kinds        int
+		applications int
+		warnings     []string
+	}{
+		{"annotations-v0.yaml", 3*1 + 2*5, 3, []string{
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
+			"Application argocd/production-app: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
+			"Application argocd/guestbook: metadata.annotations.argocd-image-updater.argoproj.io/write-back-method",
+			"Application argocd/dex: metadata.annotations.argocd-image-updater.argoproj.io/image-list",
+		}},
+		{"imageupdater-v1.yaml", 4*1 + 2*6, 0, []string{
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].images[1].imageName",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].images[1].imageName",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].writeBackConfig",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[0].writeBackConfig",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[1].writeBackConfig",
+			"ImageUpdater argocd/multi-app-image-updater: spec.applicationRefs[1].writeBackConfig",
+			"ImageUpdater argocd/shop: spec.applicationRefs[1].namePattern",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			out := migrateGolden(t, filepath.Join("testdata", "migrate", "argocd-image-updater", tc.file),
+				"argocd-image-updater-"+tc.file, tc.kinds, tc.warnings)
+			if n := strings.Count(out, "\nkind: Application\n"); n != tc.applications {
+				t.Errorf("%d Applications kept, want %d", n, tc.applications)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package git
 
 import (
 	"bytes"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -23,6 +24,9 @@ type Auth struct {
 	// CAPEM adds trusted certificate authorities for HTTPS; TLS is always
 	// verified.
 	CAPEM []byte
+	// ClientCertPEM and ClientKeyPEM are a TLS client certificate for
+	// HTTPS (tls.crt and tls.key), both or neither.
+	ClientCertPEM, ClientKeyPEM []byte
 	// Identity is an SSH private key (OpenSSH or PEM) of any type
 	// golang.org/x/crypto/ssh reads: ed25519, ECDSA, RSA (signed with
 	// rsa-sha2-256/512, as OpenSSH 8.8 and later want).
@@ -95,6 +99,7 @@ func AuthFromSecrets(repoURL string, creds, proxy map[string][]byte) (*Auth, err
 	case "http", "https":
 		a.Username, a.Password = string(creds["username"]), string(creds["password"])
 		a.BearerToken, a.CAPEM = string(creds["bearerToken"]), creds["ca.crt"]
+		a.ClientCertPEM, a.ClientKeyPEM = creds["tls.crt"], creds["tls.key"]
 		switch {
 		// A username alone is sent with an empty password, as Flux does:
 		// some hosts take a token as the user name.
@@ -106,9 +111,12 @@ func AuthFromSecrets(repoURL string, creds, proxy map[string][]byte) (*Auth, err
 			return nil, invalid("a bearerToken is not sent over plain http://; use https://")
 		}
 		if ep.Scheme == "http" {
-			a.CAPEM = nil
+			a.CAPEM, a.ClientCertPEM, a.ClientKeyPEM = nil, nil, nil
 		}
 		if _, err := a.CertPool(); err != nil {
+			return nil, err
+		}
+		if _, err := a.clientCertificates(); err != nil {
 			return nil, err
 		}
 	}
@@ -207,6 +215,22 @@ func CheckHostKey(cb ssh.HostKeyCallback, host, port string, key ssh.PublicKey) 
 func HostKeyAlgorithms(cb ssh.HostKeyCallback, host, port string) []string {
 	keys, _ := knownKeys(cb, net.JoinHostPort(host, port))
 	return keyAlgorithms(keys)
+}
+
+// clientCertificates is the TLS client certificate, if any.
+func (a *Auth) clientCertificates() ([]tls.Certificate, error) {
+	switch {
+	case a == nil || len(a.ClientCertPEM) == 0 && len(a.ClientKeyPEM) == 0:
+		return nil, nil
+	case len(a.ClientCertPEM) == 0 || len(a.ClientKeyPEM) == 0:
+		return nil, fmt.Errorf("%w: a TLS client certificate needs both tls.crt and tls.key", ErrInvalidCredentials)
+	}
+	cert, err := tls.X509KeyPair(a.ClientCertPEM, a.ClientKeyPEM)
+	if err != nil {
+		// Not err: it may quote the key.
+		return nil, fmt.Errorf("%w: tls.crt and tls.key are not a certificate and its private key in PEM", ErrInvalidCredentials)
+	}
+	return []tls.Certificate{cert}, nil
 }
 
 // CertPool is the system's roots plus ca.crt. TLS is always verified.

@@ -32,6 +32,10 @@ func (a *Auth) HTTPClient(repoURL string) (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	certs, err := a.clientCertificates()
+	if err != nil {
+		return nil, err
+	}
 	p, err := a.Proxy()
 	if err != nil {
 		return nil, err
@@ -44,7 +48,7 @@ func (a *Auth) HTTPClient(repoURL string) (*http.Client, error) {
 		Transport: &http.Transport{
 			Proxy:               proxy,
 			DialContext:         (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
-			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			TLSClientConfig:     &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12},
 			TLSHandshakeTimeout: DialTimeout,
 			ForceAttemptHTTP2:   true,
 			// A CONNECT refused is otherwise only its status text.

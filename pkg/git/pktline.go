@@ -91,6 +91,8 @@ type advertisement struct {
 	v2   bool
 	caps map[string]string // v2 capabilities, key → value ("" when none)
 	refs Refs              // v0/v1
+	// symrefs are the v0/v1 symref= capabilities: HEAD → refs/heads/main.
+	symrefs map[string]string
 }
 
 // readAdvertisement parses an upload-pack advertisement. Over smart HTTP it
@@ -110,7 +112,7 @@ func readAdvertisement(r *pktReader) (*advertisement, error) {
 			return nil, err
 		}
 	}
-	ad := &advertisement{refs: Refs{}}
+	ad := &advertisement{refs: Refs{}, symrefs: map[string]string{}}
 	if kind == pktData && string(data) == "version 2" {
 		ad.v2 = true
 		ad.caps = map[string]string{}
@@ -145,7 +147,15 @@ func readAdvertisement(r *pktReader) (*advertisement, error) {
 			return nil, errors.New("unexpected special packet in the ref advertisement")
 		}
 		if first {
-			data, _, _ = bytes.Cut(data, []byte{0})
+			var caps []byte
+			data, caps, _ = bytes.Cut(data, []byte{0})
+			for _, c := range strings.Fields(string(caps)) {
+				if sym, ok := strings.CutPrefix(c, "symref="); ok {
+					if from, to, ok := strings.Cut(sym, ":"); ok {
+						ad.symrefs[from] = to
+					}
+				}
+			}
 			first = false
 		}
 		oid, name, ok := strings.Cut(string(data), " ")
@@ -160,7 +170,7 @@ func readAdvertisement(r *pktReader) (*advertisement, error) {
 }
 
 // lsRefsRequest is a v2 ls-refs command for refs under the given prefixes.
-func lsRefsRequest(caps map[string]string, prefixes []string) []byte {
+func lsRefsRequest(caps map[string]string, prefixes []string, symrefs bool) []byte {
 	var b strings.Builder
 	b.WriteString(pkt("command=ls-refs\n"))
 	if _, ok := caps["agent"]; ok {
@@ -171,6 +181,9 @@ func lsRefsRequest(caps map[string]string, prefixes []string) []byte {
 	}
 	b.WriteString(delimPkt)
 	b.WriteString(pkt("peel\n"))
+	if symrefs {
+		b.WriteString(pkt("symrefs\n"))
+	}
 	for _, p := range prefixes {
 		b.WriteString(pkt("ref-prefix " + p + "\n"))
 	}
@@ -180,7 +193,7 @@ func lsRefsRequest(caps map[string]string, prefixes []string) []byte {
 
 // readLsRefs parses a v2 ls-refs response: "<oid> <name>[ attr...]" lines
 // up to a flush. Peeled tags are recorded as name^{}, as in v0.
-func readLsRefs(r *pktReader) (Refs, error) {
+func readLsRefs(r *pktReader, symrefs map[string]string) (Refs, error) {
 	refs := Refs{}
 	for {
 		kind, data, err := r.next()
@@ -198,6 +211,9 @@ func readLsRefs(r *pktReader) (Refs, error) {
 		for _, attr := range fields[2:] {
 			if peeled, ok := strings.CutPrefix(attr, "peeled:"); ok && validOID(peeled) {
 				refs[fields[1]+"^{}"] = peeled
+			}
+			if target, ok := strings.CutPrefix(attr, "symref-target:"); ok && symrefs != nil {
+				symrefs[fields[1]] = target
 			}
 		}
 	}

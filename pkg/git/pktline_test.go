@@ -71,21 +71,21 @@ func TestReadAdvertisement(t *testing.T) {
 }
 
 func TestLsRefs(t *testing.T) {
-	req := string(lsRefsRequest(map[string]string{"agent": "x", "object-format": "sha1"}, []string{"refs/heads/main"}))
+	req := string(lsRefsRequest(map[string]string{"agent": "x", "object-format": "sha1"}, []string{"refs/heads/main"}, false))
 	want := pkt("command=ls-refs\n") + pkt("agent="+UserAgent+"\n") + pkt("object-format=sha1\n") + delimPkt +
 		pkt("peel\n") + pkt("ref-prefix refs/heads/main\n") + flushPkt
 	if req != want {
 		t.Errorf("request %q, want %q", req, want)
 	}
 	resp := pkt(oidA+" refs/heads/main\n") + pkt(oidB+" refs/tags/v1 peeled:"+oidC+"\n") + flushPkt
-	refs, err := readLsRefs(newPktReader(strings.NewReader(resp)))
+	refs, err := readLsRefs(newPktReader(strings.NewReader(resp)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := (Refs{"refs/heads/main": oidA, "refs/tags/v1": oidB, "refs/tags/v1^{}": oidC}); !maps.Equal(refs, want) {
 		t.Errorf("refs %v, want %v", refs, want)
 	}
-	if _, err := readLsRefs(newPktReader(strings.NewReader(pkt("garbage\n") + flushPkt))); err == nil {
+	if _, err := readLsRefs(newPktReader(strings.NewReader(pkt("garbage\n")+flushPkt)), nil); err == nil {
 		t.Error("accepted a malformed ls-refs line")
 	}
 }
@@ -97,5 +97,27 @@ func TestFilter(t *testing.T) {
 	}
 	if got := filter(refs, nil); len(got) != 3 {
 		t.Errorf("no prefixes filtered: %v", got)
+	}
+}
+
+// Symbolic refs are read from both protocols: v0's symref= capability on
+// the first ref line, v2's symref-target attribute of ls-refs.
+func TestSymrefsOfBothProtocols(t *testing.T) {
+	oid := strings.Repeat("a", 40)
+	v0 := pkt(oid+" HEAD\x00multi_ack symref=HEAD:refs/heads/trunk agent=git/2.45\n") + pkt(oid+" refs/heads/trunk\n") + flushPkt
+	ad, err := readAdvertisement(newPktReader(strings.NewReader(v0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ad.symrefs["HEAD"] != "refs/heads/trunk" || ad.refs["refs/heads/trunk"] != oid {
+		t.Errorf("v0: symrefs %v, refs %v", ad.symrefs, ad.refs)
+	}
+	sym := map[string]string{}
+	refs, err := readLsRefs(newPktReader(strings.NewReader(pkt(oid+" HEAD symref-target:refs/heads/trunk\n")+flushPkt)), sym)
+	if err != nil || refs["HEAD"] != oid || sym["HEAD"] != "refs/heads/trunk" {
+		t.Errorf("v2: refs %v, symrefs %v, %v", refs, sym, err)
+	}
+	if req := string(lsRefsRequest(nil, []string{"HEAD"}, true)); !strings.Contains(req, "symrefs\n") {
+		t.Errorf("request %q does not ask for symrefs", req)
 	}
 }

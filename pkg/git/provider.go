@@ -101,9 +101,27 @@ type Remote struct {
 // the Auth it returns asks the provider for fresh credentials at each
 // operation (Fresh), and has been checked to get some.
 func ReadRemoteAuth(ctx context.Context, reader client.Reader, namespace string, r Remote) (*Auth, []string, error) {
-	creds, proxy, values, err := readSecrets(ctx, reader, namespace, r.SecretName, r.ProxySecretName)
+	creds, proxy, argo, values, err := readSecrets(ctx, reader, namespace, r.SecretName, r.ProxySecretName)
 	if err != nil {
 		return nil, values, err
+	}
+	if argo {
+		// An Argo CD repository Secret: its keys are Argo CD's.
+		knownHosts, ca, err := readArgoCDConfig(ctx, reader, namespace, r.URL)
+		if err != nil {
+			return nil, values, err
+		}
+		m, err := FromArgoCD(creds, knownHosts, ca)
+		if err != nil {
+			return nil, values, err
+		}
+		creds = m.Creds
+		if proxy == nil {
+			proxy = m.Proxy
+		}
+		if r.Provider == "" {
+			r.Provider = m.Provider
+		}
 	}
 	generic := r.Provider == "" || r.Provider == ProviderGeneric
 	if generic && r.ServiceAccountName != "" {

@@ -43,16 +43,41 @@ func ListRefs(ctx context.Context, repoURL string, auth *Auth, prefixes ...strin
 	if auth, err = auth.Fresh(ctx); err != nil {
 		return nil, err
 	}
-	var refs Refs
-	if ep.Scheme == "ssh" {
-		refs, err = listSSH(ctx, ep, auth, prefixes)
-	} else {
-		refs, err = listHTTP(ctx, ep, auth, prefixes)
-	}
+	refs, _, err := list(ctx, ep, auth, prefixes, false)
 	if err != nil {
 		return nil, err
 	}
 	return filter(refs, prefixes), nil
+}
+
+// list lists the refs under prefixes and, with symrefs, the symbolic refs'
+// targets (HEAD → refs/heads/main) the server names.
+func list(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string, symrefs bool) (Refs, map[string]string, error) {
+	if ep.Scheme == "ssh" {
+		return listSSH(ctx, ep, auth, prefixes, symrefs)
+	}
+	return listHTTP(ctx, ep, auth, prefixes, symrefs)
+}
+
+// DefaultBranch is the branch the repository's HEAD names, as git clone
+// checks it out.
+func DefaultBranch(ctx context.Context, repoURL string, auth *Auth) (string, error) {
+	ep, err := ParseEndpoint(repoURL)
+	if err != nil {
+		return "", err
+	}
+	if auth, err = auth.Fresh(ctx); err != nil {
+		return "", err
+	}
+	_, sym, err := list(ctx, ep, auth, []string{"HEAD"}, true)
+	if err != nil {
+		return "", err
+	}
+	branch, ok := strings.CutPrefix(sym["HEAD"], "refs/heads/")
+	if !ok || branch == "" {
+		return "", fmt.Errorf("%s names no default branch (its HEAD is not a symbolic ref to a branch)", Redact(repoURL))
+	}
+	return branch, nil
 }
 
 // Branch returns the commit the branch points to.
@@ -88,10 +113,10 @@ func filter(refs Refs, prefixes []string) Refs {
 
 // listHTTP speaks smart HTTP (gitprotocol-http(5)): GET info/refs, and with
 // a v2 server, POST an ls-refs command to git-upload-pack.
-func listHTTP(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (Refs, error) {
+func listHTTP(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string, symrefs bool) (Refs, map[string]string, error) {
 	c, err := auth.HTTPClient(ep.URL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer c.CloseIdleConnections()
 	// A ref listing needs no server-side work before the answer starts,
@@ -99,7 +124,7 @@ func listHTTP(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (
 	c.Transport.(*http.Transport).ResponseHeaderTimeout = listResponseTimeout
 	u, err := url.Parse(ep.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the repository URL is not a valid URL", ErrInvalidCredentials)
+		return nil, nil, fmt.Errorf("%w: the repository URL is not a valid URL", ErrInvalidCredentials)
 	}
 	base := *u
 	base.User, base.RawQuery, base.Fragment, base.RawFragment = nil, "", "", ""
@@ -110,23 +135,23 @@ func listHTTP(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, infoRefs.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Git-Protocol", "version=2")
 	resp, err := do(c, req, auth, ep.URL, "application/x-git-upload-pack-advertisement")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	ad, err := readAdvertisement(newPktReader(limit(resp.Body)))
 	if err != nil {
-		return nil, fmt.Errorf("reading the ref advertisement of %s: %w", base.String(), err)
+		return nil, nil, fmt.Errorf("reading the ref advertisement of %s: %w", base.String(), err)
 	}
 	if !ad.v2 {
-		return ad.refs, nil
+		return ad.refs, ad.symrefs, nil
 	}
 	if _, ok := ad.caps["ls-refs"]; !ok {
-		return nil, errors.New("the server speaks git protocol v2 but offers no ls-refs")
+		return nil, nil, errors.New("the server speaks git protocol v2 but offers no ls-refs")
 	}
 
 	// After a redirect, git talks to where info/refs was found.
@@ -134,23 +159,23 @@ func listHTTP(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (
 	final.Path = strings.TrimSuffix(final.Path, "/info/refs")
 	final.RawQuery = ""
 	final.Path += "/git-upload-pack"
-	req, err = http.NewRequestWithContext(ctx, http.MethodPost, final.String(), bytes.NewReader(lsRefsRequest(ad.caps, prefixes)))
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, final.String(), bytes.NewReader(lsRefsRequest(ad.caps, prefixes, symrefs)))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Git-Protocol", "version=2")
 	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
 	req.Header.Set("Accept", "application/x-git-upload-pack-result")
 	resp2, err := do(c, req, auth, ep.URL, "application/x-git-upload-pack-result")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp2.Body.Close()
-	refs, err := readLsRefs(newPktReader(limit(resp2.Body)))
+	refs, err := readLsRefs(newPktReader(limit(resp2.Body)), ad.symrefs)
 	if err != nil {
-		return nil, fmt.Errorf("reading the refs of %s: %w", base.String(), err)
+		return nil, nil, fmt.Errorf("reading the refs of %s: %w", base.String(), err)
 	}
-	return refs, nil
+	return refs, ad.symrefs, nil
 }
 
 // do sends req with credentials and checks the status and content type.
@@ -177,15 +202,15 @@ func limit(r io.Reader) io.Reader { return io.LimitReader(r, maxAdvertisement) }
 // listSSH runs git-upload-pack on the server over SSH (through the proxy,
 // if any) and reads its ref advertisement. The host key must be in
 // known_hosts.
-func listSSH(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (Refs, error) {
+func listSSH(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string, symrefs bool) (Refs, map[string]string, error) {
 	cfg, err := auth.SSHConfig(ep)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	addr := ep.Addr()
 	conn, err := auth.Dial(ctx, addr, DialTimeout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer conn.Close()
 	if d, ok := ctx.Deadline(); ok {
@@ -209,15 +234,15 @@ func listSSH(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (R
 	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cfg)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, wrap(err)
+			return nil, nil, wrap(err)
 		}
-		return nil, auth.HandshakeError(err, cfg, addr)
+		return nil, nil, auth.HandshakeError(err, cfg, addr)
 	}
 	client := ssh.NewClient(sc, chans, reqs)
 	defer client.Close()
 	sess, err := client.NewSession()
 	if err != nil {
-		return nil, wrap(err)
+		return nil, nil, wrap(err)
 	}
 	defer sess.Close()
 	// Servers that accept the variable speak v2; OpenSSH refuses it
@@ -225,16 +250,16 @@ func listSSH(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (R
 	_ = sess.Setenv("GIT_PROTOCOL", "version=2")
 	stdin, err := sess.StdinPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stdout, err := sess.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	stderr := &Capped{}
 	sess.Stderr = stderr
 	if err := sess.Start("git-upload-pack " + ShellQuote(ep.Path)); err != nil {
-		return nil, wrap(fmt.Errorf("starting git-upload-pack on %s: %w", addr, err))
+		return nil, nil, wrap(fmt.Errorf("starting git-upload-pack on %s: %w", addr, err))
 	}
 	r := newPktReader(limit(stdout))
 	ad, err := readAdvertisement(r)
@@ -242,22 +267,22 @@ func listSSH(ctx context.Context, ep Endpoint, auth *Auth, prefixes []string) (R
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			err = fmt.Errorf("%w: %s", err, auth.Scrub(msg))
 		}
-		return nil, wrap(fmt.Errorf("reading the ref advertisement of %s: %w", Redact(ep.URL), err))
+		return nil, nil, wrap(fmt.Errorf("reading the ref advertisement of %s: %w", Redact(ep.URL), err))
 	}
 	refs := ad.refs
 	if ad.v2 {
 		if _, ok := ad.caps["ls-refs"]; !ok {
-			return nil, errors.New("the server speaks git protocol v2 but offers no ls-refs")
+			return nil, nil, errors.New("the server speaks git protocol v2 but offers no ls-refs")
 		}
-		if _, err := stdin.Write(lsRefsRequest(ad.caps, prefixes)); err != nil {
-			return nil, wrap(err)
+		if _, err := stdin.Write(lsRefsRequest(ad.caps, prefixes, symrefs)); err != nil {
+			return nil, nil, wrap(err)
 		}
-		if refs, err = readLsRefs(r); err != nil {
-			return nil, wrap(fmt.Errorf("reading the refs of %s: %w", Redact(ep.URL), err))
+		if refs, err = readLsRefs(r, ad.symrefs); err != nil {
+			return nil, nil, wrap(fmt.Errorf("reading the refs of %s: %w", Redact(ep.URL), err))
 		}
 	}
 	// A flush says we want nothing; upload-pack exits.
 	_, _ = io.WriteString(stdin, flushPkt)
 	_ = stdin.Close()
-	return refs, nil
+	return refs, ad.symrefs, nil
 }

@@ -105,7 +105,7 @@ func TestHTTPProtocolV2ListsOnlyAskedRefs(t *testing.T) {
 	s := testgit.New(t, testgit.Options{})
 	head := repo(t, &s.Repos)
 	ep, _ := ParseEndpoint(s.RepoURL("fleet"))
-	refs, err := listHTTP(ctx(t), ep, &Auth{}, []string{"refs/heads/main"})
+	refs, _, err := listHTTP(ctx(t), ep, &Auth{}, []string{"refs/heads/main"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,5 +323,20 @@ func TestSSHThroughHTTPProxy(t *testing.T) {
 	got, err := Branch(ctx(t), sshd.RepoURL("fleet"), &Auth{Identity: sshd.ClientKey, KnownHosts: sshd.KnownHosts, ProxyURL: u.String()}, "main")
 	if err != nil || got != head || p.Requests() == 0 {
 		t.Fatalf("Branch = %q, %v (proxy requests %d); want %s", got, err, p.Requests(), head)
+	}
+}
+
+// The default branch is what the server's HEAD names, over protocol v2
+// (ls-refs symrefs, smart HTTP here) and v0 (the symref= capability of the
+// advertisement, which OpenSSH's git-upload-pack sends without AcceptEnv).
+func TestDefaultBranchIsWhatHEADNames(t *testing.T) {
+	s := testgit.New(t, testgit.Options{})
+	repo(t, &s.Repos)
+	if b, err := DefaultBranch(ctx(t), s.RepoURL("fleet"), &Auth{}); err != nil || b != "main" {
+		t.Fatalf("DefaultBranch = %q, %v; want main", b, err)
+	}
+	testgit.Git(t, s.BarePath("fleet"), "symbolic-ref", "HEAD", "refs/heads/feature")
+	if b, err := DefaultBranch(ctx(t), s.RepoURL("fleet"), &Auth{}); err != nil || b != "feature" {
+		t.Fatalf("after HEAD moved: DefaultBranch = %q, %v; want feature", b, err)
 	}
 }

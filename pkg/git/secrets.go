@@ -25,8 +25,9 @@ func ReadAuth(ctx context.Context, reader client.Reader, namespace, repoURL, sec
 }
 
 // readSecrets reads the credentials and proxy Secrets (nil for an empty
-// name), and their values for redacting.
-func readSecrets(ctx context.Context, reader client.Reader, namespace, secretName, proxySecretName string) (creds, proxy map[string][]byte, values []string, err error) {
+// name), whether the credentials Secret is Argo CD's, and their values for
+// redacting.
+func readSecrets(ctx context.Context, reader client.Reader, namespace, secretName, proxySecretName string) (creds, proxy map[string][]byte, argo bool, values []string, err error) {
 	read := func(name, what string) (map[string][]byte, error) {
 		if name == "" {
 			return nil, nil
@@ -39,6 +40,9 @@ func readSecrets(ctx context.Context, reader client.Reader, namespace, secretNam
 			}
 			return nil, fmt.Errorf("reading Secret %s (the %s): %w", key, what, err)
 		}
+		if what == "secretRef" {
+			argo = IsArgoCDSecret(s)
+		}
 		for _, v := range s.Data {
 			if len(v) >= 4 { // shorter values would redact ordinary words
 				values = append(values, string(v))
@@ -50,10 +54,10 @@ func readSecrets(ctx context.Context, reader client.Reader, namespace, secretNam
 		return s.Data, nil
 	}
 	if creds, err = read(secretName, "secretRef"); err != nil {
-		return nil, nil, values, err
+		return nil, nil, false, values, err
 	}
 	proxy, err = read(proxySecretName, "proxySecretRef")
-	return creds, proxy, values, err
+	return creds, proxy, argo, values, err
 }
 
 // secretNotFound names the missing Secret and is ErrSecretNotFound.

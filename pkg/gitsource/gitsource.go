@@ -1,7 +1,9 @@
 // Package gitsource resolves where an ImageUpdateAutomation reads and
 // writes: the repository (spec.git.repository, or the object of one of
-// SourceKinds that spec.sourceRef names: a Flux GitRepository), the ref
-// its jobs check out, and the credentials to reach it.
+// SourceKinds that spec.sourceRef names: a Flux GitRepository, an Argo CD
+// Application; or the Applications spec.applicationSelector selects), the
+// ref its jobs check out, and the credentials to reach it (for Argo CD
+// Applications, Argo CD's own repository Secrets).
 //
 // The automation controller acts on the answer and tk-image explain
 // reports it; both call this package, so that what explain says is what
@@ -16,6 +18,7 @@
 package gitsource
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +58,14 @@ type Options struct {
 	// NoCrossNamespaceRefs refuses a sourceRef to another namespace
 	// (--no-cross-namespace-refs).
 	NoCrossNamespaceRefs bool
+	// ArgoCDNamespace is the namespace Argo CD runs in: an Application
+	// elsewhere gets override files named namespace_name. argocd when
+	// empty.
+	ArgoCDNamespace string
 }
+
+// DefaultArgoCDNamespace is where Argo CD runs unless told otherwise.
+const DefaultArgoCDNamespace = "argocd"
 
 // Source is where an automation's UpdateJobs read and write.
 type Source struct {
@@ -68,6 +78,38 @@ type Source struct {
 	// Describe names the source in messages, e.g. "spec.git.repository"
 	// or "GitRepository ns/name".
 	Describe string
+	// Path is the directory the source names in the repository (an
+	// Application's path), the jobs' update path unless spec.update.path
+	// is set; "" is the root.
+	Path string
+	// Applications are the Argo CD Applications of spec.sourceRef (one) or
+	// spec.applicationSelector, whose sources the jobs write.
+	Applications []*Application
+	// DefaultBranch is set when the Applications' targetRevision is HEAD
+	// and spec.git.checkout names no branch: Ref is the repository's
+	// default branch, which ReadDefaultBranch asks the server for.
+	DefaultBranch bool
+}
+
+// ReadDefaultBranch sets Ref to the repository's default branch when the
+// source is one (DefaultBranch), as git clone and Argo CD check out HEAD.
+// A failure is retried: the server may answer next time.
+func (s *Source) ReadDefaultBranch(ctx context.Context, auth *git.Auth) error {
+	if !s.DefaultBranch || s.Ref.Branch != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.Repository.Timeout.Duration)
+	defer cancel()
+	branch, err := git.DefaultBranch(ctx, s.Repository.URL, auth)
+	if err != nil {
+		reason := conditions.GitOperationFailedReason
+		if errors.Is(err, git.ErrAuthentication) {
+			reason = conditions.AuthenticationFailedReason
+		}
+		return conditions.Retryf(reason, "reading the default branch (targetRevision HEAD) of %s: %s", s.Describe, auth.Scrub(err.Error()))
+	}
+	s.Ref = updatev1.GitRepositoryRef{Branch: branch}
+	return nil
 }
 
 // Resolve reads the automation's repository from spec.git.repository or
@@ -83,7 +125,11 @@ type Source struct {
 // source. A caller that acts on the Source must check the error first.
 func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, opts Options) (*Source, error) {
 	src := &Source{}
-	if ref := obj.Spec.SourceRef; ref != nil {
+	if obj.Spec.ApplicationSelector != nil {
+		if err := readApplications(ctx, c, obj, src); err != nil {
+			return src, err
+		}
+	} else if ref := obj.Spec.SourceRef; ref != nil {
 		if err := readSourceRef(ctx, c, obj, ref, opts, src); err != nil {
 			return src, err
 		}
@@ -101,11 +147,20 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 			return src, err
 		}
 	}
+	for _, a := range src.Applications {
+		a.ArgoNamespace = cmp.Or(opts.ArgoCDNamespace, DefaultArgoCDNamespace)
+	}
 	if c := obj.Spec.GitSpec.Checkout; c != nil {
 		src.Ref = c.Reference
 	}
 	if src.Repository.Timeout == nil {
 		src.Repository.Timeout = &metav1.Duration{Duration: DefaultTimeout}
+	}
+	if !hasRef(src.Ref) && len(src.Applications) > 0 {
+		// targetRevision HEAD: the default branch, which only the server
+		// knows (ReadDefaultBranch).
+		src.DefaultBranch = true
+		return src, nil
 	}
 	if !hasRef(src.Ref) {
 		return src, conditions.Stallf(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit")
@@ -223,6 +278,9 @@ func fromGitRepository(u *unstructured.Unstructured, src *Source) error {
 // watched), credentials that cannot work are Stalled; both wrap a
 // *CredentialsError, as does any other error, which is transient.
 func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) (*git.Auth, error) {
+	if err := argoCDSecret(ctx, c, obj, src); err != nil {
+		return nil, err
+	}
 	var secret, proxy string
 	if ref := src.Repository.SecretRef; ref != nil {
 		secret = ref.Name
@@ -246,6 +304,38 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 		return nil, conditions.Retry(conditions.AuthenticationFailedReason, ce)
 	}
 	return nil, ce
+}
+
+// argoCDSecret sets, for an Application source, the Argo CD repository
+// Secret of its URL (git.FindArgoCDSecret) as the repository's secretRef.
+// The automation's UpdateJobs read it in their own namespace, so an
+// automation outside Argo CD's namespace cannot use it: that is refused
+// rather than the Secret copied out of the namespace Argo CD guards.
+func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) error {
+	if len(src.Applications) == 0 || src.Repository.SecretRef != nil {
+		return nil
+	}
+	app := src.Applications[0]
+	secrets, err := git.ListArgoCDSecrets(ctx, c, app.ArgoNamespace)
+	if apierrors.IsForbidden(err) {
+		return conditions.Stallf(conditions.AccessDeniedReason,
+			"the controller may not list Argo CD's repository Secrets in namespace %s: install the chart with argocd.namespace=%s, or start it with --argocd-namespace naming where Argo CD runs",
+			app.ArgoNamespace, app.ArgoNamespace)
+	}
+	if err != nil {
+		return err
+	}
+	s := git.FindArgoCDSecret(secrets, src.Repository.URL)
+	switch {
+	case s == nil:
+		return nil // a public repository, as for Argo CD
+	case obj.Namespace != app.ArgoNamespace:
+		return conditions.Stallf(conditions.AccessDeniedReason,
+			"Argo CD's Secret %s/%s holds the credentials of %s, but UpdateJobs read Secrets in their own namespace, %s: put the automation in namespace %s",
+			s.Namespace, s.Name, git.Redact(src.Repository.URL), obj.Namespace, app.ArgoNamespace)
+	}
+	src.Repository.SecretRef = &meta.LocalObjectReference{Name: s.Name}
+	return nil
 }
 
 // CredentialsError is why the Secrets of a source could not be read or

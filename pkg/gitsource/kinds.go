@@ -30,6 +30,7 @@ type SourceKind struct {
 // SourceKinds are the kinds spec.sourceRef may name, by kind.
 var SourceKinds = map[string]SourceKind{
 	GitRepositoryGVK.Kind: {GVK: GitRepositoryGVK, Read: fromGitRepository},
+	ApplicationGVK.Kind:   {GVK: ApplicationGVK, Read: fromApplication},
 }
 
 // SourceKindOf is the kind a reference names: its kind, or GitRepository

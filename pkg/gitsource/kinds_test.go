@@ -73,5 +73,5 @@ func TestAnAddedSourceKindNeedsOnlyItsEntry(t *testing.T) {
 	_, err = resolve(imagev1.CrossNamespaceSourceReference{APIVersion: "source.toolkit.fluxcd.io/v1", Kind: "Repository", Name: "fleet"})
 	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "is not a version of example.toolkit.dev"})
 	_, err = resolve(imagev1.CrossNamespaceSourceReference{Kind: "Bucket", Name: "fleet"})
-	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, `"Bucket" is not supported: only GitRepository, Repository`})
+	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, `"Bucket" is not supported: only Application, GitRepository, Repository`})
 }

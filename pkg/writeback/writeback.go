@@ -15,6 +15,7 @@ package writeback
 import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -67,6 +68,31 @@ type Update struct {
 	// Container updates the files instead of the setters; the engine's
 	// Container hook runs it.
 	Container *Container
+	// ArgoCD are Argo CD parameter override files the images of Images
+	// are written into, beside the setters.
+	ArgoCD []ArgoCDOverride
+}
+
+// ArgoCDOverride is one Argo CD parameter override file
+// (.argocd-source-<app>.yaml, pkg/argocd) and the images it gets.
+type ArgoCDOverride struct {
+	// File is the file's path in the repository, under the plan's Path.
+	File string
+	// Type is how Argo CD renders the source: Kustomize or Helm.
+	Type string
+	// Images name policy keys of Update.Images and where the file holds
+	// each.
+	Images []ArgoCDImage
+}
+
+// ArgoCDImage is where an override file holds one policy's image.
+type ArgoCDImage struct {
+	Policy string
+	// KustomizeName is the kustomize.images name; the image's when empty.
+	KustomizeName string
+	// HelmName, HelmTag and HelmSpec are the Helm parameters;
+	// image.repository and image.tag when all are empty.
+	HelmName, HelmTag, HelmSpec string
 }
 
 // Discover selects the discovered images to update.
@@ -237,6 +263,57 @@ func (p *Plan) Validate() error {
 		for _, pat := range append(append([]string{}, d.Include...), d.Exclude...) {
 			if _, err := path.Match(pat, ""); err != nil {
 				return invalid("discover pattern %q: %v", pat, err)
+			}
+		}
+	}
+	return p.validateArgoCD()
+}
+
+// validateArgoCD checks the override files: each a clean path under the
+// plan's path with an override file's name, written once, of a type with
+// image overrides, whose images name policies of the plan.
+func (p *Plan) validateArgoCD() error {
+	u := p.Update
+	if len(u.ArgoCD) > 0 && u.Container != nil {
+		return invalid("a container runs instead of the setters: no Argo CD override files can be written with it")
+	}
+	seen := map[string]bool{}
+	for _, o := range u.ArgoCD {
+		name := path.Base(o.File)
+		switch {
+		case o.File != path.Clean("/" + o.File)[1:] || o.File == "":
+			return invalid("override file %q is not a clean relative path", o.File)
+		case p.Path != "" && !strings.HasPrefix(o.File, p.Path+"/"):
+			return invalid("override file %q is not under the update path %q", o.File, p.Path)
+		case !strings.HasPrefix(name, ".argocd-source-") || !strings.HasSuffix(name, ".yaml"):
+			return invalid("%q is not an Argo CD override file (.argocd-source-<app>.yaml)", o.File)
+		case seen[o.File]:
+			return invalid("override file %q is listed twice", o.File)
+		case o.Type != "Kustomize" && o.Type != "Helm":
+			return invalid("override file %q: type %q has no image overrides (Kustomize or Helm)", o.File, o.Type)
+		case len(o.Images) == 0:
+			return invalid("override file %q: no images", o.File)
+		}
+		seen[o.File] = true
+		// Two images written to one Helm parameter would set it back and
+		// forth; the first policy's default names leave none for another.
+		params := map[string]string{}
+		for _, img := range o.Images {
+			if _, ok := u.Images[img.Policy]; !ok {
+				return invalid("override file %q names policy %s, which the plan has no image for", o.File, img.Policy)
+			}
+			if o.Type != "Helm" {
+				continue
+			}
+			names := []string{img.HelmSpec}
+			if img.HelmSpec == "" {
+				names = []string{cmp.Or(img.HelmName, "image.repository"), cmp.Or(img.HelmTag, "image.tag")}
+			}
+			for _, n := range names {
+				if other, ok := params[n]; ok {
+					return invalid("override file %q: policies %s and %s both set Helm parameter %s; name each one's parameters", o.File, other, img.Policy, n)
+				}
+				params[n] = img.Policy
 			}
 		}
 	}

@@ -49,6 +49,13 @@ func valid() Plan {
 	}
 }
 
+func argo(file, typ string, images ...ArgoCDImage) func(*Plan) {
+	return func(p *Plan) {
+		p.Path = "apps"
+		p.Update.ArgoCD = append(p.Update.ArgoCD, ArgoCDOverride{File: file, Type: typ, Images: images})
+	}
+}
+
 func TestValidateRefusesPlansTheEngineCannotRun(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -71,6 +78,16 @@ func TestValidateRefusesPlansTheEngineCannotRun(t *testing.T) {
 		{"no image", func(p *Plan) { p.Update = Update{} }, "no image to set"},
 		{"container and images", func(p *Plan) { p.Update.Container = &Container{Image: "tool:1"} }, "instead of the setters"},
 		{"bad pattern", func(p *Plan) { p.Update.Discover = &Discover{Exclude: []string{"["}} }, "discover pattern"},
+		{"override file", argo("apps/web/.argocd-source-web.yaml", "Kustomize", ArgoCDImage{Policy: "ns:app"}), ""},
+		{"override file outside the path", argo("other/.argocd-source-web.yaml", "Kustomize", ArgoCDImage{Policy: "ns:app"}), "not under the update path"},
+		{"override file escaping", argo("apps/../../.argocd-source-web.yaml", "Kustomize", ArgoCDImage{Policy: "ns:app"}), "not a clean relative path"},
+		{"not an override file", argo("apps/web/values.yaml", "Helm", ArgoCDImage{Policy: "ns:app"}), "not an Argo CD override file"},
+		{"directory source", argo("apps/web/.argocd-source-web.yaml", "Directory", ArgoCDImage{Policy: "ns:app"}), "has no image overrides"},
+		{"override of an unknown policy", argo("apps/web/.argocd-source-web.yaml", "Helm", ArgoCDImage{Policy: "ns:gone"}), "no image for"},
+		{"two images on one Helm parameter", func(p *Plan) {
+			p.Update.Images["ns:db"] = meta.ImageRef{Name: "reg/db", Tag: "1"}
+			argo("apps/web/.argocd-source-web.yaml", "Helm", ArgoCDImage{Policy: "ns:app"}, ArgoCDImage{Policy: "ns:db", HelmName: "db.repository"})(p)
+		}, "both set Helm parameter image.tag"},
 	}
 	for _, tt := range tests {
 		p := valid()

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"toolkit.dev/image-toolkit/pkg/argocd"
+	"toolkit.dev/image-toolkit/tests/internal/argochain"
 	"toolkit.dev/image-toolkit/tests/testkit/testargocd"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
@@ -35,20 +36,6 @@ const (
 	// each); a cold repo server clones first.
 	waitArgo = 2 * time.Minute
 )
-
-// pod is a bare Pod running image: the test control plane runs no
-// controllers that would make Pods of a Deployment, and Argo CD reads the
-// images it reports in status.summary.images from Pods.
-func pod(image string) string {
-	return `apiVersion: v1
-kind: Pod
-metadata:
-  name: podinfo
-spec:
-  containers:
-  - name: podinfo
-    image: ` + image + "\n"
-}
 
 const chart = `apiVersion: v2
 name: podinfo
@@ -72,11 +59,11 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 	// by hand, with a key image-toolkit does not manage.
 	repo := git.CreateRepo(t, "apps", map[string]string{
 		"kustomize/kustomization.yaml":                  "resources:\n- pod.yaml\n",
-		"kustomize/pod.yaml":                            pod(podinfo + ":6.5.0"),
+		"kustomize/pod.yaml":                            argochain.Pod(podinfo + ":6.5.0"),
 		"kustomize/" + argocd.FileName("kustomize-app"): "kustomize:\n  namePrefix: staging-\n",
 		"helm/Chart.yaml":                               chart,
 		"helm/values.yaml":                              values,
-		"helm/templates/pod.yaml":                       pod(`"{{ .Values.image.repository }}:{{ .Values.image.tag }}"`),
+		"helm/templates/pod.yaml":                       argochain.Pod(`"{{ .Values.image.repository }}:{{ .Values.image.tag }}"`),
 		"helm/" + argocd.FileName("helm-app"):           "helm:\n  parameters:\n  - name: image.repository\n    value: " + mirror + "\n",
 	})
 	argo.AddRepository(t, "apps", git.RepoURL("apps"), "argocd", "s3cret")
@@ -101,7 +88,7 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 		t.Run(tc.app, func(t *testing.T) {
 			head := testgit.Git(t, repo.Dir, "rev-parse", "HEAD")[:40]
 			source := map[string]any{"repoURL": git.RepoURL("apps"), "path": tc.path, "targetRevision": "main"}
-			app := testargocd.Application(tc.app, namespace(t), source)
+			app := testargocd.Application(tc.app, namespace(t, env), source)
 			if tc.multi {
 				unstructured.RemoveNestedField(app.Object, "spec", "source")
 				ref := map[string]any{"repoURL": git.RepoURL("apps"), "targetRevision": "main", "ref": "values"}
@@ -172,11 +159,11 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 
 // namespace is a fresh namespace with the default ServiceAccount that the
 // control plane's admission wants for Pods and no controller creates here.
-func namespace(t *testing.T) string {
+func namespace(t *testing.T, e *testenv.Env) string {
 	t.Helper()
-	ns := env.Namespace(t)
+	ns := e.Namespace(t)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
-	if err := env.Client.Create(context.Background(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.Client.Create(context.Background(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	return ns

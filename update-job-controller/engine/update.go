@@ -14,6 +14,8 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/argocd"
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/discover"
 	"toolkit.dev/image-toolkit/pkg/imagename"
@@ -77,6 +79,9 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	if err != nil {
 		return nil, retryable(KindUpdate, fmt.Errorf("updating %s: %w", p.Path, err))
 	}
+	if err := writeOverrides(tmp, p, res); err != nil {
+		return nil, err
+	}
 	out.Changes = res
 	out.Problems = nil
 	for _, pr := range res.Problems {
@@ -118,6 +123,51 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	return commit, nil
 }
 
+// writeOverrides writes the plan's images into its Argo CD override files
+// under the checkout root, and adds each changed file to res, its changes
+// under the Application the file is named for. A file Argo CD could not
+// read is the job's failure, not rewritten.
+func writeOverrides(root string, p writeback.Plan, res *setters.Result) error {
+	if len(p.Update.ArgoCD) == 0 {
+		return nil
+	}
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return retryable(KindGit, err)
+	}
+	defer r.Close()
+	for _, o := range p.Update.ArgoCD {
+		data, err := r.ReadFile(o.File)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return terminal(KindUpdate, fmt.Errorf("override file %s: %w", o.File, err))
+		}
+		images := make([]argocd.Image, 0, len(o.Images))
+		for _, img := range o.Images {
+			images = append(images, argocd.Image{Setter: img.Policy, ImageRef: p.Update.Images[img.Policy],
+				KustomizeName: img.KustomizeName, HelmName: img.HelmName, HelmTag: img.HelmTag, HelmSpec: img.HelmSpec})
+		}
+		out, changes, err := argocd.Update(data, o.Type, images)
+		if err != nil {
+			return terminal(KindUpdate, fmt.Errorf("override file %s: %w", o.File, err))
+		}
+		if changes == nil {
+			continue
+		}
+		if err := r.MkdirAll(path.Dir(o.File), 0o755); err != nil {
+			return retryable(KindUpdate, err)
+		}
+		if err := r.WriteFile(o.File, out, 0o644); err != nil {
+			return retryable(KindUpdate, fmt.Errorf("override file %s: %w", o.File, err))
+		}
+		app := strings.TrimSuffix(strings.TrimPrefix(path.Base(o.File), ".argocd-source-"), ".yaml")
+		res.Files = append(res.Files, meta.FileResult{
+			Path:    strings.TrimPrefix(strings.TrimPrefix(o.File, p.Path), "/"),
+			Objects: []meta.ObjectResult{{ObjectID: meta.ObjectID{APIVersion: "argoproj.io/v1alpha1", Kind: "Application", Name: app}, Changes: changes}},
+		})
+	}
+	return nil
+}
+
 // checkoutFiltered checks out the plan's path into tmp and returns its
 // directory. Only files that may hold markers (or, with discovery, images)
 // are written: the others are left alone, and creating thousands of files
@@ -134,6 +184,17 @@ func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string) (string, error) {
 	}
 	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
 		return "", retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
+	}
+	// Override files hold no markers, so the filter left them out; named,
+	// they are written whatever they hold (when the revision has them).
+	if len(p.Update.ArgoCD) > 0 {
+		files := make([]string, 0, len(p.Update.ArgoCD))
+		for _, o := range p.Update.ArgoCD {
+			files = append(files, o.File)
+		}
+		if err := r.mirror.CheckoutFiltered(oid, tmp, nil, files...); err != nil {
+			return "", retryable(KindGit, fmt.Errorf("checking out the override files of %s: %w", r.res.CheckoutRevision, err))
+		}
 	}
 	dir, err := securePath(tmp, p.Path)
 	if err != nil {

@@ -98,10 +98,15 @@ func TestValidationRejects(t *testing.T) {
 	}{
 		{"both sources", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Name: "fleet"}
-		}, "exactly one of spec.sourceRef and spec.git.repository must be set"},
+		}, "exactly one of spec.sourceRef, spec.git.repository and spec.applicationSelector must be set"},
+		{"selector and sourceRef", func(a *imagev1.ImageUpdateAutomation) {
+			a.Spec.GitSpec.Repository = nil
+			a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Kind: "Application", Name: "web"}
+			a.Spec.ApplicationSelector = &metav1.LabelSelector{}
+		}, "exactly one of spec.sourceRef, spec.git.repository and spec.applicationSelector must be set"},
 		{"no source", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Repository = nil
-		}, "exactly one of spec.sourceRef and spec.git.repository must be set"},
+		}, "exactly one of spec.sourceRef, spec.git.repository and spec.applicationSelector must be set"},
 		{"standalone without checkout", func(a *imagev1.ImageUpdateAutomation) {
 			a.Spec.GitSpec.Checkout = nil
 		}, "spec.git.checkout is required with spec.git.repository"},

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -124,7 +125,7 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 		return decision{requeue: next}
 	}
 	if canShortCircuit(in.Source.Ref, spec.GitSpec.Push) && status.ObservedGeneration == in.Generation &&
-		in.Head == status.ObservedSourceRevision && maps.Equal(sel.Observed, status.ObservedPolicies) {
+		in.Head == status.ObservedSourceRevision && maps.Equal(sel.Observed, status.ObservedPolicies) && sameOverrides(in.Last, job) {
 		if in.Recorded {
 			// The run that just ended is the last one; its outcome
 			// stays the message.
@@ -262,4 +263,15 @@ func orDigest(ref meta.ImageRef) string {
 		return ref.Tag
 	}
 	return ref.Digest
+}
+
+// sameOverrides reports whether the last job wrote the override files
+// this run would: the Applications an automation writes (which ones are
+// selected, the images they run) change without the head or a policy
+// changing.
+func sameOverrides(last *updatev1.UpdateJob, job updatev1.UpdateJobSpec) bool {
+	if len(job.Update.ArgoCD) == 0 {
+		return last == nil || len(last.Spec.Update.ArgoCD) == 0
+	}
+	return last != nil && equality.Semantic.DeepEqual(last.Spec.Update.ArgoCD, job.Update.ArgoCD)
 }

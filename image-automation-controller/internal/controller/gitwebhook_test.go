@@ -11,11 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/receiver"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
@@ -105,6 +107,25 @@ func TestGitPushRunsAutomation(t *testing.T) {
 		a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "fleet"}
 		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
 	})
+	// An Argo CD Application tracking HEAD: the default branch, which a
+	// push does not name.
+	f.application("web", "apps", "Kustomize", nil)
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(gitsource.ApplicationGVK)
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "web"}, app); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(app.Object, "HEAD", "spec", "source", "targetRevision"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Update(context.Background(), app); err != nil {
+		t.Fatal(err)
+	}
+	viaApplication := f.automation("via-application", func(a *imagev1.ImageUpdateAutomation) {
+		others(a)
+		a.Spec.SourceRef = &imagev1.CrossNamespaceSourceReference{Kind: "Application", Name: "web"}
+		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+	})
 	otherBranch := f.automation("other-branch", func(a *imagev1.ImageUpdateAutomation) {
 		others(a)
 		a.Spec.GitSpec.Checkout.Reference.Branch = "release"
@@ -128,9 +149,9 @@ func TestGitPushRunsAutomation(t *testing.T) {
 	if n := len(jobsOf(t, a)); n != 1 {
 		t.Fatalf("%d jobs after a push of the head already seen, want 1", n)
 	}
-	if !annotated(t, viaSource) || annotated(t, otherBranch) || annotated(t, unselected) {
-		t.Errorf("requests on via-source %v (want true), other-branch %v, unselected %v (want false)",
-			annotated(t, viaSource), annotated(t, otherBranch), annotated(t, unselected))
+	if !annotated(t, viaSource) || !annotated(t, viaApplication) || annotated(t, otherBranch) || annotated(t, unselected) {
+		t.Errorf("requests on via-source %v, via-application %v (want true), other-branch %v, unselected %v (want false)",
+			annotated(t, viaSource), annotated(t, viaApplication), annotated(t, otherBranch), annotated(t, unselected))
 	}
 
 	// Refused and unrelated calls change nothing.
@@ -158,10 +179,11 @@ func TestGitPushRunsAutomation(t *testing.T) {
 	waitAutomation(t, a, "the push after the commit handled", func(a *imagev1.ImageUpdateAutomation) bool {
 		return a.Status.LastHandledReconcileAt != handled
 	})
-	// Two pushes of main, each to two automations; the other calls
-	// matched none.
-	if n := testutil.ToFloat64(hookMetrics.Requested.WithLabelValues("generic")) - requests; n != 4 {
-		t.Errorf("run requests %v, want 4", n)
+	// Two pushes of main, each to three automations, and the push of
+	// feature to the one tracking HEAD (the receiver does not look up the
+	// default branch); the other calls matched none.
+	if n := testutil.ToFloat64(hookMetrics.Requested.WithLabelValues("generic")) - requests; n != 7 {
+		t.Errorf("run requests %v, want 7", n)
 	}
 	// The webhook's status counts its calls: four accepted (two of them
 	// about nothing the automations follow), the wrong token refused.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -55,6 +56,9 @@ type ImageUpdateAutomationReconciler struct {
 	Automation *AutomationMetrics
 	// NoCrossNamespaceRefs refuses sourceRefs to other namespaces.
 	NoCrossNamespaceRefs bool
+	// ArgoCDNamespace is where Argo CD runs, which names override files
+	// and holds its repository Secrets (--argocd-namespace).
+	ArgoCDNamespace string
 	// JobHistoryLimit is how many finished UpdateJobs to keep per
 	// automation.
 	JobHistoryLimit int
@@ -125,8 +129,9 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		}
 		src := &metav1.PartialObjectMetadata{}
 		src.SetGroupVersionKind(gvk)
-		b = b.WatchesMetadata(src, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource(name)),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		// Labels matter to the automations selecting Applications.
+		changed := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
+		b = b.WatchesMetadata(src, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource(name)), builder.WithPredicates(changed))
 	}
 	return b.Complete(r.kind())
 }
@@ -287,6 +292,31 @@ func (r *ImageUpdateAutomationReconciler) automationsOfSource(kind string) handl
 		for _, a := range list.Items {
 			reqs = append(reqs, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
 		}
+		if kind == gitsource.ApplicationGVK.Kind {
+			reqs = append(reqs, r.automationsSelecting(ctx, o)...)
+		}
 		return reqs
 	}
+}
+
+// automationsSelecting are the automations of app's namespace whose
+// spec.applicationSelector matches it (an Application that stopped
+// matching is not seen: its automation drops it at its next interval).
+func (r *ImageUpdateAutomationReconciler) automationsSelecting(ctx context.Context, app client.Object) []ctrlreconcile.Request {
+	list := &imagev1.ImageUpdateAutomationList{}
+	if err := r.List(ctx, list, client.InNamespace(app.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for an Application change")
+		return nil
+	}
+	var reqs []ctrlreconcile.Request
+	for i := range list.Items {
+		a := &list.Items[i]
+		if a.Spec.ApplicationSelector == nil {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(a.Spec.ApplicationSelector); err == nil && sel.Matches(labels.Set(app.GetLabels())) {
+			reqs = append(reqs, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+		}
+	}
+	return reqs
 }

@@ -68,9 +68,11 @@ func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters
 		Commit:     *a.GitSpec.Commit.DeepCopy(),
 		Push:       a.GitSpec.Push.DeepCopy(),
 	}
-	if a.Update != nil {
+	spec.Update.Path = src.Path
+	if a.Update != nil && a.Update.Path != "" {
 		spec.Update.Path = a.Update.Path
 	}
+	spec.Update.ArgoCD = argoCDOverrides(a, src, setters)
 	if d := a.Discover; d != nil {
 		spec.Update.Discover = d.DiscoverSpec.DeepCopy()
 	}

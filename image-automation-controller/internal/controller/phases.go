@@ -162,6 +162,13 @@ func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope
 	ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
 	oid, err := git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
 	cancel()
+	if err != nil && len(src.Applications) > 0 && s.Obj.Spec.GitSpec.Checkout == nil {
+		// An Application's targetRevision may name a tag by its short
+		// name, which only the server tells from a branch.
+		if tagErr := r.notABranch(ctx, src); tagErr != nil {
+			return reconcile.Continue, tagErr
+		}
+	}
 	if err != nil {
 		reason := conditions.GitOperationFailedReason
 		if errors.Is(err, git.ErrAuthentication) {
@@ -173,6 +180,20 @@ func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope
 	}
 	s.State.head = git.FormatRevision(src.Ref.Branch, oid)
 	return reconcile.Continue, nil
+}
+
+// notABranch is the TargetRevisionNotBranch failure when the server has
+// the Application's targetRevision as a tag, nil otherwise.
+func (r *ImageUpdateAutomationReconciler) notABranch(ctx context.Context, src *source) error {
+	ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
+	defer cancel()
+	tag := "refs/tags/" + src.Ref.Branch
+	refs, err := git.ListRefs(ctx, src.Repository.URL, src.remote, tag)
+	if _, ok := refs[tag]; err != nil || !ok {
+		return nil
+	}
+	return conditions.Stallf(imagev1.TargetRevisionNotBranchReason,
+		"the targetRevision %q of %s is a tag: a write-back pushes to a branch", src.Ref.Branch, src.Describe)
 }
 
 // recordDecision runs the decision (decide) on what the phases read and

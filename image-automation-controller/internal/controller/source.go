@@ -18,9 +18,9 @@ import (
 // validateSpec checks what the spec alone decides, before anything is read:
 // the update strategy, the policy selector and the templates.
 func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
-	if u := obj.Spec.Update; u != nil && u.Strategy != imagev1.UpdateStrategySetters {
+	if u := obj.Spec.Update; u != nil && u.Strategy != imagev1.UpdateStrategySetters && u.Strategy != imagev1.UpdateStrategyArgoCD {
 		return nil, conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
-			"update strategy %q is not supported: the only strategy is Setters", u.Strategy)
+			"update strategy %q is not supported: the strategies are Setters and ArgoCD", u.Strategy)
 	}
 	sel, err := selection.Selector(obj)
 	if err != nil {
@@ -62,14 +62,20 @@ type source struct {
 func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (*source, error) {
 	// The GitRepository, unstructured, is read from the API server, not
 	// the cache.
-	src, err := gitsource.Resolve(ctx, r.Client, obj, gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs})
+	src, err := gitsource.Resolve(ctx, r.Client, obj, gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs, ArgoCDNamespace: r.ArgoCDNamespace})
 	if err != nil {
+		return nil, err
+	}
+	if err := checkArgoCD(obj, src); err != nil {
 		return nil, err
 	}
 	// Secrets are read past the cache, so the controller needs no
 	// cluster-wide list and watch of them.
 	auth, err := gitsource.Credentials(ctx, r.APIReader, obj, src)
 	if err != nil {
+		return nil, err
+	}
+	if err := src.ReadDefaultBranch(ctx, auth); err != nil {
 		return nil, err
 	}
 	return &source{Source: *src, remote: auth}, nil

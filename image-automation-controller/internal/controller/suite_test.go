@@ -47,9 +47,10 @@ func TestMain(m *testing.M) {
 	testenv.MainWith(m, &env, func(o *ctrl.Options) {
 		o.Cache.DefaultLabelSelector = notRestart
 	}, func(mgr ctrl.Manager) error {
-		// Flux's GitRepository kind, before the reconciler looks for it.
+		// Flux's GitRepository kind and Argo CD's Application (the copy
+		// of pkg/gitsource's tests), before the reconciler looks for them.
 		if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-			Paths: []string{"testdata/crds"}, ErrorIfPathMissing: true,
+			Paths: []string{"testdata/crds", "../../../pkg/gitsource/testdata/crds/argoproj.io_applications.yaml"}, ErrorIfPathMissing: true,
 		}); err != nil {
 			return err
 		}

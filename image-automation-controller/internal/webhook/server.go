@@ -136,8 +136,9 @@ func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
 // match returns the automations of the namespace, chosen by the selector,
 // whose repository the push names and whose checkout branch it moved.
 // Each automation's repository is resolved as its reconciler resolves it
-// (spec.git.repository, or the Flux GitRepository of spec.sourceRef, read
-// once per call however many automations share it); one that does not
+// (spec.git.repository, or the object of spec.sourceRef, read once per call
+// however many automations share it, or spec.applicationSelector's
+// Applications); one that does not
 // resolve is skipped, its own status says why.
 func (s *Server) match(ctx context.Context, namespace string, sel labels.Selector, p Push) ([]types.NamespacedName, error) {
 	want := map[string]bool{}
@@ -161,11 +162,13 @@ func (s *Server) match(ctx context.Context, namespace string, sel labels.Selecto
 		if err != nil {
 			continue
 		}
+		// An Argo CD Application tracking HEAD checks out the default
+		// branch, which the push does not name: any push may have moved it.
 		k, ok := gitsource.RepositoryKey(src.Repository.URL)
-		if !ok || !want[k] || !gitsource.BranchOnly(src.Ref) {
+		if !ok || !want[k] || !gitsource.BranchOnly(src.Ref) && !src.DefaultBranch {
 			continue
 		}
-		if p.Branch != "" && p.Branch != src.Ref.Branch {
+		if p.Branch != "" && src.Ref.Branch != "" && p.Branch != src.Ref.Branch {
 			continue
 		}
 		out = append(out, types.NamespacedName{Namespace: a.Namespace, Name: a.Name})

@@ -113,8 +113,8 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 		u.Images[s.Policy] = s.ImageRef
 	}
 	if c := spec.Update.Container; c != nil {
-		if len(u.Images) > 0 || spec.Update.Discover != nil {
-			return writeback.Invalidf("update.container runs instead of the setters: update.setters and update.discover cannot be set with it")
+		if len(u.Images) > 0 || spec.Update.Discover != nil || len(spec.Update.ArgoCD) > 0 {
+			return writeback.Invalidf("update.container runs instead of the setters: update.setters, update.discover and update.argoCD cannot be set with it")
 		}
 		u.Images, u.Container = nil, &writeback.Container{Image: c.Image}
 		return nil
@@ -128,6 +128,14 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 		u.Discover = &writeback.Discover{Include: d.Include, Exclude: d.Exclude, WriteMarkers: d.WriteMarkers}
 	} else if len(u.Images) == 0 {
 		return writeback.Invalidf("update.setters is empty")
+	}
+	for _, o := range spec.Update.ArgoCD {
+		w := writeback.ArgoCDOverride{File: o.File, Type: o.Type}
+		for _, img := range o.Images {
+			w.Images = append(w.Images, writeback.ArgoCDImage{Policy: img.Policy, KustomizeName: img.KustomizeName,
+				HelmName: img.HelmImageName, HelmTag: img.HelmImageTag, HelmSpec: img.HelmImageSpec})
+		}
+		u.ArgoCD = append(u.ArgoCD, w)
 	}
 	return nil
 }

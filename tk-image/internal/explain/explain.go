@@ -429,6 +429,27 @@ type sourceFacts struct {
 	HeadError string `json:"headError,omitempty"`
 	// ObservedRevision is the head the last run saw.
 	ObservedRevision string `json:"observedRevision,omitempty"`
+	// Applications are the Argo CD Applications the automation writes
+	// (spec.sourceRef or spec.applicationSelector).
+	Applications []applicationFacts `json:"applications,omitempty"`
+}
+
+// applicationFacts is an Argo CD Application an automation writes.
+type applicationFacts struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// Sources are its written git sources.
+	Sources []applicationSource `json:"sources"`
+	// Images are what Argo CD reports it runs (status.summary.images).
+	Images []string `json:"images,omitempty"`
+}
+
+type applicationSource struct {
+	Index int    `json:"index"`
+	Path  string `json:"path"`
+	Type  string `json:"type,omitempty"`
+	// OverrideFile is where strategy ArgoCD writes its images.
+	OverrideFile string `json:"overrideFile,omitempty"`
 }
 
 type automationPolicy struct {
@@ -655,12 +676,26 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 	if src != nil {
 		f.Describe = src.Describe
 		f.URL, f.Ref = git.Redact(src.Repository.URL), gitsource.DescribeRef(src.Ref)
+		if f.UpdatePath == "" {
+			f.UpdatePath = src.Path
+		}
+		for _, app := range src.Applications {
+			af := applicationFacts{Name: app.Name, Namespace: app.Namespace, Images: app.Images}
+			for _, s := range app.Written {
+				as := applicationSource{Index: s.Index, Path: s.Path, Type: s.Type}
+				if u := a.Spec.Update; u != nil && u.Strategy == imagev1.UpdateStrategyArgoCD {
+					as.OverrideFile = app.OverrideFile(app.ArgoNamespace, s)
+				}
+				af.Sources = append(af.Sources, as)
+			}
+			f.Applications = append(f.Applications, af)
+		}
 	}
 	if err != nil {
 		f.HeadError = err.Error()
 		return f
 	}
-	if !gitsource.BranchOnly(src.Ref) {
+	if !gitsource.BranchOnly(src.Ref) && !src.DefaultBranch {
 		f.HeadError = "not listed: the checkout ref is not just a branch, so the automation does not compare heads"
 		return f
 	}
@@ -685,6 +720,14 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 		}
 		f.HeadError = "credentials: " + err.Error()
 		return f
+	}
+	if err := src.ReadDefaultBranch(ctx, auth); err != nil {
+		f.HeadError = err.Error()
+		return f
+	}
+	f.Ref = gitsource.DescribeRef(src.Ref) + " (targetRevision HEAD)"
+	if !src.DefaultBranch {
+		f.Ref = gitsource.DescribeRef(src.Ref)
 	}
 	timeout := defaultHeadTimeout
 	if t := src.Repository.Timeout; t != nil && t.Duration > 0 {
@@ -911,6 +954,16 @@ func writeSource(w io.Writer, s sourceFacts) {
 		fmt.Fprintf(w, "  Checkout:\t%s\n", s.Ref)
 	}
 	fmt.Fprintf(w, "  Update path:\t%s\n", orText(s.UpdatePath, "the repository root"))
+	for _, app := range s.Applications {
+		fmt.Fprintf(w, "  Application:\t%s/%s, running %s\n", app.Namespace, app.Name, orText(strings.Join(app.Images, ", "), "no images reported yet"))
+		for _, src := range app.Sources {
+			fmt.Fprintf(w, "    Source %d:\t%s, %s", src.Index, orText(src.Path, "the repository root"), orText(src.Type, "not rendered by Argo CD yet"))
+			if src.OverrideFile != "" {
+				fmt.Fprintf(w, ", images written to %s", src.OverrideFile)
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	if s.Head != "" {
 		fmt.Fprintf(w, "  Branch head:\t%s (listed now)\n", s.Head)
 	} else {

@@ -117,7 +117,15 @@ func TestTextIsAsRecorded(t *testing.T) {
 		Source:   sourceFacts{Describe: "GitRepository default/quiet", Head: "main@sha1:aaaa", ObservedRevision: "main@sha1:aaaa"},
 		Schedule: &scheduleFacts{Open: true, End: ts("2026-11-21T06:00:00Z")}, LastPushCommit: "dddd"}
 
+	argo := &AutomationExplanation{Automation: "argocd/shop",
+		Source: sourceFacts{Describe: "Application argocd/shop", URL: "https://git.example/acme/apps.git", Ref: "branch main", UpdatePath: "shop",
+			Head: "main@sha1:aaaa", ObservedRevision: "main@sha1:aaaa", Applications: []applicationFacts{{Name: "shop", Namespace: "argocd",
+				Images: []string{"ghcr.io/acme/web:1.1.0"}, Sources: []applicationSource{
+					{Index: 1, Path: "shop/base", Type: "Kustomize", OverrideFile: "shop/base/.argocd-source-shop.yaml"},
+					{Index: 2, Path: "shop/chart"}}}}}}
+
 	for name, e := range map[string]Explanation{
+		"automation-argocd":   argo,
 		"policy-semver":       policy(imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}, filter),
 		"policy-alphabetical": policy(imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: "desc"}}, &imagev1.TagFilter{Pattern: "^main-"}),
 		"policy-numerical":    stale,

@@ -221,9 +221,12 @@ func (m *Migration) document(loc docLocation, text []byte, j []byte) {
 			}
 			itemLoc := loc
 			itemLoc.item = i + 1
-			if isObj && isFluxImage(itemObj) {
+			switch {
+			case isObj && isFluxImage(itemObj):
 				m.convert(itemLoc, itemObj)
-			} else {
+			case isObj && isImageUpdaterConfig(itemObj):
+				m.convertImageUpdater(itemLoc, nil, item, itemObj)
+			default:
 				m.passThrough(nil, item, itemObj)
 			}
 		}
@@ -231,6 +234,10 @@ func (m *Migration) document(loc docLocation, text []byte, j []byte) {
 	}
 	if obj != nil && isFluxImage(obj) {
 		m.convert(loc, obj)
+		return
+	}
+	if obj != nil && isImageUpdaterConfig(obj) {
+		m.convertImageUpdater(loc, text, json.RawMessage(j), obj)
 		return
 	}
 	if text != nil {
@@ -254,7 +261,7 @@ func fluxListItems(obj map[string]any) ([]any, bool) {
 		return items, true
 	}
 	for _, it := range items {
-		if o, ok := it.(map[string]any); ok && isFluxImage(o) {
+		if o, ok := it.(map[string]any); ok && (isFluxImage(o) || isImageUpdaterConfig(o)) {
 			return items, true
 		}
 	}
@@ -274,28 +281,70 @@ func (m *Migration) passThrough(text []byte, value any, obj map[string]any) {
 	m.docs = append(m.docs, migratedDoc{text: text, value: value})
 }
 
+// reported prints a conversion's warnings and problems, and says whether
+// it converted (no problems).
+func (m *Migration) reported(loc docLocation, c *fluxObject) bool {
+	for _, w := range c.warnings {
+		fmt.Fprintf(m.stderr, "warning: %s: %s\n", c.label, w)
+	}
+	if len(c.problems) == 0 {
+		return true
+	}
+	m.failed++
+	for _, p := range c.problems {
+		m.report(loc, "%s: %s", c.label, p)
+	}
+	return false
+}
+
 // convert converts one Flux object and records it, or reports why it
 // cannot be converted.
 func (m *Migration) convert(loc docLocation, obj map[string]any) {
 	out, c := convertFluxObject(obj)
-	for _, w := range c.warnings {
-		fmt.Fprintf(m.stderr, "warning: %s: %s\n", c.label, w)
-	}
-	if len(c.problems) > 0 {
-		m.failed++
-		for _, p := range c.problems {
-			m.report(loc, "%s: %s", c.label, p)
-		}
+	if !m.reported(loc, c) {
 		return
 	}
-	key := c.kind + " " + c.namespace + "/" + c.name
+	m.record(loc, c.label, out)
+}
+
+// record writes a converted object, warning (on label, what it was made
+// from) when an object of the same kind and name was written before.
+func (m *Migration) record(loc docLocation, label string, out map[string]any) {
+	md, _ := out["metadata"].(map[string]any)
+	ns, _ := md["namespace"].(string)
+	name, _ := md["name"].(string)
+	key := fmt.Sprint(out["kind"], " ", ns, "/", name)
 	if first, ok := m.seen[key]; ok {
-		fmt.Fprintf(m.stderr, "warning: %s: defined twice, in %s and in %s; both are written\n", c.label, first, loc)
+		what := "defined twice"
+		if key != label { // made from another object
+			what = key + " " + what
+		}
+		fmt.Fprintf(m.stderr, "warning: %s: %s, in %s and in %s; both are written\n", label, what, first, loc)
 	} else {
 		m.seen[key] = loc.String()
 	}
 	m.converted++
 	m.docs = append(m.docs, migratedDoc{value: out})
+}
+
+// convertImageUpdater converts argocd-image-updater's configuration: an
+// ImageUpdater is replaced by our objects; an annotated Application stays
+// (passed through as written, text or value), followed by them.
+func (m *Migration) convertImageUpdater(loc docLocation, text []byte, value any, obj map[string]any) {
+	out, c := convertImageUpdaterObject(obj)
+	if !m.reported(loc, c) {
+		return
+	}
+	if c.kind == "Application" {
+		if text != nil {
+			m.passThrough(text, nil, obj)
+		} else {
+			m.passThrough(nil, value, obj)
+		}
+	}
+	for _, o := range out {
+		m.record(loc, c.label, o)
+	}
 }
 
 // Write prints the documents as multi-document YAML or a JSON List.

@@ -64,8 +64,12 @@ const (
 	// InvalidPolicySelectorReason: spec.policySelector is not a valid label
 	// selector.
 	InvalidPolicySelectorReason = "InvalidPolicySelector"
-	// UnsupportedUpdateStrategyReason: spec.update.strategy is not Setters.
+	// UnsupportedUpdateStrategyReason: spec.update.strategy is not Setters
+	// or ArgoCD, or ArgoCD without an Application source.
 	UnsupportedUpdateStrategyReason = "UnsupportedUpdateStrategy"
+	// TargetRevisionNotBranchReason: the Application's targetRevision is a
+	// tag, a semver range or a commit, which a write-back cannot push to.
+	TargetRevisionNotBranchReason = "TargetRevisionNotBranch"
 	// SourceNotFoundReason: the GitRepository of spec.sourceRef, or its
 	// kind, does not exist.
 	SourceNotFoundReason = "SourceNotFound"

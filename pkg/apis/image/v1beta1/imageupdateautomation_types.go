@@ -13,13 +13,22 @@ const ImageUpdateAutomationKind = "ImageUpdateAutomation"
 
 // ImageUpdateAutomationSpec says which git repository to keep up to date with
 // which image policies.
-// +kubebuilder:validation:XValidation:rule="has(self.sourceRef) != has(self.git.repository)",message="exactly one of spec.sourceRef and spec.git.repository must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.sourceRef), has(self.git.repository), has(self.applicationSelector)].filter(x, x).size() == 1",message="exactly one of spec.sourceRef, spec.git.repository and spec.applicationSelector must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.git.repository) || has(self.git.checkout)",message="spec.git.checkout is required with spec.git.repository"
 type ImageUpdateAutomationSpec struct {
 	// SourceRef names a Flux GitRepository (source.toolkit.fluxcd.io) whose
-	// URL, credentials and ref are used.
+	// URL, credentials and ref are used, or an Argo CD Application
+	// (argoproj.io) whose source's repository, targetRevision (a branch)
+	// and path are, with the credentials of Argo CD's repository Secrets.
 	// +optional
 	SourceRef *CrossNamespaceSourceReference `json:"sourceRef,omitempty"`
+
+	// ApplicationSelector selects Argo CD Applications in the automation's
+	// namespace, as argocd-image-updater's ImageUpdater does: each is a
+	// source as spec.sourceRef would name it, and one job writes them all.
+	// They must share one repository and branch.
+	// +optional
+	ApplicationSelector *metav1.LabelSelector `json:"applicationSelector,omitempty"`
 
 	// GitSpec says where and how to write.
 	// +required
@@ -186,12 +195,13 @@ type UpdateWindow struct {
 // CrossNamespaceSourceReference names a source object, possibly in another
 // namespace.
 type CrossNamespaceSourceReference struct {
-	// APIVersion of the referent, e.g. source.toolkit.fluxcd.io/v1.
+	// APIVersion of the referent, e.g. source.toolkit.fluxcd.io/v1 or
+	// argoproj.io/v1alpha1.
 	// +optional
 	APIVersion string `json:"apiVersion,omitempty"`
 
 	// Kind of the referent.
-	// +kubebuilder:validation:Enum=GitRepository
+	// +kubebuilder:validation:Enum=GitRepository;Application
 	// +kubebuilder:default=GitRepository
 	// +optional
 	Kind string `json:"kind,omitempty"`
@@ -229,11 +239,20 @@ type GitSpec struct {
 }
 
 // UpdateStrategyName names an update strategy.
-// +kubebuilder:validation:Enum=Setters
+// +kubebuilder:validation:Enum=Setters;ArgoCD
 type UpdateStrategyName string
 
-// UpdateStrategySetters updates the values marked with $imagepolicy comments.
-const UpdateStrategySetters UpdateStrategyName = "Setters"
+const (
+	// UpdateStrategySetters updates the values marked with $imagepolicy
+	// comments (and, with spec.discover, the discovered images).
+	UpdateStrategySetters UpdateStrategyName = "Setters"
+	// UpdateStrategyArgoCD writes the images the Application of
+	// spec.sourceRef runs into Argo CD's parameter override file,
+	// .argocd-source-<app>.yaml beside each source's path, as
+	// argocd-image-updater's git write-back does; markers in the path are
+	// set as with Setters.
+	UpdateStrategyArgoCD UpdateStrategyName = "ArgoCD"
+)
 
 // UpdateStrategy says which files to update, and how.
 type UpdateStrategy struct {
@@ -247,6 +266,67 @@ type UpdateStrategy struct {
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(s, s == '..')",message="path must be relative and stay inside the repository"
 	// +optional
 	Path string `json:"path,omitempty"`
+
+	// ArgoCD says, for strategy ArgoCD, how the override file names each
+	// policy's image.
+	// +optional
+	ArgoCD *ArgoCDUpdate `json:"argoCD,omitempty"`
+}
+
+// ArgoCDUpdate is how strategy ArgoCD writes the override file. A selected
+// policy is written for an Application when the Application runs its
+// image (status.summary.images), or always when listed with force.
+type ArgoCDUpdate struct {
+	// Images name the override entries of policies; a policy not listed
+	// gets the defaults (the image's own name for Kustomize,
+	// image.repository and image.tag for Helm).
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=map
+	// +listMapKey=policy
+	// +optional
+	Images []ArgoCDImage `json:"images,omitempty"`
+}
+
+// ArgoCDImage is where the override file holds one policy's image, as
+// argocd-image-updater's <alias>.kustomize.image-name and
+// <alias>.helm.image-name, image-tag and image-spec say.
+type ArgoCDImage struct {
+	// Policy is the ImagePolicy's name, in the automation's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Policy string `json:"policy"`
+
+	// KustomizeName is the image name the manifests use, which
+	// kustomize.images matches (then renamed to the policy's image); by
+	// default the name the Application reports running, else the policy's.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	KustomizeName string `json:"kustomizeName,omitempty"`
+
+	// HelmImageName is the Helm parameter of the image's name;
+	// image.repository when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	HelmImageName string `json:"helmImageName,omitempty"`
+
+	// HelmImageTag is the Helm parameter of the tag (tag@digest with a
+	// digest); image.tag when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	HelmImageTag string `json:"helmImageTag,omitempty"`
+
+	// HelmImageSpec, instead of the two, is one Helm parameter for the
+	// whole reference (name:tag).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	HelmImageSpec string `json:"helmImageSpec,omitempty"`
+
+	// Force writes the image for every Application of the automation,
+	// whether or not Argo CD reports it running the image (as
+	// argocd-image-updater's force-update).
+	// +optional
+	Force bool `json:"force,omitempty"`
 }
 
 // ImageUpdateAutomationStatus is the observed state of an ImageUpdateAutomation.

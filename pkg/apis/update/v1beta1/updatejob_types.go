@@ -90,6 +90,59 @@ type UpdateSpec struct {
 	// ServiceAccount token. See docs/container-mode.md.
 	// +optional
 	Container *UpdateContainer `json:"container,omitempty"`
+
+	// ArgoCD are Argo CD parameter override files to write the setters'
+	// images into, each under Path.
+	// +kubebuilder:validation:MaxItems=1000
+	// +listType=map
+	// +listMapKey=file
+	// +optional
+	ArgoCD []ArgoCDOverride `json:"argoCD,omitempty"`
+}
+
+// ArgoCDOverride is one Argo CD parameter override file
+// (.argocd-source-<app>.yaml) and the images to write into it; what else it
+// holds is kept.
+type ArgoCDOverride struct {
+	// File is the file's path in the repository, under Path (the job
+	// refuses a path that is not clean and relative before any fetch).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +required
+	File string `json:"file"`
+
+	// Type is how Argo CD renders the source: Kustomize (kustomize.images)
+	// or Helm (helm.parameters).
+	// +kubebuilder:validation:Enum=Kustomize;Helm
+	// +required
+	Type string `json:"type"`
+
+	// Images are the setters to write, and where.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +required
+	Images []ArgoCDOverrideImage `json:"images"`
+}
+
+// ArgoCDOverrideImage is one setter's image in an override file.
+type ArgoCDOverrideImage struct {
+	// Policy is the setter's key (NAMESPACE:NAME) whose image is written.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Policy string `json:"policy"`
+	// KustomizeName is the kustomize.images name to match; the image's
+	// name when empty.
+	// +optional
+	KustomizeName string `json:"kustomizeName,omitempty"`
+	// HelmImageName, HelmImageTag and HelmImageSpec are the Helm
+	// parameters (image.repository and image.tag when all are empty).
+	// +optional
+	HelmImageName string `json:"helmImageName,omitempty"`
+	// +optional
+	HelmImageTag string `json:"helmImageTag,omitempty"`
+	// +optional
+	HelmImageSpec string `json:"helmImageSpec,omitempty"`
 }
 
 // UpdateContainer is the container of a container-mode job.
