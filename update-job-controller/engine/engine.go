@@ -96,6 +96,9 @@ type Push struct {
 	// PullRequest is set for a pull request's head branch (or closing):
 	// that branch is the run's own and rewritten by every run.
 	PullRequest bool
+	// Plans are, in a RunGroup, the indexes of the plans whose changes
+	// the commit carries.
+	Plans []int
 }
 
 // EventKind says what an Event reports.
@@ -149,6 +152,9 @@ type run struct {
 	*Engine
 	plan   writeback.Plan
 	mirror *mirror.Mirror
+	// pushPlans are the indexes of a group's plans whose changes the
+	// commit carries (RunGroup).
+	pushPlans []int
 	forge  forge.Client
 	res    Result
 }

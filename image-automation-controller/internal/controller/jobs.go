@@ -164,8 +164,11 @@ func sameTarget(a, b *updatev1.UpdateJobSpec) bool {
 // Automations that overlap (they select the same ImagePolicy and push to
 // the same branch of the same repository, perhaps the same files) take
 // turns: while another automation's job that sets
-// one of this run's policies is in flight, no job is made and the error is
-// a *policyBusyError. Each job takes its policies' values when it is made,
+// one of this run's policies to another value is in flight, no job is made
+// and the error is a *policyBusyError. Jobs that set a shared policy to the
+// same value cannot set a file back and forth, so they are made at once,
+// and the update-job-controller runs them as one commit (a monorepo's
+// automations following one base image). Each job takes its policies' values when it is made,
 // and a policy's value only rises (never a downgrade), so jobs of one
 // policy that run one after the other write rising values. Run at once, a
 // job made for an older value could push after one made for a newer
@@ -214,7 +217,8 @@ type turn struct {
 	// own is the automation's job in flight: the run is that job.
 	own *updatev1.UpdateJob
 	// busy names another automation's job in flight that sets one of the
-	// run's policies on the same branch: the run waits for it.
+	// run's policies to another value on the same branch: the run waits
+	// for it.
 	busy *policyBusyError
 	// run is the highest run number of the automation's jobs; taken are
 	// the names of the namespace's jobs.
@@ -225,9 +229,9 @@ type turn struct {
 // takeTurn reads the namespace's jobs for a run of the automation uid that
 // would make spec.
 func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.UpdateJob) turn {
-	mine := map[string]bool{}
+	mine := map[string]meta.ImageRef{}
 	for _, s := range spec.Update.Setters {
-		mine[s.Policy] = true
+		mine[s.Policy] = s.ImageRef
 	}
 	t := turn{taken: map[string]bool{}}
 	for i := range jobs {
@@ -242,7 +246,7 @@ func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.Updat
 			t.run = max(t.run, runOf(j))
 		case t.busy == nil && owner != "" && !j.Status.Phase.Finished() && sameTarget(&j.Spec, spec):
 			for _, s := range j.Spec.Update.Setters {
-				if mine[s.Policy] {
+				if ref, ok := mine[s.Policy]; ok && ref != s.ImageRef {
 					t.busy = &policyBusyError{job: j.Name, automation: metav1.GetControllerOf(j).Name, policy: s.Policy}
 					break
 				}
