@@ -155,8 +155,8 @@ type run struct {
 	// pushPlans are the indexes of a group's plans whose changes the
 	// commit carries (RunGroup).
 	pushPlans []int
-	forge  forge.Client
-	res    Result
+	forge     forge.Client
+	res       Result
 }
 
 // Run carries out the plan. Result says what was done, also when err is
