@@ -1,16 +1,22 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // groupJob is a job of automation app-N setting base to tag on main.
@@ -165,5 +171,81 @@ func TestGroupsWakeWaitersAtTheEnd(t *testing.T) {
 	slices.Sort(woken)
 	if !slices.Equal(woken, []string{"app-1", "app-2"}) || g.isRunning(member.UID) || g.waitIfBusy("k", nn("app-3")) {
 		t.Errorf("after the end: woken %v, member running %v", woken, g.isRunning(member.UID))
+	}
+}
+
+// Jobs for one branch that are ready at once become one commit: ten jobs,
+// each its own path, made at once, land in at most two commits (the first
+// job may start before the others exist; what arrives while it runs is the
+// next group). Each job's status names the commit that carries its
+// change, and says how many jobs it carries; a job whose path is missing
+// fails alone.
+func TestJobsOfOneBranchShareACommit(t *testing.T) {
+	ctx := context.Background()
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	files := map[string]string{"README.md": "mono\n"}
+	const n = 10
+	for i := range n {
+		files[fmt.Sprintf("apps/app-%d/deploy.yaml", i)] = deployment
+	}
+	srv.CreateRepo(t, "mono", files)
+	before := head(t, srv, "mono", "main")
+	var made []*updatev1.UpdateJob
+	for i := range n + 1 {
+		name := fmt.Sprintf("app-%d", i)
+		j := newJob(ns, name, srv.RepoURL("mono"), func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Path = "apps/" + name
+			j.Spec.BackoffLimit = ptr.To[int32](0)
+		})
+		if i == n {
+			j.Name, j.Spec.Update.Path = "gone", "apps/gone"
+		}
+		create(t, j)
+		made = append(made, j)
+	}
+	commits := map[string]int{}
+	for _, j := range made[:n] {
+		got := waitFinished(t, j)
+		if got.Status.Phase != updatev1.UpdateJobSucceeded || got.Status.PushedCommit == "" {
+			t.Fatalf("%s: %s %+v", j.Name, got.Status.Phase, got.Status.Conditions)
+		}
+		commits[got.Status.PushedCommit]++
+	}
+	if got := waitFinished(t, made[n]); got.Status.Phase != updatev1.UpdateJobFailed ||
+		!strings.Contains(conditions.Get(got, conditions.ReadyCondition).Message, "does not exist") {
+		t.Errorf("gone: %s %+v, want its own failure", got.Status.Phase, got.Status.Conditions)
+	}
+	if len(commits) > 2 {
+		t.Errorf("%d commits for %d jobs, want at most 2: %v", len(commits), n, commits)
+	}
+	if c := commitsBy(t, srv, "mono", "main", "bot@example.com"); c != len(commits) {
+		t.Errorf("%d commits of the bot on main, the jobs name %d", c, len(commits))
+	}
+	log := testgit.Git(t, srv.BarePath("mono"), "log", "--format=%H", before+"..main")
+	for c, carried := range commits {
+		if !strings.Contains(log, c) {
+			t.Errorf("commit %s is not on main", c)
+		}
+		if carried > 1 {
+			msg := testgit.Git(t, srv.BarePath("mono"), "log", "-1", "--format=%B", c)
+			if !strings.HasPrefix(msg, fmt.Sprintf("Update images of %d automations on main\n", carried)) ||
+				strings.Count(msg, "-> ghcr.io/stefanprodan/podinfo:6.5.0") != carried {
+				t.Errorf("commit %s carries %d jobs; its message:\n%s", c, carried, msg)
+			}
+		}
+	}
+	for _, j := range made[:n] {
+		got := &updatev1.UpdateJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), got); err != nil {
+			t.Fatal(err)
+		}
+		msg := conditions.Get(got, conditions.ReadyCondition).Message
+		if carried := commits[got.Status.PushedCommit]; carried > 1 && !strings.Contains(msg, fmt.Sprintf("one commit for %d UpdateJobs", carried)) {
+			t.Errorf("%s: Ready says %q, want the %d jobs the commit carries", j.Name, msg, carried)
+		}
+		if b := testgit.Git(t, srv.BarePath("mono"), "show", "main:apps/"+j.Name+"/deploy.yaml"); !strings.Contains(b, "podinfo:6.5.0") {
+			t.Errorf("%s not updated", j.Name)
+		}
 	}
 }
