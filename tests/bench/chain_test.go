@@ -41,19 +41,8 @@ func runChain(b *testing.B, runs, files, markers int) {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	env, err := chain.Start(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			b.Error(err)
-		}
-	}()
+	env, root, stop := startChain(ctx, b)
+	defer stop()
 	if files > 0 {
 		if err := env.Grow(files, markers); err != nil {
 			b.Fatal(err)
@@ -107,4 +96,22 @@ func runChain(b *testing.B, runs, files, markers int) {
 	b.ReportMetric(rank(0.50).Seconds(), "p50-s")
 	b.ReportMetric(rank(0.95).Seconds(), "p95-s")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+}
+
+// startChain starts the chain with podinfo 6.3.0 and returns it with the
+// repository's root and what stops it (before ctx is cancelled).
+func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := chain.Start(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return env, root, func() {
+		if err := env.Stop(); err != nil {
+			b.Error(err)
+		}
+	}
 }

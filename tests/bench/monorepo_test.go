@@ -14,7 +14,6 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
@@ -54,19 +53,8 @@ func runMonorepo(b *testing.B, n int) {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	env, err := chain.Start(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			b.Error(err)
-		}
-	}()
+	env, root, stop := startChain(ctx, b)
+	defer stop()
 	files := map[string]string{}
 	for i := range n {
 		files[fmt.Sprintf("apps/app-%04d/deploy.yaml", i)] = fmt.Sprintf(monorepoApp, env.RegistryHost, chain.Image, i)

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
-	"time"
 
 	git2go "github.com/libgit2/git2go/v34"
 
@@ -102,13 +100,8 @@ func (g *group) rounds(ctx context.Context) error {
 		}
 		err = g.push(ctx, commit)
 		if errors.Is(err, mirror.ErrNonFastForward) && round < g.settings.PushRetries {
-			g.res.Retries++
-			g.event(Event{Kind: EventPushRetry, Round: round + 1})
-			pause := time.Duration(50+rand.IntN(200*(round+1))) * time.Millisecond
-			select {
-			case <-ctx.Done():
-				return gitError(ctx.Err())
-			case <-time.After(pause):
+			if err := g.retryAfterRace(ctx, round); err != nil {
+				return err
 			}
 			continue
 		}

@@ -141,30 +141,17 @@ func (r *UpdateJobReconciler) claimMembers(ctx context.Context, leader string, g
 // returned stop is called. A member whose claim is lost is left to the
 // runner that took it.
 func (g *jobGroup) heartbeatMembers(ctx context.Context, interval time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(max(interval, time.Second))
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			forEach(g.members, func(m *member) {
-				err := m.run.claim.update(ctx, func(job *updatev1.UpdateJob) {
-					job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
-				})
-				if err != nil && !errors.Is(err, errClaimLost) && ctx.Err() == nil {
-					ctrl.LoggerFrom(ctx).Error(err, "renewing the heartbeat of a member of the group", "job", m.job.Name)
-				}
+	return every(ctx, interval, func() bool {
+		forEach(g.members, func(m *member) {
+			err := m.run.claim.update(ctx, func(job *updatev1.UpdateJob) {
+				job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
 			})
-		}
+			if err != nil && !errors.Is(err, errClaimLost) && ctx.Err() == nil {
+				ctrl.LoggerFrom(ctx).Error(err, "renewing the heartbeat of a member of the group", "job", m.job.Name)
+			}
+		})
+		return true
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 // attemptGroup runs the leader's plan and its members' as one commit
