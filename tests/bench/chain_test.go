@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -99,13 +100,17 @@ func runChain(b *testing.B, runs, files, markers int) {
 }
 
 // startChain starts the chain with podinfo 6.3.0 and returns it with the
-// repository's root and what stops it (before ctx is cancelled).
+// repository's root and what stops it (before ctx is cancelled). The
+// controllers run with their default flags, and with those in
+// $BENCH_CONTROLLER_ARGS (space-separated) added, to find what bounds a
+// figure; a figure names them.
 func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}
-	env, err := chain.Start(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {})
+	env, err := chain.StartWith(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {},
+		chain.Options{ControllerArgs: strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS"))})
 	if err != nil {
 		b.Fatal(err)
 	}
