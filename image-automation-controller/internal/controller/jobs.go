@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -217,11 +218,21 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		return nil, false, err
 	}
 	made, existed, err := r.create(ctx, obj, job)
+	if errors.Is(err, errNameTaken) {
+		// Another automation's job has the name (names are cut to fit,
+		// and only the jobs weighed are known to be taken): the next one.
+		t.taken[job.Name] = true
+		job.Name = newJob(obj, spec, inputs, t, times).Name
+		made, existed, err = r.create(ctx, obj, job)
+	}
 	if err == nil && !existed {
 		r.recent.add(made)
 	}
 	return made, existed, err
 }
+
+// errNameTaken: a job of that name exists and is not the automation's.
+var errNameTaken = errors.New("exists and is not an unfinished job of this automation")
 
 // jobTargetIndex indexes the unfinished UpdateJobs of automations by
 // where they push (pushTarget).
@@ -417,7 +428,7 @@ func (r *ImageUpdateAutomationReconciler) create(ctx context.Context, obj *image
 		if ownerUID(existing) == string(obj.UID) && !existing.Status.Phase.Finished() {
 			return existing, true, nil
 		}
-		return nil, false, fmt.Errorf("UpdateJob %s exists and is not an unfinished job of this automation", job.Name)
+		return nil, false, fmt.Errorf("UpdateJob %s %w", job.Name, errNameTaken)
 	}
 	if err != nil {
 		return nil, false, err
