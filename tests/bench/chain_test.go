@@ -49,13 +49,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 			b.Fatal(err)
 		}
 	}
-	samples, err := env.Samples(root)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := env.Apply(ctx, samples); err != nil {
-		b.Fatal(err)
-	}
+	applySamples(ctx, b, env, root)
 	// Wait until the automation has settled on 6.3.0 (nothing to do).
 	iua := &imagev1.ImageUpdateAutomation{}
 	iua.Name, iua.Namespace = "fleet", "default"
@@ -118,5 +112,16 @@ func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) 
 		if err := env.Stop(); err != nil {
 			b.Error(err)
 		}
+	}
+}
+
+// applySamples applies the charts' samples to the chain.
+func applySamples(ctx context.Context, b *testing.B, env *chain.Env, root string) {
+	samples, err := env.Samples(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := env.Apply(ctx, samples); err != nil {
+		b.Fatal(err)
 	}
 }

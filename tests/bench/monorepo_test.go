@@ -62,13 +62,7 @@ func runMonorepo(b *testing.B, n int) {
 	if _, err := env.Commit(files, fmt.Sprintf("%d apps at 6.3.0", n)); err != nil {
 		b.Fatal(err)
 	}
-	samples, err := env.Samples(root)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := env.Apply(ctx, samples); err != nil {
-		b.Fatal(err)
-	}
+	applySamples(ctx, b, env, root)
 	c := env.Cluster.Client
 	fleet := &imagev1.ImageUpdateAutomation{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "fleet"}, fleet); err != nil {
