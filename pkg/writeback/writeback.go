@@ -172,6 +172,31 @@ type PullRequest struct {
 	AutoMerge string
 }
 
+// GroupKey says which plans can share one commit: those with the same
+// key fetch the same repository, check out the same revision, push to the
+// same refs and commit as the same author, so one checkout, one commit and
+// one push can carry all their changes (the engine's RunGroup). What each
+// keeps its own (path, images, discovery, message template, Resume) is not
+// in the key. A pull request proposes on a branch of its own, and a
+// container's commit is its whole tree: neither shares, and their key is
+// empty.
+func (p *Plan) GroupKey() string {
+	t := p.Target
+	if t.PullRequest != nil || p.Update.Container != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range []string{p.Repository, p.Timeout.String(),
+		p.Checkout.Branch, p.Checkout.Tag, p.Checkout.SemVer, p.Checkout.Name, p.Checkout.Commit,
+		t.Branch, fmt.Sprint(t.Force), p.Commit.AuthorName, p.Commit.AuthorEmail} {
+		fmt.Fprintf(&b, "%q ", s)
+	}
+	for _, e := range t.Extra {
+		fmt.Fprintf(&b, "%q %t ", e.Dst, e.Force)
+	}
+	return b.String()
+}
+
 // Refs are the refs a run of the plan sets, in push order: the branch,
 // then Extra; for a pull request its head branch when known.
 func (t Target) Refs() []string {

@@ -177,3 +177,43 @@ func TestPushTargetFollowsFluxsPushSpec(t *testing.T) {
 		}
 	}
 }
+
+// Plans share a GroupKey when one checkout, commit and push can carry them
+// all: what each keeps its own (path, images, message) is not in it; a
+// pull request or a container shares nothing.
+func TestGroupKey(t *testing.T) {
+	base := func() Plan {
+		return Plan{Repository: "https://git.example.com/org/mono.git", Checkout: Ref{Branch: "main"},
+			Target: Target{Branch: "main"}, Commit: Commit{AuthorName: "bot", AuthorEmail: "bot@example.com"}}
+	}
+	key := base()
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Plan)
+		same   bool
+	}{
+		{"another path, images, template and automation", func(p *Plan) {
+			p.Path, p.Commit.MessageTemplate, p.Commit.Automation = "apps/a", "x", Object{Namespace: "n", Name: "a"}
+		}, true},
+		{"another resume", func(p *Plan) { p.Resume = "abc" }, true},
+		{"another repository", func(p *Plan) { p.Repository = "https://git.example.com/org/other.git" }, false},
+		{"another checkout", func(p *Plan) { p.Checkout.Branch = "dev" }, false},
+		{"another push branch", func(p *Plan) { p.Target.Branch = "auto" }, false},
+		{"forced", func(p *Plan) { p.Target.Force = true }, false},
+		{"an extra ref", func(p *Plan) { p.Target.Extra = []RefUpdate{{Dst: "refs/heads/x"}} }, false},
+		{"another author", func(p *Plan) { p.Commit.AuthorEmail = "me@example.com" }, false},
+	} {
+		p := base()
+		tc.mutate(&p)
+		if got := p.GroupKey() == key.GroupKey(); got != tc.same {
+			t.Errorf("%s: same key %v, want %v", tc.name, got, tc.same)
+		}
+	}
+	pr := base()
+	pr.Target = Target{PullRequest: &PullRequest{Base: "main"}}
+	container := base()
+	container.Update.Container = &Container{Image: "x"}
+	if pr.GroupKey() != "" || container.GroupKey() != "" {
+		t.Error("a pull request or a container has a group key")
+	}
+}

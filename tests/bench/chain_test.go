@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -41,31 +42,14 @@ func runChain(b *testing.B, runs, files, markers int) {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	env, err := chain.Start(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			b.Error(err)
-		}
-	}()
+	env, root, stop := startChain(ctx, b)
+	defer stop()
 	if files > 0 {
 		if err := env.Grow(files, markers); err != nil {
 			b.Fatal(err)
 		}
 	}
-	samples, err := env.Samples(root)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := env.Apply(ctx, samples); err != nil {
-		b.Fatal(err)
-	}
+	applySamples(ctx, b, env, root)
 	// Wait until the automation has settled on 6.3.0 (nothing to do).
 	iua := &imagev1.ImageUpdateAutomation{}
 	iua.Name, iua.Namespace = "fleet", "default"
@@ -107,4 +91,37 @@ func runChain(b *testing.B, runs, files, markers int) {
 	b.ReportMetric(rank(0.50).Seconds(), "p50-s")
 	b.ReportMetric(rank(0.95).Seconds(), "p95-s")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+}
+
+// startChain starts the chain with podinfo 6.3.0 and returns it with the
+// repository's root and what stops it (before ctx is cancelled). The
+// controllers run with their default flags, and with those in
+// $BENCH_CONTROLLER_ARGS (space-separated) added, to find what bounds a
+// figure; a figure names them.
+func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := chain.StartWith(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {},
+		chain.Options{ControllerArgs: strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS"))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return env, root, func() {
+		if err := env.Stop(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+// applySamples applies the charts' samples to the chain.
+func applySamples(ctx context.Context, b *testing.B, env *chain.Env, root string) {
+	samples, err := env.Samples(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := env.Apply(ctx, samples); err != nil {
+		b.Fatal(err)
+	}
 }

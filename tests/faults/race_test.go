@@ -166,13 +166,15 @@ func TestRaces(t *testing.T) {
 			value = v
 		}
 	}
-	if changes != len(commits) {
-		// Each automation's commit touches its own path: one change each.
+	if changes < len(commits) {
+		// Each commit carries one or more jobs (jobs of the branch
+		// ready at once share one), each changing its own path.
 		t.Errorf("%d commits made %d changes", len(commits), changes)
 	}
 
 	// No job pushed twice: the replicas' successful attempts are the
-	// commits; both replicas worked, and lost ref races were retried.
+	// changes the commits made; both replicas worked, and lost ref races
+	// were retried.
 	var succeeded, retries int
 	var per []string
 	for _, p := range replicas {
@@ -188,8 +190,8 @@ func TestRaces(t *testing.T) {
 			t.Errorf("%s: %d jobs failed", p.LogPath, f)
 		}
 	}
-	if succeeded != len(commits) {
-		t.Errorf("%d commits, %d successful job attempts", len(commits), succeeded)
+	if succeeded != changes {
+		t.Errorf("%d changes in %d commits, %d successful job attempts", changes, len(commits), succeeded)
 	}
 	landed := 0
 	for _, tgt := range targets {

@@ -96,6 +96,9 @@ type Push struct {
 	// PullRequest is set for a pull request's head branch (or closing):
 	// that branch is the run's own and rewritten by every run.
 	PullRequest bool
+	// Plans are, in a RunGroup, the indexes of the plans whose changes
+	// the commit carries.
+	Plans []int
 }
 
 // EventKind says what an Event reports.
@@ -149,8 +152,11 @@ type run struct {
 	*Engine
 	plan   writeback.Plan
 	mirror *mirror.Mirror
-	forge  forge.Client
-	res    Result
+	// pushPlans are the indexes of a group's plans whose changes the
+	// commit carries (RunGroup).
+	pushPlans []int
+	forge     forge.Client
+	res       Result
 }
 
 // Run carries out the plan. Result says what was done, also when err is
@@ -206,15 +212,8 @@ func (r *run) rounds(ctx context.Context) (Result, error) {
 		}
 		err = r.push(ctx, commit)
 		if errors.Is(err, mirror.ErrNonFastForward) && round < r.settings.PushRetries {
-			// Someone pushed since our fetch: start again from their
-			// commit, after a jittered pause so racing writers spread out.
-			r.res.Retries++
-			r.event(Event{Kind: EventPushRetry, Round: round + 1})
-			pause := time.Duration(50+rand.IntN(200*(round+1))) * time.Millisecond
-			select {
-			case <-ctx.Done():
-				return Result{}, gitError(ctx.Err())
-			case <-time.After(pause):
+			if err := r.retryAfterRace(ctx, round); err != nil {
+				return Result{}, err
 			}
 			continue
 		}
@@ -225,6 +224,21 @@ func (r *run) rounds(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		return r.res, nil
+	}
+}
+
+// retryAfterRace counts a push that lost a race (someone pushed since our
+// fetch) and pauses before the run starts again from their commit, a
+// jittered while so that racing writers spread out.
+func (r *run) retryAfterRace(ctx context.Context, round int) error {
+	r.res.Retries++
+	r.event(Event{Kind: EventPushRetry, Round: round + 1})
+	pause := time.Duration(50+rand.IntN(200*(round+1))) * time.Millisecond
+	select {
+	case <-ctx.Done():
+		return gitError(ctx.Err())
+	case <-time.After(pause):
+		return nil
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 // mirror.ErrNonFastForward for the caller to retry.
 func (r *run) push(ctx context.Context, commit *git2go.Oid) error {
 	t := r.plan.Target
-	p := Push{Commit: commit.String(), Refs: t.Refs()}
+	p := Push{Commit: commit.String(), Refs: t.Refs(), Plans: r.pushPlans}
 	if err := r.beforePush(ctx, p); err != nil {
 		return err
 	}

@@ -61,11 +61,23 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 		return nil, retryable(KindGit, err)
 	}
 	defer os.RemoveAll(tmp)
-
-	p := r.plan
-	dir, err := r.checkoutFiltered(oid, tmp)
-	if err != nil {
+	if err := r.checkoutFiltered(oid, tmp, r.plan); err != nil {
 		return nil, err
+	}
+	c, err := apply(r.plan, tmp, out)
+	if c == nil || err != nil {
+		return nil, err
+	}
+	return r.commit(ctx, oid, tmp, c)
+}
+
+// apply runs one plan's setters (and discovery) on its path of the
+// checkout tmp, records what they did in out, and returns the change to
+// commit: nil when the files already hold the values.
+func apply(p writeback.Plan, tmp string, out *Result) (*Change, error) {
+	dir, err := securePath(tmp, p.Path)
+	if err != nil {
+		return nil, terminal(KindUpdate, err)
 	}
 	pols := setters.Policies(p.Update.Images)
 	var sites map[string][]setters.Site
@@ -108,7 +120,12 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	if err != nil {
 		return nil, terminal(KindInvalid, err)
 	}
-	change := &Change{Dir: dir, Files: changed, Message: msg}
+	return &Change{Dir: dir, Files: changed, Message: msg}, nil
+}
+
+// commit gives the change to BeforeCommit and commits it on oid; nil when
+// vetoed or when the files equal the parent's.
+func (r *run) commit(ctx context.Context, oid *git2go.Oid, tmp string, change *Change) (*git2go.Oid, error) {
 	if ok, err := r.beforeCommit(ctx, change); !ok {
 		return nil, err
 	}
@@ -119,7 +136,7 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	if err != nil {
 		return nil, retryable(KindGit, fmt.Errorf("committing: %w", err))
 	}
-	out.Message = change.Message
+	r.res.Message = change.Message
 	return commit, nil
 }
 
@@ -168,39 +185,42 @@ func writeOverrides(root string, p writeback.Plan, res *setters.Result) error {
 	return nil
 }
 
-// checkoutFiltered checks out the plan's path into tmp and returns its
-// directory. Only files that may hold markers (or, with discovery, images)
-// are written: the others are left alone, and creating thousands of files
-// would dominate the run.
-func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string) (string, error) {
-	p := r.plan
+// checkoutFiltered checks out the paths of plans into tmp (everything
+// when one of them is the root). Only files that may hold markers (or,
+// with discovery, images) are written: the others are left alone, and
+// creating thousands of files would dominate the run.
+func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.Plan) error {
 	var paths []string
-	if p.Path != "" {
-		paths = []string{p.Path}
+	discovers := false
+	for _, p := range plans {
+		discovers = discovers || p.Update.Discover != nil
+		if p.Path == "" {
+			paths = nil
+			break
+		}
+		paths = append(paths, p.Path)
 	}
 	keep := setters.MayHaveMarkers
-	if p.Update.Discover != nil {
+	if discovers {
 		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
 	}
 	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
-		return "", retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
+		return retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
 	}
 	// Override files hold no markers, so the filter left them out; named,
 	// they are written whatever they hold (when the revision has them).
-	if len(p.Update.ArgoCD) > 0 {
-		files := make([]string, 0, len(p.Update.ArgoCD))
+	var files []string
+	for _, p := range plans {
 		for _, o := range p.Update.ArgoCD {
 			files = append(files, o.File)
 		}
+	}
+	if len(files) > 0 {
 		if err := r.mirror.CheckoutFiltered(oid, tmp, nil, files...); err != nil {
-			return "", retryable(KindGit, fmt.Errorf("checking out the override files of %s: %w", r.res.CheckoutRevision, err))
+			return retryable(KindGit, fmt.Errorf("checking out the override files of %s: %w", r.res.CheckoutRevision, err))
 		}
 	}
-	dir, err := securePath(tmp, p.Path)
-	if err != nil {
-		return "", terminal(KindUpdate, err)
-	}
-	return dir, nil
+	return nil
 }
 
 // writeMarkers marks what a setter applied to, as tk-image discover

@@ -241,11 +241,17 @@ func condOf(d decision) string {
 // a job from being made twice (TestKillAutomationController).
 func TestTakeTurn(t *testing.T) {
 	const me, other = types.UID("me"), types.UID("other")
+	// spec sets each policy to tag 1, or to the tag after its name
+	// (app@2).
 	spec := func(branch string, policies ...string) updatev1.UpdateJobSpec {
 		s := updatev1.UpdateJobSpec{Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/fleet.git"},
 			Checkout: updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: branch}}}
 		for _, p := range policies {
-			s.Update.Setters = append(s.Update.Setters, updatev1.PolicySetter{Policy: "ns:" + p, ImageRef: meta.ImageRef{Name: "img", Tag: "1"}})
+			p, tag, ok := strings.Cut(p, "@")
+			if !ok {
+				tag = "1"
+			}
+			s.Update.Setters = append(s.Update.Setters, updatev1.PolicySetter{Policy: "ns:" + p, ImageRef: meta.ImageRef{Name: "img", Tag: tag}})
 		}
 		return s
 	}
@@ -269,8 +275,12 @@ func TestTakeTurn(t *testing.T) {
 			[]updatev1.UpdateJob{job("a-1", me, updatev1.UpdateJobRunning, 1, mine)}, "own:a-1"},
 		{"the run number follows its own finished jobs",
 			[]updatev1.UpdateJob{job("a-1", me, updatev1.UpdateJobFailed, 1, mine), job("a-3", me, updatev1.UpdateJobSucceeded, 3, mine)}, "run:4"},
-		{"another automation's job in flight setting the same policy on the same branch makes the run wait",
-			[]updatev1.UpdateJob{job("b-1", other, updatev1.UpdateJobRunning, 1, spec("main", "app"))}, "busy:b-1"},
+		{"another automation's job in flight setting the same policy to another value on the same branch makes the run wait",
+			[]updatev1.UpdateJob{job("b-1", other, updatev1.UpdateJobRunning, 1, spec("main", "app@0"))}, "busy:b-1"},
+		{"the same, the other job not claimed yet",
+			[]updatev1.UpdateJob{job("b-1", other, "", 1, spec("main", "web", "app@0"))}, "busy:b-1"},
+		{"another automation's job in flight setting the same policy to the same value runs at once: the two share a commit",
+			[]updatev1.UpdateJob{job("b-1", other, updatev1.UpdateJobRunning, 1, spec("main", "app"))}, "run:1"},
 		{"another automation's job in flight on another branch runs at once",
 			[]updatev1.UpdateJob{job("b-1", other, updatev1.UpdateJobRunning, 1, spec("prod", "app"))}, "run:1"},
 		{"another automation's job in flight setting other policies runs at once",
@@ -278,7 +288,7 @@ func TestTakeTurn(t *testing.T) {
 		{"another automation's finished job is no turn to wait for",
 			[]updatev1.UpdateJob{job("b-1", other, updatev1.UpdateJobSucceeded, 1, spec("main", "app"))}, "run:1"},
 		{"its own job in flight wins over a busy policy",
-			[]updatev1.UpdateJob{job("b-1", other, updatev1.UpdateJobRunning, 1, spec("main", "app")), job("a-2", me, updatev1.UpdateJobPending, 2, mine)}, "own:a-2"},
+			[]updatev1.UpdateJob{job("b-1", other, updatev1.UpdateJobRunning, 1, spec("main", "app@0")), job("a-2", me, updatev1.UpdateJobPending, 2, mine)}, "own:a-2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,6 +73,7 @@ type ImageUpdateAutomationReconciler struct {
 	// step for this process (the leader), so that two automations sharing
 	// a policy cannot both see none in flight and both create one.
 	jobsMu sync.Mutex
+	recent recentJobs
 
 	kindOnce sync.Once
 	k        *reconcile.Kind[*imagev1.ImageUpdateAutomation, run]
@@ -98,6 +99,9 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		}
 		return nil
 	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobTargetIndex, jobTarget); err != nil {
 		return err
 	}
 	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, sourceIndex, func(o client.Object) []string {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sync"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -159,15 +162,23 @@ func sameTarget(a, b *updatev1.UpdateJobSpec) bool {
 }
 
 // createJob creates the run's UpdateJob, unless one is already in flight.
-// Jobs are listed from the API server, not the cache, so that a job made a
-// moment ago (or before a restart) is never made twice. It returns the job
-// and whether it was there already.
+// The jobs it weighs are the automation's own and the unfinished jobs of
+// its push target, from the cache (its sync precedes any run, so a job
+// made before a restart is seen), plus the jobs this process made that
+// the cache has not shown yet (recentJobs), so that a job made a moment ago
+// is never made twice. Listing every job of the namespace from the API
+// server, as before, made each run cost the namespace's jobs: with a
+// thousand automations on one branch, seconds per run under the lock. It
+// returns the job and whether it was there already.
 //
 // Automations that overlap (they select the same ImagePolicy and push to
 // the same branch of the same repository, perhaps the same files) take
 // turns: while another automation's job that sets
-// one of this run's policies is in flight, no job is made and the error is
-// a *policyBusyError. Each job takes its policies' values when it is made,
+// one of this run's policies to another value is in flight, no job is made
+// and the error is a *policyBusyError. Jobs that set a shared policy to the
+// same value cannot set a file back and forth, so they are made at once,
+// and the update-job-controller runs them as one commit (a monorepo's
+// automations following one base image). Each job takes its policies' values when it is made,
 // and a policy's value only rises (never a downgrade), so jobs of one
 // policy that run one after the other write rising values. Run at once, a
 // job made for an older value could push after one made for a newer
@@ -182,11 +193,11 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 	spec updatev1.UpdateJobSpec, inputs string, times map[string]time.Time) (*updatev1.UpdateJob, bool, error) {
 	r.jobsMu.Lock()
 	defer r.jobsMu.Unlock()
-	list := &updatev1.UpdateJobList{}
-	if err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace)); err != nil {
-		return nil, false, fmt.Errorf("listing UpdateJobs: %w", err)
+	jobs, err := r.weighedJobs(ctx, obj, &spec)
+	if err != nil {
+		return nil, false, err
 	}
-	t := takeTurn(obj.UID, &spec, list.Items)
+	t := takeTurn(obj.UID, &spec, jobs)
 	switch {
 	case t.own != nil:
 		return t.own, true, nil
@@ -208,7 +219,104 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 	if err := controllerutil.SetControllerReference(obj, job, r.Scheme()); err != nil {
 		return nil, false, err
 	}
-	return r.create(ctx, obj, job)
+	made, existed, err := r.create(ctx, obj, job)
+	if errors.Is(err, errNameTaken) {
+		// Another automation's job has the name (names are cut to fit,
+		// and only the jobs weighed are known to be taken): the next one.
+		t.taken[job.Name] = true
+		job.Name = newJob(obj, spec, inputs, t, times).Name
+		made, existed, err = r.create(ctx, obj, job)
+	}
+	if err == nil && !existed {
+		r.recent.add(made)
+	}
+	return made, existed, err
+}
+
+// errNameTaken: a job of that name exists and is not the automation's.
+var errNameTaken = errors.New("exists and is not an unfinished job of this automation")
+
+// jobTargetIndex indexes the unfinished UpdateJobs of automations by
+// where they push (pushTarget).
+const jobTargetIndex = ".spec.pushTarget.inFlight"
+
+func jobTarget(o client.Object) []string {
+	j, ok := o.(*updatev1.UpdateJob)
+	if !ok || ownerUID(j) == "" || j.Status.Phase.Finished() {
+		return nil
+	}
+	if t, ok := pushTarget(&j.Spec); ok {
+		return []string{t}
+	}
+	return nil
+}
+
+// weighedJobs are the jobs createJob weighs for a run of obj that would
+// make spec: the automation's own, the unfinished ones of its push target,
+// and those this process made that the cache does not show yet.
+func (r *ImageUpdateAutomationReconciler) weighedJobs(ctx context.Context, obj *imagev1.ImageUpdateAutomation, spec *updatev1.UpdateJobSpec) ([]updatev1.UpdateJob, error) {
+	own := &updatev1.UpdateJobList{}
+	if err := r.List(ctx, own, client.InNamespace(obj.Namespace), client.MatchingFields{jobOwnerIndex: string(obj.UID)}); err != nil {
+		return nil, fmt.Errorf("listing UpdateJobs: %w", err)
+	}
+	jobs := own.Items
+	if target, ok := pushTarget(spec); ok {
+		// Read only: takeTurn copies what it keeps of others' jobs.
+		others := &updatev1.UpdateJobList{}
+		if err := r.List(ctx, others, client.InNamespace(obj.Namespace), client.MatchingFields{jobTargetIndex: target},
+			client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing UpdateJobs: %w", err)
+		}
+		for i := range others.Items {
+			if ownerUID(&others.Items[i]) != string(obj.UID) {
+				jobs = append(jobs, others.Items[i])
+			}
+		}
+	}
+	return append(jobs, r.recent.unseen(ctx, r.Client, obj.Namespace)...), nil
+}
+
+// recentJobs are the jobs this process made that its cache may not show
+// yet; each is forgotten once the cache has it, or after recentFor (a job
+// deleted before the cache saw it must not hold a branch).
+type recentJobs struct {
+	mu   sync.Mutex
+	jobs map[types.NamespacedName]recentJob
+}
+
+type recentJob struct {
+	job  *updatev1.UpdateJob
+	made time.Time
+}
+
+const recentFor = time.Minute
+
+func (rj *recentJobs) add(job *updatev1.UpdateJob) {
+	rj.mu.Lock()
+	defer rj.mu.Unlock()
+	if rj.jobs == nil {
+		rj.jobs = map[types.NamespacedName]recentJob{}
+	}
+	rj.jobs[client.ObjectKeyFromObject(job)] = recentJob{job: job.DeepCopy(), made: time.Now()}
+}
+
+// unseen returns the recent jobs of namespace the cache c does not hold
+// yet, and forgets the others.
+func (rj *recentJobs) unseen(ctx context.Context, c client.Reader, namespace string) []updatev1.UpdateJob {
+	rj.mu.Lock()
+	defer rj.mu.Unlock()
+	var out []updatev1.UpdateJob
+	for key, r := range rj.jobs {
+		if key.Namespace != namespace {
+			continue
+		}
+		if time.Since(r.made) > recentFor || c.Get(ctx, key, &updatev1.UpdateJob{}) == nil {
+			delete(rj.jobs, key)
+			continue
+		}
+		out = append(out, *r.job)
+	}
+	return out
 }
 
 // turn is what the namespace's jobs say about making this run's job.
@@ -216,7 +324,8 @@ type turn struct {
 	// own is the automation's job in flight: the run is that job.
 	own *updatev1.UpdateJob
 	// busy names another automation's job in flight that sets one of the
-	// run's policies on the same branch: the run waits for it.
+	// run's policies to another value on the same branch: the run waits
+	// for it.
 	busy *policyBusyError
 	// run is the highest run number of the automation's jobs; taken are
 	// the names of the namespace's jobs.
@@ -227,9 +336,9 @@ type turn struct {
 // takeTurn reads the namespace's jobs for a run of the automation uid that
 // would make spec.
 func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.UpdateJob) turn {
-	mine := map[string]bool{}
+	mine := map[string]meta.ImageRef{}
 	for _, s := range spec.Update.Setters {
-		mine[s.Policy] = true
+		mine[s.Policy] = s.ImageRef
 	}
 	t := turn{taken: map[string]bool{}}
 	for i := range jobs {
@@ -244,7 +353,7 @@ func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.Updat
 			t.run = max(t.run, runOf(j))
 		case t.busy == nil && owner != "" && !j.Status.Phase.Finished() && sameTarget(&j.Spec, spec):
 			for _, s := range j.Spec.Update.Setters {
-				if mine[s.Policy] {
+				if ref, ok := mine[s.Policy]; ok && ref != s.ImageRef {
 					t.busy = &policyBusyError{job: j.Name, automation: metav1.GetControllerOf(j).Name, policy: s.Policy}
 					break
 				}
@@ -321,7 +430,7 @@ func (r *ImageUpdateAutomationReconciler) create(ctx context.Context, obj *image
 		if ownerUID(existing) == string(obj.UID) && !existing.Status.Phase.Finished() {
 			return existing, true, nil
 		}
-		return nil, false, fmt.Errorf("UpdateJob %s exists and is not an unfinished job of this automation", job.Name)
+		return nil, false, fmt.Errorf("UpdateJob %s %w", job.Name, errNameTaken)
 	}
 	if err != nil {
 		return nil, false, err

@@ -13,10 +13,13 @@ import (
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
-// Automations that select the same policy take turns: while one's job is
-// in flight the other makes none and says what it waits for; once that
+// Automations that select the same policy take turns when they would set
+// it to different values: while one's job for 1.0.0 is in flight, another
+// that would set 1.0.1 makes none and says what it waits for; once that
 // job has ended it makes its own, for the policy's value of then (not the
-// one it saw while waiting). An automation of another policy is not held,
+// one it saw while waiting). One that sets the same value makes its job at
+// once: the two cannot set a file back and forth, and the job controller
+// runs them as one commit. An automation of another policy is not held,
 // nor one of the same policy pushing to another branch: only jobs writing
 // one branch can set a file back and forth.
 func TestOverlappingAutomationsTakeTurns(t *testing.T) {
@@ -30,17 +33,20 @@ func TestOverlappingAutomationsTakeTurns(t *testing.T) {
 	}
 	first := f.automation("first", selecting("app"))
 	js := waitJobs(t, f.ns, 1)
+	f.automation("sibling", selecting("app"))
+	js = waitJobs(t, f.ns, 2) // the same value: at once
+	setLatest(t, app, "1.0.1")
 	second := f.automation("second", selecting("app"))
 	f.automation("unrelated", selecting("other"))
 	f.automation("elsewhere", func(a *imagev1.ImageUpdateAutomation) {
 		selecting("app")(a)
 		a.Spec.GitSpec.Push = &updatev1.PushSpec{Branch: "staging"}
 	})
-	waitAutomation(t, second, "waiting for first's job", func(a *imagev1.ImageUpdateAutomation) bool {
+	waitAutomation(t, second, "waiting for the jobs of 1.0.0", func(a *imagev1.ImageUpdateAutomation) bool {
 		c := conditions.Get(a, conditions.ReconcilingCondition)
-		return c != nil && strings.Contains(c.Message, "waiting for UpdateJob "+js[0].Name+" of automation first, which sets policy "+f.ns+":app too")
+		return c != nil && strings.Contains(c.Message, "waiting for UpdateJob ") && strings.Contains(c.Message, "which sets policy "+f.ns+":app too")
 	})
-	js = waitJobs(t, f.ns, 3) // the unrelated automation's, elsewhere's
+	js = waitJobs(t, f.ns, 4) // the unrelated automation's, elsewhere's
 	time.Sleep(2 * time.Second)
 	for _, j := range jobs(t, f.ns) {
 		if metav1.GetControllerOf(&j).Name == "second" {
@@ -48,15 +54,13 @@ func TestOverlappingAutomationsTakeTurns(t *testing.T) {
 		}
 	}
 
-	// The policy moves on while second waits; first's job ends.
-	setLatest(t, app, "1.0.1")
-	var firstJob updatev1.UpdateJob
+	// The policy moves on while second waits; the jobs of 1.0.0 end.
+	setLatest(t, app, "1.0.2")
 	for _, j := range js {
-		if metav1.GetControllerOf(&j).Name == "first" {
-			firstJob = j
+		if owner := metav1.GetControllerOf(&j).Name; owner == "first" || owner == "sibling" {
+			finish(t, &j, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
 		}
 	}
-	finish(t, &firstJob, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = f.head() })
 	waitAutomation(t, first, "outcome recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastJob != nil })
 	var made *updatev1.UpdateJob
 	waitAutomation(t, second, "a job", func(*imagev1.ImageUpdateAutomation) bool {
@@ -65,15 +69,15 @@ func TestOverlappingAutomationsTakeTurns(t *testing.T) {
 			case owner == "second":
 				made = &j
 				return true
-			case owner == "first" && !j.Status.Phase.Finished():
-				// first may take the next turn, for 1.0.1: end it too.
+			case (owner == "first" || owner == "sibling") && !j.Status.Phase.Finished():
+				// first may take the next turn, for 1.0.2: end it too.
 				finish(t, &j, updatev1.UpdateJobSucceeded, nil)
 			}
 		}
 		return false
 	})
-	if s := made.Spec.Update.Setters; len(s) != 1 || s[0].Tag != "1.0.1" {
-		t.Errorf("second's job sets %+v, want app at 1.0.1", s)
+	if s := made.Spec.Update.Setters; len(s) != 1 || s[0].Tag != "1.0.2" {
+		t.Errorf("second's job sets %+v, want app at 1.0.2", s)
 	}
 }
 

@@ -39,15 +39,23 @@ func (r *UpdateJobReconciler) runAttempt(ctx context.Context, s *jobScope) (reco
 		defer stop()
 	}
 	stopHeartbeat := st.claim.heartbeat(runCtx, r.LeaseDuration/3, cancel)
-	st.out, st.secrets, st.err = r.attempt(runCtx, s.Obj, st.plan, st.claim)
+	if g := st.group; g != nil && len(g.members) > 0 {
+		stopMembers := g.heartbeatMembers(runCtx, r.LeaseDuration/3)
+		r.attemptGroup(runCtx, s.Obj, st)
+		stopMembers()
+	} else {
+		st.out, st.secrets, st.err = r.attempt(runCtx, s.Obj, st.plan, st.claim)
+	}
 	stopHeartbeat()
 
 	switch {
 	case errors.Is(context.Cause(runCtx), errClaimLost) || errors.Is(st.err, errClaimLost):
 		ctrl.LoggerFrom(ctx).Info("stopped: another runner claimed the job")
+		r.releaseMembers(ctx, st.group)
 		return reconcile.Stop, nil
 	case st.err != nil && ctx.Err() != nil:
 		r.release(ctx, s)
+		r.releaseMembers(ctx, st.group)
 		return reconcile.Stop, nil
 	case st.err != nil && errors.Is(runCtx.Err(), context.DeadlineExceeded):
 		st.err = conditions.Stall(updatev1.DeadlineExceededReason,
@@ -61,27 +69,26 @@ func (r *UpdateJobReconciler) runAttempt(ctx context.Context, s *jobScope) (reco
 func (r *UpdateJobReconciler) release(ctx context.Context, s *jobScope) {
 	wctx, cancel := outcomeContext(ctx)
 	defer cancel()
-	err := s.State.claim.update(wctx, func(job *updatev1.UpdateJob) {
+	if err := r.handBack(wctx, s.State.claim); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "handing the job back")
+	}
+	s.Stored(s.State.claim.job)
+}
+
+// handBack makes a claimed job Pending again, its attempt not counted.
+func (r *UpdateJobReconciler) handBack(ctx context.Context, c *claim) error {
+	return c.update(ctx, func(job *updatev1.UpdateJob) {
 		job.Status.Phase = updatev1.UpdateJobPending
 		job.Status.Runner = ""
 		job.Status.HeartbeatTime = nil
 		job.Status.Attempts--
 		conditions.MarkReconciling(job, conditions.ProgressingReason, "released by %s, which is stopping", r.Runner)
 	})
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "handing the job back")
-	}
-	s.Stored(s.State.claim.job)
 }
 
 // attempt reads the job's Secrets and runs it.
 func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJob, plan writeback.Plan, l *claim) (engine.Result, []string, error) {
-	auth, secrets, err := r.gitAuth(ctx, job)
-	if err != nil {
-		return engine.Result{}, secrets, err
-	}
-	signer, s, err := r.signer(ctx, job)
-	secrets = append(secrets, s...)
+	auth, signer, secrets, err := r.gitAndSigner(ctx, job)
 	if err != nil {
 		return engine.Result{}, secrets, err
 	}
@@ -94,6 +101,17 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 	eng := engine.New(engine.Settings{WorkDir: r.WorkDir, PushRetries: r.PushRetries, Hooks: r.hooks(job, plan, l)}, creds, r.Cache)
 	out, err := eng.Run(ctx, plan)
 	return out, secrets, failure(err)
+}
+
+// gitAndSigner reads the repository's credentials and the commit signing
+// key; the values returned are for redaction.
+func (r *UpdateJobReconciler) gitAndSigner(ctx context.Context, job *updatev1.UpdateJob) (*git.Auth, mirror.Signer, []string, error) {
+	auth, secrets, err := r.gitAuth(ctx, job)
+	if err != nil {
+		return nil, nil, secrets, err
+	}
+	signer, s, err := r.signer(ctx, job)
+	return auth, signer, append(secrets, s...), err
 }
 
 // gitAuth reads the repository's credentials, and says why it could not

@@ -76,6 +76,24 @@ func (c *claim) verify(ctx context.Context) error {
 // heartbeat renews the claim every interval until the returned stop is
 // called; losing the claim cancels the attempt.
 func (c *claim) heartbeat(ctx context.Context, interval time.Duration, cancel context.CancelCauseFunc) (stop func()) {
+	return every(ctx, interval, func() bool {
+		err := c.update(ctx, func(job *updatev1.UpdateJob) {
+			job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
+		})
+		if errors.Is(err, errClaimLost) {
+			cancel(errClaimLost)
+			return false
+		}
+		if err != nil && ctx.Err() == nil {
+			ctrl.LoggerFrom(ctx).Error(err, "renewing the job's heartbeat")
+		}
+		return true
+	})
+}
+
+// every runs f each interval (a second when not positive) until f returns
+// false, ctx ends or the returned stop is called.
+func every(ctx context.Context, interval time.Duration, f func() bool) (stop func()) {
 	if interval <= 0 {
 		interval = time.Second
 	}
@@ -92,15 +110,8 @@ func (c *claim) heartbeat(ctx context.Context, interval time.Duration, cancel co
 				return
 			case <-t.C:
 			}
-			err := c.update(ctx, func(job *updatev1.UpdateJob) {
-				job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
-			})
-			if errors.Is(err, errClaimLost) {
-				cancel(errClaimLost)
+			if !f() {
 				return
-			}
-			if err != nil && ctx.Err() == nil {
-				ctrl.LoggerFrom(ctx).Error(err, "renewing the job's heartbeat")
 			}
 		}
 	})

@@ -21,6 +21,8 @@ import (
 // then has nothing left to send.
 func (r *UpdateJobReconciler) recordOutcome(ctx context.Context, s *jobScope) (reconcile.Result, error) {
 	st := &s.State
+	// The members' outcomes are theirs whatever becomes of the leader's.
+	r.recordMembers(ctx, st.group)
 	wctx, cancel := outcomeContext(ctx)
 	defer cancel()
 	var res reconcile.Result
@@ -120,6 +122,9 @@ func (r *UpdateJobReconciler) pushed(job *updatev1.UpdateJob, st *jobRun) {
 	status.PushedRefs = out.PushedRefs
 	status.CompletionTime = &metav1.Time{Time: time.Now()}
 	msg := fmt.Sprintf("pushed commit %s to %s", short(out.Commit), st.plan.Target)
+	if st.shared > 1 {
+		msg += fmt.Sprintf(", one commit for %d UpdateJobs", st.shared)
+	}
 	conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
 	st.note(func(ctx context.Context, job *updatev1.UpdateJob) {
 		r.jobEvents(job).Normal(ctx, job, conditions.SucceededReason, "Push", msg+"\n\n"+out.Message, st.secrets...)

@@ -12,7 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
@@ -68,6 +70,11 @@ type UpdateJobReconciler struct {
 
 	kindOnce sync.Once
 	kind     *reconcile.Kind[*updatev1.UpdateJob, jobRun]
+	groups   *groups
+}
+
+func (r *UpdateJobReconciler) init() {
+	r.kindOnce.Do(func() { r.kind, r.groups = r.newKind(), newGroups() })
 }
 
 // SetupWithManager registers the reconciler.
@@ -78,11 +85,14 @@ func (r *UpdateJobReconciler) SetupWithManager(mgr ctrl.Manager, opts controller
 	if r.Backoff <= 0 {
 		r.Backoff = 10 * time.Second
 	}
+	r.init()
 	// Status changes need no event: every transition this controller makes
 	// returns the requeue it needs, and other replicas learn of claims by
-	// losing the claim race.
+	// losing the claim race. A group's end wakes its jobs and those that
+	// waited for it (groups.finish).
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&updatev1.UpdateJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.groups.wake, &handler.EnqueueRequestForObject{})).
 		WithOptions(opts).
 		Complete(r)
 }
@@ -95,6 +105,9 @@ type jobPhase = reconcile.Phase[*updatev1.UpdateJob, jobRun]
 // jobRun is what the phases of one reconcile hand on.
 type jobRun struct {
 	plan writeback.Plan
+	// group is the jobs that share this job's commit, when it leads
+	// one.
+	group *jobGroup
 	// claim is this runner's hold on the job, from the claim phase on.
 	claim *claim
 	// started is when the attempt began; out, secrets and err are what
@@ -109,6 +122,9 @@ type jobRun struct {
 	outcome string
 	notes   []func(ctx context.Context, job *updatev1.UpdateJob)
 	expire  bool
+	// shared counts the jobs whose changes the pushed commit carries,
+	// when it was a group's.
+	shared int
 }
 
 // note adds an event to emit once the status is written.
@@ -120,7 +136,8 @@ func (st *jobRun) note(n func(ctx context.Context, job *updatev1.UpdateJob)) {
 // with a stale heartbeat, or claimed by this runner and not running) →
 // claimed and run; finished → deleted after its TTL.
 func (r *UpdateJobReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	r.kindOnce.Do(func() { r.kind = r.newKind() })
+	r.init()
+	defer r.groups.finish(req.NamespacedName)
 	return r.kind.Reconcile(ctx, req)
 }
 
@@ -137,6 +154,7 @@ func (r *UpdateJobReconciler) newKind() *reconcile.Kind[*updatev1.UpdateJob, job
 			{Name: "turn", Run: r.takeTurn},
 			{Name: "limits", Run: r.checkLimits},
 			{Name: "plan", Run: r.planJob},
+			{Name: "group", Run: r.gatherGroup},
 			{Name: "claim", Run: r.claimJob},
 			{Name: "attempt", Run: r.runAttempt},
 			{Name: "record", Run: r.recordOutcome},
@@ -205,6 +223,10 @@ func (r *UpdateJobReconciler) takeTurn(ctx context.Context, s *jobScope) (reconc
 		return reconcile.Continue, nil
 	}
 	log := ctrl.LoggerFrom(ctx)
+	if r.groups.isRunning(s.Obj.UID) {
+		// In a group this runner runs: its end wakes the job.
+		return reconcile.StopAfter(r.LeaseDuration), nil
+	}
 	if st.Runner == r.Runner {
 		// Our own claim, yet Reconciles of one job never overlap, so
 		// this process is not running it: a write of the attempt was
@@ -356,22 +378,15 @@ func planOf(job *updatev1.UpdateJob) (writeback.Plan, error) {
 // conflicts and the reconcile runs again from fresh state.
 func (r *UpdateJobReconciler) claimJob(ctx context.Context, s *jobScope) (reconcile.Result, error) {
 	job := s.Obj
-	now := metav1.Now()
-	st := &job.Status
-	st.Phase = updatev1.UpdateJobRunning
-	st.Runner = r.Runner
-	st.HeartbeatTime = &now
-	st.Attempts++
-	if st.StartTime == nil {
-		st.StartTime = &now
-	}
-	st.ObservedGeneration = job.Generation
-	conditions.MarkReconciling(job, updatev1.ClaimedReason, "attempt %d running on %s", st.Attempts, r.Runner)
+	r.markClaimed(job, "")
 	if err := s.Patch(ctx); err != nil {
 		return reconcile.Stop, err
 	}
-	ctrl.LoggerFrom(ctx).Info("claimed job", "attempt", st.Attempts)
+	ctrl.LoggerFrom(ctx).Info("claimed job", "attempt", job.Status.Attempts)
 	s.State.claim = &claim{r: r, job: job.DeepCopy()}
+	if g := s.State.group; g != nil {
+		r.claimMembers(ctx, job.Name, g)
+	}
 	return reconcile.Continue, nil
 }
 
@@ -381,15 +396,7 @@ func (r *UpdateJobReconciler) afterWrite(ctx context.Context, s *jobScope) error
 	ctx, cancel := outcomeContext(ctx)
 	defer cancel()
 	st := &s.State
-	if st.outcome != "" {
-		r.JobMetrics.Jobs.WithLabelValues(st.outcome).Inc()
-		if !st.started.IsZero() {
-			r.JobMetrics.Duration.WithLabelValues(st.outcome).Observe(time.Since(st.started).Seconds())
-		}
-	}
-	for _, n := range st.notes {
-		n(ctx, s.Obj)
-	}
+	r.counted(ctx, st, s.Obj)
 	if !st.expire {
 		return nil
 	}

@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+)
+
+// BenchmarkMonorepoAutomations: one repository with N apps under apps/,
+// one ImageUpdateAutomation per app directory (update.path), all pushing to
+// main and following one shared base image (the chain's podinfo policy).
+// Measures from a new tag pushed (with a reconcile request on the
+// ImageRepository, as a registry webhook sends) until every app's manifest
+// on main holds it, and reports the commits and UpdateJobs that took. Run
+// one size with
+//
+//	go test -run '^$' -bench 'BenchmarkMonorepoAutomations/1000' -benchtime 1x -timeout 30m ./tests/bench/
+func BenchmarkMonorepoAutomations(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for range b.N {
+				runMonorepo(b, n)
+			}
+		})
+	}
+}
+
+const monorepoApp = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-%[3]d
+  namespace: apps
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        image: %[1]s/%[2]s:6.3.0 # {"$imagepolicy": "default:podinfo"}
+`
+
+func runMonorepo(b *testing.B, n int) {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	env, root, stop := startChain(ctx, b)
+	defer stop()
+	files := map[string]string{}
+	for i := range n {
+		files[fmt.Sprintf("apps/app-%04d/deploy.yaml", i)] = fmt.Sprintf(monorepoApp, env.RegistryHost, chain.Image, i)
+	}
+	if _, err := env.Commit(files, fmt.Sprintf("%d apps at 6.3.0", n)); err != nil {
+		b.Fatal(err)
+	}
+	applySamples(ctx, b, env, root)
+	c := env.Cluster.Client
+	fleet := &imagev1.ImageUpdateAutomation{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "fleet"}, fleet); err != nil {
+		b.Fatal(err)
+	}
+	// The apps' automations are the sample's with their own path; the
+	// sample itself (clusters/prod) goes.
+	for i := range n {
+		a := &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("app-%04d", i)},
+			Spec: *fleet.Spec.DeepCopy()}
+		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategySetters, Path: fmt.Sprintf("apps/app-%04d", i)}
+		if err := c.Create(ctx, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := c.Delete(ctx, fleet); err != nil {
+		b.Fatal(err)
+	}
+	// Settled: every automation has run once (nothing to change at 6.3.0).
+	testenv.Eventually(b, 15*time.Minute, func() (bool, error) {
+		list := &imagev1.ImageUpdateAutomationList{}
+		err := c.List(ctx, list, client.InNamespace("default"))
+		done := 0
+		for _, a := range list.Items {
+			if a.Status.ObservedSourceRevision != "" {
+				done++
+			}
+		}
+		return done == n, err
+	})
+	before := env.Head("main")
+	jobsBefore := map[string]bool{}
+	jl := &updatev1.UpdateJobList{}
+	if err := c.List(ctx, jl, client.InNamespace("default")); err != nil {
+		b.Fatal(err)
+	}
+	for _, j := range jl.Items {
+		jobsBefore[j.Name] = true
+	}
+
+	repo := &imagev1.ImageRepository{}
+	repo.Name, repo.Namespace = "podinfo", "default"
+	b.StartTimer()
+	start := time.Now()
+	if err := env.PushTag(ctx, "6.4.0"); err != nil {
+		b.Fatal(err)
+	}
+	if err := env.RequestReconcile(ctx, repo); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		out, err := env.FleetGit("grep", "-c", "podinfo:6.4.0", "main", "--", "apps")
+		if err == nil && strings.Count(out, "\n") == n {
+			break
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("not every app updated: %v\n%s", ctx.Err(), out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	commits, err := env.FleetGit("rev-list", "--count", before+"..main")
+	if err != nil {
+		b.Fatal(err)
+	}
+	nc, _ := strconv.Atoi(strings.TrimSpace(commits))
+	// The UpdateJobs made for the tag: pruned ones are not counted.
+	if err := c.List(ctx, jl, client.InNamespace("default")); err != nil {
+		b.Fatal(err)
+	}
+	// When the last job was made tells the deciding side (automations
+	// reading the policy and the branch, making jobs) from the doing side
+	// (the jobs' groups); creation times have whole seconds.
+	made := 0
+	var lastMade time.Time
+	for _, j := range jl.Items {
+		if !jobsBefore[j.Name] {
+			made++
+			if t := j.CreationTimestamp.Time; t.After(lastMade) {
+				lastMade = t
+			}
+		}
+	}
+	b.ReportMetric(lastMade.Sub(start.Truncate(time.Second)).Seconds(), "s-to-last-job-made")
+	b.ReportMetric(elapsed.Seconds(), "s-to-all-updated")
+	b.ReportMetric(float64(nc), "commits")
+	b.ReportMetric(float64(made), "updatejobs")
+}

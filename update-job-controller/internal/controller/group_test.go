@@ -1,0 +1,251 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+)
+
+// groupJob is a job of automation app-N setting base to tag on main.
+func groupJob(name string, phase updatev1.UpdateJobPhase, tag string, mutate func(*updatev1.UpdateJob)) updatev1.UpdateJob {
+	j := updatev1.UpdateJob{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps", UID: types.UID(name)},
+		Spec: updatev1.UpdateJobSpec{
+			Repository: updatev1.GitRepositorySpec{URL: "https://git.example.com/org/mono.git"},
+			Checkout:   updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}},
+			Update: updatev1.UpdateSpec{Path: "apps/" + name, Setters: []updatev1.PolicySetter{
+				{Policy: "apps:base", ImageRef: meta.ImageRef{Name: "registry.example.com/base", Tag: tag}}}},
+			Commit: updatev1.CommitSpec{Author: updatev1.CommitUser{Name: "bot", Email: "bot@example.com"}},
+		},
+	}
+	j.Status.Phase = phase
+	if mutate != nil {
+		mutate(&j)
+	}
+	return j
+}
+
+// Which jobs join a leader's commit, and when the leader waits: the
+// grouping rule, without an API server.
+func TestGather(t *testing.T) {
+	now := time.Now()
+	ago := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: now.Add(-d)} }
+	leader := groupJob("app-0", updatev1.UpdateJobPending, "2", nil)
+	tests := []struct {
+		name    string
+		jobs    []updatev1.UpdateJob
+		running []string
+		// want is the members' names, or busy:NAME.
+		want []string
+	}{
+		{"Pending and new jobs of the branch join, ordered by name", []updatev1.UpdateJob{
+			groupJob("app-2", updatev1.UpdateJobPending, "2", nil),
+			groupJob("app-1", "", "2", nil),
+		}, nil, []string{"app-1", "app-2"}},
+		{"a job another runner runs with a fresh heartbeat makes the leader wait", []updatev1.UpdateJob{
+			groupJob("app-1", updatev1.UpdateJobPending, "2", nil),
+			groupJob("app-2", updatev1.UpdateJobRunning, "2", func(j *updatev1.UpdateJob) {
+				j.Status.Runner, j.Status.HeartbeatTime = "other", ago(time.Second)
+			}),
+		}, nil, []string{"busy:app-2"}},
+		{"one whose runner's heartbeat lapsed is not waited for, nor taken", []updatev1.UpdateJob{
+			groupJob("app-2", updatev1.UpdateJobRunning, "2", func(j *updatev1.UpdateJob) {
+				j.Status.Runner, j.Status.HeartbeatTime = "other", ago(2*time.Minute)
+			}),
+		}, nil, nil},
+		{"a job this runner runs in a group makes the leader wait", []updatev1.UpdateJob{
+			groupJob("app-1", updatev1.UpdateJobPending, "2", nil),
+			groupJob("app-3", updatev1.UpdateJobRunning, "2", func(j *updatev1.UpdateJob) { j.Status.Runner = "me" }),
+		}, []string{"app-3"}, []string{"busy:app-3"}},
+		{"another branch, repository, author, namespace or a pull request stays out", []updatev1.UpdateJob{
+			groupJob("b", "", "2", func(j *updatev1.UpdateJob) { j.Spec.Checkout.Reference.Branch = "prod" }),
+			groupJob("r", "", "2", func(j *updatev1.UpdateJob) { j.Spec.Repository.URL = "https://git.example.com/org/other.git" }),
+			groupJob("a", "", "2", func(j *updatev1.UpdateJob) { j.Spec.Commit.Author.Name = "someone" }),
+			groupJob("n", "", "2", func(j *updatev1.UpdateJob) { j.Namespace = "other" }),
+			groupJob("s", "", "2", func(j *updatev1.UpdateJob) { j.Spec.Repository.SecretRef = &meta.LocalObjectReference{Name: "x"} }),
+			groupJob("p", "", "2", func(j *updatev1.UpdateJob) {
+				j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{}}
+			}),
+		}, nil, nil},
+		{"a job setting a policy of the group to another value waits for the next commit", []updatev1.UpdateJob{
+			groupJob("app-1", "", "3", nil),
+			groupJob("app-2", "", "2", nil),
+		}, nil, []string{"app-2"}},
+		{"finished jobs, jobs backing off and jobs out of attempts stay out", []updatev1.UpdateJob{
+			groupJob("done", updatev1.UpdateJobSucceeded, "2", nil),
+			groupJob("backoff", updatev1.UpdateJobPending, "2", func(j *updatev1.UpdateJob) {
+				j.Status.Attempts, j.Status.HeartbeatTime = 1, ago(time.Second)
+			}),
+			groupJob("spent", updatev1.UpdateJobPending, "2", func(j *updatev1.UpdateJob) { j.Status.Attempts = 4 }),
+			groupJob("retry", updatev1.UpdateJobPending, "2", func(j *updatev1.UpdateJob) {
+				j.Status.Attempts, j.Status.HeartbeatTime = 1, ago(time.Minute)
+			}),
+		}, nil, []string{"retry"}},
+	}
+	r := &UpdateJobReconciler{Backoff: 10 * time.Second}
+	plan, err := planOf(&leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := gather(groupInput{leader: &leader, plan: plan, key: groupKey(&leader, plan), runner: "me",
+				running: func(uid types.UID) bool { return slices.Contains(tt.running, string(uid)) },
+				now:     now, lease: time.Minute, backoff: r.backoff}, append([]updatev1.UpdateJob{leader}, tt.jobs...))
+			var got []string
+			if g.busy != "" {
+				got = []string{"busy:" + g.busy}
+			}
+			for _, c := range g.members {
+				got = append(got, c.job.Name)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A group is at most MaxGroup jobs, the leader included.
+func TestGatherBoundsTheGroup(t *testing.T) {
+	leader := groupJob("app-0", updatev1.UpdateJobPending, "2", nil)
+	plan, err := planOf(&leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jobs []updatev1.UpdateJob
+	for i := range MaxGroup + 10 {
+		jobs = append(jobs, groupJob(fmt.Sprintf("app-%05d", i+1), "", "2", nil))
+	}
+	g := gather(groupInput{leader: &leader, plan: plan, key: groupKey(&leader, plan), runner: "me",
+		running: func(types.UID) bool { return false }, now: time.Now(), lease: time.Minute,
+		backoff: func(int32) time.Duration { return 0 }}, jobs)
+	if len(g.members) != MaxGroup-1 {
+		t.Errorf("%d members, want %d", len(g.members), MaxGroup-1)
+	}
+}
+
+// The bookkeeping of running groups: one group per key; a job that waits
+// for it is woken when it ends, with the group's members.
+func TestGroupsWakeWaitersAtTheEnd(t *testing.T) {
+	g := newGroups()
+	leader := groupJob("app-0", updatev1.UpdateJobRunning, "2", nil)
+	member := groupJob("app-1", updatev1.UpdateJobRunning, "2", nil)
+	nn := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: "apps", Name: name} }
+	if g.waitIfBusy("k", nn("app-2")) {
+		t.Fatal("busy before any group")
+	}
+	if !g.begin("k", nn("app-0"), &leader, &member) || g.begin("k", nn("app-9"), &leader) {
+		t.Fatal("begin: want one group per key")
+	}
+	if !g.isRunning(member.UID) || !g.waitIfBusy("k", nn("app-2")) {
+		t.Fatal("the member is not running, or the waiter not waiting")
+	}
+	g.finish(nn("app-1")) // not a leader: nothing ends
+	if !g.isRunning(member.UID) {
+		t.Fatal("a member's reconcile ended the group")
+	}
+	g.finish(nn("app-0"))
+	var woken []string
+	for range 2 {
+		select {
+		case e := <-g.wake:
+			woken = append(woken, e.Object.GetName())
+		case <-time.After(5 * time.Second):
+			t.Fatalf("woken %v, want app-1 and app-2", woken)
+		}
+	}
+	slices.Sort(woken)
+	if !slices.Equal(woken, []string{"app-1", "app-2"}) || g.isRunning(member.UID) || g.waitIfBusy("k", nn("app-3")) {
+		t.Errorf("after the end: woken %v, member running %v", woken, g.isRunning(member.UID))
+	}
+}
+
+// Jobs for one branch that are ready at once become one commit: ten jobs,
+// each its own path, made at once, land in at most two commits (the first
+// job may start before the others exist; what arrives while it runs is the
+// next group). Each job's status names the commit that carries its
+// change, and says how many jobs it carries; a job whose path is missing
+// fails alone.
+func TestJobsOfOneBranchShareACommit(t *testing.T) {
+	ctx := context.Background()
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	files := map[string]string{"README.md": "mono\n"}
+	const n = 10
+	for i := range n {
+		files[fmt.Sprintf("apps/app-%d/deploy.yaml", i)] = deployment
+	}
+	srv.CreateRepo(t, "mono", files)
+	before := head(t, srv, "mono", "main")
+	var made []*updatev1.UpdateJob
+	for i := range n + 1 {
+		name := fmt.Sprintf("app-%d", i)
+		j := newJob(ns, name, srv.RepoURL("mono"), func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Path = "apps/" + name
+			j.Spec.BackoffLimit = ptr.To[int32](0)
+		})
+		if i == n {
+			j.Name, j.Spec.Update.Path = "gone", "apps/gone"
+		}
+		create(t, j)
+		made = append(made, j)
+	}
+	commits := map[string]int{}
+	for _, j := range made[:n] {
+		got := waitFinished(t, j)
+		if got.Status.Phase != updatev1.UpdateJobSucceeded || got.Status.PushedCommit == "" {
+			t.Fatalf("%s: %s %+v", j.Name, got.Status.Phase, got.Status.Conditions)
+		}
+		commits[got.Status.PushedCommit]++
+	}
+	if got := waitFinished(t, made[n]); got.Status.Phase != updatev1.UpdateJobFailed ||
+		!strings.Contains(conditions.Get(got, conditions.ReadyCondition).Message, "does not exist") {
+		t.Errorf("gone: %s %+v, want its own failure", got.Status.Phase, got.Status.Conditions)
+	}
+	if len(commits) > 2 {
+		t.Errorf("%d commits for %d jobs, want at most 2: %v", len(commits), n, commits)
+	}
+	if c := commitsBy(t, srv, "mono", "main", "bot@example.com"); c != len(commits) {
+		t.Errorf("%d commits of the bot on main, the jobs name %d", c, len(commits))
+	}
+	log := testgit.Git(t, srv.BarePath("mono"), "log", "--format=%H", before+"..main")
+	for c, carried := range commits {
+		if !strings.Contains(log, c) {
+			t.Errorf("commit %s is not on main", c)
+		}
+		if carried > 1 {
+			msg := testgit.Git(t, srv.BarePath("mono"), "log", "-1", "--format=%B", c)
+			if !strings.HasPrefix(msg, fmt.Sprintf("Update images of %d automations on main\n", carried)) ||
+				strings.Count(msg, "-> ghcr.io/stefanprodan/podinfo:6.5.0") != carried {
+				t.Errorf("commit %s carries %d jobs; its message:\n%s", c, carried, msg)
+			}
+		}
+	}
+	for _, j := range made[:n] {
+		got := &updatev1.UpdateJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(j), got); err != nil {
+			t.Fatal(err)
+		}
+		msg := conditions.Get(got, conditions.ReadyCondition).Message
+		if carried := commits[got.Status.PushedCommit]; carried > 1 && !strings.Contains(msg, fmt.Sprintf("one commit for %d UpdateJobs", carried)) {
+			t.Errorf("%s: Ready says %q, want the %d jobs the commit carries", j.Name, msg, carried)
+		}
+		if b := testgit.Git(t, srv.BarePath("mono"), "show", "main:apps/"+j.Name+"/deploy.yaml"); !strings.Contains(b, "podinfo:6.5.0") {
+			t.Errorf("%s not updated", j.Name)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/runtime/patch"
+	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/engine"
+)
+
+// jobGroup is the jobs a leader runs with it as one commit.
+type jobGroup struct {
+	key     string
+	members []*member
+}
+
+// member is a job of a group other than its leader: claimed by this
+// runner like the leader (its own status write, guarded by its
+// resourceVersion), run in the leader's reconcile, its outcome written to
+// its own status.
+type member struct {
+	job *updatev1.UpdateJob
+	run jobRun
+}
+
+// writers bounds the status writes a group makes at once.
+const writers = 8
+
+// forEach runs f for each member, writers at a time.
+func forEach(members []*member, f func(m *member)) {
+	sem := make(chan struct{}, writers)
+	var wg sync.WaitGroup
+	for _, m := range members {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(m)
+		})
+	}
+	wg.Wait()
+}
+
+// gatherGroup decides whether the job leads a group now, waits for one of
+// its key to end, or runs alone (gather says how). Jobs that share nothing
+// (pull requests, container mode) run alone at once.
+func (r *UpdateJobReconciler) gatherGroup(ctx context.Context, s *jobScope) (reconcile.Result, error) {
+	job := s.Obj
+	key := groupKey(job, s.State.plan)
+	if key == "" {
+		return reconcile.Continue, nil
+	}
+	self := client.ObjectKeyFromObject(job)
+	if r.groups.waitIfBusy(key, self) {
+		return reconcile.StopAfter(r.LeaseDuration), nil
+	}
+	list := &updatev1.UpdateJobList{}
+	if err := r.List(ctx, list, client.InNamespace(job.Namespace)); err != nil {
+		return reconcile.Continue, fmt.Errorf("listing UpdateJobs: %w", err)
+	}
+	g := gather(groupInput{leader: job, plan: s.State.plan, key: key, runner: r.Runner, running: r.groups.isRunning,
+		now: s.Start, lease: r.LeaseDuration, backoff: r.backoff}, list.Items)
+	if g.busy != "" {
+		// Another runner's group: it wakes no one here, so look again
+		// soon.
+		ctrl.LoggerFrom(ctx).V(1).Info("waiting for the group of another runner", "job", g.busy)
+		return reconcile.StopAfter(2 * time.Second), nil
+	}
+	jobs := []*updatev1.UpdateJob{job}
+	group := &jobGroup{key: key}
+	for _, c := range g.members {
+		jobs = append(jobs, c.job)
+		group.members = append(group.members, &member{job: c.job, run: jobRun{plan: c.plan}})
+	}
+	if !r.groups.begin(key, self, jobs...) {
+		if r.groups.waitIfBusy(key, self) {
+			return reconcile.StopAfter(r.LeaseDuration), nil
+		}
+		return reconcile.StopAfter(lookAgain), nil
+	}
+	s.State.group = group
+	return reconcile.Continue, nil
+}
+
+// markClaimed makes job this runner's next attempt.
+func (r *UpdateJobReconciler) markClaimed(job *updatev1.UpdateJob, leader string) {
+	now := metav1.Now()
+	st := &job.Status
+	st.Phase = updatev1.UpdateJobRunning
+	st.Runner = r.Runner
+	st.HeartbeatTime = &now
+	st.Attempts++
+	if st.StartTime == nil {
+		st.StartTime = &now
+	}
+	st.ObservedGeneration = job.Generation
+	if leader == "" {
+		conditions.MarkReconciling(job, updatev1.ClaimedReason, "attempt %d running on %s", st.Attempts, r.Runner)
+	} else {
+		conditions.MarkReconciling(job, updatev1.ClaimedReason, "attempt %d running on %s, in one commit with UpdateJob %s",
+			st.Attempts, r.Runner, leader)
+	}
+}
+
+// claimMembers claims the group's members once its leader is claimed; a
+// member another runner (or its own reconcile) changed meanwhile conflicts
+// and stays out.
+func (r *UpdateJobReconciler) claimMembers(ctx context.Context, leader string, g *jobGroup) {
+	var mu sync.Mutex
+	var claimed []*member
+	forEach(g.members, func(m *member) {
+		job := m.job.DeepCopy()
+		helper := patch.NewHelper(job, r.Client)
+		r.markClaimed(job, leader)
+		if err := helper.Patch(ctx, job, patch.WithOptimisticLock()); err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("a member of the group stays out", "job", job.Name, "error", err.Error())
+			return
+		}
+		m.job = job
+		m.run.claim = &claim{r: r, job: job.DeepCopy()}
+		mu.Lock()
+		claimed = append(claimed, m)
+		mu.Unlock()
+	})
+	// Keep the gathered order, the commit message's.
+	g.members = slices.DeleteFunc(g.members, func(m *member) bool { return !slices.Contains(claimed, m) })
+}
+
+// heartbeatMembers renews the members' claims every interval until the
+// returned stop is called. A member whose claim is lost is left to the
+// runner that took it.
+func (g *jobGroup) heartbeatMembers(ctx context.Context, interval time.Duration) (stop func()) {
+	return every(ctx, interval, func() bool {
+		forEach(g.members, func(m *member) {
+			err := m.run.claim.update(ctx, func(job *updatev1.UpdateJob) {
+				job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
+			})
+			if err != nil && !errors.Is(err, errClaimLost) && ctx.Err() == nil {
+				ctrl.LoggerFrom(ctx).Error(err, "renewing the heartbeat of a member of the group", "job", m.job.Name)
+			}
+		})
+		return true
+	})
+}
+
+// attemptGroup runs the leader's plan and its members' as one commit
+// (engine.RunGroup), and hands each its own outcome.
+func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.UpdateJob, st *jobRun) {
+	g := st.group
+	fail := func(err error) {
+		st.err = err
+		for _, m := range g.members {
+			m.run.err, m.run.secrets = err, st.secrets
+		}
+	}
+	auth, signer, secrets, err := r.gitAndSigner(ctx, job)
+	st.secrets = secrets
+	if err != nil {
+		fail(err)
+		return
+	}
+	plans := []writeback.Plan{st.plan}
+	for _, m := range g.members {
+		plans = append(plans, m.run.plan)
+	}
+	hooks := engine.Hooks{BeforePush: func(ctx context.Context, p engine.Push) error {
+		if err := st.claim.verify(ctx); err != nil {
+			return err
+		}
+		return r.recordPushing(ctx, st, g, p)
+	}, AfterPush: func(_ context.Context, p engine.Push) { st.shared = len(p.Plans) }, OnEvent: r.observe}
+	eng := engine.New(engine.Settings{WorkDir: r.WorkDir, PushRetries: r.PushRetries, Hooks: hooks},
+		engine.Credentials{Git: auth, Signer: signer}, r.Cache)
+	outs := eng.RunGroup(ctx, plans)
+	st.out, st.err = outs[0].Result, failure(outs[0].Err)
+	for i, m := range g.members {
+		m.run.out, m.run.err, m.run.secrets, m.run.started, m.run.shared = outs[i+1].Result, failure(outs[i+1].Err), secrets, st.started, st.shared
+	}
+}
+
+// recordPushing writes the commit about to be pushed to each job whose
+// changes it carries (status.pushingCommit), before the push: a runner
+// that dies after it leaves each job able to find it.
+func (r *UpdateJobReconciler) recordPushing(ctx context.Context, st *jobRun, g *jobGroup, p engine.Push) error {
+	set := func(job *updatev1.UpdateJob) { job.Status.PushingCommit = p.Commit }
+	var carried []*member
+	leader := false
+	for _, i := range p.Plans {
+		if i == 0 {
+			leader = true
+		} else {
+			carried = append(carried, g.members[i-1])
+		}
+	}
+	if leader {
+		if err := st.claim.update(ctx, set); err != nil {
+			return err
+		}
+	}
+	var mu sync.Mutex
+	var errs []error
+	forEach(carried, func(m *member) {
+		if err := m.run.claim.update(ctx, set); err != nil && !errors.Is(err, errClaimLost) {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("UpdateJob %s: %w", m.job.Name, err))
+			mu.Unlock()
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// releaseMembers hands the members back, Pending, when the leader's
+// attempt stopped before its outcome: this runner is stopping or lost the
+// leader.
+func (r *UpdateJobReconciler) releaseMembers(ctx context.Context, g *jobGroup) {
+	if g == nil {
+		return
+	}
+	wctx, cancel := outcomeContext(ctx)
+	defer cancel()
+	forEach(g.members, func(m *member) {
+		if err := r.handBack(wctx, m.run.claim); err != nil && !errors.Is(err, errClaimLost) {
+			ctrl.LoggerFrom(ctx).Error(err, "handing a member of the group back", "job", m.job.Name)
+		}
+	})
+}
+
+// recordMembers writes each member's outcome to its status, then counts
+// it and emits its events, as recordOutcome does for the leader.
+func (r *UpdateJobReconciler) recordMembers(ctx context.Context, g *jobGroup) {
+	if g == nil {
+		return
+	}
+	wctx, cancel := outcomeContext(ctx)
+	defer cancel()
+	forEach(g.members, func(m *member) {
+		st := &m.run
+		err := st.claim.update(wctx, func(job *updatev1.UpdateJob) {
+			st.outcome, st.notes = "", nil
+			r.outcome(job, st)
+		})
+		if err != nil {
+			if !errors.Is(err, errClaimLost) {
+				ctrl.LoggerFrom(ctx).Error(err, "recording the outcome of a member of the group", "job", m.job.Name)
+			}
+			return
+		}
+		r.noteFindings(st)
+		r.counted(wctx, st, st.claim.job)
+	})
+}
+
+// counted counts a written outcome and emits its events.
+func (r *UpdateJobReconciler) counted(ctx context.Context, st *jobRun, job *updatev1.UpdateJob) {
+	if st.outcome != "" {
+		r.JobMetrics.Jobs.WithLabelValues(st.outcome).Inc()
+		if !st.started.IsZero() {
+			r.JobMetrics.Duration.WithLabelValues(st.outcome).Observe(time.Since(st.started).Seconds())
+		}
+	}
+	for _, n := range st.notes {
+		n(ctx, job)
+	}
+}
