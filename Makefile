@@ -33,7 +33,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools browser-tools tools deps demo bench faults clean help images cluster plugin-archives
+.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools sign-tools browser-tools tools deps demo bench faults clean help images cluster plugin-archives
 
 all: build
 
@@ -57,6 +57,9 @@ argocd-tools: ## Build Argo CD's application controller and repo server, with it
 
 flux-tools: ## Build Flux's source-controller and kustomize-controller, with their CRDs, into bin/flux-controllers, and the Flux CLI into bin/flux (cached), for tests/node's Flux health test and the Flux plugin test of tests/dashboard.
 	@hack/tools.sh flux-controllers flux
+
+sign-tools: ## Build the cosign and notation CLIs into bin/sign (cached), which the signature tests sign images with.
+	@hack/tools.sh cosign notation
 
 browser-tools: ## Install axe-core from npm into bin/axe (pinned by tests/dashboard/axe/package-lock.json), for tests/dashboard; chromium comes with make deps.
 	@mkdir -p $(BIN)/axe
