@@ -105,9 +105,9 @@ type Registry struct {
 	failures []failure
 	// intercept answers requests before the registry does (Intercept).
 	intercept func(http.ResponseWriter, *http.Request) bool
-	tokens   map[string]map[string]bool // token → granted "name:action"
-	bucket   float64                    // tokens of Limit
-	filled   time.Time                  // when bucket was last refilled
+	tokens    map[string]map[string]bool // token → granted "name:action"
+	bucket    float64                    // tokens of Limit
+	filled    time.Time                  // when bucket was last refilled
 }
 
 type failure struct {
