@@ -110,9 +110,9 @@ cluster: deps testenv node-tools images ## A single-node cluster from real parts
 	@# Built, not go run: Ctrl-C reaches the program, which stops the cluster and exits 0.
 	@go build -o $(BIN)/cluster ./tests/cmd/cluster && exec $(BIN)/cluster --root $(ROOT) $(CLUSTER_FLAGS)
 
-test-integrations: deps testenv node-tools browser-tools argocd-tools flux-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux), which make test skips: minutes each to build on a new machine.
-	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools" go test -race -count=1 \
-		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ ./tests/dashboard/ && \
+test-integrations: deps testenv node-tools browser-tools argocd-tools flux-tools sign-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux, cosign, notation), which make test skips: minutes each to build on a new machine.
+	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools sign-tools" go test -race -count=1 \
+		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ ./tests/dashboard/ ./pkg/signature/ && \
 		IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools" go test -race -count=1 -run Flux ./tests/node/
 
 plugin-archives: ## tk-image as a Flux CLI plugin: an archive per platform, checksums.txt and the catalog manifest tk-image.yaml in bin/plugin (PLUGIN_BASE_URL=URL: where the release's archives will be downloaded from; nothing is uploaded).
