@@ -116,6 +116,9 @@ type Verdict struct {
 	// Reason and Message say why not, when not Verified.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Requests is how many registry requests the verification made (not
+	// cached: it describes one run, not the digest).
+	Requests int64 `json:"-"`
 }
 
 func (v Verdict) String() string {
@@ -227,11 +230,12 @@ func (v *Verifier) Verify(ctx context.Context, ref name.Digest, access Access) (
 	verdict.Digest = ref.DigestStr()
 	if err != nil {
 		var h *hostile
-		if errors.As(err, &h) {
-			return reject(ref.DigestStr(), h.reason, h.msg), nil
+		if !errors.As(err, &h) {
+			return Verdict{Digest: ref.DigestStr(), Requests: f.requests.Load()}, err
 		}
-		return verdict, err
+		verdict = reject(ref.DigestStr(), h.reason, h.msg)
 	}
+	verdict.Requests = f.requests.Load()
 	return verdict, nil
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"os"
+	"time"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,8 @@ import (
 
 var (
 	env *testenv.Env
+	// verifyMetrics are the policy reconciler's verification metrics.
+	verifyMetrics = NewVerifyMetrics()
 	// storeDir is the manager's --storage-path.
 	storeDir string
 )
@@ -64,6 +67,9 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	if err := NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
+	// A verdict that did not verify is checked again after 2 s, not
+	// 10 minutes: the tests sign tags after a policy saw them unsigned.
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
-		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud}).SetupWithManager(context.Background(), mgr, ctrlOptions())
+		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud,
+		VerifyMetrics: verifyMetrics, VerifyRetry: 2 * time.Second}).SetupWithManager(context.Background(), mgr, ctrlOptions())
 }
