@@ -3,8 +3,8 @@ package controller
 import (
 	"context"
 	"os"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
