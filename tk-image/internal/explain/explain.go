@@ -87,7 +87,7 @@ type PolicyExplanation struct {
 	UnverifiedRef *imagev1.UnverifiedRef      `json:"unverifiedRef,omitempty"`
 	Ready         *metav1.Condition           `json:"ready,omitempty"`
 	choice        imagev1.ImagePolicyChoice
-	filter      *imagev1.TagFilter
+	filter        *imagev1.TagFilter
 }
 
 type repositoryFacts struct {
