@@ -219,6 +219,11 @@ func (v *Verifier) ID() string { return v.id }
 func (v *Verifier) Verify(ctx context.Context, ref name.Digest, access Access) (Verdict, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.limits.Timeout)
 	defer cancel()
+	if access.Insecure && ref.Scheme() != "http" {
+		if r, err := name.NewDigest(ref.String(), name.Insecure); err == nil {
+			ref = r
+		}
+	}
 	f := newFetcher(ctx, ref, access, v.limits)
 	var verdict Verdict
 	var err error
