@@ -38,8 +38,13 @@ func newFetcher(ctx context.Context, ref name.Digest, access Access, limits Limi
 	if auth == nil {
 		auth = authn.Anonymous
 	}
-	return &fetcher{ctx: ctx, ref: ref, limits: limits, capped: c, requests: &c.requests,
-		opts: []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(c)}}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(auth), remote.WithTransport(c)}
+	// One puller for the whole verification: its authenticated transport
+	// (the /v2/ ping, the bearer token) is set up once, not per request.
+	if p, err := remote.NewPuller(opts...); err == nil {
+		opts = append(opts, remote.Reuse(p))
+	}
+	return &fetcher{ctx: ctx, ref: ref, limits: limits, capped: c, requests: &c.requests, opts: opts}
 }
 
 // classify turns an error of a registry request into a hostile answer
