@@ -33,7 +33,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools browser-tools tools deps demo bench faults clean help images cluster plugin-archives
+.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools sign-tools browser-tools tools deps demo bench faults clean help images cluster plugin-archives
 
 all: build
 
@@ -57,6 +57,9 @@ argocd-tools: ## Build Argo CD's application controller and repo server, with it
 
 flux-tools: ## Build Flux's source-controller and kustomize-controller, with their CRDs, into bin/flux-controllers, and the Flux CLI into bin/flux (cached), for tests/node's Flux health test and the Flux plugin test of tests/dashboard.
 	@hack/tools.sh flux-controllers flux
+
+sign-tools: ## Build the cosign and notation CLIs into bin/sign (cached), which the signature tests sign images with.
+	@hack/tools.sh cosign notation
 
 browser-tools: ## Install axe-core from npm into bin/axe (pinned by tests/dashboard/axe/package-lock.json), for tests/dashboard; chromium comes with make deps.
 	@mkdir -p $(BIN)/axe
@@ -107,9 +110,9 @@ cluster: deps testenv node-tools images ## A single-node cluster from real parts
 	@# Built, not go run: Ctrl-C reaches the program, which stops the cluster and exits 0.
 	@go build -o $(BIN)/cluster ./tests/cmd/cluster && exec $(BIN)/cluster --root $(ROOT) $(CLUSTER_FLAGS)
 
-test-integrations: deps testenv node-tools browser-tools argocd-tools flux-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux), which make test skips: minutes each to build on a new machine.
-	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools" go test -race -count=1 \
-		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ ./tests/dashboard/ && \
+test-integrations: deps testenv node-tools browser-tools argocd-tools flux-tools sign-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux, cosign, notation), which make test skips: minutes each to build on a new machine.
+	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools sign-tools" go test -race -count=1 \
+		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ ./tests/dashboard/ ./pkg/signature/ && \
 		IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools" go test -race -count=1 -run Flux ./tests/node/
 
 plugin-archives: ## tk-image as a Flux CLI plugin: an archive per platform, checksums.txt and the catalog manifest tk-image.yaml in bin/plugin (PLUGIN_BASE_URL=URL: where the release's archives will be downloaded from; nothing is uploaded).

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +45,7 @@ type reflector struct {
 	registryBurst int
 	webhookAddr   string
 	objectLevelWI bool
+	verifyRetry   time.Duration
 	// defaultsErr is a failure to change a common flag's default, returned
 	// by setup: flags are bound before anything can fail.
 	defaultsErr error
@@ -62,6 +64,7 @@ func (r *reflector) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&r.registryBurst, "registry-burst", 100, "The most requests sent at once to each registry host, at the --registry-qps ceiling; the burst shrinks with the rate.")
 	fs.StringVar(&r.webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
 	fs.BoolVar(&r.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
+	fs.DurationVar(&r.verifyRetry, "verify-retry", controller.DefaultVerifyRetry, "How long a policy trusts a verdict that an image's signature did not verify before checking it again (spec.verify); verified digests are never verified again.")
 	// The shared API client defaults (50 a second, 300 at once)
 	// are too low for this controller: a scan writes an
 	// ImageRepository's metadata and status and its policies'
@@ -90,7 +93,9 @@ func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Option
 	rec := metrics.NewRecorder("reflector").MustRegisterDefault()
 	regMetrics := registry.NewMetrics()
 	scanMetrics, promotionMetrics := controller.NewScanMetrics(), controller.NewPromotionMetrics()
-	crmetrics.Registry.MustRegister(append(append(regMetrics.Collectors(), scanMetrics.Collectors()...), promotionMetrics.Collectors()...)...)
+	verifyMetrics := controller.NewVerifyMetrics()
+	crmetrics.Registry.MustRegister(append(append(append(regMetrics.Collectors(), scanMetrics.Collectors()...),
+		promotionMetrics.Collectors()...), verifyMetrics.Collectors()...)...)
 	reg := registry.New(r.registryQPS, r.registryBurst, regMetrics)
 	cloud, err := cloudauth.Setup(mgr.GetConfig(), mgr.GetScheme(), r.objectLevelWI, "reflector", crmetrics.Registry)
 	if err != nil {
@@ -111,6 +116,7 @@ func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Option
 	return (&controller.ImagePolicyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: opts.Events, Metrics: rec,
 		Registry: reg, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics,
+		VerifyMetrics: verifyMetrics, VerifyRetry: r.verifyRetry,
 	}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 }
 

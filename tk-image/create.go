@@ -135,6 +135,7 @@ func newCreatePolicyCommand(k *kube, f *createFlags) *cobra.Command {
 		repository, digest, platform string
 		rules                        policyFlags
 		interval                     time.Duration
+		verify                       verifyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "policy NAME --repository REPOSITORY (" + strings.Join(kindFlags(true), " | ") + ")",
@@ -146,7 +147,10 @@ tk-image policy eval, which runs the same code and takes the same policy flags.`
     --filter-pattern '^main-[a-f0-9]+-(?P<ts>[0-9]+)$' --filter-extract '$ts'
   tk-image create policy podinfo --repository podinfo --semver 6.x --minimum-age 72h
   tk-image create policy app --repository app --newest-build --max-candidates 50 --minimum-age 24h --age-source created
-  tk-image create policy podinfo --repository podinfo --semver 6.x --digest-reflection IfNotPresent --platform linux/arm64`,
+  tk-image create policy podinfo --repository podinfo --semver 6.x --digest-reflection IfNotPresent --platform linux/arm64
+  tk-image create policy podinfo --repository podinfo --semver 6.x --verify-provider cosign --verify-secret-ref cosign-keys
+  tk-image create policy podinfo --repository podinfo --semver 6.x --verify-provider cosign \
+    --verify-issuer '^https://token.actions.githubusercontent.com$' --verify-subject '^https://github.com/org/podinfo/'`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := rules.check(); err != nil {
@@ -170,6 +174,11 @@ tk-image policy eval, which runs the same code and takes the same policy flags.`
 			if interval > 0 {
 				spec.Interval = &metav1.Duration{Duration: interval}
 			}
+			v, err := verify.spec()
+			if err != nil {
+				return usageError{err}
+			}
+			spec.Verify = v
 			obj := &imagev1.ImagePolicy{Spec: spec}
 			return f.apply(cmd.Context(), k, "policy", args[0], obj, func(cur client.Object) {
 				cur.(*imagev1.ImagePolicy).Spec = spec
@@ -182,11 +191,73 @@ tk-image policy eval, which runs the same code and takes the same policy flags.`
 	fl.StringVar(&digest, "digest-reflection", "", "when to look up the chosen tag's digest: Never, IfNotPresent or Always")
 	fl.DurationVar(&interval, "interval", 0, "time between digest look-ups (with --digest-reflection Always)")
 	fl.StringVar(&platform, "platform", "", "OS/ARCH[/VARIANT], e.g. linux/arm64: the digest is this platform's manifest in the tag's index, not the index, and its build time counts")
+	verify.add(cmd)
 	_ = cmd.MarkFlagRequired("repository")
 	_ = cmd.RegisterFlagCompletionFunc("repository", completeNames(k, "repository", 0))
 	_ = cmd.RegisterFlagCompletionFunc("digest-reflection", cobra.FixedCompletions([]string{"Never", "IfNotPresent", "Always"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("platform", cobra.FixedCompletions(commonPlatforms, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// verifyFlags are spec.verify as flags, named as the Flux CLI names them
+// for sources (flux create source oci --verify-provider ...).
+type verifyFlags struct {
+	provider, secretRef, issuer, subject, trustedRoot, trustPolicy string
+}
+
+func (v *verifyFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&v.provider, "verify-provider", "", "only images whose signature verifies are chosen: cosign or notation (spec.verify)")
+	fl.StringVar(&v.secretRef, "verify-secret-ref", "", "Secret of the cosign public keys (*.pub) or the notation certificates (*.crt, *.pem)")
+	fl.StringVar(&v.issuer, "verify-issuer", "", "cosign keyless: regexp of the OIDC issuer (with --verify-subject)")
+	fl.StringVar(&v.subject, "verify-subject", "", "cosign keyless: regexp of the certificate subject (with --verify-issuer)")
+	fl.StringVar(&v.trustedRoot, "verify-trusted-root-secret-ref", "", "cosign keyless: Secret whose trusted_root.json is a private Sigstore's root (default: the public Sigstore)")
+	fl.StringVar(&v.trustPolicy, "verify-trust-policy-ref", "", "notation: ConfigMap whose trustpolicy.json is the trust policy")
+	_ = cmd.RegisterFlagCompletionFunc("verify-provider", cobra.FixedCompletions([]string{imagev1.SignatureProviderCosign, imagev1.SignatureProviderNotation}, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// spec is spec.verify, nil without --verify-provider; combinations the
+// API would refuse are refused here first, with the flags' names.
+func (v *verifyFlags) spec() (*imagev1.ImageVerification, error) {
+	if v.provider == "" {
+		if v.secretRef != "" || v.issuer != "" || v.subject != "" || v.trustedRoot != "" || v.trustPolicy != "" {
+			return nil, fmt.Errorf("--verify-* flags need --verify-provider")
+		}
+		return nil, nil
+	}
+	ref := func(n string) *meta.LocalObjectReference {
+		if n == "" {
+			return nil
+		}
+		return &meta.LocalObjectReference{Name: n}
+	}
+	out := &imagev1.ImageVerification{Provider: v.provider, SecretRef: ref(v.secretRef),
+		TrustedRootSecretRef: ref(v.trustedRoot), TrustPolicyRef: ref(v.trustPolicy)}
+	switch v.provider {
+	case imagev1.SignatureProviderCosign:
+		if (v.issuer == "") != (v.subject == "") {
+			return nil, fmt.Errorf("--verify-issuer and --verify-subject go together")
+		}
+		if (v.secretRef == "") == (v.issuer == "") {
+			return nil, fmt.Errorf("cosign needs --verify-secret-ref (public keys) or --verify-issuer with --verify-subject (keyless), not both")
+		}
+		if v.trustPolicy != "" {
+			return nil, fmt.Errorf("--verify-trust-policy-ref is for notation")
+		}
+		if v.issuer != "" {
+			out.MatchOIDCIdentity = []imagev1.OIDCIdentityMatch{{Issuer: v.issuer, Subject: v.subject}}
+		}
+	case imagev1.SignatureProviderNotation:
+		if v.secretRef == "" || v.trustPolicy == "" {
+			return nil, fmt.Errorf("notation needs --verify-secret-ref (certificates) and --verify-trust-policy-ref")
+		}
+		if v.issuer != "" || v.subject != "" || v.trustedRoot != "" {
+			return nil, fmt.Errorf("--verify-issuer, --verify-subject and --verify-trusted-root-secret-ref are for cosign")
+		}
+	default:
+		return nil, fmt.Errorf("--verify-provider %q: cosign or notation", v.provider)
+	}
+	return out, nil
 }
 
 // commonPlatforms complete --platform: those multi-arch images usually

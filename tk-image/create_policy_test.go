@@ -62,6 +62,42 @@ spec:
     docker:
       range: '>=1.36'
 `},
+		{"cosign keys", []string{"--semver", "6.x", "--verify-provider", "cosign", "--verify-secret-ref", "cosign-keys"}, `  imageRepositoryRef:
+    name: app
+  policy:
+    semver:
+      range: 6.x
+  verify:
+    provider: cosign
+    secretRef:
+      name: cosign-keys
+`},
+		{"cosign keyless", []string{"--semver", "6.x", "--verify-provider", "cosign", "--verify-issuer", "^https://token.actions.githubusercontent.com$",
+			"--verify-subject", "^https://github.com/org/app/", "--verify-trusted-root-secret-ref", "root"}, `  imageRepositoryRef:
+    name: app
+  policy:
+    semver:
+      range: 6.x
+  verify:
+    matchOIDCIdentity:
+    - issuer: ^https://token.actions.githubusercontent.com$
+      subject: ^https://github.com/org/app/
+    provider: cosign
+    trustedRootSecretRef:
+      name: root
+`},
+		{"notation", []string{"--semver", "6.x", "--verify-provider", "notation", "--verify-secret-ref", "ca", "--verify-trust-policy-ref", "policy"}, `  imageRepositoryRef:
+    name: app
+  policy:
+    semver:
+      range: 6.x
+  verify:
+    provider: notation
+    secretRef:
+      name: ca
+    trustPolicyRef:
+      name: policy
+`},
 		{"platform digest", []string{"--semver", "6.x", "--digest-reflection", "IfNotPresent", "--platform", "linux/arm64"}, `  digestReflectionPolicy: IfNotPresent
   imageRepositoryRef:
     name: app
@@ -102,6 +138,12 @@ func TestPolicyFlagErrors(t *testing.T) {
 		{create, []string{"--docker", "*", "--compatible-with", "alpine"}, `--compatible-with "alpine" is not a Docker-style version`},
 		{create, []string{"--newest-build", "--max-candidates", "0"}, "--max-candidates must be between 1 and 1000"},
 		{create, []string{"--newest-build", "--max-candidates", "1001"}, "--max-candidates must be between 1 and 1000"},
+		{create, []string{"--semver", "6.x", "--verify-secret-ref", "keys"}, "--verify-* flags need --verify-provider"},
+		{create, []string{"--semver", "6.x", "--verify-provider", "cosign"}, "cosign needs --verify-secret-ref"},
+		{create, []string{"--semver", "6.x", "--verify-provider", "cosign", "--verify-secret-ref", "k", "--verify-issuer", "i", "--verify-subject", "s"}, "not both"},
+		{create, []string{"--semver", "6.x", "--verify-provider", "cosign", "--verify-issuer", "i"}, "--verify-issuer and --verify-subject go together"},
+		{create, []string{"--semver", "6.x", "--verify-provider", "notation", "--verify-secret-ref", "ca"}, "notation needs --verify-secret-ref (certificates) and --verify-trust-policy-ref"},
+		{create, []string{"--semver", "6.x", "--verify-provider", "gpg"}, `--verify-provider "gpg": cosign or notation`},
 		{eval, []string{"--semver", "6.x", "--max-candidates", "10"}, "--max-candidates needs --newest-build"},
 		{eval, []string{"--semver", "6.x", "--age-source", "created"}, "--age-source needs --minimum-age"},
 	}

@@ -164,6 +164,22 @@ func TestExplain(t *testing.T) {
 	policy("redis", web, "7.2.4", "", nil)
 	policy("nightly", web, "", "", &imagev1.TagSelection{ScanRevision: "sha256:0123456789abcdef0123", Considered: 14, Unparsable: 14})
 	policy("unselected", nil, "1.0.0", "", nil)
+	signed := &imagev1.ImagePolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "signed", Namespace: ns},
+		Spec: imagev1.ImagePolicySpec{
+			ImageRepositoryRef: meta.NamespacedObjectReference{Name: "podinfo"},
+			Policy:             imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=6.0.0"}},
+			Verify: &imagev1.ImageVerification{Provider: imagev1.SignatureProviderCosign,
+				MatchOIDCIdentity: []imagev1.OIDCIdentityMatch{{Issuer: "^https://token.actions.githubusercontent.com$", Subject: "^https://github.com/org/podinfo/"}}},
+		},
+	}
+	c.create(t, signed, func() {
+		signed.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: "6.4.0", Digest: "sha256:aaaa"}
+		signed.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:aaaa", Format: "bundle", Skipped: 1,
+			Signer: "subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com"}
+		signed.Status.UnverifiedRef = &imagev1.UnverifiedRef{Tag: "6.5.0", Digest: "sha256:bbbb", Reason: "NoSignature", Message: "no cosign signature (no Sigstore bundle referrer, no .sig tag)"}
+		conditions.MarkReady(signed, imagev1.SignatureVerificationFailedReason, "latest image tag for ghcr.io/org/podinfo resolved to 6.4.0")
+	})
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git-auth", Namespace: ns},
 		StringData: map[string]string{"username": "bot", "password": "s3cret"}}
@@ -216,6 +232,22 @@ func TestExplain(t *testing.T) {
 		auto.Status.LastAutomationRunTime = &finished
 		auto.Status.LastJob = &imagev1.UpdateJobReference{Name: job.Name, UID: job.UID, Phase: updatev1.UpdateJobNoChange}
 		conditions.MarkReady(auto, conditions.SucceededReason, "no change needed at %s (UpdateJob %s)", seen, job.Name)
+	})
+
+	// The verification step: who signed the chosen digest, and why the
+	// better tag was not chosen.
+	t.Run("verified policy", func(t *testing.T) {
+		code, out, errs := c.explain(t, "policy", "signed", "-n", ns)
+		if code != 0 {
+			t.Fatalf("code %d, stderr %q", code, errs)
+		}
+		t.Logf("tk-image explain policy signed:\n%s", out)
+		mustContain(t, "explain policy signed", out,
+			"Verification:     cosign signatures, trusting keyless: subject ^https://github.com/org/podinfo/ issued by ^https://token.actions.githubusercontent.com$ (the public Sigstore root)\n",
+			"  Verified:       sha256:aaaa, signed by subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com (bundle signature)\n",
+			"  Skipped:        1 better candidate(s) did not verify\n",
+			"  Not verified:   6.5.0 (sha256:bbbb): NoSignature: no cosign signature",
+			"SignatureVerificationFailed")
 	})
 
 	t.Run("policy", func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/policy"
+	"toolkit.dev/image-toolkit/pkg/signature"
 	"toolkit.dev/image-toolkit/tk-image/internal/explain"
 )
 
@@ -182,6 +183,65 @@ type evalOptions struct {
 	// The tag times --minimum-age and --newest-build need.
 	tagTimes string
 	now      string
+
+	verify evalVerifyFlags
+}
+
+// evalVerifyFlags are spec.verify for policy eval: what a policy's
+// Secrets and ConfigMap would hold, from files.
+type evalVerifyFlags struct {
+	provider, issuer, subject, trustedRoot, trustPolicy string
+	keys, certs                                         []string
+}
+
+func (v *evalVerifyFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&v.provider, "verify-provider", "", "only tags whose image signature verifies are chosen, walking the candidates best first (needs --image): cosign or notation")
+	f.StringSliceVar(&v.keys, "verify-key", nil, "cosign public key file (PEM); repeat for a key set")
+	f.StringVar(&v.issuer, "verify-issuer", "", "cosign keyless: regexp of the OIDC issuer (with --verify-subject)")
+	f.StringVar(&v.subject, "verify-subject", "", "cosign keyless: regexp of the certificate subject (with --verify-issuer)")
+	f.StringVar(&v.trustedRoot, "verify-trusted-root", "", "cosign keyless: trusted_root.json file of a private Sigstore (default: the public Sigstore)")
+	f.StringSliceVar(&v.certs, "verify-cert", nil, "notation: trusted certificate file (PEM or DER); repeat for more")
+	f.StringVar(&v.trustPolicy, "verify-trust-policy", "", "notation: trustpolicy.json file")
+}
+
+// config reads the files into the config spec.verify would make.
+func (v *evalVerifyFlags) config() (signature.Config, error) {
+	cfg := signature.Config{Provider: signature.Provider(v.provider)}
+	read := func(files []string) (map[string][]byte, error) {
+		out := map[string][]byte{}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			out[filepath.Base(f)] = b
+		}
+		return out, nil
+	}
+	var err error
+	if cfg.Keys, err = read(v.keys); err != nil {
+		return cfg, err
+	}
+	if len(cfg.Keys) == 0 {
+		cfg.Keys = nil
+	}
+	if cfg.Certificates, err = read(v.certs); err != nil {
+		return cfg, err
+	}
+	if v.issuer != "" || v.subject != "" {
+		cfg.Identities = []signature.Identity{{Issuer: v.issuer, Subject: v.subject}}
+	}
+	if v.trustedRoot != "" {
+		if cfg.TrustedRoot, err = os.ReadFile(v.trustedRoot); err != nil {
+			return cfg, err
+		}
+	}
+	if v.trustPolicy != "" {
+		if cfg.TrustPolicy, err = os.ReadFile(v.trustPolicy); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
 }
 
 func newPolicyEvalCommand() *cobra.Command {
@@ -243,6 +303,7 @@ as it will be applied.`,
 	f.StringVar(&o.tagTimes, "tag-times", "", "file of tags with when each was first seen and built (see above)")
 	f.StringVar(&o.now, "now", "", "measure ages at this RFC 3339 time instead of now")
 	f.StringVarP(&o.file, "filename", "f", "", "evaluate the first ImagePolicy of this manifest instead of the policy flags, - for stdin")
+	o.verify.add(f)
 	return cmd
 }
 
@@ -302,16 +363,50 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 			return fmt.Errorf("reading tags: %w", err)
 		}
 	}
+	var verifier *signature.Verifier
+	if o.verify.provider != "" {
+		if o.image == "" {
+			return usageError{errors.New("--verify-provider needs --image: signatures are read from the registry")}
+		}
+		cfg, err := o.verify.config()
+		if err != nil {
+			return usageError{fmt.Errorf("--verify-*: %w", err)}
+		}
+		if verifier, err = signature.New(cfg, signature.Limits{}); err != nil {
+			return usageError{fmt.Errorf("--verify-*: %w", err)}
+		}
+	}
 	opts := policy.Options{MinimumAge: o.minimumAge, Source: source, Now: now, Top: imagev1.MaxTopCandidates}
+	if verifier != nil {
+		// The reflector's walk: the best candidates, verified best first.
+		opts.Top = verifyCandidates
+	}
 	if times != nil {
 		opts.Times = times
 	}
 	res, err := p.Evaluate(ctx, tags, opts)
+	var walk *signature.Walk
+	if err == nil && verifier != nil {
+		w, verr := o.walk(ctx, verifier, res.Selection.TopCandidates)
+		if verr != nil {
+			return verr
+		}
+		walk = &w
+		if len(res.Selection.TopCandidates) > imagev1.MaxTopCandidates {
+			res.Selection.TopCandidates = res.Selection.TopCandidates[:imagev1.MaxTopCandidates]
+		}
+	}
 	if o.explain {
 		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
 		explain.WriteSelection(tw, "", &res.Selection, choice, filter)
 		if res.Pending != nil {
 			fmt.Fprintf(tw, "Pending:\t%s at %s (minimum age %s)\n", res.Pending.Tag, res.Pending.EligibleAt.UTC().Format(time.RFC3339), o.minimumAge)
+		}
+		if walk != nil {
+			writeWalk(tw, walk)
+			if walk.Tag == "" {
+				err = errors.Join(err, errors.New(walk.Summary()))
+			}
 		}
 		if ferr := tw.Flush(); ferr != nil || err != nil {
 			return errors.Join(err, ferr)
@@ -321,8 +416,50 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, res.Selection.Selected())
+	selected := res.Selection.Selected()
+	if walk != nil {
+		if walk.Tag == "" {
+			return errors.New(walk.Summary())
+		}
+		selected = walk.Tag + "@" + walk.Verdict.Digest
+	}
+	_, err = fmt.Fprintln(stdout, selected)
 	return err
+}
+
+// verifyCandidates is how many candidates eval verifies at most, as the
+// reflector does (MaxVerifyCandidates there).
+const verifyCandidates = 100
+
+// walk verifies the candidates best first, each tag's digest read from
+// --image, as the reflector's verify phase does.
+func (o *evalOptions) walk(ctx context.Context, v *signature.Verifier, candidates []string) (signature.Walk, error) {
+	repo, opts, access, err := o.registry(ctx)
+	if err != nil {
+		return signature.Walk{}, err
+	}
+	check := func(ctx context.Context, tag string) (signature.Verdict, error) {
+		ctx, cancel := context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+		d, err := remote.Head(repo.Tag(tag), append(opts, remote.WithContext(ctx))...)
+		if err != nil {
+			return signature.Verdict{}, err
+		}
+		return v.Verify(ctx, repo.Digest(d.Digest.String()), access)
+	}
+	return signature.FirstVerified(ctx, candidates, verifyCandidates, check)
+}
+
+// writeWalk prints the verification step of --explain.
+func writeWalk(w io.Writer, walk *signature.Walk) {
+	for _, s := range walk.Skipped {
+		fmt.Fprintf(w, "Not verified:\t%s (%s): %s: %s\n", s.Tag, s.Verdict.Digest, s.Verdict.Reason, s.Verdict.Message)
+	}
+	if walk.Tag != "" {
+		fmt.Fprintf(w, "Verified:\t%s@%s, signed by %s (%s signature)\n", walk.Tag, walk.Verdict.Digest, walk.Verdict.Signer, walk.Verdict.Format)
+	} else {
+		fmt.Fprintf(w, "Verified:\tnone: %s\n", walk.Summary())
+	}
 }
 
 // fromFile reads the rules of the first ImagePolicy of -f into o: its
@@ -454,24 +591,39 @@ func readTagTimes(path string) ([]string, fileTimes, error) {
 }
 
 func (o *evalOptions) listTags(ctx context.Context) ([]string, error) {
-	repo, err := name.NewRepository(o.image)
+	repo, opts, _, err := o.registry(ctx)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--image: %w", err)}
+		return nil, err
 	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuth(authn.Anonymous)}
+	return remote.List(repo, append(opts, remote.WithContext(ctx))...)
+}
+
+// registry is --image with its credentials (--docker-config, else
+// anonymous), for go-containerregistry and for pkg/signature.
+func (o *evalOptions) registry(ctx context.Context) (name.Repository, []remote.Option, signature.Access, error) {
+	repo, err := name.NewRepository(o.image)
+	if err != nil {
+		return repo, nil, signature.Access{}, usageError{fmt.Errorf("--image: %w", err)}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var auth authn.Authenticator = authn.Anonymous
 	if o.dockerConfig != "" {
 		keychain, err := configKeychain(ctx, o.dockerConfig)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--docker-config: %w", err)}
+			return repo, nil, signature.Access{}, usageError{fmt.Errorf("--docker-config: %w", err)}
 		}
-		opts = []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keychain)}
+		if auth, err = keychain.Resolve(repo); err != nil {
+			return repo, nil, signature.Access{}, usageError{fmt.Errorf("--docker-config: %w", err)}
+		}
 	}
-	return remote.List(repo, opts...)
+	return repo, []remote.Option{remote.WithAuth(auth)}, signature.Access{Auth: auth, Insecure: repo.Scheme() == "http"}, nil
 }
 
 // configKeychain reads a Docker config.json (or a directory holding one)

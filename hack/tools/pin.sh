@@ -14,8 +14,10 @@
 #   hack/tools/pin.sh argocd 3.5.1           Argo CD's multi-call binary (application controller, repo server)
 #   hack/tools/pin.sh flux-controllers 1.9.1 Flux's source-controller and kustomize-controller
 #   hack/tools/pin.sh flux 2.9.5             the Flux CLI, which runs tk-image as a plugin
+#   hack/tools/pin.sh cosign 3.1.3           the cosign CLI, which signs the test images of pkg/signature
+#   hack/tools/pin.sh notation 1.3.2         the notation CLI, the same for Notation
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -32,6 +34,8 @@ case $tool in
   argocd) main=github.com/argoproj/argo-cd/v3; tools=(github.com/argoproj/argo-cd/v3/cmd) ;;
   flux-controllers) main=github.com/fluxcd/kustomize-controller; tools=(github.com/fluxcd/kustomize-controller github.com/fluxcd/source-controller) ;;
   flux) main=github.com/fluxcd/flux2/v2; tools=(github.com/fluxcd/flux2/v2/cmd/flux) ;;
+  cosign) main=github.com/sigstore/cosign/v3; tools=(github.com/sigstore/cosign/v3/cmd/cosign) ;;
+  notation) main=github.com/notaryproject/notation; tools=(github.com/notaryproject/notation/cmd/notation) ;;
   *) echo "unknown tool $tool" >&2; exit 2 ;;
 esac
 

@@ -127,7 +127,15 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 			continue
 		}
 		ref := *p.Status.LatestRef
-		s.Setters = append(s.Setters, updatev1.PolicySetter{Policy: row.Key, ImageRef: ref})
+		setter := updatev1.PolicySetter{Policy: row.Key, ImageRef: ref}
+		if v := p.Status.Verification; p.Spec.Verify != nil && v != nil && ref.Digest != "" && v.Digest == ref.Digest {
+			ns := p.Spec.ImageRepositoryRef.Namespace
+			if ns == "" {
+				ns = p.Namespace
+			}
+			setter.Verified = &updatev1.VerifiedImage{ImageRepository: meta.NamespacedObjectReference{Namespace: ns, Name: p.Spec.ImageRepositoryRef.Name}}
+		}
+		s.Setters = append(s.Setters, setter)
 		s.Observed[p.Name] = ref
 		if p.Status.LatestRefTime != nil {
 			s.Times[row.Key] = p.Status.LatestRefTime.Time

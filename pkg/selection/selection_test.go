@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
@@ -203,5 +204,32 @@ func TestForImages(t *testing.T) {
 	}
 	if policies[0].Name != "z-nginx" {
 		t.Error("ForImages reordered its caller's list")
+	}
+}
+
+// A verified policy's setter says how to read its tag again, so the job
+// can refuse a tag re-pushed after the check; an unverified one does not.
+func TestVerifiedPolicyMarksItsSetter(t *testing.T) {
+	signed := policy("signed", nil, "2")
+	signed.Spec.ImageRepositoryRef = meta.NamespacedObjectReference{Name: "repo", Namespace: "images"}
+	signed.Spec.Verify = &imagev1.ImageVerification{Provider: imagev1.SignatureProviderCosign}
+	signed.Status.LatestRef.Digest = "sha256:aa"
+	signed.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:aa", Signer: "key cosign.pub"}
+	stale := policy("stale", nil, "3")
+	stale.Spec.Verify = signed.Spec.Verify
+	stale.Status.LatestRef.Digest = "sha256:bb"
+	stale.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:aa"}
+	s := Of(automation(nil, false), labels.Everything(), []imagev1.ImagePolicy{signed, stale, policy("plain", nil, "1")})
+	for _, st := range s.Setters {
+		switch st.Policy {
+		case "ns:signed":
+			if st.Verified == nil || st.Verified.ImageRepository != (meta.NamespacedObjectReference{Namespace: "images", Name: "repo"}) {
+				t.Errorf("signed: verified %+v", st.Verified)
+			}
+		default:
+			if st.Verified != nil {
+				t.Errorf("%s: verified %+v without a verification of its digest", st.Policy, st.Verified)
+			}
+		}
 	}
 }

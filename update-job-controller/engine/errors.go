@@ -23,6 +23,9 @@ const (
 	KindAuthentication Kind = "Authentication"
 	// KindUpdate: the files could not be updated.
 	KindUpdate Kind = "Update"
+	// KindImageMoved: BeforeCommit found a verified image's tag no
+	// longer at the verified digest.
+	KindImageMoved Kind = "ImageMoved"
 	// KindPullRequest: the forge refused a call about the pull request.
 	KindPullRequest Kind = "PullRequest"
 	// KindRateLimited: the forge's rate limit is spent; RetryAfter says

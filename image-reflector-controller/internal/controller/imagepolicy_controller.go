@@ -35,6 +35,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+	"toolkit.dev/image-toolkit/pkg/signature"
 )
 
 // repositoryIndex indexes ImagePolicies by the namespace/name of their
@@ -66,6 +67,14 @@ type ImagePolicyReconciler struct {
 	// Clock is the time minimum ages are measured at; time.Now when nil.
 	// Tests move it where waiting would be slow.
 	Clock func() time.Time
+	// VerifyMetrics count signature verifications; none when nil.
+	VerifyMetrics *VerifyMetrics
+	// VerifyRetry is how long a verdict that did not verify holds
+	// (DefaultVerifyRetry when 0).
+	VerifyRetry time.Duration
+
+	verifiers    verifiers
+	verifyFlight singleflight.Group
 
 	// Build times looked up lately, by store object and tag: policies of
 	// one repository evaluated at once look a new tag up once (the flight),
@@ -202,6 +211,10 @@ type policyState struct {
 	tag    string
 	latest meta.ImageRef
 	held   bool
+	// candidates are the kept tags, best first, that spec.verify walks;
+	// walk is what it found.
+	candidates []string
+	walk       *signature.Walk
 	// requeue is when to look again once the choice is recorded.
 	requeue time.Duration
 }
@@ -229,6 +242,7 @@ func (r *ImagePolicyReconciler) newKind() *reconcile.Kind[*imagev1.ImagePolicy, 
 			{Name: "repository", Run: r.repository},
 			{Name: "evaluate", Run: r.evaluate},
 			{Name: "hold", Run: r.hold},
+			{Name: "verify", Run: r.verifySignatures},
 			{Name: "digest", Run: r.reflectDigest},
 			{Name: "record", Run: r.recordLatest},
 		},
@@ -329,6 +343,10 @@ func (r *ImagePolicyReconciler) evaluate(ctx context.Context, s *policyScope) (r
 	obj, st := s.Obj, &s.State
 	st.now = r.now()
 	opts := policy.Options{Now: st.now, Top: imagev1.MaxTopCandidates}
+	if obj.Spec.Verify != nil {
+		// The candidates to verify, best first; the status lists five.
+		opts.Top = MaxVerifyCandidates
+	}
 	if m := obj.Spec.MinimumAge; m != nil {
 		opts.MinimumAge, opts.Source = m.Duration.Duration, m.Source
 	}
@@ -342,6 +360,10 @@ func (r *ImagePolicyReconciler) evaluate(ctx context.Context, s *policyScope) (r
 
 	explained := res.Selection
 	explained.ScanRevision = st.entry.Revision
+	st.candidates = explained.TopCandidates
+	if len(explained.TopCandidates) > imagev1.MaxTopCandidates {
+		explained.TopCandidates = explained.TopCandidates[:imagev1.MaxTopCandidates]
+	}
 	obj.Status.LastSelection = &explained
 	if res.Pending != nil {
 		obj.Status.PendingRef = &imagev1.PendingRef{Tag: res.Pending.Tag, EligibleAt: ptrTime(res.Pending.EligibleAt)}
@@ -409,6 +431,12 @@ func (r *ImagePolicyReconciler) reflectDigest(ctx context.Context, s *policyScop
 	}
 	prev := obj.Status.LatestRef
 	st.latest = meta.ImageRef{Name: st.repo.Spec.Image, Tag: st.tag}
+	if st.walk != nil {
+		// The digest that verified is the one written: never looked up
+		// again by tag, which may have moved since.
+		st.latest.Digest = st.walk.Verdict.Digest
+		return reconcile.Continue, nil
+	}
 	switch obj.Spec.DigestReflectionPolicy {
 	case imagev1.ReflectAlways:
 		st.requeue = minPositive(st.requeue, obj.Spec.Interval.Duration)
@@ -451,13 +479,18 @@ func (r *ImagePolicyReconciler) recordLatest(ctx context.Context, s *policyScope
 		now := metav1.NowMicro()
 		obj.Status.LatestRefTime = &now
 	}
-	if h := obj.Status.HeldRef; h != nil {
+	if w := s.State.walk; w != nil && len(w.Skipped) > 0 {
+		conditions.MarkReady(obj, imagev1.SignatureVerificationFailedReason, "latest image tag for %s resolved to %s: %s",
+			latest.Name, latest.Tag, w.Summary())
+	} else if h := obj.Status.HeldRef; h != nil {
 		conditions.MarkReady(obj, imagev1.DowngradeHeldReason,
 			"latest image tag for %s stays %s: %d consecutive scan(s) did not list it and the best tag listed, %s, ranks lower; it moves after %d",
 			latest.Name, h.Tag, h.MissingScans, h.Candidate, imagev1.DowngradeScans)
 	} else if pr := obj.Status.PendingRef; pr != nil {
 		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s; %s follows at %s (minimumAge)",
 			latest.Name, latest.Tag, pr.Tag, pr.EligibleAt.UTC().Format(time.RFC3339))
+	} else if w := s.State.walk; w != nil {
+		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s, signature verified (%s)", latest.Name, latest.Tag, w.Verdict.Signer)
 	} else {
 		conditions.MarkReady(obj, conditions.SucceededReason, "latest image tag for %s resolved to %s", latest.Name, latest.Tag)
 	}

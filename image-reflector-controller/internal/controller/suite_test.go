@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,6 +20,8 @@ import (
 
 var (
 	env *testenv.Env
+	// verifyMetrics are the policy reconciler's verification metrics.
+	verifyMetrics = NewVerifyMetrics()
 	// storeDir is the manager's --storage-path.
 	storeDir string
 	// promotionMetrics are the main manager's.
@@ -68,6 +71,9 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	}
 	promotionMetrics = NewPromotionMetrics()
 	reg.MustRegister(promotionMetrics.Collectors()...)
+	// A verdict that did not verify is checked again after 2 s, not
+	// 10 minutes: the tests sign tags after a policy saw them unsigned.
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
-		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics}).SetupWithManager(context.Background(), mgr, ctrlOptions())
+		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics,
+		VerifyMetrics: verifyMetrics, VerifyRetry: 2 * time.Second}).SetupWithManager(context.Background(), mgr, ctrlOptions())
 }

@@ -87,6 +87,8 @@ type Store struct {
 	sizes map[string]int64 // file sizes, for Size without a directory walk
 	// removed are the damaged files Open removed.
 	removed []string
+	// verdicts are the cached signature verdicts.
+	verdicts *Verdicts
 }
 
 const suffix = ".tags"
@@ -100,7 +102,7 @@ func Open(dir string) (*Store, error) {
 	for _, t := range tmps {
 		_ = os.Remove(t)
 	}
-	s := &Store{dir: dir, sizes: map[string]int64{}}
+	s := &Store{dir: dir, sizes: map[string]int64{}, verdicts: openVerdicts(dir)}
 	paths, _ := filepath.Glob(filepath.Join(dir, "*"+suffix))
 	for _, p := range paths {
 		// A file that does not read back whole is removed now: its
@@ -121,6 +123,9 @@ func Open(dir string) (*Store, error) {
 	}
 	return s, nil
 }
+
+// Verdicts is the store's cache of signature verdicts.
+func (s *Store) Verdicts() *Verdicts { return s.verdicts }
 
 // Removed names the damaged files Open removed.
 func (s *Store) Removed() []string { return s.removed }
@@ -258,12 +263,22 @@ func (s *Store) write(e Entry) error {
 	}
 	b.Write(body.Bytes())
 	final := s.path(e.Object)
-	tmp, err := os.CreateTemp(s.dir, filepath.Base(final)+".tmp*")
+	if err := writeFile(s.dir, final, b.Bytes()); err != nil {
+		return err
+	}
+	s.sizes[final] = int64(b.Len())
+	return nil
+}
+
+// writeFile replaces final with data atomically: a temporary file in dir,
+// synced, renamed over it.
+func writeFile(dir, final string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, filepath.Base(final)+".tmp*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(b.Bytes()); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -274,11 +289,7 @@ func (s *Store) write(e Entry) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		return err
-	}
-	s.sizes[final] = int64(b.Len())
-	return nil
+	return os.Rename(tmp.Name(), final)
 }
 
 // ErrNotFound: no entry for the object.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"toolkit.dev/image-toolkit/pkg/signature"
 )
 
 func TestPutGetDeleteAndReopen(t *testing.T) {
@@ -286,5 +288,40 @@ func TestOpenRemovesDamagedFiles(t *testing.T) {
 	}
 	if e, err := s2.Get("a/good"); err != nil || len(e.Tags) != 2 {
 		t.Errorf("the whole file: %+v, %v", e, err)
+	}
+}
+
+// A verdict is kept per key set and digest across a restart (Open again);
+// a damaged cache file is dropped, not trusted.
+func TestVerdictsSurviveARestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := signature.Verdict{Digest: "sha256:aa", Verified: true, Signer: "key cosign.pub", Format: "bundle"}
+	if err := s.Verdicts().Put("keys1", v, time.Unix(100, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Verdicts().Get("keys2", "sha256:aa"); ok {
+		t.Error("a verdict of one key set answered for another")
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := s.Verdicts().Get("keys1", "sha256:aa")
+	if !ok || !got.Verified || got.Signer != v.Signer || !got.Checked.Equal(time.Unix(100, 0)) {
+		t.Fatalf("after a restart: %+v %v", got, ok)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "verdicts.json"), []byte(`[{"digest": "sha256:aa", "verif`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Verdicts().Len() != 0 {
+		t.Error("a damaged verdict cache was read")
 	}
 }

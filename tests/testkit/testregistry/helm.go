@@ -275,3 +275,40 @@ func (h *HelmRepo) serve(w http.ResponseWriter, req *http.Request) {
 	n, _ := w.Write(body)
 	h.bytes.Add(int64(n))
 }
+
+// PushManifest pushes body, a manifest of media type mediaType, as it is,
+// under ref (a tag or a digest of repo) and returns its digest: for
+// manifests no client would write (hostile referrers, loops).
+func (r *Registry) PushManifest(t testing.TB, repo, ref string, mediaType types.MediaType, body []byte) string {
+	t.Helper()
+	sep := ":"
+	if strings.HasPrefix(ref, "sha256:") {
+		sep = "@"
+	}
+	target, err := name.ParseReference(r.Repo(repo)+sep+ref, r.nameOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(target, rawManifest{body: body, mediaType: mediaType}, r.RemoteOptions()...); err != nil {
+		t.Fatalf("pushing %s: %v", target, err)
+	}
+	h, _, err := v1.SHA256(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.String()
+}
+
+// PushBlob uploads body as a blob of repo and returns its digest.
+func (r *Registry) PushBlob(t testing.TB, repo string, body []byte) string {
+	t.Helper()
+	ref, err := name.NewRepository(r.Repo(repo), r.nameOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteLayer(ref, static.NewLayer(body, types.OCILayer), r.RemoteOptions()...); err != nil {
+		t.Fatalf("pushing a blob to %s: %v", ref, err)
+	}
+	h, _, _ := v1.SHA256(bytes.NewReader(body))
+	return h.String()
+}

@@ -64,6 +64,9 @@ type Options struct {
 	Bearer bool
 	// Limit enforces a request rate when its QPS is above 0.
 	Limit Limit
+	// Referrers serves the OCI 1.1 referrers API; without it clients
+	// fall back to the referrers tag schema (sha256-<hex>), as with GHCR.
+	Referrers bool
 }
 
 // Limit is a token bucket over every request, as a registry protecting
@@ -100,9 +103,11 @@ type Registry struct {
 
 	mu       sync.Mutex
 	failures []failure
-	tokens   map[string]map[string]bool // token → granted "name:action"
-	bucket   float64                    // tokens of Limit
-	filled   time.Time                  // when bucket was last refilled
+	// intercept answers requests before the registry does (Intercept).
+	intercept func(http.ResponseWriter, *http.Request) bool
+	tokens    map[string]map[string]bool // token → granted "name:action"
+	bucket    float64                    // tokens of Limit
+	filled    time.Time                  // when bucket was last refilled
 }
 
 type failure struct {
@@ -113,7 +118,7 @@ type failure struct {
 // New starts a registry, stopped at the end of the test.
 func New(t testing.TB, o Options) *Registry {
 	t.Helper()
-	r := &Registry{opts: o, inner: registry.New(registry.Logger(log.New(io.Discard, "", 0))),
+	r := &Registry{opts: o, inner: registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(o.Referrers)),
 		tokens: map[string]map[string]bool{}, bucket: float64(max(o.Limit.Burst, 1)), filled: time.Now()}
 	r.server = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
 	if o.TLS || o.ClientCerts {
@@ -162,6 +167,15 @@ func (r *Registry) Fail(n, status int, retryAfter string) {
 	for range n {
 		r.failures = append(r.failures, failure{status, retryAfter})
 	}
+}
+
+// Intercept makes h answer the requests it returns true for, before the
+// registry: answers no registry would give (a referrers list of thousands
+// of entries naming no manifest, a body larger than it says).
+func (r *Registry) Intercept(h func(http.ResponseWriter, *http.Request) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.intercept = h
 }
 
 // Repo returns a reference to a repository of the registry.
@@ -380,12 +394,57 @@ func (r *Registry) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
+	r.mu.Lock()
+	intercept := r.intercept
+	r.mu.Unlock()
+	if intercept != nil && intercept(w, req) {
+		return
+	}
 	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/tags/list") {
 		r.tagLists.Add(1)
 		r.serveTags(w, req)
 		return
 	}
+	if r.opts.Referrers && req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/referrers/") {
+		r.serveReferrers(w, req)
+		return
+	}
 	r.inner.ServeHTTP(w, req)
+}
+
+// serveReferrers answers the referrers API with each referrer's
+// artifactType as the distribution spec says: the manifest's artifactType
+// when it has one, else its config's media type. go-containerregistry's
+// registry always gives the config's, which would hide every cosign v3
+// bundle (whose config is the empty descriptor).
+func (r *Registry) serveReferrers(w http.ResponseWriter, req *http.Request) {
+	rec := httptest.NewRecorder()
+	r.inner.ServeHTTP(rec, req)
+	var idx v1.IndexManifest
+	if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &idx) != nil {
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+		return
+	}
+	repo := strings.TrimPrefix(req.URL.Path[:strings.Index(req.URL.Path, "/referrers/")], "/v2/")
+	for i, d := range idx.Manifests {
+		get := httptest.NewRequest(http.MethodGet, "/v2/"+repo+"/manifests/"+d.Digest.String(), nil)
+		mrec := httptest.NewRecorder()
+		r.inner.ServeHTTP(mrec, get)
+		var m struct {
+			ArtifactType string `json:"artifactType"`
+		}
+		if json.Unmarshal(mrec.Body.Bytes(), &m) == nil && m.ArtifactType != "" {
+			idx.Manifests[i].ArtifactType = m.ArtifactType
+		}
+	}
+	body, _ := json.Marshal(idx)
+	w.Header().Set("Content-Type", string(types.OCIImageIndex))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
 }
 
 // admit takes a token from the Limit bucket, setting the rate-limit and

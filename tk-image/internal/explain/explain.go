@@ -80,7 +80,12 @@ type PolicyExplanation struct {
 	// PendingRef is the tag a minimum age holds back (status.pendingRef).
 	PendingRef  *imagev1.PendingRef `json:"pendingRef,omitempty"`
 	PreviousRef *meta.ImageRef      `json:"previousRef,omitempty"`
-	Ready       *metav1.Condition   `json:"ready,omitempty"`
+	// Verify is spec.verify; Verification and UnverifiedRef what it
+	// found (status.verification, status.unverifiedRef).
+	Verify        *imagev1.ImageVerification  `json:"verify,omitempty"`
+	Verification  *imagev1.VerificationStatus `json:"verification,omitempty"`
+	UnverifiedRef *imagev1.UnverifiedRef      `json:"unverifiedRef,omitempty"`
+	Ready         *metav1.Condition           `json:"ready,omitempty"`
 	// Chain is, for a promotion policy, the stages it follows, the
 	// first environment first and this policy last.
 	Chain  []ChainStage `json:"chain,omitempty"`
@@ -113,6 +118,9 @@ func Policy(ctx context.Context, c client.Client, key types.NamespacedName) (*Po
 		LatestRefTime: p.Status.LatestRefTime,
 		PendingRef:    p.Status.PendingRef,
 		PreviousRef:   p.Status.ObservedPreviousRef,
+		Verify:        p.Spec.Verify,
+		Verification:  p.Status.Verification,
+		UnverifiedRef: p.Status.UnverifiedRef,
 		Ready:         apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition),
 		choice:        p.Spec.Policy,
 		filter:        p.Spec.FilterTags,
@@ -300,6 +308,7 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 	if pr := e.PendingRef; pr != nil && pr.Image == nil && pr.EligibleAt != nil {
 		fmt.Fprintf(w, "Pending:\t%s, old enough at %s (minimumAge)\n", pr.Tag, formatTime(pr.EligibleAt.Time))
 	}
+	e.writeVerification(w)
 	if e.LatestRef == nil {
 		fmt.Fprintf(w, "Latest image:\tnone chosen yet\n")
 	} else {
@@ -314,6 +323,47 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 		}
 	}
 	writeCondition(w, "Ready:", e.Ready)
+}
+
+// writeVerification says what spec.verify checked: who signed the chosen
+// digest, and the best candidate that did not verify and why.
+func (e *PolicyExplanation) writeVerification(w io.Writer) {
+	v := e.Verify
+	if v == nil {
+		return
+	}
+	trust := "keys of Secret " + refName(v.SecretRef)
+	switch {
+	case v.Provider == imagev1.SignatureProviderNotation:
+		trust = "certificates of Secret " + refName(v.SecretRef) + ", trust policy of ConfigMap " + refName(v.TrustPolicyRef)
+	case len(v.MatchOIDCIdentity) > 0:
+		ids := make([]string, len(v.MatchOIDCIdentity))
+		for i, id := range v.MatchOIDCIdentity {
+			ids[i] = fmt.Sprintf("subject %s issued by %s", id.Subject, id.Issuer)
+		}
+		root := "the public Sigstore root"
+		if v.TrustedRootSecretRef != nil {
+			root = "the trusted root of Secret " + v.TrustedRootSecretRef.Name
+		}
+		trust = "keyless: " + strings.Join(ids, "; ") + " (" + root + ")"
+	}
+	fmt.Fprintf(w, "Verification:\t%s signatures, trusting %s\n", v.Provider, trust)
+	if vs := e.Verification; vs != nil {
+		fmt.Fprintf(w, "  Verified:\t%s, signed by %s (%s signature)\n", vs.Digest, vs.Signer, vs.Format)
+		if vs.Skipped > 0 {
+			fmt.Fprintf(w, "  Skipped:\t%d better candidate(s) did not verify\n", vs.Skipped)
+		}
+	}
+	if u := e.UnverifiedRef; u != nil {
+		fmt.Fprintf(w, "  Not verified:\t%s (%s): %s: %s\n", u.Tag, orText(u.Digest, "no digest"), u.Reason, u.Message)
+	}
+}
+
+func refName(r *meta.LocalObjectReference) string {
+	if r == nil {
+		return "(none)"
+	}
+	return r.Name
 }
 
 // describeRules says how a policy orders tags, in the spec's words (the

@@ -167,6 +167,7 @@ var engineReasons = map[engine.Kind]string{
 	engine.KindUpdate:         updatev1.UpdateFailedReason,
 	engine.KindPullRequest:    updatev1.PullRequestFailedReason,
 	engine.KindRateLimited:    updatev1.RateLimitedReason,
+	engine.KindImageMoved:     updatev1.VerifiedImageMovedReason,
 }
 
 // failure is the one place an engine's error becomes a condition's
@@ -191,6 +192,9 @@ func failure(err error) error {
 // container's Pod in the status, and metrics.
 func (r *UpdateJobReconciler) hooks(job *updatev1.UpdateJob, plan writeback.Plan, l *claim) engine.Hooks {
 	hooks := engine.Hooks{
+		// What was verified is what is written: the verified images'
+		// tags are read again right before the commit.
+		BeforeCommit: func(ctx context.Context, _ *engine.Change) error { return r.checkVerified(ctx, job) },
 		BeforePush: func(ctx context.Context, p engine.Push) error {
 			if err := l.verify(ctx); err != nil || p.PullRequest {
 				return err

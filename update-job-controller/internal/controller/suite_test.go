@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 		o.Cache.DefaultLabelSelector = unmanaged
 	}, func(mgr ctrl.Manager) error {
 		return newRunner(mgr, "replica-a", cacheDir, jobMetrics)
-	}, testenv.UpdateJobChart)
+	}, testenv.UpdateJobChart, testenv.ReflectorChart)
 }
 
 // newRunner sets up an UpdateJob reconciler as a replica would, with its

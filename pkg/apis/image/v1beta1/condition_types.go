@@ -37,6 +37,20 @@ const (
 	// build time minimumAge (source created) or newestBuild needs, could
 	// not be read; it is retried.
 	BuildTimeLookupFailedReason = "BuildTimeLookupFailed"
+	// SignatureVerificationFailedReason: spec.verify is set and a better
+	// candidate than latestRef did not verify (status.unverifiedRef says
+	// which and why); latestRef is the best candidate that did (Ready
+	// stays True: the policy is doing what it was told).
+	SignatureVerificationFailedReason = "SignatureVerificationFailed"
+	// NoVerifiedCandidateReason: spec.verify is set and no candidate's
+	// signature verified; latestRef is not changed. It is checked again
+	// on the next scan, and after --verify-retry for signatures attached
+	// later.
+	NoVerifiedCandidateReason = "NoVerifiedCandidate"
+	// InvalidVerificationReason: spec.verify's Secret or ConfigMap is
+	// missing or holds keys, certificates, a trusted root or a trust
+	// policy that do not parse; it is retried, since the user can fix them.
+	InvalidVerificationReason = "InvalidVerification"
 	// MinimumAgeNotReachedReason: every candidate is younger than
 	// minimumAge and the policy has no earlier choice to keep;
 	// status.pendingRef says which tag comes first and when.

@@ -56,10 +56,84 @@ type ImagePolicySpec struct {
 	// +optional
 	MinimumAge *MinimumAge `json:"minimumAge,omitempty"`
 
+	// Verify makes only images whose signature verifies candidates: the
+	// candidates are checked from the best down, the first whose digest
+	// carries a trusted signature is chosen, and latestRef records that
+	// digest, which is what the update job writes.
+	// +optional
+	Verify *ImageVerification `json:"verify,omitempty"`
+
 	// Suspend stops updating the policy's result.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
+
+// ImageVerification says which signatures a policy trusts, in the words of
+// Flux source-controller's spec.verify.
+// +kubebuilder:validation:XValidation:rule="self.provider != 'notation' || (has(self.secretRef) && has(self.trustPolicyRef))",message="notation needs secretRef (the trusted certificates) and trustPolicyRef"
+// +kubebuilder:validation:XValidation:rule="self.provider != 'cosign' || (has(self.secretRef) != (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0))",message="cosign needs either secretRef (public keys) or matchOIDCIdentity (keyless), not both"
+// +kubebuilder:validation:XValidation:rule="!has(self.trustedRootSecretRef) || (self.provider == 'cosign' && !has(self.secretRef))",message="trustedRootSecretRef is for cosign keyless verification"
+// +kubebuilder:validation:XValidation:rule="!has(self.trustPolicyRef) || self.provider == 'notation'",message="trustPolicyRef is for notation"
+type ImageVerification struct {
+	// Provider is the signature scheme: cosign (Sigstore bundles found as
+	// OCI referrers or through the referrers tag schema, and legacy
+	// sha256-<hex>.sig tags) or notation.
+	// +kubebuilder:validation:Enum=cosign;notation
+	// +kubebuilder:default=cosign
+	// +required
+	Provider string `json:"provider"`
+
+	// SecretRef names a Secret in the policy's namespace: for cosign, the
+	// public keys (every key ending in .pub; a signature by any of them
+	// verifies); for notation, the trust store's certificates (every key
+	// ending in .crt or .pem).
+	// +optional
+	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
+
+	// MatchOIDCIdentity are the keyless (cosign) signers trusted: a
+	// signature verifies when its Fulcio certificate matches any entry.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	MatchOIDCIdentity []OIDCIdentityMatch `json:"matchOIDCIdentity,omitempty"`
+
+	// TrustedRootSecretRef names a Secret whose trusted_root.json is the
+	// Sigstore trusted root of keyless verification, for a private
+	// Sigstore; unset, the public Sigstore root (fetched through its TUF
+	// repository).
+	// +optional
+	TrustedRootSecretRef *meta.LocalObjectReference `json:"trustedRootSecretRef,omitempty"`
+
+	// TrustPolicyRef names a ConfigMap whose trustpolicy.json is the
+	// Notation trust policy. Its trustStores name stores of the
+	// certificates of secretRef (any name: the Secret is the store).
+	// +optional
+	TrustPolicyRef *meta.LocalObjectReference `json:"trustPolicyRef,omitempty"`
+}
+
+// OIDCIdentityMatch is a keyless signer: regular expressions (Go syntax,
+// anchor them with ^ and $) over the OIDC issuer and the subject of the
+// signing certificate.
+type OIDCIdentityMatch struct {
+	// Issuer matches the OIDC issuer, e.g.
+	// ^https://token.actions.githubusercontent.com$.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Issuer string `json:"issuer"`
+	// Subject matches the certificate's subject (SAN), e.g.
+	// ^https://github.com/org/repo/.github/workflows/release.yml@refs/tags/.*$.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +required
+	Subject string `json:"subject"`
+}
+
+// SignatureProviderCosign and SignatureProviderNotation are
+// spec.verify.provider's values.
+const (
+	SignatureProviderCosign   = "cosign"
+	SignatureProviderNotation = "notation"
+)
 
 // MinimumAge is a soak time: how old a tag must be to be chosen.
 type MinimumAge struct {
@@ -333,6 +407,17 @@ type ImagePolicyStatus struct {
 	// +optional
 	HeldRef *HeldRef `json:"heldRef,omitempty"`
 
+	// Verification is who signed latestRef's digest, when spec.verify is
+	// set.
+	// +optional
+	Verification *VerificationStatus `json:"verification,omitempty"`
+
+	// UnverifiedRef is the best candidate whose signature did not verify,
+	// when it ranks above latestRef (or no candidate verified): the tag
+	// that would have been chosen, and why it was not.
+	// +optional
+	UnverifiedRef *UnverifiedRef `json:"unverifiedRef,omitempty"`
+
 	// LastSelection is how the last evaluation treated the repository's
 	// tags, also when it chose none: what each step dropped and the best
 	// candidates, so that why a tag was (or was not) chosen can be read
@@ -396,6 +481,37 @@ type PromotionStatus struct {
 	PromotedRevision string `json:"promotedRevision,omitempty"`
 	// +optional
 	PromotedHealthSeen *metav1.Time `json:"promotedHealthSeen,omitempty"`
+}
+
+// VerificationStatus is who signed latestRef's digest.
+type VerificationStatus struct {
+	// Digest is the digest that verified, latestRef's tag's digest.
+	Digest string `json:"digest"`
+	// Signer is the key ("key cosign.pub"), the keyless identity
+	// ("subject ... issued by ...") or the Notation certificate subject
+	// whose signature verified.
+	Signer string `json:"signer"`
+	// Format is where the signature was found: bundle (a Sigstore bundle
+	// referrer), legacy (a .sig tag) or notation.
+	Format string `json:"format"`
+	// Skipped is how many better candidates did not verify.
+	// +optional
+	Skipped int `json:"skipped,omitempty"`
+}
+
+// UnverifiedRef is a candidate whose signature did not verify.
+type UnverifiedRef struct {
+	// Tag is the candidate's tag.
+	Tag string `json:"tag"`
+	// Digest is the digest its tag pointed to when it was checked.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Reason is NoSignature, Untrusted, Malformed, TooLarge or
+	// TooManyReferrers.
+	Reason string `json:"reason"`
+	// Message says more.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // HeldRef is latestRef's tag held against a lower one (status.heldRef).

@@ -6,6 +6,11 @@ package v1beta1
 const (
 	// UpdateFailedReason: the image setters could not update the files.
 	UpdateFailedReason = "UpdateFailed"
+	// VerifiedImageMovedReason: a setter's image was verified (ImagePolicy
+	// spec.verify) and its tag no longer points to the verified digest
+	// right before the commit, or could not be read to check: nothing is
+	// committed. The policy verifies the new digest and makes a new job.
+	VerifiedImageMovedReason = "VerifiedImageMoved"
 	// NoChangeReason: the files already held the policies' values.
 	NoChangeReason = "NoChange"
 	// DeadlineExceededReason: the job ran past activeDeadlineSeconds.

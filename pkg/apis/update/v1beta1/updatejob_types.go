@@ -275,6 +275,22 @@ type PolicySetter struct {
 	// changes, for the policy-to-push latency metric.
 	// +optional
 	LatestRefTime *metav1.Time `json:"latestRefTime,omitempty"`
+
+	// Verified is set when the ImagePolicy verified Digest's signature
+	// (spec.verify): right before the commit, the job reads the digest
+	// Name:Tag points to and fails, reason VerifiedImageMoved, when it is
+	// no longer Digest. So a tag re-pushed after the check is never
+	// written, also by markers that write the tag only.
+	// +optional
+	Verified *VerifiedImage `json:"verified,omitempty"`
+}
+
+// VerifiedImage says how to read a verified image's tag again.
+type VerifiedImage struct {
+	// ImageRepository is the ImagePolicy's ImageRepository, whose
+	// secretRef, certSecretRef and insecure reach the registry.
+	// +required
+	ImageRepository meta.NamespacedObjectReference `json:"imageRepository"`
 }
 
 // UpdateJobPhase is where an UpdateJob is in its life.
