@@ -168,10 +168,14 @@ type PolicyView struct {
 	Latest          *meta.ImageRef
 	LatestTime      *metav1.MicroTime
 	Pending         *imagev1.PendingRef
-	Held            *imagev1.HeldRef
-	Selection       *imagev1.TagSelection
-	Drops           []policy.Drop
-	Ready           *metav1.Condition
+	// Promotion says what a promotion policy's pending image waits for.
+	Promotion    string
+	Verification *imagev1.VerificationStatus
+	Unverified   *imagev1.UnverifiedRef
+	Held         *imagev1.HeldRef
+	Selection    *imagev1.TagSelection
+	Drops        []policy.Drop
+	Ready        *metav1.Condition
 	// Breakdown is explain's own account of the selection.
 	Breakdown string
 	// UsedBy are the automations that apply it, and where.
@@ -221,7 +225,11 @@ func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, au
 	policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) PolicyView {
 	v := PolicyView{Namespace: p.Namespace, Name: p.Name, Suspended: p.Spec.Suspend, Latest: p.Status.LatestRef, LatestTime: p.Status.LatestRefTime,
 		Pending: p.Status.PendingRef, Held: p.Status.HeldRef, Selection: p.Status.LastSelection,
+		Verification: p.Status.Verification, Unverified: p.Status.UnverifiedRef,
 		Ready: apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition)}
+	if pr := p.Status.PendingRef; pr != nil && p.Spec.Policy.Promotion != nil {
+		v.Promotion = promotionWait(pr)
+	}
 	if k, ok := policy.Chosen(p.Spec.Policy); ok {
 		v.Rules = k.Describe(p.Spec.Policy)
 		if v.Selection != nil {

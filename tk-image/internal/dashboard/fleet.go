@@ -54,6 +54,11 @@ type ImageRow struct {
 	// Pending is a tag a minimum age holds back, and until when.
 	Pending   string
 	PendingAt *metav1.Time
+	// Promotion says what a promotion policy waits for: the upstream's
+	// health, or its soak (PendingAt is then when the soak ends).
+	Promotion string
+	// Unverified is a better tag whose signature did not verify, and why.
+	Unverified string
 	// Held is a tag kept although the latest scan lacks it.
 	Held string
 }
@@ -164,6 +169,12 @@ func imageRow(a *imagev1.ImageUpdateAutomation, p *imagev1.ImagePolicy) ImageRow
 	}
 	if pr := p.Status.PendingRef; pr != nil {
 		r.Pending, r.PendingAt = pr.Tag, pr.EligibleAt
+		if p.Spec.Policy.Promotion != nil {
+			r.Promotion = promotionWait(pr)
+		}
+	}
+	if u := p.Status.UnverifiedRef; u != nil {
+		r.Unverified = fmt.Sprintf("%s (%s)", u.Tag, u.Reason)
 	}
 	if h := p.Status.HeldRef; h != nil {
 		r.Held = h.Tag
@@ -194,7 +205,7 @@ func automationState(a *imagev1.ImageUpdateAutomation, images []ImageRow, polici
 	for _, img := range images {
 		p := policies[img.Policy]
 		if c := apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition); c != nil &&
-			c.Status == metav1.ConditionFalse && c.Reason != imagev1.MinimumAgeNotReachedReason {
+			c.Status == metav1.ConditionFalse && !waitingReasons[c.Reason] {
 			return State{Kind: StateFailing, Reason: c.Reason, Detail: fmt.Sprintf("ImagePolicy %s: %s", p.Name, c.Message)}
 		}
 	}
@@ -235,9 +246,18 @@ func waiting(a *imagev1.ImageUpdateAutomation, images []ImageRow, ready *metav1.
 		return State{Kind: StatePending, Reason: "pull request open", Detail: fmt.Sprintf("pull request #%d waits to be merged: %s", pr.Number, pr.URL)}, true
 	}
 	for _, img := range images {
+		if img.Promotion != "" {
+			return State{Kind: StatePending, Reason: "promotion waiting", Detail: img.Policy + " " + img.Promotion}, true
+		}
 		if img.Pending != "" && img.PendingAt != nil {
 			return State{Kind: StatePending, Reason: "minimum age", Detail: fmt.Sprintf("%s %s is old enough in %s (at %s)",
 				img.Policy, img.Pending, TimeLeft(img.PendingAt.Time, now), img.PendingAt.UTC().Format(time.RFC3339))}, true
+		}
+	}
+	for _, img := range images {
+		if img.Unverified != "" {
+			return State{Kind: StatePending, Reason: "signature unverified", Detail: fmt.Sprintf("%s stays %s: the better %s did not verify",
+				img.Policy, orText(img.Current, img.Newest), img.Unverified)}, true
 		}
 	}
 	for _, img := range images {
@@ -246,6 +266,31 @@ func waiting(a *imagev1.ImageUpdateAutomation, images []ImageRow, ready *metav1.
 		}
 	}
 	return State{}, false
+}
+
+// waitingReasons are the ImagePolicy Ready=False reasons that are a wait
+// by design, not a failure: a minimum age, a promotion's upstream health
+// or soak.
+var waitingReasons = map[string]bool{
+	imagev1.MinimumAgeNotReachedReason: true,
+	imagev1.UpstreamNotHealthyReason:   true,
+	imagev1.SoakNotElapsedReason:       true,
+}
+
+// promotionWait says what a promotion's pending image waits for.
+func promotionWait(pr *imagev1.PendingRef) string {
+	what := pr.Tag
+	if pr.UpstreamRevision != "" {
+		what += " from " + shortCommit(pr.UpstreamRevision)
+	}
+	if pr.HealthSeen == nil {
+		return what + " waits for the upstream to run it healthy"
+	}
+	msg := what + " ran healthy upstream since " + pr.HealthSeen.UTC().Format(time.RFC3339)
+	if pr.SoakLeft != nil {
+		msg += "; soak left " + pr.SoakLeft.Duration.Round(time.Second).String()
+	}
+	return msg
 }
 
 // TimeLeft says how long until t, to the minute (seconds under one).

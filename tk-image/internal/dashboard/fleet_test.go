@@ -94,6 +94,28 @@ func TestFleetRowState(t *testing.T) {
 		{"a held downgrade is pending", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
 			p.Status.HeldRef = &imagev1.HeldRef{Tag: "1.0.0", Candidate: "0.9.0", MissingScans: 1}
 		}), nil, StatePending, "downgrade held", ""},
+		{"a promotion waiting for upstream health is pending, not failing", automationWith(func(a *imagev1.ImageUpdateAutomation) {
+			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, conditions.DependencyNotReadyReason, "no policy has a latest image yet")}
+		}), policyWith("", func(p *imagev1.ImagePolicy) {
+			p.Spec.Policy.Promotion = &imagev1.PromotionPolicy{}
+			p.Status.LatestRef = nil
+			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", UpstreamRevision: "main@sha1:0123456789abcdef"}
+			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, imagev1.UpstreamNotHealthyReason, "apps-dev is Degraded")}
+		}), nil, StatePending, "promotion waiting", "podinfo 1.2.0 from 0123456789 waits for the upstream to run it healthy"},
+		{"a promotion soaking is pending with the soak left", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
+			p.Spec.Policy.Promotion = &imagev1.PromotionPolicy{}
+			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: new(metav1.NewTime(now.Add(20 * time.Minute))),
+				HealthSeen: new(metav1.NewTime(now.Add(-40 * time.Minute))), SoakLeft: &metav1.Duration{Duration: 20 * time.Minute}}
+			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionTrue, imagev1.SoakNotElapsedReason, "soaking")}
+		}), nil, StatePending, "promotion waiting", "podinfo 1.2.0 ran healthy upstream since 2026-11-26T11:20:00Z; soak left 20m0s"},
+		{"a better tag that did not verify is pending", automationWith(nil), policyWith("1.0.0", func(p *imagev1.ImagePolicy) {
+			p.Status.UnverifiedRef = &imagev1.UnverifiedRef{Tag: "1.1.0", Reason: "NoSignature"}
+			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionTrue, imagev1.SignatureVerificationFailedReason, "1.1.0 is not signed")}
+		}), nil, StatePending, "signature unverified", "podinfo stays 1.0.0: the better 1.1.0 (NoSignature) did not verify"},
+		{"no candidate verifying fails", automationWith(nil), policyWith("", func(p *imagev1.ImagePolicy) {
+			p.Status.LatestRef = nil
+			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, imagev1.NoVerifiedCandidateReason, "none of 3 verified")}
+		}), nil, StateFailing, imagev1.NoVerifiedCandidateReason, "ImagePolicy podinfo: none of 3 verified"},
 		{"not reconciled yet is pending", automationWith(func(a *imagev1.ImageUpdateAutomation) { a.Status.Conditions = nil }),
 			policyWith("1.0.0", nil), nil, StatePending, "not reconciled yet", ""},
 	}
