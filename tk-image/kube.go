@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,17 +25,32 @@ import (
 // the clients the cluster commands use.
 type kube struct {
 	flags *genericclioptions.ConfigFlags
+	// timeout is the --request-timeout flag, once added.
+	timeout *pflag.Flag
 }
 
 // defaultRequestTimeout bounds each API request unless --request-timeout
 // says otherwise (kubectl's default is none; a CLI that hangs on a dead
 // server helps no one).
-const defaultRequestTimeout = "30s"
+const defaultRequestTimeout = 30 * time.Second
 
 func newKube() *kube {
-	f := genericclioptions.NewConfigFlags(true)
-	*f.Timeout = defaultRequestTimeout
-	return &kube{flags: f}
+	k := &kube{flags: genericclioptions.NewConfigFlags(true)}
+	k.flags.WrapConfigFn = k.defaultTimeout
+	return k
+}
+
+// defaultTimeout gives the config the default request timeout unless
+// --request-timeout was given. It is applied to the config, not as the
+// flag's value: a flag value is a kubeconfig override, and client-go falls
+// back to the in-cluster config only when the kubeconfig adds nothing to
+// the defaults, so tk-image in a pod (the chart's dashboard) would
+// otherwise talk to localhost:8080.
+func (k *kube) defaultTimeout(c *rest.Config) *rest.Config {
+	if k.timeout == nil || !k.timeout.Changed {
+		c.Timeout = defaultRequestTimeout
+	}
+	return c
 }
 
 // watchGetter is the flags' client getter without the request timeout:
@@ -162,6 +179,9 @@ func (k kind) qualified() string { return k.resource + "." + k.gvk.Group }
 // addKubeFlags adds kubectl's connection flags to a command tree.
 func (k *kube) addFlags(cmd *cobra.Command) {
 	k.flags.AddFlags(cmd.PersistentFlags())
+	if k.timeout = cmd.PersistentFlags().Lookup("request-timeout"); k.timeout != nil {
+		k.timeout.DefValue = defaultRequestTimeout.String()
+	}
 }
 
 // eachItem calls fn with every object of a typed list.

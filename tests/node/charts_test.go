@@ -331,23 +331,43 @@ func TestCharts(t *testing.T) {
 // dashboardInCluster checks the chart's in-cluster dashboard: its pod
 // becomes Ready under the restricted profile, and its Fleet page, read
 // through the API server's service proxy, lists the sample automation with
-// the commit the chain made, and offers no action.
+// the commit the chain made, and offers no action (no POST form, no action
+// path).
 func dashboardInCluster(t *testing.T, ctx context.Context) {
 	const svc = "image-automation-controller-ui"
 	var page string
 	waitFor(t, 2*time.Minute, "the dashboard serving the automation's commit", func() (bool, string) {
 		b, err := cl.Client().CoreV1().Services(releaseNS).ProxyGet("http", svc, "http", "/", nil).DoRaw(ctx)
 		if err != nil {
-			return false, err.Error()
+			return false, err.Error() + "\n" + uiLogs(ctx)
 		}
 		page = string(b)
-		return strings.Contains(page, `href="/automations/default/`) && strings.Contains(page, `class="commit"`), page
+		// The API server's proxy rewrites the page's links under its path.
+		return strings.Contains(page, `/proxy/automations/default/`) && strings.Contains(page, `class="commit"`), page
 	})
-	for _, refused := range []string{"<form", "<button"} {
+	for _, refused := range []string{`method="post"`, `/actions/`} {
 		if strings.Contains(page, refused) {
 			t.Errorf("the in-cluster dashboard offers actions (%s)", refused)
 		}
 	}
+}
+
+// uiLogs is what the dashboard's containers last wrote, for a failure.
+func uiLogs(ctx context.Context) string {
+	pods, err := cl.Client().CoreV1().Pods(releaseNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=ui"})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		for _, previous := range []bool{false, true} {
+			b, err := cl.Client().CoreV1().Pods(releaseNS).GetLogs(p.Name, &corev1.PodLogOptions{Previous: previous}).DoRaw(ctx)
+			if err == nil && len(b) > 0 {
+				out = append(out, fmt.Sprintf("--- %s (previous=%v):\n%s", p.Name, previous, b))
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // procIDs reads the real uid and gid of a process.

@@ -61,8 +61,8 @@ const (
 	chartAxis      = 24
 	// minSpan is the shortest time the axis spans, so that a first push
 	// sits at the right, after an hour of nothing, not alone mid-axis.
-	minSpan = time.Hour
-	maxLanes       = 12
+	minSpan  = time.Hour
+	maxLanes = 12
 	// labelGap is the room a tag label needs before the next one.
 	labelGap = 64
 )
