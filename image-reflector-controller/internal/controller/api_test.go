@@ -166,6 +166,11 @@ func TestValidationRejects(t *testing.T) {
 		{"policy: empty range", newPolicy(ns, "range", func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy.SemVer.Range = ""
 		}), "spec.policy.semver.range"},
+		{"policy: verify on a promotion", newPolicy(ns, "promote-verify", func(p *imagev1.ImagePolicy) {
+			p.Spec.Policy = imagev1.ImagePolicyChoice{Promotion: &imagev1.PromotionPolicy{From: imagev1.PromotionSource{Automation: "dev"},
+				HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "dev"}}}}
+			p.Spec.Verify = &imagev1.ImageVerification{Provider: imagev1.SignatureProviderCosign, SecretRef: &meta.LocalObjectReference{Name: "keys"}}
+		}), "spec.verify does not apply to a promotion policy"},
 		{"repository: bad interval", unstructuredRepository(ns, "interval", "5 minutes"), "spec.interval"},
 		{"repository: unknown provider", newRepository(ns, "provider", func(r *imagev1.ImageRepository) {
 			r.Spec.Provider = "quay"

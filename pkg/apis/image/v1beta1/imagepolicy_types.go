@@ -12,6 +12,7 @@ const ImagePolicyKind = "ImagePolicy"
 // ImagePolicySpec says how to pick the latest image of an ImageRepository.
 // +kubebuilder:validation:XValidation:rule="!has(self.interval) || (has(self.digestReflectionPolicy) && self.digestReflectionPolicy == 'Always')",message="spec.interval is only accepted when spec.digestReflectionPolicy is Always"
 // +kubebuilder:validation:XValidation:rule="!has(self.digestReflectionPolicy) || self.digestReflectionPolicy != 'Always' || has(self.interval)",message="spec.interval must be set when spec.digestReflectionPolicy is Always"
+// +kubebuilder:validation:XValidation:rule="!has(self.verify) || !has(self.policy.promotion)",message="spec.verify does not apply to a promotion policy, which takes the image its upstream ran: verify on the upstream's policy"
 type ImagePolicySpec struct {
 	// ImageRepositoryRef names the ImageRepository whose tags are chosen
 	// from; in another namespace only if its accessFrom allows it.
