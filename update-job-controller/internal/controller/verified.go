@@ -42,10 +42,14 @@ func (r *UpdateJobReconciler) checkVerified(ctx context.Context, job *updatev1.U
 				"policy %s: reading the digest of %s:%s again before the commit: %s; not writing an image whose digest cannot be checked",
 				s.Policy, s.Name, s.Tag, events.Redact(err.Error(), secrets...))}
 		}
-		if digest != s.Digest {
+		want := s.Digest
+		if s.Verified.Digest != "" {
+			want = s.Verified.Digest
+		}
+		if digest != want {
 			return &engine.Error{Kind: engine.KindImageMoved, Terminal: true, Err: fmt.Errorf(
-				"policy %s: %s:%s now points to %s, not %s whose signature the policy verified; not writing it (the policy verifies the new digest first)",
-				s.Policy, s.Name, s.Tag, digest, s.Digest)}
+				"policy %s: %s:%s now points to %s, not %s, the digest the policy verified or promoted; not writing it (the policy checks the new digest first)",
+				s.Policy, s.Name, s.Tag, digest, want)}
 		}
 	}
 	return nil

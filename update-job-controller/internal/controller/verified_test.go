@@ -40,6 +40,22 @@ func TestRunRefusesAVerifiedTagThatMoved(t *testing.T) {
 		t.Fatalf("tag at the verified digest: phase %s, Ready %+v", got.Status.Phase, conditions.Get(got, conditions.ReadyCondition))
 	}
 
+	// With a platform the setter writes the platform's manifest, and the
+	// tag is held to the index that verified, which lists it.
+	index, per := reg.PushIndex(t, "multi", "1.0.0", time.Now(), "linux/amd64", "linux/arm64")
+	create(t, &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "multi"},
+		Spec: imagev1.ImageRepositorySpec{Image: reg.Repo("multi"), Insecure: true, Interval: metav1.Duration{Duration: time.Hour}}})
+	srv.CreateRepo(t, "platform", map[string]string{"deploy/app.yaml": deployment})
+	arm := newJob(ns, "verified-platform", srv.RepoURL("platform"), func(j *updatev1.UpdateJob) {
+		s := &j.Spec.Update.Setters[0]
+		s.Name, s.Tag, s.Digest = reg.Repo("multi"), "1.0.0", per["linux/arm64"]
+		s.Verified = &updatev1.VerifiedImage{ImageRepository: meta.NamespacedObjectReference{Namespace: ns, Name: "multi"}, Digest: index}
+	})
+	create(t, arm)
+	if got := waitFinished(t, arm); got.Status.Phase != updatev1.UpdateJobSucceeded {
+		t.Fatalf("platform of a verified index: phase %s, Ready %+v", got.Status.Phase, conditions.Get(got, conditions.ReadyCondition))
+	}
+
 	moved := reg.Push(t, "podinfo", "6.5.0")
 	srv.CreateRepo(t, "moved", map[string]string{"deploy/app.yaml": deployment})
 	before := head(t, srv, "moved", "main")
