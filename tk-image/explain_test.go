@@ -174,8 +174,8 @@ func TestExplain(t *testing.T) {
 		},
 	}
 	c.create(t, signed, func() {
-		signed.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: "6.4.0", Digest: "sha256:aaaa"}
-		signed.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:aaaa", Format: "bundle", Skipped: 1,
+		signed.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: "6.4.0", Digest: "sha256:cccc"}
+		signed.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:aaaa", PlatformDigest: "sha256:cccc", Format: "bundle", Skipped: 1,
 			Signer: "subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com"}
 		signed.Status.UnverifiedRef = &imagev1.UnverifiedRef{Tag: "6.5.0", Digest: "sha256:bbbb", Reason: "NoSignature", Message: "no cosign signature (no Sigstore bundle referrer, no .sig tag)"}
 		conditions.MarkReady(signed, imagev1.SignatureVerificationFailedReason, "latest image tag for ghcr.io/org/podinfo resolved to 6.4.0")
@@ -245,6 +245,7 @@ func TestExplain(t *testing.T) {
 		mustContain(t, "explain policy signed", out,
 			"Verification:     cosign signatures, trusting keyless: subject ^https://github.com/org/podinfo/ issued by ^https://token.actions.githubusercontent.com$ (the public Sigstore root)\n",
 			"  Verified:       sha256:aaaa, signed by subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com (bundle signature)\n",
+			"  Platform:       sha256:cccc, the platform's manifest in the verified index, is written\n",
 			"  Skipped:        1 better candidate(s) did not verify\n",
 			"  Not verified:   6.5.0 (sha256:bbbb): NoSignature: no cosign signature",
 			"SignatureVerificationFailed")

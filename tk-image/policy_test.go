@@ -322,3 +322,47 @@ func TestPolicyEvalVerifies(t *testing.T) {
 		t.Errorf("without --image: code %d, stderr %q", code, errs)
 	}
 }
+
+// policy eval with a cosign key set and with Notation's certificates and
+// trust policy, signed by the real CLIs (make sign-tools; skipped
+// without): the best tag signed by a trusted key or CA wins; one signed by
+// another is named Untrusted.
+func TestPolicyEvalVerifiesKeysAndNotation(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("cosign keys", func(t *testing.T) {
+		c, other := testsign.NewCosign(t), testsign.NewCosign(t)
+		reg := testregistry.New(t, testregistry.Options{Referrers: true})
+		signed := reg.Push(t, "app", "1.0.0")
+		c.Sign(t, reg.Repo("app")+"@"+signed, testsign.Bundle)
+		d11 := reg.Push(t, "app", "1.1.0")
+		other.Sign(t, reg.Repo("app")+"@"+d11, testsign.Legacy)
+		code, out, errs := runCLI(t, "", "policy", "eval", "--image", reg.Repo("app"), "--semver", "1.x", "--explain",
+			"--verify-provider", "cosign", "--verify-key", write("release.pub", c.PublicKey))
+		if code != 0 || !strings.Contains(out, "Verified:       1.0.0@"+signed+", signed by key release.pub") ||
+			!strings.Contains(out, "1.1.0") || !strings.Contains(out, "Untrusted") {
+			t.Errorf("code %d, stderr %q, stdout:\n%s", code, errs, out)
+		}
+	})
+	t.Run("notation", func(t *testing.T) {
+		n, other := testsign.NewNotation(t, "release"), testsign.NewNotation(t, "other")
+		reg := testregistry.New(t, testregistry.Options{Referrers: true})
+		signed := reg.Push(t, "app", "1.0.0")
+		n.Sign(t, reg.Repo("app")+"@"+signed)
+		d11 := reg.Push(t, "app", "1.1.0")
+		other.Sign(t, reg.Repo("app")+"@"+d11)
+		code, out, errs := runCLI(t, "", "policy", "eval", "--image", reg.Repo("app"), "--semver", "1.x", "--explain",
+			"--verify-provider", "notation", "--verify-cert", write("ca.crt", n.Certificate),
+			"--verify-trust-policy", write("trustpolicy.json", testsign.TrustPolicy("release", "*")))
+		if code != 0 || !strings.Contains(out, "Verified:       1.0.0@"+signed) ||
+			!strings.Contains(out, "1.1.0") || !strings.Contains(out, "Untrusted") {
+			t.Errorf("code %d, stderr %q, stdout:\n%s", code, errs, out)
+		}
+	})
+}

@@ -114,6 +114,7 @@ func setup(mgr ctrl.Manager, opts app.Options, f *flags) error {
 	}
 	return (&controller.UpdateJobReconciler{
 		Containers:    containers,
+		Cloud:         cloud,
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Events:        opts.Events,

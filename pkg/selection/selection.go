@@ -128,13 +128,7 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 		}
 		ref := *p.Status.LatestRef
 		setter := updatev1.PolicySetter{Policy: row.Key, ImageRef: ref}
-		if v := p.Status.Verification; p.Spec.Verify != nil && v != nil && ref.Digest != "" && v.Digest == ref.Digest {
-			ns := p.Spec.ImageRepositoryRef.Namespace
-			if ns == "" {
-				ns = p.Namespace
-			}
-			setter.Verified = &updatev1.VerifiedImage{ImageRepository: meta.NamespacedObjectReference{Namespace: ns, Name: p.Spec.ImageRepositoryRef.Name}}
-		}
+		setter.Verified = verified(p, ref)
 		s.Setters = append(s.Setters, setter)
 		s.Observed[p.Name] = ref
 		if p.Status.LatestRefTime != nil {
@@ -144,6 +138,38 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 	slices.SortFunc(s.Setters, func(x, y updatev1.PolicySetter) int { return strings.Compare(x.Policy, y.Policy) })
 	slices.SortFunc(s.Policies, func(x, y Policy) int { return strings.Compare(x.Key, y.Key) })
 	return s
+}
+
+// verified says how the job checks, right before its commit, that ref's
+// tag still points to the digest p chose; nil when p chose no digest to
+// hold the tag to. A verified digest is held (spec.verify), and so is a
+// promoted one (policy.promotion): what ran healthy upstream is what
+// reaches the next environment, even through a marker that writes only
+// the tag.
+func verified(p *imagev1.ImagePolicy, ref meta.ImageRef) *updatev1.VerifiedImage {
+	if ref.Digest == "" {
+		return nil
+	}
+	ns := p.Spec.ImageRepositoryRef.Namespace
+	if ns == "" {
+		ns = p.Namespace
+	}
+	out := &updatev1.VerifiedImage{ImageRepository: meta.NamespacedObjectReference{Namespace: ns, Name: p.Spec.ImageRepositoryRef.Name}}
+	if p.Spec.Policy.Promotion != nil {
+		return out
+	}
+	v := p.Status.Verification
+	if p.Spec.Verify == nil || v == nil {
+		return nil
+	}
+	switch {
+	case v.Digest == ref.Digest:
+		return out
+	case v.PlatformDigest != "" && v.PlatformDigest == ref.Digest:
+		out.Digest = v.Digest
+		return out
+	}
+	return nil
 }
 
 // Followed returns the names of the policies that follow the images the

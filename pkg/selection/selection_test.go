@@ -219,12 +219,34 @@ func TestVerifiedPolicyMarksItsSetter(t *testing.T) {
 	stale.Spec.Verify = signed.Spec.Verify
 	stale.Status.LatestRef.Digest = "sha256:bb"
 	stale.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:aa"}
-	s := Of(automation(nil, false), labels.Everything(), []imagev1.ImagePolicy{signed, stale, policy("plain", nil, "1")})
+	// With a platform, the platform's manifest is written and the tag must
+	// still point to the index that verified.
+	arm := policy("arm", nil, "4")
+	arm.Spec.Verify = signed.Spec.Verify
+	arm.Spec.Platform = "linux/arm64"
+	arm.Status.LatestRef.Digest = "sha256:child"
+	arm.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:index", PlatformDigest: "sha256:child"}
+	// A promotion holds the tag to the digest that ran upstream, with no
+	// verify of its own.
+	promoted := policy("promoted", nil, "5")
+	promoted.Spec.Policy.Promotion = &imagev1.PromotionPolicy{}
+	promoted.Status.LatestRef.Digest = "sha256:cc"
+	unpinned := policy("promoted-no-digest", nil, "6")
+	unpinned.Spec.Policy.Promotion = &imagev1.PromotionPolicy{}
+	s := Of(automation(nil, false), labels.Everything(), []imagev1.ImagePolicy{signed, stale, arm, promoted, unpinned, policy("plain", nil, "1")})
 	for _, st := range s.Setters {
 		switch st.Policy {
 		case "ns:signed":
-			if st.Verified == nil || st.Verified.ImageRepository != (meta.NamespacedObjectReference{Namespace: "images", Name: "repo"}) {
+			if st.Verified == nil || st.Verified.ImageRepository != (meta.NamespacedObjectReference{Namespace: "images", Name: "repo"}) || st.Verified.Digest != "" {
 				t.Errorf("signed: verified %+v", st.Verified)
+			}
+		case "ns:arm":
+			if st.Verified == nil || st.Verified.Digest != "sha256:index" || st.Digest != "sha256:child" {
+				t.Errorf("arm: setter %+v verified %+v, want the child written and the index held", st.ImageRef, st.Verified)
+			}
+		case "ns:promoted":
+			if st.Verified == nil || st.Verified.Digest != "" {
+				t.Errorf("promoted: verified %+v, want the promoted digest held", st.Verified)
 			}
 		default:
 			if st.Verified != nil {

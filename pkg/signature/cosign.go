@@ -119,6 +119,12 @@ func (c *cosignVerifier) trustedRoot() (root.TrustedMaterial, error) {
 	return tr, nil
 }
 
+// requireSCT reports whether a keyless certificate must carry a signed
+// certificate timestamp of a trusted CT log, as cosign verify requires by
+// default: whenever the trusted root lists CT logs (the public Sigstore's
+// does). A private Sigstore without a CT log has no SCT to require.
+func requireSCT(tm root.TrustedMaterial) bool { return len(tm.CTLogs()) > 0 }
+
 // keyless reports whether the config trusts identities, not keys.
 func (c *cosignVerifier) keyless() bool { return len(c.keys) == 0 }
 
@@ -246,7 +252,11 @@ func (c *cosignVerifier) verifyBundle(b *bundle.Bundle, digest string) (v Verdic
 	if err != nil {
 		return Verdict{}, err
 	}
-	sv, err := verify.NewVerifier(tm, verify.WithTransparencyLog(1), verify.WithObserverTimestamps(1))
+	vopts := []verify.VerifierOption{verify.WithTransparencyLog(1), verify.WithObserverTimestamps(1)}
+	if requireSCT(tm) {
+		vopts = append(vopts, verify.WithSignedCertificateTimestamps(1))
+	}
+	sv, err := verify.NewVerifier(tm, vopts...)
 	if err != nil {
 		return Verdict{}, &ConfigError{Err: err}
 	}
@@ -309,6 +319,7 @@ func (c *cosignVerifier) verifyLegacy(ctx context.Context, f *fetcher) (Verdict,
 			return Verdict{}, err
 		}
 		co.TrustedMaterial = tm
+		co.IgnoreSCT = !requireSCT(tm)
 		for _, id := range c.identities {
 			co.Identities = append(co.Identities, cosign.Identity{IssuerRegExp: id.Issuer, SubjectRegExp: id.Subject})
 		}

@@ -96,6 +96,51 @@ func TestKeylessBundleVerifiesWithItsRootAndIdentity(t *testing.T) {
 	}
 }
 
+// A keyless signature in the legacy .sig format, as cosign v2 pushes it
+// from a CI workflow (certificate, chain and Rekor bundle in the layer's
+// annotations), verifies with the trusted root and identity, and not with
+// another identity or another Sigstore's root.
+func TestKeylessLegacySignatureVerifies(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{})
+	s := testsign.NewSigstore(t)
+	d := reg.Push(t, "app", "1.0.0")
+	s.SignImageLegacy(t, reg, "app", d, identity, issuer)
+	v := check(t, keyless(s, t), signature.Limits{}, reg, "app", d)
+	wantVerified(t, v, identity)
+	if v.Format != "legacy" || !strings.Contains(v.Signer, issuer) {
+		t.Errorf("verdict %+v: want legacy naming the issuer", v)
+	}
+	other := keyless(s, t)
+	other.Identities = []signature.Identity{{Issuer: "^" + issuer + "$", Subject: "^mallory@example.com$"}}
+	if v := check(t, other, signature.Limits{}, reg, "app", d); v.Verified || v.Reason != signature.Untrusted {
+		t.Errorf("another identity: verdict %+v, want Untrusted", v)
+	}
+	if v := check(t, keyless(testsign.NewSigstore(t), t), signature.Limits{}, reg, "app", d); v.Verified || v.Reason != signature.Untrusted {
+		t.Errorf("another Sigstore's root: verdict %+v, want Untrusted", v)
+	}
+}
+
+// Where the trusted root lists a CT log, as the public Sigstore's does, a
+// keyless certificate must carry its signed certificate timestamp, in
+// either format, as cosign verify requires by default: the virtual
+// Fulcio's certificates carry none, so they are Untrusted.
+func TestKeylessCertificateWithoutSCTIsUntrustedWhereTheRootListsCTLogs(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{Referrers: true})
+	s := testsign.NewSigstore(t)
+	bundled := reg.Push(t, "app", "1.0.0")
+	s.SignImage(t, reg, "app", bundled, identity, issuer)
+	legacy := reg.Push(t, "app", "1.1.0")
+	s.SignImageLegacy(t, reg, "app", legacy, identity, issuer)
+	cfg := keyless(s, t)
+	cfg.TrustedRoot = s.TrustedRootWithCTLog(t)
+	for _, d := range []string{bundled, legacy} {
+		v := check(t, cfg, signature.Limits{}, reg, "app", d)
+		if v.Verified || v.Reason != signature.Untrusted || !strings.Contains(strings.ToLower(v.Message), "sct") {
+			t.Errorf("%s: verdict %+v, want Untrusted for the missing SCT", d, v)
+		}
+	}
+}
+
 func TestKeylessWrongIdentityOrRootIsUntrusted(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	s := testsign.NewSigstore(t)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
@@ -433,8 +435,19 @@ func (r *ImagePolicyReconciler) reflectDigest(ctx context.Context, s *policyScop
 	st.latest = meta.ImageRef{Name: st.repo.Spec.Image, Tag: st.tag}
 	if st.walk != nil {
 		// The digest that verified is the one written: never looked up
-		// again by tag, which may have moved since.
+		// again by tag, which may have moved since. With a platform, it
+		// is that platform's manifest in the verified index, read by the
+		// index's digest: the index's signature covers the digests it
+		// lists, so the platform's image is as trusted as the index.
 		st.latest.Digest = st.walk.Verdict.Digest
+		if st.platform != nil {
+			digest, err := r.digest(ctx, st.repo, st.walk.Verdict.Digest, st.platform)
+			if err != nil {
+				return reconcile.Continue, digestErr(err)
+			}
+			st.latest.Digest = digest
+			obj.Status.Verification.PlatformDigest = digest
+		}
 		return reconcile.Continue, nil
 	}
 	switch obj.Spec.DigestReflectionPolicy {
@@ -449,15 +462,20 @@ func (r *ImagePolicyReconciler) reflectDigest(ctx context.Context, s *policyScop
 		return reconcile.Continue, nil
 	}
 	digest, err := r.digest(ctx, st.repo, st.tag, st.platform)
-	var notFound *registry.PlatformNotFoundError
-	if errors.As(err, &notFound) {
-		return reconcile.Continue, conditions.Retry(imagev1.PlatformNotFoundReason, err)
-	}
 	if err != nil {
-		return reconcile.Continue, conditions.Retry(imagev1.DigestLookupFailedReason, err).After(dependencyRetry)
+		return reconcile.Continue, digestErr(err)
 	}
 	st.latest.Digest = digest
 	return reconcile.Continue, nil
+}
+
+// digestErr is the condition of a failed digest lookup.
+func digestErr(err error) error {
+	var notFound *registry.PlatformNotFoundError
+	if errors.As(err, &notFound) {
+		return conditions.Retry(imagev1.PlatformNotFoundReason, err)
+	}
+	return conditions.Retry(imagev1.DigestLookupFailedReason, err).After(dependencyRetry)
 }
 
 // recordLatest writes the choice to the status, with an event when it
@@ -681,7 +699,8 @@ func (r *ImagePolicyReconciler) allowed(ctx context.Context, repo *imagev1.Image
 
 // digest looks up the digest of repo:tag with the repository's credentials:
 // of the manifest the tag points to, or with a platform, of that
-// platform's manifest in it.
+// platform's manifest in it. With a platform, tag may be a digest (of a
+// verified index).
 func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageRepository, tag string, platform *v1.Platform) (string, error) {
 	ref, err := parseImage(repo)
 	if err != nil {
@@ -698,7 +717,11 @@ func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageR
 	defer cancel()
 	var d string
 	if platform != nil {
-		d, err = r.Registry.PlatformDigest(ctx, ref.Tag(tag), *platform, a.opts)
+		var at name.Reference = ref.Tag(tag)
+		if strings.HasPrefix(tag, "sha256:") {
+			at = ref.Digest(tag)
+		}
+		d, err = r.Registry.PlatformDigest(ctx, at, *platform, a.opts)
 		var nf *registry.PlatformNotFoundError
 		if errors.As(err, &nf) {
 			return "", err

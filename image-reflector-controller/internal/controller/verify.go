@@ -180,10 +180,6 @@ func (r *ImagePolicyReconciler) verifySignatures(ctx context.Context, s *policyS
 	if st.held || st.tag == "" {
 		return reconcile.Continue, nil
 	}
-	if st.platform != nil {
-		return reconcile.Continue, conditions.Stallf(imagev1.InvalidPolicyReason,
-			"spec.verify with spec.platform is not supported: the signed digest is the tag's, and the platform's digest would be written")
-	}
 	cfg, err := r.verificationConfig(ctx, obj)
 	if err != nil {
 		return reconcile.Continue, err

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"time"
+
 	"context"
 	"strings"
 	"testing"
@@ -137,4 +139,34 @@ func waitPolicy(t *testing.T, p *imagev1.ImagePolicy, ok func(*imagev1.ImagePoli
 		}
 		return ok(p), nil
 	})
+}
+
+// With spec.platform, the signature of the tag's index is verified and
+// latestRef carries that platform's manifest, read from the index by the
+// digest that verified: a signed multi-platform image is followed on one
+// platform, and an unsigned index is still skipped.
+func TestVerifiedIndexGivesThePlatformsManifest(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{Referrers: true})
+	s := testsign.NewSigstore(t)
+	built := time.Now().Add(-time.Hour)
+	index, per := reg.PushIndex(t, "team/multi", "1.0.0", built, "linux/amd64", "linux/arm64/v8")
+	reg.PushIndex(t, "team/multi", "1.1.0", built, "linux/amd64", "linux/arm64/v8")
+	s.SignImage(t, reg, "team/multi", index, oidcSubject, oidcIssuer)
+	ns := env.Namespace(t)
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore-root"},
+		Data: map[string][]byte{"trusted_root.json": s.TrustedRoot(t)}})
+	create(t, repoFor(ns, "multi", reg, "team/multi"))
+	p := keylessPolicy(ns, "multi", "multi")
+	p.Spec.Platform = "linux/arm64"
+	create(t, p)
+	waitReason(t, p, imagev1.SignatureVerificationFailedReason)
+	if got := p.Status.LatestRef; got == nil || got.Tag != "1.0.0" || got.Digest != per["linux/arm64/v8"] {
+		t.Fatalf("latestRef %+v, want 1.0.0@%s (arm64's manifest of the signed index)", got, per["linux/arm64/v8"])
+	}
+	if v := p.Status.Verification; v == nil || v.Digest != index || v.PlatformDigest != per["linux/arm64/v8"] {
+		t.Errorf("verification %+v, want the index %s verified and the platform's manifest recorded", v, index)
+	}
+	if u := p.Status.UnverifiedRef; u == nil || u.Tag != "1.1.0" {
+		t.Errorf("unverifiedRef %+v, want the unsigned 1.1.0", u)
+	}
 }

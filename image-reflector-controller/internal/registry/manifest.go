@@ -176,14 +176,15 @@ func platforms(ms []v1.Descriptor) []string {
 }
 
 // PlatformDigest returns the digest of the manifest of one platform: from
-// the tag's index, one request; when the tag is a single image, its own
-// digest once its config says it is of that platform (two requests).
-func (c *Client) PlatformDigest(ctx context.Context, ref name.Tag, platform v1.Platform, o Options) (string, error) {
-	m, err := c.metadata(ctx, ref.Repository, o, PurposeDigest)
+// the index ref names (a tag, or the digest of an index whose signature
+// verified), one request; when ref is a single image, its own digest once
+// its config says it is of that platform (two requests).
+func (c *Client) PlatformDigest(ctx context.Context, ref name.Reference, platform v1.Platform, o Options) (string, error) {
+	m, err := c.metadata(ctx, ref.Context(), o, PurposeDigest)
 	if err != nil {
 		return "", err
 	}
-	doc, digest, err := m.manifest(ctx, ref.TagStr())
+	doc, digest, err := m.manifest(ctx, ref.Identifier())
 	if err != nil {
 		return "", err
 	}

@@ -10,9 +10,11 @@ package testsign
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -186,8 +188,24 @@ func NewSigstore(t testing.TB) *Sigstore {
 	return &Sigstore{ca: v}
 }
 
-// TrustedRoot is the virtual Sigstore's trusted_root.json.
+// TrustedRoot is the virtual Sigstore's trusted_root.json, without its CT
+// log: the virtual Fulcio's certificates carry no signed certificate
+// timestamps, which a verifier requires whenever its root lists a CT log
+// (a private Sigstore without one). TrustedRootWithCTLog keeps it.
 func (s *Sigstore) TrustedRoot(t testing.TB) []byte {
+	t.Helper()
+	return s.trustedRoot(t, false)
+}
+
+// TrustedRootWithCTLog is the trusted root with the virtual CT log, as the
+// public Sigstore's lists its CT logs: the certificates here, without
+// SCTs, do not verify with it.
+func (s *Sigstore) TrustedRootWithCTLog(t testing.TB) []byte {
+	t.Helper()
+	return s.trustedRoot(t, true)
+}
+
+func (s *Sigstore) trustedRoot(t testing.TB, ctLog bool) []byte {
 	t.Helper()
 	// The virtual Sigstore names its logs by the hex text of their IDs,
 	// which would be written as the text's bytes: a trusted root holds
@@ -202,8 +220,12 @@ func (s *Sigstore) TrustedRoot(t testing.TB) []byte {
 		}
 		return logs
 	}
+	ct := map[string]*root.TransparencyLog{}
+	if ctLog {
+		ct = raw(s.ca.CTLogs())
+	}
 	tr, err := root.NewTrustedRoot(root.TrustedRootMediaType01, s.ca.FulcioCertificateAuthorities(),
-		raw(s.ca.CTLogs()), s.ca.TimestampingAuthorities(), raw(s.ca.RekorLogs()))
+		ct, s.ca.TimestampingAuthorities(), raw(s.ca.RekorLogs()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,6 +253,72 @@ func (s *Sigstore) SignImage(t testing.TB, reg *testregistry.Registry, repo, dig
 	})
 	b := s.Bundle(t, identity, issuer, statement)
 	PushBundle(t, reg, repo, digest, b)
+}
+
+// SignImageLegacy signs repo@digest keylessly as identity of issuer the
+// way cosign v2 and older do, and pushes what they push: the
+// sha256-<hex>.sig tag, a manifest whose layer is the simple-signing
+// payload naming the digest, with the signature, the Fulcio certificate
+// and its chain, and the Rekor entry's signed entry timestamp in the
+// layer's annotations (a hashedrekord of the payload, as cosign uploads).
+func (s *Sigstore) SignImageLegacy(t testing.TB, reg *testregistry.Registry, repo, digest, identity, issuer string) {
+	t.Helper()
+	payload, _ := json.Marshal(map[string]any{
+		"critical": map[string]any{
+			"identity": map[string]string{"docker-reference": reg.Repo(repo)},
+			"image":    map[string]string{"docker-manifest-digest": digest},
+			"type":     "cosign container image signature",
+		},
+		"optional": nil,
+	})
+	e, err := s.ca.Sign(identity, issuer, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc, _ := e.VerificationContent()
+	cert := vc.(*bundle.Certificate).Certificate()
+	sc, _ := e.SignatureContent()
+	sig := sc.MessageSignatureContent().Signature()
+	entries, _ := e.TlogEntries()
+	tle := entries[0].TransparencyLogEntry()
+	// The signed entry timestamp, the log's promise, as Rekor returns it
+	// (the virtual Sigstore's entry does not carry it).
+	rp := tlog.RekorPayload{Body: base64.StdEncoding.EncodeToString(tle.CanonicalizedBody),
+		IntegratedTime: tle.IntegratedTime, LogIndex: tle.LogIndex, LogID: fmt.Sprintf("%x", tle.LogId.KeyId)}
+	set, err := s.ca.RekorSignPayload(rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rekorBundle, _ := json.Marshal(map[string]any{"SignedEntryTimestamp": set, "Payload": rp})
+	pemOf := func(certs ...*x509.Certificate) string {
+		var b bytes.Buffer
+		for _, c := range certs {
+			_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+		}
+		return b.String()
+	}
+	cas := s.ca.FulcioCertificateAuthorities()
+	fulcio := cas[0].(*root.FulcioCertificateAuthority)
+	layer := map[string]any{
+		"mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+		"digest":    reg.PushBlob(t, repo, payload),
+		"size":      len(payload),
+		"annotations": map[string]string{
+			"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig),
+			"dev.sigstore.cosign/certificate":    pemOf(cert),
+			"dev.sigstore.cosign/chain":          pemOf(append(fulcio.Intermediates, fulcio.Root)...),
+			"dev.sigstore.cosign/bundle":         string(rekorBundle),
+		},
+	}
+	cfg := []byte("{}")
+	m, _ := json.Marshal(map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     string(types.OCIManifestSchema1),
+		"config":        map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": reg.PushBlob(t, repo, cfg), "size": len(cfg)},
+		"layers":        []any{layer},
+	})
+	alg, hexDigest, _ := strings.Cut(digest, ":")
+	reg.PushManifest(t, repo, alg+"-"+hexDigest+".sig", types.OCIManifestSchema1, m)
 }
 
 // Bundle signs payload (an in-toto statement) as identity of issuer and

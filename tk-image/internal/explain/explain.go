@@ -350,6 +350,9 @@ func (e *PolicyExplanation) writeVerification(w io.Writer) {
 	fmt.Fprintf(w, "Verification:\t%s signatures, trusting %s\n", v.Provider, trust)
 	if vs := e.Verification; vs != nil {
 		fmt.Fprintf(w, "  Verified:\t%s, signed by %s (%s signature)\n", vs.Digest, vs.Signer, vs.Format)
+		if vs.PlatformDigest != "" {
+			fmt.Fprintf(w, "  Platform:\t%s, the platform's manifest in the verified index, is written\n", vs.PlatformDigest)
+		}
 		if vs.Skipped > 0 {
 			fmt.Fprintf(w, "  Skipped:\t%d better candidate(s) did not verify\n", vs.Skipped)
 		}

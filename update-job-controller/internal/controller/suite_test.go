@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
@@ -81,7 +82,14 @@ func newRunner(mgr ctrl.Manager, name, cacheDir string, jm *JobMetrics) error {
 	}
 	rec := metrics.NewRecorder("updatejob")
 	rec.MustRegister(prometheus.NewRegistry())
+	// The controller's own cloud identity, as main sets it up; the
+	// protocol tests give the process one (testcloud).
+	cloud, err := cloudauth.New(cloudauth.Options{}, nil)
+	if err != nil {
+		return err
+	}
 	return (&UpdateJobReconciler{
+		Cloud:         cloud,
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Events:        events.New(mgr.GetEventRecorder("update-job-controller")),

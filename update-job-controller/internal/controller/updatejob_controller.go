@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -67,6 +68,10 @@ type UpdateJobReconciler struct {
 	// Containers runs container-mode jobs; nil refuses them (Stalled,
 	// ContainerModeUnavailable).
 	Containers *Containers
+	// Cloud issues registry credentials from cloud identities, for
+	// reading a verified tag of an ImageRepository with spec.provider;
+	// nil refuses those.
+	Cloud *cloudauth.Issuer
 
 	kindOnce sync.Once
 	kind     *reconcile.Kind[*updatev1.UpdateJob, jobRun]

@@ -486,7 +486,8 @@ type PromotionStatus struct {
 
 // VerificationStatus is who signed latestRef's digest.
 type VerificationStatus struct {
-	// Digest is the digest that verified, latestRef's tag's digest.
+	// Digest is the digest that verified, latestRef's tag's digest
+	// (with spec.platform, the index's; see platformDigest).
 	Digest string `json:"digest"`
 	// Signer is the key ("key cosign.pub"), the keyless identity
 	// ("subject ... issued by ...") or the Notation certificate subject
@@ -495,6 +496,12 @@ type VerificationStatus struct {
 	// Format is where the signature was found: bundle (a Sigstore bundle
 	// referrer), legacy (a .sig tag) or notation.
 	Format string `json:"format"`
+	// PlatformDigest is, with spec.platform, the digest of that
+	// platform's manifest in the index that verified: the digest
+	// latestRef carries and the automation writes. The index's signature
+	// covers it, as an index names its manifests by digest.
+	// +optional
+	PlatformDigest string `json:"platformDigest,omitempty"`
 	// Skipped is how many better candidates did not verify.
 	// +optional
 	Skipped int `json:"skipped,omitempty"`

@@ -277,10 +277,12 @@ type PolicySetter struct {
 	LatestRefTime *metav1.Time `json:"latestRefTime,omitempty"`
 
 	// Verified is set when the ImagePolicy verified Digest's signature
-	// (spec.verify): right before the commit, the job reads the digest
-	// Name:Tag points to and fails, reason VerifiedImageMoved, when it is
-	// no longer Digest. So a tag re-pushed after the check is never
-	// written, also by markers that write the tag only.
+	// (spec.verify), or promoted Digest from an upstream environment
+	// (policy.promotion): right before the commit, the job reads the
+	// digest Name:Tag points to and fails, reason VerifiedImageMoved,
+	// when it is no longer the digest the policy chose. So a tag
+	// re-pushed after the check is never written, also by markers that
+	// write the tag only.
 	// +optional
 	Verified *VerifiedImage `json:"verified,omitempty"`
 }
@@ -291,6 +293,11 @@ type VerifiedImage struct {
 	// secretRef, certSecretRef and insecure reach the registry.
 	// +required
 	ImageRepository meta.NamespacedObjectReference `json:"imageRepository"`
+	// Digest is the digest the tag must still point to, when it is not
+	// the setter's Digest: with a platform, the setter writes the
+	// platform's manifest and the tag points to the index that verified.
+	// +optional
+	Digest string `json:"digest,omitempty"`
 }
 
 // UpdateJobPhase is where an UpdateJob is in its life.
