@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,11 +104,17 @@ func TestCheckArgoCD(t *testing.T) {
 // source and the images its Pods run.
 func (f *fixture) application(name, path, sourceType string, labels map[string]string, images ...string) {
 	f.t.Helper()
+	f.applicationOf("fleet", "main", name, path, sourceType, labels, images...)
+}
+
+// applicationOf is application on another repository or branch.
+func (f *fixture) applicationOf(repo, rev, name, path, sourceType string, labels map[string]string, images ...string) {
+	f.t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{
 			"project":     "default",
 			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "default"},
-			"source":      map[string]any{"repoURL": f.git.RepoURL("fleet"), "path": path, "targetRevision": "main"},
+			"source":      map[string]any{"repoURL": f.git.RepoURL(repo), "path": path, "targetRevision": rev},
 		},
 		"status": map[string]any{"sourceType": sourceType, "summary": map[string]any{"images": toAny(images)}},
 	}}
@@ -161,5 +170,70 @@ func TestApplicationSelectorMakesOneJobWithEachOverrideFile(t *testing.T) {
 	next := unfinished(t, second)
 	if len(next.Spec.Update.ArgoCD) != 3 || next.Spec.Update.ArgoCD[1].File != "apps/cart/.argocd-source-"+f.ns+"_cart.yaml" {
 		t.Errorf("after a new Application: override files %+v", next.Spec.Update.ArgoCD)
+	}
+}
+
+// Applications on two repositories under one automation are two targets:
+// one UpdateJob each, on its own repository with its own override files;
+// status.targets names each target's commit, and a target whose job fails
+// fails alone: the other keeps its commit and makes no new job, and the
+// automation's Ready condition names the one that failed.
+func TestApplicationsOnSeveralRepositoriesGetAJobEach(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	f.git.CreateRepo(t, "stage", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
+	shop := map[string]string{"team": "shop"}
+	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.applicationOf("stage", "main", "web-stage", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.policy("app", nil, "1.1.0")
+	a := f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
+		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
+	})
+	js := waitJobs(t, f.ns, 2)
+	byRepo := map[string]updatev1.UpdateJob{}
+	for _, j := range js {
+		byRepo[j.Spec.Repository.URL] = j
+	}
+	fleet, stage := byRepo[f.git.RepoURL("fleet")], byRepo[f.git.RepoURL("stage")]
+	if fleet.Name == "" || stage.Name == "" {
+		t.Fatalf("jobs on %v, want one on each repository", slices.Collect(maps.Keys(byRepo)))
+	}
+	for _, c := range []struct {
+		job  updatev1.UpdateJob
+		file string
+	}{{fleet, "apps/web/.argocd-source-" + f.ns + "_web.yaml"}, {stage, "apps/web/.argocd-source-" + f.ns + "_web-stage.yaml"}} {
+		if o := c.job.Spec.Update.ArgoCD; c.job.Spec.Checkout.Reference.Branch != "main" || c.job.Spec.Update.Path != "apps/web" ||
+			len(o) != 1 || o[0].File != c.file {
+			t.Errorf("job %s on %s: checkout %+v, path %q, overrides %+v", c.job.Name, c.job.Spec.Repository.URL,
+				c.job.Spec.Checkout.Reference, c.job.Spec.Update.Path, o)
+		}
+	}
+	// As if the job had pushed the branch's head.
+	pushed := strings.TrimPrefix(f.head(), "main@sha1:")
+	finish(t, &fleet, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) { j.Status.PushedCommit = pushed })
+	finish(t, &stage, updatev1.UpdateJobFailed, nil)
+	got := waitAutomation(t, a, "both targets recorded", func(a *imagev1.ImageUpdateAutomation) bool {
+		return len(a.Status.Targets) == 2 && a.Status.Targets[0].LastJob != nil && a.Status.Targets[1].LastJob != nil
+	})
+	ft, st := got.Status.Targets[0], got.Status.Targets[1]
+	if ft.URL != f.git.RepoURL("fleet") || ft.Branch != "main" || ft.LastPushCommit != pushed || ft.Ready == nil ||
+		ft.Ready.Status != metav1.ConditionTrue || !slices.Equal(ft.Applications, []string{f.ns + "/web"}) {
+		t.Errorf("fleet target %+v", ft)
+	}
+	if st.URL != f.git.RepoURL("stage") || st.LastPushCommit != "" || st.Ready == nil || st.Ready.Status != metav1.ConditionFalse ||
+		st.LastJob.Name != stage.Name {
+		t.Errorf("stage target %+v", st)
+	}
+	if c := ready(got); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "1 of 2 targets failed: "+f.git.RepoURL("stage")) ||
+		got.Status.LastPushCommit != pushed {
+		t.Errorf("automation Ready %+v, last push %q", c, got.Status.LastPushCommit)
+	}
+	// A requested reconcile retries the failed target; the pushed one is
+	// up to date and makes no job.
+	request(t, got, "again")
+	js = waitJobs(t, f.ns, 3)
+	if next := unfinished(t, js); next.Spec.Repository.URL != f.git.RepoURL("stage") {
+		t.Errorf("the retry is on %s, want the stage repository", next.Spec.Repository.URL)
 	}
 }

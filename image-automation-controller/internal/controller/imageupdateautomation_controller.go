@@ -189,8 +189,10 @@ func forgetRun(obj *imagev1.ImageUpdateAutomation) {
 func (r *ImageUpdateAutomationReconciler) afterPatch(ctx context.Context, s *scope) error {
 	s.State.tally.commit(r.Automation)
 	// Old jobs go only once the status no longer needs them.
-	if s.State.finished != nil {
-		return r.pruneJobs(ctx, s.State.finished)
+	for _, finished := range append(s.State.prune, s.State.finished) {
+		if err := r.pruneJobs(ctx, finished); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -345,7 +345,7 @@ func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.Updat
 		j := &jobs[i]
 		t.taken[j.Name] = true
 		switch owner := ownerUID(j); {
-		case owner == string(uid) && !j.Status.Phase.Finished():
+		case owner == string(uid) && !j.Status.Phase.Finished() && jobCheckoutKey(&j.Spec) == jobCheckoutKey(spec):
 			if t.own == nil {
 				t.own = j
 			}
@@ -454,9 +454,9 @@ func changeTimes(sel *selection.Selection, last imagev1.ObservedPolicies) map[st
 	return out
 }
 
-// jobsOf returns the automation's jobs from the cache: the newest finished
-// one, those in flight, and the finished ones newest first.
-func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (inFlight *updatev1.UpdateJob, finished []updatev1.UpdateJob, err error) {
+// jobsOf returns the automation's jobs from the cache: those in flight,
+// oldest first, and the finished ones newest first.
+func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (inFlight []*updatev1.UpdateJob, finished []updatev1.UpdateJob, err error) {
 	list := &updatev1.UpdateJobList{}
 	if err := r.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingFields{jobOwnerIndex: string(obj.UID)}); err != nil {
 		return nil, nil, fmt.Errorf("listing UpdateJobs: %w", err)
@@ -465,10 +465,11 @@ func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *image
 		j := list.Items[i]
 		if j.Status.Phase.Finished() {
 			finished = append(finished, j)
-		} else if inFlight == nil || j.CreationTimestamp.Before(&inFlight.CreationTimestamp) {
-			inFlight = &j
+		} else {
+			inFlight = append(inFlight, &j)
 		}
 	}
+	slices.SortStableFunc(inFlight, func(a, b *updatev1.UpdateJob) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	slices.SortFunc(finished, func(a, b updatev1.UpdateJob) int {
 		if c := runOf(&b) - runOf(&a); c != 0 {
 			return c

@@ -53,6 +53,9 @@ func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 type source struct {
 	gitsource.Source
 	remote *git.Auth
+	// targets are the source's, when its Applications are written on
+	// more than one repository or branch (targets.go).
+	targets []*source
 }
 
 // resolveSource resolves the repository and checkout ref (pkg/gitsource,
@@ -68,6 +71,13 @@ func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj
 	}
 	if err := checkArgoCD(obj, src); err != nil {
 		return nil, err
+	}
+	if len(src.Targets) > 0 {
+		targets, err := r.resolveTargets(ctx, obj, src)
+		if err != nil {
+			return nil, err
+		}
+		return &source{Source: *src, targets: targets}, nil
 	}
 	// Secrets are read past the cache, so the controller needs no
 	// cluster-wide list and watch of them.

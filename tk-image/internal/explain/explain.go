@@ -745,6 +745,15 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 		f.HeadError = err.Error()
 		return f
 	}
+	if len(src.Targets) > 0 {
+		var names []string
+		for _, t := range src.Targets {
+			names = append(names, git.Redact(t.Repository.URL)+" ("+orText(t.Ref.Branch, "HEAD")+")")
+		}
+		f.URL = strings.Join(names, ", ")
+		f.HeadError = fmt.Sprintf("not listed: the Applications are written on %d repositories or branches, each its own target with its own jobs and commits (status.targets)", len(src.Targets))
+		return f
+	}
 	if !gitsource.BranchOnly(src.Ref) && !src.DefaultBranch {
 		f.HeadError = "not listed: the checkout ref is not just a branch, so the automation does not compare heads"
 		return f

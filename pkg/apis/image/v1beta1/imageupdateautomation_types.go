@@ -373,6 +373,15 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	LastJob *UpdateJobReference `json:"lastJob,omitempty"`
 
+	// Targets are, when the automation's Argo CD Applications are written
+	// on more than one repository or branch, each of those: one UpdateJob
+	// and one commit per target, each with its own outcome. The fields
+	// above then tell the newest of them; the Ready condition names the
+	// targets that failed.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Targets []TargetStatus `json:"targets,omitempty"`
+
 	// NextWindow is, with spec.schedule, the update window that was open
 	// when the automation last ran, or else the next one to open.
 	// +optional
@@ -398,6 +407,57 @@ type ImageUpdateAutomationStatus struct {
 
 	meta.ReconcileRequestStatus `json:",inline"`
 }
+
+// TargetStatus is one repository and branch an automation writes, with
+// what its last run and job there did.
+type TargetStatus struct {
+	// URL is the repository.
+	URL string `json:"url"`
+	// Branch is the branch checked out and pushed to.
+	Branch string `json:"branch"`
+	// Applications are the Argo CD Applications written there (with their
+	// sources, for multi-source Applications); at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Applications []string `json:"applications,omitempty"`
+	// LastAutomationRunTime is when a run last made a job (or found
+	// nothing to do) for the target.
+	// +optional
+	LastAutomationRunTime *metav1.Time `json:"lastAutomationRunTime,omitempty"`
+	// LastPushCommit is the last commit pushed to the target.
+	// +optional
+	LastPushCommit string `json:"lastPushCommit,omitempty"`
+	// LastPushTime is when it was pushed.
+	// +optional
+	LastPushTime *metav1.Time `json:"lastPushTime,omitempty"`
+	// ObservedPolicies are the policies and images its last job applied.
+	// +optional
+	ObservedPolicies ObservedPolicies `json:"observedPolicies,omitempty"`
+	// ObservedSourceRevision is the branch head its last run saw.
+	// +optional
+	ObservedSourceRevision string `json:"observedSourceRevision,omitempty"`
+	// AppliedRevision is the commit whose files hold observedPolicies'
+	// images.
+	// +optional
+	AppliedRevision string `json:"appliedRevision,omitempty"`
+	// ObservedGeneration is the automation's generation its last job
+	// applied.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastJob is its last finished UpdateJob.
+	// +optional
+	LastJob *UpdateJobReference `json:"lastJob,omitempty"`
+	// Ready is the target's own Ready condition.
+	// +optional
+	Ready *metav1.Condition `json:"ready,omitempty"`
+}
+
+// MaxTargets bounds status.targets; MaxTargetApplications bounds each
+// target's applications.
+const (
+	MaxTargets            = 100
+	MaxTargetApplications = 20
+)
 
 // UpdateWindowStatus is one opening of an automation's update windows:
 // overlapping and back-to-back windows count as one.
