@@ -1,14 +1,18 @@
 package controller
 
 import (
+	"context"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
@@ -235,5 +239,50 @@ func TestApplicationsOnSeveralRepositoriesGetAJobEach(t *testing.T) {
 	js = waitJobs(t, f.ns, 3)
 	if next := unfinished(t, js); next.Spec.Repository.URL != f.git.RepoURL("stage") {
 		t.Errorf("the retry is on %s, want the stage repository", next.Spec.Repository.URL)
+	}
+}
+
+// Applications are watched through their cache: a change of the images an
+// Application runs (status.summary.images, which Argo CD writes without
+// changing the generation) brings its automation back at once, with the
+// new override files, long before its interval.
+func TestApplicationStatusChangeRunsTheAutomation(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	shop := map[string]string{"team": "shop"}
+	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.1.0")
+	f.policy("app", nil, "1.1.0")
+	f.policy("redis", nil, "7.4")
+	a := f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
+		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
+		a.Spec.Interval = metav1.Duration{Duration: time.Hour}
+	})
+	first := waitJobs(t, f.ns, 1)[0]
+	if len(first.Spec.Update.ArgoCD) != 0 {
+		t.Fatalf("the Application runs what the policies say, yet overrides %+v", first.Spec.Update.ArgoCD)
+	}
+	head := strings.TrimPrefix(f.head(), "main@sha1:")
+	finish(t, &first, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = "main@sha1:" + head })
+	waitAutomation(t, a, "the job recorded", func(a *imagev1.ImageUpdateAutomation) bool {
+		return a.Status.LastJob != nil && a.Status.LastJob.Name == first.Name
+	})
+
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(gitsource.ApplicationGVK)
+	patch := func(status string) {
+		t.Helper()
+		app.SetNamespace(f.ns)
+		app.SetName("web")
+		// Argo CD's CRD has no status subresource: Argo CD patches the
+		// object.
+		if err := env.Client.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(status))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(`{"status":{"summary":{"images":["ghcr.io/org/app:1.1.0","ghcr.io/org/redis:7.2"]}}}`)
+	next := unfinished(t, waitJobs(t, f.ns, 2))
+	if o := next.Spec.Update.ArgoCD; len(o) != 1 || len(o[0].Images) != 1 || o[0].Images[0].Policy != f.ns+":redis" {
+		t.Errorf("after the Application ran redis 7.2: overrides %+v", o)
 	}
 }

@@ -63,9 +63,9 @@ type source struct {
 // spec, the source or its Secrets is a *conditions.Failure (Stalled, or
 // retried soon when something is missing); any other error is transient.
 func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (*source, error) {
-	// The GitRepository, unstructured, is read from the API server, not
-	// the cache.
-	src, err := gitsource.Resolve(ctx, r.Client, obj, gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs, ArgoCDNamespace: r.ArgoCDNamespace})
+	// A GitRepository, unstructured, is read from the API server;
+	// Applications from their cache (applications.go).
+	src, err := gitsource.Resolve(ctx, r.reader(), obj, gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs, ArgoCDNamespace: r.ArgoCDNamespace})
 	if err != nil {
 		return nil, err
 	}
