@@ -93,6 +93,10 @@ type ArgoCDImage struct {
 	// HelmName, HelmTag and HelmSpec are the Helm parameters;
 	// image.repository and image.tag when all are empty.
 	HelmName, HelmTag, HelmSpec string
+	// HelmValuesObject writes them into helm.valuesObject instead; a name
+	// a map path cannot spell is pkg/argocd's to refuse (this package
+	// links no YAML).
+	HelmValuesObject bool
 }
 
 // Discover selects the discovered images to update.

@@ -161,7 +161,8 @@ func writeOverrides(root string, p writeback.Plan, res *setters.Result) error {
 		images := make([]argocd.Image, 0, len(o.Images))
 		for _, img := range o.Images {
 			images = append(images, argocd.Image{Setter: img.Policy, ImageRef: p.Update.Images[img.Policy],
-				KustomizeName: img.KustomizeName, HelmName: img.HelmName, HelmTag: img.HelmTag, HelmSpec: img.HelmSpec})
+				KustomizeName: img.KustomizeName, HelmName: img.HelmName, HelmTag: img.HelmTag, HelmSpec: img.HelmSpec,
+				HelmValuesObject: img.HelmValuesObject})
 		}
 		out, changes, err := argocd.Update(data, o.Type, images)
 		if err != nil {

@@ -286,3 +286,59 @@ func TestApplicationStatusChangeRunsTheAutomation(t *testing.T) {
 		t.Errorf("after the Application ran redis 7.2: overrides %+v", o)
 	}
 }
+
+// helm.valuesObject is written only where Argo CD renders it: not over a
+// source's helm.values (the object would replace it whole), not where the
+// Application's own helm.parameters set the same name (they win), not for
+// a name a map path cannot spell; and the job's images carry the choice,
+// automation-wide or per policy.
+func TestHelmValuesObjectIsCheckedAndCarried(t *testing.T) {
+	spec := func(all bool, images ...imagev1.ArgoCDImage) *imagev1.ImageUpdateAutomation {
+		return &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "a"},
+			Spec: imagev1.ImageUpdateAutomationSpec{Update: &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD,
+				ArgoCD: &imagev1.ArgoCDUpdate{HelmValuesObject: all, Images: images}}}}
+	}
+	helm := func(mutate func(*argocd.Source)) gitsource.Source {
+		s := argocd.Source{Type: argocd.TypeHelm, Path: "apps/api"}
+		mutate(&s)
+		return argoSource([]string{"ghcr.io/org/api:1.0.0"}, s)
+	}
+	for _, tc := range []struct {
+		name   string
+		obj    *imagev1.ImageUpdateAutomation
+		src    gitsource.Source
+		reason string
+	}{
+		{"plain", spec(true), helm(func(*argocd.Source) {}), ""},
+		{"helm.values", spec(true), helm(func(s *argocd.Source) { s.HelmValues = true }), imagev1.UnsupportedUpdateStrategyReason},
+		{"helm.values, parameters written", spec(false), helm(func(s *argocd.Source) { s.HelmValues = true }), ""},
+		{"a parameter of the default name", spec(true), helm(func(s *argocd.Source) { s.HelmParameters = []string{"replicas", "image.tag"} }),
+			imagev1.UnsupportedUpdateStrategyReason},
+		{"a parameter of a policy's name", spec(false, imagev1.ArgoCDImage{Policy: "api", HelmImageTag: "api.tag", HelmValuesObject: true}),
+			helm(func(s *argocd.Source) { s.HelmParameters = []string{"api.tag"} }), imagev1.UnsupportedUpdateStrategyReason},
+		{"a list index", spec(false, imagev1.ArgoCDImage{Policy: "api", HelmImageSpec: "images[0]", HelmValuesObject: true}),
+			helm(func(*argocd.Source) {}), conditions.InvalidSpecReason},
+	} {
+		err := checkArgoCD(tc.obj, &tc.src)
+		f, _ := err.(*conditions.Failure)
+		switch {
+		case tc.reason == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.reason != "" && (f == nil || f.Reason != tc.reason || !f.Stalled):
+			t.Errorf("%s: %v, want reason %s, stalled", tc.name, err, tc.reason)
+		}
+	}
+	setters := []updatev1.PolicySetter{
+		{Policy: "argocd:api", ImageRef: meta.ImageRef{Name: "ghcr.io/org/api", Tag: "1.1.0"}},
+	}
+	src := helm(func(*argocd.Source) {})
+	if o := argoCDOverrides(&spec(true).Spec, src, setters); len(o) != 1 || !o[0].Images[0].HelmValuesObject {
+		t.Errorf("automation-wide: %+v", o)
+	}
+	if o := argoCDOverrides(&spec(false, imagev1.ArgoCDImage{Policy: "api", HelmValuesObject: true}).Spec, src, setters); len(o) != 1 || !o[0].Images[0].HelmValuesObject {
+		t.Errorf("per policy: %+v", o)
+	}
+	if o := argoCDOverrides(&spec(false).Spec, src, setters); len(o) != 1 || o[0].Images[0].HelmValuesObject {
+		t.Errorf("not asked for: %+v", o)
+	}
+}

@@ -133,7 +133,7 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 		w := writeback.ArgoCDOverride{File: o.File, Type: o.Type}
 		for _, img := range o.Images {
 			w.Images = append(w.Images, writeback.ArgoCDImage{Policy: img.Policy, KustomizeName: img.KustomizeName,
-				HelmName: img.HelmImageName, HelmTag: img.HelmImageTag, HelmSpec: img.HelmImageSpec})
+				HelmName: img.HelmImageName, HelmTag: img.HelmImageTag, HelmSpec: img.HelmImageSpec, HelmValuesObject: img.HelmValuesObject})
 		}
 		u.ArgoCD = append(u.ArgoCD, w)
 	}

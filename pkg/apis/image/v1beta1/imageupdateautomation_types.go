@@ -285,6 +285,12 @@ type ArgoCDUpdate struct {
 	// +listMapKey=policy
 	// +optional
 	Images []ArgoCDImage `json:"images,omitempty"`
+
+	// HelmValuesObject writes the images of Helm sources into the override
+	// file's helm.valuesObject (nested maps, as the Helm names spell them)
+	// instead of helm.parameters, for every policy.
+	// +optional
+	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
 }
 
 // ArgoCDImage is where the override file holds one policy's image, as
@@ -321,6 +327,12 @@ type ArgoCDImage struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	HelmImageSpec string `json:"helmImageSpec,omitempty"`
+
+	// HelmValuesObject writes this policy's image into helm.valuesObject
+	// instead of helm.parameters (as update.argoCD.helmValuesObject does
+	// for every policy).
+	// +optional
+	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
 
 	// Force writes the image for every Application of the automation,
 	// whether or not Argo CD reports it running the image (as

@@ -143,6 +143,10 @@ type ArgoCDOverrideImage struct {
 	HelmImageTag string `json:"helmImageTag,omitempty"`
 	// +optional
 	HelmImageSpec string `json:"helmImageSpec,omitempty"`
+	// HelmValuesObject writes the Helm names into helm.valuesObject
+	// instead of helm.parameters.
+	// +optional
+	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
 }
 
 // UpdateContainer is the container of a container-mode job.
