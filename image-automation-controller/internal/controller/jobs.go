@@ -3,6 +3,7 @@ package controller
 import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -62,8 +63,8 @@ func ownerUID(job client.Object) string {
 	return string(ref.UID)
 }
 
-// jobSpec is the UpdateJob for one run.
-func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) updatev1.UpdateJobSpec {
+// jobSpec is the UpdateJob for one run of an automation of namespace.
+func jobSpec(namespace string, a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) updatev1.UpdateJobSpec {
 	spec := updatev1.UpdateJobSpec{
 		Repository: *src.Repository.DeepCopy(),
 		Checkout:   updatev1.GitCheckoutSpec{Reference: src.Ref},
@@ -76,6 +77,12 @@ func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters
 		spec.Update.Path = a.Update.Path
 	}
 	spec.Update.ArgoCD = argoCDOverrides(a, src, setters)
+	if a.Update != nil {
+		for _, c := range a.Update.Charts {
+			spec.Update.Charts = append(spec.Update.Charts, updatev1.ChartUpdate{Policy: updatev1.PolicyKey(namespace, c.Policy),
+				Application: c.Application, Namespace: cmp.Or(c.Namespace, namespace), Chart: c.Chart})
+		}
+	}
 	if d := a.Discover; d != nil {
 		spec.Update.Discover = d.DiscoverSpec.DeepCopy()
 	}

@@ -129,6 +129,9 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 	} else if len(u.Images) == 0 {
 		return writeback.Invalidf("update.setters is empty")
 	}
+	for _, c := range spec.Update.Charts {
+		u.Charts = append(u.Charts, writeback.Chart{Policy: c.Policy, Application: c.Application, Namespace: c.Namespace, Chart: c.Chart})
+	}
 	for _, o := range spec.Update.ArgoCD {
 		w := writeback.ArgoCDOverride{File: o.File, Type: o.Type}
 		for _, img := range o.Images {

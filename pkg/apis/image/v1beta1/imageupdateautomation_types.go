@@ -271,6 +271,47 @@ type UpdateStrategy struct {
 	// policy's image.
 	// +optional
 	ArgoCD *ArgoCDUpdate `json:"argoCD,omitempty"`
+
+	// Charts follow the chart versions of Argo CD Applications that render
+	// a chart from a chart repository: the targetRevision of each chart
+	// source of the Application's manifest under the update path is set
+	// to the policy's latest tag (the chart version), found by the
+	// Application's name, without a marker. With any strategy.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Charts []ChartUpdate `json:"charts,omitempty"`
+}
+
+// ChartUpdate follows one Application's chart version through an
+// ImagePolicy over the chart's repository (an OCI repository, or an
+// HTTP(S) Helm repository's REPOSITORY/CHART).
+type ChartUpdate struct {
+	// Application is the name of the Argo CD Application whose manifest
+	// holds the chart version.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Application string `json:"application"`
+
+	// Namespace is the Application's namespace: a manifest naming another
+	// is not written; one naming none is. The automation's when empty.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Chart names the chart source to follow, among several of a
+	// multi-source Application; every chart source when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Chart string `json:"chart,omitempty"`
+
+	// Policy is the ImagePolicy, in the automation's namespace and
+	// selected by spec.policySelector, whose latest tag is the version.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Policy string `json:"policy"`
 }
 
 // ArgoCDUpdate is how strategy ArgoCD writes the override file. A selected
