@@ -240,6 +240,18 @@ func TestApplicationsOnSeveralRepositoriesGetAJobEach(t *testing.T) {
 	if next := unfinished(t, js); next.Spec.Repository.URL != f.git.RepoURL("stage") {
 		t.Errorf("the retry is on %s, want the stage repository", next.Spec.Repository.URL)
 	}
+
+	// The stage Application leaves the selection (its labels change,
+	// which the Application watch passes): one target again, and
+	// status.targets goes.
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(gitsource.ApplicationGVK)
+	app.SetNamespace(f.ns)
+	app.SetName("web-stage")
+	if err := env.Client.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"elsewhere"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	waitAutomation(t, a, "one target again", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.Targets == nil })
 }
 
 // Applications are watched through their cache: a change of the images an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,8 @@ func (r *ImageUpdateAutomationReconciler) resolveTargets(ctx context.Context, ob
 func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *scope) (reconcile.Result, error) {
 	targets := s.State.src.targets
 	if len(targets) == 0 {
+		// Back to one target: the automation's own fields tell it.
+		s.Obj.Status.Targets = nil
 		return reconcile.Continue, nil
 	}
 	obj := s.Obj
@@ -145,6 +148,13 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 		// What every target shares: the history of pushes, the images
 		// found, the last pull request.
 		obj.Status.History, obj.Status.Discovered, obj.Status.LastPullRequest = view.Status.History, view.Status.Discovered, view.Status.LastPullRequest
+	}
+	// The finished jobs of a target no longer written are pruned as a
+	// target's are.
+	for k, js := range jobs {
+		if !slices.ContainsFunc(targets, func(t *source) bool { return checkoutKey(t.Repository.URL, t.Ref.Branch) == k }) {
+			s.State.prune = append(s.State.prune, js)
+		}
 	}
 	obj.Status.Targets = statuses
 	summarize(obj, statuses, s.State.now)
