@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -87,7 +88,14 @@ func (a *applications) ensure(ctx context.Context) error {
 		return nil
 	}
 	// A kind the cluster does not serve fails here, before any watch.
-	if _, err := a.cache.GetInformer(ctx, applicationObject()); err != nil {
+	// The first list may not succeed (the controller may not list
+	// Applications): the run waits for it a while, not for ever.
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if _, err := a.cache.GetInformer(sctx, applicationObject()); err != nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("the Applications were not listed within %s (may the controller list and watch applications.argoproj.io?): %w", syncTimeout, err)
+		}
 		return err
 	}
 	if err := a.ctrl.Watch(crsource.Kind[client.Object](a.cache, applicationObject(), a.handler, applicationChanged{})); err != nil {
@@ -96,6 +104,9 @@ func (a *applications) ensure(ctx context.Context) error {
 	a.watched = true
 	return nil
 }
+
+// syncTimeout bounds the wait for the first list of Applications.
+const syncTimeout = 30 * time.Second
 
 func applicationObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
@@ -110,6 +121,12 @@ func trimApplication(obj any) (any, error) {
 		return obj, nil
 	}
 	u.SetManagedFields(nil)
+	// kubectl's copy of the whole object, and the operation Argo CD runs.
+	if ann := u.GetAnnotations(); ann != nil {
+		delete(ann, "kubectl.kubernetes.io/last-applied-configuration")
+		u.SetAnnotations(ann)
+	}
+	delete(u.Object, "operation")
 	status, ok := u.Object["status"].(map[string]any)
 	if !ok {
 		return u, nil

@@ -17,8 +17,10 @@ func TestApplicationChangedPassesWhatAutomationsRead(t *testing.T) {
 		obj := map[string]any{
 			"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
 			"metadata": map[string]any{"name": "web", "namespace": "argocd", "labels": map[string]any{"team": "shop"},
+				"annotations":   map[string]any{"kubectl.kubernetes.io/last-applied-configuration": "{...}", "team": "shop"},
 				"managedFields": []any{map[string]any{"manager": "argocd-application-controller"}}},
-			"spec": map[string]any{"source": map[string]any{"repoURL": "https://git.example.com/fleet.git", "path": "apps/web", "targetRevision": "main"}},
+			"operation": map[string]any{"sync": map[string]any{"revision": "abc"}},
+			"spec":      map[string]any{"source": map[string]any{"repoURL": "https://git.example.com/fleet.git", "path": "apps/web", "targetRevision": "main"}},
 			"status": map[string]any{
 				"sourceType":   "Kustomize",
 				"summary":      map[string]any{"images": []any{"ghcr.io/org/app:1.0.0"}, "externalURLs": []any{"https://web.example.com"}},
@@ -39,8 +41,8 @@ func TestApplicationChangedPassesWhatAutomationsRead(t *testing.T) {
 		return trimmed.(*unstructured.Unstructured)
 	}
 	base := app(nil)
-	if base.GetManagedFields() != nil {
-		t.Errorf("managedFields kept")
+	if base.GetManagedFields() != nil || base.Object["operation"] != nil || !reflect.DeepEqual(base.GetAnnotations(), map[string]string{"team": "shop"}) {
+		t.Errorf("managedFields, the operation or kubectl's annotation kept: %v", base.Object)
 	}
 	want := map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{"ghcr.io/org/app:1.0.0"}}}
 	if got := base.Object["status"]; !reflect.DeepEqual(got, want) {
