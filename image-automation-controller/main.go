@@ -76,6 +76,7 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 		Automation:           controller.NewAutomationMetrics().MustRegisterDefault(),
 		NoCrossNamespaceRefs: a.noCrossNamespaceRefs,
 		ArgoCDNamespace:      a.argoCDNamespace,
+		WatchNamespace:       opts.WatchNamespace,
 		JobHistoryLimit:      a.jobHistoryLimit,
 	}
 	if a.webhookAddr != "" {

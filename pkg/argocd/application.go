@@ -36,6 +36,12 @@ type Source struct {
 	// status.sourceTypes): Kustomize, Helm, Directory or Plugin; empty
 	// before Argo CD first compared the Application.
 	Type string
+	// HelmValues is set when the source's helm.values (the string) is,
+	// which a helm.valuesObject in the override file would replace whole.
+	HelmValues bool
+	// HelmParameters are the names of the source's own helm.parameters,
+	// which win over helm.valuesObject.
+	HelmParameters []string
 }
 
 type appSource struct {
@@ -44,6 +50,25 @@ type appSource struct {
 	TargetRevision string `json:"targetRevision"`
 	Chart          string `json:"chart"`
 	Ref            string `json:"ref"`
+	Helm           *struct {
+		Values       string          `json:"values"`
+		ValuesObject json.RawMessage `json:"valuesObject"`
+		Parameters   []struct {
+			Name string `json:"name"`
+		} `json:"parameters"`
+	} `json:"helm"`
+}
+
+// source is what is read of s, the index'th source.
+func (s appSource) source(index int, typ string) Source {
+	src := Source{Index: index, RepoURL: s.RepoURL, Path: s.Path, TargetRevision: s.TargetRevision, Chart: s.Chart, Type: typ}
+	if h := s.Helm; h != nil {
+		src.HelmValues = h.Values != "" && len(h.ValuesObject) == 0
+		for _, p := range h.Parameters {
+			src.HelmParameters = append(src.HelmParameters, p.Name)
+		}
+	}
+	return src
 }
 
 // ReadApplication decodes an Application from its JSON.
@@ -81,15 +106,14 @@ func ReadApplication(data []byte) (Application, error) {
 			if s.Ref != "" && s.Path == "" && s.Chart == "" {
 				continue
 			}
-			src := Source{Index: i, RepoURL: s.RepoURL, Path: s.Path, TargetRevision: s.TargetRevision, Chart: s.Chart}
+			typ := ""
 			if i < len(obj.Status.SourceTypes) {
-				src.Type = obj.Status.SourceTypes[i]
+				typ = obj.Status.SourceTypes[i]
 			}
-			app.Sources = append(app.Sources, src)
+			app.Sources = append(app.Sources, s.source(i, typ))
 		}
 	case obj.Spec.Source != nil:
-		s := obj.Spec.Source
-		app.Sources = []Source{{RepoURL: s.RepoURL, Path: s.Path, TargetRevision: s.TargetRevision, Chart: s.Chart, Type: obj.Status.SourceType}}
+		app.Sources = []Source{obj.Spec.Source.source(0, obj.Status.SourceType)}
 	}
 	return app, nil
 }

@@ -38,6 +38,24 @@ func TestReadApplicationReadsEachRenderedSource(t *testing.T) {
 			files: []string{"", "shop/overlays/prod/.argocd-source-team-a_shop.yaml"},
 		},
 		{
+			name: "helm: values set as a string, the names of its parameters",
+			json: `{"metadata":{"name":"api","namespace":"argocd"},
+				"spec":{"sources":[
+					{"repoURL":"https://git.example.com/apps.git","path":"api","targetRevision":"main",
+					 "helm":{"values":"replicas: 2\n","parameters":[{"name":"image.tag","value":"1"},{"name":"replicas","value":"3"}]}},
+					{"repoURL":"https://git.example.com/apps.git","path":"web","targetRevision":"main",
+					 "helm":{"values":"ignored: true\n","valuesObject":{"replicas":2}}}]},
+				"status":{"sourceTypes":["Helm","Helm"]}}`,
+			want: Application{Name: "api", Namespace: "argocd", Sources: []Source{
+				{Index: 0, RepoURL: "https://git.example.com/apps.git", Path: "api", TargetRevision: "main", Type: "Helm",
+					HelmValues: true, HelmParameters: []string{"image.tag", "replicas"}},
+				// valuesObject already wins over values: writing into it
+				// loses nothing.
+				{Index: 1, RepoURL: "https://git.example.com/apps.git", Path: "web", TargetRevision: "main", Type: "Helm"},
+			}},
+			files: []string{"api/.argocd-source-api.yaml", "web/.argocd-source-api.yaml"},
+		},
+		{
 			name:  "not yet compared",
 			json:  `{"metadata":{"name":"new"},"spec":{"source":{"repoURL":"r","path":".","targetRevision":"HEAD"}}}`,
 			want:  Application{Name: "new", Sources: []Source{{RepoURL: "r", Path: ".", TargetRevision: "HEAD"}}},

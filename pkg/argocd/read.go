@@ -15,6 +15,8 @@ type overrides struct {
 	} `json:"kustomize,omitempty"`
 	Helm *struct {
 		Parameters []HelmParameter `json:"parameters,omitempty"`
+		// ValuesObject is any JSON to Argo CD (a RawExtension).
+		ValuesObject json.RawMessage `json:"valuesObject,omitempty"`
 	} `json:"helm,omitempty"`
 }
 

@@ -37,6 +37,9 @@ type Image struct {
 	// DefaultHelmName and DefaultHelmTag when empty. The tag parameter
 	// holds tag@digest when the reference has a digest.
 	HelmName, HelmTag string
+	// HelmValuesObject writes the Helm names into helm.valuesObject
+	// (values.go) instead of helm.parameters.
+	HelmValuesObject bool
 }
 
 // Update writes images into the override file data (empty: none yet) of a
@@ -91,7 +94,16 @@ func Update(data []byte, typ string, images []Image) ([]byte, []meta.Change, err
 						before = o.Value
 					}
 				}
-				changed, err := f.SetHelmParameter(p)
+				set := f.SetHelmParameter
+				if img.HelmValuesObject {
+					if v, ok, err := f.HelmValue(p.Name); err != nil {
+						return nil, nil, err
+					} else if ok {
+						before = v
+					}
+					set = func(p HelmParameter) (bool, error) { return f.SetHelmValue(p.Name, p.Value) }
+				}
+				changed, err := set(p)
 				if err != nil {
 					return nil, nil, err
 				}

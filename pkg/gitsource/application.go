@@ -19,6 +19,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/argocd"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
@@ -70,9 +71,8 @@ func RevisionBranch(rev string) (branch string, ok bool, why string) {
 
 // fromApplication reads an Argo CD Application into src: the repository,
 // branch and path of its git sources (a chart from a chart repository and
-// a ref-only source are not written to). Every written source must share
-// one repository and targetRevision, which the automation's jobs check
-// out and push to.
+// a ref-only source are not written to). Sources on more than one
+// repository or targetRevision are targets of their own (toTargets).
 func fromApplication(u *unstructured.Unstructured, src *Source) error {
 	data, err := json.Marshal(u.Object)
 	if err != nil {
@@ -83,49 +83,88 @@ func fromApplication(u *unstructured.Unstructured, src *Source) error {
 		return conditions.Stallf(imagev1.InvalidSourceReason, "%s: %s", src.Describe, err)
 	}
 	a := &Application{Application: app}
-	src.Applications = []*Application{a}
 	for _, s := range app.Sources {
-		if s.Chart != "" {
-			continue
-		}
-		if len(a.Written) == 0 {
+		if s.Chart == "" {
 			a.Written = append(a.Written, s)
-			continue
 		}
-		first := a.Written[0]
-		if repoKey(first.RepoURL) != repoKey(s.RepoURL) || first.TargetRevision != s.TargetRevision {
-			return conditions.Stallf(imagev1.InvalidSourceReason,
-				"%s has git sources on more than one repository or revision (%s@%s, %s@%s): an automation writes one; name the others in automations of their own",
-				src.Describe, first.RepoURL, first.TargetRevision, s.RepoURL, s.TargetRevision)
-		}
-		a.Written = append(a.Written, s)
 	}
 	if len(a.Written) == 0 {
 		return conditions.Stallf(imagev1.InvalidSourceReason, "%s has no source in a git repository to write to", src.Describe)
 	}
-	first := a.Written[0]
-	src.Repository.URL = first.RepoURL
-	if err := checkURL(src.Repository.URL, src.Describe); err != nil {
-		return err
+	src.Applications = []*Application{a}
+	return toTargets(src)
+}
+
+// toTargets sets where src's Applications are written: each written
+// source's repository and targetRevision is a target, which the
+// automation's jobs check out and push to, one job per target. With one
+// target, src is it; with more, src.Targets are, each with the
+// Applications (and of each the sources) it holds, in the order first
+// named (Applications by name, sources in spec order).
+func toTargets(src *Source) error {
+	type key struct{ repo, rev string }
+	var order []key
+	targets := map[key]*Source{}
+	for _, a := range src.Applications {
+		for _, s := range a.Written {
+			k := key{repoKey(s.RepoURL), s.TargetRevision}
+			t, ok := targets[k]
+			if !ok {
+				t = &Source{Describe: src.Describe}
+				t.Repository.URL = s.RepoURL
+				if err := checkURL(t.Repository.URL, src.Describe); err != nil {
+					return err
+				}
+				branch, ok, why := RevisionBranch(s.TargetRevision)
+				if !ok {
+					return conditions.Stallf(imagev1.TargetRevisionNotBranchReason,
+						"the targetRevision %q of %s %s: a write-back pushes to a branch", s.TargetRevision, a.sourceName(s), why)
+				}
+				t.Ref = updatev1.GitRepositoryRef{Branch: branch}
+				targets[k], order = t, append(order, k)
+			}
+			if n := len(t.Applications); n == 0 || t.Applications[n-1].Name != a.Name || t.Applications[n-1].Namespace != a.Namespace {
+				t.Applications = append(t.Applications, &Application{Application: a.Application})
+			}
+			mine := t.Applications[len(t.Applications)-1]
+			mine.Written = append(mine.Written, s)
+		}
 	}
-	branch, ok, why := RevisionBranch(first.TargetRevision)
-	if !ok {
-		return conditions.Stallf(imagev1.TargetRevisionNotBranchReason,
-			"the targetRevision %q of %s %s: a write-back pushes to a branch", first.TargetRevision, src.Describe, why)
+	for _, k := range order {
+		t := targets[k]
+		var paths []string
+		for _, a := range t.Applications {
+			for _, s := range a.Written {
+				paths = append(paths, path.Clean("/" + s.Path)[1:])
+			}
+		}
+		t.Path = commonDir(paths)
 	}
-	src.Ref = updatev1.GitRepositoryRef{Branch: branch}
-	paths := make([]string, 0, len(a.Written))
-	for _, s := range a.Written {
-		paths = append(paths, path.Clean("/" + s.Path)[1:])
+	if len(order) == 1 {
+		t := targets[order[0]]
+		src.Repository.URL, src.Ref, src.Path = t.Repository.URL, t.Ref, t.Path
+		return nil
 	}
-	src.Path = commonDir(paths)
+	for _, k := range order {
+		t := targets[k]
+		t.Describe = fmt.Sprintf("%s on %s (%s)", src.Describe, git.Redact(t.Repository.URL), revisionOf(k.rev))
+		src.Targets = append(src.Targets, t)
+	}
 	return nil
+}
+
+// revisionOf names a targetRevision in messages.
+func revisionOf(rev string) string {
+	if rev == "" {
+		return "HEAD"
+	}
+	return rev
 }
 
 // readApplications reads the Applications spec.applicationSelector
 // selects in the automation's namespace, each as fromApplication reads
-// one, into src: their one repository and branch, the common directory of
-// their paths, and each Application.
+// one, into src: each Application, and the targets their sources are
+// written to (toTargets).
 func readApplications(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) error {
 	src.Describe = "spec.applicationSelector"
 	sel, err := metav1.LabelSelectorAsSelector(obj.Spec.ApplicationSelector)
@@ -144,29 +183,19 @@ func readApplications(ctx context.Context, c client.Reader, obj *imagev1.ImageUp
 		return conditions.Retryf(imagev1.SourceNotFoundReason, "no Application in namespace %s matches spec.applicationSelector", obj.Namespace)
 	}
 	slices.SortFunc(list.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
-	var paths []string
 	for i := range list.Items {
 		u := &list.Items[i]
 		one := &Source{Describe: "Application " + obj.Namespace + "/" + u.GetName()}
 		if err := fromApplication(u, one); err != nil {
 			return err
 		}
-		if i == 0 {
-			src.Repository.URL, src.Ref = one.Repository.URL, one.Ref
-		} else if k1, k2 := repoKey(src.Repository.URL), repoKey(one.Repository.URL); k1 != k2 || src.Ref != one.Ref {
-			return conditions.Stallf(imagev1.InvalidSourceReason,
-				"the selected Applications write to more than one repository or branch (%s of %s, %s of %s): select the Applications of one in each automation",
-				DescribeRef(src.Ref), src.Applications[0], DescribeRef(one.Ref), one.Applications[0])
-		}
 		src.Applications = append(src.Applications, one.Applications...)
-		paths = append(paths, one.Path)
 	}
 	src.Describe = fmt.Sprintf("%d Applications of spec.applicationSelector", len(src.Applications))
 	if len(src.Applications) == 1 {
 		src.Describe = src.Applications[0].String() + " of spec.applicationSelector"
 	}
-	src.Path = commonDir(paths)
-	return nil
+	return toTargets(src)
 }
 
 func repoKey(u string) string {
@@ -188,6 +217,14 @@ func commonDir(paths []string) string {
 		}
 	}
 	return dir
+}
+
+// sourceName names one of the Application's sources in messages.
+func (a *Application) sourceName(s argocd.Source) string {
+	if len(a.Sources) > 1 {
+		return fmt.Sprintf("source %d of Application %s/%s", s.Index, a.Namespace, a.Name)
+	}
+	return fmt.Sprintf("Application %s/%s", a.Namespace, a.Name)
 }
 
 // String names the Application and its written sources for messages:

@@ -123,15 +123,33 @@ func TestApplicationIsASource(t *testing.T) {
 	if err != nil || s.Ref.Branch != "trunk" || s.DefaultBranch {
 		t.Errorf("HEAD with a checkout branch: %+v, %v", s, err)
 	}
-	_, err = resolve("split", nil)
-	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "more than one repository"})
+	// Sources on two repositories are two targets, each with its own
+	// repository, branch, path and the source it holds.
+	s, err = resolve("split", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Targets) != 2 || s.Repository.URL != "" {
+		t.Fatalf("split: %d targets, repository %q", len(s.Targets), s.Repository.URL)
+	}
+	for i, want := range []struct{ url, path string }{{url, "a"}, {"https://git.example.com/other.git", "b"}} {
+		tg := s.Targets[i]
+		if tg.Repository.URL != want.url || tg.Ref.Branch != "main" || tg.Path != want.path || tg.Repository.Timeout == nil ||
+			len(tg.Applications) != 1 || len(tg.Applications[0].Written) != 1 || tg.Applications[0].Written[0].Index != i {
+			t.Errorf("split target %d: %+v", i, tg)
+		}
+	}
+	_, err = resolve("split", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Checkout = &updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "trunk"}}
+	})
+	checkFailure(t, err, failure{conditions.InvalidSpecReason, true, "written on 2 repositories or branches"})
 	_, err = resolve("charts", nil)
 	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "no source in a git repository"})
 }
 
 // spec.applicationSelector reads every Application it selects in the
 // automation's namespace, by name: one repository and branch, their
-// common path; Applications on another branch are refused by name, and a
+// common path; Applications on another branch are another target, and a
 // selector matching none is retried.
 func TestApplicationSelectorReadsEverySelectedApplication(t *testing.T) {
 	ns := env.Namespace(t)
@@ -167,8 +185,22 @@ func TestApplicationSelectorReadsEverySelectedApplication(t *testing.T) {
 		s.Describe != "2 Applications of spec.applicationSelector" {
 		t.Errorf("source %+v", s)
 	}
-	_, err = resolve(map[string]string{"updates": "on"})
-	checkFailure(t, err, failure{imagev1.InvalidSourceReason, true, "more than one repository or branch (branch main of Application " + ns + "/api, branch staging of Application " + ns + "/staging)"})
+	// Applications on two branches are two targets, each holding its
+	// own Applications.
+	s, err = resolve(map[string]string{"updates": "on"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Targets) != 2 || len(s.Applications) != 3 {
+		t.Fatalf("%d targets, %d Applications", len(s.Targets), len(s.Applications))
+	}
+	main, staging := s.Targets[0], s.Targets[1]
+	if main.Ref.Branch != "main" || len(main.Applications) != 2 || main.Path != "apps" ||
+		staging.Ref.Branch != "staging" || len(staging.Applications) != 1 || staging.Applications[0].Name != "staging" ||
+		staging.Path != "apps/staging" || staging.Applications[0].ArgoNamespace != ns ||
+		staging.Describe != "3 Applications of spec.applicationSelector on "+url+" (staging)" {
+		t.Errorf("targets %+v, %+v", main, staging)
+	}
 	_, err = resolve(map[string]string{"team": "nobody"})
 	checkFailure(t, err, failure{imagev1.SourceNotFoundReason, false, "no Application in namespace " + ns})
 }

@@ -89,6 +89,11 @@ type Source struct {
 	// and spec.git.checkout names no branch: Ref is the repository's
 	// default branch, which ReadDefaultBranch asks the server for.
 	DefaultBranch bool
+	// Targets are set when the Applications are written on more than one
+	// repository or branch: each is a Source of its own, with the
+	// Applications (and their sources) it holds, and gets its own jobs and
+	// commits. The Source itself then has no repository or ref.
+	Targets []*Source
 }
 
 // ReadDefaultBranch sets Ref to the repository's default branch when the
@@ -149,6 +154,21 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 	}
 	for _, a := range src.Applications {
 		a.ArgoNamespace = cmp.Or(opts.ArgoCDNamespace, DefaultArgoCDNamespace)
+	}
+	if len(src.Targets) > 0 {
+		if obj.Spec.GitSpec.Checkout != nil {
+			return src, conditions.Stallf(conditions.InvalidSpecReason,
+				"spec.git.checkout names one ref, but %s are written on %d repositories or branches: remove it, or select the Applications of one target per automation",
+				src.Describe, len(src.Targets))
+		}
+		for _, t := range src.Targets {
+			for _, a := range t.Applications {
+				a.ArgoNamespace = cmp.Or(opts.ArgoCDNamespace, DefaultArgoCDNamespace)
+			}
+			t.Repository.Timeout = &metav1.Duration{Duration: DefaultTimeout}
+			t.DefaultBranch = t.Ref.Branch == ""
+		}
+		return src, nil
 	}
 	if c := obj.Spec.GitSpec.Checkout; c != nil {
 		src.Ref = c.Reference

@@ -71,6 +71,15 @@ type Update struct {
 	// ArgoCD are Argo CD parameter override files the images of Images
 	// are written into, beside the setters.
 	ArgoCD []ArgoCDOverride
+	// Charts are Argo CD Applications whose chart versions (the tags of
+	// Images) are written into their manifests.
+	Charts []Chart
+}
+
+// Chart is an Argo CD Application whose chart sources' targetRevision is
+// set to a policy's tag.
+type Chart struct {
+	Policy, Application, Namespace, Chart string
 }
 
 // ArgoCDOverride is one Argo CD parameter override file
@@ -93,6 +102,10 @@ type ArgoCDImage struct {
 	// HelmName, HelmTag and HelmSpec are the Helm parameters;
 	// image.repository and image.tag when all are empty.
 	HelmName, HelmTag, HelmSpec string
+	// HelmValuesObject writes them into helm.valuesObject instead; a name
+	// a map path cannot spell is pkg/argocd's to refuse (this package
+	// links no YAML).
+	HelmValuesObject bool
 }
 
 // Discover selects the discovered images to update.
@@ -299,8 +312,13 @@ func (p *Plan) Validate() error {
 // image overrides, whose images name policies of the plan.
 func (p *Plan) validateArgoCD() error {
 	u := p.Update
-	if len(u.ArgoCD) > 0 && u.Container != nil {
-		return invalid("a container runs instead of the setters: no Argo CD override files can be written with it")
+	if (len(u.ArgoCD) > 0 || len(u.Charts) > 0) && u.Container != nil {
+		return invalid("a container runs instead of the setters: no Argo CD override files or chart versions can be written with it")
+	}
+	for _, c := range u.Charts {
+		if _, ok := u.Images[c.Policy]; !ok || c.Application == "" {
+			return invalid("chart of Application %q names policy %s, which the plan has no image for", c.Application, c.Policy)
+		}
 	}
 	seen := map[string]bool{}
 	for _, o := range u.ArgoCD {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -52,6 +53,10 @@ const values = `image:
 // merged, not replaced.
 const mirror = "registry.example.com/mirror/podinfo"
 
+// valuesMirror is where the valuesObject application's own
+// spec.source.helm.valuesObject points image.repository.
+const valuesMirror = "registry.example.com/values/podinfo"
+
 func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 	argo := testargocd.Start(t, env, testargocd.Options{})
 	git := testgit.New(t, testgit.Options{Username: "argocd", Password: "s3cret"})
@@ -78,16 +83,28 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 		// multi adds a second, ref-only source: Argo CD still merges the
 		// file in the first source's path.
 		multi bool
+		// helm is the Application's own spec.source.helm.
+		helm map[string]any
 	}{
-		{"kustomize-app", "kustomize", "staging-podinfo", "Kustomize", setPodinfo, podinfo + ":6.5.0", podinfo + ":6.5.1", false},
+		{"kustomize-app", "kustomize", "staging-podinfo", "Kustomize", setPodinfo, podinfo + ":6.5.0", podinfo + ":6.5.1", false, nil},
 		{"helm-app", "helm", "podinfo", "Helm", func(f *argocd.File) (bool, error) {
 			return f.SetHelmParameter(argocd.HelmParameter{Name: "image.tag", Value: "6.5.1"})
-		}, mirror + ":6.5.0", mirror + ":6.5.1", false},
-		{"multi-source-app", "kustomize", "podinfo", "Kustomize", setPodinfo, podinfo + ":6.5.0", podinfo + ":6.5.1", true},
+		}, mirror + ":6.5.0", mirror + ":6.5.1", false, nil},
+		{"multi-source-app", "kustomize", "podinfo", "Kustomize", setPodinfo, podinfo + ":6.5.0", podinfo + ":6.5.1", true, nil},
+		// helm.valuesObject in the file is merged over the Application's
+		// own valuesObject key by key: its repository stays, the tag is
+		// the file's.
+		{"helm-values-app", "helm", "podinfo", "Helm", func(f *argocd.File) (bool, error) {
+			return f.SetHelmValue("image.tag", "6.5.1")
+		}, valuesMirror + ":6.5.0", valuesMirror + ":6.5.1", false,
+			map[string]any{"valuesObject": map[string]any{"image": map[string]any{"repository": valuesMirror}}}},
 	} {
 		t.Run(tc.app, func(t *testing.T) {
 			head := testgit.Git(t, repo.Dir, "rev-parse", "HEAD")[:40]
 			source := map[string]any{"repoURL": git.RepoURL("apps"), "path": tc.path, "targetRevision": "main"}
+			if tc.helm != nil {
+				source["helm"] = tc.helm
+			}
 			app := testargocd.Application(tc.app, namespace(t, env), source)
 			if tc.multi {
 				unstructured.RemoveNestedField(app.Object, "spec", "source")
@@ -149,7 +166,7 @@ func TestArgoCDDeploysWhatTheOverrideFileSays(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []argocd.Source{{RepoURL: git.RepoURL("apps"), Path: tc.path, TargetRevision: "main", Type: tc.sourceType}}
-			if !slices.Equal(read.Sources, want) || !slices.Equal(read.Images, []string{tc.after}) ||
+			if !reflect.DeepEqual(read.Sources, want) || !slices.Equal(read.Images, []string{tc.after}) ||
 				read.OverrideFile(testargocd.Namespace, read.Sources[0]) != tc.path+"/"+argocd.FileName(tc.app) {
 				t.Errorf("read %+v", read)
 			}

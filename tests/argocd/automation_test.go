@@ -1,12 +1,18 @@
 package argocd
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/argochain"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
@@ -49,4 +55,39 @@ func TestArgoCDDeploysTheAutomationsCommit(t *testing.T) {
 	c.Scan(t)
 	commit := c.OverrideOn(t, "podinfo", "kustomize", "6.5.1", time.Minute)
 	c.Argo.WaitApplication(t, "podinfo", waitArgo, "revision "+commit+" running 6.5.1", c.Running(commit, "6.5.1"))
+}
+
+// Applications on two branches under one automation (without Argo CD,
+// part of make test): the real controllers make one UpdateJob per branch,
+// and each branch gets its own commit with its own Application's override
+// file only; status.targets names each branch's commit.
+func TestAutomationCommitsEachTargetsOverrideFile(t *testing.T) {
+	c := argochain.Start(t, argochain.Options{Apps: []string{"kustomize"}})
+	testgit.Git(t, c.Git.BarePath("apps"), "branch", "stage", "main")
+	team := map[string]string{"team": "shop"}
+	c.Application(t, "podinfo", "kustomize", team)
+	c.ApplicationAt(t, "podinfo-stage", "kustomize", "stage", team)
+	c.Follow(t, nil, &metav1.LabelSelector{MatchLabels: team})
+	onMain := c.OverrideOn(t, "podinfo", "kustomize", argochain.FirstTag, time.Minute)
+	onStage := c.OverrideOnBranch(t, "stage", "podinfo-stage", "kustomize", argochain.FirstTag, time.Minute)
+	if onMain == onStage {
+		t.Fatalf("one commit %s for both branches", onMain)
+	}
+	if err := c.OverrideAt(t, onMain, "podinfo-stage", "kustomize", argochain.FirstTag); err == nil {
+		t.Errorf("main's commit %s holds the stage Application's file", onMain)
+	}
+	if err := c.OverrideAt(t, onStage, "podinfo", "kustomize", argochain.FirstTag); err == nil {
+		t.Errorf("stage's commit %s holds the main Application's file", onStage)
+	}
+	a := &imagev1.ImageUpdateAutomation{}
+	testenv.Eventually(t, time.Minute, func() (bool, error) {
+		if err := c.Cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: argochain.Namespace, Name: "podinfo"}, a); err != nil {
+			return false, err
+		}
+		pushed := map[string]string{}
+		for _, tg := range a.Status.Targets {
+			pushed[tg.Branch] = tg.LastPushCommit
+		}
+		return pushed["main"] == onMain && pushed["stage"] == onStage, fmt.Errorf("status.targets %+v", a.Status.Targets)
+	})
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,5 +122,64 @@ spec:
 	got := testgit.Git(t, srv.BarePath("apps"), "show", "main:apps/shop.yaml")
 	if want := strings.Replace(app, "targetRevision: 1.2.0", "targetRevision: 1.3.0", 1); got != want {
 		t.Errorf("apps/shop.yaml:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// Without a marker, a plan's Charts name the Application whose chart
+// version follows a policy: the targetRevision of its chart source is set
+// where its manifest is, found by name (another Application's, a git
+// source's and another namespace's stay), and what changed is reported
+// under the Application.
+func TestRunFollowsAnApplicationsChartWithoutAMarker(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	apps := `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: shop
+  namespace: argocd
+spec:
+  project: default
+  sources:
+  - repoURL: https://charts.example.com
+    chart: shop
+    targetRevision: 1.2.0
+  - repoURL: https://git.example.com/values.git
+    targetRevision: main
+    ref: values
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: shop
+  namespace: staging
+spec:
+  source:
+    repoURL: https://charts.example.com
+    chart: shop
+    targetRevision: 1.0.0
+`
+	srv.CreateRepo(t, "apps", map[string]string{"apps/shop.yaml": apps, "apps/README.md": "not YAML\n"})
+	p := plan(srv.RepoURL("apps"), func(p *writeback.Plan) {
+		p.Update.Images = map[string]meta.ImageRef{"argocd:shop-chart": {Name: "https://charts.example.com/shop", Tag: "1.3.0"}}
+		p.Update.Charts = []writeback.Chart{{Policy: "argocd:shop-chart", Application: "shop", Namespace: "argocd"}}
+	})
+	out, err := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t)).Run(context.Background(), p)
+	if err != nil || out.Commit == "" {
+		t.Fatalf("commit %q, %v", out.Commit, err)
+	}
+	got := testgit.Git(t, srv.BarePath("apps"), "show", "main:apps/shop.yaml")
+	if want := strings.Replace(apps, "targetRevision: 1.2.0", "targetRevision: 1.3.0", 1); got != want {
+		t.Errorf("apps/shop.yaml:\n%s\nwant:\n%s", got, want)
+	}
+	var changed []string
+	for _, f := range out.Changes.Files {
+		for _, o := range f.Objects {
+			for _, c := range o.Changes {
+				changed = append(changed, o.Kind+" "+o.Name+": "+c.OldValue+" -> "+c.NewValue)
+			}
+		}
+	}
+	if want := []string{"Application shop: 1.2.0 -> 1.3.0"}; !slices.Equal(changed, want) {
+		t.Errorf("changes %v, want %v", changed, want)
 	}
 }

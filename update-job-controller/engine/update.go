@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,11 @@ func apply(p writeback.Plan, tmp string, out *Result) (*Change, error) {
 			return nil, retryable(KindUpdate, fmt.Errorf("discovering the images of %s: %w", p.Path, err))
 		}
 	}
+	if len(p.Update.Charts) > 0 {
+		if sites, err = chartSites(dir, p.Update.Charts, sites); err != nil {
+			return nil, terminal(KindUpdate, fmt.Errorf("finding the chart versions of Argo CD Applications under %s: %w", p.Path, err))
+		}
+	}
 	res, err := setters.UpdateDir(dir, pols, setters.Options{Sites: sites})
 	if err != nil {
 		return nil, retryable(KindUpdate, fmt.Errorf("updating %s: %w", p.Path, err))
@@ -161,7 +167,8 @@ func writeOverrides(root string, p writeback.Plan, res *setters.Result) error {
 		images := make([]argocd.Image, 0, len(o.Images))
 		for _, img := range o.Images {
 			images = append(images, argocd.Image{Setter: img.Policy, ImageRef: p.Update.Images[img.Policy],
-				KustomizeName: img.KustomizeName, HelmName: img.HelmName, HelmTag: img.HelmTag, HelmSpec: img.HelmSpec})
+				KustomizeName: img.KustomizeName, HelmName: img.HelmName, HelmTag: img.HelmTag, HelmSpec: img.HelmSpec,
+				HelmValuesObject: img.HelmValuesObject})
 		}
 		out, changes, err := argocd.Update(data, o.Type, images)
 		if err != nil {
@@ -203,6 +210,12 @@ func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.P
 	keep := setters.MayHaveMarkers
 	if discovers {
 		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
+	}
+	if slices.ContainsFunc(plans, func(p writeback.Plan) bool { return len(p.Update.Charts) > 0 }) {
+		// Applications whose chart versions are followed carry no
+		// markers.
+		markers := keep
+		keep = func(b []byte) bool { return markers(b) || bytes.Contains(b, []byte("argoproj.io")) }
 	}
 	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
 		return retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
@@ -366,4 +379,42 @@ func discoverSites(dir string, d *writeback.Discover, pols setters.Policies) (ma
 		out.Images = append(out.Images, img.Summary(byImage[img.Name]))
 	}
 	return sites, out, nil
+}
+
+// chartSites adds to sites the targetRevision of each chart source of the
+// Applications charts names, in the YAML files under dir (found by name:
+// argocd.ChartRevisions), as sites of their policies' tags.
+func chartSites(dir string, charts []writeback.Chart, sites map[string][]setters.Site) (map[string][]setters.Site, error) {
+	if sites == nil {
+		sites = map[string][]setters.Site{}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	files, _, err := setters.ManifestFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		data, err := root.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range charts {
+			at, err := argocd.ChartRevisions(data, c.Namespace, c.Application, c.Chart)
+			if err != nil {
+				// Not YAML (a template), or no targetRevision: not a
+				// manifest to write; the setters report a file that does
+				// not parse, and a policy written nowhere is unmarked.
+				continue
+			}
+			for _, pos := range at {
+				sites[f] = append(sites[f], setters.Site{Line: pos.Line, Column: pos.Column,
+					Marker: setters.Marker{Policy: c.Policy, Field: setters.FieldTag}})
+			}
+		}
+	}
+	return sites, nil
 }

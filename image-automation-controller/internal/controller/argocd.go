@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -32,8 +33,17 @@ func checkArgoCD(obj *imagev1.ImageUpdateAutomation, src *gitsource.Source) erro
 		return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
 			"update strategy ArgoCD writes the override files of Argo CD Applications: name one in spec.sourceRef or select them with spec.applicationSelector, not %s", src.Describe)
 	}
+	names, err := valuesObjectNames(obj.Spec.Update.ArgoCD)
+	if err != nil {
+		return err
+	}
 	for _, app := range src.Applications {
 		for _, s := range app.Written {
+			if s.Type == argocd.TypeHelm && len(names) > 0 {
+				if err := checkValuesObject(app, s, names); err != nil {
+					return err
+				}
+			}
 			switch s.Type {
 			case argocd.TypeKustomize, argocd.TypeHelm:
 			case "":
@@ -66,7 +76,7 @@ func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source,
 	}
 	var out []updatev1.ArgoCDOverride
 	for _, app := range src.Applications {
-		images := overrideImages(app, listed, setters)
+		images := overrideImages(app, listed, a.Update.ArgoCD != nil && a.Update.ArgoCD.HelmValuesObject, setters)
 		if len(images) == 0 {
 			continue
 		}
@@ -85,7 +95,7 @@ func argoCDOverrides(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source,
 // whose image it runs at another reference (one it runs as the policy says
 // needs no override, which would be a commit changing nothing deployed),
 // and those forced.
-func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCDImage, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverrideImage {
+func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCDImage, valuesObject bool, setters []updatev1.PolicySetter) []updatev1.ArgoCDOverrideImage {
 	// The names the Application's Pods run, canonical, to the spelling
 	// its manifests use (which kustomize.images matches), and the
 	// references they run.
@@ -107,7 +117,8 @@ func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCD
 			continue
 		}
 		img := updatev1.ArgoCDOverrideImage{Policy: s.Policy, KustomizeName: spelled,
-			HelmImageName: l.HelmImageName, HelmImageTag: l.HelmImageTag, HelmImageSpec: l.HelmImageSpec}
+			HelmImageName: l.HelmImageName, HelmImageTag: l.HelmImageTag, HelmImageSpec: l.HelmImageSpec,
+			HelmValuesObject: l.HelmValuesObject || valuesObject}
 		if l.KustomizeName != "" {
 			img.KustomizeName = l.KustomizeName
 		}
@@ -138,4 +149,65 @@ func imageName(ref string) string {
 		ref = ref[:i]
 	}
 	return ref
+}
+
+// valuesObjectNames are the Helm names written into helm.valuesObject, by
+// name, each with the policy that writes it ("" for every policy not
+// listed, with the default names); none when nothing is written there.
+// A name helm.valuesObject cannot hold is refused.
+func valuesObjectNames(u *imagev1.ArgoCDUpdate) (map[string]string, error) {
+	if u == nil {
+		return nil, nil
+	}
+	names := map[string]string{}
+	add := func(policy string, ns ...string) error {
+		for _, n := range ns {
+			if n == "" {
+				continue
+			}
+			if _, err := argocd.SplitHelmValueName(n); err != nil {
+				return conditions.Stallf(conditions.InvalidSpecReason, "spec.update.argoCD.images[%s]: %s", policy, err)
+			}
+			names[n] = policy
+		}
+		return nil
+	}
+	for _, img := range u.Images {
+		if !img.HelmValuesObject && !u.HelmValuesObject {
+			continue
+		}
+		if img.HelmImageSpec != "" {
+			if err := add(img.Policy, img.HelmImageSpec); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err := add(img.Policy, cmp.Or(img.HelmImageName, argocd.DefaultHelmName), cmp.Or(img.HelmImageTag, argocd.DefaultHelmTag)); err != nil {
+			return nil, err
+		}
+	}
+	if u.HelmValuesObject {
+		names[argocd.DefaultHelmName], names[argocd.DefaultHelmTag] = "", ""
+	}
+	return names, nil
+}
+
+// checkValuesObject refuses to write helm.valuesObject for a Helm source
+// where Argo CD would not render it: one whose helm.values (the string)
+// the object would replace whole, or whose own helm.parameters set a name
+// (they win over valuesObject).
+func checkValuesObject(app *gitsource.Application, s argocd.Source, names map[string]string) error {
+	if s.HelmValues {
+		return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
+			"source %d of %s sets helm.values, which Argo CD ignores once the override file sets helm.valuesObject: move its values to helm.valuesObject, or write helm.parameters (leave helmValuesObject unset)",
+			s.Index, app)
+	}
+	for _, p := range s.HelmParameters {
+		if _, ok := names[p]; ok {
+			return conditions.Stallf(imagev1.UnsupportedUpdateStrategyReason,
+				"source %d of %s sets the Helm parameter %s, which wins over helm.valuesObject: remove it from the Application, or write helm.parameters (leave helmValuesObject unset)",
+				s.Index, app, p)
+		}
+	}
+	return nil
 }

@@ -1,11 +1,18 @@
 package controller
 
 import (
+	"context"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
@@ -59,12 +66,12 @@ func TestArgoCDOverridesFollowWhatTheApplicationRuns(t *testing.T) {
 	if got := argoCDOverrides(spec, src, setters); len(got) != 2 || len(got[0].Images) != 2 || got[0].Images[0].Policy != "argocd:redis" {
 		t.Errorf("with podinfo running 6.5.1: %+v", got)
 	}
-	job := jobSpec(spec, src, setters)
+	job := jobSpec("argocd", spec, src, setters)
 	if job.Update.Path != "apps" || len(job.Update.ArgoCD) != 2 {
 		t.Errorf("job update %+v", job.Update)
 	}
 	spec.Update.Strategy = imagev1.UpdateStrategySetters
-	if got := jobSpec(spec, src, setters); got.Update.ArgoCD != nil || got.Update.Path != "apps" {
+	if got := jobSpec("argocd", spec, src, setters); got.Update.ArgoCD != nil || got.Update.Path != "apps" {
 		t.Errorf("strategy Setters: update %+v", got.Update)
 	}
 }
@@ -101,11 +108,17 @@ func TestCheckArgoCD(t *testing.T) {
 // source and the images its Pods run.
 func (f *fixture) application(name, path, sourceType string, labels map[string]string, images ...string) {
 	f.t.Helper()
+	f.applicationOf("fleet", "main", name, path, sourceType, labels, images...)
+}
+
+// applicationOf is application on another repository or branch.
+func (f *fixture) applicationOf(repo, rev, name, path, sourceType string, labels map[string]string, images ...string) {
+	f.t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{
 			"project":     "default",
 			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "default"},
-			"source":      map[string]any{"repoURL": f.git.RepoURL("fleet"), "path": path, "targetRevision": "main"},
+			"source":      map[string]any{"repoURL": f.git.RepoURL(repo), "path": path, "targetRevision": rev},
 		},
 		"status": map[string]any{"sourceType": sourceType, "summary": map[string]any{"images": toAny(images)}},
 	}}
@@ -161,5 +174,198 @@ func TestApplicationSelectorMakesOneJobWithEachOverrideFile(t *testing.T) {
 	next := unfinished(t, second)
 	if len(next.Spec.Update.ArgoCD) != 3 || next.Spec.Update.ArgoCD[1].File != "apps/cart/.argocd-source-"+f.ns+"_cart.yaml" {
 		t.Errorf("after a new Application: override files %+v", next.Spec.Update.ArgoCD)
+	}
+}
+
+// Applications on two repositories under one automation are two targets:
+// one UpdateJob each, on its own repository with its own override files;
+// status.targets names each target's commit, and a target whose job fails
+// fails alone: the other keeps its commit and makes no new job, and the
+// automation's Ready condition names the one that failed.
+func TestApplicationsOnSeveralRepositoriesGetAJobEach(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	f.git.CreateRepo(t, "stage", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
+	shop := map[string]string{"team": "shop"}
+	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.applicationOf("stage", "main", "web-stage", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.policy("app", nil, "1.1.0")
+	a := f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
+		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
+	})
+	js := waitJobs(t, f.ns, 2)
+	byRepo := map[string]updatev1.UpdateJob{}
+	for _, j := range js {
+		byRepo[j.Spec.Repository.URL] = j
+	}
+	fleet, stage := byRepo[f.git.RepoURL("fleet")], byRepo[f.git.RepoURL("stage")]
+	if fleet.Name == "" || stage.Name == "" {
+		t.Fatalf("jobs on %v, want one on each repository", slices.Collect(maps.Keys(byRepo)))
+	}
+	for _, c := range []struct {
+		job  updatev1.UpdateJob
+		file string
+	}{{fleet, "apps/web/.argocd-source-" + f.ns + "_web.yaml"}, {stage, "apps/web/.argocd-source-" + f.ns + "_web-stage.yaml"}} {
+		if o := c.job.Spec.Update.ArgoCD; c.job.Spec.Checkout.Reference.Branch != "main" || c.job.Spec.Update.Path != "apps/web" ||
+			len(o) != 1 || o[0].File != c.file {
+			t.Errorf("job %s on %s: checkout %+v, path %q, overrides %+v", c.job.Name, c.job.Spec.Repository.URL,
+				c.job.Spec.Checkout.Reference, c.job.Spec.Update.Path, o)
+		}
+	}
+	// As if the job had pushed the branch's head.
+	pushed := strings.TrimPrefix(f.head(), "main@sha1:")
+	finish(t, &fleet, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) { j.Status.PushedCommit = pushed })
+	finish(t, &stage, updatev1.UpdateJobFailed, nil)
+	got := waitAutomation(t, a, "both targets recorded", func(a *imagev1.ImageUpdateAutomation) bool {
+		return len(a.Status.Targets) == 2 && a.Status.Targets[0].LastJob != nil && a.Status.Targets[1].LastJob != nil
+	})
+	ft, st := got.Status.Targets[0], got.Status.Targets[1]
+	if ft.URL != f.git.RepoURL("fleet") || ft.Branch != "main" || ft.LastPushCommit != pushed || ft.Ready == nil ||
+		ft.Ready.Status != metav1.ConditionTrue || !slices.Equal(ft.Applications, []string{f.ns + "/web"}) {
+		t.Errorf("fleet target %+v", ft)
+	}
+	if st.URL != f.git.RepoURL("stage") || st.LastPushCommit != "" || st.Ready == nil || st.Ready.Status != metav1.ConditionFalse ||
+		st.LastJob.Name != stage.Name {
+		t.Errorf("stage target %+v", st)
+	}
+	if c := ready(got); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "1 of 2 targets failed: "+f.git.RepoURL("stage")) ||
+		got.Status.LastPushCommit != pushed {
+		t.Errorf("automation Ready %+v, last push %q", c, got.Status.LastPushCommit)
+	}
+	// A requested reconcile retries the failed target; the pushed one is
+	// up to date and makes no job.
+	request(t, got, "again")
+	js = waitJobs(t, f.ns, 3)
+	if next := unfinished(t, js); next.Spec.Repository.URL != f.git.RepoURL("stage") {
+		t.Errorf("the retry is on %s, want the stage repository", next.Spec.Repository.URL)
+	}
+
+	// The stage Application leaves the selection (its labels change,
+	// which the Application watch passes): one target again, and
+	// status.targets goes.
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(gitsource.ApplicationGVK)
+	app.SetNamespace(f.ns)
+	app.SetName("web-stage")
+	if err := env.Client.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"elsewhere"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	waitAutomation(t, a, "one target again", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.Targets == nil })
+}
+
+// Applications are watched through their cache: a change of the images an
+// Application runs (status.summary.images, which Argo CD writes without
+// changing the generation) brings its automation back at once, with the
+// new override files, long before its interval.
+func TestApplicationStatusChangeRunsTheAutomation(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	shop := map[string]string{"team": "shop"}
+	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.1.0")
+	f.policy("app", nil, "1.1.0")
+	f.policy("redis", nil, "7.4")
+	a := f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
+		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
+		a.Spec.Interval = metav1.Duration{Duration: time.Hour}
+	})
+	first := waitJobs(t, f.ns, 1)[0]
+	if len(first.Spec.Update.ArgoCD) != 0 {
+		t.Fatalf("the Application runs what the policies say, yet overrides %+v", first.Spec.Update.ArgoCD)
+	}
+	head := strings.TrimPrefix(f.head(), "main@sha1:")
+	finish(t, &first, updatev1.UpdateJobNoChange, func(j *updatev1.UpdateJob) { j.Status.CheckoutRevision = "main@sha1:" + head })
+	waitAutomation(t, a, "the job recorded", func(a *imagev1.ImageUpdateAutomation) bool {
+		return a.Status.LastJob != nil && a.Status.LastJob.Name == first.Name
+	})
+
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(gitsource.ApplicationGVK)
+	patch := func(status string) {
+		t.Helper()
+		app.SetNamespace(f.ns)
+		app.SetName("web")
+		// Argo CD's CRD has no status subresource: Argo CD patches the
+		// object.
+		if err := env.Client.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(status))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(`{"status":{"summary":{"images":["ghcr.io/org/app:1.1.0","ghcr.io/org/redis:7.2"]}}}`)
+	next := unfinished(t, waitJobs(t, f.ns, 2))
+	if o := next.Spec.Update.ArgoCD; len(o) != 1 || len(o[0].Images) != 1 || o[0].Images[0].Policy != f.ns+":redis" {
+		t.Errorf("after the Application ran redis 7.2: overrides %+v", o)
+	}
+}
+
+// helm.valuesObject is written only where Argo CD renders it: not over a
+// source's helm.values (the object would replace it whole), not where the
+// Application's own helm.parameters set the same name (they win), not for
+// a name a map path cannot spell; and the job's images carry the choice,
+// automation-wide or per policy.
+func TestHelmValuesObjectIsCheckedAndCarried(t *testing.T) {
+	spec := func(all bool, images ...imagev1.ArgoCDImage) *imagev1.ImageUpdateAutomation {
+		return &imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "a"},
+			Spec: imagev1.ImageUpdateAutomationSpec{Update: &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD,
+				ArgoCD: &imagev1.ArgoCDUpdate{HelmValuesObject: all, Images: images}}}}
+	}
+	helm := func(mutate func(*argocd.Source)) gitsource.Source {
+		s := argocd.Source{Type: argocd.TypeHelm, Path: "apps/api"}
+		mutate(&s)
+		return argoSource([]string{"ghcr.io/org/api:1.0.0"}, s)
+	}
+	for _, tc := range []struct {
+		name   string
+		obj    *imagev1.ImageUpdateAutomation
+		src    gitsource.Source
+		reason string
+	}{
+		{"plain", spec(true), helm(func(*argocd.Source) {}), ""},
+		{"helm.values", spec(true), helm(func(s *argocd.Source) { s.HelmValues = true }), imagev1.UnsupportedUpdateStrategyReason},
+		{"helm.values, parameters written", spec(false), helm(func(s *argocd.Source) { s.HelmValues = true }), ""},
+		{"a parameter of the default name", spec(true), helm(func(s *argocd.Source) { s.HelmParameters = []string{"replicas", "image.tag"} }),
+			imagev1.UnsupportedUpdateStrategyReason},
+		{"a parameter of a policy's name", spec(false, imagev1.ArgoCDImage{Policy: "api", HelmImageTag: "api.tag", HelmValuesObject: true}),
+			helm(func(s *argocd.Source) { s.HelmParameters = []string{"api.tag"} }), imagev1.UnsupportedUpdateStrategyReason},
+		{"a list index", spec(false, imagev1.ArgoCDImage{Policy: "api", HelmImageSpec: "images[0]", HelmValuesObject: true}),
+			helm(func(*argocd.Source) {}), conditions.InvalidSpecReason},
+	} {
+		err := checkArgoCD(tc.obj, &tc.src)
+		f, _ := err.(*conditions.Failure)
+		switch {
+		case tc.reason == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.reason != "" && (f == nil || f.Reason != tc.reason || !f.Stalled):
+			t.Errorf("%s: %v, want reason %s, stalled", tc.name, err, tc.reason)
+		}
+	}
+	setters := []updatev1.PolicySetter{
+		{Policy: "argocd:api", ImageRef: meta.ImageRef{Name: "ghcr.io/org/api", Tag: "1.1.0"}},
+	}
+	src := helm(func(*argocd.Source) {})
+	if o := argoCDOverrides(&spec(true).Spec, src, setters); len(o) != 1 || !o[0].Images[0].HelmValuesObject {
+		t.Errorf("automation-wide: %+v", o)
+	}
+	if o := argoCDOverrides(&spec(false, imagev1.ArgoCDImage{Policy: "api", HelmValuesObject: true}).Spec, src, setters); len(o) != 1 || !o[0].Images[0].HelmValuesObject {
+		t.Errorf("per policy: %+v", o)
+	}
+	if o := argoCDOverrides(&spec(false).Spec, src, setters); len(o) != 1 || o[0].Images[0].HelmValuesObject {
+		t.Errorf("not asked for: %+v", o)
+	}
+}
+
+// spec.update.charts becomes the job's charts, with the policy's key and
+// the automation's namespace where the entry names none.
+func TestChartsAreCarriedIntoTheJob(t *testing.T) {
+	spec := &imagev1.ImageUpdateAutomationSpec{Update: &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategySetters,
+		Charts: []imagev1.ChartUpdate{{Application: "shop", Policy: "shop-chart"}, {Application: "db", Namespace: "argocd", Chart: "redis", Policy: "redis-chart"}}}}
+	job := jobSpec("apps", spec, gitsource.Source{}, nil)
+	want := []updatev1.ChartUpdate{
+		{Policy: "apps:shop-chart", Application: "shop", Namespace: "apps"},
+		{Policy: "apps:redis-chart", Application: "db", Namespace: "argocd", Chart: "redis"},
+	}
+	if !reflect.DeepEqual(job.Update.Charts, want) {
+		t.Errorf("charts %+v, want %+v", job.Update.Charts, want)
 	}
 }

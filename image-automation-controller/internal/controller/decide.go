@@ -115,7 +115,7 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 		return decision{requeue: interval, fail: failure(conditions.DependencyNotReadyReason,
 			"no ImagePolicy in namespace %s matches spec.policySelector and has a latest image yet", in.Namespace)}
 	}
-	job := jobSpec(spec, in.Source, sel.Setters)
+	job := jobSpec(in.Namespace, spec, in.Source, sel.Setters)
 	hash := inputsHash(job, in.Head, in.Generation)
 	next, due := dueIn(status, interval, in.Requested, now)
 	// The last run had these very inputs (it failed, or pushed somewhere

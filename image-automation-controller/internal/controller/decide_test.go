@@ -54,7 +54,7 @@ func TestDecide(t *testing.T) {
 	// lastJob is a finished job made from the inputs in.
 	lastJob := func(spec *imagev1.ImageUpdateAutomationSpec, in inputs, phase updatev1.UpdateJobPhase) *updatev1.UpdateJob {
 		j := &updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Name: "fleet-1", Annotations: map[string]string{
-			InputsAnnotation: inputsHash(jobSpec(spec, in.Source, in.Selection.Setters), in.Head, in.Generation)}}}
+			InputsAnnotation: inputsHash(jobSpec(in.Namespace, spec, in.Source, in.Selection.Setters), in.Head, in.Generation)}}}
 		j.Status.Phase = phase
 		return j
 	}
@@ -211,7 +211,7 @@ func TestDecide(t *testing.T) {
 				t.Errorf("condition %q, want %q", got, tt.cond)
 			}
 			if d.act == makeJob {
-				want := jobSpec(spec, in.Source, in.Selection.Setters)
+				want := jobSpec(in.Namespace, spec, in.Source, in.Selection.Setters)
 				if d.hash != inputsHash(want, in.Head, in.Generation) || len(d.job.Update.Setters) != len(in.Selection.Setters) {
 					t.Errorf("job %+v with hash %s, not the one of its inputs", d.job, d.hash)
 				}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,6 +58,9 @@ type ImageUpdateAutomationReconciler struct {
 	// ArgoCDNamespace is where Argo CD runs, which names override files
 	// and holds its repository Secrets (--argocd-namespace).
 	ArgoCDNamespace string
+	// WatchNamespace is the one namespace the controller watches
+	// (--watch-namespace), where it reads Applications; all when empty.
+	WatchNamespace string
 	// JobHistoryLimit is how many finished UpdateJobs to keep per
 	// automation.
 	JobHistoryLimit int
@@ -74,6 +76,9 @@ type ImageUpdateAutomationReconciler struct {
 	// a policy cannot both see none in flight and both create one.
 	jobsMu sync.Mutex
 	recent recentJobs
+
+	// apps is the Application cache and watch (applications.go).
+	apps *applications
 
 	kindOnce sync.Once
 	k        *reconcile.Kind[*imagev1.ImageUpdateAutomation, run]
@@ -104,6 +109,14 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobTargetIndex, jobTarget); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, applicationsIndex, func(o client.Object) []string {
+		if a := o.(*imagev1.ImageUpdateAutomation); a.Spec.ApplicationSelector != nil {
+			return []string{a.Namespace}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, sourceIndex, func(o client.Object) []string {
 		a := o.(*imagev1.ImageUpdateAutomation)
 		ref := a.Spec.SourceRef
@@ -126,18 +139,30 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 
 	// A source kind that is not installed (no Flux, no Argo CD) has
 	// nothing to watch; automations naming it then say its kind is missing.
+	// Applications have a watch of their own, started when first read
+	// (applications.go).
 	for _, name := range gitsource.SourceKindNames() {
 		gvk := gitsource.SourceKinds[name].GVK
+		if gvk == gitsource.ApplicationGVK {
+			continue
+		}
 		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			continue
 		}
 		src := &metav1.PartialObjectMetadata{}
 		src.SetGroupVersionKind(gvk)
-		// Labels matter to the automations selecting Applications.
-		changed := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
-		b = b.WatchesMetadata(src, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource(name)), builder.WithPredicates(changed))
+		b = b.WatchesMetadata(src, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource(name)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
-	return b.Complete(r.kind())
+	c, err := b.Build(r.kind())
+	if err != nil {
+		return err
+	}
+	if r.apps, err = newApplications(mgr, r.WatchNamespace); err != nil {
+		return err
+	}
+	r.apps.ctrl, r.apps.handler = c, r.applicationHandler()
+	return nil
 }
 
 // kind is the automation on the reconciler skeleton. The status is written
@@ -189,8 +214,10 @@ func forgetRun(obj *imagev1.ImageUpdateAutomation) {
 func (r *ImageUpdateAutomationReconciler) afterPatch(ctx context.Context, s *scope) error {
 	s.State.tally.commit(r.Automation)
 	// Old jobs go only once the status no longer needs them.
-	if s.State.finished != nil {
-		return r.pruneJobs(ctx, s.State.finished)
+	for _, finished := range append(s.State.prune, s.State.finished) {
+		if err := r.pruneJobs(ctx, finished); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -296,31 +323,6 @@ func (r *ImageUpdateAutomationReconciler) automationsOfSource(kind string) handl
 		for _, a := range list.Items {
 			reqs = append(reqs, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&a)})
 		}
-		if kind == gitsource.ApplicationGVK.Kind {
-			reqs = append(reqs, r.automationsSelecting(ctx, o)...)
-		}
 		return reqs
 	}
-}
-
-// automationsSelecting are the automations of app's namespace whose
-// spec.applicationSelector matches it (an Application that stopped
-// matching is not seen: its automation drops it at its next interval).
-func (r *ImageUpdateAutomationReconciler) automationsSelecting(ctx context.Context, app client.Object) []ctrlreconcile.Request {
-	list := &imagev1.ImageUpdateAutomationList{}
-	if err := r.List(ctx, list, client.InNamespace(app.GetNamespace())); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for an Application change")
-		return nil
-	}
-	var reqs []ctrlreconcile.Request
-	for i := range list.Items {
-		a := &list.Items[i]
-		if a.Spec.ApplicationSelector == nil {
-			continue
-		}
-		if sel, err := metav1.LabelSelectorAsSelector(a.Spec.ApplicationSelector); err == nil && sel.Matches(labels.Set(app.GetLabels())) {
-			reqs = append(reqs, ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
-		}
-	}
-	return reqs
 }

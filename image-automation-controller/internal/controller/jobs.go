@@ -3,6 +3,7 @@ package controller
 import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -62,8 +63,8 @@ func ownerUID(job client.Object) string {
 	return string(ref.UID)
 }
 
-// jobSpec is the UpdateJob for one run.
-func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) updatev1.UpdateJobSpec {
+// jobSpec is the UpdateJob for one run of an automation of namespace.
+func jobSpec(namespace string, a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) updatev1.UpdateJobSpec {
 	spec := updatev1.UpdateJobSpec{
 		Repository: *src.Repository.DeepCopy(),
 		Checkout:   updatev1.GitCheckoutSpec{Reference: src.Ref},
@@ -76,6 +77,12 @@ func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters
 		spec.Update.Path = a.Update.Path
 	}
 	spec.Update.ArgoCD = argoCDOverrides(a, src, setters)
+	if a.Update != nil {
+		for _, c := range a.Update.Charts {
+			spec.Update.Charts = append(spec.Update.Charts, updatev1.ChartUpdate{Policy: updatev1.PolicyKey(namespace, c.Policy),
+				Application: c.Application, Namespace: cmp.Or(c.Namespace, namespace), Chart: c.Chart})
+		}
+	}
 	if d := a.Discover; d != nil {
 		spec.Update.Discover = d.DiscoverSpec.DeepCopy()
 	}
@@ -345,7 +352,7 @@ func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.Updat
 		j := &jobs[i]
 		t.taken[j.Name] = true
 		switch owner := ownerUID(j); {
-		case owner == string(uid) && !j.Status.Phase.Finished():
+		case owner == string(uid) && !j.Status.Phase.Finished() && jobCheckoutKey(&j.Spec) == jobCheckoutKey(spec):
 			if t.own == nil {
 				t.own = j
 			}
@@ -454,9 +461,9 @@ func changeTimes(sel *selection.Selection, last imagev1.ObservedPolicies) map[st
 	return out
 }
 
-// jobsOf returns the automation's jobs from the cache: the newest finished
-// one, those in flight, and the finished ones newest first.
-func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (inFlight *updatev1.UpdateJob, finished []updatev1.UpdateJob, err error) {
+// jobsOf returns the automation's jobs from the cache: those in flight,
+// oldest first, and the finished ones newest first.
+func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (inFlight []*updatev1.UpdateJob, finished []updatev1.UpdateJob, err error) {
 	list := &updatev1.UpdateJobList{}
 	if err := r.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingFields{jobOwnerIndex: string(obj.UID)}); err != nil {
 		return nil, nil, fmt.Errorf("listing UpdateJobs: %w", err)
@@ -465,10 +472,11 @@ func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *image
 		j := list.Items[i]
 		if j.Status.Phase.Finished() {
 			finished = append(finished, j)
-		} else if inFlight == nil || j.CreationTimestamp.Before(&inFlight.CreationTimestamp) {
-			inFlight = &j
+		} else {
+			inFlight = append(inFlight, &j)
 		}
 	}
+	slices.SortStableFunc(inFlight, func(a, b *updatev1.UpdateJob) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	slices.SortFunc(finished, func(a, b updatev1.UpdateJob) int {
 		if c := runOf(&b) - runOf(&a); c != 0 {
 			return c

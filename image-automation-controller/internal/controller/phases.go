@@ -37,10 +37,15 @@ type run struct {
 	inFlight *updatev1.UpdateJob
 	finished []updatev1.UpdateJob
 	// recorded is true when this run recorded finished[0].
-	recorded  bool
-	selection *selection.Selection
-	head      string
-	decision  decision
+	recorded bool
+	// targetInFlight are, for an automation of several targets
+	// (source.targets), its unfinished jobs, which runTargets shares out;
+	// prune are each target's finished jobs, pruned after the write.
+	targetInFlight []*updatev1.UpdateJob
+	prune          [][]updatev1.UpdateJob
+	selection      *selection.Selection
+	head           string
+	decision       decision
 	// tally is counted only once the status is written.
 	tally tally
 }
@@ -59,6 +64,7 @@ func (r *ImageUpdateAutomationReconciler) phases() []phase {
 		{Name: "policies", Run: r.readPolicies},
 		{Name: "jobs", Run: r.readJobs},
 		{Name: "select", Run: r.selectPolicies},
+		{Name: "targets", Run: r.runTargets},
 		{Name: "head", Run: r.readHead},
 		{Name: "decide", Run: r.recordDecision},
 		{Name: "job", Run: r.makeJob},
@@ -121,9 +127,18 @@ func (r *ImageUpdateAutomationReconciler) readPolicies(ctx context.Context, s *s
 // readJobs reads the automation's jobs and records the newest finished
 // one in the status, once.
 func (r *ImageUpdateAutomationReconciler) readJobs(ctx context.Context, s *scope) (reconcile.Result, error) {
-	inFlight, finished, err := r.jobsOf(ctx, s.Obj)
+	unfinished, finished, err := r.jobsOf(ctx, s.Obj)
 	if err != nil {
 		return reconcile.Continue, err
+	}
+	if len(s.State.src.targets) > 0 {
+		// Each target records its own (runTargets).
+		s.State.finished, s.State.targetInFlight = finished, unfinished
+		return reconcile.Continue, nil
+	}
+	var inFlight *updatev1.UpdateJob
+	if len(unfinished) > 0 {
+		inFlight = unfinished[0]
 	}
 	s.State.inFlight, s.State.finished = inFlight, finished
 	if len(finished) > 0 {

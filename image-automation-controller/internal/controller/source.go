@@ -53,6 +53,9 @@ func validateSpec(obj *imagev1.ImageUpdateAutomation) (labels.Selector, error) {
 type source struct {
 	gitsource.Source
 	remote *git.Auth
+	// targets are the source's, when its Applications are written on
+	// more than one repository or branch (targets.go).
+	targets []*source
 }
 
 // resolveSource resolves the repository and checkout ref (pkg/gitsource,
@@ -60,14 +63,21 @@ type source struct {
 // spec, the source or its Secrets is a *conditions.Failure (Stalled, or
 // retried soon when something is missing); any other error is transient.
 func (r *ImageUpdateAutomationReconciler) resolveSource(ctx context.Context, obj *imagev1.ImageUpdateAutomation) (*source, error) {
-	// The GitRepository, unstructured, is read from the API server, not
-	// the cache.
-	src, err := gitsource.Resolve(ctx, r.Client, obj, gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs, ArgoCDNamespace: r.ArgoCDNamespace})
+	// A GitRepository, unstructured, is read from the API server;
+	// Applications from their cache (applications.go).
+	src, err := gitsource.Resolve(ctx, r.reader(), obj, gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs, ArgoCDNamespace: r.ArgoCDNamespace})
 	if err != nil {
 		return nil, err
 	}
 	if err := checkArgoCD(obj, src); err != nil {
 		return nil, err
+	}
+	if len(src.Targets) > 0 {
+		targets, err := r.resolveTargets(ctx, obj, src)
+		if err != nil {
+			return nil, err
+		}
+		return &source{Source: *src, targets: targets}, nil
 	}
 	// Secrets are read past the cache, so the controller needs no
 	// cluster-wide list and watch of them.

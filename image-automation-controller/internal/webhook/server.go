@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -162,18 +163,27 @@ func (s *Server) match(ctx context.Context, namespace string, sel labels.Selecto
 		if err != nil {
 			continue
 		}
-		// An Argo CD Application tracking HEAD checks out the default
-		// branch, which the push does not name: any push may have moved it.
-		k, ok := gitsource.RepositoryKey(src.Repository.URL)
-		if !ok || !want[k] || !gitsource.BranchOnly(src.Ref) && !src.DefaultBranch {
-			continue
+		if moves(src, want, p.Branch) {
+			out = append(out, types.NamespacedName{Namespace: a.Namespace, Name: a.Name})
 		}
-		if p.Branch != "" && src.Ref.Branch != "" && p.Branch != src.Ref.Branch {
-			continue
-		}
-		out = append(out, types.NamespacedName{Namespace: a.Namespace, Name: a.Name})
 	}
 	return out, nil
+}
+
+// moves reports whether a push to branch of one of the repositories want
+// (by gitsource.RepositoryKey) moved what src checks out: its branch, or
+// any of its targets' (Applications on several repositories or
+// branches). An Argo CD Application tracking HEAD checks out the default
+// branch, which the push does not name: any push may have moved it.
+func moves(src *gitsource.Source, want map[string]bool, branch string) bool {
+	if len(src.Targets) > 0 {
+		return slices.ContainsFunc(src.Targets, func(t *gitsource.Source) bool { return moves(t, want, branch) })
+	}
+	k, ok := gitsource.RepositoryKey(src.Repository.URL)
+	if !ok || !want[k] || !gitsource.BranchOnly(src.Ref) && !src.DefaultBranch {
+		return false
+	}
+	return branch == "" || src.Ref.Branch == "" || branch == src.Ref.Branch
 }
 
 // request asks the automation to run now.

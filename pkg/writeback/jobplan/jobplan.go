@@ -129,11 +129,14 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 	} else if len(u.Images) == 0 {
 		return writeback.Invalidf("update.setters is empty")
 	}
+	for _, c := range spec.Update.Charts {
+		u.Charts = append(u.Charts, writeback.Chart{Policy: c.Policy, Application: c.Application, Namespace: c.Namespace, Chart: c.Chart})
+	}
 	for _, o := range spec.Update.ArgoCD {
 		w := writeback.ArgoCDOverride{File: o.File, Type: o.Type}
 		for _, img := range o.Images {
 			w.Images = append(w.Images, writeback.ArgoCDImage{Policy: img.Policy, KustomizeName: img.KustomizeName,
-				HelmName: img.HelmImageName, HelmTag: img.HelmImageTag, HelmSpec: img.HelmImageSpec})
+				HelmName: img.HelmImageName, HelmTag: img.HelmImageTag, HelmSpec: img.HelmImageSpec, HelmValuesObject: img.HelmValuesObject})
 		}
 		u.ArgoCD = append(u.ArgoCD, w)
 	}

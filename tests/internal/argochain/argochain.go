@@ -182,7 +182,13 @@ func (c *Chain) Push(t testing.TB, tag string) {
 // Options.Revision, with labels; without Argo CD its status is what Argo CD writes once synced.
 func (c *Chain) Application(t testing.TB, name, path string, labels map[string]string) {
 	t.Helper()
-	app := testargocd.Application(name, c.dest, map[string]any{"repoURL": c.Git.RepoURL("apps"), "path": path, "targetRevision": c.rev})
+	c.ApplicationAt(t, name, path, c.rev, labels)
+}
+
+// ApplicationAt is Application on another targetRevision.
+func (c *Chain) ApplicationAt(t testing.TB, name, path, rev string, labels map[string]string) {
+	t.Helper()
+	app := testargocd.Application(name, c.dest, map[string]any{"repoURL": c.Git.RepoURL("apps"), "path": path, "targetRevision": rev})
 	app.SetLabels(labels)
 	if c.Argo == nil {
 		app.Object["status"] = map[string]any{"sourceType": "Kustomize", "summary": map[string]any{"images": []any{c.Image + ":" + RunningTag}},
@@ -215,7 +221,13 @@ func (c *Chain) Follow(t testing.TB, sourceRef *imagev1.CrossNamespaceSourceRefe
 // Head is main's commit on the server.
 func (c *Chain) Head(t testing.TB) string {
 	t.Helper()
-	return strings.TrimSpace(testgit.Git(t, c.Git.BarePath("apps"), "rev-parse", "main"))
+	return c.HeadOf(t, "main")
+}
+
+// HeadOf is branch's commit on the server.
+func (c *Chain) HeadOf(t testing.TB, branch string) string {
+	t.Helper()
+	return strings.TrimSpace(testgit.Git(t, c.Git.BarePath("apps"), "rev-parse", branch))
 }
 
 // OverrideAt reports whether commit's override file of app (in path) sets
@@ -245,9 +257,15 @@ func (c *Chain) OverrideAt(t testing.TB, commit, app, path, tag string) error {
 // and returns that commit.
 func (c *Chain) OverrideOn(t testing.TB, app, path, tag string, timeout time.Duration) string {
 	t.Helper()
+	return c.OverrideOnBranch(t, "main", app, path, tag, timeout)
+}
+
+// OverrideOnBranch is OverrideOn for another branch.
+func (c *Chain) OverrideOnBranch(t testing.TB, branch, app, path, tag string, timeout time.Duration) string {
+	t.Helper()
 	var commit string
 	testenv.Eventually(t, timeout, func() (bool, error) {
-		commit = c.Head(t)
+		commit = c.HeadOf(t, branch)
 		err := c.OverrideAt(t, commit, app, path, tag)
 		return err == nil, err
 	})

@@ -485,6 +485,19 @@ type sourceFacts struct {
 	// Applications are the Argo CD Applications the automation writes
 	// (spec.sourceRef or spec.applicationSelector).
 	Applications []applicationFacts `json:"applications,omitempty"`
+	// Targets are, when those are written on several repositories or
+	// branches, each one as its last run left it (status.targets).
+	Targets []targetFacts `json:"targets,omitempty"`
+}
+
+// targetFacts is one repository and branch an automation writes.
+type targetFacts struct {
+	URL            string   `json:"url"`
+	Branch         string   `json:"branch"`
+	Applications   []string `json:"applications,omitempty"`
+	LastPushCommit string   `json:"lastPushCommit,omitempty"`
+	// Ready is the target's Ready condition: status, reason and message.
+	Ready string `json:"ready,omitempty"`
 }
 
 // applicationFacts is an Argo CD Application an automation writes.
@@ -746,6 +759,26 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 	}
 	if err != nil {
 		f.HeadError = err.Error()
+		return f
+	}
+	for _, t := range a.Status.Targets {
+		tf := targetFacts{URL: git.Redact(t.URL), Branch: t.Branch, Applications: t.Applications, LastPushCommit: t.LastPushCommit}
+		if c := t.Ready; c != nil {
+			tf.Ready = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		f.Targets = append(f.Targets, tf)
+	}
+	if len(src.Targets) > 0 {
+		var names, paths []string
+		for _, t := range src.Targets {
+			names = append(names, git.Redact(t.Repository.URL)+" ("+orText(t.Ref.Branch, "HEAD")+")")
+			paths = append(paths, orText(t.Path, "the root"))
+		}
+		f.URL = strings.Join(names, ", ")
+		if u := a.Spec.Update; u == nil || u.Path == "" {
+			f.UpdatePath = "per target: " + strings.Join(paths, ", ")
+		}
+		f.HeadError = fmt.Sprintf("not listed: the Applications are written on %d repositories or branches, each its own target with its own jobs and commits (status.targets)", len(src.Targets))
 		return f
 	}
 	if !gitsource.BranchOnly(src.Ref) && !src.DefaultBranch {
@@ -1016,6 +1049,11 @@ func writeSource(w io.Writer, s sourceFacts) {
 			}
 			fmt.Fprintln(w)
 		}
+	}
+	for _, t := range s.Targets {
+		fmt.Fprintf(w, "  Target:\t%s (%s), Applications %s\n", t.URL, t.Branch, orText(strings.Join(t.Applications, ", "), "none"))
+		fmt.Fprintf(w, "    Last push:\t%s\n", orText(t.LastPushCommit, "none yet"))
+		fmt.Fprintf(w, "    Ready:\t%s\n", orText(t.Ready, "not run yet"))
 	}
 	if s.Head != "" {
 		fmt.Fprintf(w, "  Branch head:\t%s (listed now)\n", s.Head)

@@ -124,8 +124,21 @@ func TestTextIsAsRecorded(t *testing.T) {
 					{Index: 1, Path: "shop/base", Type: "Kustomize", OverrideFile: "shop/base/.argocd-source-shop.yaml"},
 					{Index: 2, Path: "shop/chart"}}}}}}
 
+	targets := &AutomationExplanation{Automation: "argocd/shop",
+		Source: sourceFacts{Describe: "2 Applications of spec.applicationSelector",
+			URL:        "https://git.example/acme/apps.git (main), https://git.example/acme/stage.git (main)",
+			UpdatePath: "per target: apps/web, apps/web",
+			HeadError:  "not listed: the Applications are written on 2 repositories or branches, each its own target with its own jobs and commits (status.targets)",
+			Targets: []targetFacts{
+				{URL: "https://git.example/acme/apps.git", Branch: "main", Applications: []string{"argocd/web"}, LastPushCommit: "aaaa",
+					Ready: "True Succeeded: pushed commit aaaa to main (UpdateJob shop-1)"},
+				{URL: "https://git.example/acme/stage.git", Branch: "main", Applications: []string{"argocd/web-stage"},
+					Ready: "False GitOperationFailed: UpdateJob shop-2 failed: push refused"},
+			}}}
+
 	for name, e := range map[string]Explanation{
 		"automation-argocd":   argo,
+		"automation-targets":  targets,
 		"policy-semver":       policy(imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}, filter),
 		"policy-alphabetical": policy(imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: "desc"}}, &imagev1.TagFilter{Pattern: "^main-"}),
 		"policy-numerical":    stale,

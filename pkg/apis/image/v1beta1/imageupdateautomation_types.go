@@ -271,6 +271,47 @@ type UpdateStrategy struct {
 	// policy's image.
 	// +optional
 	ArgoCD *ArgoCDUpdate `json:"argoCD,omitempty"`
+
+	// Charts follow the chart versions of Argo CD Applications that render
+	// a chart from a chart repository: the targetRevision of each chart
+	// source of the Application's manifest under the update path is set
+	// to the policy's latest tag (the chart version), found by the
+	// Application's name, without a marker. With any strategy.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Charts []ChartUpdate `json:"charts,omitempty"`
+}
+
+// ChartUpdate follows one Application's chart version through an
+// ImagePolicy over the chart's repository (an OCI repository, or an
+// HTTP(S) Helm repository's REPOSITORY/CHART).
+type ChartUpdate struct {
+	// Application is the name of the Argo CD Application whose manifest
+	// holds the chart version.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Application string `json:"application"`
+
+	// Namespace is the Application's namespace: a manifest naming another
+	// is not written; one naming none is. The automation's when empty.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Chart names the chart source to follow, among several of a
+	// multi-source Application; every chart source when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Chart string `json:"chart,omitempty"`
+
+	// Policy is the ImagePolicy, in the automation's namespace and
+	// selected by spec.policySelector, whose latest tag is the version.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Policy string `json:"policy"`
 }
 
 // ArgoCDUpdate is how strategy ArgoCD writes the override file. A selected
@@ -285,6 +326,12 @@ type ArgoCDUpdate struct {
 	// +listMapKey=policy
 	// +optional
 	Images []ArgoCDImage `json:"images,omitempty"`
+
+	// HelmValuesObject writes the images of Helm sources into the override
+	// file's helm.valuesObject (nested maps, as the Helm names spell them)
+	// instead of helm.parameters, for every policy.
+	// +optional
+	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
 }
 
 // ArgoCDImage is where the override file holds one policy's image, as
@@ -321,6 +368,12 @@ type ArgoCDImage struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	HelmImageSpec string `json:"helmImageSpec,omitempty"`
+
+	// HelmValuesObject writes this policy's image into helm.valuesObject
+	// instead of helm.parameters (as update.argoCD.helmValuesObject does
+	// for every policy).
+	// +optional
+	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
 
 	// Force writes the image for every Application of the automation,
 	// whether or not Argo CD reports it running the image (as
@@ -373,6 +426,15 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	LastJob *UpdateJobReference `json:"lastJob,omitempty"`
 
+	// Targets are, when the automation's Argo CD Applications are written
+	// on more than one repository or branch, each of those: one UpdateJob
+	// and one commit per target, each with its own outcome. The fields
+	// above then tell the newest of them; the Ready condition names the
+	// targets that failed.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Targets []TargetStatus `json:"targets,omitempty"`
+
 	// NextWindow is, with spec.schedule, the update window that was open
 	// when the automation last ran, or else the next one to open.
 	// +optional
@@ -398,6 +460,57 @@ type ImageUpdateAutomationStatus struct {
 
 	meta.ReconcileRequestStatus `json:",inline"`
 }
+
+// TargetStatus is one repository and branch an automation writes, with
+// what its last run and job there did.
+type TargetStatus struct {
+	// URL is the repository.
+	URL string `json:"url"`
+	// Branch is the branch checked out and pushed to.
+	Branch string `json:"branch"`
+	// Applications are the Argo CD Applications written there (with their
+	// sources, for multi-source Applications); at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Applications []string `json:"applications,omitempty"`
+	// LastAutomationRunTime is when a run last made a job (or found
+	// nothing to do) for the target.
+	// +optional
+	LastAutomationRunTime *metav1.Time `json:"lastAutomationRunTime,omitempty"`
+	// LastPushCommit is the last commit pushed to the target.
+	// +optional
+	LastPushCommit string `json:"lastPushCommit,omitempty"`
+	// LastPushTime is when it was pushed.
+	// +optional
+	LastPushTime *metav1.Time `json:"lastPushTime,omitempty"`
+	// ObservedPolicies are the policies and images its last job applied.
+	// +optional
+	ObservedPolicies ObservedPolicies `json:"observedPolicies,omitempty"`
+	// ObservedSourceRevision is the branch head its last run saw.
+	// +optional
+	ObservedSourceRevision string `json:"observedSourceRevision,omitempty"`
+	// AppliedRevision is the commit whose files hold observedPolicies'
+	// images.
+	// +optional
+	AppliedRevision string `json:"appliedRevision,omitempty"`
+	// ObservedGeneration is the automation's generation its last job
+	// applied.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastJob is its last finished UpdateJob.
+	// +optional
+	LastJob *UpdateJobReference `json:"lastJob,omitempty"`
+	// Ready is the target's own Ready condition.
+	// +optional
+	Ready *metav1.Condition `json:"ready,omitempty"`
+}
+
+// MaxTargets bounds status.targets; MaxTargetApplications bounds each
+// target's applications.
+const (
+	MaxTargets            = 100
+	MaxTargetApplications = 20
+)
 
 // UpdateWindowStatus is one opening of an automation's update windows:
 // overlapping and back-to-back windows count as one.

@@ -98,6 +98,33 @@ type UpdateSpec struct {
 	// +listMapKey=file
 	// +optional
 	ArgoCD []ArgoCDOverride `json:"argoCD,omitempty"`
+
+	// Charts are Argo CD Applications whose chart sources' targetRevision
+	// the setters' chart versions are written to, found by name.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Charts []ChartUpdate `json:"charts,omitempty"`
+}
+
+// ChartUpdate writes a setter's tag (the chart version) into the
+// targetRevision of the chart sources of an Argo CD Application's
+// manifest under Path.
+type ChartUpdate struct {
+	// Policy is the setter's key (NAMESPACE:NAME).
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Policy string `json:"policy"`
+	// Application and Namespace name the Application; a manifest naming
+	// no namespace matches.
+	// +kubebuilder:validation:MinLength=1
+	// +required
+	Application string `json:"application"`
+	// +required
+	Namespace string `json:"namespace"`
+	// Chart names the chart source; every chart source when empty.
+	// +optional
+	Chart string `json:"chart,omitempty"`
 }
 
 // ArgoCDOverride is one Argo CD parameter override file
@@ -143,6 +170,10 @@ type ArgoCDOverrideImage struct {
 	HelmImageTag string `json:"helmImageTag,omitempty"`
 	// +optional
 	HelmImageSpec string `json:"helmImageSpec,omitempty"`
+	// HelmValuesObject writes the Helm names into helm.valuesObject
+	// instead of helm.parameters.
+	// +optional
+	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
 }
 
 // UpdateContainer is the container of a container-mode job.

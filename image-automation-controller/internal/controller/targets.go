@@ -1,0 +1,274 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/gitsource"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+)
+
+// An automation whose Argo CD Applications are written on more than one
+// repository or branch (gitsource.Source.Targets) runs each target as an
+// automation of its own would: its branch head, its decision, its
+// UpdateJob, recorded in its status.targets entry. The same phases
+// (readHead, recordDecision, makeJob) and the same decision (decide) run
+// for each, over a view of the automation whose status is the target's;
+// so a target's jobs are ordinary UpdateJobs, which the update-job
+// controller groups with other automations' jobs of the same branch
+// (writeback.Plan.GroupKey) and never with another target's. A target
+// that fails fails alone: the others go on, and the automation's Ready
+// condition names the ones that failed.
+
+// checkoutKey is where a job checks out: its repository (any spelling of
+// the URL) and branch, which tells an automation's targets' jobs apart.
+func checkoutKey(url, branch string) string {
+	repo, ok := gitsource.RepositoryKey(url)
+	if !ok {
+		repo = strings.TrimSpace(url)
+	}
+	return repo + "@" + branch
+}
+
+func jobCheckoutKey(spec *updatev1.UpdateJobSpec) string {
+	return checkoutKey(spec.Repository.URL, spec.Checkout.Reference.Branch)
+}
+
+// resolveTargets reads each target's credentials and default branch.
+func (r *ImageUpdateAutomationReconciler) resolveTargets(ctx context.Context, obj *imagev1.ImageUpdateAutomation, src *gitsource.Source) ([]*source, error) {
+	var out []*source
+	for _, t := range src.Targets {
+		auth, err := gitsource.Credentials(ctx, r.APIReader, obj, t)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.ReadDefaultBranch(ctx, auth); err != nil {
+			return nil, err
+		}
+		out = append(out, &source{Source: *t, remote: auth})
+	}
+	return out, nil
+}
+
+// runTargets runs every target of an automation written on several; with
+// one target it leaves the run to the phases after it.
+func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *scope) (reconcile.Result, error) {
+	targets := s.State.src.targets
+	if len(targets) == 0 {
+		// Back to one target: the automation's own fields tell it.
+		s.Obj.Status.Targets = nil
+		return reconcile.Continue, nil
+	}
+	obj := s.Obj
+	if len(targets) > imagev1.MaxTargets {
+		return reconcile.Continue, conditions.Stallf(imagev1.InvalidSourceReason,
+			"%s are written on %d repositories or branches, more than the %d an automation writes: split them between automations",
+			s.State.src.Describe, len(targets), imagev1.MaxTargets)
+	}
+	// Each target's jobs, by where they check out.
+	jobs := map[string][]updatev1.UpdateJob{}
+	inFlight := map[string]*updatev1.UpdateJob{}
+	for _, j := range s.State.finished {
+		k := jobCheckoutKey(&j.Spec)
+		jobs[k] = append(jobs[k], j)
+	}
+	for _, j := range s.State.targetInFlight {
+		if k := jobCheckoutKey(&j.Spec); inFlight[k] == nil || j.CreationTimestamp.Before(&inFlight[k].CreationTimestamp) {
+			inFlight[k] = j
+		}
+	}
+	// Each target's finished jobs are pruned on their own (run.prune).
+	s.State.finished = nil
+	prev := map[string]imagev1.TargetStatus{}
+	for _, ts := range obj.Status.Targets {
+		prev[checkoutKey(ts.URL, ts.Branch)] = ts
+	}
+	var (
+		statuses []imagev1.TargetStatus
+		failed   []string
+		first    *conditions.Failure
+		plain    error
+		progress []string
+		ready    []string
+		requeue  time.Duration
+	)
+	for _, t := range targets {
+		key := checkoutKey(t.Repository.URL, t.Ref.Branch)
+		ts := prev[key]
+		ts.URL, ts.Branch, ts.Applications = t.Repository.URL, t.Ref.Branch, targetApplications(t)
+		view := obj.DeepCopy()
+		view.Status = targetView(&obj.Status, &ts)
+		ts2 := &scope{Obj: view, Requested: s.Requested, Start: s.Start, State: run{
+			now: s.State.now, sel: s.State.sel, win: s.State.win, src: t, policies: s.State.policies,
+			selection: s.State.selection, inFlight: inFlight[key], finished: jobs[key],
+		}}
+		res, err := r.runTarget(ctx, ts2)
+		requeue = shortest(requeue, res.RequeueAfter)
+		name := fmt.Sprintf("%s (%s)", t.Repository.URL, t.Ref.Branch)
+		if err != nil {
+			f := conditions.AsFailure(err)
+			msg := events.Redact(err.Error(), f.Secrets...)
+			requeue = shortest(requeue, conditions.Record(view, f, msg))
+			var isFailure *conditions.Failure
+			if !errors.As(err, &isFailure) && plain == nil {
+				plain = err
+			}
+			if first == nil {
+				first = f
+			}
+			failed = append(failed, name+": "+msg)
+		} else if c := conditions.Get(view, conditions.ReadyCondition); c != nil {
+			switch {
+			case c.Status == metav1.ConditionFalse:
+				// A failed job recorded (the next run retries).
+				if first == nil {
+					first = failure(c.Reason, "%s", c.Message)
+				}
+				failed = append(failed, name+": "+c.Message)
+			case c.Status == metav1.ConditionUnknown:
+				progress = append(progress, name+": "+c.Message)
+			default:
+				ready = append(ready, name+": "+c.Message)
+			}
+		}
+		s.State.tally.outcomes = append(s.State.tally.outcomes, ts2.State.tally.outcomes...)
+		s.State.tally.latencies = append(s.State.tally.latencies, ts2.State.tally.latencies...)
+		s.State.prune = append(s.State.prune, ts2.State.finished)
+		statuses = append(statuses, fromView(view, ts))
+		// What every target shares: the history of pushes, the images
+		// found, the last pull request.
+		obj.Status.History, obj.Status.Discovered, obj.Status.LastPullRequest = view.Status.History, view.Status.Discovered, view.Status.LastPullRequest
+	}
+	// The finished jobs of a target no longer written are pruned as a
+	// target's are.
+	for k, js := range jobs {
+		if !slices.ContainsFunc(targets, func(t *source) bool { return checkoutKey(t.Repository.URL, t.Ref.Branch) == k }) {
+			s.State.prune = append(s.State.prune, js)
+		}
+	}
+	obj.Status.Targets = statuses
+	summarize(obj, statuses, s.State.now)
+	if len(failed) > 0 {
+		if plain != nil {
+			return reconcile.Continue, plain
+		}
+		return reconcile.Continue, (&conditions.Failure{Reason: first.Reason,
+			Err: fmt.Errorf("%d of %d targets failed: %s", len(failed), len(targets), strings.Join(failed, "; "))}).After(requeue)
+	}
+	if len(progress) > 0 {
+		markProgress("%s", strings.Join(progress, "; ")).apply(obj)
+	} else {
+		markReady(conditions.SucceededReason, "%d targets: %s", len(targets), strings.Join(ready, "; ")).apply(obj)
+	}
+	return reconcile.StopAfter(requeue), nil
+}
+
+// runTarget is one target's run: its last finished job recorded, then the
+// head, decision and job phases an automation of one target runs.
+func (r *ImageUpdateAutomationReconciler) runTarget(ctx context.Context, s *scope) (reconcile.Result, error) {
+	if f := s.State.finished; len(f) > 0 && (s.Obj.Status.LastJob == nil || s.Obj.Status.LastJob.UID != f[0].UID) {
+		s.State.tally = r.record(ctx, s.Obj, &f[0])
+		s.State.recorded = true
+	}
+	var requeue time.Duration
+	for _, p := range []func(context.Context, *scope) (reconcile.Result, error){r.readHead, r.recordDecision, r.makeJob} {
+		res, err := p(ctx, s)
+		requeue = shortest(requeue, res.RequeueAfter)
+		if err != nil || res.Stop {
+			return reconcile.Result{RequeueAfter: requeue, Stop: true}, err
+		}
+	}
+	return reconcile.StopAfter(requeue), nil
+}
+
+// targetView is the automation's status as a run of the target alone
+// sees it: the target's own fields in place of the automation's.
+func targetView(all *imagev1.ImageUpdateAutomationStatus, ts *imagev1.TargetStatus) imagev1.ImageUpdateAutomationStatus {
+	v := imagev1.ImageUpdateAutomationStatus{
+		LastAutomationRunTime:  ts.LastAutomationRunTime,
+		LastPushCommit:         ts.LastPushCommit,
+		LastPushTime:           ts.LastPushTime,
+		History:                all.History,
+		ObservedPolicies:       ts.ObservedPolicies,
+		AppliedRevision:        ts.AppliedRevision,
+		ObservedSourceRevision: ts.ObservedSourceRevision,
+		LastJob:                ts.LastJob,
+		NextWindow:             all.NextWindow,
+		Discovered:             all.Discovered,
+		LastPullRequest:        all.LastPullRequest,
+		ObservedGeneration:     ts.ObservedGeneration,
+	}
+	if ts.Ready != nil {
+		v.Conditions = []metav1.Condition{*ts.Ready}
+	}
+	return v
+}
+
+// fromView is the target's status after its run.
+func fromView(view *imagev1.ImageUpdateAutomation, ts imagev1.TargetStatus) imagev1.TargetStatus {
+	v := &view.Status
+	ts.LastAutomationRunTime, ts.LastPushCommit, ts.LastPushTime = v.LastAutomationRunTime, v.LastPushCommit, v.LastPushTime
+	ts.ObservedPolicies, ts.AppliedRevision, ts.ObservedSourceRevision = v.ObservedPolicies, v.AppliedRevision, v.ObservedSourceRevision
+	ts.LastJob, ts.ObservedGeneration = v.LastJob, v.ObservedGeneration
+	ts.Ready = nil
+	if c := conditions.Get(view, conditions.ReadyCondition); c != nil {
+		ts.Ready = c.DeepCopy()
+	}
+	return ts
+}
+
+// summarize sets the automation's own fields from its targets': the
+// newest push and run; the generation every target applied. The applied
+// revision is a single branch's, which several targets do not have:
+// promotion policies follow automations of one target.
+func summarize(obj *imagev1.ImageUpdateAutomation, targets []imagev1.TargetStatus, now time.Time) {
+	st := &obj.Status
+	st.LastAutomationRunTime = &metav1.Time{Time: now}
+	st.AppliedRevision, st.ObservedSourceRevision, st.ObservedPolicies = "", "", nil
+	gen := obj.Generation
+	for _, t := range targets {
+		if t.LastPushTime != nil && (st.LastPushTime == nil || st.LastPushTime.Before(t.LastPushTime)) {
+			st.LastPushCommit, st.LastPushTime = t.LastPushCommit, t.LastPushTime.DeepCopy()
+		}
+		if t.LastJob != nil {
+			st.LastJob = t.LastJob.DeepCopy()
+		}
+		gen = min(gen, t.ObservedGeneration)
+	}
+	if gen > 0 {
+		st.ObservedGeneration = gen
+	}
+}
+
+// targetApplications names the Applications a target holds, as
+// status.targets lists them.
+func targetApplications(t *source) []string {
+	var out []string
+	for _, a := range t.Applications {
+		if len(out) == imagev1.MaxTargetApplications {
+			break
+		}
+		out = append(out, strings.TrimPrefix(a.String(), "Application "))
+	}
+	return out
+}
+
+func shortest(a, b time.Duration) time.Duration {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
+}
