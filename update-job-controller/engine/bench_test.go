@@ -18,11 +18,18 @@ import (
 // is one job (fetch, check out, update, commit, push) against a warm
 // mirror, with a new tag each time. Reports the time of each git operation.
 func BenchmarkRunLargeRepo(b *testing.B) {
+	for _, n := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) { runLargeRepo(b, n) })
+	}
+}
+
+func runLargeRepo(b *testing.B, n int) {
 	srv := testgit.New(b, testgit.Options{})
 	files := map[string]string{}
-	for i := range 10000 {
+	every := n / 100
+	for i := range n {
 		marker := ""
-		if i%100 == 0 {
+		if i%every == 0 {
 			marker = ` # {"$imagepolicy": "apps:podinfo"}`
 		}
 		files[fmt.Sprintf("clusters/prod/team-%02d/app-%05d.yaml", i%100, i)] = fmt.Sprintf(

@@ -200,11 +200,11 @@ func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.P
 		}
 		paths = append(paths, p.Path)
 	}
-	keep := setters.MayHaveMarkers
+	filter := mirror.Filter{Name: "markers", Keep: setters.MayHaveMarkers}
 	if discovers {
-		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
+		filter = mirror.Filter{Name: "markers+images", Keep: func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }}
 	}
-	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
+	if err := r.mirror.CheckoutFiltered(oid, tmp, filter, paths...); err != nil {
 		return retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
 	}
 	// Override files hold no markers, so the filter left them out; named,
@@ -216,7 +216,7 @@ func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.P
 		}
 	}
 	if len(files) > 0 {
-		if err := r.mirror.CheckoutFiltered(oid, tmp, nil, files...); err != nil {
+		if err := r.mirror.CheckoutFiltered(oid, tmp, mirror.Filter{}, files...); err != nil {
 			return retryable(KindGit, fmt.Errorf("checking out the override files of %s: %w", r.res.CheckoutRevision, err))
 		}
 	}
