@@ -446,12 +446,10 @@ func (m *Mirror) keptUnder(tree *git2go.Tree, f Filter) ([]kept, error) {
 		case e.Filemode == git2go.FilemodeLink || f.Keep == nil:
 			files = append(files, kept{path: e.Name, id: *e.Id, mode: e.Filemode})
 		default:
-			blob, err := m.repo.LookupBlob(e.Id)
+			keep, err := m.keeps(e.Id, f)
 			if err != nil {
 				return nil, err
 			}
-			keep := f.Keep(blob.Contents())
-			blob.Free()
 			if keep {
 				files = append(files, kept{path: e.Name, id: *e.Id, mode: e.Filemode})
 			}
@@ -461,6 +459,28 @@ func (m *Mirror) keptUnder(tree *git2go.Tree, f Filter) ([]kept, error) {
 		m.kept.put(key, files)
 	}
 	return files, nil
+}
+
+// keeps reports whether f keeps the blob id, from the cache when a named
+// filter has read it before: a changed tree is mostly blobs that did not
+// change, and reading them again would make a job's cost that of the
+// directories it touches, not of the files.
+func (m *Mirror) keeps(id *git2go.Oid, f Filter) (bool, error) {
+	if f.Name != "" {
+		if keep, ok := m.kept.verdict(f.Name, *id); ok {
+			return keep, nil
+		}
+	}
+	blob, err := m.repo.LookupBlob(id)
+	if err != nil {
+		return false, err
+	}
+	keep := f.Keep(blob.Contents())
+	blob.Free()
+	if f.Name != "" {
+		m.kept.remember(f.Name, *id, keep)
+	}
+	return keep, nil
 }
 
 // writeBlob writes one blob as a file, executable or symbolic link.
@@ -484,16 +504,48 @@ func (m *Mirror) writeBlob(root *os.Root, name string, id *git2go.Oid, mode git2
 	}
 }
 
-// keptCache remembers what filters kept under trees, by tree id, for
-// every mirror of a Cache. Ids name content, so an entry is never stale;
-// the cache is emptied when it holds maxKeptTrees trees, a bound on
-// memory (a tree's entry holds only the files kept under it).
+// keptCache remembers what filters kept under trees, by tree id, and
+// which blobs they keep, by blob id, for every mirror of a Cache. Ids
+// name content, so an entry is never stale. Each map is emptied when it
+// reaches its bound, a bound on memory: a tree's entry holds only the
+// files kept under it, a blob's about 50 bytes (25 MiB at the bound).
 type keptCache struct {
-	mu sync.Mutex
-	m  map[string][]kept
+	mu    sync.Mutex
+	m     map[string][]kept
+	blobs map[string]map[git2go.Oid]bool
+	nblob int
 }
 
-const maxKeptTrees = 200000
+const (
+	maxKeptTrees = 200000
+	maxKeptBlobs = 500000
+)
+
+func (c *keptCache) verdict(filter string, id git2go.Oid) (keep, ok bool) {
+	if c == nil {
+		return false, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep, ok = c.blobs[filter][id]
+	return keep, ok
+}
+
+func (c *keptCache) remember(filter string, id git2go.Oid, keep bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blobs == nil || c.nblob >= maxKeptBlobs {
+		c.blobs, c.nblob = map[string]map[git2go.Oid]bool{}, 0
+	}
+	if c.blobs[filter] == nil {
+		c.blobs[filter] = map[git2go.Oid]bool{}
+	}
+	c.blobs[filter][id] = keep
+	c.nblob++
+}
 
 func (c *keptCache) get(key string) ([]kept, bool) {
 	if c == nil {
