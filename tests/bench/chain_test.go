@@ -28,13 +28,22 @@ func BenchmarkChainLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkChainLargeRepo is the same on the repository Flux's automation
-// was measured with: 10,000 manifests, 100 of them with a marker. A first
-// job, with nothing to change, clones the repository into the job
-// controller's mirror before the measured runs, as in a running system.
+// BenchmarkChainLargeRepo is the same on large repositories: 10k is the
+// one Flux's automation was measured with, 10,000 manifests, 100 of them
+// with a marker; 100k has 100,000 manifests and the same 100 markers, so
+// the job changes as much and only the repository grows. A first job,
+// with nothing to change, clones the repository into the job
+// controller's mirror before the measured 20 runs, as in a running
+// system.
+//
+//	go test -run '^$' -bench 'BenchmarkChainLargeRepo/100k' -benchtime 1x -timeout 30m ./tests/bench/
 func BenchmarkChainLargeRepo(b *testing.B) {
-	for range b.N {
-		runChain(b, 10, 10000, 100)
+	for _, files := range []int{10000, 100000} {
+		b.Run(fmt.Sprintf("%dk", files/1000), func(b *testing.B) {
+			for range b.N {
+				runChain(b, 20, files, 100)
+			}
+		})
 	}
 }
 

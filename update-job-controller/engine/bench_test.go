@@ -17,12 +17,33 @@ import (
 // of them with a marker, as Flux's automation was measured: each iteration
 // is one job (fetch, check out, update, commit, push) against a warm
 // mirror, with a new tag each time. Reports the time of each git operation.
+//
+// The sub-benchmarks: 10k and 100k files with the markers in one of their
+// 100 directories (as tests/bench's chain.Grow places them), and
+// 100k-spread with one marker in each directory, so that a job changes
+// every directory: the trees a commit writes and a push sends are then
+// those of the whole repository.
+//
+//	go test -run '^$' -bench BenchmarkRunLargeRepo -benchtime 10x ./update-job-controller/engine/
 func BenchmarkRunLargeRepo(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		n      int
+		spread bool
+	}{{"10k", 10000, false}, {"100k", 100000, false}, {"100k-spread", 100000, true}} {
+		b.Run(c.name, func(b *testing.B) { runLargeRepo(b, c.n, c.spread) })
+	}
+}
+
+func runLargeRepo(b *testing.B, n int, spread bool) {
 	srv := testgit.New(b, testgit.Options{})
 	files := map[string]string{}
-	for i := range 10000 {
+	every := n / 100
+	for i := range n {
 		marker := ""
-		if i%100 == 0 {
+		// The j-th marker is file j*every (directory 0), or spread, file
+		// j*every+j%every (directory j%100).
+		if (!spread && i%every == 0) || (spread && i%every == (i/every)%every) {
 			marker = ` # {"$imagepolicy": "apps:podinfo"}`
 		}
 		files[fmt.Sprintf("clusters/prod/team-%02d/app-%05d.yaml", i%100, i)] = fmt.Sprintf(

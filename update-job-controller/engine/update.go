@@ -207,17 +207,17 @@ func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.P
 		}
 		paths = append(paths, p.Path)
 	}
-	keep := setters.MayHaveMarkers
+	filter := mirror.Filter{Name: "markers", Keep: setters.MayHaveMarkers}
 	if discovers {
-		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
+		filter = mirror.Filter{Name: "markers+images", Keep: func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }}
 	}
 	if slices.ContainsFunc(plans, func(p writeback.Plan) bool { return len(p.Update.Charts) > 0 }) {
 		// Applications whose chart versions are followed carry no
 		// markers.
-		markers := keep
-		keep = func(b []byte) bool { return markers(b) || bytes.Contains(b, []byte("argoproj.io")) }
+		markers := filter.Keep
+		filter = mirror.Filter{Name: filter.Name + "+applications", Keep: func(b []byte) bool { return markers(b) || bytes.Contains(b, []byte("argoproj.io")) }}
 	}
-	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
+	if err := r.mirror.CheckoutFiltered(oid, tmp, filter, paths...); err != nil {
 		return retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))
 	}
 	// Override files hold no markers, so the filter left them out; named,
@@ -229,7 +229,7 @@ func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.P
 		}
 	}
 	if len(files) > 0 {
-		if err := r.mirror.CheckoutFiltered(oid, tmp, nil, files...); err != nil {
+		if err := r.mirror.CheckoutFiltered(oid, tmp, mirror.Filter{}, files...); err != nil {
 			return retryable(KindGit, fmt.Errorf("checking out the override files of %s: %w", r.res.CheckoutRevision, err))
 		}
 	}

@@ -91,7 +91,7 @@ func Start(root string, o Options) (s *Server, stop func(), err error) {
 	s = &Server{Repos: Repos{Root: root}, opts: o}
 	s.backend = &cgi.Handler{
 		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1"},
+		Env:  append([]string{"GIT_PROJECT_ROOT=" + s.Root, "GIT_HTTP_EXPORT_ALL=1"}, noAutoGC...),
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	if o.TLS {
@@ -275,6 +275,12 @@ func (c *Clone) Push(refspecs ...string) {
 }
 
 // Git runs git in dir with a fixed identity and returns its output.
+// noAutoGC turns off git's automatic gc (after commits, and after a push
+// in receive-pack): on large repositories it runs detached after the
+// command returns and still writes when the test removes its directories.
+var noAutoGC = []string{"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=gc.auto", "GIT_CONFIG_VALUE_0=0",
+	"GIT_CONFIG_KEY_1=receive.autogc", "GIT_CONFIG_VALUE_1=false"}
+
 func Git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
@@ -282,6 +288,7 @@ func Git(t testing.TB, dir string, args ...string) string {
 	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=test", "GIT_AUTHOR_EMAIL=test@example.com",
 		"GIT_COMMITTER_NAME=test", "GIT_COMMITTER_EMAIL=test@example.com", "GIT_CONFIG_NOSYSTEM=1",
 		"HOME="+os.TempDir())
+	cmd.Env = append(cmd.Env, noAutoGC...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -40,7 +40,10 @@ type CommitInfo struct {
 // Commit records changed files of the work tree dir (paths relative to it,
 // with forward slashes) on top of parent, in the mirror's object database:
 // no index or work tree of the mirror is involved. Files are read through
-// os.Root, so a path cannot leave dir.
+// os.Root, so a path cannot leave dir. Only the trees on the changed
+// paths are written (replaceInTree), so a commit costs what it changes,
+// not what the repository holds: an index of the whole tree, as git
+// builds, read 100,000 entries for a change of a hundred.
 func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info CommitInfo) (*git2go.Oid, error) {
 	pc, err := m.repo.LookupCommit(parent)
 	if err != nil {
@@ -52,23 +55,16 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 		return nil, err
 	}
 	defer ptree.Free()
-	idx, err := git2go.NewIndex()
-	if err != nil {
-		return nil, err
-	}
-	defer idx.Free()
-	if err := idx.ReadTree(ptree); err != nil {
-		return nil, err
-	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
+	blobs := map[string]treeFile{}
 	for _, p := range changed {
 		mode := git2go.FilemodeBlob
-		if e, err := idx.EntryByPath(p, 0); err == nil {
-			mode = e.Mode
+		if e, err := ptree.EntryByPath(p); err == nil {
+			mode = e.Filemode
 		}
 		if mode == git2go.FilemodeLink {
 			return nil, fmt.Errorf("%s is a symbolic link in the repository; update the file it points to", p)
@@ -81,11 +77,9 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 		if err != nil {
 			return nil, m.writeError(err, len(data))
 		}
-		if err := idx.Add(&git2go.IndexEntry{Path: p, Id: blob, Mode: mode}); err != nil {
-			return nil, err
-		}
+		blobs[p] = treeFile{id: blob, mode: mode}
 	}
-	treeID, err := idx.WriteTreeTo(m.repo)
+	treeID, err := m.replaceInTree(ptree, "", blobs)
 	if err != nil {
 		return nil, m.writeError(err, 0)
 	}
@@ -98,6 +92,79 @@ func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info C
 	}
 	defer tree.Free()
 	return m.writeCommit(pc, tree, info)
+}
+
+// treeFile is a blob to put at a path of a tree.
+type treeFile struct {
+	id   *git2go.Oid
+	mode git2go.Filemode
+}
+
+// replaceInTree writes base (nil: an empty tree) with files put at their
+// paths (relative to base, which is at prefix), and returns the new
+// tree's id; subtrees no path enters are kept as they are. libgit2's tree
+// builder refuses the names git refuses ("", ".", "..", ".git").
+func (m *Mirror) replaceInTree(base *git2go.Tree, prefix string, files map[string]treeFile) (*git2go.Oid, error) {
+	here := map[string]treeFile{}
+	below := map[string]map[string]treeFile{}
+	for p, f := range files {
+		first, rest, nested := strings.Cut(p, "/")
+		if !nested {
+			here[first] = f
+			continue
+		}
+		if below[first] == nil {
+			below[first] = map[string]treeFile{}
+		}
+		below[first][rest] = f
+	}
+	var tb *git2go.TreeBuilder
+	var err error
+	if base != nil {
+		tb, err = m.repo.TreeBuilderFromTree(base)
+	} else {
+		tb, err = m.repo.TreeBuilder()
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer tb.Free()
+	entry := func(name string) *git2go.TreeEntry {
+		if base == nil {
+			return nil
+		}
+		return base.EntryByName(name)
+	}
+	for name, f := range here {
+		if e := entry(name); e != nil && e.Type == git2go.ObjectTree {
+			return nil, fmt.Errorf("%s%s is a directory in the repository", prefix, name)
+		}
+		if err := tb.Insert(name, f.id, f.mode); err != nil {
+			return nil, fmt.Errorf("%s%s: %w", prefix, name, err)
+		}
+	}
+	for name, sub := range below {
+		var subtree *git2go.Tree
+		if e := entry(name); e != nil {
+			if e.Type != git2go.ObjectTree {
+				return nil, fmt.Errorf("%s%s is a file in the repository", prefix, name)
+			}
+			if subtree, err = m.repo.LookupTree(e.Id); err != nil {
+				return nil, err
+			}
+		}
+		id, err := m.replaceInTree(subtree, prefix+name+"/", sub)
+		if subtree != nil {
+			subtree.Free()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := tb.Insert(name, id, git2go.FilemodeTree); err != nil {
+			return nil, fmt.Errorf("%s%s: %w", prefix, name, err)
+		}
+	}
+	return tb.Write()
 }
 
 // writeCommit creates the commit of tree on top of pc, signed when info

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -29,6 +28,7 @@ type Cache struct {
 	dir   string
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+	kept  keptCache
 }
 
 // NewCache opens (creating) a cache directory.
@@ -45,6 +45,7 @@ type Mirror struct {
 	Path string
 	repo *git2go.Repository
 	lock *sync.Mutex
+	kept *keptCache
 }
 
 // Yield unlocks the mirror while f runs, then locks it again: other jobs
@@ -90,7 +91,7 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // last use, for pruning
-	m := &Mirror{URL: url, Path: path, repo: repo, lock: l}
+	m := &Mirror{URL: url, Path: path, repo: repo, lock: l, kept: &c.kept}
 	return m, func() { repo.Free(); l.Unlock() }, nil
 }
 
@@ -299,14 +300,31 @@ func (m *Mirror) semverTag(rng string) (string, error) {
 // directories or files, e.g. a job's update.path), only the files under
 // them are written: on a large repository this is most of a job's time.
 func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error {
-	return m.CheckoutFiltered(commit, dir, nil, paths...)
+	return m.CheckoutFiltered(commit, dir, Filter{}, paths...)
+}
+
+// Filter chooses the regular files a filtered checkout writes.
+type Filter struct {
+	// Name identifies Keep for the cache of what it kept: two filters of
+	// one name must keep the same files. Empty: nothing is cached.
+	Name string
+	// Keep reports whether a file of this content is written.
+	Keep func([]byte) bool
 }
 
 // CheckoutFiltered is Checkout writing only the regular files whose content
-// keep accepts (all when keep is nil); directories and symbolic links are
-// always written. Creating files is most of a checkout's cost (10,000 take
-// seconds on some file systems), and a job needs only those with markers.
-func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]byte) bool, paths ...string) error {
+// the filter keeps (all when f.Keep is nil), with the directories that
+// hold them, and every symbolic link. Creating files is most of a
+// checkout's cost (10,000 take seconds on some file systems), and a job
+// needs only those with markers.
+//
+// Reading every blob to filter it is the rest of the cost: 100,000 files
+// took most of a job's second. What a named filter kept under a tree is
+// cached by the tree's id (the Cache's, across jobs and mirrors, as ids
+// name content): the next commit's checkout reads only the trees and
+// blobs that changed, so a job's cost grows with what changed, not with
+// the repository.
+func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, f Filter, paths ...string) error {
 	sparse, err := cleanPaths(paths)
 	if err != nil {
 		return err
@@ -330,7 +348,7 @@ func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]by
 	}
 	defer tree.Free()
 	if len(sparse) == 0 {
-		return m.writeTree(root, "", tree, keep)
+		return m.writeTree(root, "", tree, f)
 	}
 	for _, p := range sparse {
 		// Paths are literal: a directory means what is under it.
@@ -342,7 +360,7 @@ func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]by
 			if err := root.MkdirAll(path.Dir(p), 0o755); err != nil {
 				return err
 			}
-			if err := m.writeEntry(root, p, e, nil); err != nil { // named: always written
+			if err := m.writeBlob(root, p, e.Id, e.Filemode); err != nil { // named: always written
 				return err
 			}
 			continue
@@ -354,7 +372,7 @@ func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]by
 		if err != nil {
 			return err
 		}
-		err = m.writeTree(root, p+"/", sub, keep)
+		err = m.writeTree(root, p+"/", sub, f)
 		sub.Free()
 		if err != nil {
 			return err
@@ -363,59 +381,192 @@ func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]by
 	return nil
 }
 
-// writeTree writes the files of tree under prefix. libgit2's checkout does
-// the same at a fraction of the speed (seconds for 10,000 files, as it
-// compares each path with a baseline and the work tree); a fresh work tree
-// needs neither. Writing through root keeps every file inside it.
-func (m *Mirror) writeTree(root *os.Root, prefix string, tree *git2go.Tree, keep func([]byte) bool) error {
-	var werr error
-	err := tree.Walk(func(parent string, e *git2go.TreeEntry) error {
-		name := prefix + parent + e.Name
-		if e.Type == git2go.ObjectTree {
-			if werr = root.Mkdir(name, 0o755); werr != nil && !errors.Is(werr, fs.ErrExist) {
-				return werr
-			}
-			werr = nil
-			return nil
-		}
-		if werr = m.writeEntry(root, name, e, keep); werr != nil {
-			return werr
-		}
-		return nil
-	})
-	if werr != nil {
-		return werr
-	}
-	return err
+// kept is a file a filter kept, relative to the tree it was found under.
+type kept struct {
+	path string
+	id   git2go.Oid
+	mode git2go.Filemode
 }
 
-// writeEntry writes one blob, executable or symbolic link; submodules (commit
-// entries) have no content here and are skipped, as git does without
+// writeTree writes the files of tree that f keeps under prefix, with
+// their directories. libgit2's checkout writes all files at a fraction of
+// the speed (seconds for 10,000, as it compares each path with a baseline
+// and the work tree); a fresh work tree needs neither. Writing through
+// root keeps every file inside it.
+func (m *Mirror) writeTree(root *os.Root, prefix string, tree *git2go.Tree, f Filter) error {
+	files, err := m.keptUnder(tree, f)
+	if err != nil {
+		return err
+	}
+	made := map[string]bool{}
+	for _, k := range files {
+		name := prefix + k.path
+		if d := path.Dir(name); d != "." && !made[d] {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+			made[d] = true
+		}
+		if err := m.writeBlob(root, name, &k.id, k.mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keptUnder lists the files under tree that f keeps, from the cache when
+// a named filter has seen this tree before. Submodules (commit entries)
+// have no content here and are skipped, as git does without
 // --recurse-submodules.
-func (m *Mirror) writeEntry(root *os.Root, name string, e *git2go.TreeEntry, keep func([]byte) bool) error {
-	if e.Type != git2go.ObjectBlob {
+func (m *Mirror) keptUnder(tree *git2go.Tree, f Filter) ([]kept, error) {
+	key := f.Name + "\x00" + tree.Id().String()
+	if f.Name != "" && f.Keep != nil {
+		if files, ok := m.kept.get(key); ok {
+			return files, nil
+		}
+	}
+	var files []kept
+	for i := range tree.EntryCount() {
+		e := tree.EntryByIndex(i)
+		switch {
+		case e.Type == git2go.ObjectTree:
+			sub, err := m.repo.LookupTree(e.Id)
+			if err != nil {
+				return nil, err
+			}
+			under, err := m.keptUnder(sub, f)
+			sub.Free()
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range under {
+				files = append(files, kept{path: e.Name + "/" + k.path, id: k.id, mode: k.mode})
+			}
+		case e.Type != git2go.ObjectBlob:
+		case e.Filemode == git2go.FilemodeLink || f.Keep == nil:
+			files = append(files, kept{path: e.Name, id: *e.Id, mode: e.Filemode})
+		default:
+			keep, err := m.keeps(e.Id, f)
+			if err != nil {
+				return nil, err
+			}
+			if keep {
+				files = append(files, kept{path: e.Name, id: *e.Id, mode: e.Filemode})
+			}
+		}
+	}
+	if f.Name != "" && f.Keep != nil {
+		m.kept.put(key, files)
+	}
+	return files, nil
+}
+
+// keeps reports whether f keeps the blob id, from the cache when a named
+// filter has read it before: a changed tree is mostly blobs that did not
+// change, and reading them again would make a job's cost that of the
+// directories it touches, not of the files.
+func (m *Mirror) keeps(id *git2go.Oid, f Filter) (bool, error) {
+	if f.Name != "" {
+		if keep, ok := m.kept.verdict(f.Name, *id); ok {
+			return keep, nil
+		}
+	}
+	blob, err := m.repo.LookupBlob(id)
+	if err != nil {
+		return false, err
+	}
+	keep := f.Keep(blob.Contents())
+	blob.Free()
+	if f.Name != "" {
+		m.kept.remember(f.Name, *id, keep)
+	}
+	return keep, nil
+}
+
+// writeBlob writes one blob as a file, executable or symbolic link.
+func (m *Mirror) writeBlob(root *os.Root, name string, id *git2go.Oid, mode git2go.Filemode) error {
+	if mode == git2go.FilemodeCommit {
 		return nil
 	}
-	blob, err := m.repo.LookupBlob(e.Id)
+	blob, err := m.repo.LookupBlob(id)
 	if err != nil {
 		return err
 	}
 	data := blob.Contents()
 	blob.Free()
-	switch e.Filemode {
+	switch mode {
 	case git2go.FilemodeLink:
 		return root.Symlink(string(data), name)
 	case git2go.FilemodeBlobExecutable:
-		if keep != nil && !keep(data) {
-			return nil
-		}
 		return root.WriteFile(name, data, 0o755)
 	default:
-		if keep != nil && !keep(data) {
-			return nil
-		}
 		return root.WriteFile(name, data, 0o644)
 	}
+}
+
+// keptCache remembers what filters kept under trees, by tree id, and
+// which blobs they keep, by blob id, for every mirror of a Cache. Ids
+// name content, so an entry is never stale. Each map is emptied when it
+// reaches its bound, a bound on memory: a tree's entry holds only the
+// files kept under it, a blob's about 50 bytes (25 MiB at the bound).
+type keptCache struct {
+	mu    sync.Mutex
+	m     map[string][]kept
+	blobs map[string]map[git2go.Oid]bool
+	nblob int
+}
+
+const (
+	maxKeptTrees = 200000
+	maxKeptBlobs = 500000
+)
+
+func (c *keptCache) verdict(filter string, id git2go.Oid) (keep, ok bool) {
+	if c == nil {
+		return false, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep, ok = c.blobs[filter][id]
+	return keep, ok
+}
+
+func (c *keptCache) remember(filter string, id git2go.Oid, keep bool) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blobs == nil || c.nblob >= maxKeptBlobs {
+		c.blobs, c.nblob = map[string]map[git2go.Oid]bool{}, 0
+	}
+	if c.blobs[filter] == nil {
+		c.blobs[filter] = map[git2go.Oid]bool{}
+	}
+	c.blobs[filter][id] = keep
+	c.nblob++
+}
+
+func (c *keptCache) get(key string) ([]kept, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	files, ok := c.m[key]
+	return files, ok
+}
+
+func (c *keptCache) put(key string, files []kept) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxKeptTrees {
+		c.m = map[string][]kept{}
+	}
+	c.m[key] = files
 }
 
 // cleanPaths turns paths like "./clusters/prod/" or "/clusters/prod" into
