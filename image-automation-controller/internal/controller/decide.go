@@ -116,6 +116,11 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 			"no ImagePolicy in namespace %s matches spec.policySelector and has a latest image yet", in.Namespace)}
 	}
 	job := jobSpec(in.Namespace, spec, in.Source, sel.Setters)
+	if c := unappliedChart(job.Update); c != nil {
+		return decision{requeue: interval, fail: failure(conditions.DependencyNotReadyReason,
+			"spec.update.charts: Application %s follows policy %s, which is not among this automation's policies with a latest image (spec.policySelector)",
+			c.Application, c.Policy)}
+	}
 	hash := inputsHash(job, in.Head, in.Generation)
 	next, due := dueIn(status, interval, in.Requested, now)
 	// The last run had these very inputs (it failed, or pushed somewhere
@@ -144,6 +149,18 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 		return d
 	}
 	return decision{act: makeJob, requeue: interval, job: job, hash: hash}
+}
+
+// unappliedChart is the first chart whose policy the job has no image
+// for: the job could not write it, so the run says so instead of making
+// a job that fails.
+func unappliedChart(u updatev1.UpdateSpec) *updatev1.ChartUpdate {
+	for i, c := range u.Charts {
+		if !slices.ContainsFunc(u.Setters, func(s updatev1.PolicySetter) bool { return s.Policy == c.Policy }) {
+			return &u.Charts[i]
+		}
+	}
+	return nil
 }
 
 // dueIn says whether a run is due now (requested, the first, or an

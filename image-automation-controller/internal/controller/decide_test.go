@@ -87,6 +87,23 @@ func TestDecide(t *testing.T) {
 			cond:    "False/DependencyNotReady: no ImagePolicy in namespace ns matches spec.policySelector and has a latest image yet",
 		},
 		{
+			name: "a chart following a policy the automation does not apply fails as DependencyNotReady, naming both",
+			spec: func(s *imagev1.ImageUpdateAutomationSpec) {
+				s.Update = &imagev1.UpdateStrategy{Charts: []imagev1.ChartUpdate{{Application: "guestbook", Policy: "chart"}}}
+			},
+			act:     wait,
+			requeue: interval,
+			cond:    "False/DependencyNotReady: spec.update.charts: Application guestbook follows policy ns:chart, which is not among this automation's policies with a latest image (spec.policySelector)",
+		},
+		{
+			name: "a chart following an applied policy makes the job",
+			spec: func(s *imagev1.ImageUpdateAutomationSpec) {
+				s.Update = &imagev1.UpdateStrategy{Charts: []imagev1.ChartUpdate{{Application: "guestbook", Policy: "app"}}}
+			},
+			act:     makeJob,
+			requeue: interval,
+		},
+		{
 			name:    "with discovery, no policy yet still makes a job: it is the job that discovers",
 			spec:    func(s *imagev1.ImageUpdateAutomationSpec) { s.Discover = &imagev1.DiscoverSpec{} },
 			in:      func(_ *imagev1.ImageUpdateAutomationSpec, in *inputs) { in.Selection = sel() },
