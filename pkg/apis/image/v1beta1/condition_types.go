@@ -101,3 +101,22 @@ const (
 	// automation is doing what it was told).
 	OutsideUpdateWindowReason = "OutsideUpdateWindow"
 )
+
+// Reasons of an automation's holds (status.holds[].released and the
+// job's result): why a marked value a person set is left as it is, or no
+// longer.
+const (
+	// HeldByPersonReason: a commit the automation did not make replaced
+	// the value it had written (a hand rollback or pin); the value is left
+	// as it is while the hold lasts.
+	HeldByPersonReason = "HeldByPerson"
+	// HoldReleasedReason: tk-image release or the release-holds
+	// annotation released the hold.
+	HoldReleasedReason = "HoldReleased"
+	// HoldExpiredReason: spec.holdFor has passed since the commit that
+	// made the hold.
+	HoldExpiredReason = "HoldExpired"
+	// NewerImageReason: the policy chose an image newer than the one the
+	// person rolled back from.
+	NewerImageReason = "NewerImage"
+)

@@ -61,10 +61,27 @@ type ImageUpdateAutomationSpec struct {
 	// +optional
 	Discover *DiscoverSpec `json:"discover,omitempty"`
 
+	// HoldFor ends a hold (status.holds) this long after the commit that
+	// made it, if nothing ended it before: a newer image than the one
+	// rolled back from, or a release (tk-image release, the
+	// image.toolkit.dev/release-holds annotation). Without it a hold lasts
+	// until one of those.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	HoldFor *metav1.Duration `json:"holdFor,omitempty"`
+
 	// Suspend stops the automation.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
+
+// ReleaseHoldsAnnotation on an ImageUpdateAutomation releases its holds:
+// its value is a token (tk-image release writes the time), optionally
+// followed by setters or policy names separated by spaces, which limit
+// the release to their holds. Each token is handled once
+// (status.lastHandledRelease): a hold made later is not released by it.
+const ReleaseHoldsAnnotation = "image.toolkit.dev/release-holds"
 
 // DiscoverSpec says which images of the repository an automation
 // discovers, and how it follows them. Which images its jobs find and
@@ -384,6 +401,18 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	Discovered []DiscoveredImage `json:"discovered,omitempty"`
 
+	// Holds are the marked values a person set over the automation's (a
+	// hand rollback or pin), which it leaves as they are until the hold
+	// ends; at most 100.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Holds []AutomationHold `json:"holds,omitempty"`
+
+	// LastHandledRelease is the last token of the release-holds
+	// annotation the automation handled.
+	// +optional
+	LastHandledRelease string `json:"lastHandledRelease,omitempty"`
+
 	// LastPullRequest is the pull request the last job that proposed,
 	// updated or closed one left (spec.git.push.pullRequest).
 	// +optional
@@ -397,6 +426,25 @@ type ImageUpdateAutomationStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// AutomationHold is a hold as the last job reported it, with what ends it.
+type AutomationHold struct {
+	updatev1.Hold `json:",inline"`
+	// Policy is the name of the ImagePolicy the marker names.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// Ends is when spec.holdFor ends it.
+	// +optional
+	Ends *metav1.Time `json:"ends,omitempty"`
+	// Reason is HeldByPerson while the hold lasts, or why it ended
+	// (HoldReleased, HoldExpired, NewerImage): the next job then sets the
+	// value the policy chooses.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says why it is held or why it ended.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // UpdateWindowStatus is one opening of an automation's update windows:
