@@ -65,10 +65,12 @@ type Seen struct {
 // Held reports whether the value is held: a person replaced the value the
 // automation had written.
 func Held(s Seen) bool {
-	return s.HasPrevious && s.Previous != s.Value && !isAutomation(s.Last, s.Automation) && isAutomation(s.Before, s.Automation)
+	return s.HasPrevious && s.Previous != s.Value && !ByAutomation(s.Last, s.Automation) && ByAutomation(s.Before, s.Automation)
 }
 
-func isAutomation(l Line, email string) bool {
+// ByAutomation reports whether the automation, whose commits are authored
+// with email, made the commit of l.
+func ByAutomation(l Line, email string) bool {
 	return email != "" && strings.EqualFold(strings.TrimSpace(l.Email), strings.TrimSpace(email))
 }
 

@@ -54,6 +54,13 @@ func UpdateSites(data []byte, sites []Site, policies Policies) ([]byte, []meta.O
 	return out, objs, skipped, err
 }
 
+// Markers returns the markers of one YAML file's bytes, with their lines
+// and values, without a path.
+func Markers(data []byte) ([]MarkerSite, error) {
+	_, _, _, _, markers, err := update(data, nil, nil)
+	return markers, err
+}
+
 type planned struct {
 	index  int // into the targets
 	change meta.Change

@@ -119,7 +119,7 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicates.SpecOrRequest())).
+		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicate.Or(predicates.SpecOrRequest(), predicates.AnnotationChanged(imagev1.ReleaseHoldsAnnotation)))).
 		Owns(&updatev1.UpdateJob{}, builder.WithPredicates(jobPhaseChanged{})).
 		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
 		WithOptions(opts)

@@ -62,12 +62,13 @@ func ownerUID(job client.Object) string {
 	return string(ref.UID)
 }
 
-// jobSpec is the UpdateJob for one run.
-func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) updatev1.UpdateJobSpec {
+// jobSpec is the UpdateJob for one run, looking for holds (and
+// overriding the released ones) as holds says.
+func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter, holds *updatev1.HoldSpec) updatev1.UpdateJobSpec {
 	spec := updatev1.UpdateJobSpec{
 		Repository: *src.Repository.DeepCopy(),
 		Checkout:   updatev1.GitCheckoutSpec{Reference: src.Ref},
-		Update:     updatev1.UpdateSpec{Setters: setters},
+		Update:     updatev1.UpdateSpec{Setters: setters, Holds: holds},
 		Commit:     *a.GitSpec.Commit.DeepCopy(),
 		Push:       a.GitSpec.Push.DeepCopy(),
 	}
@@ -505,6 +506,7 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 	if pr := job.Status.PullRequest; pr != nil {
 		obj.Status.LastPullRequest = pr.DeepCopy()
 	}
+	recordHolds(ctx, ev, obj, job, &t)
 	switch job.Status.Phase {
 	case updatev1.UpdateJobSucceeded:
 		obj.Status.ObservedSourceRevision = revisionAfterPush(job)

@@ -507,7 +507,7 @@ func (r *ImagePolicyReconciler) holdDowngrade(ctx context.Context, obj *imagev1.
 	repo *imagev1.ImageRepository, entry store.Entry, tag string, specChanged bool) bool {
 	prev := obj.Status.LatestRef
 	if prev == nil || prev.Name != repo.Spec.Image || specChanged || tag == "" || tag == prev.Tag ||
-		slices.Contains(entry.Tags, prev.Tag) || !ranksAbove(ctx, sel, prev.Tag, tag) {
+		slices.Contains(entry.Tags, prev.Tag) || !ranksAbove(sel, prev.Tag, tag) {
 		obj.Status.HeldRef = nil
 		return false
 	}
@@ -535,12 +535,9 @@ func (r *ImagePolicyReconciler) holdDowngrade(ctx context.Context, obj *imagev1.
 // by build time cannot ask the registry about a tag it no longer lists:
 // for them a missing tag is held whatever replaces it, one scan at most
 // longer than needed.
-func ranksAbove(ctx context.Context, sel *policy.Policy, a, b string) bool {
-	if sel.NeedsTimes() {
-		return true
-	}
-	res, err := sel.Evaluate(ctx, []string{a, b}, policy.Options{Now: time.Now(), Top: 1})
-	return err == nil && res.Selection.Selected() == a
+func ranksAbove(sel *policy.Policy, a, b string) bool {
+	prefers, ok := sel.Prefers(a, b)
+	return prefers || !ok
 }
 
 // minPositive is the lesser of two durations, ignoring zeros (no timer).
