@@ -119,4 +119,17 @@ const (
 	// NewerImageReason: the policy chose an image newer than the one the
 	// person rolled back from.
 	NewerImageReason = "NewerImage"
+	// RolledBackReason: spec.rollback reverted the automation's commit
+	// whose health failed within the window; the image it reverted is
+	// held (status.holds) until the policy chooses a newer one.
+	RolledBackReason = "RolledBack"
+	// RollbackWatchingReason: spec.rollback is watching the automation's
+	// last commit, within its window.
+	RollbackWatchingReason = "RollbackWatching"
+	// RollbackPassedReason: the window ended with the commit healthy (or
+	// never failing) where it reached.
+	RollbackPassedReason = "RollbackPassed"
+	// UnhealthyBeforeReason: the health failed at the commit, but it had
+	// failed already at the revision before: not blamed on the commit.
+	UnhealthyBeforeReason = "UnhealthyBefore"
 )
