@@ -54,6 +54,14 @@ type Health struct {
 	Reason, Message string
 }
 
+// Object is one health object as read: Name is Kind/namespace/name, and
+// Found is false when it does not exist.
+type Object struct {
+	Name   string
+	Found  bool
+	Health Health
+}
+
 // Commit is the commit hash of Revision, for Flux's label@sha1:hash and
 // Argo CD's bare hash alike; empty when Revision names no commit.
 func (h Health) Commit() string {

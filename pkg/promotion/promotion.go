@@ -54,12 +54,7 @@ type Upstream struct {
 }
 
 // Object is one healthOf object as read.
-type Object struct {
-	// Name is Kind/namespace/name.
-	Name   string
-	Found  bool
-	Health health.Health
-}
+type Object = health.Object
 
 // Input is everything a decision needs.
 type Input struct {

@@ -32,6 +32,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
@@ -87,7 +88,7 @@ type ImagePolicyReconciler struct {
 	kind     *reconcile.Kind[*imagev1.ImagePolicy, policyState]
 
 	// watches are the kinds promotion policies read, watched once needed.
-	watches *lazyWatches
+	watches *healthwatch.Watches
 }
 
 // maxRecentBuilt bounds the recent build times kept in memory; the store
@@ -143,8 +144,8 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	if err != nil {
 		return err
 	}
-	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
-		byHealth: r.policiesByIndex(healthIndex, healthKeyOf), byUp: r.policiesOfAutomation()}
+	r.watches = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
+		Readers: r.policiesByIndex(healthIndex, healthwatch.KeyOf)}
 	return nil
 }
 
