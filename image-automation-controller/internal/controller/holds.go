@@ -15,6 +15,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+	"toolkit.dev/image-toolkit/pkg/selection"
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
 // recordHolds takes the holds a finished job reported as status.holds: the
@@ -32,6 +34,12 @@ func recordHolds(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpd
 		prev[h.HoldKey] = h
 	}
 	var out []imagev1.AutomationHold
+	for _, h := range obj.Status.Holds {
+		if h.Path == "" {
+			// A rollback's hold is the automation's own: no job reports it.
+			out = append(out, h)
+		}
+	}
 	for _, h := range job.Status.Result.Holds {
 		ah := imagev1.AutomationHold{Hold: h, Policy: policyName(h.Setter), Reason: imagev1.HeldByPersonReason}
 		if p, ok := prev[h.HoldKey]; ok {
@@ -49,7 +57,9 @@ func recordHolds(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpd
 // reviewHolds decides, for each hold, whether it still lasts (pkg/hold):
 // a release (the annotation, once per token), holdFor, or a newer image
 // than the one rolled back from ends it, and the next job overrides the
-// value. It wakes the automation when holdFor ends the next hold.
+// value. It wakes the automation when holdFor ends the next hold. While a
+// rollback's hold lasts, its policy's setter is the held image: the job
+// writes it (the revert), and no run writes the policy's choice.
 func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *scope) (reconcile.Result, error) {
 	obj, st := s.Obj, &s.State
 	token, sel := hold.ParseRelease(obj.Annotations[imagev1.ReleaseHoldsAnnotation])
@@ -62,6 +72,7 @@ func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *sc
 		holdFor = obj.Spec.HoldFor.Duration
 	}
 	var wake time.Duration
+	kept := obj.Status.Holds[:0]
 	for i := range obj.Status.Holds {
 		h := &obj.Status.Holds[i]
 		in := hold.Input{Hold: h.Hold, HoldFor: holdFor, Now: st.now,
@@ -77,7 +88,11 @@ func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *sc
 		}
 		d := hold.Decide(in)
 		was := h.Reason
-		h.Reason, h.Message, h.Ends = cmp.Or(d.Ended, imagev1.HeldByPersonReason), d.Message, nil
+		lasting := imagev1.HeldByPersonReason
+		if h.Path == "" {
+			lasting = imagev1.RolledBackReason
+		}
+		h.Reason, h.Message, h.Ends = cmp.Or(d.Ended, lasting), d.Message, nil
 		if d.Ends != nil {
 			h.Ends = &metav1.Time{Time: *d.Ends}
 		}
@@ -88,10 +103,44 @@ func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *sc
 		}
 		if d.Ended != "" && was != d.Ended {
 			st.tally.hold(d.Ended)
-			r.Events.Normal(ctx, obj, d.Ended, "Hold", fmt.Sprintf("hold of %s in %s ended: %s", h.Setter, h.Path, d.Message))
+			r.Events.Normal(ctx, obj, d.Ended, "Hold", fmt.Sprintf("hold of %s in %s ended: %s", h.Setter, orText(h.Path, "every file"), d.Message))
+		}
+		switch {
+		case h.Path != "":
+			kept = append(kept, *h)
+		case d.Ended == "":
+			kept = append(kept, *h)
+			holdSetter(st.selection, *h)
+		}
+		// An ended rollback hold is gone: the policy's setter is its
+		// own again.
+	}
+	obj.Status.Holds = kept
+	return reconcile.Result{RequeueAfter: wake}, nil
+}
+
+// holdSetter makes a rollback hold's image its policy's setter and
+// observed image for this run.
+func holdSetter(sel *selection.Selection, h imagev1.AutomationHold) {
+	ref, err := setters.ParseImage(h.Value)
+	if err != nil {
+		return
+	}
+	for i := range sel.Setters {
+		if sel.Setters[i].Policy == h.Setter {
+			sel.Setters[i].ImageRef = ref
+			if sel.Observed != nil {
+				sel.Observed[h.Policy] = ref
+			}
 		}
 	}
-	return reconcile.Result{RequeueAfter: wake}, nil
+}
+
+func orText(s, alt string) string {
+	if s == "" {
+		return alt
+	}
+	return s
 }
 
 // rankOf orders the tags of the namespace's policy name; nil when there
@@ -115,7 +164,7 @@ func rankOf(policies []imagev1.ImagePolicy, name string) hold.Rank {
 func holdSpec(status *imagev1.ImageUpdateAutomationStatus) *updatev1.HoldSpec {
 	spec := &updatev1.HoldSpec{}
 	for _, h := range status.Holds {
-		if h.Reason != imagev1.HeldByPersonReason && len(spec.Released) < updatev1.MaxHolds {
+		if h.Path != "" && h.Reason != imagev1.HeldByPersonReason && len(spec.Released) < updatev1.MaxHolds {
 			spec.Released = append(spec.Released, h.HoldKey)
 		}
 	}
@@ -125,7 +174,7 @@ func holdSpec(status *imagev1.ImageUpdateAutomationStatus) *updatev1.HoldSpec {
 // releasing reports whether a hold ended that the next job overrides.
 func releasing(status *imagev1.ImageUpdateAutomationStatus) bool {
 	for _, h := range status.Holds {
-		if h.Reason != imagev1.HeldByPersonReason {
+		if h.Path != "" && h.Reason != imagev1.HeldByPersonReason {
 			return true
 		}
 	}
@@ -137,4 +186,20 @@ func releasing(status *imagev1.ImageUpdateAutomationStatus) bool {
 func policyName(setter string) string {
 	_, name, _ := strings.Cut(hold.Policy(setter), ":")
 	return name
+}
+
+// unheld are the setters but those a rollback hold sets: their image is
+// the held one, not the policy's, on purpose.
+func unheld(in []updatev1.PolicySetter, holds []imagev1.AutomationHold) []updatev1.PolicySetter {
+	out := make([]updatev1.PolicySetter, 0, len(in))
+	for _, s := range in {
+		held := false
+		for _, h := range holds {
+			held = held || h.Path == "" && h.Reason == imagev1.RolledBackReason && h.Setter == s.Policy
+		}
+		if !held {
+			out = append(out, s)
+		}
+	}
+	return out
 }

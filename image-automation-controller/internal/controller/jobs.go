@@ -31,6 +31,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/selection"
+	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
 
@@ -210,7 +211,7 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		if err := r.APIReader.List(ctx, pols, client.InNamespace(obj.Namespace)); err != nil {
 			return nil, false, fmt.Errorf("listing ImagePolicies: %w", err)
 		}
-		if err := moved(spec.Update.Setters, pols.Items); err != nil {
+		if err := moved(unheld(spec.Update.Setters, obj.Status.Holds), pols.Items); err != nil {
 			return nil, false, err
 		}
 	}
@@ -599,12 +600,20 @@ func pushRecord(before imagev1.ObservedPolicies, job *updatev1.UpdateJob, at *me
 	}
 	after := policiesOf(job)
 	changed := map[string]bool{}
+	// replaced is what the changes replaced, by policy: the image a
+	// first push replaced, which no earlier run recorded.
+	replaced := map[string]meta.ImageRef{}
 	if res := job.Status.Result; res != nil {
 		for _, f := range res.Files {
 			for _, o := range f.Objects {
 				for _, c := range o.Changes {
 					if _, name, ok := updatev1.SplitPolicyKey(setterPolicy(c.Setter)); ok {
 						changed[name] = true
+						if _, seen := replaced[name]; !seen && c.Setter == setterPolicy(c.Setter) {
+							if ref, err := setters.ParseImage(c.OldValue); err == nil {
+								replaced[name] = ref
+							}
+						}
 					}
 				}
 			}
@@ -626,7 +635,11 @@ func pushRecord(before imagev1.ObservedPolicies, job *updatev1.UpdateJob, at *me
 			rec.MoreImages++
 			continue
 		}
-		rec.Images = append(rec.Images, imagev1.PushedImage{Policy: name, ImageRef: ref, From: before[name].Tag})
+		from, ok := before[name]
+		if !ok {
+			from = replaced[name]
+		}
+		rec.Images = append(rec.Images, imagev1.PushedImage{Policy: name, ImageRef: ref, From: from.Tag, FromDigest: from.Digest})
 	}
 	return rec
 }
