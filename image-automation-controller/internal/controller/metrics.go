@@ -31,8 +31,8 @@ type AutomationMetrics struct {
 	// (ImagePolicy status.latestRefTime) to the push of the commit that
 	// applies it, once per policy a pushed commit changes.
 	PolicyToPush prometheus.Histogram
-	// Holds counts holds made (HeldByPerson) and ended (HoldReleased,
-	// HoldExpired, NewerImage), by reason.
+	// Holds counts holds made (HeldByPerson, RolledBack) and ended
+	// (HoldReleased, HoldExpired, NewerImage), by reason.
 	Holds *prometheus.CounterVec
 }
 
@@ -56,10 +56,10 @@ func NewAutomationMetrics() *AutomationMetrics {
 			Namespace: metrics.Namespace,
 			Subsystem: "automation",
 			Name:      "holds_total",
-			Help:      "Holds of marked values a person set: made (HeldByPerson) and ended (HoldReleased, HoldExpired, NewerImage), by reason.",
+			Help:      "Holds made (HeldByPerson: a person's value; RolledBack: spec.rollback reverted a commit) and ended (HoldReleased, HoldExpired, NewerImage), by reason.",
 		}, []string{"reason"}),
 	}
-	for _, r := range []string{imagev1.HeldByPersonReason, imagev1.HoldReleasedReason, imagev1.HoldExpiredReason, imagev1.NewerImageReason} {
+	for _, r := range []string{imagev1.HeldByPersonReason, imagev1.RolledBackReason, imagev1.HoldReleasedReason, imagev1.HoldExpiredReason, imagev1.NewerImageReason} {
 		m.Holds.WithLabelValues(r)
 	}
 	// Every outcome is exported from the start, so rates work from zero.

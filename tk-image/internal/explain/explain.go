@@ -439,10 +439,12 @@ type AutomationExplanation struct {
 	Discovered []imagev1.DiscoveredImage `json:"discovered,omitempty"`
 	// Holds are the values a person set that the automation leaves
 	// (status.holds), each with why it lasts or ended.
-	Holds          []imagev1.AutomationHold `json:"holds,omitempty"`
-	LastRunTime    *metav1.Time             `json:"lastRunTime,omitempty"`
-	LastPushCommit string                   `json:"lastPushCommit,omitempty"`
-	LastPushTime   *metav1.Time             `json:"lastPushTime,omitempty"`
+	Holds []imagev1.AutomationHold `json:"holds,omitempty"`
+	// Rollback is what spec.rollback judges and did (status.rollback).
+	Rollback       *imagev1.RollbackStatus `json:"rollback,omitempty"`
+	LastRunTime    *metav1.Time            `json:"lastRunTime,omitempty"`
+	LastPushCommit string                  `json:"lastPushCommit,omitempty"`
+	LastPushTime   *metav1.Time            `json:"lastPushTime,omitempty"`
 	// LastPullRequest is the request the last job that proposed, updated
 	// or closed one left (status.lastPullRequest), as it was then.
 	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
@@ -580,6 +582,7 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 		Policies:        []automationPolicy{},
 		Discovered:      a.Status.Discovered,
 		Holds:           a.Status.Holds,
+		Rollback:        a.Status.Rollback,
 	}
 	e.Source = branchHead(ctx, c, a)
 	chosen, err := e.selectPolicies(ctx, c, a)
@@ -999,6 +1002,12 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 	}
 	writeDiscovered(w, e.Discovered)
 	writeHolds(w, e.Holds)
+	if rb := e.Rollback; rb != nil {
+		fmt.Fprintf(w, "Rollback:\t%s: %s\n", rb.Reason, rb.Message)
+		for _, h := range rb.Health {
+			fmt.Fprintf(w, "  %s:\t%s at %s (%s)\n", h.Object, h.State, orText(h.Revision, "no revision"), h.Reason)
+		}
+	}
 	e.writeLastRun(w)
 	e.writePolicies(w)
 	if j := e.InFlightJob; j != nil {
