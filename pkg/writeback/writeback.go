@@ -74,12 +74,27 @@ type Update struct {
 	// Charts are Argo CD Applications whose chart versions (the tags of
 	// Images) are written into their manifests.
 	Charts []Chart
+	// Holds, when set, leaves the marked values a person set over the
+	// automation's (pkg/hold), but the released ones, and the result
+	// lists them.
+	Holds *Holds
 }
 
 // Chart is an Argo CD Application whose chart sources' targetRevision is
 // set to a policy's tag.
 type Chart struct {
 	Policy, Application, Namespace, Chart string
+}
+
+// Holds is which holds a run overrides all the same.
+type Holds struct {
+	Released []HoldKey
+}
+
+// HoldKey names a hold: the file (from the repository's root), the
+// marker and the commit that set the value.
+type HoldKey struct {
+	Path, Setter, Commit string
 }
 
 // ArgoCDOverride is one Argo CD parameter override file

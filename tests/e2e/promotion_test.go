@@ -17,12 +17,10 @@ import (
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
-// promotionExtras: a stand-in Kustomization CRD and object for the dev
-// environment (its status written here as kustomize-controller writes it;
-// tests/node runs the real one), the prod promotion policy following the
-// sample automation "fleet" (which writes clusters/prod, the dev
-// environment here), and a prod automation writing clusters/live.
-const promotionExtras = `apiVersion: apiextensions.k8s.io/v1
+// kustomizationCRD is a stand-in for Flux's Kustomization CRD: the tests
+// write its status as kustomize-controller does (tests/node runs the real
+// one).
+const kustomizationCRD = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: kustomizations.kustomize.toolkit.fluxcd.io
@@ -37,7 +35,14 @@ spec:
     subresources: {status: {}}
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
+`
+
+// promotionExtras: a stand-in Kustomization CRD and object for the dev
+// environment (its status written here as kustomize-controller writes it;
+// tests/node runs the real one), the prod promotion policy following the
+// sample automation "fleet" (which writes clusters/prod, the dev
+// environment here), and a prod automation writing clusters/live.
+const promotionExtras = kustomizationCRD + `---
 apiVersion: image.toolkit.dev/v1beta1
 kind: ImagePolicy
 metadata:

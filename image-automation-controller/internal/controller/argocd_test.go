@@ -66,12 +66,12 @@ func TestArgoCDOverridesFollowWhatTheApplicationRuns(t *testing.T) {
 	if got := argoCDOverrides(spec, src, setters); len(got) != 2 || len(got[0].Images) != 2 || got[0].Images[0].Policy != "argocd:redis" {
 		t.Errorf("with podinfo running 6.5.1: %+v", got)
 	}
-	job := jobSpec("argocd", spec, src, setters)
+	job := jobSpec("argocd", spec, src, setters, nil)
 	if job.Update.Path != "apps" || len(job.Update.ArgoCD) != 2 {
 		t.Errorf("job update %+v", job.Update)
 	}
 	spec.Update.Strategy = imagev1.UpdateStrategySetters
-	if got := jobSpec("argocd", spec, src, setters); got.Update.ArgoCD != nil || got.Update.Path != "apps" {
+	if got := jobSpec("argocd", spec, src, setters, nil); got.Update.ArgoCD != nil || got.Update.Path != "apps" {
 		t.Errorf("strategy Setters: update %+v", got.Update)
 	}
 }
@@ -360,7 +360,7 @@ func TestHelmValuesObjectIsCheckedAndCarried(t *testing.T) {
 func TestChartsAreCarriedIntoTheJob(t *testing.T) {
 	spec := &imagev1.ImageUpdateAutomationSpec{Update: &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategySetters,
 		Charts: []imagev1.ChartUpdate{{Application: "shop", Policy: "shop-chart"}, {Application: "db", Namespace: "argocd", Chart: "redis", Policy: "redis-chart"}}}}
-	job := jobSpec("apps", spec, gitsource.Source{}, nil)
+	job := jobSpec("apps", spec, gitsource.Source{}, nil, nil)
 	want := []updatev1.ChartUpdate{
 		{Policy: "apps:shop-chart", Application: "shop", Namespace: "apps"},
 		{Policy: "apps:redis-chart", Application: "db", Namespace: "argocd", Chart: "redis"},

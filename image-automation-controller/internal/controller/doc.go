@@ -9,7 +9,11 @@
 //   - read: the spec and update window, the source and its credentials,
 //     the namespace's ImagePolicies, the automation's jobs (recording a
 //     finished one once), the objects discovery keeps, the policies it
-//     applies (pkg/selection) and the branch head;
+//     applies (pkg/selection), spec.rollback's judgement of its last
+//     commit (rollback.go, pkg/rollback), the holds and what ends them
+//     (holds.go, pkg/hold: a rollback's hold makes the held image its
+//     policy's setter, so a revert is an ordinary job) and the branch
+//     head;
 //   - decide: a pure function of the spec, the status and what was read
 //     (decide.go), the whole decision table in one place, tested without
 //     an API server: wait for the job in flight, skip a run where nothing

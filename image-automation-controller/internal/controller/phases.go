@@ -64,6 +64,8 @@ func (r *ImageUpdateAutomationReconciler) phases() []phase {
 		{Name: "policies", Run: r.readPolicies},
 		{Name: "jobs", Run: r.readJobs},
 		{Name: "select", Run: r.selectPolicies},
+		{Name: "rollback", Run: r.judgeRollback},
+		{Name: "holds", Run: r.reviewHolds},
 		{Name: "targets", Run: r.runTargets},
 		{Name: "head", Run: r.readHead},
 		{Name: "decide", Run: r.recordDecision},
