@@ -104,7 +104,7 @@ func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) 
 		b.Fatal(err)
 	}
 	env, err := chain.StartWith(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {},
-		chain.Options{ControllerArgs: strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS"))})
+		chain.Options{ControllerArgs: append(strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS")), pprofArgs()...)})
 	if err != nil {
 		b.Fatal(err)
 	}

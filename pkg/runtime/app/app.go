@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +57,8 @@ type Options struct {
 	KubeAPIQPS              float64
 	KubeAPIBurst            int
 	EventsAddr              string
+	// EnablePprof serves Go's runtime profiles on the metrics endpoint.
+	EnablePprof bool
 
 	// Events is the recorder the controller's reconcilers share, which
 	// Main makes before Setup: Kubernetes events, also forwarded to
@@ -108,6 +112,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "Requests per second to the Kubernetes API server.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server.")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines) at /debug/pprof/ on the metrics endpoint, for `go tool pprof`.")
 	fs.StringVar(&o.EventsAddr, "events-addr", "", "Also send every event to this HTTP endpoint, as Flux's notification-controller event API takes them, e.g. http://notification-controller.flux-system.svc.cluster.local./; Kubernetes events only when empty.")
 }
 
@@ -190,7 +195,7 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 	}
 	return ctrl.Options{
 		Scheme:                        cfg.Scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr, ExtraHandlers: o.pprofHandlers()},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.leaderElectionID(cfg.Name),
@@ -202,6 +207,21 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 		// cluster-wide.
 		Cache:                   cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces},
 		GracefulShutdownTimeout: ptr(10 * time.Second),
+	}
+}
+
+// pprofHandlers are net/http/pprof's handlers when --enable-pprof is set:
+// on the metrics endpoint, so that profiling needs no port of its own.
+func (o *Options) pprofHandlers() map[string]http.Handler {
+	if !o.EnablePprof {
+		return nil
+	}
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 	}
 }
 
