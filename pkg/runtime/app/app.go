@@ -110,8 +110,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "Log verbosity: trace, debug, info or error.")
 	fs.StringVar(&o.LogEncoding, "log-encoding", "json", "Log encoding: json or console.")
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "Requests per second to the Kubernetes API server.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 0, "Requests per second to the Kubernetes API server; 0: no limit in the client, the API server's priority and fairness decides (as for kubectl).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server, with --kube-api-qps.")
 	fs.BoolVar(&o.EnablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines) at /debug/pprof/ on the metrics endpoint, for `go tool pprof`.")
 	fs.StringVar(&o.EventsAddr, "events-addr", "", "Also send every event to this HTTP endpoint, as Flux's notification-controller event API takes them, e.g. http://notification-controller.flux-system.svc.cluster.local./; Kubernetes events only when empty.")
 }
@@ -125,8 +125,8 @@ func (o *Options) Validate() error {
 	if _, err := o.level(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
-		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must not be negative and --kube-api-burst must be positive"))
 	}
 	if o.LogEncoding != "json" && o.LogEncoding != "console" {
 		errs = append(errs, fmt.Errorf("--log-encoding must be json or console, got %q", o.LogEncoding))
@@ -208,6 +208,20 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 		Cache:                   cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces},
 		GracefulShutdownTimeout: ptr(10 * time.Second),
 	}
+}
+
+// clientLimits are the client's QPS and burst. By default there is no
+// limit in the client (QPS -1 to client-go): the API server's API
+// Priority and Fairness queues and sheds requests by priority, which
+// knows the server's load, where a fixed QPS in each client only guesses
+// it. With 50 a second, a tag followed by a monorepo's 1,000 automations
+// (about ten requests each: source, job, status, events) waited minutes
+// in the client while the server idled.
+func (o *Options) clientLimits() (float32, int) {
+	if o.KubeAPIQPS == 0 {
+		return -1, -1
+	}
+	return float32(o.KubeAPIQPS), o.KubeAPIBurst
 }
 
 // pprofHandlers are net/http/pprof's handlers when --enable-pprof is set:
@@ -369,7 +383,7 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	restCfg.UserAgent = cfg.Name + "/" + version.Version
-	restCfg.QPS, restCfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
+	restCfg.QPS, restCfg.Burst = opts.clientLimits()
 	mgr, err := ctrl.NewManager(restCfg, opts.ManagerOptions(cfg))
 	if err != nil {
 		log.Error(err, "creating manager")
