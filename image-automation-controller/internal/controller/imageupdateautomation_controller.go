@@ -74,6 +74,7 @@ type ImageUpdateAutomationReconciler struct {
 	// a policy cannot both see none in flight and both create one.
 	jobsMu sync.Mutex
 	recent recentJobs
+	heads  headReads
 
 	kindOnce sync.Once
 	k        *reconcile.Kind[*imagev1.ImageUpdateAutomation, run]

@@ -153,15 +153,18 @@ func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, s 
 }
 
 // readHead lists the checkout branch's head, when the decision depends on
-// it: no job in flight, something to apply, and a branch checked out.
+// it: no job in flight, something to apply, and a branch checked out. The
+// automations of one branch share the reads (headReads).
 func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope) (reconcile.Result, error) {
 	src := s.State.src
 	if s.State.inFlight != nil || (len(s.State.selection.Setters) == 0 && s.Obj.Spec.Discover == nil) || !gitsource.BranchOnly(src.Ref) {
 		return reconcile.Continue, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
-	oid, err := git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
-	cancel()
+	oid, err := r.heads.read(ctx, headKey(src), func(ctx context.Context) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
+		defer cancel()
+		return git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
+	})
 	if err != nil && len(src.Applications) > 0 && s.Obj.Spec.GitSpec.Checkout == nil {
 		// An Application's targetRevision may name a tag by its short
 		// name, which only the server tells from a branch.
