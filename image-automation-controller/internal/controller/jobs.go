@@ -196,12 +196,17 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		return existing, existing != nil, err
 	}
 	if len(spec.Update.Setters) > 0 {
-		pols := &imagev1.ImagePolicyList{}
-		if err := r.APIReader.List(ctx, pols, client.InNamespace(obj.Namespace)); err != nil {
+		// Past the cache, shared by the runs asking at once.
+		pols, err := r.policies.read(ctx, obj.Namespace, func(ctx context.Context) ([]imagev1.ImagePolicy, error) {
+			list := &imagev1.ImagePolicyList{}
+			err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace))
+			return list.Items, err
+		})
+		if err != nil {
 			r.recent.drop(job)
 			return nil, false, fmt.Errorf("listing ImagePolicies: %w", err)
 		}
-		if err := moved(spec.Update.Setters, pols.Items); err != nil {
+		if err := moved(spec.Update.Setters, pols); err != nil {
 			r.recent.drop(job)
 			return nil, false, err
 		}

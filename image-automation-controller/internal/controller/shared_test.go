@@ -14,7 +14,7 @@ import (
 // flight's older answer, and one git round trip for all of them. Another
 // branch (or other credentials) reads on its own.
 func TestHeadReadsShareTheNextRead(t *testing.T) {
-	var h headReads
+	var h sharedReads[string]
 	ctx := context.Background()
 	var reads atomic.Int32
 	release := make(chan struct{})
@@ -73,7 +73,7 @@ func TestHeadReadsShareTheNextRead(t *testing.T) {
 
 // A run that gives up waiting (its context ends) returns at once.
 func TestHeadReadsWaitEndsWithContext(t *testing.T) {
-	var h headReads
+	var h sharedReads[string]
 	release := make(chan struct{})
 	defer close(release)
 	started := make(chan struct{})
