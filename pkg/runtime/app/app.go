@@ -15,6 +15,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +76,8 @@ type Config struct {
 	MetricsSubsystem string
 	// LeaderElect is the --leader-elect default.
 	LeaderElect bool
+	// Concurrent is the --concurrent default; 4 when 0.
+	Concurrent int
 	// Scheme holds the kinds the controller reads and writes.
 	Scheme *runtime.Scheme
 	// Flags registers the controller's own flags.
@@ -112,7 +115,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 0, "Requests per second to the Kubernetes API server; 0: no limit in the client, the API server's priority and fairness decides (as for kubectl).")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server, with --kube-api-qps.")
-	fs.BoolVar(&o.EnablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines) at /debug/pprof/ on the metrics endpoint, for `go tool pprof`.")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines) at /debug/pprof/ on the metrics endpoint, for go tool pprof.")
 	fs.StringVar(&o.EventsAddr, "events-addr", "", "Also send every event to this HTTP endpoint, as Flux's notification-controller event API takes them, e.g. http://notification-controller.flux-system.svc.cluster.local./; Kubernetes events only when empty.")
 }
 
@@ -348,6 +351,11 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	var opts Options
 	opts.BindFlags(fs, cfg.LeaderElect)
+	if cfg.Concurrent > 0 {
+		f := fs.Lookup("concurrent")
+		f.DefValue = strconv.Itoa(cfg.Concurrent)
+		_ = f.Value.Set(f.DefValue) // an int always parses
+	}
 	if cfg.Flags != nil {
 		cfg.Flags(fs)
 	}

@@ -83,6 +83,20 @@ func TestClientLimitsDefaultToTheServers(t *testing.T) {
 	}
 }
 
+// A controller's own --concurrent default is the flag's, --help included.
+func TestConfigSetsTheConcurrentDefault(t *testing.T) {
+	var extra string
+	cfg := config(&extra)
+	cfg.Concurrent = 32
+	var out, errOut bytes.Buffer
+	if code := Main(cfg, []string{"--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if !strings.Contains(errOut.String(), "(default 32)") {
+		t.Errorf("--help does not give the default 32:\n%s", errOut.String())
+	}
+}
+
 func TestManagerOptions(t *testing.T) {
 	o := Options{MetricsAddr: ":9090", ProbeAddr: ":9091", LeaderElect: true, LeaderElectionNamespace: "image-system", Concurrent: 8,
 		WatchLabelSelector: "sharding.toolkit.dev/key=shard1", LogLevel: "info", LogEncoding: "json",
