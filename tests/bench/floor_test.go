@@ -51,11 +51,8 @@ const floorWorkers = 16
 func floorStatusWrites(b *testing.B, n int) {
 	b.StopTimer()
 	ctx := context.Background()
-	cluster, err := localenv.Start(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = cluster.Stop() }()
+	cluster, stop := startCluster(b)
+	defer stop()
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.QPS, cfg.Burst = -1, -1
 	c, err := client.New(cfg, client.Options{Scheme: cluster.Client.Scheme()})
@@ -113,6 +110,16 @@ func floorTagsList(b *testing.B, n int) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "requests/s")
+}
+
+// startCluster starts the control plane with the CRDs, and returns what
+// stops it.
+func startCluster(b *testing.B) (*localenv.Cluster, func()) {
+	cluster, err := localenv.Start(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cluster, func() { _ = cluster.Stop() }
 }
 
 // parallel runs f for 0..n-1, floorWorkers at once, and fails b on the

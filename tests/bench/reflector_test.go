@@ -152,11 +152,8 @@ var dockerScale = scaleKind{
 func runScale(b *testing.B, repos, tags int, flags []string, kind scaleKind) {
 	b.StopTimer()
 	ctx := context.Background()
-	cluster, err := localenv.Start(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = cluster.Stop() }()
+	cluster, stop := startCluster(b)
+	defer stop()
 
 	reg := &tagsRegistry{tags: kind.tags(tags)}
 	sort.Strings(reg.tags)
