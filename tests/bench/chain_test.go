@@ -70,6 +70,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", "default"
 	var lat []time.Duration
+	profiled := profile(ctx, b, env)
 	for i := range runs {
 		head := env.Head("main")
 		b.StartTimer()
@@ -94,6 +95,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 			}
 		}
 	}
+	profiled()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	// Nearest-rank percentiles.
 	rank := func(p float64) time.Duration { return lat[int(math.Ceil(p*float64(len(lat))))-1] }
