@@ -200,9 +200,9 @@ func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.P
 		}
 		paths = append(paths, p.Path)
 	}
-	keep := setters.MayHaveMarkers
+	keep := &mirror.Filter{Name: "markers", Keep: setters.MayHaveMarkers}
 	if discovers {
-		keep = func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }
+		keep = &mirror.Filter{Name: "markers or images", Keep: func(b []byte) bool { return setters.MayHaveMarkers(b) || discover.MayHaveImages(b) }}
 	}
 	if err := r.mirror.CheckoutFiltered(oid, tmp, keep, paths...); err != nil {
 		return retryable(KindGit, fmt.Errorf("checking out %s: %w", r.res.CheckoutRevision, err))

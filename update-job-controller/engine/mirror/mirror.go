@@ -26,25 +26,45 @@ import (
 // what is new since the last job instead of cloning (libgit2 1.5 has no
 // shallow clone).
 type Cache struct {
-	dir   string
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
+	dir      string
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
+	verdicts map[string]*verdicts
 }
+
+// verdicts are a mirror's filters' answers per blob, kept while the
+// process runs: a blob's id is its content, so its answer never changes,
+// and a job on a large tree reads only the blobs that changed since the
+// last one (100,000 blob reads were 72% of a job's time at 100,000 files).
+// Guarded by the mirror's lock.
+type verdicts map[string]map[git2go.Oid]bool
+
+// maxVerdicts bounds the answers kept per mirror (about 50 MiB); past it
+// they start again.
+const maxVerdicts = 1 << 20
 
 // NewCache opens (creating) a cache directory.
 func NewCache(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Cache{dir: dir, locks: map[string]*sync.Mutex{}}, nil
+	return &Cache{dir: dir, locks: map[string]*sync.Mutex{}, verdicts: map[string]*verdicts{}}, nil
 }
 
 // Mirror is a bare repository mirroring one URL, held exclusively.
 type Mirror struct {
-	URL  string
-	Path string
-	repo *git2go.Repository
-	lock *sync.Mutex
+	URL      string
+	Path     string
+	repo     *git2go.Repository
+	lock     *sync.Mutex
+	verdicts *verdicts
+}
+
+// Filter keeps the regular files whose content Keep accepts. Name
+// identifies it: the mirror keeps each filter's answer per blob.
+type Filter struct {
+	Name string
+	Keep func([]byte) bool
 }
 
 // Yield unlocks the mirror while f runs, then locks it again: other jobs
@@ -90,7 +110,14 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // last use, for pruning
-	m := &Mirror{URL: url, Path: path, repo: repo, lock: l}
+	c.mu.Lock()
+	v := c.verdicts[key]
+	if v == nil {
+		v = &verdicts{}
+		c.verdicts[key] = v
+	}
+	c.mu.Unlock()
+	m := &Mirror{URL: url, Path: path, repo: repo, lock: l, verdicts: v}
 	return m, func() { repo.Free(); l.Unlock() }, nil
 }
 
@@ -306,7 +333,7 @@ func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error
 // keep accepts (all when keep is nil); directories and symbolic links are
 // always written. Creating files is most of a checkout's cost (10,000 take
 // seconds on some file systems), and a job needs only those with markers.
-func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]byte) bool, paths ...string) error {
+func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep *Filter, paths ...string) error {
 	sparse, err := cleanPaths(paths)
 	if err != nil {
 		return err
@@ -367,7 +394,7 @@ func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, keep func([]by
 // the same at a fraction of the speed (seconds for 10,000 files, as it
 // compares each path with a baseline and the work tree); a fresh work tree
 // needs neither. Writing through root keeps every file inside it.
-func (m *Mirror) writeTree(root *os.Root, prefix string, tree *git2go.Tree, keep func([]byte) bool) error {
+func (m *Mirror) writeTree(root *os.Root, prefix string, tree *git2go.Tree, keep *Filter) error {
 	var werr error
 	err := tree.Walk(func(parent string, e *git2go.TreeEntry) error {
 		name := prefix + parent + e.Name
@@ -392,9 +419,22 @@ func (m *Mirror) writeTree(root *os.Root, prefix string, tree *git2go.Tree, keep
 // writeEntry writes one blob, executable or symbolic link; submodules (commit
 // entries) have no content here and are skipped, as git does without
 // --recurse-submodules.
-func (m *Mirror) writeEntry(root *os.Root, name string, e *git2go.TreeEntry, keep func([]byte) bool) error {
+func (m *Mirror) writeEntry(root *os.Root, name string, e *git2go.TreeEntry, keep *Filter) error {
 	if e.Type != git2go.ObjectBlob {
 		return nil
+	}
+	var known map[git2go.Oid]bool
+	if keep != nil && e.Filemode != git2go.FilemodeLink && m.verdicts != nil {
+		if *m.verdicts == nil {
+			*m.verdicts = verdicts{}
+		}
+		if known = (*m.verdicts)[keep.Name]; known == nil || len(known) >= maxVerdicts {
+			known = map[git2go.Oid]bool{}
+			(*m.verdicts)[keep.Name] = known
+		}
+		if kept, ok := known[*e.Id]; ok && !kept {
+			return nil // answered before: not read again
+		}
 	}
 	blob, err := m.repo.LookupBlob(e.Id)
 	if err != nil {
@@ -402,20 +442,23 @@ func (m *Mirror) writeEntry(root *os.Root, name string, e *git2go.TreeEntry, kee
 	}
 	data := blob.Contents()
 	blob.Free()
+	mode := os.FileMode(0o644)
 	switch e.Filemode {
 	case git2go.FilemodeLink:
 		return root.Symlink(string(data), name)
 	case git2go.FilemodeBlobExecutable:
-		if keep != nil && !keep(data) {
-			return nil
-		}
-		return root.WriteFile(name, data, 0o755)
-	default:
-		if keep != nil && !keep(data) {
-			return nil
-		}
-		return root.WriteFile(name, data, 0o644)
+		mode = 0o755
 	}
+	if keep != nil {
+		kept := keep.Keep(data)
+		if known != nil {
+			known[*e.Id] = kept
+		}
+		if !kept {
+			return nil
+		}
+	}
+	return root.WriteFile(name, data, mode)
 }
 
 // cleanPaths turns paths like "./clusters/prod/" or "/clusters/prod" into
