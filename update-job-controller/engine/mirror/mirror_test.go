@@ -344,18 +344,8 @@ func TestFilterAnswersAreKeptPerBlob(t *testing.T) {
 	}}
 	checkoutOnce := func() []string {
 		t.Helper()
-		m, release, err := cache.Open(srv.RepoURL("fleet"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m, release, head := fetched(t, cache, srv)
 		defer release()
-		if err := m.Fetch(context.Background(), nil); err != nil {
-			t.Fatal(err)
-		}
-		head, _, err := m.Resolve(writeback.Ref{Branch: "main"})
-		if err != nil {
-			t.Fatal(err)
-		}
 		dir := filepath.Join(t.TempDir(), "work")
 		asked = nil
 		if err := m.CheckoutFiltered(head, dir, filter, "apps"); err != nil {
