@@ -135,4 +135,3 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	repos.RequestHandled = srv.ScanStarted
 	return mgr.Add(srv)
 }
-
