@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -46,9 +45,6 @@ type reflector struct {
 	webhookAddr   string
 	objectLevelWI bool
 	verifyRetry   time.Duration
-	// defaultsErr is a failure to change a common flag's default, returned
-	// by setup: flags are bound before anything can fail.
-	defaultsErr error
 }
 
 func (r *reflector) bindFlags(fs *flag.FlagSet) {
@@ -65,24 +61,12 @@ func (r *reflector) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&r.webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
 	fs.BoolVar(&r.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
 	fs.DurationVar(&r.verifyRetry, "verify-retry", controller.DefaultVerifyRetry, "How long a policy trusts a verdict that an image's signature did not verify before checking it again (spec.verify); verified digests are never verified again.")
-	// The shared API client defaults (50 a second, 300 at once)
-	// are too low for this controller: a scan writes an
-	// ImageRepository's metadata and status and its policies'
-	// status, and client-go's limit applies per kind, so 1,000
-	// repositories took at least 34 s to record even from an
-	// instant registry (tests/bench). The API server protects
-	// itself with API Priority and Fairness; steady state is far
-	// below this, which only shapes cold starts and resyncs.
-	r.defaultsErr = errors.Join(setDefault(fs, "kube-api-qps", "200"), setDefault(fs, "kube-api-burst", "400"))
 }
 
 // setup opens the tag store and adds the ImageRepository and ImagePolicy
 // reconcilers, which share it and the registry client, and the webhook
 // receiver.
 func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Options) error {
-	if r.defaultsErr != nil {
-		return r.defaultsErr
-	}
 	if r.registryQPS <= 0 || r.registryBurst < 1 {
 		return fmt.Errorf("--registry-qps and --registry-burst must be positive")
 	}
@@ -150,18 +134,4 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	})
 	repos.RequestHandled = srv.ScanStarted
 	return mgr.Add(srv)
-}
-
-// setDefault changes the default of a flag app registers for every
-// controller, for this one, --help included.
-func setDefault(fs *flag.FlagSet, name, value string) error {
-	f := fs.Lookup(name)
-	if f == nil {
-		return fmt.Errorf("no flag --%s to default to %s", name, value)
-	}
-	if err := f.Value.Set(value); err != nil {
-		return fmt.Errorf("defaulting --%s: %w", name, err)
-	}
-	f.DefValue = value
-	return nil
 }

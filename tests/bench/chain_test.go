@@ -70,6 +70,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", "default"
 	var lat []time.Duration
+	profiled := profile(ctx, b, env)
 	for i := range runs {
 		head := env.Head("main")
 		b.StartTimer()
@@ -94,6 +95,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 			}
 		}
 	}
+	profiled()
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	// Nearest-rank percentiles.
 	rank := func(p float64) time.Duration { return lat[int(math.Ceil(p*float64(len(lat))))-1] }
@@ -113,7 +115,7 @@ func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) 
 		b.Fatal(err)
 	}
 	env, err := chain.StartWith(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {},
-		chain.Options{ControllerArgs: strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS"))})
+		chain.Options{ControllerArgs: append(strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS")), pprofArgs()...)})
 	if err != nil {
 		b.Fatal(err)
 	}

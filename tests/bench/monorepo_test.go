@@ -105,6 +105,7 @@ func runMonorepo(b *testing.B, n int) {
 
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", "default"
+	profiled := profile(ctx, b, env)
 	b.StartTimer()
 	start := time.Now()
 	if err := env.PushTag(ctx, "6.4.0"); err != nil {
@@ -125,6 +126,7 @@ func runMonorepo(b *testing.B, n int) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	profiled()
 	commits, err := env.FleetGit("rev-list", "--count", before+"..main")
 	if err != nil {
 		b.Fatal(err)

@@ -129,7 +129,9 @@ func TestTemplateDefaults(t *testing.T) {
 				t.Errorf("kind %s, want Deployment", w.GetKind())
 			}
 			a := args(t, w)
-			for _, want := range []string{"--log-encoding=json", "--log-level=info", "--concurrent=4",
+			// The automation controller's runs mostly wait: more at once.
+			concurrent := map[bool]string{true: "--concurrent=32", false: "--concurrent=4"}[c == "image-automation-controller"]
+			for _, want := range []string{"--log-encoding=json", "--log-level=info", concurrent,
 				"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
 				"--leader-elect=" + map[bool]string{true: "true", false: "false"}[leader]} {
 				if !hasArg(a, want) {

@@ -139,7 +139,7 @@ func TestRaces(t *testing.T) {
 		}
 		prev = c
 	}
-	var changes, duplicates, downgrades int
+	var changes, duplicates, downgrades, sharedChanges int
 	for _, tgt := range targets {
 		p := path(tgt)
 		value := "1.0.0"
@@ -154,6 +154,9 @@ func TestRaces(t *testing.T) {
 				continue
 			}
 			changes++
+			if tgt == "shared" {
+				sharedChanges++
+			}
 			if seen[v] {
 				duplicates++
 				t.Errorf("%s: %s set again by %s (values so far %v)", p, v, c, seen)
@@ -174,7 +177,8 @@ func TestRaces(t *testing.T) {
 
 	// No job pushed twice: the replicas' successful attempts are the
 	// changes the commits made; both replicas worked, and lost ref races
-	// were retried.
+	// were retried. A change to the shared file may count for both its
+	// automations, when their jobs were in one commit: each reports it.
 	var succeeded, retries int
 	var per []string
 	for _, p := range replicas {
@@ -190,8 +194,8 @@ func TestRaces(t *testing.T) {
 			t.Errorf("%s: %d jobs failed", p.LogPath, f)
 		}
 	}
-	if succeeded != changes {
-		t.Errorf("%d changes in %d commits, %d successful job attempts", changes, len(commits), succeeded)
+	if succeeded < changes || succeeded > changes+sharedChanges {
+		t.Errorf("%d changes in %d commits (%d of the shared file), %d successful job attempts", changes, len(commits), sharedChanges, succeeded)
 	}
 	landed := 0
 	for _, tgt := range targets {

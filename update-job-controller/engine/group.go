@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strings"
 
 	git2go "github.com/libgit2/git2go/v34"
@@ -169,6 +170,9 @@ func (g *group) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error
 		o.Result = Result{CheckoutRevision: g.res.CheckoutRevision}
 		o.Err = nil
 		c, err := apply(g.plans[i], tmp, &o.Result, newHoldCheck(g.mirror, oid, g.plans[i]))
+		if err == nil && c == nil && overlaps(seen, g.plans[i].Path) {
+			c, err = g.applyPristine(oid, g.plans[i], &o.Result)
+		}
 		if err != nil {
 			// This plan alone fails; the others go on.
 			o.Err = err
@@ -202,4 +206,36 @@ func (g *group) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error
 	}
 	g.pushPlans = changing
 	return commit, nil
+}
+
+// overlaps reports whether a file the group changed lies under dir (the
+// repository's root when empty).
+func overlaps(changed map[string]bool, dir string) bool {
+	dir = strings.Trim(path.Clean("/"+dir), "/")
+	for f := range changed {
+		if dir == "" || f == dir || strings.HasPrefix(f, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// applyPristine runs plan on its path as the fetched revision has it, in
+// a checkout of its own, for a plan that found nothing to change after an
+// earlier plan of the group changed files under its path. Values agree in
+// a group, so what the earlier plan wrote is what this plan would have:
+// its changes are those, and the shared commit carries them for it too
+// (without this it reported NoChange, though the commit changed its file).
+// What it writes here is thrown away; the group's checkout already holds
+// it.
+func (g *group) applyPristine(oid *git2go.Oid, plan writeback.Plan, out *Result) (*Change, error) {
+	tmp, err := os.MkdirTemp(g.settings.WorkDir, "checkout-")
+	if err != nil {
+		return nil, retryable(KindGit, err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := g.checkoutFiltered(oid, tmp, plan); err != nil {
+		return nil, err
+	}
+	return apply(plan, tmp, out, newHoldCheck(g.mirror, oid, plan))
 }

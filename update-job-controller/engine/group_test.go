@@ -77,6 +77,43 @@ func TestRunGroupMakesOneCommit(t *testing.T) {
 	}
 }
 
+// Two automations overlap: one over apps/, one over apps/app-1, both
+// setting the same value. The first plan changes app-1's file in the
+// group's checkout before the second runs; the second still reports that
+// change as its own, and the shared commit as its commit, since the
+// commit changed its file (it reported no change before).
+func TestRunGroupOverlappingPlansBothChange(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	groupRepo(t, srv, "overlap", 2)
+	url := srv.RepoURL("overlap")
+	plans := []writeback.Plan{
+		plan(url, func(p *writeback.Plan) {
+			p.Path = "apps"
+			p.Commit.Automation = writeback.Object{Namespace: "apps", Name: "all"}
+		}),
+		plan(url, func(p *writeback.Plan) {
+			p.Path = "apps/app-1"
+			p.Commit.Automation = writeback.Object{Namespace: "apps", Name: "app-1"}
+		}),
+	}
+	outs := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t)).RunGroup(context.Background(), plans)
+	for i, o := range outs {
+		if o.Err != nil || o.Commit == "" || o.Changes == nil || len(o.Changes.Files) == 0 {
+			t.Errorf("plan %d: %+v, want the shared commit and its changes", i, o)
+		}
+	}
+	if outs[0].Commit != outs[1].Commit {
+		t.Errorf("commits %s and %s, want one", outs[0].Commit, outs[1].Commit)
+	}
+	if got := outs[1].Changes.Files; len(got) != 1 || got[0].Path != "deploy.yaml" {
+		t.Errorf("plan 1 changed %+v, want its deploy.yaml", got)
+	}
+	msg := testgit.Git(t, srv.BarePath("overlap"), "log", "-1", "--format=%B", "main")
+	if !strings.HasPrefix(msg, "Update images of 2 automations on main\n") || !strings.Contains(msg, "(apps/app-1)") {
+		t.Errorf("message:\n%s", msg)
+	}
+}
+
 // A group of one plan makes the commit a plain run makes: the plan's own
 // message, nothing around it.
 func TestRunGroupOfOneIsARun(t *testing.T) {

@@ -108,7 +108,7 @@ type decision struct {
 func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdateAutomationStatus, in inputs, now time.Time) decision {
 	interval := spec.Interval.Duration
 	if in.InFlight != nil {
-		return decision{act: adoptJob, mark: markProgress("UpdateJob %s is %s", in.InFlight.Name, phaseOf(in.InFlight))}
+		return decision{act: adoptJob, mark: markProgress("waiting for UpdateJob %s to finish", in.InFlight.Name)}
 	}
 	sel := in.Selection
 	if len(sel.Setters) == 0 && spec.Discover == nil {

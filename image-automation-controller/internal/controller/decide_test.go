@@ -76,7 +76,7 @@ func TestDecide(t *testing.T) {
 				in.InFlight = &updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Name: "fleet-9"}}
 			},
 			act:     adoptJob,
-			cond:    "Unknown/Progressing: UpdateJob fleet-9 is Pending",
+			cond:    "Unknown/Progressing: waiting for UpdateJob fleet-9 to finish",
 			requeue: 0,
 		},
 		{

@@ -77,6 +77,10 @@ type ImageUpdateAutomationReconciler struct {
 	// a policy cannot both see none in flight and both create one.
 	jobsMu sync.Mutex
 	recent recentJobs
+	// heads, sources and policies share reads between runs (sharedReads).
+	heads    sharedReads[string]
+	sources  sharedReads[*source]
+	policies sharedReads[[]imagev1.ImagePolicy]
 
 	// apps is the Application cache and watch (applications.go).
 	apps *applications
@@ -145,7 +149,7 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicate.Or(predicates.SpecOrRequest(), predicates.AnnotationChanged(imagev1.ReleaseHoldsAnnotation)))).
-		Owns(&updatev1.UpdateJob{}, builder.WithPredicates(jobPhaseChanged{})).
+		Owns(&updatev1.UpdateJob{}, builder.WithPredicates(jobFinished{})).
 		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
 		WithOptions(opts)
 
@@ -245,13 +249,6 @@ func adopt(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
 	}
 }
 
-func phaseOf(j *updatev1.UpdateJob) string {
-	if j.Status.Phase == "" {
-		return string(updatev1.UpdateJobPending)
-	}
-	return string(j.Status.Phase)
-}
-
 func revisionOr(head string, ref updatev1.GitRepositoryRef) string {
 	if head != "" {
 		return head
@@ -264,14 +261,19 @@ func revisionOr(head string, ref updatev1.GitRepositoryRef) string {
 	return ""
 }
 
-// jobPhaseChanged passes job creations, deletions and phase changes, not
-// the runner's heartbeats.
-type jobPhaseChanged struct{ predicate.Funcs }
+// jobFinished passes what an automation's decision depends on: a job
+// finishing (or taken up again) and a job deleted. Not a job's creation,
+// which the run that made it knows, nor Pending to Running, nor the
+// runner's heartbeats: each woke a thousand automations for a run, two API
+// reads and a status write apiece, that changed nothing.
+type jobFinished struct{ predicate.Funcs }
 
-func (jobPhaseChanged) Update(e event.UpdateEvent) bool {
+func (jobFinished) Create(event.CreateEvent) bool { return false }
+
+func (jobFinished) Update(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*updatev1.UpdateJob)
 	n, ok2 := e.ObjectNew.(*updatev1.UpdateJob)
-	return !ok1 || !ok2 || o.Status.Phase != n.Status.Phase
+	return !ok1 || !ok2 || o.Status.Phase.Finished() != n.Status.Phase.Finished()
 }
 
 // policyHandler enqueues, when a policy's latestRef or labels change, the

@@ -200,46 +200,78 @@ func sameTarget(a, b *updatev1.UpdateJobSpec) bool {
 // the older value.
 func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
 	spec updatev1.UpdateJobSpec, inputs string, times map[string]time.Time) (*updatev1.UpdateJob, bool, error) {
-	r.jobsMu.Lock()
-	defer r.jobsMu.Unlock()
-	jobs, err := r.weighedJobs(ctx, obj, &spec)
-	if err != nil {
-		return nil, false, err
-	}
-	t := takeTurn(obj.UID, &spec, jobs)
-	switch {
-	case t.own != nil:
-		return t.own, true, nil
-	case t.busy != nil:
-		return nil, false, t.busy
+	job, existing, err := r.takeTurn(ctx, obj, &spec, inputs, times, nil)
+	if existing != nil || err != nil {
+		return existing, existing != nil, err
 	}
 	if len(spec.Update.Setters) > 0 {
-		pols := &imagev1.ImagePolicyList{}
-		if err := r.APIReader.List(ctx, pols, client.InNamespace(obj.Namespace)); err != nil {
+		// Past the cache, shared by the runs asking at once.
+		pols, err := r.policies.read(ctx, obj.Namespace, func(ctx context.Context) ([]imagev1.ImagePolicy, error) {
+			list := &imagev1.ImagePolicyList{}
+			err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace))
+			return list.Items, err
+		})
+		if err != nil {
+			r.recent.drop(job)
 			return nil, false, fmt.Errorf("listing ImagePolicies: %w", err)
 		}
-		if err := moved(unheld(spec.Update.Setters, obj.Status.Holds), pols.Items); err != nil {
+		if err := moved(unheld(spec.Update.Setters, obj.Status.Holds), pols); err != nil {
+			r.recent.drop(job)
 			return nil, false, err
 		}
-	}
-	job := newJob(obj, spec, inputs, t, times)
-	// The job controller reads the automation (for the message template's
-	// .AutomationObject) from this controller reference.
-	if err := controllerutil.SetControllerReference(obj, job, r.Scheme()); err != nil {
-		return nil, false, err
 	}
 	made, existed, err := r.create(ctx, obj, job)
 	if errors.Is(err, errNameTaken) {
 		// Another automation's job has the name (names are cut to fit,
 		// and only the jobs weighed are known to be taken): the next one.
-		t.taken[job.Name] = true
-		job.Name = newJob(obj, spec, inputs, t, times).Name
+		r.recent.drop(job)
+		if job, existing, err = r.takeTurn(ctx, obj, &spec, inputs, times, job); existing != nil || err != nil {
+			return existing, existing != nil, err
+		}
 		made, existed, err = r.create(ctx, obj, job)
 	}
-	if err == nil && !existed {
+	switch {
+	case err != nil || existed:
+		r.recent.drop(job)
+	default:
 		r.recent.add(made)
 	}
 	return made, existed, err
+}
+
+// takeTurn is createJob's one step under the lock: it weighs the jobs and
+// either returns the automation's job in flight, or a *policyBusyError, or
+// the job to make, which it reserves (in recentJobs, as if made) before
+// the lock is let go. So the checks and the create, API calls, run outside
+// the lock, many automations at once, while a run that would set one of
+// the policies to another value sees the reservation and waits. taken, when
+// set, is a job whose name turned out to be another's.
+func (r *ImageUpdateAutomationReconciler) takeTurn(ctx context.Context, obj *imagev1.ImageUpdateAutomation, spec *updatev1.UpdateJobSpec,
+	inputs string, times map[string]time.Time, taken *updatev1.UpdateJob) (job, own *updatev1.UpdateJob, err error) {
+	r.jobsMu.Lock()
+	defer r.jobsMu.Unlock()
+	jobs, err := r.weighedJobs(ctx, obj, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := takeTurn(obj.UID, spec, jobs)
+	switch {
+	case t.own != nil:
+		return nil, t.own, nil
+	case t.busy != nil:
+		return nil, nil, t.busy
+	}
+	if taken != nil {
+		t.taken[taken.Name] = true
+	}
+	job = newJob(obj, *spec, inputs, t, times)
+	// The job controller reads the automation (for the message template's
+	// .AutomationObject) from this controller reference.
+	if err := controllerutil.SetControllerReference(obj, job, r.Scheme()); err != nil {
+		return nil, nil, err
+	}
+	r.recent.add(job)
+	return job, nil, nil
 }
 
 // errNameTaken: a job of that name exists and is not the automation's.
@@ -309,6 +341,13 @@ func (rj *recentJobs) add(job *updatev1.UpdateJob) {
 	rj.jobs[client.ObjectKeyFromObject(job)] = recentJob{job: job.DeepCopy(), made: time.Now()}
 }
 
+// drop forgets a job that was reserved (createJob) but not made.
+func (rj *recentJobs) drop(job *updatev1.UpdateJob) {
+	rj.mu.Lock()
+	defer rj.mu.Unlock()
+	delete(rj.jobs, client.ObjectKeyFromObject(job))
+}
+
 // unseen returns the recent jobs of namespace the cache c does not hold
 // yet, and forgets the others.
 func (rj *recentJobs) unseen(ctx context.Context, c client.Reader, namespace string) []updatev1.UpdateJob {
@@ -319,7 +358,8 @@ func (rj *recentJobs) unseen(ctx context.Context, c client.Reader, namespace str
 		if key.Namespace != namespace {
 			continue
 		}
-		if time.Since(r.made) > recentFor || c.Get(ctx, key, &updatev1.UpdateJob{}) == nil {
+		// Only whether the cache has it: no copy of the job.
+		if time.Since(r.made) > recentFor || c.Get(ctx, key, &updatev1.UpdateJob{}, client.UnsafeDisableDeepCopy) == nil {
 			delete(rj.jobs, key)
 			continue
 		}

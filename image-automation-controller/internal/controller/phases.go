@@ -97,7 +97,15 @@ func (r *ImageUpdateAutomationReconciler) checkSpec(_ context.Context, s *scope)
 // missing, up to the interval.
 func (r *ImageUpdateAutomationReconciler) readSource(ctx context.Context, s *scope) (reconcile.Result, error) {
 	interval := s.Obj.Spec.Interval.Duration
-	src, err := r.resolveSource(ctx, s.Obj)
+	// Runs of automations with the same source and git spec share it.
+	obj := s.Obj
+	src, err := r.sources.read(ctx, sourceKey(obj), func(ctx context.Context) (*source, error) {
+		return r.resolveSource(ctx, obj)
+	})
+	if err != nil {
+		// A failure is this run's own (its phases change it): read alone.
+		src, err = r.resolveSource(ctx, obj)
+	}
 	var f *conditions.Failure
 	switch {
 	case err == nil:
@@ -170,15 +178,18 @@ func (r *ImageUpdateAutomationReconciler) selectPolicies(ctx context.Context, s 
 }
 
 // readHead lists the checkout branch's head, when the decision depends on
-// it: no job in flight, something to apply, and a branch checked out.
+// it: no job in flight, something to apply, and a branch checked out. The
+// automations of one branch share the reads (sharedReads).
 func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope) (reconcile.Result, error) {
 	src := s.State.src
 	if s.State.inFlight != nil || (len(s.State.selection.Setters) == 0 && s.Obj.Spec.Discover == nil) || !gitsource.BranchOnly(src.Ref) {
 		return reconcile.Continue, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
-	oid, err := git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
-	cancel()
+	oid, err := r.heads.read(ctx, headKey(src), func(ctx context.Context) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, src.Repository.Timeout.Duration)
+		defer cancel()
+		return git.Branch(ctx, src.Repository.URL, src.remote, src.Ref.Branch)
+	})
 	if err != nil && len(src.Applications) > 0 && s.Obj.Spec.GitSpec.Checkout == nil {
 		// An Application's targetRevision may name a tag by its short
 		// name, which only the server tells from a branch.
@@ -274,6 +285,6 @@ func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope)
 		r.Events.WithMetadata(map[string]string{events.MetaRevision: st.head}).Normal(ctx, obj, "UpdateJobCreated", "Update",
 			fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(d.job.Update.Setters), revisionOr(st.head, st.src.Ref)))
 	}
-	markProgress("UpdateJob %s is %s", job.Name, phaseOf(job)).apply(obj)
+	markProgress("waiting for UpdateJob %s to finish", job.Name).apply(obj)
 	return reconcile.StopAfter(d.requeue), nil
 }

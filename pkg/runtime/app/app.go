@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +58,8 @@ type Options struct {
 	KubeAPIQPS              float64
 	KubeAPIBurst            int
 	EventsAddr              string
+	// EnablePprof serves Go's runtime profiles on the metrics endpoint.
+	EnablePprof bool
 
 	// Events is the recorder the controller's reconcilers share, which
 	// Main makes before Setup: Kubernetes events, also forwarded to
@@ -71,6 +76,8 @@ type Config struct {
 	MetricsSubsystem string
 	// LeaderElect is the --leader-elect default.
 	LeaderElect bool
+	// Concurrent is the --concurrent default; 4 when 0.
+	Concurrent int
 	// Scheme holds the kinds the controller reads and writes.
 	Scheme *runtime.Scheme
 	// Flags registers the controller's own flags.
@@ -106,8 +113,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.StringVar(&o.LogLevel, "log-level", "info", "Log verbosity: trace, debug, info or error.")
 	fs.StringVar(&o.LogEncoding, "log-encoding", "json", "Log encoding: json or console.")
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
-	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 50, "Requests per second to the Kubernetes API server.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server.")
+	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 0, "Requests per second to the Kubernetes API server; 0: no limit in the client, the API server's priority and fairness decides (as for kubectl).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300, "Request burst to the Kubernetes API server, with --kube-api-qps.")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", false, "Serve Go's runtime profiles (CPU, heap, goroutines) at /debug/pprof/ on the metrics endpoint, for go tool pprof.")
 	fs.StringVar(&o.EventsAddr, "events-addr", "", "Also send every event to this HTTP endpoint, as Flux's notification-controller event API takes them, e.g. http://notification-controller.flux-system.svc.cluster.local./; Kubernetes events only when empty.")
 }
 
@@ -120,8 +128,8 @@ func (o *Options) Validate() error {
 	if _, err := o.level(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
-		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive"))
+	if o.KubeAPIQPS < 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps must not be negative and --kube-api-burst must be positive"))
 	}
 	if o.LogEncoding != "json" && o.LogEncoding != "console" {
 		errs = append(errs, fmt.Errorf("--log-encoding must be json or console, got %q", o.LogEncoding))
@@ -190,7 +198,7 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 	}
 	return ctrl.Options{
 		Scheme:                        cfg.Scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr, ExtraHandlers: o.pprofHandlers()},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.leaderElectionID(cfg.Name),
@@ -202,6 +210,35 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 		// cluster-wide.
 		Cache:                   cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces},
 		GracefulShutdownTimeout: ptr(10 * time.Second),
+	}
+}
+
+// clientLimits are the client's QPS and burst. By default there is no
+// limit in the client (QPS -1 to client-go): the API server's API
+// Priority and Fairness queues and sheds requests by priority, which
+// knows the server's load, where a fixed QPS in each client only guesses
+// it. With 50 a second, a tag followed by a monorepo's 1,000 automations
+// (about ten requests each: source, job, status, events) waited minutes
+// in the client while the server idled.
+func (o *Options) clientLimits() (float32, int) {
+	if o.KubeAPIQPS == 0 {
+		return -1, -1
+	}
+	return float32(o.KubeAPIQPS), o.KubeAPIBurst
+}
+
+// pprofHandlers are net/http/pprof's handlers when --enable-pprof is set:
+// on the metrics endpoint, so that profiling needs no port of its own.
+func (o *Options) pprofHandlers() map[string]http.Handler {
+	if !o.EnablePprof {
+		return nil
+	}
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 	}
 }
 
@@ -314,6 +351,11 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 	flag.CommandLine.VisitAll(func(f *flag.Flag) { fs.Var(f.Value, f.Name, f.Usage) })
 	var opts Options
 	opts.BindFlags(fs, cfg.LeaderElect)
+	if cfg.Concurrent > 0 {
+		f := fs.Lookup("concurrent")
+		f.DefValue = strconv.Itoa(cfg.Concurrent)
+		_ = f.Value.Set(f.DefValue) // an int always parses
+	}
 	if cfg.Flags != nil {
 		cfg.Flags(fs)
 	}
@@ -349,7 +391,7 @@ func Main(cfg Config, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	restCfg.UserAgent = cfg.Name + "/" + version.Version
-	restCfg.QPS, restCfg.Burst = float32(opts.KubeAPIQPS), opts.KubeAPIBurst
+	restCfg.QPS, restCfg.Burst = opts.clientLimits()
 	mgr, err := ctrl.NewManager(restCfg, opts.ManagerOptions(cfg))
 	if err != nil {
 		log.Error(err, "creating manager")

@@ -42,7 +42,7 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 		{"bad log level", []string{"--log-level=loud"}, 2, "", "--log-level must be"},
 		{"bad encoding", []string{"--log-encoding=xml"}, 2, "", "--log-encoding must be"},
 		{"bad selector", []string{"--watch-label-selector=a in b"}, 2, "", "--watch-label-selector"},
-		{"bad qps", []string{"--kube-api-qps=0"}, 2, "", "--kube-api-qps"},
+		{"bad qps", []string{"--kube-api-qps=-1"}, 2, "", "--kube-api-qps"},
 		{"bad namespace", []string{"--watch-namespace=Team_A"}, 2, "", "--watch-namespace"},
 		{"bad lease namespace", []string{"--leader-election-namespace=a.b"}, 2, "", "--leader-election-namespace \"a.b\""},
 		{"events address without scheme", []string{"--events-addr=notification-controller:9292"}, 2, "", "--events-addr: events address"},
@@ -60,6 +60,40 @@ func TestMainExitsBeforeConnecting(t *testing.T) {
 				t.Errorf("stdout %q, stderr %q; want %q and %q", out.String(), errOut.String(), tt.out, tt.errOut)
 			}
 		})
+	}
+}
+
+// Without --kube-api-qps the client sets no limit (client-go's -1): the
+// API server's priority and fairness does; a QPS given is the client's.
+func TestClientLimitsDefaultToTheServers(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	var o Options
+	o.BindFlags(fs, false)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if qps, burst := o.clientLimits(); qps != -1 || burst != -1 {
+		t.Errorf("default: qps %v burst %d, want -1 -1 (no client-side limit)", qps, burst)
+	}
+	if err := fs.Parse([]string{"--kube-api-qps=50", "--kube-api-burst=300"}); err != nil {
+		t.Fatal(err)
+	}
+	if qps, burst := o.clientLimits(); qps != 50 || burst != 300 {
+		t.Errorf("given: qps %v burst %d, want 50 300", qps, burst)
+	}
+}
+
+// A controller's own --concurrent default is the flag's, --help included.
+func TestConfigSetsTheConcurrentDefault(t *testing.T) {
+	var extra string
+	cfg := config(&extra)
+	cfg.Concurrent = 32
+	var out, errOut bytes.Buffer
+	if code := Main(cfg, []string{"--help"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	if !strings.Contains(errOut.String(), "(default 32)") {
+		t.Errorf("--help does not give the default 32:\n%s", errOut.String())
 	}
 }
 

@@ -251,8 +251,8 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 			o.Finalizers = []string{testFinalizer}
 		})
 		res := h.reconcile(t, obj)
-		if !res.Requeue {
-			t.Errorf("result %+v after a conflict, want a requeue", res)
+		if res.RequeueAfter != ConflictRetry {
+			t.Errorf("result %+v after a conflict, want a requeue after %s", res, ConflictRetry)
 		}
 		if h.afterPatch != 0 {
 			t.Errorf("AfterPatch ran %d times after a conflict", h.afterPatch)
@@ -285,8 +285,8 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 			o.Finalizers = []string{testFinalizer}
 		})
 		res := h.reconcile(t, obj)
-		if !res.Requeue {
-			t.Errorf("result %+v after a refused claim, want a requeue", res)
+		if res.RequeueAfter != ConflictRetry {
+			t.Errorf("result %+v after a refused claim, want a requeue after %s", res, ConflictRetry)
 		}
 		if len(h.ran) != 0 || len(h.failures) != 0 || h.afterPatch != 0 {
 			t.Errorf("after a refused claim: ran %v, failures %v, AfterPatch %d; want none", h.ran, h.failures, h.afterPatch)
@@ -311,7 +311,7 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 		obj := newRepository(t, env, ns, "stored", func(o *imagev1.ImageRepository) {
 			o.Finalizers = []string{testFinalizer}
 		})
-		if res := h.reconcile(t, obj); res.Requeue {
+		if res := h.reconcile(t, obj); res.RequeueAfter == ConflictRetry {
 			t.Errorf("result %+v: the final write conflicted with the phase's own", res)
 		}
 		if h.statusWrites != 0 || h.afterPatch != 1 {

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	git2go "github.com/libgit2/git2go/v34"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,22 +17,32 @@ import (
 func checkout(t *testing.T, srv *testgit.Server) (*Mirror, func(), string, string) {
 	t.Helper()
 	cache, _ := NewCache(t.TempDir())
-	m, release, err := cache.Open(srv.RepoURL("fleet"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Fetch(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	head, _, err := m.Resolve(writeback.Ref{Branch: "main"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, release, head := fetched(t, cache, srv)
 	dir := filepath.Join(t.TempDir(), "work")
 	if err := m.Checkout(head, dir); err != nil {
 		t.Fatal(err)
 	}
 	return m, release, head.String(), dir
+}
+
+// fetched opens the fleet repository's mirror in cache, fetches it and
+// resolves main.
+func fetched(t *testing.T, cache *Cache, srv *testgit.Server) (*Mirror, func(), *git2go.Oid) {
+	t.Helper()
+	m, release, err := cache.Open(srv.RepoURL("fleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Fetch(context.Background(), nil); err != nil {
+		release()
+		t.Fatal(err)
+	}
+	head, _, err := m.Resolve(writeback.Ref{Branch: "main"})
+	if err != nil {
+		release()
+		t.Fatal(err)
+	}
+	return m, release, head
 }
 
 func info(msg string) CommitInfo {

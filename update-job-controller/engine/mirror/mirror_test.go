@@ -327,3 +327,48 @@ func TestOpenDropsPushRefsAndHolds(t *testing.T) {
 		t.Error("the push ref left by a killed runner survived Open")
 	}
 }
+
+// A filter's answers are kept with the Cache: a later checkout (another
+// job, the mirror opened again) reads no blob again and writes the same
+// files. A changed file is a new blob, asked again.
+func TestFilterAnswersAreKeptPerBlob(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	clone := srv.CreateRepo(t, "fleet", map[string]string{
+		"apps/a.yaml": "image: a:1 # marker\n", "apps/b.yaml": "image: b:1\n", "apps/c.yaml": "image: c:1\n"})
+	cache, _ := NewCache(t.TempDir())
+	var asked []string
+	filter := Filter{Name: "markers", Keep: func(b []byte) bool {
+		asked = append(asked, string(b))
+		return strings.Contains(string(b), "marker")
+	}}
+	checkoutOnce := func() []string {
+		t.Helper()
+		m, release, head := fetched(t, cache, srv)
+		defer release()
+		dir := filepath.Join(t.TempDir(), "work")
+		asked = nil
+		if err := m.CheckoutFiltered(head, dir, filter, "apps"); err != nil {
+			t.Fatal(err)
+		}
+		entries, _ := os.ReadDir(filepath.Join(dir, "apps"))
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	if got := checkoutOnce(); len(got) != 1 || got[0] != "a.yaml" || len(asked) != 3 {
+		t.Fatalf("first checkout wrote %v, asked %d times; want a.yaml, 3", got, len(asked))
+	}
+	if got := checkoutOnce(); len(got) != 1 || got[0] != "a.yaml" || len(asked) != 0 {
+		t.Fatalf("second checkout wrote %v, asked %q; want a.yaml, nothing asked again", got, asked)
+	}
+	if err := os.WriteFile(filepath.Join(clone.Dir, "apps/b.yaml"), []byte("image: b:2 # marker\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testgit.Git(t, clone.Dir, "commit", "-qam", "b gets a marker")
+	clone.Push()
+	if got := checkoutOnce(); len(got) != 2 || len(asked) != 1 {
+		t.Fatalf("after b changed: wrote %v, asked %q; want a.yaml and b.yaml, b's new blob asked", got, asked)
+	}
+}

@@ -90,25 +90,32 @@ func gather(in groupInput, jobs []updatev1.UpdateJob) gathering {
 		if j.UID == in.leader.UID || j.Namespace != in.leader.Namespace || j.DeletionTimestamp != nil {
 			continue
 		}
-		plan, err := planOf(j)
-		if err != nil || groupKey(j, plan) != in.key {
-			continue
-		}
+		// What the status says first: a plan is made only for the jobs
+		// it matters for, as finished jobs pile up (a thousand
+		// automations' jobs, each gathering over all of them).
 		st := &j.Status
+		busy := false
 		switch {
 		case in.running(j.UID):
-			g.busy = j.Name
-			continue
+			busy = true
 		case st.Phase == updatev1.UpdateJobRunning:
-			if st.Runner != in.runner && st.HeartbeatTime != nil && in.now.Sub(st.HeartbeatTime.Time) < in.lease {
-				g.busy = j.Name
+			if st.Runner == in.runner || st.HeartbeatTime == nil || in.now.Sub(st.HeartbeatTime.Time) >= in.lease {
+				continue
 			}
-			continue
+			busy = true
 		case st.Phase != "" && st.Phase != updatev1.UpdateJobPending:
 			continue
 		case st.Attempts > backoffLimit(j):
 			continue
 		case st.HeartbeatTime != nil && in.now.Sub(st.HeartbeatTime.Time) < in.backoff(st.Attempts):
+			continue
+		}
+		plan, err := planOf(j)
+		if err != nil || groupKey(j, plan) != in.key {
+			continue
+		}
+		if busy {
+			g.busy = j.Name
 			continue
 		}
 		if !values.agree(plan.Update.Images) {

@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+)
+
+// BenchmarkFloor measures what bounds a cold start from below on this
+// machine, for BenchmarkReflectorScale to be stated as a multiple of:
+//
+//   - status-writes: status merge patches of ImageRepositories through the
+//     envtest API server, with a plain client (no client-side limit), 16 at
+//     once: the writes a cold start cannot do without (one per object);
+//   - tags-list: tags/list requests of 100 tags from the benchmark's test
+//     registry, 16 at once.
+//
+// Run with
+//
+//	go test -run '^$' -bench BenchmarkFloor -benchtime 1x ./tests/bench/
+func BenchmarkFloor(b *testing.B) {
+	b.Run("status-writes", func(b *testing.B) {
+		for range b.N {
+			floorStatusWrites(b, 2000)
+		}
+	})
+	b.Run("tags-list", func(b *testing.B) {
+		for range b.N {
+			floorTagsList(b, 20000)
+		}
+	})
+}
+
+// floorWorkers is how many requests the floors keep in flight.
+const floorWorkers = 16
+
+func floorStatusWrites(b *testing.B, n int) {
+	b.StopTimer()
+	ctx := context.Background()
+	cluster, stop := startCluster(b)
+	defer stop()
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.QPS, cfg.Burst = -1, -1
+	c, err := client.New(cfg, client.Options{Scheme: cluster.Client.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "floor"}}); err != nil {
+		b.Fatal(err)
+	}
+	repos := make([]*imagev1.ImageRepository, n)
+	parallel(b, n, func(i int) error {
+		repos[i] = &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%05d", i), Namespace: "floor"},
+			Spec: imagev1.ImageRepositorySpec{Image: "registry.example/team/app", Interval: metav1.Duration{Duration: time.Hour}}}
+		return c.Create(ctx, repos[i])
+	})
+	b.StartTimer()
+	start := time.Now()
+	parallel(b, n, func(i int) error {
+		r := repos[i]
+		p := client.MergeFrom(r.DeepCopy())
+		r.Status.LastScanResult = &imagev1.ScanResult{TagCount: 100, ScanTime: metav1.Now()}
+		return c.Status().Patch(ctx, r, p)
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "writes/s")
+}
+
+func floorTagsList(b *testing.B, n int) {
+	b.StopTimer()
+	reg := &tagsRegistry{tags: semverScale.tags(100)}
+	sort.Strings(reg.tags)
+	srv := httptest.NewServer(reg)
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: floorWorkers}, Timeout: 30 * time.Second}
+	b.StartTimer()
+	start := time.Now()
+	parallel(b, n, func(i int) error {
+		resp, err := hc.Get(fmt.Sprintf("%s/v2/team/app-%05d/tags/list?n=1000", srv.URL, i%10000))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var sink [4096]byte
+		for {
+			if _, err := resp.Body.Read(sink[:]); err != nil {
+				break
+			}
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("tags/list: %s", resp.Status)
+		}
+		return nil
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "requests/s")
+}
+
+// startCluster starts the control plane with the CRDs, and returns what
+// stops it.
+func startCluster(b *testing.B) (*localenv.Cluster, func()) {
+	cluster, err := localenv.Start(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cluster, func() { _ = cluster.Stop() }
+}
+
+// parallel runs f for 0..n-1, floorWorkers at once, and fails b on the
+// first error.
+func parallel(b *testing.B, n int, f func(i int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range floorWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		b.Fatal(first)
+	}
+}
