@@ -1,0 +1,403 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/health"
+	"toolkit.dev/image-toolkit/tests/internal/cluster"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testflux"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+)
+
+// promotionObjects are the chain's objects, in namespace promo: dev
+// follows the registry (digests reflected, so that what is promoted is a
+// digest too) and its automation writes apps/dev, which Flux applies;
+// prod promotes what dev's Kustomization ran healthy for the soak, and its
+// automation writes apps/prod. Formatted with the registry's repository,
+// the soak, the fleet's URL and the Flux namespace.
+const promotionObjects = `apiVersion: image.toolkit.dev/v1beta1
+kind: ImageRepository
+metadata: {name: app, namespace: promo}
+spec:
+  image: %[1]s
+  insecure: true
+  interval: 5s
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata: {name: app-dev, namespace: promo, labels: {stage: dev}}
+spec:
+  imageRepositoryRef: {name: app}
+  digestReflectionPolicy: IfNotPresent
+  policy: {semver: {range: ">=1.0.0"}}
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata: {name: app-prod, namespace: promo, labels: {stage: prod}}
+spec:
+  imageRepositoryRef: {name: app}
+  policy:
+    promotion:
+      from: {automation: dev}
+      healthOf:
+      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev, namespace: %[4]s}
+      soak: %[2]s
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata: {name: dev, namespace: promo}
+spec:
+  interval: 1m
+  git:
+    repository: {url: %[3]s}
+    checkout: {ref: {branch: main}}
+    commit: {author: {name: devbot, email: devbot@example.com}}
+    push: {branch: main}
+  update: {path: ./apps/dev}
+  policySelector: {matchLabels: {stage: dev}}
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata: {name: prod, namespace: promo}
+spec:
+  interval: 1m
+  git:
+    repository: {url: %[3]s}
+    checkout: {ref: {branch: main}}
+    commit: {author: {name: promotebot, email: promotebot@example.com}}
+    push: {branch: main}
+  update: {path: ./apps/prod}
+  policySelector: {matchLabels: {stage: prod}}
+`
+
+// markedDeployment is brokenDeployment (the image's own entrypoint runs)
+// with a marker for policy, pulled from the registry: IfNotPresent, since
+// the node's containerd pulls the digest the automation wrote.
+func markedDeployment(image, policy string) string {
+	d := strings.Replace(brokenDeployment(image), "imagePullPolicy: Never", "imagePullPolicy: IfNotPresent", 1)
+	return strings.Replace(d, "image: "+image+"\n", "image: "+image+` # {"$imagepolicy": "`+policy+`"}`+"\n", 1)
+}
+
+// The promotion chain on the real node, with real Flux and our three
+// controllers as processes on the host, a registry and a git server on
+// the host (the node's containerd pulls from the loopback registry over
+// plain HTTP, as its CRI plugin does for a loopback host):
+//  1. a tag moves dev: dev's automation commits its tag and digest;
+//  2. Flux applies that commit, the Deployment rolls out with that digest
+//     and the Kustomization is Healthy at it;
+//  3. after the soak, prod's commit lands with the same tag and digest;
+//  4. a broken release (its container exits 1) moves dev; the
+//     Kustomization fails its health check at that commit and prod does
+//     not move, watched for longer than the soak.
+//
+// Reverting the broken commit (spec.rollback) and holds are not built
+// yet: dev stays broken here.
+func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const (
+		fluxNS = "flux-promo"
+		devNS  = "promo-dev"
+		ns     = "promo"
+		ksName = "apps-dev"
+		soak   = 15 * time.Second
+	)
+	for _, n := range []string{fluxNS, ns} {
+		if _, err := cl.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}},
+			metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	restrictedNamespace(t, devNS)
+	flux := testflux.Start(t, testflux.Options{Bin: filepath.Join(cl.Root(), "bin", "flux-controllers"),
+		Config: cl.RESTConfig(), Namespace: fluxNS})
+	if _, err := envtest.InstallCRDs(cl.RESTConfig(), envtest.CRDInstallOptions{
+		Paths: testenv.CRDPaths(cl.Root(), testenv.AllCharts...), ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cl.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cl.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The releases: busybox sleeping (1.0.0, 1.1.0, each its own digest)
+	// and the crash image (1.2.0).
+	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(reg.Close)
+	repo := strings.TrimPrefix(reg.URL, "http://") + "/app"
+	busybox, err := tarball.ImageFromPath(filepath.Join(cl.Dir(), "images", "busybox.tar"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := func(version string) v1.Image {
+		cf, err := busybox.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := *cf.Config.DeepCopy()
+		cfg.Entrypoint, cfg.Cmd = []string{"/bin/sh", "-c", "exec sleep 3600"}, nil
+		cfg.Labels = map[string]string{"version": version}
+		img, err := mutate.Config(busybox, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img
+	}
+	crashTar := filepath.Join(t.TempDir(), "crash.tar")
+	if err := cluster.BuildGoImage(ctx, cl.Root(), "toolkit.dev/image-toolkit/tests/node/crash", "image-toolkit.test/crash:1", crashTar, cluster.ImageUID); err != nil {
+		t.Fatal(err)
+	}
+	crash, err := tarball.ImageFromPath(crashTar, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// push pushes img as tag and returns repo:tag@digest.
+	push := func(tag string, img v1.Image) string {
+		t.Helper()
+		ref, err := name.NewTag(repo+":"+tag, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return repo + ":" + tag + "@" + d.String()
+	}
+	v100 := push("1.0.0", sleeper("1.0.0"))
+
+	git := testgit.New(t, testgit.Options{})
+	bare := git.BarePath("fleet")
+	git.CreateRepo(t, "fleet", map[string]string{
+		"apps/dev/kustomization.yaml": "resources: [deployment.yaml]\n",
+		"apps/dev/deployment.yaml":    markedDeployment(v100, ns+":app-dev"),
+		"apps/prod/deployment.yaml":   markedDeployment(v100, ns+":app-prod"),
+	})
+	fleetGit := func(args ...string) string {
+		t.Helper()
+		return strings.TrimSpace(testgit.Git(t, "", append([]string{"--git-dir", bare}, args...)...))
+	}
+	first := fleetGit("rev-parse", "main")
+
+	for gvr, u := range map[schema.GroupVersionResource]*unstructured.Unstructured{
+		testflux.GitRepositories: testflux.GitRepository(fluxNS, "fleet", git.RepoURL("fleet"), "main", 2*time.Second),
+		testflux.Kustomizations:  testflux.Kustomization(fluxNS, ksName, "fleet", "./apps/dev", devNS, time.Minute, fluxTimeout),
+	} {
+		if _, err := dyn.Resource(gvr).Namespace(fluxNS).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deleted while Flux still runs (cleanups run last first), so that
+	// kustomize-controller prunes what it applied and releases its
+	// finalizer; another test's Flux would find nothing of this one.
+	t.Cleanup(func() { deleteFluxObjects(t, dyn, fluxNS) })
+	until := func(timeout time.Duration, want health.State, commit string) health.Health {
+		t.Helper()
+		return waitKustomization(ctx, t, dyn, flux, fluxNS, ksName, timeout, want, commit)
+	}
+	until(2*time.Minute, health.Healthy, first)
+
+	lc := &localenv.Cluster{Root: cl.Root(), Dir: t.TempDir(), Kubeconfig: cl.Kubeconfig()}
+	bin := localenv.BinDir(cl.Root())
+	for _, name := range localenv.Controllers {
+		p, err := lc.StartController(ctx, bin, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := p.Stop(20 * time.Second); err != nil {
+				t.Error(err)
+			}
+			if t.Failed() {
+				t.Logf("--- %s, last lines:\n%s", name, p.Log())
+			}
+		})
+	}
+	kubectl(t, fmt.Sprintf(promotionObjects, repo, soak, git.RepoURL("fleet"), fluxNS), "apply", "-f", "-")
+
+	dev, prod := &imagev1.ImagePolicy{}, &imagev1.ImagePolicy{}
+	dev.Name, dev.Namespace = "app-dev", ns
+	prod.Name, prod.Namespace = "app-prod", ns
+	get := func(p *imagev1.ImagePolicy) string {
+		t.Helper()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.LatestRef == nil {
+			return ""
+		}
+		return p.Status.LatestRef.String()
+	}
+	// What dev already runs is promoted first, with nothing to commit:
+	// prod's file holds it already.
+	waitFor(t, 2*time.Minute, "prod to promote what dev ran at the first commit", func() (bool, string) {
+		return get(prod) == v100, fmt.Sprintf("dev %q prod %q %+v", get(dev), get(prod), prod.Status.Conditions)
+	})
+	if head := fleetGit("rev-parse", "main"); head != first {
+		t.Fatalf("a commit %s although dev and prod already held %s:\n%s", head, v100, fleetGit("show", head))
+	}
+
+	// 1. A tag moves dev.
+	v110 := push("1.1.0", sleeper("1.1.0"))
+	devCommit := waitCommit(t, fleetGit, "dev's commit of 1.1.0", "apps/dev/deployment.yaml", v110)
+	if author := fleetGit("show", "-s", "--format=%an", devCommit); author != "devbot" {
+		t.Errorf("dev's commit is by %q, want devbot", author)
+	}
+	if !strings.Contains(fleetGit("show", "main:apps/prod/deployment.yaml"), v100) {
+		t.Fatalf("prod moved with dev's commit:\n%s", fleetGit("show", devCommit))
+	}
+
+	// 2. Flux applies it; the Deployment rolls out with that digest.
+	h := until(2*time.Minute, health.Healthy, devCommit)
+	healthy := time.Now()
+	if !podRunning(ctx, t, devNS, v110) {
+		t.Fatalf("the Kustomization is Healthy at %s, but no Ready pod runs %s", devCommit, v110)
+	}
+
+	// 3. After the soak, prod's commit lands with the same tag and digest.
+	prodCommit := waitCommit(t, fleetGit, "prod's commit of 1.1.0", "apps/prod/deployment.yaml", v110)
+	landed := time.Now()
+	if author := fleetGit("show", "-s", "--format=%an", prodCommit); author != "promotebot" {
+		t.Errorf("prod's commit is by %q, want promotebot", author)
+	}
+	if files := fleetGit("show", "--format=", "--name-only", prodCommit); files != "apps/prod/deployment.yaml" {
+		t.Errorf("prod's commit changed %q, want apps/prod/deployment.yaml only", files)
+	}
+	get(prod)
+	st := prod.Status.Promotion
+	if st == nil || st.PromotedHealthSeen == nil || st.PromotedRevision == "" {
+		t.Fatalf("prod's status.promotion %+v", st)
+	}
+	ct, err := strconv.ParseInt(fleetGit("show", "-s", "--format=%ct", prodCommit), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	soakEnd := st.PromotedHealthSeen.Add(soak)
+	if committed := time.Unix(ct, 0); committed.Before(soakEnd.Truncate(time.Second)) {
+		t.Errorf("prod committed at %s, before the soak ended at %s", committed, soakEnd)
+	}
+	if st.PromotedHealthSeen.Time.Before(h.Since.Truncate(time.Second)) {
+		t.Errorf("the soak counts from %s, before Flux's Kustomization was Healthy at dev's commit (%s)", st.PromotedHealthSeen, h.Since)
+	}
+	fmt.Printf("FIGURES flux promotion: Kustomization Healthy at dev's commit (seen by the test) → prod's commit on the git server: %s, soak %s; soak end → prod's commit: %s (commit times have whole seconds)\n",
+		landed.Sub(healthy).Round(100*time.Millisecond), soak, time.Unix(ct, 0).Sub(soakEnd).Round(time.Second))
+
+	// 4. A broken release moves dev; its health fails; prod does not move.
+	v120 := push("1.2.0", crash)
+	badCommit := waitCommit(t, fleetGit, "dev's commit of 1.2.0", "apps/dev/deployment.yaml", v120)
+	until(fluxTimeout+90*time.Second, health.Degraded, badCommit)
+	failed := time.Now()
+	if !crashExited(ctx, t, devNS, v120) {
+		t.Errorf("Degraded, but no container of %s exited 1", v120)
+	}
+	waitFor(t, time.Minute, "prod to wait for dev's health at the broken commit", func() (bool, string) {
+		get(prod)
+		p := prod.Status.PendingRef
+		ready := apimeta.FindStatusCondition(prod.Status.Conditions, "Ready")
+		return p != nil && p.Image != nil && p.Image.String() == v120 && ready != nil && ready.Reason == imagev1.UpstreamNotHealthyReason,
+			fmt.Sprintf("pendingRef %+v, Ready %+v", p, ready)
+	})
+	// Watched for twice the soak after the failure was seen: prod's file,
+	// the branch's commits after prod's and prod's choice stay as they were.
+	for window := failed.Add(2 * soak); time.Now().Before(window); time.Sleep(time.Second) {
+		if got := fleetGit("show", "main:apps/prod/deployment.yaml"); !strings.Contains(got, v110) {
+			t.Fatalf("prod moved while dev was broken:\n%s", fleetGit("log", "--format=%h %an %s", prodCommit+"..main"))
+		}
+		if got := get(prod); got != v110 {
+			t.Fatalf("prod's policy chose %s while dev was broken", got)
+		}
+	}
+	if log := fleetGit("log", "--format=%an", badCommit+"..main"); log != "" {
+		t.Errorf("commits after dev's broken one: %q", log)
+	}
+}
+
+// waitCommit waits until main's file holds image and returns the commit
+// that last changed the file.
+func waitCommit(t *testing.T, fleetGit func(...string) string, what, file, image string) string {
+	t.Helper()
+	waitFor(t, 2*time.Minute, what, func() (bool, string) {
+		got := fleetGit("show", "main:"+file)
+		return strings.Contains(got, "image: "+image+" "), got
+	})
+	return fleetGit("log", "-1", "--format=%H", "main", "--", file)
+}
+
+// podRunning tells whether a Ready pod of the app in namespace runs image
+// (pulled by its digest).
+func podRunning(ctx context.Context, t *testing.T, namespace, image string) bool {
+	t.Helper()
+	pods, err := cl.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Ready && runs(s, image) {
+				return true
+			}
+		}
+	}
+	t.Logf("pods in %s: %+v", namespace, pods.Items)
+	return false
+}
+
+// deleteFluxObjects deletes the Kustomizations and GitRepositories of
+// namespace and waits, up to a minute, until Flux has released them.
+func deleteFluxObjects(t *testing.T, dyn dynamic.Interface, namespace string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, gvr := range []schema.GroupVersionResource{testflux.Kustomizations, testflux.GitRepositories} {
+		r := dyn.Resource(gvr).Namespace(namespace)
+		if err := r.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			t.Errorf("deleting %s: %v", gvr.Resource, err)
+			continue
+		}
+		for {
+			l, err := r.List(ctx, metav1.ListOptions{})
+			if err == nil && len(l.Items) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Errorf("%s of %s still there after a minute: %v", gvr.Resource, namespace, err)
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+}
