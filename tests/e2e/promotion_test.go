@@ -12,74 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
-
-// promotionExtras: a stand-in Kustomization CRD and object for the dev
-// environment (its status written here as kustomize-controller writes it;
-// tests/node runs the real one), the prod promotion policy following the
-// sample automation "fleet" (which writes clusters/prod, the dev
-// environment here), and a prod automation writing clusters/live.
-const promotionExtras = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: kustomizations.kustomize.toolkit.fluxcd.io
-spec:
-  group: kustomize.toolkit.fluxcd.io
-  scope: Namespaced
-  names: {plural: kustomizations, singular: kustomization, kind: Kustomization, listKind: KustomizationList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImagePolicy
-metadata:
-  name: podinfo-prod
-  labels:
-    stage: prod
-spec:
-  imageRepositoryRef:
-    name: podinfo
-  policy:
-    promotion:
-      from: {automation: fleet}
-      healthOf:
-      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}
-      soak: %s
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImageUpdateAutomation
-metadata:
-  name: live
-spec:
-  interval: 5m
-  git:
-    repository:
-      url: %s
-      secretRef:
-        name: git-credentials
-    checkout:
-      ref:
-        branch: main
-    commit:
-      author:
-        name: promotebot
-        email: promotebot@example.com
-    push:
-      branch: main
-  update:
-    path: ./clusters/live
-  policySelector:
-    matchLabels:
-      stage: prod
-`
 
 // A tag moves dev (the sample automation's clusters/prod); while dev's
 // Kustomization is not healthy at dev's commit, prod (clusters/live) does
@@ -90,8 +25,7 @@ func TestChainPromotion(t *testing.T) {
 	defer cancel()
 	env, root := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
 	host := env.RegistryHost + "/" + chain.Image
-	live := strings.ReplaceAll(fmt.Sprintf(chain.Manifest, env.RegistryHost), `"default:podinfo"`, `"default:podinfo-prod"`)
-	if _, err := env.Commit(map[string]string{"clusters/live/podinfo.yaml": live}, "prod runs 6.3.0"); err != nil {
+	if _, err := env.Commit(map[string]string{chain.LivePath: chain.LiveManifest(env.RegistryHost)}, "prod runs 6.3.0"); err != nil {
 		t.Fatal(err)
 	}
 	samples, err := env.Samples(root)
@@ -100,7 +34,7 @@ func TestChainPromotion(t *testing.T) {
 	}
 	const soak = 5 * time.Second
 	start := env.Head("main")
-	if err := env.Apply(ctx, samples+"\n---\n"+fmt.Sprintf(promotionExtras, soak, env.RepoURL)); err != nil {
+	if err := env.Apply(ctx, samples+"\n---\n"+fmt.Sprintf(chain.PromotionObjects, soak, env.RepoURL)); err != nil {
 		t.Fatal(err)
 	}
 	c := env.Cluster.Client
@@ -122,13 +56,13 @@ func TestChainPromotion(t *testing.T) {
 
 	// dev's Kustomization fails its health check at dev's commit: prod
 	// waits.
-	setKustomization(ctx, t, c, ks, false, applied)
+	setKustomization(ctx, t, c, false, applied)
 	prod := &imagev1.ImagePolicy{}
 	prod.Name, prod.Namespace = "podinfo-prod", "default"
 	waitPolicyReason(ctx, t, c, prod, imagev1.UpstreamNotHealthyReason)
 
 	// Healthy at dev's commit: the soak runs, then prod's commit lands.
-	setKustomization(ctx, t, c, ks, true, applied)
+	setKustomization(ctx, t, c, true, applied)
 	healthy := time.Now()
 	prodCommit := waitHead(t, env, "main", env.Head("main"))
 	for i := 0; i < 5 && !strings.Contains(must(env.FleetGit("show", prodCommit)), "clusters/live"); i++ {
@@ -161,32 +95,10 @@ func TestChainPromotion(t *testing.T) {
 		time.Since(healthy).Round(time.Millisecond), soak, time.Unix(ct, 0).Sub(soakEnd).Round(time.Second))
 }
 
-// setKustomization writes a Kustomization's status as kustomize-controller
-// does after an apply: Ready True at lastAppliedRevision, or False with
-// HealthCheckFailed at lastAttemptedRevision.
-func setKustomization(ctx context.Context, t *testing.T, c client.Client, ks *unstructured.Unstructured, ready bool, revision string) {
+// setKustomization writes apps-dev's status (chain.SetKustomization).
+func setKustomization(ctx context.Context, t *testing.T, c client.Client, ready bool, revision string) {
 	t.Helper()
-	if _, _, ok := git.ParseRevision(revision); !ok {
-		t.Fatalf("revision %q", revision)
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
-		t.Fatal(err)
-	}
-	status, reason := "True", "ReconciliationSucceeded"
-	if !ready {
-		status, reason = "False", "HealthCheckFailed"
-	}
-	st := map[string]any{
-		"observedGeneration":    ks.GetGeneration(),
-		"lastAttemptedRevision": revision,
-		"conditions": []any{map[string]any{"type": "Ready", "status": status, "reason": reason,
-			"message": "revision " + revision, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
-	}
-	if ready {
-		st["lastAppliedRevision"] = revision
-	}
-	ks.Object["status"] = st
-	if err := c.Status().Update(ctx, ks); err != nil {
+	if err := chain.SetKustomization(ctx, c, "default", "apps-dev", ready, revision); err != nil {
 		t.Fatal(err)
 	}
 }
