@@ -193,9 +193,21 @@ func waitKustomization(ctx context.Context, t *testing.T, dyn dynamic.Interface,
 }
 
 // crashExited tells whether a container of the app's pods in namespace,
-// running image (a reference, or a repository@digest the pod reports),
-// exited 1: what the crash image does.
+// running image, exited 1: what the crash image does.
 func crashExited(ctx context.Context, t *testing.T, namespace, image string) bool {
+	t.Helper()
+	return anyContainer(ctx, t, namespace, image, func(s corev1.ContainerStatus) bool {
+		term := s.LastTerminationState.Terminated
+		if term == nil {
+			term = s.State.Terminated
+		}
+		return term != nil && term.ExitCode == 1
+	})
+}
+
+// anyContainer tells whether a container of the app's pods in namespace
+// runs image and satisfies cond; when none does, it logs the pods.
+func anyContainer(ctx context.Context, t *testing.T, namespace, image string, cond func(corev1.ContainerStatus) bool) bool {
 	t.Helper()
 	pods, err := cl.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=app"})
 	if err != nil {
@@ -203,19 +215,12 @@ func crashExited(ctx context.Context, t *testing.T, namespace, image string) boo
 	}
 	for _, p := range pods.Items {
 		for _, s := range p.Status.ContainerStatuses {
-			if !runs(s, image) {
-				continue
-			}
-			term := s.LastTerminationState.Terminated
-			if term == nil {
-				term = s.State.Terminated
-			}
-			if term != nil && term.ExitCode == 1 {
+			if runs(s, image) && cond(s) {
 				return true
 			}
 		}
 	}
-	t.Logf("no container of %s exited 1 in %s: %+v", image, namespace, pods.Items)
+	t.Logf("no container of %s in %s is as expected: %+v", image, namespace, pods.Items)
 	return false
 }
 

@@ -362,19 +362,7 @@ func waitCommit(t *testing.T, fleetGit func(...string) string, what, file, image
 // (pulled by its digest).
 func podRunning(ctx context.Context, t *testing.T, namespace, image string) bool {
 	t.Helper()
-	pods, err := cl.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Ready && runs(s, image) {
-				return true
-			}
-		}
-	}
-	t.Logf("pods in %s: %+v", namespace, pods.Items)
-	return false
+	return anyContainer(ctx, t, namespace, image, func(s corev1.ContainerStatus) bool { return s.Ready })
 }
 
 // deleteFluxObjects deletes the Kustomizations and GitRepositories of
