@@ -130,6 +130,9 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 		ksName = "apps-dev"
 		soak   = 15 * time.Second
 	)
+	// First: it skips the test when make flux-tools has not run.
+	flux := testflux.Start(t, testflux.Options{Bin: filepath.Join(cl.Root(), "bin", "flux-controllers"),
+		Config: cl.RESTConfig(), Namespace: fluxNS})
 	for _, n := range []string{fluxNS, ns} {
 		if _, err := cl.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}},
 			metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -137,8 +140,6 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 		}
 	}
 	restrictedNamespace(t, devNS)
-	flux := testflux.Start(t, testflux.Options{Bin: filepath.Join(cl.Root(), "bin", "flux-controllers"),
-		Config: cl.RESTConfig(), Namespace: fluxNS})
 	if _, err := envtest.InstallCRDs(cl.RESTConfig(), envtest.CRDInstallOptions{
 		Paths: testenv.CRDPaths(cl.Root(), testenv.AllCharts...), ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
