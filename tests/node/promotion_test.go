@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/health"
@@ -140,6 +142,9 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 		}
 	}
 	restrictedNamespace(t, devNS)
+	// InstallCRDs logs through controller-runtime's logger, which warns
+	// with a stack trace when nothing set it.
+	ctrllog.SetLogger(logr.Discard())
 	if _, err := envtest.InstallCRDs(cl.RESTConfig(), envtest.CRDInstallOptions{
 		Paths: testenv.CRDPaths(cl.Root(), testenv.AllCharts...), ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
@@ -321,8 +326,11 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 	// 4. A broken release moves dev; its health fails; prod does not move.
 	v120 := push("1.2.0", crash)
 	badCommit := waitCommit(t, fleetGit, "dev's commit of 1.2.0", "apps/dev/deployment.yaml", v120)
+	badPushed := time.Now()
 	until(fluxTimeout+90*time.Second, health.Degraded, badCommit)
 	failed := time.Now()
+	fmt.Printf("FIGURES flux promotion: dev's broken commit seen → Kustomization Degraded at it: %s (spec.timeout %s); prod then watched for %s\n",
+		failed.Sub(badPushed).Round(100*time.Millisecond), fluxTimeout, 2*soak)
 	if !crashExited(ctx, t, devNS, v120) {
 		t.Errorf("Degraded, but no container of %s exited 1", v120)
 	}
