@@ -104,6 +104,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newGetCommand(k),
 		newJobCommand(k),
 		newReconcileCommand(k),
+		newReleaseCommand(k),
 		newSuspendCommand(k, true),
 		newSuspendCommand(k, false),
 		newDeleteCommand(k),

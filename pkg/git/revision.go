@@ -26,3 +26,20 @@ func ParseRevision(rev string) (label, hash string, ok bool) {
 	}
 	return rev[:i], hash, true
 }
+
+// ShortRevision is a revision for messages: label@hash with the hash cut
+// to 12 characters (the hash alone without a label); what does not parse
+// as it is.
+func ShortRevision(rev string) string {
+	label, hash, ok := ParseRevision(rev)
+	if !ok {
+		return rev
+	}
+	if len(hash) > 12 {
+		hash = hash[:12]
+	}
+	if label == "" {
+		return hash
+	}
+	return label + "@" + hash
+}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
 )
 
@@ -52,6 +53,35 @@ type Health struct {
 	Since time.Time
 	// Reason and Message say why, from the object's status.
 	Reason, Message string
+}
+
+// Object is one health object as read: Name is Kind/namespace/name, and
+// Found is false when it does not exist.
+type Object struct {
+	Name   string
+	Found  bool
+	Health Health
+}
+
+// NotFound is the state recorded for an object that does not exist.
+const NotFound = "NotFound"
+
+// Statuses are objects as a status records them (HealthStatus), the
+// messages cut at 256 bytes.
+func Statuses(objects []Object) []imagev1.HealthStatus {
+	out := make([]imagev1.HealthStatus, 0, len(objects))
+	for _, o := range objects {
+		s := imagev1.HealthStatus{Object: o.Name, State: NotFound}
+		if o.Found {
+			s.State, s.Revision, s.Reason = string(o.Health.State), o.Health.Revision, o.Health.Reason
+			s.Message = o.Health.Message
+			if len(s.Message) > 256 {
+				s.Message = strings.ToValidUTF8(s.Message[:256], "") + "…"
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // Commit is the commit hash of Revision, for Flux's label@sha1:hash and

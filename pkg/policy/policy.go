@@ -152,6 +152,17 @@ func (p *Policy) NeedsTimes() bool {
 	return ok
 }
 
+// Prefers reports whether the policy ranks tag a above tag b (a in its
+// range and filter, and b out of them or ranked lower); ok is false when
+// it cannot tell from the tags alone (newestBuild ranks by build time).
+func (p *Policy) Prefers(a, b string) (prefers, ok bool) {
+	if p.NeedsTimes() {
+		return false, false
+	}
+	best, err := p.Select([]string{a, b})
+	return err == nil && best == a, true
+}
+
 // errNeedsTimes: Select and Explain cannot order by build time.
 var errNeedsTimes = errors.New("newestBuild orders by build time: it needs tag times")
 

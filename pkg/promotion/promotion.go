@@ -26,7 +26,6 @@ package promotion
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +38,7 @@ import (
 )
 
 // NotFound is the state of a healthOf object that does not exist.
-const NotFound = "NotFound"
+const NotFound = health.NotFound
 
 // Upstream is what the upstream automation says of the followed policy.
 type Upstream struct {
@@ -54,12 +53,7 @@ type Upstream struct {
 }
 
 // Object is one healthOf object as read.
-type Object struct {
-	// Name is Kind/namespace/name.
-	Name   string
-	Found  bool
-	Health health.Health
-}
+type Object = health.Object
 
 // Input is everything a decision needs.
 type Input struct {
@@ -94,7 +88,7 @@ type Decision struct {
 
 // Decide decides. It is pure: the same input gives the same decision.
 func Decide(in Input) Decision {
-	d := Decision{Health: statuses(in.Objects)}
+	d := Decision{Health: health.Statuses(in.Objects)}
 	up := in.Upstream
 	switch {
 	case up.Image == nil:
@@ -124,7 +118,7 @@ func Decide(in Input) Decision {
 		d.Pending, d.Promote, d.HealthSeen = nil, up.Image, &seen
 		d.Reason = conditions.SucceededReason
 		d.Message = fmt.Sprintf("%s is promoted from %s: healthy at %s since %s", up.Image, up.Name,
-			shortRevision(up.Revision), seen.UTC().Format(time.RFC3339))
+			git.ShortRevision(up.Revision), seen.UTC().Format(time.RFC3339))
 		return d
 	}
 	eligible := metav1.NewTime(end)
@@ -132,7 +126,7 @@ func Decide(in Input) Decision {
 	pending.EligibleAt, pending.SoakLeft = &eligible, &metav1.Duration{Duration: left}
 	d.Reason = imagev1.SoakNotElapsedReason
 	d.Message = fmt.Sprintf("%s waits: healthy at %s since %s, soak ends at %s (%s left)", up.Image,
-		shortRevision(up.Revision), seen.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), left)
+		git.ShortRevision(up.Revision), seen.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), left)
 	// Stored times have whole seconds: a second more is sure to find the
 	// soak over.
 	d.Requeue = left + time.Second
@@ -157,7 +151,7 @@ func notHealthy(up Upstream, objects []Object) string {
 		case h.Revision == "":
 			continue
 		case h.Commit() != want:
-			return fmt.Sprintf("%s runs %s, not %s, the upstream commit holding it", o.Name, shortRevision(h.Revision), shortRevision(up.Revision))
+			return fmt.Sprintf("%s runs %s, not %s, the upstream commit holding it", o.Name, git.ShortRevision(h.Revision), git.ShortRevision(up.Revision))
 		}
 		named = true
 	}
@@ -177,19 +171,6 @@ func because(h health.Health) string {
 	return ""
 }
 
-func statuses(objects []Object) []imagev1.HealthStatus {
-	out := make([]imagev1.HealthStatus, 0, len(objects))
-	for _, o := range objects {
-		s := imagev1.HealthStatus{Object: o.Name, State: NotFound}
-		if o.Found {
-			s.State, s.Revision, s.Reason = string(o.Health.State), o.Health.Revision, o.Health.Reason
-			s.Message = truncate(o.Health.Message, 256)
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
 // commitOf is the hash of a label@sha1:hash revision, or the revision
 // itself when it is a bare hash.
 func commitOf(rev string) string {
@@ -197,27 +178,6 @@ func commitOf(rev string) string {
 		return hash
 	}
 	return rev
-}
-
-func shortRevision(rev string) string {
-	label, hash, ok := git.ParseRevision(rev)
-	if !ok {
-		return rev
-	}
-	if len(hash) > 12 {
-		hash = hash[:12]
-	}
-	if label == "" {
-		return hash
-	}
-	return label + "@" + hash
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // Cycle follows a promotion upstream from start: next gives the policy a

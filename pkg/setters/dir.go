@@ -23,6 +23,12 @@ type Options struct {
 	// ManifestFiles gives them) as if they carried markers: a repository's
 	// discovered images, updated without markers.
 	Sites map[string][]Site
+	// Keep, when set, is asked before a marked value is changed to value,
+	// with the site as the file has it (its path relative to dir); true
+	// leaves the value as it is, and the change out of the result. It is
+	// how a person's hand edit wins over a policy (the job's holds). It
+	// may be called from several goroutines at once.
+	Keep func(site MarkerSite, value string) bool
 }
 
 // needle is what a file must contain to be parsed at all: most files of a
@@ -180,8 +186,15 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 	if !bytes.Contains(data, needle) && len(sites) == 0 {
 		return nil, nil, nil
 	}
-	out, objs, skipped, _, markers, err := update(data, policies, sites...)
 	clean := path.Clean(p)
+	var keep func(MarkerSite, string) bool
+	if opts.Keep != nil {
+		keep = func(m MarkerSite, value string) bool {
+			m.Path = clean
+			return opts.Keep(m, value)
+		}
+	}
+	out, objs, skipped, _, markers, err := update(data, policies, keep, sites...)
 	for i := range markers {
 		markers[i].Path = clean
 	}

@@ -41,7 +41,7 @@ type edit struct {
 // the targets it left alone with the reason (e.g. block scalars). A file
 // that does not parse is an error.
 func UpdateBytes(data []byte, policies Policies) ([]byte, []meta.ObjectResult, []error, error) {
-	out, objs, skipped, _, _, err := update(data, policies)
+	out, objs, skipped, _, _, err := update(data, policies, nil)
 	return out, objs, skipped, err
 }
 
@@ -50,8 +50,15 @@ func UpdateBytes(data []byte, policies Policies) ([]byte, []meta.ObjectResult, [
 // marker wins): a repository's discovered images are updated without
 // markers, by the same byte-exact rules.
 func UpdateSites(data []byte, sites []Site, policies Policies) ([]byte, []meta.ObjectResult, []error, error) {
-	out, objs, skipped, _, _, err := update(data, policies, sites...)
+	out, objs, skipped, _, _, err := update(data, policies, nil, sites...)
 	return out, objs, skipped, err
+}
+
+// Markers returns the markers of one YAML file's bytes, with their lines
+// and values, without a path.
+func Markers(data []byte) ([]MarkerSite, error) {
+	_, _, _, _, markers, err := update(data, nil, nil)
+	return markers, err
 }
 
 type planned struct {
@@ -64,8 +71,9 @@ type planned struct {
 // update is UpdateBytes, also returning the edits and every marker found
 // (without a path), whatever its policy and whether or not its value
 // changes; the markers are returned with the error of a file that parses
-// but cannot be rewritten, where they were found all the same.
-func update(data []byte, policies Policies, sites ...Site) ([]byte, []meta.ObjectResult, []error, []edit, []MarkerSite, error) {
+// but cannot be rewritten, where they were found all the same. A value
+// keep says to keep is left as it is (Options.Keep).
+func update(data []byte, policies Policies, keep func(MarkerSite, string) bool, sites ...Site) ([]byte, []meta.ObjectResult, []error, []edit, []MarkerSite, error) {
 	src := newSource(data)
 	docs, err := parseDocs(data)
 	if err != nil {
@@ -74,7 +82,7 @@ func update(data []byte, policies Policies, sites ...Site) ([]byte, []meta.Objec
 	targets := findTargets(src, docs, sites...)
 	markers := make([]MarkerSite, len(targets))
 	for i, t := range targets {
-		markers[i] = MarkerSite{Line: t.node.Line, Marker: t.marker}
+		markers[i] = MarkerSite{Line: t.node.Line, Marker: t.marker, Value: t.node.Value}
 	}
 
 	var plan []planned
@@ -87,7 +95,7 @@ func update(data []byte, policies Policies, sites ...Site) ([]byte, []meta.Objec
 			continue
 		}
 		val, ok := t.marker.Value(img)
-		if !ok || val == t.node.Value {
+		if !ok || val == t.node.Value || keep != nil && keep(markers[i], val) {
 			continue
 		}
 		start, end, err := src.extent(t.node)

@@ -22,7 +22,7 @@ func FuzzUpdate(f *testing.F) {
 	f.Add([]byte("- 'x' # {\"$imagepolicy\": \"apps:numbers:tag\"}\r\n- \"y\" # {\"$imagepolicy\": \"apps:redis:digest\"}"))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out, objs, _, edits, _, err := update(data, testPolicies)
+		out, objs, _, edits, _, err := update(data, testPolicies, nil)
 		if err != nil {
 			if !bytes.Equal(out, data) {
 				t.Fatal("a failed update changed the bytes")
@@ -74,7 +74,7 @@ func FuzzUpdate(f *testing.F) {
 		}
 
 		// A second run is a no-op.
-		again, objs2, _, edits2, _, err := update(out, testPolicies)
+		again, objs2, _, edits2, _, err := update(out, testPolicies, nil)
 		if err != nil || len(edits2) != 0 || len(objs2) != 0 || !bytes.Equal(again, out) {
 			t.Fatalf("second run: err %v, %d edits", err, len(edits2))
 		}

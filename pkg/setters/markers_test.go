@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
@@ -45,13 +47,13 @@ tag: 5.0.3
 		}
 		got := fmt.Sprint(res.Markers)
 		want := fmt.Sprint([]MarkerSite{
-			{Path: "a.yaml", Line: 1, Marker: Marker{Policy: "apps:missing"}},
-			{Path: "a.yaml", Line: 2, Marker: Marker{Policy: "other:redis", Field: FieldTag}},
-			{Path: "b/app.yaml", Line: 1, Marker: Marker{Policy: "apps:podinfo"}},
-			{Path: "b/app.yaml", Line: 4, Marker: Marker{Policy: "apps:podinfo", Field: FieldTag}},
+			{Path: "a.yaml", Line: 1, Marker: Marker{Policy: "apps:missing"}, Value: "nginx:1"},
+			{Path: "a.yaml", Line: 2, Marker: Marker{Policy: "other:redis", Field: FieldTag}, Value: "x:1"},
+			{Path: "b/app.yaml", Line: 1, Marker: Marker{Policy: "apps:podinfo"}, Value: "ghcr.io/stefanprodan/podinfo:5.0.0"},
+			{Path: "b/app.yaml", Line: 4, Marker: Marker{Policy: "apps:podinfo", Field: FieldTag}, Value: "5.0.3"},
 			// A block scalar is a target all the same (left alone when its
 			// value differs).
-			{Path: "c/block.yaml", Line: 4, Marker: Marker{Policy: "apps:numbers", Field: FieldTag}},
+			{Path: "c/block.yaml", Line: 4, Marker: Marker{Policy: "apps:numbers", Field: FieldTag}, Value: `y # {"$imagepolicy": "apps:numbers"}`},
 		})
 		if got != want {
 			t.Errorf("dry run %t: markers\n%s\nwant\n%s", dry, got, want)
@@ -70,7 +72,45 @@ func TestUpdateNodesReportsMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := UpdateNodes([]*yaml.RNode{item}, testPolicies)
-	if want := fmt.Sprint([]MarkerSite{{Path: "deploy/a.yaml", Marker: Marker{Policy: "apps:nope"}}}); fmt.Sprint(res.Markers) != want {
+	if want := fmt.Sprint([]MarkerSite{{Path: "deploy/a.yaml", Marker: Marker{Policy: "apps:nope"}, Value: "x:1"}}); fmt.Sprint(res.Markers) != want {
 		t.Errorf("markers %v, want %s", res.Markers, want)
+	}
+}
+
+// Options.Keep leaves the values it keeps, and their changes out of the
+// result, while the other markers of the same file are still set.
+func TestUpdateDirKeepsWhatKeepSays(t *testing.T) {
+	dir := t.TempDir()
+	body := `image: ghcr.io/stefanprodan/podinfo:5.0.0 # {"$imagepolicy": "apps:podinfo"}
+# {"$imagepolicy": "apps:podinfo:tag"}
+tag: 5.0.0
+`
+	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	var mu sync.Mutex
+	res, err := UpdateDir(dir, testPolicies, Options{Keep: func(s MarkerSite, value string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, fmt.Sprintf("%s:%d %s %s->%s", s.Path, s.Line, s.Marker, s.Value, value))
+		return s.Marker.Field == FieldTag
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"app.yaml:1 apps:podinfo ghcr.io/stefanprodan/podinfo:5.0.0->ghcr.io/stefanprodan/podinfo:5.0.3",
+		"app.yaml:3 apps:podinfo:tag 5.0.0->5.0.3",
+	}
+	if fmt.Sprint(asked) != fmt.Sprint(want) {
+		t.Errorf("asked %q, want %q", asked, want)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "app.yaml"))
+	if wantBody := strings.Replace(body, "podinfo:5.0.0", "podinfo:5.0.3", 1); string(got) != wantBody {
+		t.Errorf("file\n%s\nwant\n%s", got, wantBody)
+	}
+	if ch := res.Changes(); len(ch) != 1 || ch[0].Setter != "apps:podinfo" {
+		t.Errorf("changes %v, want only apps:podinfo's", ch)
 	}
 }

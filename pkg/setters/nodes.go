@@ -27,7 +27,7 @@ func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
 		var changes []meta.Change
 		for _, t := range w.targets {
 			// The items' lines are the ResourceList's, not the file's.
-			res.Markers = append(res.Markers, MarkerSite{Path: path, Marker: t.marker})
+			res.Markers = append(res.Markers, MarkerSite{Path: path, Marker: t.marker, Value: t.node.Value})
 			img, ok := policies[t.marker.Policy]
 			if !ok {
 				continue

@@ -19,6 +19,8 @@ type MarkerSite struct {
 	// Line of the marked value, from 1; 0 when not known (UpdateNodes).
 	Line   int
 	Marker Marker
+	// Value is the marked value as the file had it.
+	Value string
 }
 
 // Result is what an update changed: files sorted by path, then objects and

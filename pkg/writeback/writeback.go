@@ -71,6 +71,21 @@ type Update struct {
 	// ArgoCD are Argo CD parameter override files the images of Images
 	// are written into, beside the setters.
 	ArgoCD []ArgoCDOverride
+	// Holds, when set, leaves the marked values a person set over the
+	// automation's (pkg/hold), but the released ones, and the result
+	// lists them.
+	Holds *Holds
+}
+
+// Holds is which holds a run overrides all the same.
+type Holds struct {
+	Released []HoldKey
+}
+
+// HoldKey names a hold: the file (from the repository's root), the
+// marker and the commit that set the value.
+type HoldKey struct {
+	Path, Setter, Commit string
 }
 
 // ArgoCDOverride is one Argo CD parameter override file

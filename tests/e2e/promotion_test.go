@@ -16,6 +16,9 @@ import (
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
+// kustomizationCRD is the stand-in for Flux's Kustomization CRD.
+const kustomizationCRD = chain.KustomizationCRD
+
 // A tag moves dev (the sample automation's clusters/prod); while dev's
 // Kustomization is not healthy at dev's commit, prod (clusters/live) does
 // not move; once it is, prod's commit lands after the soak with dev's
@@ -56,13 +59,13 @@ func TestChainPromotion(t *testing.T) {
 
 	// dev's Kustomization fails its health check at dev's commit: prod
 	// waits.
-	setKustomization(ctx, t, c, false, applied)
+	setKustomization(ctx, t, c, ks, false, applied)
 	prod := &imagev1.ImagePolicy{}
 	prod.Name, prod.Namespace = "podinfo-prod", "default"
 	waitPolicyReason(ctx, t, c, prod, imagev1.UpstreamNotHealthyReason)
 
 	// Healthy at dev's commit: the soak runs, then prod's commit lands.
-	setKustomization(ctx, t, c, true, applied)
+	setKustomization(ctx, t, c, ks, true, applied)
 	healthy := time.Now()
 	prodCommit := waitHead(t, env, "main", env.Head("main"))
 	for i := 0; i < 5 && !strings.Contains(must(env.FleetGit("show", prodCommit)), "clusters/live"); i++ {
@@ -95,10 +98,14 @@ func TestChainPromotion(t *testing.T) {
 		time.Since(healthy).Round(time.Millisecond), soak, time.Unix(ct, 0).Sub(soakEnd).Round(time.Second))
 }
 
-// setKustomization writes apps-dev's status (chain.SetKustomization).
-func setKustomization(ctx context.Context, t *testing.T, c client.Client, ready bool, revision string) {
+// setKustomization writes ks's status (chain.SetKustomization) and reads
+// it back into ks.
+func setKustomization(ctx context.Context, t *testing.T, c client.Client, ks *unstructured.Unstructured, ready bool, revision string) {
 	t.Helper()
-	if err := chain.SetKustomization(ctx, c, "default", "apps-dev", ready, revision); err != nil {
+	if err := chain.SetKustomization(ctx, c, ks.GetNamespace(), ks.GetName(), ready, revision); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
 		t.Fatal(err)
 	}
 }

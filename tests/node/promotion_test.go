@@ -7,6 +7,7 @@ import (
 	"log"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +22,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -85,6 +85,10 @@ spec:
     push: {branch: main}
   update: {path: ./apps/dev}
   policySelector: {matchLabels: {stage: dev}}
+  rollback:
+    healthOf:
+    - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev, namespace: %[4]s}
+    window: 5m
 ---
 apiVersion: image.toolkit.dev/v1beta1
 kind: ImageUpdateAutomation
@@ -209,7 +213,7 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 
 	git := testgit.New(t, testgit.Options{})
 	bare := git.BarePath("fleet")
-	git.CreateRepo(t, "fleet", map[string]string{
+	clone := git.CreateRepo(t, "fleet", map[string]string{
 		"apps/dev/kustomization.yaml": "resources: [deployment.yaml]\n",
 		"apps/dev/deployment.yaml":    markedDeployment(v100, ns+":app-dev"),
 		"apps/prod/deployment.yaml":   markedDeployment(v100, ns+":app-prod"),
@@ -325,7 +329,8 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 
 	// 4. A broken release moves dev; its health fails; prod does not move.
 	v120 := push("1.2.0", crash)
-	badCommit := waitCommit(t, fleetGit, "dev's commit of 1.2.0", "apps/dev/deployment.yaml", v120)
+	const devFile = "apps/dev/deployment.yaml"
+	badCommit := waitCommit(t, fleetGit, "dev's commit of 1.2.0", devFile, v120)
 	badPushed := time.Now()
 	until(fluxTimeout+90*time.Second, health.Degraded, badCommit)
 	failed := time.Now()
@@ -334,25 +339,86 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 	if !crashExited(ctx, t, devNS, v120) {
 		t.Errorf("Degraded, but no container of %s exited 1", v120)
 	}
-	waitFor(t, time.Minute, "prod to wait for dev's health at the broken commit", func() (bool, string) {
-		get(prod)
-		p := prod.Status.PendingRef
-		ready := apimeta.FindStatusCondition(prod.Status.Conditions, "Ready")
-		return p != nil && p.Image != nil && p.Image.String() == v120 && ready != nil && ready.Reason == imagev1.UpstreamNotHealthyReason,
-			fmt.Sprintf("pendingRef %+v, Ready %+v", p, ready)
+	// dev's automation reverts its commit (a new commit, never a
+	// force-push) and holds the broken image; Flux runs the revert.
+	revert := waitCommit(t, fleetGit, "dev's revert of 1.2.0", devFile, v110)
+	reverted := time.Now()
+	fmt.Printf("FIGURES flux rollback: Kustomization Degraded at dev's commit (seen by the test) → the revert on the git server: %s\n",
+		reverted.Sub(failed).Round(100*time.Millisecond))
+	if author := fleetGit("show", "-s", "--format=%an", revert); author != "devbot" {
+		t.Errorf("the revert is by %q, want devbot", author)
+	}
+	if files := fleetGit("show", "--format=", "--name-only", revert); files != devFile {
+		t.Errorf("the revert changed %q, want %s only", files, devFile)
+	}
+	testgit.Git(t, "", "--git-dir", bare, "merge-base", "--is-ancestor", badCommit, revert)
+	devAuto := &imagev1.ImageUpdateAutomation{}
+	devAuto.Name, devAuto.Namespace = "dev", ns
+	holds := func(match func(imagev1.AutomationHold) bool) bool {
+		t.Helper()
+		if err := c.Get(ctx, client.ObjectKeyFromObject(devAuto), devAuto); err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(devAuto.Status.Holds, match)
+	}
+	waitFor(t, time.Minute, "dev's automation to hold the image it reverted", func() (bool, string) {
+		return holds(func(h imagev1.AutomationHold) bool { return h.Reason == imagev1.RolledBackReason && h.Policy == "app-dev" }),
+			fmt.Sprintf("holds %+v, rollback %+v", devAuto.Status.Holds, devAuto.Status.Rollback)
 	})
-	// Watched for twice the soak after the failure was seen: prod's file,
-	// the branch's commits after prod's and prod's choice stay as they were.
-	for window := failed.Add(2 * soak); time.Now().Before(window); time.Sleep(time.Second) {
+	until(2*time.Minute, health.Healthy, revert)
+	if !podRunning(ctx, t, devNS, v110) {
+		t.Fatalf("the Kustomization is Healthy at the revert %s, but no Ready pod runs %s", revert, v110)
+	}
+	// prod never moved: watched from the failure until twice the soak
+	// after the revert ran healthy.
+	for window := time.Now().Add(2 * soak); time.Now().Before(window); time.Sleep(time.Second) {
 		if got := fleetGit("show", "main:apps/prod/deployment.yaml"); !strings.Contains(got, v110) {
-			t.Fatalf("prod moved while dev was broken:\n%s", fleetGit("log", "--format=%h %an %s", prodCommit+"..main"))
+			t.Fatalf("prod moved:\n%s", fleetGit("log", "--format=%h %an %s", prodCommit+"..main"))
 		}
 		if got := get(prod); got != v110 {
-			t.Fatalf("prod's policy chose %s while dev was broken", got)
+			t.Fatalf("prod's policy chose %s", got)
 		}
 	}
-	if log := fleetGit("log", "--format=%an", badCommit+"..main"); log != "" {
-		t.Errorf("commits after dev's broken one: %q", log)
+	if log := fleetGit("log", "--format=%an", "--", "apps/prod"); strings.Count(log, "promotebot") != 1 {
+		t.Errorf("prod's commits: %q, want promotebot's one", log)
+	}
+
+	// 5. A person rolls dev back by hand in git: dev's automation holds
+	// the value (no commit over it), Flux runs it healthy, and prod does
+	// not take the broken image dev's policy still chooses; a newer
+	// release ends the hold and goes through to prod.
+	testgit.Git(t, clone.Dir, "pull", "-q", "--ff-only", "origin", "main")
+	hand := clone.Commit("dev back to 1.0.0 by hand", map[string]string{devFile: strings.Replace(fleetGit("show", "main:"+devFile), v110, v100, 1)})
+	clone.Push()
+	waitFor(t, 2*time.Minute, "dev's automation to hold the hand rollback", func() (bool, string) {
+		return holds(func(h imagev1.AutomationHold) bool {
+			return h.Commit == hand && h.Path == devFile && h.Value == v100 && h.From == v110 && h.Reason == imagev1.HeldByPersonReason
+		}), fmt.Sprintf("holds %+v", devAuto.Status.Holds)
+	})
+	until(2*time.Minute, health.Healthy, hand)
+	healthyAgain := time.Now()
+	if !podRunning(ctx, t, devNS, v100) {
+		t.Fatalf("the Kustomization is Healthy at the hand rollback %s, but no Ready pod runs %s", hand, v100)
+	}
+	for window := healthyAgain.Add(2 * soak); time.Now().Before(window); time.Sleep(time.Second) {
+		if head := fleetGit("rev-parse", "main"); head != hand {
+			t.Fatalf("commits over the hand rollback: %s", fleetGit("log", "--format=%h %an %s", hand+"..main"))
+		}
+		if got := get(prod); got != v110 {
+			t.Fatalf("prod's policy chose %s once dev's hand rollback ran healthy (status %+v)", got, prod.Status.Promotion)
+		}
+	}
+	v130 := push("1.3.0", sleeper("1.3.0"))
+	next := waitCommit(t, fleetGit, "dev's commit of 1.3.0 over the hold", devFile, v130)
+	until(2*time.Minute, health.Healthy, next)
+	waitCommit(t, fleetGit, "prod's commit of 1.3.0", "apps/prod/deployment.yaml", v130)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(devAuto), devAuto); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range devAuto.Status.Holds {
+		if h.Commit == hand && (h.Reason == imagev1.HeldByPersonReason || h.Reason == imagev1.RolledBackReason) {
+			t.Errorf("the hold of %s lasts after 1.3.0 was committed over it: %+v", hand, h)
+		}
 	}
 }
 

@@ -168,7 +168,7 @@ func (g *group) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error
 		o := &g.outs[i]
 		o.Result = Result{CheckoutRevision: g.res.CheckoutRevision}
 		o.Err = nil
-		c, err := apply(g.plans[i], tmp, &o.Result)
+		c, err := apply(g.plans[i], tmp, &o.Result, newHoldCheck(g.mirror, oid, g.plans[i]))
 		if err != nil {
 			// This plan alone fails; the others go on.
 			o.Err = err

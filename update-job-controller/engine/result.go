@@ -31,6 +31,9 @@ type Result struct {
 	Discovered *Discovered
 	// Files are what a container changed, relative to the plan's path.
 	Files []meta.FileResult
+	// Holds are the marked values left as a person set them
+	// (writeback.Update.Holds), in file and line order.
+	Holds []Hold
 }
 
 // Discovered is what a run's discovery found: the images the plan

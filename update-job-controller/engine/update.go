@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,7 +65,7 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 	if err := r.checkoutFiltered(oid, tmp, r.plan); err != nil {
 		return nil, err
 	}
-	c, err := apply(r.plan, tmp, out)
+	c, err := apply(r.plan, tmp, out, newHoldCheck(r.mirror, oid, r.plan))
 	if c == nil || err != nil {
 		return nil, err
 	}
@@ -73,8 +74,9 @@ func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) 
 
 // apply runs one plan's setters (and discovery) on its path of the
 // checkout tmp, records what they did in out, and returns the change to
-// commit: nil when the files already hold the values.
-func apply(p writeback.Plan, tmp string, out *Result) (*Change, error) {
+// commit: nil when the files already hold the values. With holds (nil
+// without), the values a person set are left.
+func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change, error) {
 	dir, err := securePath(tmp, p.Path)
 	if err != nil {
 		return nil, terminal(KindUpdate, err)
@@ -87,9 +89,23 @@ func apply(p writeback.Plan, tmp string, out *Result) (*Change, error) {
 			return nil, retryable(KindUpdate, fmt.Errorf("discovering the images of %s: %w", p.Path, err))
 		}
 	}
-	res, err := setters.UpdateDir(dir, pols, setters.Options{Sites: sites})
+	opts := setters.Options{Sites: sites}
+	if holds != nil {
+		opts.Keep = holds.keep
+	}
+	res, err := setters.UpdateDir(dir, pols, opts)
 	if err != nil {
 		return nil, retryable(KindUpdate, fmt.Errorf("updating %s: %w", p.Path, err))
+	}
+	out.Holds = nil
+	if holds != nil {
+		if holds.err != nil {
+			return nil, retryable(KindGit, fmt.Errorf("reading the history of the marked values (holds): %w", holds.err))
+		}
+		out.Holds = holds.holds
+		slices.SortFunc(out.Holds, func(a, b Hold) int {
+			return cmp.Or(strings.Compare(a.Path, b.Path), a.Line-b.Line)
+		})
 	}
 	if err := writeOverrides(tmp, p, res); err != nil {
 		return nil, err

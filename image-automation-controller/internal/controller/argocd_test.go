@@ -59,12 +59,12 @@ func TestArgoCDOverridesFollowWhatTheApplicationRuns(t *testing.T) {
 	if got := argoCDOverrides(spec, src, setters); len(got) != 2 || len(got[0].Images) != 2 || got[0].Images[0].Policy != "argocd:redis" {
 		t.Errorf("with podinfo running 6.5.1: %+v", got)
 	}
-	job := jobSpec(spec, src, setters)
+	job := jobSpec(spec, src, setters, nil)
 	if job.Update.Path != "apps" || len(job.Update.ArgoCD) != 2 {
 		t.Errorf("job update %+v", job.Update)
 	}
 	spec.Update.Strategy = imagev1.UpdateStrategySetters
-	if got := jobSpec(spec, src, setters); got.Update.ArgoCD != nil || got.Update.Path != "apps" {
+	if got := jobSpec(spec, src, setters, nil); got.Update.ArgoCD != nil || got.Update.Path != "apps" {
 		t.Errorf("strategy Setters: update %+v", got.Update)
 	}
 }

@@ -115,7 +115,7 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 		return decision{requeue: interval, fail: failure(conditions.DependencyNotReadyReason,
 			"no ImagePolicy in namespace %s matches spec.policySelector and has a latest image yet", in.Namespace)}
 	}
-	job := jobSpec(spec, in.Source, sel.Setters)
+	job := jobSpec(spec, in.Source, sel.Setters, holdSpec(status))
 	hash := inputsHash(job, in.Head, in.Generation)
 	next, due := dueIn(status, interval, in.Requested, now)
 	// The last run had these very inputs (it failed, or pushed somewhere
@@ -125,7 +125,7 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 		return decision{requeue: next}
 	}
 	if canShortCircuit(in.Source.Ref, spec.GitSpec.Push) && status.ObservedGeneration == in.Generation &&
-		in.Head == status.ObservedSourceRevision && maps.Equal(sel.Observed, status.ObservedPolicies) && sameOverrides(in.Last, job) {
+		in.Head == status.ObservedSourceRevision && maps.Equal(sel.Observed, status.ObservedPolicies) && sameOverrides(in.Last, job) && !releasing(status) {
 		if in.Recorded {
 			// The run that just ended is the last one; its outcome
 			// stays the message.

@@ -54,7 +54,7 @@ func TestDecide(t *testing.T) {
 	// lastJob is a finished job made from the inputs in.
 	lastJob := func(spec *imagev1.ImageUpdateAutomationSpec, in inputs, phase updatev1.UpdateJobPhase) *updatev1.UpdateJob {
 		j := &updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Name: "fleet-1", Annotations: map[string]string{
-			InputsAnnotation: inputsHash(jobSpec(spec, in.Source, in.Selection.Setters), in.Head, in.Generation)}}}
+			InputsAnnotation: inputsHash(jobSpec(spec, in.Source, in.Selection.Setters, &updatev1.HoldSpec{}), in.Head, in.Generation)}}}
 		j.Status.Phase = phase
 		return j
 	}
@@ -124,6 +124,26 @@ func TestDecide(t *testing.T) {
 			act:     skipRun,
 			requeue: interval,
 			cond:    "True/Succeeded: nothing changed since the last run: main@sha1:aaa and 1 policies as they were",
+			outcome: OutcomeSkipped,
+		},
+		{
+			name: "nothing changed but a hold that ended makes a job, which overrides the held value",
+			status: func(s *imagev1.ImageUpdateAutomationStatus) {
+				s.Holds = []imagev1.AutomationHold{{Hold: updatev1.Hold{HoldKey: updatev1.HoldKey{Path: "a.yaml", Setter: "ns:app", Commit: "c1"}}, Reason: imagev1.HoldReleasedReason}}
+			},
+			in:      func(_ *imagev1.ImageUpdateAutomationSpec, in *inputs) { in.Selection = sel(app1) },
+			act:     makeJob,
+			requeue: interval,
+		},
+		{
+			name: "nothing changed and a hold that lasts: the short-circuit holds",
+			status: func(s *imagev1.ImageUpdateAutomationStatus) {
+				s.Holds = []imagev1.AutomationHold{{Hold: updatev1.Hold{HoldKey: updatev1.HoldKey{Path: "a.yaml", Setter: "ns:app", Commit: "c1"}}, Reason: imagev1.HeldByPersonReason}}
+			},
+			in:      func(_ *imagev1.ImageUpdateAutomationSpec, in *inputs) { in.Selection = sel(app1) },
+			act:     skipRun,
+			requeue: interval,
+			cond:    "True/Succeeded: nothing changed",
 			outcome: OutcomeSkipped,
 		},
 		{
@@ -211,9 +231,12 @@ func TestDecide(t *testing.T) {
 				t.Errorf("condition %q, want %q", got, tt.cond)
 			}
 			if d.act == makeJob {
-				want := jobSpec(spec, in.Source, in.Selection.Setters)
+				want := jobSpec(spec, in.Source, in.Selection.Setters, holdSpec(&status))
 				if d.hash != inputsHash(want, in.Head, in.Generation) || len(d.job.Update.Setters) != len(in.Selection.Setters) {
 					t.Errorf("job %+v with hash %s, not the one of its inputs", d.job, d.hash)
+				}
+				if h := d.job.Update.Holds; h == nil || len(h.Released) != len(holdSpec(&status).Released) {
+					t.Errorf("job holds %+v, want those the status released", h)
 				}
 			}
 		})

@@ -26,6 +26,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
@@ -77,6 +78,8 @@ type ImageUpdateAutomationReconciler struct {
 
 	kindOnce sync.Once
 	k        *reconcile.Kind[*imagev1.ImageUpdateAutomation, run]
+	// health reads and watches spec.rollback.healthOf.
+	health *healthwatch.Watches
 }
 
 func (r *ImageUpdateAutomationReconciler) now() time.Time {
@@ -118,8 +121,17 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	}); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, rollbackHealthIndex, func(o client.Object) []string {
+		a := o.(*imagev1.ImageUpdateAutomation)
+		if rb := a.Spec.Rollback; rb != nil {
+			return healthwatch.Keys(rb.HealthOf, a.Namespace)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicates.SpecOrRequest())).
+		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicate.Or(predicates.SpecOrRequest(), predicates.AnnotationChanged(imagev1.ReleaseHoldsAnnotation)))).
 		Owns(&updatev1.UpdateJob{}, builder.WithPredicates(jobPhaseChanged{})).
 		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
 		WithOptions(opts)
@@ -137,7 +149,13 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		changed := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{})
 		b = b.WatchesMetadata(src, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource(name)), builder.WithPredicates(changed))
 	}
-	return b.Complete(r.kind())
+	c, err := b.Build(r.kind())
+	if err != nil {
+		return err
+	}
+	r.health = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
+		Readers: r.automationsByHealth(healthwatch.KeyOf)}
+	return nil
 }
 
 // kind is the automation on the reconciler skeleton. The status is written

@@ -31,6 +31,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/selection"
+	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
 
@@ -62,12 +63,13 @@ func ownerUID(job client.Object) string {
 	return string(ref.UID)
 }
 
-// jobSpec is the UpdateJob for one run.
-func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter) updatev1.UpdateJobSpec {
+// jobSpec is the UpdateJob for one run, looking for holds (and
+// overriding the released ones) as holds says.
+func jobSpec(a *imagev1.ImageUpdateAutomationSpec, src gitsource.Source, setters []updatev1.PolicySetter, holds *updatev1.HoldSpec) updatev1.UpdateJobSpec {
 	spec := updatev1.UpdateJobSpec{
 		Repository: *src.Repository.DeepCopy(),
 		Checkout:   updatev1.GitCheckoutSpec{Reference: src.Ref},
-		Update:     updatev1.UpdateSpec{Setters: setters},
+		Update:     updatev1.UpdateSpec{Setters: setters, Holds: holds},
 		Commit:     *a.GitSpec.Commit.DeepCopy(),
 		Push:       a.GitSpec.Push.DeepCopy(),
 	}
@@ -209,7 +211,7 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		if err := r.APIReader.List(ctx, pols, client.InNamespace(obj.Namespace)); err != nil {
 			return nil, false, fmt.Errorf("listing ImagePolicies: %w", err)
 		}
-		if err := moved(spec.Update.Setters, pols.Items); err != nil {
+		if err := moved(unheld(spec.Update.Setters, obj.Status.Holds), pols.Items); err != nil {
 			return nil, false, err
 		}
 	}
@@ -505,6 +507,7 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 	if pr := job.Status.PullRequest; pr != nil {
 		obj.Status.LastPullRequest = pr.DeepCopy()
 	}
+	recordHolds(ctx, ev, obj, job, &t)
 	switch job.Status.Phase {
 	case updatev1.UpdateJobSucceeded:
 		obj.Status.ObservedSourceRevision = revisionAfterPush(job)
@@ -597,12 +600,20 @@ func pushRecord(before imagev1.ObservedPolicies, job *updatev1.UpdateJob, at *me
 	}
 	after := policiesOf(job)
 	changed := map[string]bool{}
+	// replaced is what the changes replaced, by policy: the image a
+	// first push replaced, which no earlier run recorded.
+	replaced := map[string]meta.ImageRef{}
 	if res := job.Status.Result; res != nil {
 		for _, f := range res.Files {
 			for _, o := range f.Objects {
 				for _, c := range o.Changes {
 					if _, name, ok := updatev1.SplitPolicyKey(setterPolicy(c.Setter)); ok {
 						changed[name] = true
+						if _, seen := replaced[name]; !seen && c.Setter == setterPolicy(c.Setter) {
+							if ref, err := setters.ParseImage(c.OldValue); err == nil {
+								replaced[name] = ref
+							}
+						}
 					}
 				}
 			}
@@ -624,7 +635,11 @@ func pushRecord(before imagev1.ObservedPolicies, job *updatev1.UpdateJob, at *me
 			rec.MoreImages++
 			continue
 		}
-		rec.Images = append(rec.Images, imagev1.PushedImage{Policy: name, ImageRef: ref, From: before[name].Tag})
+		from, ok := before[name]
+		if !ok {
+			from = replaced[name]
+		}
+		rec.Images = append(rec.Images, imagev1.PushedImage{Policy: name, ImageRef: ref, From: from.Tag, FromDigest: from.Digest})
 	}
 	return rec
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
 
@@ -30,6 +31,9 @@ type AutomationMetrics struct {
 	// (ImagePolicy status.latestRefTime) to the push of the commit that
 	// applies it, once per policy a pushed commit changes.
 	PolicyToPush prometheus.Histogram
+	// Holds counts holds made (HeldByPerson) and ended (HoldReleased,
+	// HoldExpired, NewerImage), by reason.
+	Holds *prometheus.CounterVec
 }
 
 // NewAutomationMetrics returns unregistered metrics.
@@ -48,6 +52,15 @@ func NewAutomationMetrics() *AutomationMetrics {
 			Help:      "Time from an ImagePolicy's latestRef change to the push of the commit applying it.",
 			Buckets:   []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600},
 		}),
+		Holds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Namespace,
+			Subsystem: "automation",
+			Name:      "holds_total",
+			Help:      "Holds of marked values a person set: made (HeldByPerson) and ended (HoldReleased, HoldExpired, NewerImage), by reason.",
+		}, []string{"reason"}),
+	}
+	for _, r := range []string{imagev1.HeldByPersonReason, imagev1.HoldReleasedReason, imagev1.HoldExpiredReason, imagev1.NewerImageReason} {
+		m.Holds.WithLabelValues(r)
 	}
 	// Every outcome is exported from the start, so rates work from zero.
 	for _, o := range outcomes {
@@ -58,7 +71,7 @@ func NewAutomationMetrics() *AutomationMetrics {
 
 // MustRegister registers the metrics with reg.
 func (m *AutomationMetrics) MustRegister(reg prometheus.Registerer) *AutomationMetrics {
-	reg.MustRegister(m.Runs, m.PolicyToPush)
+	reg.MustRegister(m.Runs, m.PolicyToPush, m.Holds)
 	return m
 }
 
@@ -75,9 +88,12 @@ func (m *AutomationMetrics) MustRegisterDefault() *AutomationMetrics {
 type tally struct {
 	outcomes  []string
 	latencies []float64
+	holds     []string
 }
 
 func (t *tally) outcome(o string) { t.outcomes = append(t.outcomes, o) }
+
+func (t *tally) hold(reason string) { t.holds = append(t.holds, reason) }
 
 func (t *tally) commit(m *AutomationMetrics) {
 	if m == nil {
@@ -88,5 +104,8 @@ func (t *tally) commit(m *AutomationMetrics) {
 	}
 	for _, l := range t.latencies {
 		m.PolicyToPush.Observe(l)
+	}
+	for _, r := range t.holds {
+		m.Holds.WithLabelValues(r).Inc()
 	}
 }

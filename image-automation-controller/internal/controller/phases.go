@@ -59,6 +59,8 @@ func (r *ImageUpdateAutomationReconciler) phases() []phase {
 		{Name: "policies", Run: r.readPolicies},
 		{Name: "jobs", Run: r.readJobs},
 		{Name: "select", Run: r.selectPolicies},
+		{Name: "rollback", Run: r.judgeRollback},
+		{Name: "holds", Run: r.reviewHolds},
 		{Name: "head", Run: r.readHead},
 		{Name: "decide", Run: r.recordDecision},
 		{Name: "job", Run: r.makeJob},

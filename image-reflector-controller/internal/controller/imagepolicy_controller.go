@@ -32,6 +32,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
+	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
@@ -87,7 +88,7 @@ type ImagePolicyReconciler struct {
 	kind     *reconcile.Kind[*imagev1.ImagePolicy, policyState]
 
 	// watches are the kinds promotion policies read, watched once needed.
-	watches *lazyWatches
+	watches *healthwatch.Watches
 }
 
 // maxRecentBuilt bounds the recent build times kept in memory; the store
@@ -143,8 +144,8 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	if err != nil {
 		return err
 	}
-	r.watches = &lazyWatches{ctrl: c, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
-		byHealth: r.policiesByIndex(healthIndex, healthKeyOf), byUp: r.policiesOfAutomation()}
+	r.watches = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
+		Readers: r.policiesByIndex(healthIndex, healthwatch.KeyOf)}
 	return nil
 }
 
@@ -507,7 +508,7 @@ func (r *ImagePolicyReconciler) holdDowngrade(ctx context.Context, obj *imagev1.
 	repo *imagev1.ImageRepository, entry store.Entry, tag string, specChanged bool) bool {
 	prev := obj.Status.LatestRef
 	if prev == nil || prev.Name != repo.Spec.Image || specChanged || tag == "" || tag == prev.Tag ||
-		slices.Contains(entry.Tags, prev.Tag) || !ranksAbove(ctx, sel, prev.Tag, tag) {
+		slices.Contains(entry.Tags, prev.Tag) || !ranksAbove(sel, prev.Tag, tag) {
 		obj.Status.HeldRef = nil
 		return false
 	}
@@ -535,12 +536,9 @@ func (r *ImagePolicyReconciler) holdDowngrade(ctx context.Context, obj *imagev1.
 // by build time cannot ask the registry about a tag it no longer lists:
 // for them a missing tag is held whatever replaces it, one scan at most
 // longer than needed.
-func ranksAbove(ctx context.Context, sel *policy.Policy, a, b string) bool {
-	if sel.NeedsTimes() {
-		return true
-	}
-	res, err := sel.Evaluate(ctx, []string{a, b}, policy.Options{Now: time.Now(), Top: 1})
-	return err == nil && res.Selection.Selected() == a
+func ranksAbove(sel *policy.Policy, a, b string) bool {
+	prefers, ok := sel.Prefers(a, b)
+	return prefers || !ok
 }
 
 // minPositive is the lesser of two durations, ignoring zeros (no timer).

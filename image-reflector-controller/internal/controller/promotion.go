@@ -6,19 +6,14 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -26,9 +21,9 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	apimeta "toolkit.dev/image-toolkit/pkg/apis/meta"
-	"toolkit.dev/image-toolkit/pkg/health"
 	"toolkit.dev/image-toolkit/pkg/promotion"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 )
 
@@ -61,62 +56,15 @@ const (
 // not serve looks again (a CRD installed later).
 const kindRetry = time.Minute
 
-// lazyWatches starts one informer per kind a promotion reads, the first
-// time a policy needs it: the upstream automations (whose CRD a reflector
-// installed alone does not have) and each healthOf kind.
-type lazyWatches struct {
-	ctrl     controller.Controller
-	cache    cache.Cache
-	mapper   meta.RESTMapper
-	byHealth handler.MapFunc
-	byUp     handler.MapFunc
-
-	mu      sync.Mutex
-	watched map[schema.GroupVersionKind]bool
-}
-
 var automationGVK = imagev1.GroupVersion.WithKind("ImageUpdateAutomation")
 
-// ensure watches gvk unless it is watched already; an error says the
-// kind is not served.
-func (w *lazyWatches) ensure(gvk schema.GroupVersionKind) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.watched[gvk] {
-		return nil
-	}
-	if _, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-		return err
-	}
-	var src source.Source
-	if gvk == automationGVK {
-		src = source.Kind[client.Object](w.cache, &imagev1.ImageUpdateAutomation{}, handler.EnqueueRequestsFromMapFunc(w.byUp), upstreamChanged{})
-	} else {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		src = source.Kind[client.Object](w.cache, u, handler.EnqueueRequestsFromMapFunc(w.byHealth), healthChanged{})
-	}
-	if err := w.ctrl.Watch(src); err != nil {
-		return err
-	}
-	if w.watched == nil {
-		w.watched = map[schema.GroupVersionKind]bool{}
-	}
-	w.watched[gvk] = true
-	return nil
-}
-
-// healthChanged passes changes of a health object's status; its spec
-// alone changes no verdict until its controller acts on it.
-type healthChanged struct{ predicate.Funcs }
-
-func (healthChanged) Update(e event.UpdateEvent) bool {
-	o, okO := e.ObjectOld.(*unstructured.Unstructured)
-	n, okN := e.ObjectNew.(*unstructured.Unstructured)
-	if !okO || !okN {
-		return true
-	}
-	return !equalField(o.Object["status"], n.Object["status"]) || o.GetGeneration() != n.GetGeneration()
+// watchUpstreams watches the upstream automations, whose CRD a reflector
+// installed alone does not have, once a promotion needs them.
+func (r *ImagePolicyReconciler) watchUpstreams() error {
+	w := r.watches
+	return w.Ensure(automationGVK, func() source.Source {
+		return source.Kind[client.Object](w.Cache, &imagev1.ImageUpdateAutomation{}, handler.EnqueueRequestsFromMapFunc(r.policiesOfAutomation()), upstreamChanged{})
+	})
 }
 
 func equalField(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
@@ -134,21 +82,11 @@ func (upstreamChanged) Update(e event.UpdateEvent) bool {
 		!equalField(o.Status.LastJob, n.Status.LastJob)
 }
 
-func healthKey(group, kind, namespace, name string) string {
-	return group + "/" + kind + "/" + namespace + "/" + name
-}
-
 func healthKeys(p *imagev1.ImagePolicy) []string {
-	pr := p.Spec.Policy.Promotion
-	if pr == nil {
-		return nil
+	if pr := p.Spec.Policy.Promotion; pr != nil {
+		return healthwatch.Keys(pr.HealthOf, p.Namespace)
 	}
-	out := make([]string, 0, len(pr.HealthOf))
-	for _, o := range pr.HealthOf {
-		gv, _ := schema.ParseGroupVersion(o.APIVersion)
-		out = append(out, healthKey(gv.Group, o.Kind, cmpOr(o.Namespace, p.Namespace), o.Name))
-	}
-	return out
+	return nil
 }
 
 func cmpOr(a, b string) string {
@@ -222,11 +160,6 @@ func (r *ImagePolicyReconciler) policiesOfAutomation() handler.MapFunc {
 	}
 }
 
-func healthKeyOf(o client.Object) string {
-	gvk := o.GetObjectKind().GroupVersionKind()
-	return healthKey(gvk.Group, gvk.Kind, o.GetNamespace(), o.GetName())
-}
-
 // promote is a promotion policy's whole reconcile: find the upstream's
 // image, read the health of healthOf, decide (pkg/promotion) and record.
 // Other policies go on to the tags.
@@ -297,7 +230,7 @@ func (r *ImagePolicyReconciler) upstream(ctx context.Context, obj *imagev1.Image
 	from := obj.Spec.Policy.Promotion.From
 	auto := &imagev1.ImageUpdateAutomation{}
 	key := types.NamespacedName{Namespace: obj.Namespace, Name: from.Automation}
-	if err := r.watches.ensure(automationGVK); err != nil {
+	if err := r.watchUpstreams(); err != nil {
 		if meta.IsNoMatchError(err) {
 			return promotion.Upstream{}, "", conditions.Retryf(conditions.DependencyNotReadyReason,
 				"ImageUpdateAutomation %s: the cluster does not serve ImageUpdateAutomations", key).After(kindRetry)
@@ -374,37 +307,7 @@ func (r *ImagePolicyReconciler) automationApplying(ctx context.Context, namespac
 
 // healthOf reads the healthOf objects from the cache, watching their kinds.
 func (r *ImagePolicyReconciler) healthOf(ctx context.Context, obj *imagev1.ImagePolicy) ([]promotion.Object, error) {
-	refs := obj.Spec.Policy.Promotion.HealthOf
-	out := make([]promotion.Object, 0, len(refs))
-	for _, ref := range refs {
-		gv, err := schema.ParseGroupVersion(ref.APIVersion)
-		if err != nil {
-			return nil, conditions.Stallf(imagev1.InvalidPolicyReason, "healthOf apiVersion %q: %v", ref.APIVersion, err)
-		}
-		gvk := gv.WithKind(ref.Kind)
-		ns := cmpOr(ref.Namespace, obj.Namespace)
-		name := fmt.Sprintf("%s/%s/%s", ref.Kind, ns, ref.Name)
-		if err := r.watches.ensure(gvk); err != nil {
-			if meta.IsNoMatchError(err) {
-				return nil, conditions.Retryf(conditions.DependencyNotReadyReason, "healthOf %s: the cluster does not serve %s", name, gvk).After(kindRetry)
-			}
-			return nil, err
-		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		err = r.watches.cache.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, u)
-		switch {
-		case apierrors.IsNotFound(err):
-			out = append(out, promotion.Object{Name: name})
-		case apierrors.IsForbidden(err):
-			return nil, conditions.Retryf(conditions.AccessDeniedReason, "healthOf %s: the controller may not read %s (add it to the chart's rbac.healthRules): %v", name, gvk.GroupKind(), err).After(kindRetry)
-		case err != nil:
-			return nil, err
-		default:
-			out = append(out, promotion.Object{Name: name, Found: true, Health: health.Of(u)})
-		}
-	}
-	return out, nil
+	return r.watches.Read(ctx, obj.Spec.Policy.Promotion.HealthOf, obj.Namespace, imagev1.InvalidPolicyReason, kindRetry)
 }
 
 // promotionCycle follows the promotion upstream (the policy each one

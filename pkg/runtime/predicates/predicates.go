@@ -30,3 +30,21 @@ func (ReconcileRequested) Update(e event.UpdateEvent) bool {
 func SpecOrRequest() predicate.Predicate {
 	return predicate.Or(predicate.GenerationChangedPredicate{}, ReconcileRequested{})
 }
+
+// AnnotationChanged is true on an update that sets or changes the
+// annotation key (a request written as an annotation, such as an
+// automation's release-holds).
+func AnnotationChanged(key string) predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return false
+			}
+			v, ok := e.ObjectNew.GetAnnotations()[key]
+			return ok && v != e.ObjectOld.GetAnnotations()[key]
+		},
+	}
+}

@@ -43,3 +43,28 @@ func TestSpecOrRequest(t *testing.T) {
 		t.Error("creations must pass")
 	}
 }
+
+func TestAnnotationChanged(t *testing.T) {
+	with := func(v string) *corev1.ConfigMap {
+		o := &corev1.ConfigMap{}
+		if v != "" {
+			o.Annotations = map[string]string{"example.com/release": v}
+		}
+		return o
+	}
+	p := AnnotationChanged("example.com/release")
+	for _, tt := range []struct {
+		name     string
+		old, new *corev1.ConfigMap
+		want     bool
+	}{
+		{"set", with(""), with("a"), true},
+		{"changed", with("a"), with("b"), true},
+		{"unchanged", with("a"), with("a"), false},
+		{"removed", with("a"), with(""), false},
+	} {
+		if got := p.Update(event.UpdateEvent{ObjectOld: tt.old, ObjectNew: tt.new}); got != tt.want {
+			t.Errorf("%s: %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}

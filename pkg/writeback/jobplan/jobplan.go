@@ -119,6 +119,12 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 		u.Images, u.Container = nil, &writeback.Container{Image: c.Image}
 		return nil
 	}
+	if h := spec.Update.Holds; h != nil {
+		u.Holds = &writeback.Holds{}
+		for _, k := range h.Released {
+			u.Holds.Released = append(u.Holds.Released, writeback.HoldKey{Path: k.Path, Setter: k.Setter, Commit: k.Commit})
+		}
+	}
 	if d := spec.Update.Discover; d != nil {
 		for _, pat := range append(append([]string{}, d.Include...), d.Exclude...) {
 			if _, err := path.Match(pat, ""); err != nil {

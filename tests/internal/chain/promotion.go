@@ -12,14 +12,10 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 )
 
-// PromotionObjects formats, with the soak and the fleet's URL: a stand-in
-// Kustomization CRD and object for the dev environment (its status
-// written by SetKustomization as kustomize-controller writes it; tests/node
-// runs the real one), the prod promotion policy podinfo-prod following the
-// sample automation "fleet" (which writes clusters/prod, the dev
-// environment here), and a prod automation "live" writing clusters/live.
-// Apply it after the samples.
-const PromotionObjects = `apiVersion: apiextensions.k8s.io/v1
+// KustomizationCRD is a stand-in for Flux's Kustomization CRD: served as
+// Flux serves it, with a status subresource, any content kept; tests write
+// its status with SetKustomization.
+const KustomizationCRD = `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: kustomizations.kustomize.toolkit.fluxcd.io
@@ -34,7 +30,16 @@ spec:
     subresources: {status: {}}
     schema:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
+`
+
+// PromotionObjects formats, with the soak and the fleet's URL: a stand-in
+// Kustomization CRD and object for the dev environment (its status
+// written by SetKustomization as kustomize-controller writes it; tests/node
+// runs the real one), the prod promotion policy podinfo-prod following the
+// sample automation "fleet" (which writes clusters/prod, the dev
+// environment here), and a prod automation "live" writing clusters/live.
+// Apply it after the samples.
+const PromotionObjects = KustomizationCRD + `---
 apiVersion: image.toolkit.dev/v1beta1
 kind: ImagePolicy
 metadata:

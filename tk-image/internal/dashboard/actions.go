@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
@@ -29,6 +30,10 @@ const (
 	ActionRun     Action = "run"
 	ActionSuspend Action = "suspend"
 	ActionResume  Action = "resume"
+	// ActionRelease releases an automation's holds (status.holds) and asks
+	// for a run, whose UpdateJob writes the policies' images over the held
+	// values, as tk-image release does.
+	ActionRelease Action = "release"
 )
 
 // actionKinds are the resources each action applies to.
@@ -37,6 +42,7 @@ var actionKinds = map[Action][]string{
 	ActionRun:       {"imageupdateautomations"},
 	ActionSuspend:   {"imageupdateautomations", "imagepolicies", "imagerepositories"},
 	ActionResume:    {"imageupdateautomations", "imagepolicies", "imagerepositories"},
+	ActionRelease:   {"imageupdateautomations"},
 }
 
 // patchFor is the merge patch an action sends, and what it says when done.
@@ -51,6 +57,9 @@ func patchFor(a Action, token string) (patch []byte, done string) {
 		return []byte(`{` + request + `,"spec":{"suspend":false}}`), "resumed, and a reconcile requested"
 	case ActionRun:
 		return []byte(`{` + request + `}`), "run requested: the automation makes an UpdateJob if anything changed"
+	case ActionRelease:
+		release := fmt.Sprintf(`"metadata":{"annotations":{%q:%q,%q:%q}}`, meta.ReconcileRequestAnnotation, token, imagev1.ReleaseHoldsAnnotation, token)
+		return []byte(`{` + release + `}`), "holds released, and a run requested: its UpdateJob writes the policies' images over the held values"
 	}
 	return []byte(`{` + request + `}`), "reconcile requested"
 }

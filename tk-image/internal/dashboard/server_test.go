@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
@@ -179,6 +180,19 @@ func TestActionsPatchAsTheUser(t *testing.T) {
 	code, body = post(t, base, "/actions/run/imageupdateautomations/"+ns+"/apps", url.Values{"token": {token(t, base)}})
 	if code != http.StatusOK || !strings.Contains(body, "run requested") {
 		t.Fatalf("run: %d %s", code, body)
+	}
+	code, body = post(t, base, "/actions/release/imageupdateautomations/"+ns+"/apps", url.Values{"token": {token(t, base)}})
+	if code != http.StatusOK || !strings.Contains(body, "holds released") {
+		t.Fatalf("release: %d %s", code, body)
+	}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "apps"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if a := got.Annotations; a[imagev1.ReleaseHoldsAnnotation] == "" || a[imagev1.ReleaseHoldsAnnotation] != a[meta.ReconcileRequestAnnotation] {
+		t.Errorf("release annotations %v, want the release token as a reconcile request too", a)
+	}
+	if code, _ := post(t, base, "/actions/release/imagepolicies/"+ns+"/apps", url.Values{"token": {token(t, base)}}); code != http.StatusBadRequest {
+		t.Errorf("release of a policy: %d, want 400", code)
 	}
 }
 

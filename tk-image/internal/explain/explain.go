@@ -436,10 +436,13 @@ type AutomationExplanation struct {
 	Schedule *scheduleFacts `json:"schedule,omitempty"`
 	// Discovered are the images spec.discover found (status.discovered):
 	// what follows each, or why nothing does.
-	Discovered     []imagev1.DiscoveredImage `json:"discovered,omitempty"`
-	LastRunTime    *metav1.Time              `json:"lastRunTime,omitempty"`
-	LastPushCommit string                    `json:"lastPushCommit,omitempty"`
-	LastPushTime   *metav1.Time              `json:"lastPushTime,omitempty"`
+	Discovered []imagev1.DiscoveredImage `json:"discovered,omitempty"`
+	// Holds are the values a person set that the automation leaves
+	// (status.holds), each with why it lasts or ended.
+	Holds          []imagev1.AutomationHold `json:"holds,omitempty"`
+	LastRunTime    *metav1.Time             `json:"lastRunTime,omitempty"`
+	LastPushCommit string                   `json:"lastPushCommit,omitempty"`
+	LastPushTime   *metav1.Time             `json:"lastPushTime,omitempty"`
 	// LastPullRequest is the request the last job that proposed, updated
 	// or closed one left (status.lastPullRequest), as it was then.
 	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
@@ -576,6 +579,7 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 		Ready:           apimeta.FindStatusCondition(a.Status.Conditions, conditions.ReadyCondition),
 		Policies:        []automationPolicy{},
 		Discovered:      a.Status.Discovered,
+		Holds:           a.Status.Holds,
 	}
 	e.Source = branchHead(ctx, c, a)
 	chosen, err := e.selectPolicies(ctx, c, a)
@@ -583,6 +587,7 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 		return nil, err
 	}
 	e.judgeDiscovered()
+	e.judgeHolds()
 	e.judgeSchedule(a, time.Now())
 	e.findJobs(ctx, c, a)
 	if scanCheckout != "" {
@@ -645,6 +650,18 @@ func (e *AutomationExplanation) judgeDiscovered() {
 	for _, d := range e.Discovered {
 		if d.Reason != "" {
 			e.Problems = append(e.Problems, fmt.Sprintf("discovered image %s:%s is not followed: %s", d.Name, d.Tag, d.Reason))
+		}
+	}
+}
+
+// judgeHolds lists each held value as a reason its policy's image is
+// not written there.
+func (e *AutomationExplanation) judgeHolds() {
+	ns, name, _ := strings.Cut(e.Automation, "/")
+	for _, h := range e.Holds {
+		if h.Reason == imagev1.HeldByPersonReason {
+			e.Problems = append(e.Problems, fmt.Sprintf("%s in %s is held at %s, as %s set it (tk-image release automation %s -n %s releases it)",
+				h.Setter, h.Path, h.Value, orText(h.Author, "a person"), name, ns))
 		}
 	}
 }
@@ -981,6 +998,7 @@ func (e *AutomationExplanation) Text(w io.Writer) {
 		writeSchedule(w, sf)
 	}
 	writeDiscovered(w, e.Discovered)
+	writeHolds(w, e.Holds)
 	e.writeLastRun(w)
 	e.writePolicies(w)
 	if j := e.InFlightJob; j != nil {
@@ -1046,6 +1064,25 @@ func writeDiscovered(w io.Writer, discovered []imagev1.DiscoveredImage) {
 			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (made by the automation)\n", d.Name, d.Tag, d.Locations, d.Policy)
 		default:
 			fmt.Fprintf(w, "  %s:%s\t%d locations, ImagePolicy %s (the namespace's own)\n", d.Name, d.Tag, d.Locations, d.Policy)
+		}
+	}
+}
+
+// writeHolds writes the values a person set that the automation leaves,
+// and what ends each hold.
+func writeHolds(w io.Writer, holds []imagev1.AutomationHold) {
+	if len(holds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "Holds:\t%d (status.holds)\n", len(holds))
+	for _, h := range holds {
+		fmt.Fprintf(w, "  %s line %d, %s:\t%s (%s)\n", h.Path, h.Line, h.Setter, h.Value, h.Reason)
+		fmt.Fprintf(w, "    Set by:\t%s in %s at %s, over %s\n", orText(h.Author, "unknown"), h.Commit, formatTimePtr(h.Since), orText(h.From, "unknown"))
+		if h.Want != "" {
+			fmt.Fprintf(w, "    Not written:\t%s\n", h.Want)
+		}
+		if h.Message != "" {
+			fmt.Fprintf(w, "    Why:\t%s\n", h.Message)
 		}
 	}
 }

@@ -83,6 +83,7 @@ func recordFindings(job *updatev1.UpdateJob, st *jobRun) {
 			if d := out.Discovered; d != nil {
 				discovered(d, status.Result)
 			}
+			status.Result.Holds = holds(out.Holds)
 		}
 	}
 	if out.PullRequest != nil {

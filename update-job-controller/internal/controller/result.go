@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
@@ -74,6 +76,18 @@ func discovered(d *engine.Discovered, res *updatev1.UpdateResult) {
 	res.DiscoverSkipped = d.Skipped
 	res.Discovered = d.Images[:min(len(d.Images), updatev1.MaxDiscovered)]
 	res.OmittedDiscovered = len(d.Images) - len(res.Discovered)
+}
+
+// holds are the values the run left as a person set them, within the
+// status's bound.
+func holds(in []engine.Hold) []updatev1.Hold {
+	var out []updatev1.Hold
+	for _, h := range in[:min(len(in), updatev1.MaxHolds)] {
+		since := metav1.NewTime(h.Since)
+		out = append(out, updatev1.Hold{HoldKey: updatev1.HoldKey{Path: h.Path, Setter: h.Setter, Commit: h.Commit},
+			Line: h.Line, Value: h.Value, From: h.From, Want: h.Want, Author: h.Author, Since: &since})
+	}
+	return out
 }
 
 // pullRequestStatus is the run's request in the status form; the engine's

@@ -101,3 +101,35 @@ const (
 	// automation is doing what it was told).
 	OutsideUpdateWindowReason = "OutsideUpdateWindow"
 )
+
+// Reasons of an automation's holds (status.holds[].released and the
+// job's result): why a marked value a person set is left as it is, or no
+// longer.
+const (
+	// HeldByPersonReason: a commit the automation did not make replaced
+	// the value it had written (a hand rollback or pin); the value is left
+	// as it is while the hold lasts.
+	HeldByPersonReason = "HeldByPerson"
+	// HoldReleasedReason: tk-image release or the release-holds
+	// annotation released the hold.
+	HoldReleasedReason = "HoldReleased"
+	// HoldExpiredReason: spec.holdFor has passed since the commit that
+	// made the hold.
+	HoldExpiredReason = "HoldExpired"
+	// NewerImageReason: the policy chose an image newer than the one the
+	// person rolled back from.
+	NewerImageReason = "NewerImage"
+	// RolledBackReason: spec.rollback reverted the automation's commit
+	// whose health failed within the window; the image it reverted is
+	// held (status.holds) until the policy chooses a newer one.
+	RolledBackReason = "RolledBack"
+	// RollbackWatchingReason: spec.rollback is watching the automation's
+	// last commit, within its window.
+	RollbackWatchingReason = "RollbackWatching"
+	// RollbackPassedReason: the window ended with the commit healthy (or
+	// never failing) where it reached.
+	RollbackPassedReason = "RollbackPassed"
+	// UnhealthyBeforeReason: the health failed at the commit, but it had
+	// failed already at the revision before: not blamed on the commit.
+	UnhealthyBeforeReason = "UnhealthyBefore"
+)

@@ -61,10 +61,84 @@ type ImageUpdateAutomationSpec struct {
 	// +optional
 	Discover *DiscoverSpec `json:"discover,omitempty"`
 
+	// HoldFor ends a hold (status.holds) this long after the commit that
+	// made it, if nothing ended it before: a newer image than the one
+	// rolled back from, or a release (tk-image release, the
+	// image.toolkit.dev/release-holds annotation). Without it a hold lasts
+	// until one of those.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +optional
+	HoldFor *metav1.Duration `json:"holdFor,omitempty"`
+
+	// Rollback reverts the automation's own commit when the objects that
+	// run it turn unhealthy within a window after it reached them, and
+	// holds the images it reverted (status.holds) until a newer one.
+	// +optional
+	Rollback *RollbackSpec `json:"rollback,omitempty"`
+
 	// Suspend stops the automation.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
+
+// RollbackSpec says whose health judges the automation's commits, and for
+// how long.
+type RollbackSpec struct {
+	// HealthOf are the objects that deploy what the automation writes,
+	// read as a promotion's healthOf: Flux Kustomizations and
+	// HelmReleases, Argo CD Applications, or kstatus objects. A commit is
+	// judged by those naming its revision.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +required
+	HealthOf []HealthObjectReference `json:"healthOf"`
+
+	// Window is how long after the commit first reached a healthOf object
+	// (health seen at its revision) a failure there is blamed on it.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
+	// +required
+	Window metav1.Duration `json:"window"`
+}
+
+// RollbackStatus is what spec.rollback watches: the automation's last
+// commit on its branch, the health seen at it, and what was done.
+type RollbackStatus struct {
+	// Commit is the automation's commit being judged (the checkout
+	// branch's label@sha1:hash, as status.appliedRevision).
+	Commit string `json:"commit"`
+	// PushedAt is when the automation pushed it.
+	// +optional
+	PushedAt *metav1.Time `json:"pushedAt,omitempty"`
+	// ReachedAt is when a healthOf object was first seen at it.
+	// +optional
+	ReachedAt *metav1.Time `json:"reachedAt,omitempty"`
+	// Before are the healthOf objects whose health was seen at an
+	// earlier revision before the commit reached them, each with that
+	// state: health already bad there is not blamed on the commit.
+	// +optional
+	Before []HealthStatus `json:"before,omitempty"`
+	// Health is each healthOf object as last seen.
+	// +optional
+	Health []HealthStatus `json:"health,omitempty"`
+	// Reason is RollbackWatching, RollbackPassed (the window ended
+	// healthy), RolledBack (reverted), or UnhealthyBefore (bad already
+	// before the commit reached it; not reverted).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says why.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ReleaseHoldsAnnotation on an ImageUpdateAutomation releases its holds:
+// its value is a token (tk-image release writes the time), optionally
+// followed by setters or policy names separated by spaces, which limit
+// the release to their holds. Each token is handled once
+// (status.lastHandledRelease): a hold made later is not released by it.
+const ReleaseHoldsAnnotation = "image.toolkit.dev/release-holds"
 
 // DiscoverSpec says which images of the repository an automation
 // discovers, and how it follows them. Which images its jobs find and
@@ -384,6 +458,22 @@ type ImageUpdateAutomationStatus struct {
 	// +optional
 	Discovered []DiscoveredImage `json:"discovered,omitempty"`
 
+	// Holds are the marked values a person set over the automation's (a
+	// hand rollback or pin), which it leaves as they are until the hold
+	// ends; at most 100.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Holds []AutomationHold `json:"holds,omitempty"`
+
+	// Rollback is what spec.rollback watches, and what it did.
+	// +optional
+	Rollback *RollbackStatus `json:"rollback,omitempty"`
+
+	// LastHandledRelease is the last token of the release-holds
+	// annotation the automation handled.
+	// +optional
+	LastHandledRelease string `json:"lastHandledRelease,omitempty"`
+
 	// LastPullRequest is the pull request the last job that proposed,
 	// updated or closed one left (spec.git.push.pullRequest).
 	// +optional
@@ -397,6 +487,27 @@ type ImageUpdateAutomationStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	meta.ReconcileRequestStatus `json:",inline"`
+}
+
+// AutomationHold is a hold as the last job reported it, with what ends it.
+type AutomationHold struct {
+	updatev1.Hold `json:",inline"`
+	// Policy is the name of the ImagePolicy the marker names.
+	// +optional
+	Policy string `json:"policy,omitempty"`
+	// Ends is when spec.holdFor ends it.
+	// +optional
+	Ends *metav1.Time `json:"ends,omitempty"`
+	// Reason is HeldByPerson (a person's value) or RolledBack (a
+	// rollback's: the policy's image is written as Value everywhere) while
+	// the hold lasts, or why it ended (HoldReleased, HoldExpired,
+	// NewerImage): the next job then sets the value the policy chooses.
+	// A rollback's hold has no path: it holds the policy, not a file.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says why it is held or why it ended.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // UpdateWindowStatus is one opening of an automation's update windows:
@@ -445,6 +556,10 @@ type PushedImage struct {
 	// From is the tag the automation had applied before, when it had.
 	// +optional
 	From string `json:"from,omitempty"`
+	// FromDigest is the digest of From, when it had one: what a rollback
+	// writes back.
+	// +optional
+	FromDigest string `json:"fromDigest,omitempty"`
 }
 
 // ObservedPolicies maps policy names to the image each selected.

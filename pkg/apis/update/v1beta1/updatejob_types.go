@@ -98,7 +98,72 @@ type UpdateSpec struct {
 	// +listMapKey=file
 	// +optional
 	ArgoCD []ArgoCDOverride `json:"argoCD,omitempty"`
+
+	// Holds makes the job leave a marked value alone when a person set it
+	// over the automation's (a hand rollback or pin): the commit that last
+	// changed its line is not the automation's (by the commit author, the
+	// spec.commit.author email), and the value it replaced was. The job
+	// reports each in status.result.holds. Without it, every marked value
+	// is set.
+	// +optional
+	Holds *HoldSpec `json:"holds,omitempty"`
 }
+
+// HoldSpec says which holds a job overrides all the same.
+type HoldSpec struct {
+	// Released are holds that ended (a newer image, a release, holdFor):
+	// their values are set as if no person had set them. A hold is
+	// released only for its commit: a later hand edit of the same value is
+	// a new hold.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Released []HoldKey `json:"released,omitempty"`
+}
+
+// HoldKey names one hold: the marked value and the commit that set it.
+type HoldKey struct {
+	// Path of the file, relative to the repository's root.
+	// +kubebuilder:validation:MaxLength=4096
+	// +required
+	Path string `json:"path"`
+	// Setter is the marker, e.g. apps:podinfo or apps:podinfo:tag.
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	Setter string `json:"setter"`
+	// Commit is the commit that set the held value.
+	// +kubebuilder:validation:MaxLength=64
+	// +required
+	Commit string `json:"commit"`
+}
+
+// Hold is a marked value a person set over the automation's, which a job
+// left as it is.
+type Hold struct {
+	HoldKey `json:",inline"`
+	// Line of the value in the file, from 1, when the job saw it.
+	// +optional
+	Line int `json:"line,omitempty"`
+	// Value is the held value, as the file has it.
+	Value string `json:"value"`
+	// From is the value the automation had written, which the person
+	// replaced (rolled back from).
+	// +optional
+	From string `json:"from,omitempty"`
+	// Want is the value the policy chose, which the job did not write:
+	// why the hold matters.
+	// +optional
+	Want string `json:"want,omitempty"`
+	// Author of the commit, as Name <email>.
+	// +optional
+	Author string `json:"author,omitempty"`
+	// Since is the commit's author time.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// MaxHolds bounds the holds a job's result and an automation's status list.
+const MaxHolds = 100
 
 // ArgoCDOverride is one Argo CD parameter override file
 // (.argocd-source-<app>.yaml) and the images to write into it; what else it
@@ -478,6 +543,12 @@ type UpdateResult struct {
 	// lists them with the reasons.
 	// +optional
 	DiscoverSkipped int `json:"discoverSkipped,omitempty"`
+
+	// Holds are the marked values the job left as a person set them
+	// (spec.update.holds), by path and line; at most 100.
+	// +kubebuilder:validation:MaxItems=100
+	// +optional
+	Holds []Hold `json:"holds,omitempty"`
 }
 
 // PolicyMarkers says where the markers naming one policy are.

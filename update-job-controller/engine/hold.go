@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sync"
+	"time"
+
+	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/hold"
+	"toolkit.dev/image-toolkit/pkg/setters"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
+)
+
+// Hold is a marked value a run left as a person set it (pkg/hold).
+type Hold struct {
+	writeback.HoldKey
+	// Line is the value's line in the file, from 1.
+	Line int
+	// Value is the held value, From the automation's value it replaced,
+	// Want the policy's, which the run did not write.
+	Value, From, Want string
+	// Author is the commit's author, Name <email>, and Since its time.
+	Author string
+	Since  time.Time
+}
+
+// holdCheck answers the setters' Keep for one plan at one checkout: a
+// value is left when pkg/hold says a person set it, unless its hold is
+// released. It reads the history from the mirror the run fetched: a blame
+// of the value's line, and, when a person's commit changed it, of the
+// same marker in that commit's parent. Only values the setters would
+// change are looked at, so an automation whose files already hold its
+// images blames nothing.
+type holdCheck struct {
+	mirror   *mirror.Mirror
+	commit   *git2go.Oid
+	prefix   string
+	email    string
+	released map[writeback.HoldKey]bool
+
+	// mu serializes the setters' goroutines: one libgit2 repository.
+	mu    sync.Mutex
+	holds []Hold
+	err   error
+}
+
+// newHoldCheck is nil when the plan does not ask for holds.
+func newHoldCheck(m *mirror.Mirror, commit *git2go.Oid, p writeback.Plan) *holdCheck {
+	if p.Update.Holds == nil {
+		return nil
+	}
+	h := &holdCheck{mirror: m, commit: commit, prefix: p.Path, email: p.Commit.AuthorEmail, released: map[writeback.HoldKey]bool{}}
+	for _, k := range p.Update.Holds.Released {
+		h.released[k] = true
+	}
+	return h
+}
+
+// keep is setters.Options.Keep.
+func (h *holdCheck) keep(site setters.MarkerSite, want string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return true
+	}
+	held, err := h.check(site, want)
+	if err != nil {
+		// Not knowing whether a person set it, the value is left: the
+		// run fails (retried) rather than override a person.
+		h.err = err
+		return true
+	}
+	if held == nil {
+		return false
+	}
+	if h.released[held.HoldKey] {
+		return false
+	}
+	h.holds = append(h.holds, *held)
+	return true
+}
+
+func (h *holdCheck) check(site setters.MarkerSite, want string) (*Hold, error) {
+	file := path.Join(h.prefix, site.Path)
+	last, err := h.mirror.LastChange(h.commit, file, site.Line)
+	if err != nil {
+		return nil, err
+	}
+	seen := hold.Seen{Automation: h.email, Last: hold.Line{Commit: last.Commit, Email: last.Email}, Value: site.Value}
+	if !hold.ByAutomation(seen.Last, h.email) && last.Parent != nil {
+		// A person's commit: what did it replace, and who wrote that?
+		prev, line, ok, err := h.previous(file, site, last.Parent)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			seen.Previous, seen.HasPrevious = prev, true
+			before, err := h.mirror.LastChange(last.Parent, file, line)
+			if err != nil {
+				return nil, err
+			}
+			seen.Before = hold.Line{Commit: before.Commit, Email: before.Email}
+		}
+	}
+	if !hold.Held(seen) {
+		return nil, nil
+	}
+	return &Hold{HoldKey: writeback.HoldKey{Path: file, Setter: site.Marker.String(), Commit: last.Commit},
+		Line: site.Line, Value: site.Value, From: seen.Previous, Want: want,
+		Author: fmt.Sprintf("%s <%s>", last.Name, last.Email), Since: last.When}, nil
+}
+
+// previous finds the marker of site in the file as the commit parent had
+// it: the same marker, counted in file order (a file may mark several
+// values for one setter). ok is false when the parent has no such marker.
+func (h *holdCheck) previous(file string, site setters.MarkerSite, parent *git2go.Oid) (string, int, bool, error) {
+	now, err := h.markers(h.commit, file)
+	if err != nil || now == nil {
+		return "", 0, false, err
+	}
+	nth := -1
+	for _, m := range now {
+		if m.Marker == site.Marker {
+			nth++
+		}
+		if m.Line == site.Line {
+			break
+		}
+	}
+	before, err := h.markers(parent, file)
+	if err != nil || before == nil {
+		return "", 0, false, err
+	}
+	for _, m := range before {
+		if m.Marker != site.Marker {
+			continue
+		}
+		if nth == 0 {
+			return m.Value, m.Line, true, nil
+		}
+		nth--
+	}
+	return "", 0, false, nil
+}
+
+// markers are a file's markers at a commit; nil when it has no such file
+// or it does not parse there.
+func (h *holdCheck) markers(commit *git2go.Oid, file string) ([]setters.MarkerSite, error) {
+	data, err := h.mirror.File(commit, file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ms, err := setters.Markers(data)
+	if err != nil {
+		return nil, nil
+	}
+	return ms, nil
+}
