@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -209,4 +210,70 @@ func policyReconciles(ctx context.Context, b *testing.B, metrics func(context.Co
 		}
 	}
 	return total
+}
+
+// BenchmarkRollbackLatency measures spec.rollback: from dev's
+// Kustomization written failing its health check at the automation's
+// commit (after it was written Healthy there: the commit reached it) to
+// the revert commit on the git server, over 10 bad releases, default
+// flags, window 5 m. The Kustomization is the stand-in of
+// BenchmarkPromotionLatency; each next release is newer than the one
+// rolled back from, which ends the revert's hold. Reports p50, p95 and
+// max.
+//
+//	go test -run '^$' -bench BenchmarkRollbackLatency ./tests/bench/
+func BenchmarkRollbackLatency(b *testing.B) {
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		env, c, stop := startPromotionChain(ctx, b, 0)
+		fleet := &imagev1.ImageUpdateAutomation{}
+		fleet.Name, fleet.Namespace = "fleet", "default"
+		if err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet); err != nil {
+			b.Fatal(err)
+		}
+		patch := client.MergeFrom(fleet.DeepCopy())
+		fleet.Spec.Rollback = &imagev1.RollbackSpec{Window: metav1.Duration{Duration: 5 * time.Minute},
+			HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps-dev"}}}
+		if err := c.Patch(ctx, fleet, patch); err != nil {
+			b.Fatal(err)
+		}
+		repo := &imagev1.ImageRepository{}
+		repo.Name, repo.Namespace = "podinfo", "default"
+		var lat []time.Duration
+		// Every revert goes back to 6.3.0: the releases between were reverted.
+		const previous = "6.3.0"
+		for i := range 10 {
+			tag := fmt.Sprintf("6.4.%d", i)
+			head := env.Head("main")
+			if err := env.PushTag(ctx, tag); err != nil {
+				b.Fatal(err)
+			}
+			if err := env.RequestReconcile(ctx, repo); err != nil {
+				b.Fatal(err)
+			}
+			devCommit := waitBranch(ctx, b, env, head, chain.ManifestPath, chain.Image+":"+tag+" ")
+			testenv.Eventually(b, time.Minute, func() (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet)
+				return strings.HasSuffix(fleet.Status.AppliedRevision, devCommit), err
+			})
+			applied := fleet.Status.AppliedRevision
+			if err := chain.SetKustomization(ctx, c, "default", "apps-dev", true, applied); err != nil {
+				b.Fatal(err)
+			}
+			testenv.Eventually(b, time.Minute, func() (bool, error) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet)
+				r := fleet.Status.Rollback
+				return r != nil && r.Commit == applied && r.ReachedAt != nil, err
+			})
+			start := time.Now()
+			if err := chain.SetKustomization(ctx, c, "default", "apps-dev", false, applied); err != nil {
+				b.Fatal(err)
+			}
+			waitBranch(ctx, b, env, devCommit, chain.ManifestPath, chain.Image+":"+previous+" ")
+			lat = append(lat, time.Since(start))
+		}
+		reportLatencies(b, lat, "")
+		stop()
+		cancel()
+	}
 }

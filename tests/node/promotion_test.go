@@ -121,11 +121,13 @@ func markedDeployment(image, policy string) string {
 //     and the Kustomization is Healthy at it;
 //  3. after the soak, prod's commit lands with the same tag and digest;
 //  4. a broken release (its container exits 1) moves dev; the
-//     Kustomization fails its health check at that commit and prod does
-//     not move, watched for longer than the soak.
-//
-// Reverting the broken commit (spec.rollback) and holds are not built
-// yet: dev stays broken here.
+//     Kustomization fails its health check at that commit; dev's
+//     automation (spec.rollback on that Kustomization) pushes a revert
+//     and holds the broken image; Flux runs the revert; prod never moves;
+//  5. a person rolls dev back by hand in git: the automation holds the
+//     value (status.holds, no commit over it), Flux runs it, prod does
+//     not follow; a newer release ends the hold and reaches prod after
+//     the soak.
 func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -362,7 +364,9 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 		return slices.ContainsFunc(devAuto.Status.Holds, match)
 	}
 	waitFor(t, time.Minute, "dev's automation to hold the image it reverted", func() (bool, string) {
-		return holds(func(h imagev1.AutomationHold) bool { return h.Reason == imagev1.RolledBackReason && h.Policy == "app-dev" }),
+		return holds(func(h imagev1.AutomationHold) bool {
+				return h.Reason == imagev1.RolledBackReason && h.Policy == "app-dev"
+			}),
 			fmt.Sprintf("holds %+v, rollback %+v", devAuto.Status.Holds, devAuto.Status.Rollback)
 	})
 	until(2*time.Minute, health.Healthy, revert)
@@ -383,10 +387,10 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 		t.Errorf("prod's commits: %q, want promotebot's one", log)
 	}
 
-	// 5. A person rolls dev back by hand in git: dev's automation holds
-	// the value (no commit over it), Flux runs it healthy, and prod does
-	// not take the broken image dev's policy still chooses; a newer
-	// release ends the hold and goes through to prod.
+	// 5. A person rolls dev back by hand in git (to 1.0.0, older than
+	// prod's): dev's automation holds the value (no commit over it), Flux
+	// runs it healthy, and prod follows neither the person's value nor
+	// the policy's; a newer release ends the hold and reaches prod.
 	testgit.Git(t, clone.Dir, "pull", "-q", "--ff-only", "origin", "main")
 	hand := clone.Commit("dev back to 1.0.0 by hand", map[string]string{devFile: strings.Replace(fleetGit("show", "main:"+devFile), v110, v100, 1)})
 	clone.Push()
