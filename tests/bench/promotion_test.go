@@ -214,8 +214,9 @@ func policyReconciles(ctx context.Context, b *testing.B, metrics func(context.Co
 
 // BenchmarkRollbackLatency measures spec.rollback: from dev's
 // Kustomization written failing its health check at the automation's
-// commit (after it was written Healthy there: the commit reached it) to
-// the revert commit on the git server, over 10 bad releases, default
+// commit (written Healthy at the commit before: the failure is the
+// commit's) to
+// the revert commit on the git server, over 5 bad releases, default
 // flags, window 5 m. The Kustomization is the stand-in of
 // BenchmarkPromotionLatency; each next release is newer than the one
 // rolled back from, which ends the revert's hold. Reports p50, p95 and
@@ -224,7 +225,7 @@ func policyReconciles(ctx context.Context, b *testing.B, metrics func(context.Co
 //	go test -run '^$' -bench BenchmarkRollbackLatency ./tests/bench/
 func BenchmarkRollbackLatency(b *testing.B) {
 	for range b.N {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		env, c, stop := startPromotionChain(ctx, b, 0)
 		fleet := &imagev1.ImageUpdateAutomation{}
 		fleet.Name, fleet.Namespace = "fleet", "default"
@@ -239,37 +240,36 @@ func BenchmarkRollbackLatency(b *testing.B) {
 		}
 		repo := &imagev1.ImageRepository{}
 		repo.Name, repo.Namespace = "podinfo", "default"
+		line := func(tag string) string { return ":" + tag + ` # {"$imagepolicy": "default:podinfo"}` }
 		var lat []time.Duration
-		// Every revert goes back to 6.3.0: the releases between were reverted.
-		const previous = "6.3.0"
-		for i := range 10 {
-			tag := fmt.Sprintf("6.4.%d", i)
+		for i := range 5 {
+			// What runs before the automation's commit is healthy, so
+			// that a failure at the commit is blamed on it.
 			head := env.Head("main")
+			if err := chain.SetKustomization(ctx, c, "default", "apps-dev", true, "main@sha1:"+head); err != nil {
+				b.Fatal(err)
+			}
+			tag := fmt.Sprintf("6.4.%d", i)
 			if err := env.PushTag(ctx, tag); err != nil {
 				b.Fatal(err)
 			}
 			if err := env.RequestReconcile(ctx, repo); err != nil {
 				b.Fatal(err)
 			}
-			devCommit := waitBranch(ctx, b, env, head, chain.ManifestPath, chain.Image+":"+tag+" ")
-			testenv.Eventually(b, time.Minute, func() (bool, error) {
-				err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet)
-				return strings.HasSuffix(fleet.Status.AppliedRevision, devCommit), err
-			})
-			applied := fleet.Status.AppliedRevision
-			if err := chain.SetKustomization(ctx, c, "default", "apps-dev", true, applied); err != nil {
-				b.Fatal(err)
-			}
+			devCommit := waitBranch(ctx, b, env, head, chain.ManifestPath, line(tag))
+			applied := "main@sha1:" + devCommit
 			testenv.Eventually(b, time.Minute, func() (bool, error) {
 				err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet)
 				r := fleet.Status.Rollback
-				return r != nil && r.Commit == applied && r.ReachedAt != nil, err
+				return r != nil && r.Commit == applied && len(r.Before) == 1 && r.Before[0].State == "Healthy", err
 			})
 			start := time.Now()
 			if err := chain.SetKustomization(ctx, c, "default", "apps-dev", false, applied); err != nil {
 				b.Fatal(err)
 			}
-			waitBranch(ctx, b, env, devCommit, chain.ManifestPath, chain.Image+":"+previous+" ")
+			// Every revert goes back to 6.3.0: the releases between were
+			// reverted.
+			waitBranch(ctx, b, env, devCommit, chain.ManifestPath, line("6.3.0"))
 			lat = append(lat, time.Since(start))
 		}
 		reportLatencies(b, lat, "")
