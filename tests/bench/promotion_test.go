@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -166,11 +165,7 @@ spec:
 		b.Fatal(err)
 	}
 	c := env.Cluster.Client
-	ks := &unstructured.Unstructured{}
-	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
-	ks.SetKind("Kustomization")
-	ks.SetNamespace("default")
-	ks.SetName("apps-dev")
+	ks := chain.Kustomization("default", "apps-dev")
 	testenv.Eventually(b, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
 	return env, c, stop
 }

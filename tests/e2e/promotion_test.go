@@ -41,11 +41,7 @@ func TestChainPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := env.Cluster.Client
-	ks := &unstructured.Unstructured{}
-	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
-	ks.SetKind("Kustomization")
-	ks.SetNamespace("default")
-	ks.SetName("apps-dev")
+	ks := chain.Kustomization("default", "apps-dev")
 	testenv.Eventually(t, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
 
 	devCommit := waitHead(t, env, "main", start)

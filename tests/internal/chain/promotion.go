@@ -92,6 +92,17 @@ func LiveManifest(registryHost string) string {
 	return strings.ReplaceAll(fmt.Sprintf(Manifest, registryHost), `"default:podinfo"`, `"default:podinfo-prod"`)
 }
 
+// Kustomization is the stand-in Kustomization namespace/name, to create
+// once KustomizationCRD is served.
+func Kustomization(namespace, name string) *unstructured.Unstructured {
+	ks := &unstructured.Unstructured{}
+	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
+	ks.SetKind("Kustomization")
+	ks.SetNamespace(namespace)
+	ks.SetName(name)
+	return ks
+}
+
 // SetKustomization writes the status of the Kustomization namespace/name
 // as kustomize-controller does after an apply: Ready True at
 // lastAppliedRevision, or False with HealthCheckFailed at
@@ -100,10 +111,8 @@ func SetKustomization(ctx context.Context, c client.Client, namespace, name stri
 	if _, _, ok := git.ParseRevision(revision); !ok {
 		return fmt.Errorf("revision %q is not a Flux revision", revision)
 	}
-	ks := &unstructured.Unstructured{}
-	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
-	ks.SetKind("Kustomization")
-	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, ks); err != nil {
+	ks := Kustomization(namespace, name)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
 		return err
 	}
 	status, reason := "True", "ReconciliationSucceeded"
