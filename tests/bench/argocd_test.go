@@ -2,8 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -109,9 +107,6 @@ func BenchmarkArgoCDTagToOverrideCommit(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		rank := func(p float64) time.Duration { return lat[int(math.Ceil(p*float64(len(lat))))-1] }
-		b.ReportMetric(rank(0.50).Seconds(), "p50-s")
-		b.ReportMetric(rank(0.95).Seconds(), "p95-s")
+		reportLatencies(b, lat, "")
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,12 +96,18 @@ func runChain(b *testing.B, runs, files, markers int) {
 		}
 	}
 	profiled()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	// Nearest-rank percentiles.
+	reportLatencies(b, lat, "")
+}
+
+// reportLatencies reports the p50, p95 and max of lat (nearest-rank
+// percentiles), each metric's unit prefixed with prefix.
+func reportLatencies(b *testing.B, lat []time.Duration, prefix string) {
+	lat = slices.Clone(lat)
+	slices.Sort(lat)
 	rank := func(p float64) time.Duration { return lat[int(math.Ceil(p*float64(len(lat))))-1] }
-	b.ReportMetric(rank(0.50).Seconds(), "p50-s")
-	b.ReportMetric(rank(0.95).Seconds(), "p95-s")
-	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+	b.ReportMetric(rank(0.50).Seconds(), prefix+"p50-s")
+	b.ReportMetric(rank(0.95).Seconds(), prefix+"p95-s")
+	b.ReportMetric(lat[len(lat)-1].Seconds(), prefix+"max-s")
 }
 
 // startChain starts the chain with podinfo 6.3.0 and returns it with the

@@ -12,79 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
-// kustomizationCRD is a stand-in for Flux's Kustomization CRD: the tests
-// write its status as kustomize-controller does (tests/node runs the real
-// one).
-const kustomizationCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: kustomizations.kustomize.toolkit.fluxcd.io
-spec:
-  group: kustomize.toolkit.fluxcd.io
-  scope: Namespaced
-  names: {plural: kustomizations, singular: kustomization, kind: Kustomization, listKind: KustomizationList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
-// promotionExtras: a stand-in Kustomization CRD and object for the dev
-// environment (its status written here as kustomize-controller writes it;
-// tests/node runs the real one), the prod promotion policy following the
-// sample automation "fleet" (which writes clusters/prod, the dev
-// environment here), and a prod automation writing clusters/live.
-const promotionExtras = kustomizationCRD + `---
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImagePolicy
-metadata:
-  name: podinfo-prod
-  labels:
-    stage: prod
-spec:
-  imageRepositoryRef:
-    name: podinfo
-  policy:
-    promotion:
-      from: {automation: fleet}
-      healthOf:
-      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}
-      soak: %s
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImageUpdateAutomation
-metadata:
-  name: live
-spec:
-  interval: 5m
-  git:
-    repository:
-      url: %s
-      secretRef:
-        name: git-credentials
-    checkout:
-      ref:
-        branch: main
-    commit:
-      author:
-        name: promotebot
-        email: promotebot@example.com
-    push:
-      branch: main
-  update:
-    path: ./clusters/live
-  policySelector:
-    matchLabels:
-      stage: prod
-`
+// kustomizationCRD is the stand-in for Flux's Kustomization CRD.
+const kustomizationCRD = chain.KustomizationCRD
 
 // A tag moves dev (the sample automation's clusters/prod); while dev's
 // Kustomization is not healthy at dev's commit, prod (clusters/live) does
@@ -95,8 +28,7 @@ func TestChainPromotion(t *testing.T) {
 	defer cancel()
 	env, root := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
 	host := env.RegistryHost + "/" + chain.Image
-	live := strings.ReplaceAll(fmt.Sprintf(chain.Manifest, env.RegistryHost), `"default:podinfo"`, `"default:podinfo-prod"`)
-	if _, err := env.Commit(map[string]string{"clusters/live/podinfo.yaml": live}, "prod runs 6.3.0"); err != nil {
+	if _, err := env.Commit(map[string]string{chain.LivePath: chain.LiveManifest(env.RegistryHost)}, "prod runs 6.3.0"); err != nil {
 		t.Fatal(err)
 	}
 	samples, err := env.Samples(root)
@@ -105,15 +37,11 @@ func TestChainPromotion(t *testing.T) {
 	}
 	const soak = 5 * time.Second
 	start := env.Head("main")
-	if err := env.Apply(ctx, samples+"\n---\n"+fmt.Sprintf(promotionExtras, soak, env.RepoURL)); err != nil {
+	if err := env.Apply(ctx, samples+"\n---\n"+fmt.Sprintf(chain.PromotionObjects, soak, env.RepoURL)); err != nil {
 		t.Fatal(err)
 	}
 	c := env.Cluster.Client
-	ks := &unstructured.Unstructured{}
-	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
-	ks.SetKind("Kustomization")
-	ks.SetNamespace("default")
-	ks.SetName("apps-dev")
+	ks := chain.Kustomization("default", "apps-dev")
 	testenv.Eventually(t, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
 
 	devCommit := waitHead(t, env, "main", start)
@@ -166,32 +94,14 @@ func TestChainPromotion(t *testing.T) {
 		time.Since(healthy).Round(time.Millisecond), soak, time.Unix(ct, 0).Sub(soakEnd).Round(time.Second))
 }
 
-// setKustomization writes a Kustomization's status as kustomize-controller
-// does after an apply: Ready True at lastAppliedRevision, or False with
-// HealthCheckFailed at lastAttemptedRevision.
+// setKustomization writes ks's status (chain.SetKustomization) and reads
+// it back into ks.
 func setKustomization(ctx context.Context, t *testing.T, c client.Client, ks *unstructured.Unstructured, ready bool, revision string) {
 	t.Helper()
-	if _, _, ok := git.ParseRevision(revision); !ok {
-		t.Fatalf("revision %q", revision)
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+	if err := chain.SetKustomization(ctx, c, ks.GetNamespace(), ks.GetName(), ready, revision); err != nil {
 		t.Fatal(err)
 	}
-	status, reason := "True", "ReconciliationSucceeded"
-	if !ready {
-		status, reason = "False", "HealthCheckFailed"
-	}
-	st := map[string]any{
-		"observedGeneration":    ks.GetGeneration(),
-		"lastAttemptedRevision": revision,
-		"conditions": []any{map[string]any{"type": "Ready", "status": status, "reason": reason,
-			"message": "revision " + revision, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
-	}
-	if ready {
-		st["lastAppliedRevision"] = revision
-	}
-	ks.Object["status"] = st
-	if err := c.Status().Update(ctx, ks); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
 		t.Fatal(err)
 	}
 }

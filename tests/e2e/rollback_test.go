@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -47,11 +46,7 @@ func TestChainRollback(t *testing.T) {
 	if err := env.Apply(ctx, kustomizationCRD); err != nil {
 		t.Fatal(err)
 	}
-	ks := &unstructured.Unstructured{}
-	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
-	ks.SetKind("Kustomization")
-	ks.SetNamespace("default")
-	ks.SetName("apps-dev")
+	ks := chain.Kustomization("default", "apps-dev")
 	testenv.Eventually(t, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
 	start := env.Head("main")
 	rev := func(commit string) string { return "main@sha1:" + commit }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -116,31 +117,9 @@ func TestFluxKustomizationHealthFollowsTheRollout(t *testing.T) {
 		}
 	}
 
-	// until waits for the Kustomization's health to be want at the commit,
-	// and returns it.
 	until := func(timeout time.Duration, want health.State, commit string) health.Health {
 		t.Helper()
-		var h health.Health
-		var last *unstructured.Unstructured
-		deadline := time.Now().Add(timeout)
-		for {
-			u, err := dyn.Resource(ksGVR).Namespace(fluxNS).Get(ctx, ksName, metav1.GetOptions{})
-			if err == nil {
-				last, h = u, health.Of(u)
-				if h.State == want && h.Commit() == commit {
-					return h
-				}
-			}
-			if time.Now().After(deadline) {
-				status := "no Kustomization read"
-				if last != nil {
-					status = fmt.Sprint(last.Object["status"])
-				}
-				t.Fatalf("the Kustomization is not %s at %s after %s: health.Of says %+v (err %v)\nstatus: %s\n%s\n%s",
-					want, commit, timeout, h, err, status, flux.Diagnose(), cl.Diagnose())
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		return waitKustomization(ctx, t, dyn, flux, fluxNS, ksName, timeout, want, commit)
 	}
 
 	h := until(90*time.Second, health.Healthy, good)
@@ -179,23 +158,78 @@ func TestFluxKustomizationHealthFollowsTheRollout(t *testing.T) {
 		t.Errorf("health.Of = %+v, want Degraded HealthCheckFailed at main@sha1:%s since after the push (%s)", h, bad, pushed)
 	}
 	// The failure is the node's: the crash image's container exited.
-	pods, err := cl.Client().CoreV1().Pods(appNS).List(ctx, metav1.ListOptions{LabelSelector: "app=app"})
+	if !crashExited(ctx, t, appNS, crashRef) {
+		t.Errorf("Degraded, but no crash container exited 1")
+	}
+}
+
+// waitKustomization waits for the Kustomization's health to be want at
+// commit, and returns it; on timeout the test fails with the status, and
+// Flux's and the node's logs.
+func waitKustomization(ctx context.Context, t *testing.T, dyn dynamic.Interface, flux *testflux.Flux, namespace, name string,
+	timeout time.Duration, want health.State, commit string) health.Health {
+	t.Helper()
+	var h health.Health
+	var last *unstructured.Unstructured
+	deadline := time.Now().Add(timeout)
+	for {
+		u, err := dyn.Resource(testflux.Kustomizations).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			last, h = u, health.Of(u)
+			if h.State == want && h.Commit() == commit {
+				return h
+			}
+		}
+		if time.Now().After(deadline) {
+			status := "no Kustomization read"
+			if last != nil {
+				status = fmt.Sprint(last.Object["status"])
+			}
+			t.Fatalf("the Kustomization is not %s at %s after %s: health.Of says %+v (err %v)\nstatus: %s\n%s\n%s",
+				want, commit, timeout, h, err, status, flux.Diagnose(), cl.Diagnose())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// crashExited tells whether a container of the app's pods in namespace,
+// running image, exited 1: what the crash image does.
+func crashExited(ctx context.Context, t *testing.T, namespace, image string) bool {
+	t.Helper()
+	return anyContainer(ctx, t, namespace, image, func(s corev1.ContainerStatus) bool {
+		term := s.LastTerminationState.Terminated
+		if term == nil {
+			term = s.State.Terminated
+		}
+		return term != nil && term.ExitCode == 1
+	})
+}
+
+// anyContainer tells whether a container of the app's pods in namespace
+// runs image and satisfies cond; when none does, it logs the pods.
+func anyContainer(ctx context.Context, t *testing.T, namespace, image string, cond func(corev1.ContainerStatus) bool) bool {
+	t.Helper()
+	pods, err := cl.Client().CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=app"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	exited := false
 	for _, p := range pods.Items {
 		for _, s := range p.Status.ContainerStatuses {
-			if s.Image == crashRef || strings.HasSuffix(s.Image, "/crash:1") {
-				term := s.LastTerminationState.Terminated
-				if term == nil {
-					term = s.State.Terminated
-				}
-				exited = exited || term != nil && term.ExitCode == 1
+			if runs(s, image) && cond(s) {
+				return true
 			}
 		}
 	}
-	if !exited {
-		t.Errorf("Degraded, but no crash container exited 1: %+v", pods.Items)
+	t.Logf("no container of %s in %s is as expected: %+v", image, namespace, pods.Items)
+	return false
+}
+
+// runs tells whether a container status is of image: by digest when the
+// reference has one (what the node pulled), else by the reference, which
+// the runtime may report normalized (docker.io/... for a short name).
+func runs(s corev1.ContainerStatus, image string) bool {
+	if _, digest, ok := strings.Cut(image, "@"); ok {
+		return strings.HasSuffix(s.ImageID, "@"+digest)
 	}
+	return s.Image == image || strings.HasSuffix(s.Image, "/"+path.Base(image))
 }

@@ -3,8 +3,9 @@
 // scheduler, kubelet and kube-proxy, Debian's containerd and runc): what a
 // cluster with no node cannot show, that the pods start, pass their
 // probes, run as the chart's user under the restricted profile, and do the
-// work from inside the cluster; and what a real Flux says of a rollout
-// that really ran (flux_test.go).
+// work from inside the cluster; what a real Flux says of a rollout that
+// really ran (flux_test.go); and promotion from dev to prod on that
+// evidence, with our controllers on the host (promotion_test.go).
 //
 // One cluster serves the package (TestMain): it starts in about 10 s once
 // the tools are built, and only one cluster runs per machine anyway (see

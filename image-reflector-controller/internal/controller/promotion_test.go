@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -21,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 const (
@@ -261,39 +260,19 @@ func TestPromotionReadsArgoCDApplications(t *testing.T) {
 	}
 }
 
-// idleRequests sums the API server's own count of requests that are not
+// idleRequests is the API server's count of requests that are not
 // watches, for the resources a promotion reads and writes.
 func idleRequests(t *testing.T) float64 {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	n, err := testenv.APIRequests(context.Background(), env.Config, promotionResources...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || strings.Contains(line, `verb="WATCH"`) {
-			continue
-		}
-		relevant := false
-		for _, r := range []string{"imagepolicies", "imageupdateautomations", "kustomizations", "imagerepositories"} {
-			relevant = relevant || strings.Contains(line, `resource="`+r+`"`)
-		}
-		if !relevant {
-			continue
-		}
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		total += v
-	}
-	return total
+	return n
 }
+
+// promotionResources are what a promotion policy reads and writes.
+var promotionResources = []string{"imagepolicies", "imageupdateautomations", "kustomizations", "imagerepositories"}
 
 // A promotion watches, it does not poll: once it has promoted, or while
 // it waits for health, it makes no API request at all (the API server's

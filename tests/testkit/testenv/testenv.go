@@ -95,10 +95,18 @@ func New(charts ...string) (*envtest.Environment, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme(),
 	}
-	for _, c := range charts {
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, filepath.Join(root, "charts", c, "files", "crds"))
-	}
+	env.CRDDirectoryPaths = CRDPaths(root, charts...)
 	return env, nil
+}
+
+// CRDPaths are the CRD directories of the given charts of the repository
+// at root, for envtest.InstallCRDs into a cluster envtest did not start.
+func CRDPaths(root string, charts ...string) []string {
+	var paths []string
+	for _, c := range charts {
+		paths = append(paths, filepath.Join(root, "charts", c, "files", "crds"))
+	}
+	return paths
 }
 
 // Env is a running control plane with a client for it.
