@@ -2,9 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,7 +193,7 @@ func TestJobsOfOneBranchShareACommit(t *testing.T) {
 	}
 	srv.CreateRepo(t, "mono", files)
 	before := head(t, srv, "mono", "main")
-	var made []*updatev1.UpdateJob
+	made := make([]*updatev1.UpdateJob, n+1)
 	for i := range n + 1 {
 		name := fmt.Sprintf("app-%d", i)
 		j := newJob(ns, name, srv.RepoURL("mono"), func(j *updatev1.UpdateJob) {
@@ -201,8 +203,19 @@ func TestJobsOfOneBranchShareACommit(t *testing.T) {
 		if i == n {
 			j.Name, j.Spec.Update.Path = "gone", "apps/gone"
 		}
-		create(t, j)
-		made = append(made, j)
+		made[i] = j
+	}
+	// Made at once, as an automation's burst makes them: created one
+	// after another on a loaded machine, they spread over more groups
+	// than the rule allows for jobs ready together.
+	var wg sync.WaitGroup
+	errs := make([]error, len(made))
+	for i, j := range made {
+		wg.Go(func() { errs[i] = env.Client.Create(ctx, j) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	commits := map[string]int{}
 	for _, j := range made[:n] {
