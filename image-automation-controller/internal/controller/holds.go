@@ -116,7 +116,49 @@ func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *sc
 		// own again.
 	}
 	obj.Status.Holds = kept
+	revertOnly(st.selection, kept, obj.Status.ObservedPolicies)
 	return reconcile.Result{RequeueAfter: wake}, nil
+}
+
+// revertOnly keeps a revert to the values the rolled-back commit changed:
+// while a rollback hold's image is not yet what the automation applied
+// (the revert has not landed), every other setter stays at the image the
+// automation applied last, and a policy it has not applied yet waits. The
+// policies that moved meanwhile follow in the next commit, judged on
+// their own.
+func revertOnly(sel *selection.Selection, holds []imagev1.AutomationHold, applied imagev1.ObservedPolicies) {
+	pending := map[string]bool{}
+	for _, h := range holds {
+		if h.Path != "" || h.Reason != imagev1.RolledBackReason {
+			continue
+		}
+		if ref, err := setters.ParseImage(h.Value); err == nil && applied[h.Policy] != ref {
+			pending[h.Setter] = true
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	out := sel.Setters[:0]
+	for _, s := range sel.Setters {
+		if pending[s.Policy] {
+			out = append(out, s)
+			continue
+		}
+		name := policyName(s.Policy)
+		ref, ok := applied[name]
+		if !ok {
+			delete(sel.Observed, name)
+			continue
+		}
+		// What the files hold already: nothing to verify again.
+		s.ImageRef, s.Verified = ref, nil
+		if sel.Observed != nil {
+			sel.Observed[name] = ref
+		}
+		out = append(out, s)
+	}
+	sel.Setters = out
 }
 
 // holdSetter makes a rollback hold's image its policy's setter and

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,6 +12,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/selection"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
@@ -67,5 +69,44 @@ func TestPushRecordReadsTheReplacedImageOfAFirstPush(t *testing.T) {
 	rec := pushRecord(nil, job, nil)
 	if len(rec.Images) != 1 || rec.Images[0].From != "1.0.0" || rec.Images[0].FromDigest == "" {
 		t.Errorf("images %+v, want web from 1.0.0 with its digest", rec.Images)
+	}
+}
+
+// A revert carries only what the rolled-back commit changed: until the
+// held image is what the automation applied, the other policies stay at
+// their applied images (one that moved meanwhile waits, one never applied
+// is left out); once the revert has landed, they follow their policies.
+func TestRevertCarriesOnlyTheRolledBackValues(t *testing.T) {
+	app1 := meta.ImageRef{Name: "ghcr.io/org/app", Tag: "1"}
+	app2 := meta.ImageRef{Name: "ghcr.io/org/app", Tag: "2"}
+	db1 := meta.ImageRef{Name: "ghcr.io/org/db", Tag: "1"}
+	db2 := meta.ImageRef{Name: "ghcr.io/org/db", Tag: "2"}
+	cache := meta.ImageRef{Name: "ghcr.io/org/cache", Tag: "1"}
+	hold := imagev1.AutomationHold{Hold: updatev1.Hold{HoldKey: updatev1.HoldKey{Setter: "ns:app"}, Value: "ghcr.io/org/app:1"},
+		Policy: "app", Reason: imagev1.RolledBackReason}
+	sel := func() *selection.Selection {
+		return &selection.Selection{
+			Setters: []updatev1.PolicySetter{{Policy: "ns:app", ImageRef: app1}, {Policy: "ns:cache", ImageRef: cache},
+				{Policy: "ns:db", ImageRef: db2, Verified: &updatev1.VerifiedImage{}}},
+			Observed: imagev1.ObservedPolicies{"app": app1, "cache": cache, "db": db2},
+		}
+	}
+	pending := sel()
+	revertOnly(pending, []imagev1.AutomationHold{hold}, imagev1.ObservedPolicies{"app": app2, "db": db1})
+	want := []updatev1.PolicySetter{{Policy: "ns:app", ImageRef: app1}, {Policy: "ns:db", ImageRef: db1}}
+	if !reflect.DeepEqual(pending.Setters, want) || !reflect.DeepEqual(pending.Observed, imagev1.ObservedPolicies{"app": app1, "db": db1}) {
+		t.Errorf("revert pending: setters %+v observed %+v, want %+v", pending.Setters, pending.Observed, want)
+	}
+	landed := sel()
+	revertOnly(landed, []imagev1.AutomationHold{hold}, imagev1.ObservedPolicies{"app": app1, "db": db1})
+	if !reflect.DeepEqual(landed, sel()) {
+		t.Errorf("revert landed: setters %+v, want the policies' own", landed.Setters)
+	}
+	person := hold
+	person.Path, person.Reason = "apps/app.yaml", imagev1.HeldByPersonReason
+	mine := sel()
+	revertOnly(mine, []imagev1.AutomationHold{person}, imagev1.ObservedPolicies{"app": app2, "db": db1})
+	if !reflect.DeepEqual(mine, sel()) {
+		t.Errorf("a person's hold pinned the other setters: %+v", mine.Setters)
 	}
 }
