@@ -10,6 +10,8 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/argocd"
 	"toolkit.dev/image-toolkit/pkg/hold"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback"
@@ -87,14 +89,25 @@ func (h *holdCheck) keep(site setters.MarkerSite, want string) bool {
 
 func (h *holdCheck) check(site setters.MarkerSite, want string) (*Hold, error) {
 	file := path.Join(h.prefix, site.Path)
-	last, err := h.mirror.LastChange(h.commit, file, site.Line)
+	return h.blame(file, site.Marker.String(), site.Line, site.Value, want, func(parent *git2go.Oid) (string, int, bool, error) {
+		return h.previous(file, site, parent)
+	})
+}
+
+// blame says whether the value at line of file (from the repository's
+// root) is held: the commit that last changed the line is a person's, and
+// the value it replaced, which previous finds in that commit's parent,
+// was the automation's. setter names the hold.
+func (h *holdCheck) blame(file, setter string, line int, value, want string,
+	previous func(parent *git2go.Oid) (string, int, bool, error)) (*Hold, error) {
+	last, err := h.mirror.LastChange(h.commit, file, line)
 	if err != nil {
 		return nil, err
 	}
-	seen := hold.Seen{Automation: h.email, Last: hold.Line{Commit: last.Commit, Email: last.Email}, Value: site.Value}
+	seen := hold.Seen{Automation: h.email, Last: hold.Line{Commit: last.Commit, Email: last.Email}, Value: value}
 	if !hold.ByAutomation(seen.Last, h.email) && last.Parent != nil {
 		// A person's commit: what did it replace, and who wrote that?
-		prev, line, ok, err := h.previous(file, site, last.Parent)
+		prev, line, ok, err := previous(last.Parent)
 		if err != nil {
 			return nil, err
 		}
@@ -110,9 +123,46 @@ func (h *holdCheck) check(site setters.MarkerSite, want string) (*Hold, error) {
 	if !hold.Held(seen) {
 		return nil, nil
 	}
-	return &Hold{HoldKey: writeback.HoldKey{Path: file, Setter: site.Marker.String(), Commit: last.Commit},
-		Line: site.Line, Value: site.Value, From: seen.Previous, Want: want,
+	return &Hold{HoldKey: writeback.HoldKey{Path: file, Setter: setter, Commit: last.Commit},
+		Line: line, Value: value, From: seen.Previous, Want: want,
 		Author: fmt.Sprintf("%s <%s>", last.Name, last.Email), Since: last.When}, nil
+}
+
+// keepOverride says whether an Argo CD override file (file, from the
+// repository's root, of source type typ) keeps what it sets for img, cur
+// at line, instead of img: a person set it over the automation's value,
+// as for a marker. The hold names the policy, and its values are image
+// references, as a marker that writes the whole reference.
+func (h *holdCheck) keepOverride(file, typ string, img argocd.Image, cur meta.ImageRef, line int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return true
+	}
+	held, err := h.blame(file, img.Setter, line, cur.String(), img.ImageRef.String(), func(parent *git2go.Oid) (string, int, bool, error) {
+		data, err := h.mirror.File(parent, file)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", 0, false, nil
+		}
+		if err != nil {
+			return "", 0, false, err
+		}
+		prev, line, ok, err := argocd.Current(data, typ, img)
+		if err != nil {
+			// An override file that did not parse then held nothing of ours.
+			return "", 0, false, nil
+		}
+		return prev.String(), line, ok, nil
+	})
+	if err != nil {
+		h.err = err
+		return true
+	}
+	if held == nil || h.released[held.HoldKey] {
+		return false
+	}
+	h.holds = append(h.holds, *held)
+	return true
 }
 
 // previous finds the marker of site in the file as the commit parent had

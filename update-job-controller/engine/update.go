@@ -103,6 +103,9 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 	if err != nil {
 		return nil, retryable(KindUpdate, fmt.Errorf("updating %s: %w", p.Path, err))
 	}
+	if err := writeOverrides(tmp, p, res, holds); err != nil {
+		return nil, err
+	}
 	out.Holds = nil
 	if holds != nil {
 		if holds.err != nil {
@@ -112,9 +115,6 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 		slices.SortFunc(out.Holds, func(a, b Hold) int {
 			return cmp.Or(strings.Compare(a.Path, b.Path), a.Line-b.Line)
 		})
-	}
-	if err := writeOverrides(tmp, p, res); err != nil {
-		return nil, err
 	}
 	out.Changes = res
 	out.Problems = nil
@@ -166,7 +166,7 @@ func (r *run) commit(ctx context.Context, oid *git2go.Oid, tmp string, change *C
 // under the checkout root, and adds each changed file to res, its changes
 // under the Application the file is named for. A file Argo CD could not
 // read is the job's failure, not rewritten.
-func writeOverrides(root string, p writeback.Plan, res *setters.Result) error {
+func writeOverrides(root string, p writeback.Plan, res *setters.Result, holds *holdCheck) error {
 	if len(p.Update.ArgoCD) == 0 {
 		return nil
 	}
@@ -182,9 +182,18 @@ func writeOverrides(root string, p writeback.Plan, res *setters.Result) error {
 		}
 		images := make([]argocd.Image, 0, len(o.Images))
 		for _, img := range o.Images {
-			images = append(images, argocd.Image{Setter: img.Policy, ImageRef: p.Update.Images[img.Policy],
+			ai := argocd.Image{Setter: img.Policy, ImageRef: p.Update.Images[img.Policy],
 				KustomizeName: img.KustomizeName, HelmName: img.HelmName, HelmTag: img.HelmTag, HelmSpec: img.HelmSpec,
-				HelmValuesObject: img.HelmValuesObject})
+				HelmValuesObject: img.HelmValuesObject}
+			if holds != nil {
+				// A value a person set over the automation's is left, as
+				// a marked one is.
+				cur, line, ok, err := argocd.Current(data, o.Type, ai)
+				if err == nil && ok && cur != ai.ImageRef && holds.keepOverride(o.File, o.Type, ai, cur, line) {
+					continue
+				}
+			}
+			images = append(images, ai)
 		}
 		out, changes, err := argocd.Update(data, o.Type, images)
 		if err != nil {

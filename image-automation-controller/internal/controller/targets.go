@@ -108,6 +108,7 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 		ts.URL, ts.Branch, ts.Applications = t.Repository.URL, t.Ref.Branch, targetApplications(t)
 		view := obj.DeepCopy()
 		view.Status = targetView(&obj.Status, &ts)
+		view.Status.Holds = targetHolds(obj.Status.Holds, key)
 		ts2 := &scope{Obj: view, Requested: s.Requested, Start: s.Start, State: run{
 			now: s.State.now, sel: s.State.sel, win: s.State.win, src: t, policies: s.State.policies,
 			selection: s.State.selection, inFlight: inFlight[key], finished: jobs[key],
@@ -148,6 +149,7 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 		// What every target shares: the history of pushes, the images
 		// found, the last pull request.
 		obj.Status.History, obj.Status.Discovered, obj.Status.LastPullRequest = view.Status.History, view.Status.Discovered, view.Status.LastPullRequest
+		obj.Status.Holds = withTargetHolds(obj.Status.Holds, key, view.Status.Holds)
 	}
 	// The finished jobs of a target no longer written are pruned as a
 	// target's are.
@@ -189,6 +191,33 @@ func (r *ImageUpdateAutomationReconciler) runTarget(ctx context.Context, s *scop
 		}
 	}
 	return reconcile.StopAfter(requeue), nil
+}
+
+// targetHolds are the holds of files of the target key: those its job is
+// told are released, and those its finished job's report replaces.
+func targetHolds(all []imagev1.AutomationHold, key string) []imagev1.AutomationHold {
+	var out []imagev1.AutomationHold
+	for _, h := range all {
+		if h.Target == key {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// withTargetHolds is all with the target's holds replaced by its run's.
+func withTargetHolds(all []imagev1.AutomationHold, key string, run []imagev1.AutomationHold) []imagev1.AutomationHold {
+	out := make([]imagev1.AutomationHold, 0, len(all)+len(run))
+	for _, h := range all {
+		if h.Target != key {
+			out = append(out, h)
+		}
+	}
+	for _, h := range run {
+		h.Target = key
+		out = append(out, h)
+	}
+	return out
 }
 
 // targetView is the automation's status as a run of the target alone

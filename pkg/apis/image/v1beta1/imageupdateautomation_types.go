@@ -608,6 +608,11 @@ type AutomationHold struct {
 	// Policy is the name of the ImagePolicy the marker names.
 	// +optional
 	Policy string `json:"policy,omitempty"`
+	// Target is, for an automation that writes several repositories or
+	// branches (status.targets), the repository and branch of the file,
+	// as REPOSITORY@BRANCH; empty with one.
+	// +optional
+	Target string `json:"target,omitempty"`
 	// Ends is when spec.holdFor ends it.
 	// +optional
 	Ends *metav1.Time `json:"ends,omitempty"`
