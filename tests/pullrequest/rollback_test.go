@@ -125,4 +125,3 @@ func TestPullRequestRollback(t *testing.T) {
 		t.Fatalf("holds %+v, %v", e.auto.Status.Holds, err)
 	}
 }
-
