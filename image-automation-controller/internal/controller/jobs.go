@@ -720,7 +720,10 @@ func remember(obj *imagev1.ImageUpdateAutomation, rec imagev1.PushRecord) {
 // every image the request proposed (PushRecord.Merged): however a person
 // merged it (merge commit, squash, rebase), that commit is where the
 // automation's change reached the branch. A job that wants other images
-// for those policies says nothing about the request.
+// for those policies says nothing about the request. Nor does any job
+// once one closed the request still open (status.lastPullRequest, kept
+// until the next request): a person wrote those images on the branch by
+// hand, and their commit is not the automation's to revert.
 func merged(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
 	if len(obj.Status.History) == 0 {
 		return
@@ -728,6 +731,9 @@ func merged(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
 	last := &obj.Status.History[0]
 	_, hash, ok := git.ParseRevision(job.Status.CheckoutRevision)
 	if last.PullRequest == 0 || last.Merged != "" || len(last.Images) == 0 || last.MoreImages > 0 || !ok {
+		return
+	}
+	if pr := obj.Status.LastPullRequest; pr != nil && pr.Number == last.PullRequest && pr.Action == updatev1.PullRequestClosedNow {
 		return
 	}
 	want := policiesOf(job)

@@ -20,7 +20,8 @@ import (
 // In PR mode the change reaches the branch through a person's merge: the
 // first branch commit found carrying every image the request proposed
 // (a merge or squash commit) is the one rollback judges, and it stays
-// the judged one; the request's head commit never is.
+// the judged one; the request's head commit never is, nor a commit a
+// person made by hand with the same images.
 func TestRollbackJudgesTheCommitThatMergedTheRequest(t *testing.T) {
 	const (
 		head   = "1111111111111111111111111111111111111111"
@@ -48,6 +49,15 @@ func TestRollbackJudgesTheCommitThatMergedTheRequest(t *testing.T) {
 	if m := obj.Status.History[0].Merged; m != "" {
 		t.Fatalf("merged at %s, where the branch has the old image", m)
 	}
+	// A person wrote the image by hand and a job closed the request: no
+	// commit after is the automation's, neither that job's nor a later
+	// one's.
+	obj.Status.LastPullRequest = &updatev1.PullRequestStatus{Number: 7, Action: updatev1.PullRequestClosedNow}
+	merged(obj, noChange(merge, "1.1.0"))
+	if m := obj.Status.History[0].Merged; m != "" {
+		t.Fatalf("merged at %s, a commit made by hand", m)
+	}
+	obj.Status.LastPullRequest.Action = updatev1.PullRequestOpened
 	// The branch carries the request's image: that commit is judged.
 	merged(obj, noChange(merge, "1.1.0"))
 	obj.Status.AppliedRevision = "main@sha1:" + merge
