@@ -566,6 +566,7 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 		remember(obj, pushRecord(before, job, obj.Status.LastPushTime))
 		t.outcome(OutcomePushed)
 	case updatev1.UpdateJobNoChange:
+		merged(obj, job)
 		obj.Status.ObservedSourceRevision = job.Status.CheckoutRevision
 		applied(obj, job)
 		obj.Status.AppliedRevision = appliedRevision(job)
@@ -712,6 +713,36 @@ func remember(obj *imagev1.ImageUpdateAutomation, rec imagev1.PushRecord) {
 		h = h[1:]
 	}
 	obj.Status.History = append([]imagev1.PushRecord{rec}, h[:min(len(h), imagev1.MaxHistory-1)]...)
+}
+
+// merged records, on the last pull request the automation proposed, the
+// checkout revision of the first job that found the branch carrying
+// every image the request proposed (PushRecord.Merged): however a person
+// merged it (merge commit, squash, rebase), that commit is where the
+// automation's change reached the branch. A job that wants other images
+// for those policies says nothing about the request. Nor does any job
+// once one closed the request still open (status.lastPullRequest, kept
+// until the next request): a person wrote those images on the branch by
+// hand, and their commit is not the automation's to revert.
+func merged(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
+	if len(obj.Status.History) == 0 {
+		return
+	}
+	last := &obj.Status.History[0]
+	_, hash, ok := git.ParseRevision(job.Status.CheckoutRevision)
+	if last.PullRequest == 0 || last.Merged != "" || len(last.Images) == 0 || last.MoreImages > 0 || !ok {
+		return
+	}
+	if pr := obj.Status.LastPullRequest; pr != nil && pr.Number == last.PullRequest && pr.Action == updatev1.PullRequestClosedNow {
+		return
+	}
+	want := policiesOf(job)
+	for _, img := range last.Images {
+		if w, ok := want[img.Policy]; !ok || w.String() != img.ImageRef.String() {
+			return
+		}
+	}
+	last.Merged = hash
 }
 
 // recordNoChange records a job that found the files up to date.

@@ -66,7 +66,7 @@ func (r *ImageUpdateAutomationReconciler) judgeRollback(ctx context.Context, s *
 		obj.Status.Rollback = nil
 		return reconcile.Continue, nil
 	}
-	last := lastOwnCommit(obj)
+	last, commit := lastOwnCommit(obj)
 	if last == nil || isRevert(obj, last) {
 		return reconcile.Continue, nil
 	}
@@ -89,26 +89,32 @@ func (r *ImageUpdateAutomationReconciler) judgeRollback(ctx context.Context, s *
 		Objects: objects, Prior: obj.Status.Rollback, Now: st.now})
 	obj.Status.Rollback = &d.Status
 	if d.Revert {
-		n := holdRolledBack(obj, last, d.Status.Message, st.now)
+		n := holdRolledBack(obj, last, commit, d.Status.Message, st.now)
 		st.tally.hold(imagev1.RolledBackReason)
 		r.Events.Warning(ctx, obj, imagev1.RolledBackReason, "Rollback", fmt.Sprintf("%s; %d images held at the ones it replaced", d.Status.Message, n))
 	}
 	return reconcile.Result{RequeueAfter: d.Requeue}, nil
 }
 
-// lastOwnCommit is the automation's newest push when its checkout branch
-// is at it (status.appliedRevision): the commit a rollback judges. A
-// commit on another branch or in a pull request has not reached what
-// deploys the branch.
-func lastOwnCommit(obj *imagev1.ImageUpdateAutomation) *imagev1.PushRecord {
+// lastOwnCommit is the automation's newest change and the commit that
+// brought it to its checkout branch, when the branch is at that commit
+// (status.appliedRevision): the commit a rollback judges. A push is its
+// own commit; a pull request's is the commit a person's merge made
+// (PushRecord.Merged): the request's head commit is on a branch nothing
+// deploys, and an open request has reached nothing.
+func lastOwnCommit(obj *imagev1.ImageUpdateAutomation) (*imagev1.PushRecord, string) {
 	if len(obj.Status.History) == 0 {
-		return nil
+		return nil, ""
 	}
 	last := &obj.Status.History[0]
-	if _, hash, ok := git.ParseRevision(obj.Status.AppliedRevision); !ok || hash != last.Commit || last.PullRequest != 0 {
-		return nil
+	commit := last.Commit
+	if last.PullRequest != 0 {
+		commit = last.Merged
 	}
-	return last
+	if _, hash, ok := git.ParseRevision(obj.Status.AppliedRevision); !ok || commit == "" || hash != commit {
+		return nil, ""
+	}
+	return last, commit
 }
 
 // isRevert reports whether the commit wrote only images rollback holds
@@ -132,9 +138,9 @@ func isRevert(obj *imagev1.ImageUpdateAutomation, last *imagev1.PushRecord) bool
 	return true
 }
 
-// holdRolledBack holds each image the commit wrote at the one it
-// replaced, and returns how many.
-func holdRolledBack(obj *imagev1.ImageUpdateAutomation, last *imagev1.PushRecord, why string, now time.Time) int {
+// holdRolledBack holds each image the change wrote at the one it
+// replaced, as set by the commit that brought it, and returns how many.
+func holdRolledBack(obj *imagev1.ImageUpdateAutomation, last *imagev1.PushRecord, commit, why string, now time.Time) int {
 	n := 0
 	since := metav1.NewTime(now)
 	for _, img := range last.Images {
@@ -143,7 +149,7 @@ func holdRolledBack(obj *imagev1.ImageUpdateAutomation, last *imagev1.PushRecord
 			continue
 		}
 		old := meta.ImageRef{Name: img.Name, Tag: img.From, Digest: img.FromDigest}
-		h := imagev1.AutomationHold{Hold: updatev1.Hold{HoldKey: updatev1.HoldKey{Setter: obj.Namespace + ":" + img.Policy, Commit: last.Commit},
+		h := imagev1.AutomationHold{Hold: updatev1.Hold{HoldKey: updatev1.HoldKey{Setter: obj.Namespace + ":" + img.Policy, Commit: commit},
 			Value: old.String(), From: img.ImageRef.String(), Want: img.ImageRef.String(), Author: "spec.rollback", Since: &since},
 			Policy: img.Policy, Reason: imagev1.RolledBackReason, Message: why}
 		kept := obj.Status.Holds[:0]

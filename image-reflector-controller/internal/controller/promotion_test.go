@@ -39,30 +39,12 @@ func installHealthCRDs(t *testing.T) {
 	var err error
 	healthCRDs.Do(func() {
 		_, err = envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
-			openCRD("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations"),
-			openCRD("argoproj.io", "v1alpha1", "Application", "applications"),
+			testenv.OpenCRD("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations"),
+			testenv.OpenCRD("argoproj.io", "v1alpha1", "Application", "applications"),
 		}})
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-func openCRD(group, version, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: version, Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: &preserve,
-				}},
-			}},
-		},
 	}
 }
 

@@ -655,6 +655,12 @@ type PushRecord struct {
 	// commit, when it was proposed rather than pushed.
 	// +optional
 	PullRequest int `json:"pullRequest,omitempty"`
+	// Merged is, for a pull request, the first commit of the checkout
+	// branch found carrying every image the request proposed: the merge
+	// or squash commit of a person's merge. It is what spec.rollback
+	// judges in PR mode, as Commit in push mode.
+	// +optional
+	Merged string `json:"merged,omitempty"`
 	// Images are the policies whose values the commit changed, with the
 	// image each wrote, in policy order; at most 20.
 	// +kubebuilder:validation:MaxItems=20

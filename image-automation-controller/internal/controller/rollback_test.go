@@ -1,0 +1,160 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+)
+
+// In PR mode the change reaches the branch through a person's merge: the
+// first branch commit found carrying every image the request proposed
+// (a merge or squash commit) is the one rollback judges, and it stays
+// the judged one; the request's head commit never is, nor a commit a
+// person made by hand with the same images.
+func TestRollbackJudgesTheCommitThatMergedTheRequest(t *testing.T) {
+	const (
+		head   = "1111111111111111111111111111111111111111"
+		before = "2222222222222222222222222222222222222222"
+		merge  = "3333333333333333333333333333333333333333"
+		later  = "4444444444444444444444444444444444444444"
+	)
+	web := func(tag string) meta.ImageRef { return meta.ImageRef{Name: "r/web", Tag: tag} }
+	obj := &imagev1.ImageUpdateAutomation{}
+	obj.Status.History = []imagev1.PushRecord{{Commit: head, PullRequest: 7,
+		Images: []imagev1.PushedImage{{Policy: "web", ImageRef: web("1.1.0"), From: "1.0.0"}}}}
+	noChange := func(rev string, tag string) *updatev1.UpdateJob {
+		j := setterJob("", map[string]meta.ImageRef{"web": web(tag)})
+		j.Status.Phase, j.Status.CheckoutRevision = updatev1.UpdateJobNoChange, "main@sha1:"+rev
+		return j
+	}
+
+	// Open, the request has reached nothing, not even at its head commit.
+	obj.Status.AppliedRevision = "main@sha1:" + head
+	if last, _ := lastOwnCommit(obj); last != nil {
+		t.Fatalf("an open request is judged: %+v", last)
+	}
+	// A job that wants other images says nothing about the request.
+	merged(obj, noChange(before, "1.0.0"))
+	if m := obj.Status.History[0].Merged; m != "" {
+		t.Fatalf("merged at %s, where the branch has the old image", m)
+	}
+	// A person wrote the image by hand and a job closed the request: no
+	// commit after is the automation's, neither that job's nor a later
+	// one's.
+	obj.Status.LastPullRequest = &updatev1.PullRequestStatus{Number: 7, Action: updatev1.PullRequestClosedNow}
+	merged(obj, noChange(merge, "1.1.0"))
+	if m := obj.Status.History[0].Merged; m != "" {
+		t.Fatalf("merged at %s, a commit made by hand", m)
+	}
+	obj.Status.LastPullRequest.Action = updatev1.PullRequestOpened
+	// The branch carries the request's image: that commit is judged.
+	merged(obj, noChange(merge, "1.1.0"))
+	obj.Status.AppliedRevision = "main@sha1:" + merge
+	if last, c := lastOwnCommit(obj); last == nil || c != merge {
+		t.Fatalf("judged %q, want the merge commit %s", c, merge)
+	}
+	// A person's later commit on top does not move what was judged, and
+	// the automation stops judging, as in push mode.
+	merged(obj, noChange(later, "1.1.0"))
+	obj.Status.AppliedRevision = "main@sha1:" + later
+	if m := obj.Status.History[0].Merged; m != merge {
+		t.Fatalf("merged moved to %s", m)
+	}
+	if last, _ := lastOwnCommit(obj); last != nil {
+		t.Fatalf("a person's commit on top is judged")
+	}
+	// The revert is held at the merge commit.
+	obj.Status.AppliedRevision = "main@sha1:" + merge
+	last, c := lastOwnCommit(obj)
+	if n := holdRolledBack(obj, last, c, "broke", obj.CreationTimestamp.Time); n != 1 || obj.Status.Holds[0].Commit != merge ||
+		obj.Status.Holds[0].Value != web("1.0.0").String() {
+		t.Fatalf("holds %+v", obj.Status.Holds)
+	}
+}
+
+// spec.rollback watches its healthOf objects, it does not poll them: an
+// automation judging a commit that reached a healthy Kustomization makes
+// no API request on Kustomizations over 30 s of idleness, and yet a
+// failure written afterwards is acted on at once.
+func TestRollbackIsWatchedNotPolled(t *testing.T) {
+	ctx := context.Background()
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{
+		testenv.OpenCRD("kustomize.toolkit.fluxcd.io", "v1", "Kustomization", "kustomizations"),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, testgit.Options{})
+	f.policy("app", nil, "1.1.0")
+	a := f.automation("fleet", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.Rollback = &imagev1.RollbackSpec{Window: metav1.Duration{Duration: 10 * time.Minute},
+			HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps"}}}
+	})
+	first := f.head()
+	job := waitJobs(t, f.ns, 1)[0]
+	pushed := f.work.Commit("update images", map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
+	f.work.Push()
+	finish(t, &job, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
+		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = first, pushed, []string{"refs/heads/main"}
+		j.Status.Result = &updatev1.UpdateResult{Files: []meta.FileResult{{Path: "apps/app.yaml", Objects: []meta.ObjectResult{{
+			Changes: []meta.Change{{Setter: f.ns + ":app", OldValue: "ghcr.io/org/app:1.0.0", NewValue: "ghcr.io/org/app:1.1.0"}}}}}}}
+	})
+	// The Kustomization applied the commit and is healthy, as
+	// kustomize-controller writes it.
+	ks := &unstructured.Unstructured{}
+	ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
+	ks.SetKind("Kustomization")
+	ks.SetNamespace(f.ns)
+	ks.SetName("apps")
+	create(t, ks)
+	setReady := func(status, reason string) {
+		t.Helper()
+		rev := "main@sha1:" + pushed
+		ks.Object["status"] = map[string]any{"observedGeneration": ks.GetGeneration(), "lastAttemptedRevision": rev, "lastAppliedRevision": rev,
+			"conditions": []any{map[string]any{"type": "Ready", "status": status, "reason": reason, "message": "revision " + rev,
+				"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "observedGeneration": ks.GetGeneration()}}}
+		if err := env.Client.Status().Update(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReady("True", "ReconciliationSucceeded")
+	waitAutomation(t, a, "the commit reached the Kustomization", func(a *imagev1.ImageUpdateAutomation) bool {
+		rb := a.Status.Rollback
+		return rb != nil && rb.ReachedAt != nil && rb.Reason == imagev1.RollbackWatchingReason
+	})
+
+	const idle = 30 * time.Second
+	before, err := testenv.APIRequests(ctx, env.Config, "kustomizations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before == 0 {
+		t.Fatal("no request on Kustomizations counted at all, not even the informer's list: the count is not the API server's")
+	}
+	time.Sleep(idle)
+	after, err := testenv.APIRequests(ctx, env.Config, "kustomizations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("API requests on Kustomizations in %s of idleness: %v", idle, after-before)
+	if after != before {
+		t.Errorf("%v requests on Kustomizations in %s of idleness; want none", after-before, idle)
+	}
+
+	// Watched: a failure is seen without a request to reconcile.
+	setReady("False", "HealthCheckFailed")
+	waitAutomation(t, a, "the rollback", func(a *imagev1.ImageUpdateAutomation) bool {
+		return a.Status.Rollback.Reason == imagev1.RolledBackReason && len(a.Status.Holds) == 1 &&
+			a.Status.Holds[0].Value == "ghcr.io/org/app:1.0.0"
+	})
+}
