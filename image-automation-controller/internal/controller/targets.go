@@ -114,12 +114,12 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 			selection: s.State.selection, inFlight: inFlight[key], finished: jobs[key],
 		}}
 		res, err := r.runTarget(ctx, ts2)
-		requeue = shortest(requeue, res.RequeueAfter)
+		requeue = reconcile.Shortest(requeue, res.RequeueAfter)
 		name := fmt.Sprintf("%s (%s)", t.Repository.URL, t.Ref.Branch)
 		if err != nil {
 			f := conditions.AsFailure(err)
 			msg := events.Redact(err.Error(), f.Secrets...)
-			requeue = shortest(requeue, conditions.Record(view, f, msg))
+			requeue = reconcile.Shortest(requeue, conditions.Record(view, f, msg))
 			var isFailure *conditions.Failure
 			if !errors.As(err, &isFailure) && plain == nil {
 				plain = err
@@ -185,7 +185,7 @@ func (r *ImageUpdateAutomationReconciler) runTarget(ctx context.Context, s *scop
 	var requeue time.Duration
 	for _, p := range []func(context.Context, *scope) (reconcile.Result, error){r.readHead, r.recordDecision, r.makeJob} {
 		res, err := p(ctx, s)
-		requeue = shortest(requeue, res.RequeueAfter)
+		requeue = reconcile.Shortest(requeue, res.RequeueAfter)
 		if err != nil || res.Stop {
 			return reconcile.Result{RequeueAfter: requeue, Stop: true}, err
 		}
@@ -290,14 +290,4 @@ func targetApplications(t *source) []string {
 		out = append(out, strings.TrimPrefix(a.String(), "Application "))
 	}
 	return out
-}
-
-func shortest(a, b time.Duration) time.Duration {
-	switch {
-	case a == 0:
-		return b
-	case b == 0:
-		return a
-	}
-	return min(a, b)
 }

@@ -265,7 +265,7 @@ func (k *Kind[T, S]) runPhases(ctx context.Context, s *Scope[T, S]) (ctrl.Result
 	for _, p := range k.Phases {
 		s.Phase = p.Name
 		res, err := p.Run(ctx, s)
-		requeue = shortest(requeue, res.RequeueAfter)
+		requeue = Shortest(requeue, res.RequeueAfter)
 		if s.refused != nil {
 			return refusedWrite(s.refused)
 		}
@@ -318,11 +318,11 @@ func (k *Kind[T, S]) fail(ctx context.Context, s *Scope[T, S], err error, requeu
 	if f.Stalled {
 		return ctrl.Result{RequeueAfter: after}, nil
 	}
-	return ctrl.Result{RequeueAfter: shortest(after, requeue)}, nil
+	return ctrl.Result{RequeueAfter: Shortest(after, requeue)}, nil
 }
 
-// shortest is the earlier of two requeue times, zero meaning none.
-func shortest(a, b time.Duration) time.Duration {
+// Shortest is the earlier of two requeue times, zero meaning none.
+func Shortest(a, b time.Duration) time.Duration {
 	switch {
 	case a == 0:
 		return b
