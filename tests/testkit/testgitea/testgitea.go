@@ -810,11 +810,26 @@ func (s *Server) GetPull(ctx context.Context, repo string, number int) (*Pull, e
 	return &pr, nil
 }
 
-// MergePull merges pull request number of repo at once with style
+// MergePull merges pull request number of repo with style
 // (merge, squash, rebase).
+//
+// Gitea checks a request's mergeability in the background after each
+// push to it, and refuses a merge meanwhile (405 "Please try again
+// later"): that answer is retried until ctx ends, as a person would.
 func (s *Server) MergePull(ctx context.Context, repo string, number int, style string) error {
-	return s.Do(ctx, http.MethodPost, fmt.Sprintf("%s/pulls/%d/merge", s.repoPath(repo), number),
-		map[string]any{"Do": style}, nil)
+	for {
+		err := s.Do(ctx, http.MethodPost, fmt.Sprintf("%s/pulls/%d/merge", s.repoPath(repo), number),
+			map[string]any{"Do": style}, nil)
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusMethodNotAllowed || !strings.Contains(apiErr.Message, "try again later") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (still, when %w)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Comments lists the comments of issue or pull request number of repo.
