@@ -106,7 +106,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	crmetrics.Registry.MustRegister(m.Collectors()...)
 	srv := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), m, webhook.Options{
 		Addr: addr, Log: ctrl.Log.WithName("webhook"),
-		Source: source,
+		Source: source, PushedByJob: autos.PushedByJob,
 	})
 	autos.RequestHandled = srv.RunStarted
 	return mgr.Add(srv)

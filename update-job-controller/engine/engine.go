@@ -91,6 +91,10 @@ type Change struct {
 type Push struct {
 	// Commit is the commit pushed; empty when a pull request is closed.
 	Commit string
+	// Base is the revision the commit was made on (its parent), e.g.
+	// main@sha1:<hash>: with Commit, it lets the automations of the
+	// branch tell a head their own jobs moved from one a person moved.
+	Base string
 	// Refs are the refs it sets.
 	Refs []string
 	// PullRequest is set for a pull request's head branch (or closing):

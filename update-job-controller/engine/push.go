@@ -20,7 +20,7 @@ import (
 // mirror.ErrNonFastForward for the caller to retry.
 func (r *run) push(ctx context.Context, commit *git2go.Oid) error {
 	t := r.plan.Target
-	p := Push{Commit: commit.String(), Refs: t.Refs(), Plans: r.pushPlans}
+	p := Push{Commit: commit.String(), Base: r.res.CheckoutRevision, Refs: t.Refs(), Plans: r.pushPlans}
 	if err := r.beforePush(ctx, p); err != nil {
 		return err
 	}

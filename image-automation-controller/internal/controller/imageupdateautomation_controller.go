@@ -116,6 +116,9 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobTargetIndex, jobTarget); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobCommitIndex, jobCommits); err != nil {
+		return err
+	}
 	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, applicationsIndex, func(o client.Object) []string {
 		if a := o.(*imagev1.ImageUpdateAutomation); a.Spec.ApplicationSelector != nil {
 			return []string{a.Namespace}

@@ -207,6 +207,12 @@ func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope
 			Redacting(src.remote.Secrets()...).After(min(s.Obj.Spec.Interval.Duration, time.Minute))
 	}
 	s.State.head = git.FormatRevision(src.Ref.Branch, oid)
+	// A head that only jobs of this branch moved since the last run is
+	// the head it saw (ownhead.go).
+	if obs := s.Obj.Status.ObservedSourceRevision; obs != "" && obs != s.State.head && canShortCircuit(src.Ref, s.Obj.Spec.GitSpec.Push) &&
+		movedByJobs(obs, s.State.head, r.jobParents(ctx, s.Obj.Namespace, headTarget(src))) {
+		s.Obj.Status.ObservedSourceRevision = s.State.head
+	}
 	return reconcile.Continue, nil
 }
 

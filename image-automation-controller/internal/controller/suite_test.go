@@ -97,7 +97,7 @@ func setupWebhooks(mgr ctrl.Manager, r *ImageUpdateAutomationReconciler) error {
 	hookMetrics = webhook.NewMetrics()
 	hooks := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), hookMetrics, webhook.Options{
 		Log: ctrl.Log.WithName("webhook"), Source: gitsource.Options{NoCrossNamespaceRefs: r.NoCrossNamespaceRefs},
-		CallsFlush: 200 * time.Millisecond,
+		CallsFlush: 200 * time.Millisecond, PushedByJob: r.PushedByJob,
 	})
 	r.RequestHandled = hooks.RunStarted
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return hooks.Serve(ctx, l) }))

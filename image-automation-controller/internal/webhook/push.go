@@ -21,6 +21,8 @@ type Push struct {
 	// Branch is the branch moved; empty for a generic call that names
 	// none, which is about every branch.
 	Branch string
+	// After is the commit the branch was moved to, when the sender says.
+	After string
 }
 
 // errIgnore marks a valid call about nothing to run: a ping, a tag push,
@@ -88,7 +90,7 @@ func push(ref, after string, deleted bool, urls ...string) (Push, error) {
 	if !ok || deleted || after == zeroCommit {
 		return Push{}, errIgnore
 	}
-	p := Push{Branch: b}
+	p := Push{Branch: b, After: after}
 	for _, u := range urls {
 		if u != "" {
 			p.URLs = append(p.URLs, u)

@@ -43,7 +43,14 @@ type Options struct {
 	// Source is how automations' repositories are resolved (the
 	// controller's --no-cross-namespace-refs).
 	Source gitsource.Options
-	Log    logr.Logger
+	// PushedByJob reports whether one of the namespace's UpdateJobs
+	// pushed commit to the branch it checks out. A push of such a commit
+	// runs no automation: the automations of a branch take the moves
+	// their own jobs make as no change (a monorepo's grouped commits
+	// would otherwise ask each of its thousand automations to run, once
+	// per commit).
+	PushedByJob func(ctx context.Context, namespace, commit string) bool
+	Log         logr.Logger
 }
 
 // NewMetrics makes the receiver's metrics (docs/metrics.md): its requests
@@ -123,6 +130,10 @@ func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
 	return func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
+		if p.After != "" && s.opts.PushedByJob != nil && s.opts.PushedByJob(ctx, key.Namespace, p.After) {
+			s.opts.Log.V(1).Info("the push is an UpdateJob's own commit: no run requested", "webhook", key.String(), "commit", p.After)
+			return
+		}
 		autos, err := s.match(ctx, key.Namespace, sel, p)
 		if err != nil {
 			s.opts.Log.Error(err, "finding the ImageUpdateAutomations of a push", "webhook", key.String())

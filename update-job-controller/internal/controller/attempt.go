@@ -201,7 +201,7 @@ func (r *UpdateJobReconciler) hooks(job *updatev1.UpdateJob, plan writeback.Plan
 			}
 			// Written ahead of the push: if we die before recording the
 			// outcome, the next attempt finds this commit on the branch.
-			return l.update(ctx, func(job *updatev1.UpdateJob) { job.Status.PushingCommit = p.Commit })
+			return l.update(ctx, func(job *updatev1.UpdateJob) { pushing(job, p) })
 		},
 		OnEvent: r.observe,
 	}

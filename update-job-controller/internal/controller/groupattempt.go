@@ -195,7 +195,7 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 // changes it carries (status.pushingCommit), before the push: a runner
 // that dies after it leaves each job able to find it.
 func (r *UpdateJobReconciler) recordPushing(ctx context.Context, st *jobRun, g *jobGroup, p engine.Push) error {
-	set := func(job *updatev1.UpdateJob) { job.Status.PushingCommit = p.Commit }
+	set := func(job *updatev1.UpdateJob) { pushing(job, p) }
 	var carried []*member
 	leader := false
 	for _, i := range p.Plans {
@@ -220,6 +220,17 @@ func (r *UpdateJobReconciler) recordPushing(ctx context.Context, st *jobRun, g *
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// pushing records, before the push, the commit about to be pushed and
+// the revision it was made on: the automations of the branch read both to
+// tell a head their jobs moved (no run needed) from one a person moved,
+// and the push must not wait for the outcome to say so.
+func pushing(job *updatev1.UpdateJob, p engine.Push) {
+	job.Status.PushingCommit = p.Commit
+	if p.Base != "" {
+		job.Status.CheckoutRevision = p.Base
+	}
 }
 
 // releaseMembers hands the members back, Pending, when the leader's
