@@ -106,6 +106,7 @@ func runMonorepo(b *testing.B, n int) {
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", "default"
 	profiled := profile(ctx, b, env)
+	requestsBefore := apiRequests(ctx, b, env)
 	b.StartTimer()
 	start := time.Now()
 	if err := env.PushTag(ctx, "6.4.0"); err != nil {
@@ -126,6 +127,9 @@ func runMonorepo(b *testing.B, n int) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	// The controllers' API requests until every app was updated: the
+	// figure the machine's load does not change.
+	requests := apiRequests(ctx, b, env) - requestsBefore
 	profiled()
 	commits, err := env.FleetGit("rev-list", "--count", before+"..main")
 	if err != nil {
@@ -153,4 +157,20 @@ func runMonorepo(b *testing.B, n int) {
 	b.ReportMetric(elapsed.Seconds(), "s-to-all-updated")
 	b.ReportMetric(float64(nc), "commits")
 	b.ReportMetric(float64(made), "updatejobs")
+	b.ReportMetric(float64(requests)/float64(n), "api-requests-per-app")
+}
+
+// apiRequests sums the API requests the chain's controllers have made.
+func apiRequests(ctx context.Context, b *testing.B, env *chain.Env) int {
+	total := 0
+	for _, p := range env.Procs {
+		m, err := p.Metrics(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, method := range []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE"} {
+			total += requestCount(m, method)
+		}
+	}
+	return total
 }

@@ -252,18 +252,6 @@ func adopt(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
 	}
 }
 
-func revisionOr(head string, ref updatev1.GitRepositoryRef) string {
-	if head != "" {
-		return head
-	}
-	for _, s := range []string{ref.Commit, ref.Name, ref.SemVer, ref.Tag, ref.Branch} {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
-
 // jobFinished passes what an automation's decision depends on: a job
 // finishing (or taken up again) and a job deleted. Not a job's creation,
 // which the run that made it knows, nor Pending to Running, nor the

@@ -18,7 +18,6 @@ import (
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 	"toolkit.dev/image-toolkit/pkg/selection"
 )
@@ -284,12 +283,13 @@ func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope)
 		}
 		return reconcile.Continue, fmt.Errorf("creating the UpdateJob: %w", err)
 	}
+	// No event for a job made: the status says which job runs, and the
+	// job's outcome is the event (a thousand automations following one
+	// tag would otherwise write a thousand events more per tag).
 	if existed {
 		adopt(obj, job)
 	} else {
 		obj.Status.LastAutomationRunTime = &metav1.Time{Time: st.now}
-		r.Events.WithMetadata(map[string]string{events.MetaRevision: st.head}).Normal(ctx, obj, "UpdateJobCreated", "Update",
-			fmt.Sprintf("created UpdateJob %s for %d policies at %s", job.Name, len(d.job.Update.Setters), revisionOr(st.head, st.src.Ref)))
 	}
 	markProgress("waiting for UpdateJob %s to finish", job.Name).apply(obj)
 	return reconcile.StopAfter(d.requeue), nil

@@ -35,8 +35,11 @@ type member struct {
 	run jobRun
 }
 
-// writers bounds the status writes a group makes at once.
-const writers = 8
+// writers bounds the status writes a group makes at once: enough to keep
+// the API server busy (its priority and fairness queues the rest), as a
+// group of a thousand members writes each member three times, on the way
+// to its push.
+const writers = 32
 
 // forEach runs f for each member, writers at a time.
 func forEach(members []*member, f func(m *member)) {
