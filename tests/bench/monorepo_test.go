@@ -106,7 +106,7 @@ func runMonorepo(b *testing.B, n int) {
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", "default"
 	profiled := profile(ctx, b, env)
-	requestsBefore := apiRequests(ctx, b, env)
+	requestsBefore, byBefore := apiRequests(ctx, b, env)
 	b.StartTimer()
 	start := time.Now()
 	if err := env.PushTag(ctx, "6.4.0"); err != nil {
@@ -129,7 +129,13 @@ func runMonorepo(b *testing.B, n int) {
 	b.StopTimer()
 	// The controllers' API requests until every app was updated: the
 	// figure the machine's load does not change.
-	requests := apiRequests(ctx, b, env) - requestsBefore
+	requestsAfter, byAfter := apiRequests(ctx, b, env)
+	requests := requestsAfter - requestsBefore
+	for k, v := range byAfter {
+		if d := v - byBefore[k]; d > 0 {
+			b.Logf("API requests of %s: %d", k, d)
+		}
+	}
 	profiled()
 	commits, err := env.FleetGit("rev-list", "--count", before+"..main")
 	if err != nil {
@@ -160,17 +166,31 @@ func runMonorepo(b *testing.B, n int) {
 	b.ReportMetric(float64(requests)/float64(n), "api-requests-per-app")
 }
 
-// apiRequests sums the API requests the chain's controllers have made.
-func apiRequests(ctx context.Context, b *testing.B, env *chain.Env) int {
-	total := 0
-	for _, p := range env.Procs {
+// apiRequests sums the API requests the chain's controllers have made, and
+// returns them by controller, code and method too.
+func apiRequests(ctx context.Context, b *testing.B, env *chain.Env) (int, map[string]int) {
+	total, by := 0, map[string]int{}
+	for name, p := range env.Procs {
 		m, err := p.Metrics(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, method := range []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE"} {
-			total += requestCount(m, method)
+		for _, l := range strings.Split(m, "\n") {
+			if !strings.HasPrefix(l, "rest_client_requests_total{") {
+				continue
+			}
+			i := strings.LastIndexByte(l, ' ')
+			f, _ := strconv.ParseFloat(l[i+1:], 64)
+			total += int(f)
+			by[name+" "+labelValue(l, "code")+" "+labelValue(l, "method")] += int(f)
 		}
 	}
-	return total
+	return total, by
+}
+
+// labelValue is the value of label name in a metric line.
+func labelValue(line, name string) string {
+	_, v, _ := strings.Cut(line, name+`="`)
+	v, _, _ = strings.Cut(v, `"`)
+	return v
 }

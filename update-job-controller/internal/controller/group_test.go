@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -18,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
@@ -260,5 +262,26 @@ func TestJobsOfOneBranchShareACommit(t *testing.T) {
 		if b := testgit.Git(t, srv.BarePath("mono"), "show", "main:apps/"+j.Name+"/deploy.yaml"); !strings.Contains(b, "podinfo:6.5.0") {
 			t.Errorf("%s not updated", j.Name)
 		}
+		// The revision the commit was made on, which the automations
+		// walk back through (ownhead.go there).
+		parent := strings.TrimSpace(testgit.Git(t, srv.BarePath("mono"), "rev-parse", got.Status.PushedCommit+"^"))
+		if got.Status.CheckoutRevision != "main@sha1:"+parent {
+			t.Errorf("%s: checkoutRevision %q, want its commit's parent %s", j.Name, got.Status.CheckoutRevision, parent)
+		}
 	}
+	// One Succeeded event per commit, on the job that led it: the members
+	// the leader's event reports have none of their own.
+	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.Reason == conditions.SucceededReason {
+				n++
+			}
+		}
+		return n == len(commits), fmt.Errorf("%d Succeeded events for %d commits", n, len(commits))
+	})
 }

@@ -191,6 +191,7 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 	st.out, st.err = outs[0].Result, failure(outs[0].Err)
 	for i, m := range g.members {
 		m.run.out, m.run.err, m.run.secrets, m.run.started, m.run.shared = outs[i+1].Result, failure(outs[i+1].Err), secrets, st.started, st.shared
+		m.run.quiet = outs[0].Err == nil && outs[0].Commit != "" && outs[i+1].Commit == outs[0].Commit
 	}
 }
 

@@ -127,6 +127,9 @@ func (r *UpdateJobReconciler) pushed(job *updatev1.UpdateJob, st *jobRun) {
 		msg += fmt.Sprintf(", one commit for %d UpdateJobs", st.shared)
 	}
 	conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
+	if st.quiet {
+		return
+	}
 	st.note(func(ctx context.Context, job *updatev1.UpdateJob) {
 		r.jobEvents(job).Normal(ctx, job, conditions.SucceededReason, "Push", msg+"\n\n"+out.Message, st.secrets...)
 	})

@@ -130,6 +130,10 @@ type jobRun struct {
 	// shared counts the jobs whose changes the pushed commit carries,
 	// when it was a group's.
 	shared int
+	// quiet is a member whose commit its leader's event reports: its
+	// push has no event of its own (a thousand members, a thousand
+	// events of one commit; each automation's Pushed event names it).
+	quiet bool
 }
 
 // note adds an event to emit once the status is written.
