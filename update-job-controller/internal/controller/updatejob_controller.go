@@ -174,17 +174,24 @@ func (r *UpdateJobReconciler) newKind() *reconcile.Kind[*updatev1.UpdateJob, job
 	}
 }
 
-// markPending takes a new job: Pending, waiting for a runner. The next
-// reconcile claims it.
+// markPending takes a new job: Pending, waiting for a runner. It writes
+// nothing of its own: a job that can run now is claimed in this reconcile
+// (one write, Running, not two), and one that waits is written Pending
+// when the reconcile ends. A new job a group of this runner took before
+// its own reconcile is the group's to write (a write here would only
+// conflict with it); the group's end wakes it.
 func (r *UpdateJobReconciler) markPending(_ context.Context, s *jobScope) (reconcile.Result, error) {
 	job := s.Obj
 	if job.Status.Phase != "" {
 		return reconcile.Continue, nil
 	}
+	if r.groups.isRunning(job.UID) {
+		return reconcile.StopAfter(r.LeaseDuration), nil
+	}
 	job.Status.Phase = updatev1.UpdateJobPending
 	job.Status.ObservedGeneration = job.Generation
 	conditions.MarkReconciling(job, conditions.ProgressingReason, "waiting for a runner")
-	return reconcile.StopAfter(lookAgain), nil
+	return reconcile.Continue, nil
 }
 
 // expireFinished leaves a finished job alone until its TTL has passed,
