@@ -114,6 +114,9 @@ func gather(in groupInput, jobs []updatev1.UpdateJob) gathering {
 		if err != nil || groupKey(j, plan) != in.key {
 			continue
 		}
+		if plan.Resume == "" && st.Attempts > 0 {
+			plan.Resume = carriedBy(j, jobs)
+		}
 		if busy {
 			g.busy = j.Name
 			continue

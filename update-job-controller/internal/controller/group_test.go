@@ -285,3 +285,52 @@ func TestJobsOfOneBranchShareACommit(t *testing.T) {
 		return n == len(commits), fmt.Errorf("%d Succeeded events for %d commits", n, len(commits))
 	})
 }
+
+// A member of a group whose runner was killed after the push is taken up
+// again and finds the commit through its leader's status.carries: it is
+// Succeeded with that commit (not NoChange, which its files alone would
+// say), and nothing is pushed again.
+func TestMemberFindsTheCommitItsLeaderPushed(t *testing.T) {
+	ctx := context.Background()
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	work := srv.CreateRepo(t, "carried", map[string]string{"deploy/app.yaml": deployment})
+	// What the killed runner's group pushed: the member's change.
+	pushed := work.Commit("the group's commit", map[string]string{"deploy/app.yaml": strings.ReplaceAll(deployment, "6.4.0", "6.5.0")})
+	work.Push()
+
+	unmanaged := func(j *updatev1.UpdateJob) { j.Labels = map[string]string{unmanagedLabel: "true"} }
+	member := newJob(ns, "member", srv.RepoURL("carried"), unmanaged)
+	leader := newJob(ns, "leader", srv.RepoURL("carried"), unmanaged)
+	create(t, member)
+	create(t, leader)
+	// Stage what the killed runner left, then show both to the suite's
+	// runner: the leader recorded, the member still claimed.
+	now := metav1.Now()
+	stage := func(j *updatev1.UpdateJob, st updatev1.UpdateJobStatus) {
+		base := j.DeepCopy()
+		j.Status = st
+		if err := env.Client.Status().Patch(ctx, j, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stage(leader, updatev1.UpdateJobStatus{Phase: updatev1.UpdateJobSucceeded, Runner: "killed-pod", Attempts: 1,
+		StartTime: &now, CompletionTime: &now, PushingCommit: pushed, PushedCommit: pushed, Carries: []types.UID{member.UID}})
+	stage(member, updatev1.UpdateJobStatus{Phase: updatev1.UpdateJobRunning, Runner: "killed-pod", Attempts: 1,
+		StartTime: &now, HeartbeatTime: &now})
+	for _, j := range []*updatev1.UpdateJob{leader, member} {
+		base := j.DeepCopy()
+		j.Labels = nil
+		if err := env.Client.Patch(ctx, j, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got := waitFinished(t, member)
+	if got.Status.Phase != updatev1.UpdateJobSucceeded || got.Status.PushedCommit != pushed || got.Status.Attempts != 2 {
+		t.Errorf("member: %s, pushed %q (want %s), attempts %d", got.Status.Phase, got.Status.PushedCommit, pushed, got.Status.Attempts)
+	}
+	if h := head(t, srv, "carried", "main"); h != pushed {
+		t.Errorf("main moved to %s after the group's commit %s", h, pushed)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -195,11 +196,13 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 	}
 }
 
-// recordPushing writes the commit about to be pushed to each job whose
-// changes it carries (status.pushingCommit), before the push: a runner
-// that dies after it leaves each job able to find it.
+// recordPushing writes the commit about to be pushed before the push, so
+// that a runner that dies after it leaves each job able to find it. When
+// the commit carries the leader's change, one write does: the leader's
+// status.pushingCommit, with the members it carries (status.carries),
+// which a member taken up again reads (carriedBy). Otherwise each member
+// the commit carries gets its own status.pushingCommit.
 func (r *UpdateJobReconciler) recordPushing(ctx context.Context, st *jobRun, g *jobGroup, p engine.Push) error {
-	set := func(job *updatev1.UpdateJob) { pushing(job, p) }
 	var carried []*member
 	leader := false
 	for _, i := range p.Plans {
@@ -210,20 +213,38 @@ func (r *UpdateJobReconciler) recordPushing(ctx context.Context, st *jobRun, g *
 		}
 	}
 	if leader {
-		if err := st.claim.update(ctx, set); err != nil {
-			return err
+		uids := make([]types.UID, len(carried))
+		for i, m := range carried {
+			uids[i] = m.job.UID
 		}
+		return st.claim.update(ctx, func(job *updatev1.UpdateJob) {
+			pushing(job, p)
+			job.Status.Carries = uids
+		})
 	}
 	var mu sync.Mutex
 	var errs []error
 	forEach(carried, func(m *member) {
-		if err := m.run.claim.update(ctx, set); err != nil && !errors.Is(err, errClaimLost) {
+		if err := m.run.claim.update(ctx, func(job *updatev1.UpdateJob) { pushing(job, p) }); err != nil && !errors.Is(err, errClaimLost) {
 			mu.Lock()
 			errs = append(errs, fmt.Errorf("UpdateJob %s: %w", m.job.Name, err))
 			mu.Unlock()
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// carriedBy is the commit another job's attempt was about to push with
+// job's change (status.carries), "" when none says so: job's
+// Plan.Resume when its own status.pushingCommit is empty.
+func carriedBy(job *updatev1.UpdateJob, jobs []updatev1.UpdateJob) string {
+	for i := range jobs {
+		l := &jobs[i]
+		if l.Status.PushingCommit != "" && l.UID != job.UID && slices.Contains(l.Status.Carries, job.UID) {
+			return l.Status.PushingCommit
+		}
+	}
+	return ""
 }
 
 // pushing records, before the push, the commit about to be pushed and

@@ -345,8 +345,17 @@ func failJob(job *updatev1.UpdateJob, reason, msg string) {
 // planJob reads the job's plan: a spec that cannot work, or container
 // mode this runner lacks, fails the reconcile (Stalled) without using an
 // attempt, and endUnrunnable ends the job.
-func (r *UpdateJobReconciler) planJob(_ context.Context, s *jobScope) (reconcile.Result, error) {
+func (r *UpdateJobReconciler) planJob(ctx context.Context, s *jobScope) (reconcile.Result, error) {
 	plan, err := planOf(s.Obj)
+	if err == nil && plan.Resume == "" && s.Obj.Status.Attempts > 0 {
+		// Taken up again: a group's leader may have been about to push
+		// this job's change (status.carries).
+		list := &updatev1.UpdateJobList{}
+		if err := r.List(ctx, list, client.InNamespace(s.Obj.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return reconcile.Continue, fmt.Errorf("listing UpdateJobs: %w", err)
+		}
+		plan.Resume = carriedBy(s.Obj, list.Items)
+	}
 	if err == nil && plan.Update.Container != nil && r.Containers == nil {
 		err = conditions.Stall(updatev1.ContainerModeUnavailableReason, errNoContainers)
 	}

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // UpdateJobKind is the kind name of UpdateJob.
@@ -464,6 +465,14 @@ type UpdateJobStatus struct {
 	// instead of pushing the change again or calling it NoChange.
 	// +optional
 	PushingCommit string `json:"pushingCommit,omitempty"`
+
+	// Carries are the UIDs of the other UpdateJobs whose changes
+	// pushingCommit carries, when this job led a group whose commit
+	// carries its own change too: written with pushingCommit, before the
+	// push, in place of a write to each of them. A member whose runner
+	// was killed after the push finds the commit here.
+	// +optional
+	Carries []types.UID `json:"carries,omitempty"`
 
 	// PushedRefs are the remote refs updated.
 	// +optional

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
@@ -590,6 +591,11 @@ func (in *UpdateJobStatus) DeepCopyInto(out *UpdateJobStatus) {
 	if in.HeartbeatTime != nil {
 		in, out := &in.HeartbeatTime, &out.HeartbeatTime
 		*out = (*in).DeepCopy()
+	}
+	if in.Carries != nil {
+		in, out := &in.Carries, &out.Carries
+		*out = make([]types.UID, len(*in))
+		copy(*out, *in)
 	}
 	if in.PushedRefs != nil {
 		in, out := &in.PushedRefs, &out.PushedRefs
