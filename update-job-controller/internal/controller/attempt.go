@@ -40,7 +40,7 @@ func (r *UpdateJobReconciler) runAttempt(ctx context.Context, s *jobScope) (reco
 	}
 	stopHeartbeat := st.claim.heartbeat(runCtx, r.LeaseDuration/3, cancel)
 	if g := st.group; g != nil && len(g.members) > 0 {
-		stopMembers := g.heartbeatMembers(runCtx, r.LeaseDuration/3)
+		stopMembers := g.heartbeatMembers(runCtx, r.LeaseDuration/3, r.LeaseDuration/2)
 		r.attemptGroup(runCtx, s.Obj, st)
 		stopMembers()
 	} else {

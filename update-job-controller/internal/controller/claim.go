@@ -66,6 +66,16 @@ func (c *claim) refresh(ctx context.Context) error {
 	return nil
 }
 
+// beatAge is how long ago the claim's last write renewed its heartbeat.
+func (c *claim) beatAge() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hb := c.job.Status.HeartbeatTime; hb != nil {
+		return time.Since(hb.Time)
+	}
+	return time.Duration(1<<63 - 1)
+}
+
 // verify checks, before a push, that the job is still ours.
 func (c *claim) verify(ctx context.Context) error {
 	c.mu.Lock()

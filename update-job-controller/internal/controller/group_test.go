@@ -334,3 +334,38 @@ func TestMemberFindsTheCommitItsLeaderPushed(t *testing.T) {
 		t.Errorf("main moved to %s after the group's commit %s", h, pushed)
 	}
 }
+
+// A group renews only the members' heartbeats that are getting old: a
+// member claimed a moment ago is not written at the next tick.
+func TestGroupRenewsOnlyOldHeartbeats(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	r := &UpdateJobReconciler{Client: env.Client, APIReader: env.Client, Runner: "me"}
+	g := &jobGroup{}
+	for name, age := range map[string]time.Duration{"fresh": 0, "old": 40 * time.Second} {
+		j := newJob(ns, name, "https://git.example.com/org/mono.git", func(j *updatev1.UpdateJob) {
+			j.Labels = map[string]string{unmanagedLabel: "true"}
+		})
+		create(t, j)
+		base := j.DeepCopy()
+		beat := metav1.NewTime(time.Now().Add(-age))
+		j.Status = updatev1.UpdateJobStatus{Phase: updatev1.UpdateJobRunning, Runner: "me", Attempts: 1, HeartbeatTime: &beat}
+		if err := env.Client.Status().Patch(ctx, j, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		g.members = append(g.members, &member{job: j, run: jobRun{claim: &claim{r: r, job: j.DeepCopy()}}})
+	}
+	stop := g.heartbeatMembers(ctx, 50*time.Millisecond, 30*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	for _, m := range g.members {
+		got := &updatev1.UpdateJob{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m.job), got); err != nil {
+			t.Fatal(err)
+		}
+		renewed := got.ResourceVersion != m.job.ResourceVersion
+		if want := m.job.Name == "old"; renewed != want || (want && time.Since(got.Status.HeartbeatTime.Time) > 5*time.Second) {
+			t.Errorf("%s: renewed %v (heartbeat %s), want %v", m.job.Name, renewed, got.Status.HeartbeatTime, want)
+		}
+	}
+}

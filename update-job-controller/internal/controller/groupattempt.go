@@ -143,12 +143,17 @@ func (r *UpdateJobReconciler) claimMembers(ctx context.Context, leader string, g
 	g.members = slices.DeleteFunc(g.members, func(m *member) bool { return !slices.Contains(claimed, m) })
 }
 
-// heartbeatMembers renews the members' claims every interval until the
-// returned stop is called. A member whose claim is lost is left to the
-// runner that took it.
-func (g *jobGroup) heartbeatMembers(ctx context.Context, interval time.Duration) (stop func()) {
+// heartbeatMembers looks at the members' claims every interval until the
+// returned stop is called, and renews those whose heartbeat is older than
+// renewAfter: a thousand members renewed at each tick wrote a thousand
+// times more per tick, on an API server the group already keeps busy. A
+// member whose claim is lost is left to the runner that took it.
+func (g *jobGroup) heartbeatMembers(ctx context.Context, interval, renewAfter time.Duration) (stop func()) {
 	return every(ctx, interval, func() bool {
 		forEach(g.members, func(m *member) {
+			if m.run.claim.beatAge() < renewAfter {
+				return
+			}
 			err := m.run.claim.update(ctx, func(job *updatev1.UpdateJob) {
 				job.Status.HeartbeatTime = &metav1.Time{Time: time.Now()}
 			})
