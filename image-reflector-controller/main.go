@@ -31,9 +31,14 @@ func main() {
 		Name:             name,
 		MetricsSubsystem: "reflector",
 		LeaderElect:      true,
-		Scheme:           app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme),
-		Flags:            r.bindFlags,
-		Setup:            r.setup,
+		// A reconcile mostly waits: on the registry, the store's fsync and
+		// one status write. At the default 4, a cold start of 10,000
+		// repositories scanned 11 a second, each reconcile 0.36 s, the
+		// reflector at 12% of a core.
+		Concurrent: 16,
+		Scheme:     app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme),
+		Flags:      r.bindFlags,
+		Setup:      r.setup,
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }
 

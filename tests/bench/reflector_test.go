@@ -187,11 +187,12 @@ func runScale(b *testing.B, repos, tags int, flags []string, kind scaleKind) {
 	b.StartTimer()
 	start := time.Now()
 	proc, err := cluster.StartController(ctx, localenv.BinDir(cluster.Root), "image-reflector-controller",
-		append([]string{"--leader-elect=false", "--storage-path=" + storage, "--log-level=error"}, flags...)...)
+		append(append([]string{"--leader-elect=false", "--storage-path=" + storage, "--log-level=error"}, pprofArgs()...), flags...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() { _ = proc.Stop(20 * time.Second) }()
+	profiled := profile(ctx, b, map[string]*localenv.Process{"image-reflector-controller": proc}, cluster.Config)
 
 	want := kind.want(tags)
 	deadline := time.Now().Add(10 * time.Minute)
@@ -216,6 +217,7 @@ func runScale(b *testing.B, repos, tags int, flags []string, kind scaleKind) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	profiled()
 	rss, err := peakRSS(proc.PID())
 	if err != nil {
 		b.Fatal(err)

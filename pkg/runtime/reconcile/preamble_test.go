@@ -83,7 +83,7 @@ func newHarness(t *testing.T, env *testenv.Env, phases ...Phase[*imagev1.ImageRe
 		RequestHandled: func(namespace, name, value string) {
 			h.note(&h.requests, name+"="+value)
 		},
-		Finalizer: testFinalizer,
+		Finalizer: testFinalizer, AddFinalizer: true,
 		Finalize: func(_ context.Context, o *imagev1.ImageRepository) error {
 			h.note(&h.finalized, o.Name)
 			return nil
@@ -235,6 +235,30 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("without AddFinalizer, no finalizer is added and an earlier one is released", func(t *testing.T) {
+		h := newHarness(t, env)
+		h.kind.AddFinalizer = false
+		fresh := newRepository(t, env, ns, "unfinalized")
+		h.reconcile(t, fresh)
+		if got := fetch(t, env, fresh); len(got.Finalizers) != 0 {
+			t.Errorf("finalizers %v after the first reconcile, want none", got.Finalizers)
+		}
+		// An object an earlier version finalized is released on delete.
+		old := newRepository(t, env, ns, "finalized-before", func(o *imagev1.ImageRepository) {
+			o.Finalizers = []string{testFinalizer}
+		})
+		if err := env.Client.Delete(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		h.reconcile(t, old)
+		if got := strings.Join(h.finalized, ","); got != "finalized-before" {
+			t.Errorf("finalized %q, want finalized-before", got)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), &imagev1.ImageRepository{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the object an earlier version finalized is still there (get: %v)", err)
+		}
+	})
+
 	t.Run("an optimistic-lock conflict requeues without AfterPatch", func(t *testing.T) {
 		h := newHarness(t, env, Phase[*imagev1.ImageRepository, struct{}]{Name: "race", Run: func(ctx context.Context, s *repoScope) (Result, error) {
 			// Another writer changes the object while this reconcile works.
@@ -319,6 +343,34 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 		}
 		if c := conditions.Get(fetch(t, env, obj), conditions.ReadyCondition); c == nil || c.Message != "stored by the phase" {
 			t.Errorf("Ready %+v, want the phase's own", c)
+		}
+	})
+
+	t.Run("a phase that waits on another object writes nothing", func(t *testing.T) {
+		var h *harness
+		h = newHarness(t, env,
+			Phase[*imagev1.ImageRepository, struct{}]{Name: "name", Run: func(_ context.Context, s *repoScope) (Result, error) {
+				s.Obj.Status.CanonicalImageName = "registry.example.com/team/app"
+				return Continue, nil
+			}},
+			Phase[*imagev1.ImageRepository, struct{}]{Name: "dependency", Run: func(context.Context, *repoScope) (Result, error) {
+				return Wait(time.Minute), nil
+			}},
+			Phase[*imagev1.ImageRepository, struct{}]{Name: "never", Run: func(_ context.Context, s *repoScope) (Result, error) {
+				h.note(&h.ran, "never")
+				return Continue, nil
+			}},
+		)
+		obj := newRepository(t, env, ns, "waiting")
+		if res := h.reconcile(t, obj); res.RequeueAfter != time.Minute {
+			t.Errorf("requeue after %s, want the wait's minute", res.RequeueAfter)
+		}
+		if h.statusWrites != 0 || h.afterPatch != 0 || len(h.ran) != 0 {
+			t.Errorf("%d status writes, AfterPatch %d, later phases %v; want none", h.statusWrites, h.afterPatch, h.ran)
+		}
+		got := fetch(t, env, obj)
+		if got.Status.CanonicalImageName != "" || len(got.Finalizers) != 0 || got.ResourceVersion != obj.ResourceVersion {
+			t.Errorf("the server's object changed while waiting: %+v", got)
 		}
 	})
 
