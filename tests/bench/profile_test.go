@@ -77,8 +77,9 @@ func profile(ctx context.Context, b *testing.B, procs map[string]*localenv.Proce
 		// is on by default), within its one-minute request timeout.
 		wg.Go(func() {
 			apiSecs := min(secs, 55)
-			raw, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(apiSecs)).
-				Timeout(time.Duration(apiSecs+5) * time.Second).DoRaw(ctx)
+			ctx, cancel := context.WithTimeout(ctx, time.Duration(apiSecs+60)*time.Second)
+			defer cancel()
+			raw, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(apiSecs)).DoRaw(ctx)
 			if err == nil {
 				err = os.WriteFile(filepath.Join(dir, "kube-apiserver.cpu.pprof"), raw, 0o644)
 			}
