@@ -65,7 +65,11 @@ func profile(ctx context.Context, b *testing.B, procs map[string]*localenv.Proce
 	var before map[string]float64
 	var rc *rest.RESTClient
 	if api != nil {
-		dc, err := discovery.NewDiscoveryClientForConfig(api)
+		// The discovery client's default timeout, 32 s, is shorter than
+		// a profile.
+		cfg := rest.CopyConfig(api)
+		cfg.Timeout = time.Duration(secs+120) * time.Second
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
