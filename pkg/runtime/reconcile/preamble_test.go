@@ -103,6 +103,25 @@ func newHarness(t *testing.T, env *testenv.Env, phases ...Phase[*imagev1.ImageRe
 	return h
 }
 
+// newHarnessAround is a harness whose phases are: one that names the
+// image in the status, middle, and one that must never run (recorded in
+// h.ran).
+func newHarnessAround(t *testing.T, env *testenv.Env, middle Phase[*imagev1.ImageRepository, struct{}]) *harness {
+	var h *harness
+	h = newHarness(t, env,
+		Phase[*imagev1.ImageRepository, struct{}]{Name: "name", Run: func(_ context.Context, s *repoScope) (Result, error) {
+			s.Obj.Status.CanonicalImageName = "registry.example.com/team/app"
+			return Continue, nil
+		}},
+		middle,
+		Phase[*imagev1.ImageRepository, struct{}]{Name: "never", Run: func(context.Context, *repoScope) (Result, error) {
+			h.note(&h.ran, "never")
+			return Continue, nil
+		}},
+	)
+	return h
+}
+
 // suspended reads the suspend gauge of name; -1 when it has no series.
 func (h *harness) suspended(t *testing.T, name string) float64 {
 	t.Helper()
@@ -347,20 +366,8 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("a phase that waits on another object writes nothing", func(t *testing.T) {
-		var h *harness
-		h = newHarness(t, env,
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "name", Run: func(_ context.Context, s *repoScope) (Result, error) {
-				s.Obj.Status.CanonicalImageName = "registry.example.com/team/app"
-				return Continue, nil
-			}},
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "dependency", Run: func(context.Context, *repoScope) (Result, error) {
-				return Wait(time.Minute), nil
-			}},
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "never", Run: func(_ context.Context, s *repoScope) (Result, error) {
-				h.note(&h.ran, "never")
-				return Continue, nil
-			}},
-		)
+		h := newHarnessAround(t, env, Phase[*imagev1.ImageRepository, struct{}]{Name: "dependency",
+			Run: func(context.Context, *repoScope) (Result, error) { return Wait(time.Minute), nil }})
 		obj := newRepository(t, env, ns, "waiting")
 		if res := h.reconcile(t, obj); res.RequeueAfter != time.Minute {
 			t.Errorf("requeue after %s, want the wait's minute", res.RequeueAfter)
@@ -375,20 +382,10 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("the status is written once when a phase fails", func(t *testing.T) {
-		var h *harness
-		h = newHarness(t, env,
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "name", Run: func(_ context.Context, s *repoScope) (Result, error) {
-				s.Obj.Status.CanonicalImageName = "registry.example.com/team/app"
-				return Continue, nil
-			}},
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "scan", Run: func(context.Context, *repoScope) (Result, error) {
+		h := newHarnessAround(t, env, Phase[*imagev1.ImageRepository, struct{}]{Name: "scan",
+			Run: func(context.Context, *repoScope) (Result, error) {
 				return Continue, conditions.Retryf(conditions.AuthenticationFailedReason, "registry said no").After(time.Minute)
-			}},
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "never", Run: func(_ context.Context, s *repoScope) (Result, error) {
-				h.note(&h.ran, "never")
-				return Continue, nil
-			}},
-		)
+			}})
 		obj := newRepository(t, env, ns, "failing", func(o *imagev1.ImageRepository) {
 			o.Finalizers = []string{testFinalizer}
 		})
