@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -26,14 +27,28 @@ import (
 const name = "image-reflector-controller"
 
 func main() {
+	// The reflector keeps tens of thousands of small objects (the cached
+	// ImageRepositories and ImagePolicies, their series): with Go's
+	// default, a collection when the heap doubles, a cold start of 10,000
+	// of each peaked at 269 MiB for about 110 MiB live. Collecting at
+	// half again trades a little of the reflector's CPU (13% of a core
+	// there) for that memory. GOGC still overrides it.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(50)
+	}
 	var r reflector
 	os.Exit(app.Main(app.Config{
 		Name:             name,
 		MetricsSubsystem: "reflector",
 		LeaderElect:      true,
-		Scheme:           app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme),
-		Flags:            r.bindFlags,
-		Setup:            r.setup,
+		// A reconcile mostly waits: on the registry, the store's fsync and
+		// one status write. At the default 4, a cold start of 10,000
+		// repositories scanned 11 a second, each reconcile 0.36 s, the
+		// reflector at 12% of a core.
+		Concurrent: 16,
+		Scheme:     app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme),
+		Flags:      r.bindFlags,
+		Setup:      r.setup,
 	}, os.Args[1:], os.Stdout, os.Stderr))
 }
 

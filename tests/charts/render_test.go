@@ -130,7 +130,8 @@ func TestTemplateDefaults(t *testing.T) {
 			}
 			a := args(t, w)
 			// The automation controller's runs mostly wait: more at once.
-			concurrent := map[bool]string{true: "--concurrent=32", false: "--concurrent=4"}[c == "image-automation-controller"]
+			concurrent := map[string]string{"image-automation-controller": "--concurrent=32",
+				"image-reflector-controller": "--concurrent=16", "update-job-controller": "--concurrent=4"}[c]
 			for _, want := range []string{"--log-encoding=json", "--log-level=info", concurrent,
 				"--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
 				"--leader-elect=" + map[bool]string{true: "true", false: "false"}[leader]} {

@@ -49,6 +49,11 @@ const repositoryIndex = ".spec.imageRepositoryRef"
 // again; the repository watch usually comes first.
 const dependencyRetry = 30 * time.Second
 
+// firstScanRetry is how soon a policy waiting for its repository's first
+// reconcile looks again; that reconcile's outcome wakes it through the
+// repository watch long before.
+const firstScanRetry = 5 * time.Minute
+
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagepolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch
@@ -173,7 +178,8 @@ func (r *ImagePolicyReconciler) policiesOf(ctx context.Context, o client.Object)
 }
 
 // scanChanged passes repository events that can change a policy's answer:
-// a new scan revision, readiness, or a spec change (accessFrom).
+// a new scan revision, a new Ready status (its first one included, which
+// policies waiting for a first scan need), or a spec change (accessFrom).
 type scanChanged struct{ predicate.Funcs }
 
 func (scanChanged) Update(e event.UpdateEvent) bool {
@@ -188,7 +194,13 @@ func (scanChanged) Update(e event.UpdateEvent) bool {
 		}
 		return r.Status.LastScanResult.Revision
 	}
-	return rev(o) != rev(n) || o.Generation != n.Generation || conditions.IsReady(o) != conditions.IsReady(n)
+	ready := func(r *imagev1.ImageRepository) metav1.ConditionStatus {
+		if c := conditions.Get(r, conditions.ReadyCondition); c != nil {
+			return c.Status
+		}
+		return ""
+	}
+	return rev(o) != rev(n) || o.Generation != n.Generation || ready(o) != ready(n)
 }
 
 // policyScope is one reconcile of one ImagePolicy.
@@ -310,6 +322,9 @@ func (r *ImagePolicyReconciler) repository(ctx context.Context, s *policyScope) 
 		return reconcile.Continue, err
 	}
 	if repo.Status.LastScanResult == nil {
+		if waitsForFirstScan(obj, repo) {
+			return reconcile.Wait(firstScanRetry), nil
+		}
 		return reconcile.Continue, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s has not been scanned yet", repoKey).After(dependencyRetry)
 	}
 	entry, err := r.Store.Get(repoKey.String())
@@ -318,6 +333,18 @@ func (r *ImagePolicyReconciler) repository(ctx context.Context, s *policyScope) 
 	}
 	s.State.repoKey, s.State.repo, s.State.entry = repoKey, repo, entry
 	return reconcile.Continue, nil
+}
+
+// waitsForFirstScan reports whether a policy that never had a Ready
+// condition waits, writing nothing, for its repository's first reconcile:
+// that reconcile always writes the repository's Ready condition, True with
+// the tags or False with why not, and the repository watch (scanChanged)
+// wakes the policy with it. So on a cold start each policy is written
+// once, with its answer, not first with DependencyNotReady. A suspended
+// repository is never reconciled: the policy says so at once.
+func waitsForFirstScan(obj *imagev1.ImagePolicy, repo *imagev1.ImageRepository) bool {
+	return conditions.Get(obj, conditions.ReadyCondition) == nil &&
+		conditions.Get(repo, conditions.ReadyCondition) == nil && !repo.Spec.Suspend
 }
 
 // helmChartFits refuses what a chart of a Helm repository cannot give:

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
@@ -30,7 +31,13 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 )
 
-// Finalizer removes an ImageRepository's stored tags when it is deleted.
+// Finalizer is the finalizer earlier versions added to every
+// ImageRepository to remove its stored tags on deletion. None is added
+// now: it cost every repository a write of its own on its first scan
+// (half of a cold start's writes). A deleted repository's tags go when
+// its reconcile finds it gone, and at start-up (SweepStore) for those
+// deleted while the controller was away; objects that still carry it are
+// released when deleted.
 const Finalizer = "image.toolkit.dev/finalizer"
 
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=imagerepositories,verbs=get;list;watch;patch
@@ -77,6 +84,21 @@ func (r *ImageRepositoryReconciler) SetupWithManager(mgr ctrl.Manager, opts cont
 		for _, h := range headers {
 			r.fresh.put(h.Key, h.Object, h.ScanTime)
 		}
+	}
+	err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil
+		}
+		log := ctrl.Log.WithName("store")
+		if n, err := r.SweepStore(ctx, mgr.GetClient()); err != nil {
+			log.Error(err, "removing the stored tags of deleted ImageRepositories")
+		} else if n > 0 {
+			log.Info("removed the stored tags of deleted ImageRepositories", "count", n)
+		}
+		return nil
+	}))
+	if err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&imagev1.ImageRepository{}, builder.WithPredicates(predicates.SpecOrRequest())).
@@ -125,7 +147,7 @@ func (r *ImageRepositoryReconciler) newKind() *reconcile.Kind[*imagev1.ImageRepo
 		},
 		Finalizer: Finalizer,
 		Finalize:  r.forgetTags,
-		Forget:    func(key client.ObjectKey) { r.ScanMetrics.StoredTags.DeleteLabelValues(key.Namespace, key.Name) },
+		Forget:    r.forget,
 		Phases: []reconcile.Phase[*imagev1.ImageRepository, repositoryState]{
 			{Name: "parse", Run: r.parse},
 			{Name: "access", Run: r.resolve},
@@ -147,6 +169,50 @@ func (r *ImageRepositoryReconciler) forgetTags(_ context.Context, obj *imagev1.I
 	}
 	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
 	return nil
+}
+
+// forget drops what is kept of a repository that is gone: its stored
+// tags and its series.
+func (r *ImageRepositoryReconciler) forget(key client.ObjectKey) {
+	r.ScanMetrics.StoredTags.DeleteLabelValues(key.Namespace, key.Name)
+	if err := r.Store.Delete(key.String()); err != nil {
+		ctrl.Log.WithName("store").Error(err, "removing the stored tags of a deleted ImageRepository", "object", key.String())
+	}
+	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
+}
+
+// SweepStore removes the stored tags of repositories that no longer
+// exist (deleted while no controller ran) once the cache has synced: the
+// store is this controller's, and a repository it does not see (deleted,
+// or in another shard) is not scanned by it.
+func (r *ImageRepositoryReconciler) SweepStore(ctx context.Context, c client.Reader) (int, error) {
+	// The headers first: an entry written after them is not looked at,
+	// and one written before them is of a repository the cache has by the
+	// time of the list.
+	headers, err := r.Store.Headers()
+	if err != nil {
+		return 0, err
+	}
+	var list imagev1.ImageRepositoryList
+	if err := c.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, err
+	}
+	exists := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		exists[client.ObjectKeyFromObject(&list.Items[i]).String()] = true
+	}
+	removed := 0
+	for _, h := range headers {
+		if exists[h.Object] {
+			continue
+		}
+		if err := r.Store.Delete(h.Object); err != nil {
+			return removed, err
+		}
+		removed++
+	}
+	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
+	return removed, nil
 }
 
 // onFailure reports a failure: a stalled spec is observed as it stands

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -377,14 +378,18 @@ func TestRestartServesFromStore(t *testing.T) {
 	}
 }
 
-// Deleting an ImageRepository removes its stored tags (the finalizer).
-func TestFinalizerRemovesStoredTags(t *testing.T) {
+// Deleting an ImageRepository removes its stored tags, without a
+// finalizer: the object goes at once, and its reconcile finds it gone.
+func TestDeletionRemovesStoredTags(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
 	ns := env.Namespace(t)
 	repo := repoFor(ns, "gone", reg, "app")
 	create(t, repo)
 	waitReason(t, repo, conditions.SucceededReason)
+	if len(repo.Finalizers) != 0 {
+		t.Errorf("finalizers %v, want none", repo.Finalizers)
+	}
 	st, err := store.Open(storeDir)
 	if err != nil {
 		t.Fatal(err)
@@ -397,10 +402,68 @@ func TestFinalizerRemovesStoredTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, waitFor, func() (bool, error) {
-		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(repo), repo)
-		return client.IgnoreNotFound(err) == nil && err != nil, nil
+		_, err := st.Get(object)
+		return errors.Is(err, store.ErrNotFound), nil
 	})
-	if _, err := st.Get(object); !errors.Is(err, store.ErrNotFound) {
+}
+
+// A repository that an earlier version finalized is released when
+// deleted, and its tags removed.
+func TestEarlierFinalizerIsReleased(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{})
+	reg.PushTags(t, "app", []string{"1.0.0"})
+	ns := env.Namespace(t)
+	repo := repoFor(ns, "old", reg, "app")
+	repo.Finalizers = []string{Finalizer}
+	create(t, repo)
+	waitReason(t, repo, conditions.SucceededReason)
+	if err := env.Client.Delete(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, waitFor, func() (bool, error) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(repo), repo)
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	})
+	st, err := store.Open(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Get(ns + "/old"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("stored tags survive the deletion: %v", err)
+	}
+}
+
+// The stored tags of a repository deleted while no controller ran go at
+// start-up; those of repositories that exist stay.
+func TestStartSweepsDeletedRepositories(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{})
+	reg.PushTags(t, "app", []string{"1.0.0"})
+	ns := env.Namespace(t)
+	dir := t.TempDir()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := repoFor(ns, "kept", reg, "app")
+	repo.SetLabels(map[string]string{"shard": "second"})
+	create(t, repo)
+	for _, object := range []string{ns + "/kept", ns + "/deleted-meanwhile"} {
+		if _, err := st.Put(store.Entry{Object: object, Key: "k", ScanTime: time.Now(), Tags: []string{"1.0.0"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second, _ := labels.Parse("shard=second")
+	stop, err := env.StartManagerWith(func(o *ctrl.Options) { o.Cache.DefaultLabelSelector = second },
+		func(mgr ctrl.Manager) error { return setupReconcilers(mgr, dir) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	testenv.Eventually(t, waitFor, func() (bool, error) {
+		_, err := st.Get(ns + "/deleted-meanwhile")
+		return errors.Is(err, store.ErrNotFound), nil
+	})
+	if _, err := st.Get(ns + "/kept"); err != nil {
+		t.Errorf("the stored tags of an existing repository went: %v", err)
 	}
 }

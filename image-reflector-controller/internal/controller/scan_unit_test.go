@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
 func TestParseImage(t *testing.T) {
@@ -95,5 +99,53 @@ func TestRecentTagsAreTheLastFirstSeen(t *testing.T) {
 	}
 	if r := recentTags(store.Entry{Tags: []string{"a"}}, 3); r != nil {
 		t.Errorf("an entry without times gave %v", r)
+	}
+}
+
+// A policy writes nothing while its repository waits for its first
+// reconcile, and the repository's first Ready, of any status, wakes it.
+func TestPolicyWaitsForTheFirstScan(t *testing.T) {
+	ready := func(status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: conditions.ReadyCondition, Status: status, Reason: "R"}}
+	}
+	repo := func(conds []metav1.Condition, suspend bool) *imagev1.ImageRepository {
+		r := &imagev1.ImageRepository{}
+		r.Status.Conditions, r.Spec.Suspend = conds, suspend
+		return r
+	}
+	policy := func(conds []metav1.Condition) *imagev1.ImagePolicy {
+		p := &imagev1.ImagePolicy{}
+		p.Status.Conditions = conds
+		return p
+	}
+	for _, tt := range []struct {
+		name   string
+		policy *imagev1.ImagePolicy
+		repo   *imagev1.ImageRepository
+		wait   bool
+	}{
+		{"a new policy, a repository not reconciled yet", policy(nil), repo(nil, false), true},
+		{"the repository failed its first scan", policy(nil), repo(ready(metav1.ConditionFalse), false), false},
+		{"the repository is suspended: never reconciled", policy(nil), repo(nil, true), false},
+		{"the policy already says something", policy(ready(metav1.ConditionFalse)), repo(nil, false), false},
+	} {
+		if got := waitsForFirstScan(tt.policy, tt.repo); got != tt.wait {
+			t.Errorf("%s: waits %v, want %v", tt.name, got, tt.wait)
+		}
+	}
+	for _, tt := range []struct {
+		name     string
+		old, new []metav1.Condition
+		pass     bool
+	}{
+		{"first Ready, False", nil, ready(metav1.ConditionFalse), true},
+		{"first Ready, True", nil, ready(metav1.ConditionTrue), true},
+		{"False to True", ready(metav1.ConditionFalse), ready(metav1.ConditionTrue), true},
+		{"no change", ready(metav1.ConditionTrue), ready(metav1.ConditionTrue), false},
+	} {
+		e := event.UpdateEvent{ObjectOld: repo(tt.old, false), ObjectNew: repo(tt.new, false)}
+		if got := (scanChanged{}).Update(e); got != tt.pass {
+			t.Errorf("%s: passed %v, want %v", tt.name, got, tt.pass)
+		}
 	}
 }

@@ -69,11 +69,16 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	if err := NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
-	promotionMetrics = NewPromotionMetrics()
-	reg.MustRegister(promotionMetrics.Collectors()...)
+	pm := NewPromotionMetrics()
+	reg.MustRegister(pm.Collectors()...)
+	if promotionMetrics == nil {
+		// The main manager's, set up first; the managers tests start
+		// themselves count their own.
+		promotionMetrics = pm
+	}
 	// A verdict that did not verify is checked again after 2 s, not
 	// 10 minutes: the tests sign tags after a policy saw them unsigned.
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
-		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics,
+		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: pm,
 		VerifyMetrics: verifyMetrics, VerifyRetry: 2 * time.Second}).SetupWithManager(context.Background(), mgr, ctrlOptions())
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -323,5 +324,64 @@ func TestVerdictsSurviveARestart(t *testing.T) {
 	}
 	if s.Verdicts().Len() != 0 {
 		t.Error("a damaged verdict cache was read")
+	}
+}
+
+// Writers of different repositories run at once (a cold start is one
+// write per repository), while writers of one repository still merge
+// each other's times; Size stays the bytes on disk through puts, rewrites
+// and deletes. Run with -race.
+func TestConcurrentWritersAndSize(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := []string{"1.0.0", "1.1.0", "1.2.0"}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			object := fmt.Sprintf("ns/repo-%d", i%50) // four writers per file
+			at := time.Unix(int64(1000+i), 0).UTC()
+			if _, err := s.Put(Entry{Object: object, ScanTime: at, Tags: tags[:1+i%3]}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range 10 {
+		if err := s.Delete(fmt.Sprintf("ns/repo-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var onDisk int64
+	paths, _ := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onDisk += info.Size()
+	}
+	if len(paths) != 40 || s.Size() != onDisk {
+		t.Errorf("%d files, Size %d, on disk %d; want 40 files and Size = on disk", len(paths), s.Size(), onDisk)
+	}
+	// Each file is whole, and no writer's sighting was lost: 1.0.0, which
+	// every writer listed, was first seen at the earliest writer's scan.
+	for i := 10; i < 50; i++ {
+		e, err := s.Get(fmt.Sprintf("ns/repo-%d", i))
+		if err != nil {
+			t.Fatalf("repo-%d: %v", i, err)
+		}
+		if want := time.Unix(int64(1000+i), 0).UTC(); !e.Times[0].Seen.Equal(want) {
+			t.Errorf("repo-%d: %s first seen %s, want %s", i, e.Tags[0], e.Times[0].Seen, want)
+		}
+	}
+	reopened, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reopened.Size() != onDisk {
+		t.Errorf("reopened Size %d, on disk %d", reopened.Size(), onDisk)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -208,9 +209,33 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 		// caches, watches and reconcilers never see them. --watch-namespace
 		// narrows namespaced kinds the same way; cluster-scoped kinds stay
 		// cluster-wide.
-		Cache:                   cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces},
+		Cache: cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces,
+			DefaultTransform: TrimForCache},
 		GracefulShutdownTimeout: ptr(10 * time.Second),
 	}
+}
+
+// lastApplied is the annotation kubectl apply keeps a copy of the whole
+// object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// TrimForCache drops from the objects the caches keep what no controller
+// reads: managedFields (a few entries of every field's owner, often larger
+// than the spec) and kubectl's last-applied copy of the object. At 10,000
+// ImageRepositories and 10,000 ImagePolicies they are most of the
+// informers' memory. The controllers write with merge patches computed
+// between two cached copies, both trimmed, so the server keeps its own;
+// none writes a whole object (an update without managedFields would keep
+// them too, but would drop the annotation).
+func TrimForCache(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a[lastApplied] != "" {
+			delete(a, lastApplied)
+			o.SetAnnotations(a)
+		}
+	}
+	return obj, nil
 }
 
 // clientLimits are the client's QPS and burst. By default there is no

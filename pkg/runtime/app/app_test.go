@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -116,6 +118,9 @@ func TestManagerOptions(t *testing.T) {
 	}
 	if m.Cache.DefaultNamespaces != nil {
 		t.Errorf("without --watch-namespace the cache must be cluster-wide: %v", m.Cache.DefaultNamespaces)
+	}
+	if m.Cache.DefaultTransform == nil {
+		t.Error("the cache keeps managedFields: no DefaultTransform")
 	}
 	if c := o.ControllerOptions(); c.MaxConcurrentReconciles != 8 {
 		t.Errorf("MaxConcurrentReconciles = %d", c.MaxConcurrentReconciles)
@@ -258,4 +263,27 @@ func TestNewScheme(t *testing.T) {
 	}()
 	NewScheme(func(*runtime.Scheme) error { return errors.New("boom") })
 	t.Error("a failed registration did not panic")
+}
+
+// The caches keep objects without managedFields and kubectl's last-applied
+// copy; every other annotation (a reconcile request) stays.
+func TestTrimForCache(t *testing.T) {
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a",
+		Annotations:   map[string]string{lastApplied: `{"big":"copy"}`, "reconcile.toolkit.dev/requestedAt": "now"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}}}
+	got, err := TrimForCache(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := got.(*corev1.ConfigMap)
+	if cm.ManagedFields != nil {
+		t.Errorf("managedFields kept: %v", cm.ManagedFields)
+	}
+	if _, ok := cm.Annotations[lastApplied]; ok || cm.Annotations["reconcile.toolkit.dev/requestedAt"] != "now" {
+		t.Errorf("annotations %v, want only the reconcile request", cm.Annotations)
+	}
+	// Not an object (a tombstone, say): passed on unchanged.
+	if got, err := TrimForCache("tombstone"); err != nil || got != "tombstone" {
+		t.Errorf("TrimForCache(string) = %v, %v", got, err)
+	}
 }

@@ -32,15 +32,11 @@ func TestRecorder(t *testing.T) {
 	r.RecordDuration("ImageRepository", time.Now().Add(-30*time.Millisecond))
 
 	want := `
-# HELP imagetoolkit_reflector_ready_condition The Ready condition of each object: 1 for the series whose status label matches the condition, 0 otherwise.
+# HELP imagetoolkit_reflector_ready_condition The Ready condition of each object: one series, whose status label is the condition's, at 1.
 # TYPE imagetoolkit_reflector_ready_condition gauge
-imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="new",namespace="apps",status="False"} 0
-imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="new",namespace="apps",status="True"} 0
 imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="new",namespace="apps",status="Unknown"} 1
-imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="podinfo",namespace="apps",status="False"} 0
 imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="podinfo",namespace="apps",status="True"} 1
-imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="podinfo",namespace="apps",status="Unknown"} 0
-# HELP imagetoolkit_reflector_suspended 1 when the object's spec.suspend is true, else 0.
+# HELP imagetoolkit_reflector_suspended 1 while the object's spec.suspend is true; absent otherwise.
 # TYPE imagetoolkit_reflector_suspended gauge
 imagetoolkit_reflector_suspended{kind="ImageRepository",name="podinfo",namespace="apps"} 1
 `
@@ -56,9 +52,24 @@ imagetoolkit_reflector_suspended{kind="ImageRepository",name="podinfo",namespace
 		t.Error(err)
 	}
 
+	// A new status replaces the series; resumed, the suspend series goes.
+	r.RecordReady("ImageRepository", object{"apps", "new", []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse}}})
+	r.RecordSuspend("ImageRepository", ready, false)
+	if n := testutil.CollectAndCount(r.suspend); n != 0 {
+		t.Errorf("suspend series after resuming = %d, want 0", n)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP imagetoolkit_reflector_ready_condition The Ready condition of each object: one series, whose status label is the condition's, at 1.
+# TYPE imagetoolkit_reflector_ready_condition gauge
+imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="new",namespace="apps",status="False"} 1
+imagetoolkit_reflector_ready_condition{kind="ImageRepository",name="podinfo",namespace="apps",status="True"} 1
+`), "imagetoolkit_reflector_ready_condition"); err != nil {
+		t.Error(err)
+	}
+
 	r.Forget("ImageRepository", "apps", "podinfo")
-	if n := testutil.CollectAndCount(r.ready); n != 3 {
-		t.Errorf("ready series after Forget = %d, want 3", n)
+	if n := testutil.CollectAndCount(r.ready); n != 1 {
+		t.Errorf("ready series after Forget = %d, want 1", n)
 	}
 	if n := testutil.CollectAndCount(r.suspend); n != 0 {
 		t.Errorf("suspend series after Forget = %d, want 0", n)

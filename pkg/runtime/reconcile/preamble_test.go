@@ -83,7 +83,7 @@ func newHarness(t *testing.T, env *testenv.Env, phases ...Phase[*imagev1.ImageRe
 		RequestHandled: func(namespace, name, value string) {
 			h.note(&h.requests, name+"="+value)
 		},
-		Finalizer: testFinalizer,
+		Finalizer: testFinalizer, AddFinalizer: true,
 		Finalize: func(_ context.Context, o *imagev1.ImageRepository) error {
 			h.note(&h.finalized, o.Name)
 			return nil
@@ -100,6 +100,25 @@ func newHarness(t *testing.T, env *testenv.Env, phases ...Phase[*imagev1.ImageRe
 			return nil
 		},
 	}
+	return h
+}
+
+// newHarnessAround is a harness whose phases are: one that names the
+// image in the status, middle, and one that must never run (recorded in
+// h.ran).
+func newHarnessAround(t *testing.T, env *testenv.Env, middle Phase[*imagev1.ImageRepository, struct{}]) *harness {
+	var h *harness
+	h = newHarness(t, env,
+		Phase[*imagev1.ImageRepository, struct{}]{Name: "name", Run: func(_ context.Context, s *repoScope) (Result, error) {
+			s.Obj.Status.CanonicalImageName = "registry.example.com/team/app"
+			return Continue, nil
+		}},
+		middle,
+		Phase[*imagev1.ImageRepository, struct{}]{Name: "never", Run: func(context.Context, *repoScope) (Result, error) {
+			h.note(&h.ran, "never")
+			return Continue, nil
+		}},
+	)
 	return h
 }
 
@@ -186,8 +205,8 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 		if len(h.ran) != 1 {
 			t.Errorf("phases ran %v after resuming, want once", h.ran)
 		}
-		if got := h.suspended(t, "suspended"); got != 0 {
-			t.Errorf("suspend gauge %v after resuming, want 0", got)
+		if got := h.suspended(t, "suspended"); got != -1 {
+			t.Errorf("suspend gauge %v after resuming, want none", got)
 		}
 	})
 
@@ -232,6 +251,30 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 		}
 		if got := h.suspended(t, "deleted"); got != -1 {
 			t.Errorf("the gone object keeps a suspend series (%v)", got)
+		}
+	})
+
+	t.Run("without AddFinalizer, no finalizer is added and an earlier one is released", func(t *testing.T) {
+		h := newHarness(t, env)
+		h.kind.AddFinalizer = false
+		fresh := newRepository(t, env, ns, "unfinalized")
+		h.reconcile(t, fresh)
+		if got := fetch(t, env, fresh); len(got.Finalizers) != 0 {
+			t.Errorf("finalizers %v after the first reconcile, want none", got.Finalizers)
+		}
+		// An object an earlier version finalized is released on delete.
+		old := newRepository(t, env, ns, "finalized-before", func(o *imagev1.ImageRepository) {
+			o.Finalizers = []string{testFinalizer}
+		})
+		if err := env.Client.Delete(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		h.reconcile(t, old)
+		if got := strings.Join(h.finalized, ","); got != "finalized-before" {
+			t.Errorf("finalized %q, want finalized-before", got)
+		}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), &imagev1.ImageRepository{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the object an earlier version finalized is still there (get: %v)", err)
 		}
 	})
 
@@ -322,21 +365,27 @@ func TestPreambleAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("a phase that waits on another object writes nothing", func(t *testing.T) {
+		h := newHarnessAround(t, env, Phase[*imagev1.ImageRepository, struct{}]{Name: "dependency",
+			Run: func(context.Context, *repoScope) (Result, error) { return Wait(time.Minute), nil }})
+		obj := newRepository(t, env, ns, "waiting")
+		if res := h.reconcile(t, obj); res.RequeueAfter != time.Minute {
+			t.Errorf("requeue after %s, want the wait's minute", res.RequeueAfter)
+		}
+		if h.statusWrites != 0 || h.afterPatch != 0 || len(h.ran) != 0 {
+			t.Errorf("%d status writes, AfterPatch %d, later phases %v; want none", h.statusWrites, h.afterPatch, h.ran)
+		}
+		got := fetch(t, env, obj)
+		if got.Status.CanonicalImageName != "" || len(got.Finalizers) != 0 || got.ResourceVersion != obj.ResourceVersion {
+			t.Errorf("the server's object changed while waiting: %+v", got)
+		}
+	})
+
 	t.Run("the status is written once when a phase fails", func(t *testing.T) {
-		var h *harness
-		h = newHarness(t, env,
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "name", Run: func(_ context.Context, s *repoScope) (Result, error) {
-				s.Obj.Status.CanonicalImageName = "registry.example.com/team/app"
-				return Continue, nil
-			}},
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "scan", Run: func(context.Context, *repoScope) (Result, error) {
+		h := newHarnessAround(t, env, Phase[*imagev1.ImageRepository, struct{}]{Name: "scan",
+			Run: func(context.Context, *repoScope) (Result, error) {
 				return Continue, conditions.Retryf(conditions.AuthenticationFailedReason, "registry said no").After(time.Minute)
-			}},
-			Phase[*imagev1.ImageRepository, struct{}]{Name: "never", Run: func(_ context.Context, s *repoScope) (Result, error) {
-				h.note(&h.ran, "never")
-				return Continue, nil
-			}},
-		)
+			}})
 		obj := newRepository(t, env, ns, "failing", func(o *imagev1.ImageRepository) {
 			o.Finalizers = []string{testFinalizer}
 		})

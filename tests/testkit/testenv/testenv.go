@@ -146,6 +146,12 @@ func (e *Env) StartManager(setup func(ctrl.Manager) error) (stop func(), err err
 // StartManagerWith is StartManager with a hook to change the manager's
 // options, e.g. a cache label selector to run a second manager on a shard.
 func (e *Env) StartManagerWith(tune func(*ctrl.Options), setup func(ctrl.Manager) error) (stop func(), err error) {
+	return e.StartManagerOn(e.Config, tune, setup)
+}
+
+// StartManagerOn is StartManagerWith on a config of the caller's, e.g. one
+// whose WrapTransport counts the manager's requests.
+func (e *Env) StartManagerOn(cfg *rest.Config, tune func(*ctrl.Options), setup func(ctrl.Manager) error) (stop func(), err error) {
 	opts := ctrl.Options{
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -155,7 +161,7 @@ func (e *Env) StartManagerWith(tune func(*ctrl.Options), setup func(ctrl.Manager
 	if tune != nil {
 		tune(&opts)
 	}
-	mgr, err := ctrl.NewManager(e.Config, opts)
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
