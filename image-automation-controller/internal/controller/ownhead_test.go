@@ -56,6 +56,18 @@ func TestMovedByJobs(t *testing.T) {
 	}
 }
 
+// land plays a job's runner: it pushes files to main as a commit made on
+// base, records the job Succeeded with it, and returns the commit.
+func (f *fixture) land(job *updatev1.UpdateJob, base string, files map[string]string) string {
+	f.t.Helper()
+	c := f.work.Commit("by "+job.Name, files)
+	f.work.Push()
+	finish(f.t, job, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
+		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = base, c, []string{"refs/heads/main"}
+	})
+	return c
+}
+
 // Against the API server: another automation's job moved the branch after
 // this automation's push, and a run finds nothing to do and records the
 // new head; a person's commit after it is a change again.
@@ -70,20 +82,12 @@ func TestHeadMovedOnlyByJobsMakesNoJob(t *testing.T) {
 	}
 	a := f.automation("a", path("./apps"))
 	ja := waitJobs(t, f.ns, 1)[0]
-	pa := f.work.Commit("a", map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
-	f.work.Push()
-	finish(t, &ja, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
-		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = first, pa, []string{"refs/heads/main"}
-	})
+	pa := f.land(&ja, first, map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
 	waitAutomation(t, a, "a's push recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastPushCommit == pa })
 
 	f.automation("b", path("./other"))
 	jb := unfinished(t, waitJobs(t, f.ns, 2))
-	pb := f.work.Commit("b", map[string]string{"other/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
-	f.work.Push()
-	finish(t, &jb, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
-		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = "main@sha1:"+pa, pb, []string{"refs/heads/main"}
-	})
+	pb := f.land(&jb, "main@sha1:"+pa, map[string]string{"other/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
 
 	a = request(t, a, "after-b")
 	if n := len(jobs(t, f.ns)); n != 2 {
@@ -111,11 +115,7 @@ func TestGitPushOfAJobsCommitRequestsNoRun(t *testing.T) {
 	first := f.head()
 	a := f.automation("a", func(a *imagev1.ImageUpdateAutomation) { a.Labels = map[string]string{"hook": "yes"} })
 	ja := waitJobs(t, f.ns, 1)[0]
-	pa := f.work.Commit("a", map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
-	f.work.Push()
-	finish(t, &ja, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
-		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = first, pa, []string{"refs/heads/main"}
-	})
+	pa := f.land(&ja, first, map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
 	waitAutomation(t, a, "push recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastPushCommit == pa })
 	payload := func(after string) string {
 		return `{"object_kind":"push","ref":"refs/heads/main","after":"` + after + `","project":{"git_http_url":"` + f.git.RepoURL("fleet") + `"}}`
