@@ -79,9 +79,10 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", git.Redact(url), err)
 		}
 	}
-	// A runner killed during a push leaves the push ref naming its
-	// commit (Push deletes it on return): nobody uses it, and it would
-	// keep the commit's objects forever. The mirror is ours alone now.
+	// Versions that pushed through libgit2 named the commit by a ref
+	// under pushRefPrefix for the push; a runner killed meanwhile left it
+	// behind, keeping the commit's objects forever. The mirror is ours
+	// alone now.
 	if it, err := repo.NewReferenceIteratorGlob(pushRefPrefix + "*"); err == nil {
 		for ref, err := it.Next(); err == nil; ref, err = it.Next() {
 			_ = ref.Delete()
