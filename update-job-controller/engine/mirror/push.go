@@ -150,25 +150,12 @@ func (m *Mirror) receivePack(s *session, commit *git2go.Oid, refs []writeback.Re
 		return nil, err
 	}
 	_, sideband := caps["side-band-64k"]
-	report, err := git.ReadPushReport(st, sideband, sideband2(said, s.ctx))
+	report, err := git.ReadPushReport(st, sideband, said)
 	if err != nil {
 		return nil, s.fail(err)
 	}
 	return report, nil
 }
-
-// sideband2 writes the server's messages to said, failing once ctx ends so
-// that a server talking without end cannot hold the push.
-func sideband2(said *git.Capped, ctx context.Context) writerFunc {
-	return func(b []byte) (int, error) {
-		_, _ = said.Write(b)
-		return len(b), ctx.Err()
-	}
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // fastForward returns a *nonFastForwardError unless the server's ref at
 // old is commit's ancestor: the checks git push makes before sending.
