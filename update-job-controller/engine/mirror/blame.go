@@ -172,27 +172,14 @@ func (m *Mirror) lineChanged(before, after *git2go.Oid, line int) (bool, error) 
 // File returns the file at path in commit; an error wrapping
 // fs.ErrNotExist when the commit has none.
 func (m *Mirror) File(commit *git2go.Oid, path string) ([]byte, error) {
-	c, err := m.repo.LookupCommit(commit)
+	id, err := m.blobAt(commit, path)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Free()
-	tree, err := c.Tree()
-	if err != nil {
-		return nil, err
-	}
-	defer tree.Free()
-	e, err := tree.EntryByPath(path)
-	if err != nil {
-		if git2go.IsErrorCode(err, git2go.ErrorCodeNotFound) {
-			return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
-		}
-		return nil, err
-	}
-	if e.Type != git2go.ObjectBlob {
+	if id == nil {
 		return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
 	}
-	blob, err := m.repo.LookupBlob(e.Id)
+	blob, err := m.repo.LookupBlob(id)
 	if err != nil {
 		return nil, err
 	}

@@ -89,15 +89,7 @@ func TestCommitWritesOnlyTheChangedPaths(t *testing.T) {
 	clone.Push()
 	m, release, parent, dir := checkout(t, srv)
 	defer release()
-	write := func(p, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, body string) { t.Helper(); writeFile(t, dir, p, body) }
 	write("apps/a/app.yaml", "image: a:2\n")
 	write("apps/c/d/.argocd-source-c.yaml", "kustomize: {}\n")
 	write("tool.sh", "#!/bin/sh\necho\n")
@@ -160,15 +152,7 @@ func TestPushSendsWhatTheCommitAdds(t *testing.T) {
 	})
 	m, release, parent, dir := checkout(t, srv)
 	defer release()
-	write := func(p, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, body string) { t.Helper(); writeFile(t, dir, p, body) }
 	write("apps/a/app.yaml", "image: a:2\n")
 	write("apps/c/d/new.yaml", "image: c:1\n")
 	first, err := m.Commit(mustOid(t, parent), dir, []string{"apps/a/app.yaml", "apps/c/d/new.yaml"}, info("first"))
@@ -224,5 +208,16 @@ func TestPushSendsWhatTheCommitAdds(t *testing.T) {
 		if !strings.HasPrefix(log, second.String()+" "+first.String()) || content != "image: c:1\n" {
 			t.Errorf("remote %s: %q, %q", branch, log, content)
 		}
+	}
+}
+
+// writeFile writes body to dir/p, making its directories.
+func writeFile(t *testing.T, dir, p, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, p), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
