@@ -89,7 +89,7 @@ func pkt(s string) string {
 // v0/v1 its refs, in v2 its capabilities.
 type advertisement struct {
 	v2   bool
-	caps map[string]string // v2 capabilities, key → value ("" when none)
+	caps map[string]string // capabilities, key → value ("" when none)
 	refs Refs              // v0/v1
 	// symrefs are the v0/v1 symref= capabilities: HEAD → refs/heads/main.
 	symrefs map[string]string
@@ -112,10 +112,9 @@ func readAdvertisement(r *pktReader) (*advertisement, error) {
 			return nil, err
 		}
 	}
-	ad := &advertisement{refs: Refs{}, symrefs: map[string]string{}}
+	ad := &advertisement{refs: Refs{}, caps: map[string]string{}, symrefs: map[string]string{}}
 	if kind == pktData && string(data) == "version 2" {
 		ad.v2 = true
-		ad.caps = map[string]string{}
 		for {
 			kind, data, err := r.next()
 			if err != nil {
@@ -150,6 +149,8 @@ func readAdvertisement(r *pktReader) (*advertisement, error) {
 			var caps []byte
 			data, caps, _ = bytes.Cut(data, []byte{0})
 			for _, c := range strings.Fields(string(caps)) {
+				k, v, _ := strings.Cut(c, "=")
+				ad.caps[k] = v
 				if sym, ok := strings.CutPrefix(c, "symref="); ok {
 					if from, to, ok := strings.Cut(sym, ":"); ok {
 						ad.symrefs[from] = to

@@ -16,7 +16,8 @@ import (
 // BenchmarkRunLargeRepo runs jobs on a repository of 10,000 manifests, 100
 // of them with a marker, as Flux's automation was measured: each iteration
 // is one job (fetch, check out, update, commit, push) against a warm
-// mirror, with a new tag each time. Reports the time of each git operation.
+// mirror, with a new tag each time, looking for holds as an automation's
+// jobs do. Reports the time of each git operation.
 //
 // The sub-benchmarks: 10k and 100k files with the markers in one of their
 // 100 directories (as tests/bench's chain.Grow places them), and
@@ -59,6 +60,8 @@ func runLargeRepo(b *testing.B, n int, spread bool) {
 	run := func(tag string) Result {
 		out, err := e.Run(context.Background(), plan(srv.RepoURL("large"), func(p *writeback.Plan) {
 			p.Path = "clusters/prod"
+			// As every automation's job: values a person set are left.
+			p.Update.Holds = &writeback.Holds{}
 			p.Update.Images["apps:podinfo"] = meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: tag}
 		}))
 		if err != nil {

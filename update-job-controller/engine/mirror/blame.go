@@ -20,32 +20,33 @@ type LineChange struct {
 // LastChange blames one line (from 1) of the file at path in commit:
 // only that line is tracked, so the walk stops at the commit that last
 // changed it rather than following the whole file back.
+//
+// The line a job asks about was nearly always changed by the last commit
+// that changed its file (the automation's previous run), and nearby
+// answers that case. libgit2's blame answers the rest: for every commit
+// that changed the file it diffs the whole trees of the commit and its
+// parent to look for renames (blame_git.c, find_origin), 100,000 entries
+// a line on a large repository: 75 ms, 7.5 s for a job of 100 values.
 func (m *Mirror) LastChange(commit *git2go.Oid, path string, line int) (LineChange, error) {
 	if line < 1 || line > 1<<16-1 {
 		// libgit2 1.5's hunks number lines in 16 bits.
 		return LineChange{}, fmt.Errorf("blaming %s: line %d out of range", path, line)
 	}
-	opts, err := git2go.DefaultBlameOptions()
-	if err != nil {
-		return LineChange{}, err
-	}
-	opts.NewestCommit = commit
-	opts.MinLine, opts.MaxLine = uint32(line), uint32(line)
-	b, err := m.repo.BlameFile(path, &opts)
+	last, err := m.nearby(commit, path, line)
 	if err != nil {
 		return LineChange{}, fmt.Errorf("blaming %s: %w", path, err)
 	}
-	defer b.Free()
-	h, err := b.HunkByLine(line)
-	if err != nil {
-		return LineChange{}, fmt.Errorf("blaming %s line %d: %w", path, line, err)
+	if last == nil {
+		if last, err = m.blame(commit, path, line); err != nil {
+			return LineChange{}, err
+		}
 	}
-	c, err := m.repo.LookupCommit(h.FinalCommitId)
+	c, err := m.repo.LookupCommit(last)
 	if err != nil {
 		return LineChange{}, fmt.Errorf("blaming %s: %w", path, err)
 	}
 	defer c.Free()
-	out := LineChange{Commit: h.FinalCommitId.String()}
+	out := LineChange{Commit: last.String()}
 	if a := c.Author(); a != nil {
 		out.Name, out.Email, out.When = a.Name, a.Email, a.When
 	}
@@ -55,9 +56,71 @@ func (m *Mirror) LastChange(commit *git2go.Oid, path string, line int) (LineChan
 	return out, nil
 }
 
-// File returns the file at path in commit; an error wrapping
-// fs.ErrNotExist when the commit has none.
-func (m *Mirror) File(commit *git2go.Oid, path string) ([]byte, error) {
+// blame asks libgit2 which commit last changed line.
+func (m *Mirror) blame(commit *git2go.Oid, path string, line int) (*git2go.Oid, error) {
+	opts, err := git2go.DefaultBlameOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts.NewestCommit = commit
+	opts.MinLine, opts.MaxLine = uint32(line), uint32(line)
+	b, err := m.repo.BlameFile(path, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("blaming %s: %w", path, err)
+	}
+	defer b.Free()
+	h, err := b.HunkByLine(line)
+	if err != nil {
+		return nil, fmt.Errorf("blaming %s line %d: %w", path, line, err)
+	}
+	return h.FinalCommitId, nil
+}
+
+// nearbySteps bounds nearby's walk back to the file's last change.
+const nearbySteps = 32
+
+// nearby is what blame answers when the file's last change, on a line of
+// single-parent commits, changed the line: blame passes a file's lines
+// unchanged to the parent, and gives a commit the lines of its diff's
+// hunks (the same xdiff, no context). nil, nil when it cannot tell: a
+// merge, the file new in a commit (blame would look for a rename), or the
+// line kept by the change that touched the file.
+func (m *Mirror) nearby(commit *git2go.Oid, path string, line int) (*git2go.Oid, error) {
+	id := commit
+	blob, err := m.blobAt(id, path)
+	if err != nil || blob == nil {
+		return nil, err
+	}
+	for range nearbySteps {
+		c, err := m.repo.LookupCommit(id)
+		if err != nil {
+			return nil, err
+		}
+		n := c.ParentCount()
+		parent := c.ParentId(0)
+		c.Free()
+		if n != 1 {
+			return nil, nil
+		}
+		before, err := m.blobAt(parent, path)
+		if err != nil || before == nil {
+			return nil, err
+		}
+		if before.Equal(blob) {
+			id = parent
+			continue
+		}
+		changed, err := m.lineChanged(before, blob, line)
+		if err != nil || !changed {
+			return nil, err
+		}
+		return id, nil
+	}
+	return nil, nil
+}
+
+// blobAt is the id of the file at path in commit; nil when there is none.
+func (m *Mirror) blobAt(commit *git2go.Oid, path string) (*git2go.Oid, error) {
 	c, err := m.repo.LookupCommit(commit)
 	if err != nil {
 		return nil, err
@@ -69,16 +132,54 @@ func (m *Mirror) File(commit *git2go.Oid, path string) ([]byte, error) {
 	}
 	defer tree.Free()
 	e, err := tree.EntryByPath(path)
+	if git2go.IsErrorCode(err, git2go.ErrorCodeNotFound) || (err == nil && e.Type != git2go.ObjectBlob) {
+		return nil, nil
+	}
 	if err != nil {
-		if git2go.IsErrorCode(err, git2go.ErrorCodeNotFound) {
-			return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
-		}
 		return nil, err
 	}
-	if e.Type != git2go.ObjectBlob {
+	return e.Id, nil
+}
+
+// lineChanged reports whether line of the blob after lies in a hunk of the
+// diff from before.
+func (m *Mirror) lineChanged(before, after *git2go.Oid, line int) (bool, error) {
+	old, err := m.repo.LookupBlob(before)
+	if err != nil {
+		return false, err
+	}
+	defer old.Free()
+	cur, err := m.repo.LookupBlob(after)
+	if err != nil {
+		return false, err
+	}
+	defer cur.Free()
+	opts, err := git2go.DefaultDiffOptions()
+	if err != nil {
+		return false, err
+	}
+	opts.ContextLines = 0
+	changed := false
+	err = git2go.DiffBlobs(old, "", cur, "", &opts, func(git2go.DiffDelta, float64) (git2go.DiffForEachHunkCallback, error) {
+		return func(h git2go.DiffHunk) (git2go.DiffForEachLineCallback, error) {
+			changed = changed || (h.NewStart <= line && line < h.NewStart+h.NewLines)
+			return nil, nil
+		}, nil
+	}, git2go.DiffDetailHunks)
+	return changed, err
+}
+
+// File returns the file at path in commit; an error wrapping
+// fs.ErrNotExist when the commit has none.
+func (m *Mirror) File(commit *git2go.Oid, path string) ([]byte, error) {
+	id, err := m.blobAt(commit, path)
+	if err != nil {
+		return nil, err
+	}
+	if id == nil {
 		return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
 	}
-	blob, err := m.repo.LookupBlob(e.Id)
+	blob, err := m.repo.LookupBlob(id)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package mirror
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,8 +11,6 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 
-	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/pkg/git/refname"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 )
 
@@ -221,122 +218,6 @@ func (m *Mirror) writeError(err error, size int) error {
 		return fmt.Errorf("%w (writing into the mirror: %w)", err, perr)
 	}
 	return err
-}
-
-// pushRefPrefix names the local refs a push sends from.
-const pushRefPrefix = "refs/image-toolkit/push/"
-
-// Push sets every ref in refs to commit in one push, returning when ctx
-// ends (with an error wrapping ctx.Err()). A ref pushed without
-// Force that moved since the fetch is left alone and ErrNonFastForward
-// returned. libgit2 usually finds that out before sending anything (the
-// mirror lacks the new remote commit), and then no ref is updated; when
-// the server refuses instead, the other refs may have been.
-func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, refs []writeback.RefUpdate) error {
-	if len(refs) == 0 {
-		return errors.New("nothing to push: no refs")
-	}
-	specs := make([]string, 0, len(refs))
-	// libgit2 pushes refs, not object ids: name the commit for the push.
-	tmp := pushRefPrefix + commit.String()
-	for _, r := range refs {
-		if !refname.Valid(r.Dst) || !strings.HasPrefix(r.Dst, "refs/") {
-			return fmt.Errorf("cannot push to %q: not a full, valid ref name like refs/heads/main", r.Dst)
-		}
-		spec := tmp + ":" + r.Dst
-		if r.Force {
-			spec = "+" + spec
-		}
-		specs = append(specs, spec)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pushing to %s: %w", git.Redact(m.URL), err)
-	}
-	s, err := newSession(ctx, auth, m.URL)
-	if err != nil {
-		return fmt.Errorf("pushing to %s: %w", git.Redact(m.URL), err)
-	}
-	defer s.close()
-	ref, err := m.repo.References.Create(tmp, commit, true, "push")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = ref.Delete(); ref.Free() }()
-	remote, err := anonymousRemote(m.repo, s.remoteURL)
-	if err != nil {
-		return err
-	}
-	defer remote.Free()
-
-	// The server's verdict per ref; libgit2 reports success when a ref is
-	// refused.
-	var rejected []string
-	nff := false
-	// What the server says while it takes the push: a hook's reason for
-	// refusing it ("protected branch ...") comes only this way, and a
-	// refusal without it leaves the operator guessing.
-	var said git.Capped
-	s.callbacks.SidebandProgressCallback = func(msg string) error {
-		_, _ = said.Write([]byte(msg))
-		return s.ctx.Err()
-	}
-	s.callbacks.PushUpdateReferenceCallback = func(refname, status string) error {
-		if status != "" {
-			rejected = append(rejected, refname+": "+status)
-			nff = nff || nonFastForward(status)
-		}
-		return nil
-	}
-	err = remote.Push(specs, &git2go.PushOptions{RemoteCallbacks: s.callbacks})
-	names := make([]string, len(refs))
-	for i, r := range refs {
-		names[i] = r.Dst
-	}
-	where := "pushing " + strings.Join(names, ", ") + " to"
-	switch {
-	case err != nil && s.failure == nil && s.ctx.Err() == nil &&
-		(git2go.IsErrorCode(err, git2go.ErrorCodeNonFastForward) || nonFastForward(err.Error())):
-		return fmt.Errorf("%s %s: %w (%s)", where, git.Redact(m.URL), ErrNonFastForward, s.scrub(err.Error()))
-	case err != nil:
-		return s.err(where, err)
-	case nff:
-		return fmt.Errorf("%s %s: %w (%s)", where, git.Redact(m.URL), ErrNonFastForward, strings.Join(rejected, "; "))
-	case len(rejected) > 0:
-		msg := strings.Join(rejected, "; ")
-		if r := remoteSaid(said.String()); r != "" {
-			msg += " (the server said: " + s.scrub(r) + ")"
-		}
-		return fmt.Errorf("%s %s: rejected: %s", where, git.Redact(m.URL), msg)
-	}
-	return nil
-}
-
-// remoteSaid keeps the lines of a server's sideband messages that are not
-// progress (counters and percentages), joined, at most 512 bytes.
-func remoteSaid(text string) string {
-	var lines []string
-	for _, l := range strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' }) {
-		l = strings.TrimSpace(l)
-		if l == "" || strings.Contains(l, "%") {
-			continue
-		}
-		lines = append(lines, l)
-	}
-	out := strings.Join(lines, "; ")
-	if len(out) > 512 {
-		out = out[:512] + "..."
-	}
-	return out
-}
-
-func nonFastForward(msg string) bool {
-	msg = strings.ToLower(msg)
-	for _, s := range []string{"non-fast-forward", "non-fastforward", "fetch first", "not present locally"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // Proposes reports whether branch (as last fetched) already holds what

@@ -9,7 +9,10 @@
 // one, sized and placed as it needs, and shares it between runs. Network
 // I/O goes through transports of our own (transport.go) that carry a
 // context and pkg/git's authentication, TLS and SSH host key checks, not
-// libgit2's.
+// libgit2's. libgit2 speaks the fetch protocol over them; a push is spoken
+// here (push.go, pkg/git's receive-pack half), so that its pack holds what
+// the commit changed instead of what libgit2's walk of every tree of the
+// server's refs leaves.
 //
 // This package needs cgo and libgit2 1.5.
 package mirror

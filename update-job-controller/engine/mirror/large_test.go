@@ -1,9 +1,11 @@
 package mirror
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -87,15 +89,7 @@ func TestCommitWritesOnlyTheChangedPaths(t *testing.T) {
 	clone.Push()
 	m, release, parent, dir := checkout(t, srv)
 	defer release()
-	write := func(p, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, body string) { t.Helper(); writeFile(t, dir, p, body) }
 	write("apps/a/app.yaml", "image: a:2\n")
 	write("apps/c/d/.argocd-source-c.yaml", "kustomize: {}\n")
 	write("tool.sh", "#!/bin/sh\necho\n")
@@ -144,5 +138,86 @@ func TestCommitWritesOnlyTheChangedPaths(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want %q", tt.path, err, tt.want)
 		}
+	}
+}
+
+// A push sends what the commit adds to its parent, found along the
+// changed paths: the objects git itself lists as new (rev-list --objects
+// commit ^parent). A commit whose parent the server lacks is sent with
+// its parent; a ref set to a commit the server has sends no objects.
+func TestPushSendsWhatTheCommitAdds(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "fleet", map[string]string{
+		"apps/a/app.yaml": "image: a:1\n", "apps/b/app.yaml": "image: b:1\n", "README.md": "x\n",
+	})
+	m, release, parent, dir := checkout(t, srv)
+	defer release()
+	write := func(p, body string) { t.Helper(); writeFile(t, dir, p, body) }
+	write("apps/a/app.yaml", "image: a:2\n")
+	write("apps/c/d/new.yaml", "image: c:1\n")
+	first, err := m.Commit(mustOid(t, parent), dir, []string{"apps/a/app.yaml", "apps/c/d/new.yaml"}, info("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.repo.LookupCommit(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Free()
+	p, err := m.repo.LookupCommit(mustOid(t, parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Free()
+	objs, err := m.newObjects(c.TreeId(), p.TreeId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.String())
+	}
+	var want []string
+	for _, l := range strings.Split(strings.TrimSpace(testgit.Git(t, "", "--git-dir", m.Path, "rev-list", "--objects", first.String(), "^"+parent)), "\n") {
+		if id, _, _ := strings.Cut(l, " "); id != first.String() {
+			want = append(want, id)
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	// apps/a/app.yaml and apps/c/d/new.yaml; the root, apps, apps/a,
+	// apps/c and apps/c/d trees.
+	if !slices.Equal(got, want) || len(got) != 7 {
+		t.Errorf("new objects %v, git lists %v", got, want)
+	}
+
+	write("apps/b/app.yaml", "image: b:2\n")
+	second, err := m.Commit(first, dir, []string{"apps/b/app.yaml"}, info("second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Push(ctx, nil, second, []writeback.RefUpdate{{Dst: "refs/heads/main"}}); err != nil {
+		t.Fatalf("pushing a commit whose parent the server lacks: %v", err)
+	}
+	if err := m.Push(ctx, nil, second, []writeback.RefUpdate{{Dst: "refs/heads/copy"}}); err != nil {
+		t.Fatalf("pushing a commit the server has: %v", err)
+	}
+	for _, branch := range []string{"main", "copy"} {
+		log, content := remoteFile(t, srv, branch, "apps/c/d/new.yaml")
+		if !strings.HasPrefix(log, second.String()+" "+first.String()) || content != "image: c:1\n" {
+			t.Errorf("remote %s: %q, %q", branch, log, content)
+		}
+	}
+}
+
+// writeFile writes body to dir/p, making its directories.
+func writeFile(t *testing.T, dir, p, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, p), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -36,8 +36,25 @@ func NewCache(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	cacheTrees.Do(func() {
+		// libgit2 keeps parsed trees in a repository's object cache only
+		// up to 4 KiB, about 100 entries: a directory of a thousand files
+		// was read and parsed again for every path looked up in it (a
+		// job's hold check looks up each file it changes, twice). The
+		// cache lives as long as the mirror is open, one job, and libgit2
+		// bounds its total (256 MiB).
+		cacheErr = git2go.SetCacheObjectLimit(git2go.ObjectTree, 4<<20)
+	})
+	if cacheErr != nil {
+		return nil, fmt.Errorf("configuring libgit2's object cache: %w", cacheErr)
+	}
 	return &Cache{dir: dir, locks: map[string]*sync.Mutex{}}, nil
 }
+
+var (
+	cacheTrees sync.Once
+	cacheErr   error
+)
 
 // Mirror is a bare repository mirroring one URL, held exclusively.
 type Mirror struct {
@@ -79,9 +96,10 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 			return nil, nil, fmt.Errorf("creating the mirror of %s: %w", git.Redact(url), err)
 		}
 	}
-	// A runner killed during a push leaves the push ref naming its
-	// commit (Push deletes it on return): nobody uses it, and it would
-	// keep the commit's objects forever. The mirror is ours alone now.
+	// Versions that pushed through libgit2 named the commit by a ref
+	// under pushRefPrefix for the push; a runner killed meanwhile left it
+	// behind, keeping the commit's objects forever. The mirror is ours
+	// alone now.
 	if it, err := repo.NewReferenceIteratorGlob(pushRefPrefix + "*"); err == nil {
 		for ref, err := it.Next(); err == nil; ref, err = it.Next() {
 			_ = ref.Delete()
