@@ -70,7 +70,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", "default"
 	var lat []time.Duration
-	profiled := profile(ctx, b, env)
+	profiled := profile(ctx, b, env.Procs)
 	for i := range runs {
 		head := env.Head("main")
 		b.StartTimer()

@@ -105,7 +105,7 @@ func runMonorepo(b *testing.B, n int) {
 
 	repo := &imagev1.ImageRepository{}
 	repo.Name, repo.Namespace = "podinfo", "default"
-	profiled := profile(ctx, b, env)
+	profiled := profile(ctx, b, env.Procs)
 	b.StartTimer()
 	start := time.Now()
 	if err := env.PushTag(ctx, "6.4.0"); err != nil {

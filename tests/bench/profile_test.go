@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // With $BENCH_PPROF set to a directory, the chain benchmarks run the
@@ -30,9 +30,9 @@ func pprofArgs() []string {
 	return []string{"--enable-pprof"}
 }
 
-// profile starts the CPU profiles; the function it returns waits for them
-// and saves the metrics.
-func profile(ctx context.Context, b *testing.B, env *chain.Env) func() {
+// profile starts the CPU profiles of procs (by name); the function it
+// returns waits for them and saves the metrics.
+func profile(ctx context.Context, b *testing.B, procs map[string]*localenv.Process) func() {
 	dir := os.Getenv("BENCH_PPROF")
 	if dir == "" {
 		return func() {}
@@ -45,7 +45,7 @@ func profile(ctx context.Context, b *testing.B, env *chain.Env) func() {
 		secs = 20
 	}
 	var wg sync.WaitGroup
-	for name, p := range env.Procs {
+	for name, p := range procs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -57,7 +57,7 @@ func profile(ctx context.Context, b *testing.B, env *chain.Env) func() {
 	}
 	return func() {
 		wg.Wait()
-		for name, p := range env.Procs {
+		for name, p := range procs {
 			if err := save(ctx, "http://"+p.MetricsAddr+"/metrics", filepath.Join(dir, name+".metrics"), 30*time.Second); err != nil {
 				b.Logf("metrics of %s: %v", name, err)
 			}
