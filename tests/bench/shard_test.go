@@ -51,7 +51,7 @@ import (
 // replicas=1 of the same size ran before it in the process. Run a size
 // with
 //
-//	go test -run '^$' -bench 'BenchmarkShardedScale/3000/' -benchtime 1x -timeout 60m ./tests/bench/
+//	go test -run '^$' -bench 'BenchmarkShardedScale/^3000$/' -benchtime 1x -timeout 60m ./tests/bench/
 //
 // (3000 is the quick check; 30000 the size). With $BENCH_PPROF
 // set, each process is CPU-profiled from its start (profile_test.go).
