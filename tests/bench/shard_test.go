@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,11 +88,7 @@ func runSharded(b *testing.B, n, replicas int) time.Duration {
 	cluster, stop := startCluster(b)
 	defer stop()
 
-	reg := &tagsRegistry{tags: semverScale.tags(shardTags)}
-	sort.Strings(reg.tags)
-	srv := httptest.NewServer(reg)
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
+	host := serveTags(b, semverScale.tags(shardTags))
 	want := semverScale.want(shardTags)
 
 	automations := n / 10
@@ -227,6 +223,15 @@ func runSharded(b *testing.B, n, replicas int) time.Duration {
 	b.ReportMetric(100*(busy2-busy)/(total2-total), "machine-cpu-busy-%")
 	b.Logf("load %s at the end", loadavg())
 	return toPushed
+}
+
+// serveTags serves tags for every repository (tagsRegistry) until b ends,
+// and returns its host.
+func serveTags(b *testing.B, tags []string) string {
+	reg := &tagsRegistry{tags: slices.Sorted(slices.Values(tags))}
+	srv := httptest.NewServer(reg)
+	b.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
 }
 
 // startShards starts replicas of each controller at once: one unsharded,
