@@ -192,6 +192,13 @@ func runSharded(b *testing.B, n, replicas int) time.Duration {
 		if ctx.Err() != nil {
 			b.Fatalf("after %s: %d of %d policies resolved, every app pushed: %v", time.Since(start), resolved.count(), n, toPushed != 0)
 		}
+		// Nothing restarts a process here, as a kubelet would: the run
+		// cannot finish without it.
+		for _, p := range procs {
+			if p.Exited() {
+				b.Fatalf("%s exited after %s (load %s):\n%s", p.LogPath, time.Since(start).Round(time.Second), loadavg(), p.Log())
+			}
+		}
 		time.Sleep(250 * time.Millisecond)
 	}
 	b.StopTimer()

@@ -281,6 +281,17 @@ func (p *Process) Kill() {
 }
 
 // PID is the process's id.
+// Exited reports whether the process has ended (a controller exits, for
+// one, when it loses its leader election Lease).
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Log returns the end of the process's log.
