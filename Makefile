@@ -120,7 +120,7 @@ plugin-archives: ## tk-image as a Flux CLI plugin: an archive per platform, chec
 	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) tk-image/plugin/archives.sh $(VERSION) $(PLUGIN_BASE_URL) $(BIN)/plugin
 
 bench: deps testenv build ## Run the benchmarks (tests/bench runs the binaries at scale).
-	@go test -run '^$$' -bench . -benchmem $(addsuffix /...,$(addprefix ./,$(MODULES)))
+	@go test -run '^$$' -bench . -benchmem -timeout 8h $(addsuffix /...,$(addprefix ./,$(MODULES)))
 
 faults: deps testenv build ## The fault suite's long run (IMAGE_TOOLKIT_FAULTS=long): kills, a damaged tag store, registry and git server faults, API server restarts, full disks, races, a 30-minute soak, fuzzing, secrets and RBAC checks, many runs with random timing; its short run is part of make test.
 	@rc=0; IMAGE_TOOLKIT_FAULTS=long IMAGE_TOOLKIT_BIN=$(BIN) go test -count=1 -timeout 120m -v ./tests/faults/ > $(BIN)/faults.log 2>&1 || rc=$$?; \

@@ -115,7 +115,7 @@ func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Option
 	return (&controller.ImagePolicyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: opts.Events, Metrics: rec,
 		Registry: reg, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics,
-		VerifyMetrics: verifyMetrics, VerifyRetry: r.verifyRetry,
+		VerifyMetrics: verifyMetrics, VerifyRetry: r.verifyRetry, Shard: opts.Shard(),
 	}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 }
 

@@ -21,6 +21,7 @@ func TestLint(t *testing.T) {
 			"all":      allValues(c),
 			"shard1":   {"-f", filepath.Join(chartDir(c), "examples/shard1.yaml")},
 			"shard2":   {"-f", filepath.Join(chartDir(c), "examples/shard2.yaml")},
+			"shard3":   {"-f", filepath.Join(chartDir(c), "examples/shard3.yaml")},
 		}
 		for name, values := range sets {
 			t.Run(c+"/"+name, func(t *testing.T) {
@@ -342,23 +343,27 @@ func TestTemplateToggles(t *testing.T) {
 			t.Errorf("CRD %s kept with crds.keep=false", crd.GetName())
 		}
 	}
-	// Two shards: distinct names for every namespaced and cluster-wide object.
-	s1 := render(t, "image-reflector-controller", "image-reflector-controller-shard1", "ns", "-f", filepath.Join(chartDir("image-reflector-controller"), "examples/shard1.yaml"))
-	s2 := render(t, "image-reflector-controller", "image-reflector-controller-shard2", "ns", "-f", filepath.Join(chartDir("image-reflector-controller"), "examples/shard2.yaml"))
-	names := map[string]bool{}
-	for _, o := range s1 {
-		names[o.GetKind()+"/"+o.GetName()] = true
-	}
-	for _, o := range s2 {
-		if names[o.GetKind()+"/"+o.GetName()] {
-			t.Errorf("both shards render %s/%s", o.GetKind(), o.GetName())
+	// Three shards of each chart, as examples/ installs them: distinct
+	// names for every namespaced and cluster-wide object, the CRDs in
+	// shard1's release only, each selecting its own key.
+	for _, c := range charts {
+		names := map[string]string{}
+		for i, shard := range []string{"shard1", "shard2", "shard3"} {
+			objs := render(t, c, c+"-"+shard, "ns", "-f", filepath.Join(chartDir(c), "examples/"+shard+".yaml"))
+			for _, o := range objs {
+				id := o.GetKind() + "/" + o.GetName()
+				if other, ok := names[id]; ok {
+					t.Errorf("%s: %s and %s both render %s", c, other, shard, id)
+				}
+				names[id] = shard
+			}
+			if crds := len(find(objs, "CustomResourceDefinition")); (crds > 0) != (i == 0) {
+				t.Errorf("%s: %s renders %d CRDs; shard1 must own them, the others not", c, shard, crds)
+			}
+			if !hasArg(args(t, workload(t, objs)), "--watch-label-selector=sharding.toolkit.dev/key="+shard) {
+				t.Errorf("%s: %s args = %v", c, shard, args(t, workload(t, objs)))
+			}
 		}
-	}
-	if len(find(s1, "CustomResourceDefinition")) != 3 || len(find(s2, "CustomResourceDefinition")) != 0 {
-		t.Error("shard1 must own the CRDs and shard2 not")
-	}
-	if !hasArg(args(t, workload(t, s2)), "--watch-label-selector=sharding.toolkit.dev/key=shard2") {
-		t.Errorf("shard2 args = %v", args(t, workload(t, s2)))
 	}
 }
 

@@ -360,25 +360,9 @@ func processAlive(pid int) bool {
 // apiServerPID finds the kube-apiserver process serving on port.
 func apiServerPID(t *testing.T, port int) int {
 	t.Helper()
-	want := fmt.Sprintf("--secure-port=%d", port)
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if filepath.Base(args[0]) != "kube-apiserver" {
-			continue
-		}
-		for _, a := range args {
-			if a == want {
-				var pid int
-				fmt.Sscanf(filepath.Base(d), "%d", &pid)
-				return pid
-			}
-		}
+	pid, err := localenv.APIServerPID(port)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no kube-apiserver process with %s", want)
-	return 0
+	return pid
 }

@@ -38,6 +38,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+	"toolkit.dev/image-toolkit/pkg/runtime/shard"
 	"toolkit.dev/image-toolkit/pkg/signature"
 )
 
@@ -80,6 +81,9 @@ type ImagePolicyReconciler struct {
 	// VerifyRetry is how long a verdict that did not verify holds
 	// (DefaultVerifyRetry when 0).
 	VerifyRetry time.Duration
+	// Shard is the controller's --watch-label-selector (nil: all): a
+	// repository outside it is a misconfiguration, said so.
+	Shard labels.Selector
 
 	verifiers    verifiers
 	verifyFlight singleflight.Group
@@ -304,6 +308,11 @@ func (r *ImagePolicyReconciler) repository(ctx context.Context, s *policyScope) 
 	if err := r.Get(ctx, repoKey, repo); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Continue, err
+		}
+		// Retried all the same: relabelling the repository into the
+		// shard brings it into the cache, whose watch wakes the policy.
+		if err := shard.Outside(ctx, r.APIReader, r.Shard, imagev1.GroupVersion.WithKind("ImageRepository"), repoKey); err != nil {
+			return reconcile.Continue, conditions.Retry(conditions.DependencyNotReadyReason, err).After(dependencyRetry)
 		}
 		return reconcile.Continue, conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository %s not found", repoKey).After(dependencyRetry)
 	}

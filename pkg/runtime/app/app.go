@@ -22,6 +22,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -180,6 +182,13 @@ func (o *Options) selector() (labels.Selector, error) {
 	return s, nil
 }
 
+// Shard is the --watch-label-selector, nil without one: the reconcilers
+// use it to say when a reference leaves the shard (pkg/runtime/shard).
+func (o *Options) Shard() labels.Selector {
+	s, _ := o.selector()
+	return s
+}
+
 // Logger builds the zap logger the flags ask for.
 func (o *Options) Logger(w io.Writer) logr.Logger {
 	lvl, _ := o.level()
@@ -209,7 +218,7 @@ func (o *Options) ManagerOptions(cfg Config) ctrl.Options {
 		// caches, watches and reconcilers never see them. --watch-namespace
 		// narrows namespaced kinds the same way; cluster-scoped kinds stay
 		// cluster-wide.
-		Cache: cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces,
+		Cache: cache.Options{DefaultLabelSelector: sel, DefaultNamespaces: namespaces, ByObject: unsharded(sel),
 			DefaultTransform: TrimForCache},
 		GracefulShutdownTimeout: ptr(10 * time.Second),
 	}
@@ -236,6 +245,16 @@ func TrimForCache(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+// unsharded are the kinds the shard's selector does not apply to:
+// Namespaces, whose labels an ImageRepository's accessFrom reads. They
+// carry no shard label, and a shard's policies may live in any of them.
+func unsharded(sel labels.Selector) map[client.Object]cache.ByObject {
+	if sel == nil {
+		return nil
+	}
+	return map[client.Object]cache.ByObject{&corev1.Namespace{}: {Label: labels.Everything()}}
 }
 
 // clientLimits are the client's QPS and burst. By default there is no

@@ -116,6 +116,18 @@ func TestManagerOptions(t *testing.T) {
 	if s := m.Cache.DefaultLabelSelector; s == nil || s.String() != "sharding.toolkit.dev/key=shard1" {
 		t.Errorf("cache selector = %v", s)
 	}
+	// Namespaces carry no shard label: accessFrom reads them in every shard.
+	for obj, by := range m.Cache.ByObject {
+		if _, ok := obj.(*corev1.Namespace); !ok || by.Label == nil || !by.Label.Empty() {
+			t.Errorf("cache of %T selects %v, want Namespaces only, all of them", obj, by.Label)
+		}
+	}
+	if len(m.Cache.ByObject) != 1 {
+		t.Errorf("cache by object: %v", m.Cache.ByObject)
+	}
+	if u := (&Options{}).ManagerOptions(Config{}); u.Cache.ByObject != nil || u.Cache.DefaultLabelSelector != nil {
+		t.Errorf("unsharded, the cache selects: %+v", u.Cache)
+	}
 	if m.Cache.DefaultNamespaces != nil {
 		t.Errorf("without --watch-namespace the cache must be cluster-wide: %v", m.Cache.DefaultNamespaces)
 	}

@@ -182,6 +182,25 @@ func (c *Cluster) startWith(ctx context.Context, binDir, name, instance string, 
 	return p, nil
 }
 
+// APIServerPID finds the kube-apiserver process serving on port, e.g. to
+// measure its CPU or to stop it.
+func APIServerPID(port int) (int, error) {
+	want := fmt.Sprintf("--secure-port=%d", port)
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if filepath.Base(args[0]) != "kube-apiserver" || !slices.Contains(args, want) {
+			continue
+		}
+		return strconv.Atoi(filepath.Base(d))
+	}
+	return 0, fmt.Errorf("no kube-apiserver process with %s", want)
+}
+
 // dataFlags point a controller's on-disk state into dir, instead of the
 // container paths the defaults name.
 func dataFlags(dir, name, instance string) []string {
@@ -262,6 +281,17 @@ func (p *Process) Kill() {
 }
 
 // PID is the process's id.
+// Exited reports whether the process has ended (a controller exits, for
+// one, when it loses its leader election Lease).
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Log returns the end of the process's log.
