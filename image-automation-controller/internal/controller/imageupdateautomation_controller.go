@@ -271,8 +271,11 @@ func (jobFinished) Update(e event.UpdateEvent) bool {
 // automations of its namespace whose selector matches it before or after.
 func (r *ImageUpdateAutomationReconciler) policyHandler() handler.EventHandler {
 	enqueue := func(ctx context.Context, q workqueueAdder, pols ...*imagev1.ImagePolicy) {
+		// Read only: a copy of every automation of the namespace per
+		// policy event was most of this controller's CPU and memory at
+		// 3,000 policies (BenchmarkShardedScale's profile).
 		list := &imagev1.ImageUpdateAutomationList{}
-		if err := r.List(ctx, list, client.InNamespace(pols[0].Namespace)); err != nil {
+		if err := r.List(ctx, list, client.InNamespace(pols[0].Namespace), client.UnsafeDisableDeepCopy); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for an ImagePolicy change")
 			return
 		}
