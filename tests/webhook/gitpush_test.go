@@ -100,8 +100,9 @@ spec:
 	testenv.Eventually(tb, 2*time.Minute, func() (bool, error) {
 		return strings.Contains(g.manifest(), g.want), nil
 	})
-	// Its own push comes back as a webhook call: handled, no new job.
-	waitCounter(tb, ctx, automation, "imagetoolkit_automation_webhook_run_requests_total", 1)
+	// Its own push comes back as a webhook call: accepted, and no
+	// automation is asked to run, the commit being a job's own.
+	waitCounter(tb, ctx, automation, `imagetoolkit_automation_webhook_accepted_total{type="gitea"}`, 1)
 	return g
 }
 
@@ -158,7 +159,7 @@ func (g *gitPush) handPush() time.Duration {
 // controller's GitWebhook: when a person pushes a commit to main that adds
 // a marked old image, the automation runs at once, not at its hourly
 // interval, and main has the policy's image again within seconds. The
-// automation's own pushes reach the webhook too and make no further job.
+// automation's own pushes reach the webhook too and ask for no run.
 func TestGiteaPushRunsAutomation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -169,9 +170,14 @@ func TestGiteaPushRunsAutomation(t *testing.T) {
 	if after := g.settled().Status.LastJob.Name; after == before {
 		t.Errorf("no new job after the push: last job still %s", after)
 	}
-	waitCounter(t, ctx, automation, `imagetoolkit_automation_webhook_accepted_total{type="gitea"}`, 2)
+	// Three calls: the automation's first push, the person's, and the
+	// automation's answer to it. Only the person's asked for a run.
+	waitCounter(t, ctx, automation, `imagetoolkit_automation_webhook_accepted_total{type="gitea"}`, 3)
 	if n := counter(t, ctx, automation, "imagetoolkit_automation_webhook_rejected_total"); n != 0 {
 		t.Errorf("%v calls from Gitea refused, want 0", n)
+	}
+	if n := counter(t, ctx, automation, "imagetoolkit_automation_webhook_run_requests_total"); n != 1 {
+		t.Errorf("%v runs requested, want 1: the person's push (the automation's own pushes are its jobs' commits)", n)
 	}
 }
 
