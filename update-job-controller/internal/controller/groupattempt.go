@@ -181,6 +181,8 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 		fail(err)
 		return
 	}
+	// carried are the indexes of the plans the pushed commit carries.
+	var carried []int
 	plans := []writeback.Plan{st.plan}
 	for _, m := range g.members {
 		plans = append(plans, m.run.plan)
@@ -190,14 +192,18 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 			return err
 		}
 		return r.recordPushing(ctx, st, g, p)
-	}, AfterPush: func(_ context.Context, p engine.Push) { st.shared = len(p.Plans) }, OnEvent: r.observe}
+	}, AfterPush: func(_ context.Context, p engine.Push) {
+		st.shared, carried = len(p.Plans), slices.Sorted(slices.Values(p.Plans))
+	}, OnEvent: r.observe}
 	eng := engine.New(engine.Settings{WorkDir: r.WorkDir, PushRetries: r.PushRetries, Hooks: hooks},
 		engine.Credentials{Git: auth, Signer: signer}, r.Cache)
 	outs := eng.RunGroup(ctx, plans)
 	st.out, st.err = outs[0].Result, failure(outs[0].Err)
 	for i, m := range g.members {
 		m.run.out, m.run.err, m.run.secrets, m.run.started, m.run.shared = outs[i+1].Result, failure(outs[i+1].Err), secrets, st.started, st.shared
-		m.run.quiet = outs[0].Err == nil && outs[0].Commit != "" && outs[i+1].Commit == outs[0].Commit
+		// The first job the commit carries (the leader, unless its own
+		// update failed) reports it; the others carried stay quiet.
+		m.run.quiet = len(carried) > 0 && carried[0] != i+1 && slices.Contains(carried, i+1)
 	}
 }
 

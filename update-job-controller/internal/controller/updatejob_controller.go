@@ -130,8 +130,9 @@ type jobRun struct {
 	// shared counts the jobs whose changes the pushed commit carries,
 	// when it was a group's.
 	shared int
-	// quiet is a member whose commit its leader's event reports: its
-	// push has no event of its own (a thousand members, a thousand
+	// quiet is a member whose commit another job's event reports (the
+	// first job the commit carries, the leader unless its update failed):
+	// its push has no event of its own (a thousand members, a thousand
 	// events of one commit; each automation's Pushed event names it).
 	quiet bool
 }
