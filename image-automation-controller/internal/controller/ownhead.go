@@ -83,19 +83,26 @@ func movedByJobs(from, head string, parentOf parentFunc) bool {
 // push to target (pushTarget) made each commit on.
 func (r *ImageUpdateAutomationReconciler) jobParents(ctx context.Context, namespace, target string) parentFunc {
 	return func(commit string) (string, bool) {
-		list := &updatev1.UpdateJobList{}
-		if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{jobCommitIndex: commit},
-			client.UnsafeDisableDeepCopy); err != nil {
-			return "", false
-		}
-		for i := range list.Items {
-			j := &list.Items[i]
-			if t, ok := pushTarget(&j.Spec); ok && t == target {
-				return j.Status.CheckoutRevision, true
+		jobs := r.jobsWithCommit(ctx, namespace, commit)
+		for i := range jobs {
+			if t, ok := pushTarget(&jobs[i].Spec); ok && t == target {
+				return jobs[i].Status.CheckoutRevision, true
 			}
 		}
 		return "", false
 	}
+}
+
+// jobsWithCommit are the namespace's jobs that pushed (or are pushing)
+// commit to the branch they check out, read only from the cache; none
+// when the cache cannot say.
+func (r *ImageUpdateAutomationReconciler) jobsWithCommit(ctx context.Context, namespace, commit string) []updatev1.UpdateJob {
+	list := &updatev1.UpdateJobList{}
+	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{jobCommitIndex: commit},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	return list.Items
 }
 
 // headTarget is what pushTarget says of the jobs an automation reading src
@@ -110,7 +117,5 @@ func headTarget(src *source) string {
 // is pushing) commit to the branch it checks out: the GitWebhook receiver
 // asks, so that a push of the automations' own commit requests no runs.
 func (r *ImageUpdateAutomationReconciler) PushedByJob(ctx context.Context, namespace, commit string) bool {
-	list := &updatev1.UpdateJobList{}
-	err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{jobCommitIndex: commit}, client.UnsafeDisableDeepCopy)
-	return err == nil && len(list.Items) > 0
+	return len(r.jobsWithCommit(ctx, namespace, commit)) > 0
 }

@@ -36,8 +36,9 @@ import (
 const (
 	defaultBackoffLimit = 3
 	maxBackoff          = 5 * time.Minute
-	// lookAgain is the requeue of a step that the next reconcile takes
-	// on at once, from the state it wrote (pending, then claimed).
+	// lookAgain is the requeue of a job whose group could not begin
+	// because another of its branch began a moment before: the next
+	// reconcile waits for that one.
 	lookAgain = time.Millisecond
 )
 
