@@ -102,7 +102,8 @@ func squeeze(s string) string {
 // last run saw, the last job, and the markers from its status or from a
 // dry run over a local checkout, naming a marker whose policy does not
 // exist and a selected policy no marker names. A missing object exits 1
-// with the API's message; bad flags exit 2.
+// with the API's message; bad flags exit 2. A member of a batch is
+// explained, and followed, with its own part of the batch.
 func TestExplain(t *testing.T) {
 	c := startExplainCluster(t)
 	// The control plane is the test's own: a plain name reads well in the
@@ -532,6 +533,11 @@ func TestExplain(t *testing.T) {
 			}
 		}
 	})
+
+	// On this control plane, in a namespace of its own: one UpdateJob
+	// carrying many automations' updates is each one's own job
+	// (batch_explain_test.go).
+	t.Run("members of a batch", func(t *testing.T) { testBatch(t, c) })
 }
 
 // policy eval --explain prints the breakdown explain policy shows, from the

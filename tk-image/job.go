@@ -229,12 +229,14 @@ func createJob(ctx context.Context, k *kube, f *createFlags, job *updatev1.Updat
 	if !f.wait {
 		return nil
 	}
-	return followJob(ctx, c, key, f.timeout, out)
+	return followJob(ctx, c, key, "", f.timeout, out)
 }
 
 // followJob prints a job's phase changes until it finishes, then its
 // outcome; an error when it failed or is still running at the timeout.
-func followJob(ctx context.Context, c client.Client, key types.NamespacedName, timeout time.Duration, out io.Writer) error {
+// With an automation's UID, the job is followed as that automation's own
+// (explain.AsOwnJob): a batch's member sees its own update's outcome.
+func followJob(ctx context.Context, c client.Client, key types.NamespacedName, automation types.UID, timeout time.Duration, out io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -245,8 +247,13 @@ func followJob(ctx context.Context, c client.Client, key types.NamespacedName, t
 	var last string
 	job := &updatev1.UpdateJob{}
 	for {
-		err := c.Get(ctx, key, job)
+		read := &updatev1.UpdateJob{}
+		err := c.Get(ctx, key, read)
 		if err == nil {
+			job = read
+			if automation != "" {
+				job = explain.AsOwnJob(read, automation)
+			}
 			if now := phaseLine(job); now != last {
 				fmt.Fprintf(out, "UpdateJob %s: %s\n", key, now)
 				last = now
@@ -388,7 +395,7 @@ func runAutomation(ctx context.Context, k *kube, name string, w waitFlags, out i
 				}
 			}
 			if job != nil {
-				return followJob(ctx, c, client.ObjectKeyFromObject(job), time.Until(deadline), out)
+				return followJob(ctx, c, client.ObjectKeyFromObject(job), auto.UID, time.Until(deadline), out)
 			}
 			if !apimeta.IsStatusConditionTrue(auto.Status.Conditions, conditions.ReconcilingCondition) {
 				ready := apimeta.FindStatusCondition(auto.Status.Conditions, conditions.ReadyCondition)

@@ -274,7 +274,8 @@ func newDeleteCommand(k *kube) *cobra.Command {
 		Short: "Delete image-toolkit objects",
 		Long: `Delete the named objects and (by default) wait until they are gone. The
 deletion propagates in the background: the cluster's garbage collector then
-deletes the UpdateJobs an automation owns.`,
+deletes the UpdateJobs an automation owns (a batch job, which carries the
+updates of several automations, once all of them are gone).`,
 		Example:           "  tk-image delete policy podinfo\n  tk-image delete job apps-1a2b3c --wait=false",
 		Args:              usageArgs(cobra.MinimumNArgs(2)),
 		ValidArgsFunction: completeKindAndNames(k, kindNames()...),

@@ -33,9 +33,9 @@ type Outcome struct {
 // share (the fetch, the commit, the push) is every plan's. The commit
 // message is the plans' own messages one after the other, under a subject
 // that counts them; with one plan changing files it is that plan's
-// message alone. A plan whose Resume is on the branch already landed and
-// takes no part. Push.Plans tells BeforePush and AfterPush which plans
-// the commit carries.
+// message alone. A plan whose Resume is on the branch, and changed files
+// under its path, already landed and takes no part. Push.Plans tells
+// BeforePush and AfterPush which plans the commit carries.
 func (e *Engine) RunGroup(ctx context.Context, plans []writeback.Plan) []Outcome {
 	outs := make([]Outcome, len(plans))
 	fail := func(err error) []Outcome {
@@ -121,13 +121,17 @@ func (g *group) rounds(ctx context.Context) error {
 }
 
 // resume marks the plans whose earlier push (Plan.Resume) the branch
-// holds, as fetched: they are done.
+// holds, as fetched, and changed files under their paths: they are done.
+// A plan the commit changed nothing of runs again: a batch job resumes
+// every plan from its one status.pushingCommit, which carries only the
+// plans that changed files (one whose update failed or found nothing to
+// change would otherwise be called landed).
 func (g *group) resume() {
 	for i, p := range g.plans {
 		if g.done[i] || p.Resume == "" {
 			continue
 		}
-		if msg, ok := g.mirror.Holds("refs/heads/"+p.Target.Branch, p.Resume); ok {
+		if msg, ok := g.mirror.Holds("refs/heads/"+p.Target.Branch, p.Resume); ok && g.mirror.Changed(p.Resume, p.Path) {
 			o := &g.outs[i]
 			o.CheckoutRevision, o.Commit, o.Message, o.PushedRefs = g.res.CheckoutRevision, p.Resume, msg, p.Target.Refs()
 			g.done[i] = true

@@ -164,6 +164,33 @@ func TestRunGroupRetriesAndResumes(t *testing.T) {
 	}
 }
 
+// Plans resumed from one commit (a batch job's status.pushingCommit) are
+// done only if the commit changed files under their paths: one it carries
+// nothing of runs again, and lands its change in a commit of its own.
+func TestRunGroupResumesOnlyThePlansTheCommitCarries(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	groupRepo(t, srv, "carries", 2)
+	e := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t))
+	first := e.RunGroup(context.Background(), groupPlans(srv.RepoURL("carries"), 1))
+	if first[0].Commit == "" {
+		t.Fatalf("first run: %+v", first[0])
+	}
+	plans := groupPlans(srv.RepoURL("carries"), 2)
+	for i := range plans {
+		plans[i].Resume = first[0].Commit
+	}
+	outs := e.RunGroup(context.Background(), plans)
+	if outs[0].Err != nil || outs[0].Commit != first[0].Commit {
+		t.Errorf("plan 0 (carried): %+v, want the commit it resumed from", outs[0])
+	}
+	if outs[1].Err != nil || outs[1].Commit == "" || outs[1].Commit == first[0].Commit {
+		t.Errorf("plan 1 (not carried): %+v, want a commit of its own", outs[1])
+	}
+	if got := testgit.Git(t, srv.BarePath("carries"), "show", "main:apps/app-1/deploy.yaml"); !strings.Contains(got, "podinfo:6.5.0") {
+		t.Errorf("app-1 not updated:\n%s", got)
+	}
+}
+
 // Plans that do not share a GroupKey are refused, each with its reason,
 // and take no part.
 func TestRunGroupRefusesOtherTargets(t *testing.T) {

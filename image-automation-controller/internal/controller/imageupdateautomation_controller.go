@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
@@ -77,6 +79,9 @@ type ImageUpdateAutomationReconciler struct {
 	// a policy cannot both see none in flight and both create one.
 	jobsMu sync.Mutex
 	recent recentJobs
+	// batches are the jobs of branches waiting to be made as one
+	// (batch.go).
+	batches *batches
 	// heads, sources and policies share reads between runs (sharedReads).
 	heads    sharedReads[string]
 	sources  sharedReads[*source]
@@ -104,13 +109,9 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	if r.JobHistoryLimit < 0 {
 		return fmt.Errorf("the job history limit must not be negative, got %d", r.JobHistoryLimit)
 	}
+	r.batches = newBatches(ctx, r.makeBatch)
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobOwnerIndex, func(o client.Object) []string {
-		if uid := ownerUID(o); uid != "" {
-			return []string{uid}
-		}
-		return nil
-	}); err != nil {
+	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobOwnerIndex, jobAutomations); err != nil {
 		return err
 	}
 	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobTargetIndex, jobTarget); err != nil {
@@ -152,7 +153,9 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicate.Or(predicates.SpecOrRequest(), predicates.AnnotationChanged(imagev1.ReleaseHoldsAnnotation)))).
-		Owns(&updatev1.UpdateJob{}, builder.WithPredicates(jobFinished{})).
+		// Every automation a job carries, a batch's members too.
+		Watches(&updatev1.UpdateJob{}, handler.EnqueueRequestsFromMapFunc(automationsOfJob), builder.WithPredicates(jobFinished{})).
+		WatchesRawSource(crsource.Channel(r.batches.wake, &handler.EnqueueRequestForObject{})).
 		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
 		WithOptions(opts)
 
@@ -244,9 +247,18 @@ func (r *ImageUpdateAutomationReconciler) afterPatch(ctx context.Context, s *sco
 }
 
 // adopt makes the status own up to a job in flight that a run whose status
-// was never written made (before a restart, or a lost write): that run
-// started when the job was made.
-func adopt(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
+// was never written made: a run that queued it in a batch, which started
+// when it decided so (batch.go), or a run before a restart or whose write
+// was lost, which started when the job was made.
+func (r *ImageUpdateAutomationReconciler) adopt(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
+	if decided, ok := r.batches.takeDecided(obj.UID); ok {
+		obj.Status.LastAutomationRunTime = &metav1.Time{Time: decided}
+		return
+	}
+	adoptMadeJob(obj, job)
+}
+
+func adoptMadeJob(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
 	if lr := obj.Status.LastAutomationRunTime; lr == nil || lr.Before(&job.CreationTimestamp) {
 		obj.Status.LastAutomationRunTime = job.CreationTimestamp.DeepCopy()
 	}
@@ -265,6 +277,21 @@ func (jobFinished) Update(e event.UpdateEvent) bool {
 	o, ok1 := e.ObjectOld.(*updatev1.UpdateJob)
 	n, ok2 := e.ObjectNew.(*updatev1.UpdateJob)
 	return !ok1 || !ok2 || o.Status.Phase.Finished() != n.Status.Phase.Finished()
+}
+
+// automationsOfJob maps a job to the automations whose updates it
+// carries.
+func automationsOfJob(_ context.Context, o client.Object) []ctrlreconcile.Request {
+	j, ok := o.(*updatev1.UpdateJob)
+	ctl := metav1.GetControllerOf(o)
+	if !ok || ownerUID(j) == "" {
+		return nil
+	}
+	reqs := []ctrlreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: ctl.Name}}}
+	for _, m := range j.Spec.Members {
+		reqs = append(reqs, ctrlreconcile.Request{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: m.Automation}})
+	}
+	return reqs
 }
 
 // policyHandler enqueues, when a policy's latestRef or labels change, the

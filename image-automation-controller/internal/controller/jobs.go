@@ -51,9 +51,22 @@ const (
 	RunAnnotation = "image.toolkit.dev/run"
 )
 
-// jobOwnerIndex indexes UpdateJobs by the UID of the ImageUpdateAutomation
-// that controls them.
+// jobOwnerIndex indexes UpdateJobs by the UIDs of the
+// ImageUpdateAutomations whose updates they carry: the one that controls
+// a job, and a batch's members.
 const jobOwnerIndex = ".metadata.ownerReferences.automation"
+
+func jobAutomations(o client.Object) []string {
+	j, ok := o.(*updatev1.UpdateJob)
+	if !ok || ownerUID(j) == "" {
+		return nil
+	}
+	var out []string
+	for _, uid := range j.Automations() {
+		out = append(out, string(uid))
+	}
+	return out
+}
 
 // ownerUID returns the UID of the ImageUpdateAutomation controlling job.
 func ownerUID(job client.Object) string {
@@ -199,7 +212,7 @@ func sameTarget(a, b *updatev1.UpdateJobSpec) bool {
 // and ended (its branch head read took a while) must not make a job for
 // the older value.
 func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
-	spec updatev1.UpdateJobSpec, inputs string, times map[string]time.Time) (*updatev1.UpdateJob, bool, error) {
+	spec updatev1.UpdateJobSpec, inputs string, times map[string]time.Time, batch bool, now time.Time) (*updatev1.UpdateJob, bool, error) {
 	job, existing, err := r.takeTurn(ctx, obj, &spec, inputs, times, nil)
 	if existing != nil || err != nil {
 		return existing, existing != nil, err
@@ -220,6 +233,15 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 			return nil, false, err
 		}
 	}
+	if key := batchKey(job); batch && key != "" && !r.batches.takeSolo(obj.UID) {
+		// The reservation becomes the batch's entry in one step.
+		target, _ := pushTarget(&job.Spec)
+		r.jobsMu.Lock()
+		r.recent.drop(job)
+		r.batches.add(key, target, obj, job, now)
+		r.jobsMu.Unlock()
+		return nil, false, errQueued
+	}
 	made, existed, err := r.create(ctx, obj, job)
 	if errors.Is(err, errNameTaken) {
 		// Another automation's job has the name (names are cut to fit,
@@ -237,6 +259,21 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		r.recent.add(made)
 	}
 	return made, existed, err
+}
+
+// errQueued: the run's job is in its branch's pending batch (batch.go).
+var errQueued = errors.New("queued in a batch")
+
+// makeBatch creates a batch's job and makes it known to the runs that
+// weigh jobs before the cache shows it.
+func (r *ImageUpdateAutomationReconciler) makeBatch(ctx context.Context, job *updatev1.UpdateJob) error {
+	if err := r.Create(ctx, job); err != nil {
+		return err
+	}
+	r.jobsMu.Lock()
+	defer r.jobsMu.Unlock()
+	r.recent.add(job)
+	return nil
 }
 
 // takeTurn is createJob's one step under the lock: it weighs the jobs and
@@ -260,6 +297,15 @@ func (r *ImageUpdateAutomationReconciler) takeTurn(ctx context.Context, obj *ima
 		return nil, t.own, nil
 	case t.busy != nil:
 		return nil, nil, t.busy
+	}
+	if target, ok := pushTarget(spec); ok {
+		queued, busy := r.batches.pendingTurn(obj.UID, target, policyValues(spec.Update.Setters))
+		switch {
+		case queued:
+			return nil, nil, errQueued
+		case busy != nil:
+			return nil, nil, busy
+		}
 	}
 	if taken != nil {
 		t.taken[taken.Name] = true
@@ -309,7 +355,7 @@ func (r *ImageUpdateAutomationReconciler) weighedJobs(ctx context.Context, obj *
 			return nil, fmt.Errorf("listing UpdateJobs: %w", err)
 		}
 		for i := range others.Items {
-			if ownerUID(&others.Items[i]) != string(obj.UID) {
+			if !slices.Contains(others.Items[i].Automations(), obj.UID) {
 				jobs = append(jobs, others.Items[i])
 			}
 		}
@@ -385,31 +431,66 @@ type turn struct {
 // takeTurn reads the namespace's jobs for a run of the automation uid that
 // would make spec.
 func takeTurn(uid types.UID, spec *updatev1.UpdateJobSpec, jobs []updatev1.UpdateJob) turn {
-	mine := map[string]meta.ImageRef{}
-	for _, s := range spec.Update.Setters {
-		mine[s.Policy] = s.ImageRef
-	}
+	mine := policyValues(spec.Update.Setters)
 	t := turn{taken: map[string]bool{}}
 	for i := range jobs {
 		j := &jobs[i]
 		t.taken[j.Name] = true
-		switch owner := ownerUID(j); {
-		case owner == string(uid) && !j.Status.Phase.Finished() && jobCheckoutKey(&j.Spec) == jobCheckoutKey(spec):
-			if t.own == nil {
-				t.own = j
-			}
-		case owner == string(uid):
-			t.run = max(t.run, runOf(j))
-		case t.busy == nil && owner != "" && !j.Status.Phase.Finished() && sameTarget(&j.Spec, spec):
-			for _, s := range j.Spec.Update.Setters {
-				if ref, ok := mine[s.Policy]; ok && ref != s.ImageRef {
-					t.busy = &policyBusyError{job: j.Name, automation: metav1.GetControllerOf(j).Name, policy: s.Policy}
-					break
+		if ownerUID(j) == "" {
+			continue
+		}
+		done := j.Status.Phase.Finished()
+		// A batch is weighed as the jobs of its automations, without a
+		// copy of it for each.
+		for _, p := range parts(j) {
+			switch {
+			case p.uid == uid && !done && jobCheckoutKey(&j.Spec) == jobCheckoutKey(spec):
+				if t.own == nil {
+					t.own = j
+					if j.IsBatch() {
+						t.own, _ = j.View(uid)
+					}
+				}
+			case p.uid == uid:
+				t.run = max(t.run, runNumber(p.annotations))
+			case t.busy == nil && !done && sameTarget(&j.Spec, spec):
+				for _, s := range p.setters {
+					if ref, ok := mine[s.Policy]; ok && ref != s.ImageRef {
+						t.busy = &policyBusyError{job: j.Name, automation: p.automation, policy: s.Policy}
+						break
+					}
 				}
 			}
 		}
 	}
 	return t
+}
+
+// part is one automation's update in a job: the controller's, or a
+// batch member's.
+type part struct {
+	uid         types.UID
+	automation  string
+	setters     []updatev1.PolicySetter
+	annotations map[string]string
+}
+
+func parts(j *updatev1.UpdateJob) []part {
+	ctl := metav1.GetControllerOf(j)
+	out := []part{{uid: ctl.UID, automation: ctl.Name, setters: j.Spec.Update.Setters, annotations: j.Annotations}}
+	for _, m := range j.Spec.Members {
+		out = append(out, part{uid: m.UID, automation: m.Automation, setters: m.Update.Setters, annotations: m.Annotations})
+	}
+	return out
+}
+
+// policyValues are the values setters set, by policy key.
+func policyValues(setters []updatev1.PolicySetter) map[string]meta.ImageRef {
+	out := make(map[string]meta.ImageRef, len(setters))
+	for _, s := range setters {
+		out[s.Policy] = s.ImageRef
+	}
+	return out
 }
 
 // moved returns a *policyBusyError when a policy no longer has the value
@@ -511,11 +592,16 @@ func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *image
 		return nil, nil, fmt.Errorf("listing UpdateJobs: %w", err)
 	}
 	for i := range list.Items {
-		j := list.Items[i]
+		// A batch is read as the automation's own job (its update and
+		// its outcome).
+		j, ok := list.Items[i].View(obj.UID)
+		if !ok {
+			continue
+		}
 		if j.Status.Phase.Finished() {
-			finished = append(finished, j)
+			finished = append(finished, *j)
 		} else {
-			inFlight = append(inFlight, &j)
+			inFlight = append(inFlight, j)
 		}
 	}
 	slices.SortStableFunc(inFlight, func(a, b *updatev1.UpdateJob) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
@@ -533,7 +619,11 @@ func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *image
 
 // runOf is the job's run number, 0 when it has none.
 func runOf(j *updatev1.UpdateJob) int {
-	n, _ := strconv.Atoi(j.Annotations[RunAnnotation])
+	return runNumber(j.Annotations)
+}
+
+func runNumber(annotations map[string]string) int {
+	n, _ := strconv.Atoi(annotations[RunAnnotation])
 	return n
 }
 
@@ -855,9 +945,24 @@ func minTime(a, b time.Time) time.Time {
 func (r *ImageUpdateAutomationReconciler) pruneJobs(ctx context.Context, finished []updatev1.UpdateJob) error {
 	for i := r.JobHistoryLimit; i < len(finished); i++ {
 		j := &finished[i]
+		if !r.controls(ctx, j) {
+			continue
+		}
 		if err := r.Delete(ctx, j, client.Preconditions{UID: &j.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting UpdateJob %s: %w", j.Name, err)
 		}
 	}
 	return nil
+}
+
+// controls reports whether the job j is a view of (UpdateJob.View) is
+// controlled by the automation j's view is for: only that automation
+// prunes a batch, under its own history limit, so that a member's
+// history does not delete the batch its other members record.
+func (r *ImageUpdateAutomationReconciler) controls(ctx context.Context, j *updatev1.UpdateJob) bool {
+	raw := &updatev1.UpdateJob{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(j), raw, client.UnsafeDisableDeepCopy); err != nil {
+		return !apierrors.IsNotFound(err)
+	}
+	return raw.UID == j.UID && ownerUID(raw) == ownerUID(j)
 }

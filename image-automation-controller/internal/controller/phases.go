@@ -43,8 +43,11 @@ type run struct {
 	targetInFlight []*updatev1.UpdateJob
 	prune          [][]updatev1.UpdateJob
 	selection      *selection.Selection
-	head           string
-	decision       decision
+	// target is true in the run of one of several targets (runTargets),
+	// whose job is made alone, not in a batch.
+	target   bool
+	head     string
+	decision decision
 	// tally is counted only once the status is written.
 	tally tally
 }
@@ -245,7 +248,7 @@ func (r *ImageUpdateAutomationReconciler) recordDecision(_ context.Context, s *s
 	st.decision = d
 	switch d.act {
 	case adoptJob:
-		adopt(s.Obj, st.inFlight)
+		r.adopt(s.Obj, st.inFlight)
 	case skipRun:
 		s.Obj.Status.LastAutomationRunTime = &metav1.Time{Time: st.now}
 	case makeJob:
@@ -266,7 +269,13 @@ func (r *ImageUpdateAutomationReconciler) recordDecision(_ context.Context, s *s
 // branch (createJob).
 func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope) (reconcile.Result, error) {
 	obj, st, d := s.Obj, &s.State, s.State.decision
-	job, existed, err := r.createJob(ctx, obj, d.job, d.hash, changeTimes(st.selection, obj.Status.ObservedPolicies))
+	job, existed, err := r.createJob(ctx, obj, d.job, d.hash, changeTimes(st.selection, obj.Status.ObservedPolicies), !st.target, st.now)
+	if errors.Is(err, errQueued) {
+		// Nothing to write yet: the batch's automations run again once
+		// it is made, and adopt it (batch.go). The requeue is in case
+		// that wake is lost.
+		return reconcile.StopAfter(batchWindow + lookAgainForBatch), nil
+	}
 	var busy *policyBusyError
 	if errors.As(err, &busy) {
 		// Not a failure: the other job sets the same value or an older
@@ -287,7 +296,7 @@ func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope)
 	// job's outcome is the event (a thousand automations following one
 	// tag would otherwise write a thousand events more per tag).
 	if existed {
-		adopt(obj, job)
+		r.adopt(obj, job)
 	} else {
 		obj.Status.LastAutomationRunTime = &metav1.Time{Time: st.now}
 	}

@@ -111,7 +111,7 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 		view.Status.Holds = targetHolds(obj.Status.Holds, key)
 		ts2 := &scope{Obj: view, Requested: s.Requested, Start: s.Start, State: run{
 			now: s.State.now, sel: s.State.sel, win: s.State.win, src: t, policies: s.State.policies,
-			selection: s.State.selection, inFlight: inFlight[key], finished: jobs[key],
+			selection: s.State.selection, inFlight: inFlight[key], finished: jobs[key], target: true,
 		}}
 		res, err := r.runTarget(ctx, ts2)
 		requeue = reconcile.Shortest(requeue, res.RequeueAfter)

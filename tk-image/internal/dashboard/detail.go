@@ -104,13 +104,11 @@ func (b *automationBody) explain(ctx context.Context, c client.Client, key types
 	b.ExplainText = buf.String()
 }
 
-// jobTimeline lists the automation's UpdateJobs, newest first.
+// jobTimeline lists the automation's UpdateJobs, newest first, each as
+// its own (a batch with the automation's update and outcome).
 func jobTimeline(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob, address string) []JobRow {
 	var rows []JobRow
-	for _, j := range jobs {
-		if owner := metav1.GetControllerOf(&j); owner == nil || owner.UID != a.UID {
-			continue
-		}
+	for _, j := range explain.JobsOf(a.UID, jobs) {
 		row := JobRow{Name: j.Name, Phase: orPhase(j.Status.Phase), Created: j.CreationTimestamp,
 			Started: j.Status.StartTime, Finished: j.Status.CompletionTime, Commit: j.Status.PushedCommit,
 			PullRequest: j.Status.PullRequest}
@@ -266,8 +264,12 @@ func usages(p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation, polic
 		}
 		u := Usage{Namespace: a.Namespace, Automation: a.Name}
 		if last := a.Status.LastJob; last != nil {
-			for _, j := range jobs {
-				if j.UID != last.UID || j.Status.Result == nil {
+			for i := range jobs {
+				if jobs[i].UID != last.UID {
+					continue
+				}
+				j := explain.AsOwnJob(&jobs[i], a.UID)
+				if j.Status.Result == nil {
 					continue
 				}
 				for _, m := range j.Status.Result.Markers {

@@ -92,23 +92,31 @@ func (r FleetRow) ID() string { return "a/" + r.Namespace + "/" + r.Name }
 type namespaceObjects struct {
 	policies []imagev1.ImagePolicy
 	byName   map[string]*imagev1.ImagePolicy
-	// byOwner are the jobs by their controlling automation's UID, byUID
-	// each job by its own.
-	byOwner map[types.UID][]*updatev1.UpdateJob
-	byUID   map[types.UID]*updatev1.UpdateJob
+	// inFlight is each automation's unfinished job, as its own (View), by
+	// the automation's UID; byUID each job, as it is, by its own.
+	inFlight map[types.UID]*updatev1.UpdateJob
+	byUID    map[types.UID]*updatev1.UpdateJob
 }
 
 func newNamespaceObjects(policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) *namespaceObjects {
 	o := &namespaceObjects{policies: policies, byName: make(map[string]*imagev1.ImagePolicy, len(policies)),
-		byOwner: map[types.UID][]*updatev1.UpdateJob{}, byUID: make(map[types.UID]*updatev1.UpdateJob, len(jobs))}
+		inFlight: map[types.UID]*updatev1.UpdateJob{}, byUID: make(map[types.UID]*updatev1.UpdateJob, len(jobs))}
 	for i := range policies {
 		o.byName[policies[i].Name] = &policies[i]
 	}
 	for i := range jobs {
 		j := &jobs[i]
 		o.byUID[j.UID] = j
-		if owner := metav1.GetControllerOf(j); owner != nil {
-			o.byOwner[owner.UID] = append(o.byOwner[owner.UID], j)
+		// A finished job is finished for each automation it carries, and
+		// a view of each member of a batch copies the batch: only the
+		// jobs in flight are seen through View.
+		if j.Status.Phase.Finished() {
+			continue
+		}
+		for _, uid := range j.Automations() {
+			if v, ok := j.View(uid); ok && !v.Status.Phase.Finished() {
+				o.inFlight[uid] = v
+			}
 		}
 	}
 	return o
@@ -149,7 +157,7 @@ func fleetRow(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects, now time
 			row.Images = append(row.Images, imageRow(a, objs.byName[p.Name]))
 		}
 	}
-	row.State = automationState(a, row.Images, objs.byName, inFlight(a, objs), selErr, now)
+	row.State = automationState(a, row.Images, objs.byName, objs.inFlight[a.UID], selErr, now)
 	return row
 }
 
@@ -304,16 +312,6 @@ func TimeLeft(t, now time.Time) string {
 	}
 	s := strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 	return strings.Replace(s, "h0m", "h", 1)
-}
-
-// inFlight is the automation's unfinished UpdateJob, if any.
-func inFlight(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects) *updatev1.UpdateJob {
-	for _, j := range objs.byOwner[a.UID] {
-		if !j.Status.Phase.Finished() {
-			return j
-		}
-	}
-	return nil
 }
 
 // source says where the automation writes: its own repository, or a Flux

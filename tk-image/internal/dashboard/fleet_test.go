@@ -50,6 +50,13 @@ func TestFleetRowState(t *testing.T) {
 	running := updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "fleet-1",
 		OwnerReferences: []metav1.OwnerReference{{UID: "a-uid", Controller: ptr(true), Name: "fleet", Kind: "ImageUpdateAutomation"}}}}
 	running.Status.Phase = updatev1.UpdateJobRunning
+	// A batch another automation leads, carrying this one's update.
+	batch := updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-1",
+		OwnerReferences: []metav1.OwnerReference{{UID: "web-uid", Controller: ptr(true), Name: "web", Kind: "ImageUpdateAutomation"}}}}
+	batch.Spec.Members = []updatev1.UpdateJobMember{{Automation: "fleet", UID: "a-uid"}}
+	batch.Status.Phase = updatev1.UpdateJobRunning
+	finished := *batch.DeepCopy()
+	finished.Status.Phase = updatev1.UpdateJobSucceeded
 	tests := []struct {
 		name       string
 		automation *imagev1.ImageUpdateAutomation
@@ -71,6 +78,10 @@ func TestFleetRowState(t *testing.T) {
 			p.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, imagev1.NoMatchingTagReason, "no tag matches")}
 		}), nil, StateFailing, imagev1.NoMatchingTagReason, "ImagePolicy podinfo: no tag matches"},
 		{"a job in flight is running", automationWith(nil), policyWith("1.1.0", nil), []updatev1.UpdateJob{running}, StateRunning, "UpdateJob Running", ""},
+		{"a batch in flight that carries its update is running", automationWith(nil), policyWith("1.1.0", nil), []updatev1.UpdateJob{batch},
+			StateRunning, "UpdateJob Running", "UpdateJob web-1 is running"},
+		{"a finished batch that carried its update is not running", automationWith(nil), policyWith("1.1.0", nil), []updatev1.UpdateJob{finished},
+			StatePending, "next run", ""},
 		{"a newer tag not applied waits for the next run", automationWith(nil), policyWith("1.1.0", nil), nil, StatePending, "next run", "not applied yet: podinfo 1.0.0 → 1.1.0"},
 		{"outside an update window waits for the window", automationWith(func(a *imagev1.ImageUpdateAutomation) {
 			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionTrue, imagev1.OutsideUpdateWindowReason, "next window at 22:00")}

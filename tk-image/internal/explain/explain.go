@@ -717,7 +717,7 @@ func (e *AutomationExplanation) findJobs(ctx context.Context, c client.Client, a
 	err := c.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}, job)
 	switch {
 	case err == nil && job.UID == ref.UID:
-		e.LastJob = describeJob(job)
+		e.LastJob = describeJob(AsOwnJob(job, a.UID))
 	case err == nil || apierrors.IsNotFound(err):
 		e.LastJob = &jobFacts{Name: ref.Name, Phase: ref.Phase, Error: "deleted since (pruned, or removed by its TTL)"}
 	default:
@@ -1363,18 +1363,40 @@ func refOr(r *meta.ImageRef, fallback string) string {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// InFlightJob is the unfinished UpdateJob the automation controls, if any
-// (an automation has at most one at a time).
+// InFlightJob is the automation's unfinished UpdateJob, if any (an
+// automation has at most one at a time), as its own (JobsOf).
 func InFlightJob(ctx context.Context, c client.Client, auto *imagev1.ImageUpdateAutomation) (*updatev1.UpdateJob, error) {
 	var jobs updatev1.UpdateJobList
 	if err := c.List(ctx, &jobs, client.InNamespace(auto.Namespace)); err != nil {
 		return nil, err
 	}
-	for i := range jobs.Items {
-		j := &jobs.Items[i]
-		if owner := metav1.GetControllerOf(j); owner != nil && owner.UID == auto.UID && !j.Status.Phase.Finished() {
-			return j, nil
+	for _, j := range JobsOf(auto.UID, jobs.Items) {
+		if !j.Status.Phase.Finished() {
+			return &j, nil
 		}
 	}
 	return nil, nil
+}
+
+// JobsOf are the jobs that carry the update of the automation uid, each as
+// its own (View): those it controls, and the batches it is a member of,
+// with its update and its outcome rather than the batch leader's.
+func JobsOf(uid types.UID, jobs []updatev1.UpdateJob) []updatev1.UpdateJob {
+	var out []updatev1.UpdateJob
+	for i := range jobs {
+		if v, ok := jobs[i].View(uid); ok {
+			out = append(out, *v)
+		}
+	}
+	return out
+}
+
+// AsOwnJob is job as the automation uid's own (View). A job that carries
+// nothing of uid's is returned as it is: the automation's status named it,
+// so it is the best account there is.
+func AsOwnJob(job *updatev1.UpdateJob, uid types.UID) *updatev1.UpdateJob {
+	if v, ok := job.View(uid); ok {
+		return v
+	}
+	return job
 }

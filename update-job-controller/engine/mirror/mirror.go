@@ -142,6 +142,50 @@ func (m *Mirror) Holds(ref, commit string) (string, bool) {
 	return c.Message(), true
 }
 
+// Changed reports whether commit changed anything under dir (relative
+// to the root, the root when empty) from its first parent: whether it
+// carries a change of an update of dir. A commit it cannot read counts as
+// changed, as Holds alone said before.
+func (m *Mirror) Changed(commit, dir string) bool {
+	id, err := git2go.NewOid(commit)
+	if err != nil {
+		return true
+	}
+	c, err := m.repo.LookupCommit(id)
+	if err != nil {
+		return true
+	}
+	defer c.Free()
+	if c.ParentCount() == 0 {
+		return true
+	}
+	p := c.Parent(0)
+	if p == nil {
+		return true
+	}
+	defer p.Free()
+	now, okNow := subtree(c, dir)
+	before, okBefore := subtree(p, dir)
+	return okNow != okBefore || now != before
+}
+
+// subtree is the id of dir in c's tree, and whether dir is there.
+func subtree(c *git2go.Commit, dir string) (git2go.Oid, bool) {
+	tree, err := c.Tree()
+	if err != nil {
+		return git2go.Oid{}, false
+	}
+	defer tree.Free()
+	if dir == "" {
+		return *tree.Id(), true
+	}
+	e, err := tree.EntryByPath(dir)
+	if err != nil || e == nil || e.Id == nil {
+		return git2go.Oid{}, false
+	}
+	return *e.Id, true
+}
+
 // lock returns the mutex guarding the mirror with the given key.
 func (c *Cache) lock(key string) *sync.Mutex {
 	c.mu.Lock()

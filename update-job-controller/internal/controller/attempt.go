@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -39,7 +40,9 @@ func (r *UpdateJobReconciler) runAttempt(ctx context.Context, s *jobScope) (reco
 		defer stop()
 	}
 	stopHeartbeat := st.claim.heartbeat(runCtx, r.LeaseDuration/3, cancel)
-	if g := st.group; g != nil && len(g.members) > 0 {
+	if s.Obj.IsBatch() {
+		r.attemptBatch(runCtx, s.Obj, st)
+	} else if g := st.group; g != nil && len(g.members) > 0 {
 		stopMembers := g.heartbeatMembers(runCtx, r.LeaseDuration/3, r.LeaseDuration/2)
 		r.attemptGroup(runCtx, s.Obj, st)
 		stopMembers()
@@ -53,15 +56,28 @@ func (r *UpdateJobReconciler) runAttempt(ctx context.Context, s *jobScope) (reco
 		ctrl.LoggerFrom(ctx).Info("stopped: another runner claimed the job")
 		r.releaseMembers(ctx, st.group)
 		return reconcile.Stop, nil
-	case st.err != nil && ctx.Err() != nil:
+	case st.err != nil && ctx.Err() != nil && !landed(st):
 		r.release(ctx, s)
 		r.releaseMembers(ctx, st.group)
 		return reconcile.Stop, nil
-	case st.err != nil && errors.Is(runCtx.Err(), context.DeadlineExceeded):
-		st.err = conditions.Stall(updatev1.DeadlineExceededReason,
-			fmt.Errorf("the job did not finish within activeDeadlineSeconds (%ds): %w", *s.Obj.Spec.ActiveDeadlineSeconds, st.err))
+	case errors.Is(runCtx.Err(), context.DeadlineExceeded):
+		for _, run := range st.runs() {
+			// A batch's update whose plan could not work failed
+			// for that, not for the deadline.
+			if run.err != nil && (!s.Obj.IsBatch() || !conditions.AsFailure(run.err).Stalled) {
+				run.err = conditions.Stall(updatev1.DeadlineExceededReason,
+					fmt.Errorf("the job did not finish within activeDeadlineSeconds (%ds): %w", *s.Obj.Spec.ActiveDeadlineSeconds, run.err))
+			}
+		}
 	}
 	return reconcile.Continue, nil
+}
+
+// landed reports whether a batch's attempt left a commit carrying one of
+// its members' updates: its outcome is recorded even when this runner is
+// stopping, as the job's would be had it pushed its own.
+func landed(st *jobRun) bool {
+	return slices.ContainsFunc(st.batch, func(m *batchMember) bool { return m.run.err == nil && m.run.out.Commit != "" })
 }
 
 // release hands the job back unharmed for another replica: this runner is

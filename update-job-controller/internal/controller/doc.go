@@ -20,6 +20,34 @@
 // still this runner's; it hands what it stored to the skeleton
 // (Scope.Stored), whose final write then has nothing to send.
 //
+// Jobs of one branch share commits in two ways, both one engine.RunGroup
+// (one checkout, commit and push) and both one in-flight group per
+// branch (groupKey): a job waits while another of its key runs, here or
+// on a runner whose heartbeat is fresh.
+//
+//   - A runtime group (group.go, groupattempt.go): a job that is ready
+//     leads the jobs of its key that are ready with it. Each member is a
+//     job of its own: claimed, its heartbeat renewed and its outcome
+//     written by the leader's runner, about three writes per member.
+//   - A batch job (spec.members, batch.go): the image-automation-
+//     controller makes one job for a branch's automations that are ready
+//     together, its own update the controlling automation's and each
+//     member another's. The members are not jobs: the job's claim,
+//     heartbeat and status.pushingCommit are theirs, and its one outcome
+//     write holds each member's outcome, r.outcome on the member's View
+//     folded into status.members (SetMember): three writes for a batch of
+//     any size. A member whose plan cannot work, or whose update fails,
+//     fails alone. A batch leads no runtime group and joins none, but
+//     waits and is waited for like one. Its attempt resumes every update
+//     from status.pushingCommit (each View shares it); an update the
+//     commit changed nothing of runs again (the engine's resume), so a
+//     member is Succeeded only with a commit that carries its change.
+//     Once a commit of the batch landed, the batch does not retry (an
+//     update's retryable failure is final), so that a member whose change
+//     landed is never run again. Before the commit, every update's
+//     verified images are read again (checkVerified): one moved tag
+//     refuses the commit.
+//
 // Two kinds of failure, one function that writes them
 // (conditions.Record): a job that cannot run (its spec, container mode
 // this runner lacks) is a failure of the reconcile, returned by a phase

@@ -74,11 +74,13 @@ type groupInput struct {
 // gather picks the leader's group from the namespace's jobs (the cache's
 // view: a member's claim is a write guarded by the resourceVersion, so a
 // stale view costs a conflict, never a job run twice). The rule, one
-// in-flight group per branch: while a job of the same key runs, the
-// leader waits; otherwise every job of the key that is ready now joins,
-// up to MaxGroup. Ready is Pending (or new) and out of its backoff. A job
-// that sets a policy of the group to another value waits for the next
-// group: one commit never holds two values of a policy.
+// in-flight group per branch: while a job of the same key runs (a batch
+// job too), the leader waits; otherwise every job of the key that is
+// ready now joins, up to MaxGroup, except that a batch job neither joins
+// a group nor gathers one (a batch leader's group is itself). Ready is
+// Pending (or new) and out of its backoff. A job that sets a policy of
+// the group to another value waits for the next group: one commit never
+// holds two values of a policy.
 func gather(in groupInput, jobs []updatev1.UpdateJob) gathering {
 	var g gathering
 	if in.key == "" {
@@ -110,16 +112,22 @@ func gather(in groupInput, jobs []updatev1.UpdateJob) gathering {
 		case st.HeartbeatTime != nil && in.now.Sub(st.HeartbeatTime.Time) < in.backoff(st.Attempts):
 			continue
 		}
-		plan, err := planOf(j)
+		plan, err := commitPlan(j)
 		if err != nil || groupKey(j, plan) != in.key {
 			continue
-		}
-		if plan.Resume == "" && st.Attempts > 0 {
-			plan.Resume = carriedBy(j, jobs)
 		}
 		if busy {
 			g.busy = j.Name
 			continue
+		}
+		if in.leader.IsBatch() || j.IsBatch() {
+			// A batch's members are its spec's: it leads no group of
+			// jobs and joins none, though it runs as one group of its
+			// key (busy above).
+			continue
+		}
+		if plan.Resume == "" && st.Attempts > 0 {
+			plan.Resume = carriedBy(j, jobs)
 		}
 		if !values.agree(plan.Update.Images) {
 			continue

@@ -58,10 +58,18 @@ func forEach(members []*member, f func(m *member)) {
 
 // gatherGroup decides whether the job leads a group now, waits for one of
 // its key to end, or runs alone (gather says how). Jobs that share nothing
-// (pull requests, container mode) run alone at once.
+// (pull requests, container mode) run alone at once. A batch job runs as
+// a group of itself: it gathers no member, but waits and is waited for
+// like any group of its key.
 func (r *UpdateJobReconciler) gatherGroup(ctx context.Context, s *jobScope) (reconcile.Result, error) {
 	job := s.Obj
-	key := groupKey(job, s.State.plan)
+	plan := s.State.plan
+	if job.IsBatch() && s.State.err != nil {
+		// Its own update cannot run; its members' say where the
+		// commit goes.
+		plan, _ = commitPlan(job)
+	}
+	key := groupKey(job, plan)
 	if key == "" {
 		return reconcile.Continue, nil
 	}
@@ -75,7 +83,7 @@ func (r *UpdateJobReconciler) gatherGroup(ctx context.Context, s *jobScope) (rec
 	if err := r.List(ctx, list, client.InNamespace(job.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Continue, fmt.Errorf("listing UpdateJobs: %w", err)
 	}
-	g := gather(groupInput{leader: job, plan: s.State.plan, key: key, runner: r.Runner, running: r.groups.isRunning,
+	g := gather(groupInput{leader: job, plan: plan, key: key, runner: r.Runner, running: r.groups.isRunning,
 		now: s.Start, lease: r.LeaseDuration, backoff: r.backoff}, list.Items)
 	if g.busy != "" {
 		// Another runner's group: it wakes no one here, so look again

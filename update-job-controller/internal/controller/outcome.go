@@ -30,16 +30,22 @@ func (r *UpdateJobReconciler) recordOutcome(ctx context.Context, s *jobScope) (r
 		// Run again on a fresh copy after a conflict: start over.
 		st.outcome, st.notes = "", nil
 		res = r.outcome(job, st)
+		// A batch's members' outcomes go in the same write.
+		r.batchOutcome(job, st)
 	})
 	if err != nil {
-		st.outcome, st.notes = "", nil
+		for _, run := range st.runs() {
+			run.outcome, run.notes = "", nil
+		}
 		if errors.Is(err, errClaimLost) {
 			return reconcile.Stop, nil
 		}
 		return reconcile.Stop, err
 	}
 	s.Stored(st.claim.job)
-	r.noteFindings(st)
+	for _, run := range st.runs() {
+		r.noteFindings(run)
+	}
 	if s.Obj.Status.Phase.Finished() {
 		return st.afterFinish(s.Obj, time.Now()), nil
 	}
@@ -123,7 +129,10 @@ func (r *UpdateJobReconciler) pushed(job *updatev1.UpdateJob, st *jobRun) {
 	status.PushedRefs = out.PushedRefs
 	status.CompletionTime = &metav1.Time{Time: time.Now()}
 	msg := fmt.Sprintf("pushed commit %s to %s", short(out.Commit), st.plan.Target)
-	if st.shared > 1 {
+	switch {
+	case st.shared > 1 && st.automations:
+		msg += fmt.Sprintf(", one commit for %d automations", st.shared)
+	case st.shared > 1:
 		msg += fmt.Sprintf(", one commit for %d UpdateJobs", st.shared)
 	}
 	conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)

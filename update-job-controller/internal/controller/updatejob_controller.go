@@ -114,6 +114,11 @@ type jobRun struct {
 	// group is the jobs that share this job's commit, when it leads
 	// one.
 	group *jobGroup
+	// batch are a batch job's members (spec.members, batch.go), run in
+	// this job's attempt and recorded by its outcome write.
+	batch []*batchMember
+	// automations: shared counts a batch's automations, not UpdateJobs.
+	automations bool
 	// claim is this runner's hold on the job, from the claim phase on.
 	claim *claim
 	// started is when the attempt began; out, secrets and err are what
@@ -128,13 +133,14 @@ type jobRun struct {
 	outcome string
 	notes   []func(ctx context.Context, job *updatev1.UpdateJob)
 	expire  bool
-	// shared counts the jobs whose changes the pushed commit carries,
-	// when it was a group's.
+	// shared counts the jobs (a batch's automations) whose changes the
+	// pushed commit carries, when it was a group's or a batch's.
 	shared int
-	// quiet is a member whose commit another job's event reports (the
-	// first job the commit carries, the leader unless its update failed):
-	// its push has no event of its own (a thousand members, a thousand
-	// events of one commit; each automation's Pushed event names it).
+	// quiet is a member whose commit another job's (another update's)
+	// event reports (the first one the commit carries, the leader unless
+	// its update failed): its push has no event of its own (a thousand
+	// members, a thousand events of one commit; each automation's Pushed
+	// event names it).
 	quiet bool
 }
 
@@ -299,6 +305,7 @@ func (r *UpdateJobReconciler) checkLimits(_ context.Context, s *jobScope) (recon
 // write.
 func (r *UpdateJobReconciler) giveUp(s *jobScope, reason, msg string) reconcile.Result {
 	failJob(s.Obj, reason, msg)
+	r.endMembers(s.Obj, &s.State, reason, msg)
 	s.State.outcome = OutcomeFailed
 	s.State.note(func(ctx context.Context, job *updatev1.UpdateJob) { r.Events.Warning(ctx, job, reason, "Run", msg) })
 	return s.State.afterFinish(s.Obj, time.Now())
@@ -348,6 +355,14 @@ func failJob(job *updatev1.UpdateJob, reason, msg string) {
 // mode this runner lacks, fails the reconcile (Stalled) without using an
 // attempt, and endUnrunnable ends the job.
 func (r *UpdateJobReconciler) planJob(ctx context.Context, s *jobScope) (reconcile.Result, error) {
+	if s.Obj.IsBatch() {
+		// Its own claim covers its members: no runtime group's leader
+		// carries a batch's change (status.carries).
+		if err := r.planBatch(s); err != nil {
+			return reconcile.Continue, unrunnable(s.Obj, err)
+		}
+		return reconcile.Continue, nil
+	}
 	plan, err := planOf(s.Obj)
 	if err == nil && plan.Resume == "" && s.Obj.Status.Attempts > 0 {
 		// Taken up again: a group's leader may have been about to push
@@ -362,15 +377,20 @@ func (r *UpdateJobReconciler) planJob(ctx context.Context, s *jobScope) (reconci
 		err = conditions.Stall(updatev1.ContainerModeUnavailableReason, errNoContainers)
 	}
 	if err != nil {
-		f := conditions.AsFailure(err)
-		if ttl := s.Obj.Spec.TTLSecondsAfterFinished; ttl != nil && *ttl > 0 {
-			// The job ends now: look again when its TTL has passed.
-			f.After(time.Duration(*ttl) * time.Second)
-		}
-		return reconcile.Continue, f
+		return reconcile.Continue, unrunnable(s.Obj, err)
 	}
 	s.State.plan = plan
 	return reconcile.Continue, nil
+}
+
+// unrunnable is the failure of a job whose spec cannot work: it ends now,
+// to be looked at again when its TTL has passed.
+func unrunnable(job *updatev1.UpdateJob, err error) *conditions.Failure {
+	f := conditions.AsFailure(err)
+	if ttl := job.Spec.TTLSecondsAfterFinished; ttl != nil && *ttl > 0 {
+		f.After(time.Duration(*ttl) * time.Second)
+	}
+	return f
 }
 
 // endUnrunnable ends a job whose reconcile stalled: a spec that cannot
@@ -380,6 +400,7 @@ func (r *UpdateJobReconciler) endUnrunnable(_ context.Context, s *jobScope, f *c
 		return
 	}
 	endJob(s.Obj)
+	r.endMembers(s.Obj, &s.State, f.Reason, msg)
 	s.State.outcome = OutcomeFailed
 	s.State.note(func(ctx context.Context, job *updatev1.UpdateJob) { r.Events.Warning(ctx, job, f.Reason, "Run", msg) })
 	if left, ok := ttlLeft(s.Obj, time.Now()); ok && left <= 0 {
@@ -424,6 +445,7 @@ func (r *UpdateJobReconciler) afterWrite(ctx context.Context, s *jobScope) error
 	defer cancel()
 	st := &s.State
 	r.counted(ctx, st, s.Obj)
+	r.countedMembers(ctx, st, s.Obj)
 	if !st.expire {
 		return nil
 	}

@@ -53,6 +53,19 @@ type UpdateJobSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// Members are the updates of further automations that this job's
+	// commit carries beside its own (spec.update): a batch, made by the
+	// image-automation-controller from the automations of one branch
+	// that were ready at the same time. Each member is an automation's
+	// own update and commit message; the repository, checkout, push and
+	// author are the job's. status.members has each one's outcome, and
+	// View gives an automation the job as if it were its own.
+	// +kubebuilder:validation:MaxItems=500
+	// +listType=map
+	// +listMapKey=uid
+	// +optional
+	Members []UpdateJobMember `json:"members,omitempty"`
 }
 
 // UpdateSpec says which files to update with which image policy values, or
@@ -63,7 +76,9 @@ type UpdateSpec struct {
 	// Path within the repository to update; the root when empty. Paths that
 	// leave the checkout are rejected.
 	// +kubebuilder:validation:MaxLength=4096
-	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(s, s == '..')",message="path must be relative and stay inside the repository"
+	// A match, not a split: a batch's members each have a path, and the
+	// API server bounds the rules' estimated cost per object.
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.matches('(^|/)[.][.](/|$)')",message="path must be relative and stay inside the repository"
 	// +optional
 	Path string `json:"path,omitempty"`
 
@@ -498,6 +513,14 @@ type UpdateJobStatus struct {
 	// ObservedGeneration is the last generation reconciled.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Members are the outcomes of spec.members, by UID, written with the
+	// job's own outcome.
+	// +kubebuilder:validation:MaxItems=500
+	// +listType=map
+	// +listMapKey=uid
+	// +optional
+	Members []MemberStatus `json:"members,omitempty"`
 }
 
 // PullRequestState is the state of a pull request.

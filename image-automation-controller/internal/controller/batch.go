@@ -1,0 +1,289 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+)
+
+// Batches: the jobs that automations of one branch decide to make at the
+// same time become one UpdateJob (spec.members), one claim, one checkout,
+// one commit and one outcome write. A monorepo's thousand automations
+// following one base image made a thousand UpdateJobs per tag, each a
+// create, a claim and an outcome on the API server, which was the whole
+// cost of the tag (BenchmarkMonorepoAutomations). Now a run that would make
+// a job that can share a commit hands it to the branch's pending batch and
+// writes nothing; the batch is made once the branch's runs have stopped
+// arriving for batchQuiet, or batchWindow after its first run, or when it
+// is full, and its automations run again to adopt it (their status names
+// it). Every automation still reads the batch as its own job
+// (UpdateJob.View), with its own outcome.
+//
+// Turns are taken as for jobs in flight (takeTurn): a pending batch holds
+// the values its runs set, and a run that would set one of them to another
+// value waits for the batch, made and finished.
+
+const (
+	// batchQuiet is how long a pending batch waits for another run of its
+	// branch before it is made; batchWindow bounds the wait from its
+	// first run. A single automation's job waits batchQuiet.
+	batchQuiet  = 100 * time.Millisecond
+	batchWindow = time.Second
+	// batchBytes bounds the members' updates of one batch as JSON, below
+	// the API server's object size limit with their results.
+	batchBytes = 512 << 10
+	// batchCreateTimeout bounds the create of a batch.
+	batchCreateTimeout = 30 * time.Second
+)
+
+// batches are the pending batches of this process, by batchKey.
+type batches struct {
+	mu      sync.Mutex
+	pending map[string]*pendingBatch
+	// byUID is the batch each pending automation is in.
+	byUID map[types.UID]*pendingBatch
+	// wake reconciles the automations of a batch once it is made (or
+	// could not be).
+	wake chan event.GenericEvent
+	// create makes a batch's job and tells the reconciler's recent jobs.
+	create func(ctx context.Context, job *updatev1.UpdateJob) error
+	// solo are automations whose batch could not be made: their next
+	// run makes its job alone, so that its own error reaches its status.
+	solo map[types.UID]bool
+	// decided is when each automation of a batch decided to make its
+	// job: the run that adopts the batch records it as its run time,
+	// on the reconciler's clock (update windows are judged on it).
+	decided map[types.UID]time.Time
+	ctx     context.Context
+}
+
+type pendingBatch struct {
+	key     string
+	target  string
+	entries []*batchEntry
+	bytes   int
+	// values are the policies' values the batch sets.
+	values map[string]meta.ImageRef
+	first  time.Time
+	timer  *time.Timer
+}
+
+// batchEntry is one automation's job as it would have been made alone.
+type batchEntry struct {
+	auto types.NamespacedName
+	job  *updatev1.UpdateJob
+}
+
+func newBatches(ctx context.Context, create func(context.Context, *updatev1.UpdateJob) error) *batches {
+	return &batches{pending: map[string]*pendingBatch{}, byUID: map[types.UID]*pendingBatch{},
+		solo: map[types.UID]bool{}, decided: map[types.UID]time.Time{}, wake: make(chan event.GenericEvent, 4096), create: create, ctx: ctx}
+}
+
+// batchKey says which jobs one batch can carry: everything of the spec but
+// the update and the commit message, which each member keeps, and the
+// namespace. Empty: the job shares no commit (a pull request has its own
+// branch, a container's commit is its whole tree).
+func batchKey(job *updatev1.UpdateJob) string {
+	if _, ok := pushTarget(&job.Spec); !ok || job.Spec.Update.Container != nil {
+		return ""
+	}
+	spec := job.Spec.DeepCopy()
+	spec.Update = updatev1.UpdateSpec{}
+	spec.Commit.MessageTemplate, spec.Commit.MessageTemplateValues = "", nil
+	b, err := json.Marshal(struct {
+		Namespace string
+		Spec      *updatev1.UpdateJobSpec
+	}{job.Namespace, spec})
+	if err != nil {
+		panic(err) // plain structs always marshal
+	}
+	return string(b)
+}
+
+// pendingTurn is what the pending batches say about a run of uid that
+// would make a job setting mine on target: queued (the run's automation
+// is in a batch already), or busy (a batch of the target sets one of its
+// policies to another value).
+func (b *batches) pendingTurn(uid types.UID, target string, mine map[string]meta.ImageRef) (queued bool, busy *policyBusyError) {
+	if b == nil {
+		return false, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byUID[uid] != nil {
+		return true, nil
+	}
+	for _, p := range b.pending {
+		if p.target != target {
+			continue
+		}
+		for policy, ref := range mine {
+			if have, ok := p.values[policy]; ok && have != ref {
+				e := p.entries[0]
+				return false, &policyBusyError{job: e.job.Name, automation: e.auto.Name, policy: policy}
+			}
+		}
+	}
+	return false, nil
+}
+
+// takeDecided returns, once, when uid decided to make the job its batch
+// carries.
+func (b *batches) takeDecided(uid types.UID) (time.Time, bool) {
+	if b == nil {
+		return time.Time{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.decided[uid]
+	delete(b.decided, uid)
+	return t, ok
+}
+
+// takeSolo reports whether uid's job must be made alone, once (always
+// without batches: a reconciler not set up with a manager).
+func (b *batches) takeSolo(uid types.UID) bool {
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.solo[uid] {
+		delete(b.solo, uid)
+		return true
+	}
+	return false
+}
+
+// add puts the job of the automation obj into the pending batch of its
+// key, starting one when there is none; a batch full with it is made now.
+// The caller holds the reconciler's jobsMu and has checked pendingTurn.
+func (b *batches) add(key, target string, obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob, decided time.Time) {
+	size := 0
+	if raw, err := json.Marshal(job.Spec.Update); err == nil {
+		size = len(raw)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending[key]
+	if p != nil && (len(p.entries) > updatev1.MaxMembers || p.bytes+size > batchBytes) {
+		b.flushLocked(p)
+		p = nil
+	}
+	now := time.Now()
+	if p == nil {
+		p = &pendingBatch{key: key, target: target, values: map[string]meta.ImageRef{}, first: now}
+		b.pending[key] = p
+	}
+	p.entries = append(p.entries, &batchEntry{auto: client.ObjectKeyFromObject(obj), job: job})
+	p.bytes += size
+	for _, s := range job.Spec.Update.Setters {
+		p.values[s.Policy] = s.ImageRef
+	}
+	b.byUID[obj.UID] = p
+	b.decided[obj.UID] = decided
+	if len(p.entries) > updatev1.MaxMembers {
+		b.flushLocked(p)
+		return
+	}
+	wait := min(batchQuiet, batchWindow-now.Sub(p.first))
+	if p.timer == nil {
+		p.timer = time.AfterFunc(wait, func() { b.flush(p) })
+	} else {
+		p.timer.Reset(wait)
+	}
+}
+
+// flush makes p, unless it was made already.
+func (b *batches) flush(p *pendingBatch) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending[p.key] == p {
+		b.flushLocked(p)
+	}
+}
+
+// flushLocked takes p out of the pending batches and makes it, outside
+// the lock. Until the job is made and known to the reconciler (its
+// recent jobs), the automations stay pending: a run of one of them meets
+// its batch either pending or made, never neither.
+func (b *batches) flushLocked(p *pendingBatch) {
+	if b.pending[p.key] == p {
+		delete(b.pending, p.key)
+	}
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	go func() {
+		job := batchJob(p.entries)
+		ctx, cancel := context.WithTimeout(b.ctx, batchCreateTimeout)
+		err := b.create(ctx, job)
+		cancel()
+		b.mu.Lock()
+		for _, e := range p.entries {
+			if b.byUID[ownerOf(e.job)] == p {
+				delete(b.byUID, ownerOf(e.job))
+			}
+			if err != nil {
+				b.solo[ownerOf(e.job)] = true
+				delete(b.decided, ownerOf(e.job))
+			}
+		}
+		b.mu.Unlock()
+		if err != nil {
+			ctrl.LoggerFrom(b.ctx).Error(err, "making a batch UpdateJob; its automations make their jobs alone",
+				"job", job.Name, "automations", len(p.entries))
+		}
+		for _, e := range p.entries {
+			a := &imagev1.ImageUpdateAutomation{}
+			a.Namespace, a.Name = e.auto.Namespace, e.auto.Name
+			select {
+			case b.wake <- event.GenericEvent{Object: a}:
+			case <-b.ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+func ownerOf(job *updatev1.UpdateJob) types.UID {
+	return types.UID(ownerUID(job))
+}
+
+// batchJob is one job for the entries: the job of the automation first by
+// name (its name, labels, annotations, controller and update), with the
+// others as members, by name, each an owner of the job, so that it lives
+// while any of them does.
+func batchJob(entries []*batchEntry) *updatev1.UpdateJob {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, func(a, b *batchEntry) int { return strings.Compare(a.auto.Name, b.auto.Name) })
+	job := sorted[0].job.DeepCopy()
+	for _, e := range sorted[1:] {
+		ctl := metav1.GetControllerOf(e.job)
+		job.Spec.Members = append(job.Spec.Members, updatev1.UpdateJobMember{
+			Automation: e.auto.Name, UID: ctl.UID, Annotations: e.job.Annotations,
+			Update: e.job.Spec.Update, MessageTemplate: e.job.Spec.Commit.MessageTemplate,
+			MessageTemplateValues: e.job.Spec.Commit.MessageTemplateValues,
+		})
+		job.OwnerReferences = append(job.OwnerReferences, metav1.OwnerReference{
+			APIVersion: ctl.APIVersion, Kind: ctl.Kind, Name: ctl.Name, UID: ctl.UID})
+	}
+	return job
+}
+
+// lookAgainForBatch is how long after its batch window a queued run looks
+// again, in case the wake of its batch was lost.
+const lookAgainForBatch = 10 * time.Second
