@@ -29,7 +29,8 @@ import (
 // writes nothing; the batch is made once the branch's runs have stopped
 // arriving for batchQuiet, or batchWindow after its first run, or when it
 // is full, and its automations run again to adopt it (their status names
-// it). Every automation still reads the batch as its own job
+// it). While the branch's last batch still runs, the next one gathers
+// what arrives (up to batchHold), as it would wait for it anyway. Every automation still reads the batch as its own job
 // (UpdateJob.View), with its own outcome.
 //
 // Turns are taken as for jobs in flight (takeTurn): a pending batch holds
@@ -45,6 +46,10 @@ const (
 	// batchBytes bounds the members' updates of one batch as JSON, below
 	// the API server's object size limit with their results.
 	batchBytes = 512 << 10
+	// batchHold bounds how long a pending batch is held while the last
+	// batch of its branch runs; batchPoll is how often it looks.
+	batchHold = 30 * time.Second
+	batchPoll = 100 * time.Millisecond
 	// batchCreateTimeout bounds the create of a batch.
 	batchCreateTimeout = 30 * time.Second
 )
@@ -63,6 +68,11 @@ type batches struct {
 	// solo are automations whose batch could not be made: their next
 	// run makes its job alone, so that its own error reaches its status.
 	solo map[types.UID]bool
+	// made is the last batch made of each key, and unfinished tells
+	// whether a batch has not ended yet (the reconciler's cache): a
+	// pending batch is held while the last one of its key runs.
+	made       map[string]types.NamespacedName
+	unfinished func(types.NamespacedName) bool
 	// decided is when each automation of a batch decided to make its
 	// job: the run that adopts the batch records it as its run time,
 	// on the reconciler's clock (update windows are judged on it).
@@ -89,7 +99,7 @@ type batchEntry struct {
 
 func newBatches(ctx context.Context, create func(context.Context, *updatev1.UpdateJob) error) *batches {
 	return &batches{pending: map[string]*pendingBatch{}, byUID: map[types.UID]*pendingBatch{},
-		solo: map[types.UID]bool{}, decided: map[types.UID]time.Time{}, wake: make(chan event.GenericEvent, 4096), create: create, ctx: ctx}
+		solo: map[types.UID]bool{}, decided: map[types.UID]time.Time{}, made: map[string]types.NamespacedName{}, wake: make(chan event.GenericEvent, 4096), create: create, ctx: ctx}
 }
 
 // batchKey says which jobs one batch can carry: everything of the spec but
@@ -201,19 +211,28 @@ func (b *batches) add(key, target string, obj *imagev1.ImageUpdateAutomation, jo
 	}
 	wait := min(batchQuiet, batchWindow-now.Sub(p.first))
 	if p.timer == nil {
-		p.timer = time.AfterFunc(wait, func() { b.flush(p) })
+		p.timer = time.AfterFunc(wait, func() { b.due(p) })
 	} else {
 		p.timer.Reset(wait)
 	}
 }
 
-// flush makes p, unless it was made already.
-func (b *batches) flush(p *pendingBatch) {
+// due makes p once its wait is over, unless it was made already, or
+// holds it while the last batch of its key runs (up to batchHold from
+// its first run): the update-job-controller runs one commit per branch at
+// a time, so what arrives meanwhile waits either way, and joins the next
+// commit instead of making one more.
+func (b *batches) due(p *pendingBatch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.pending[p.key] == p {
-		b.flushLocked(p)
+	if b.pending[p.key] != p {
+		return
 	}
+	if last, ok := b.made[p.key]; ok && b.unfinished != nil && time.Since(p.first) < batchHold && b.unfinished(last) {
+		p.timer.Reset(batchPoll)
+		return
+	}
+	b.flushLocked(p)
 }
 
 // flushLocked takes p out of the pending batches and makes it, outside
@@ -233,6 +252,9 @@ func (b *batches) flushLocked(p *pendingBatch) {
 		err := b.create(ctx, job)
 		cancel()
 		b.mu.Lock()
+		if err == nil {
+			b.made[p.key] = client.ObjectKeyFromObject(job)
+		}
 		for _, e := range p.entries {
 			if b.byUID[ownerOf(e.job)] == p {
 				delete(b.byUID, ownerOf(e.job))

@@ -328,3 +328,34 @@ func reconciling(a *imagev1.ImageUpdateAutomation) *metav1.Condition {
 	}
 	return nil
 }
+
+// A pending batch is held while the last batch of its branch runs, and
+// made once that one has ended: what arrives meanwhile is one commit more,
+// not one per window.
+func TestPendingBatchWaitsForTheLastOfItsBranch(t *testing.T) {
+	m := &made{}
+	b := newBatches(context.Background(), m.create)
+	var mu sync.Mutex
+	running := true
+	b.unfinished = func(types.NamespacedName) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running
+	}
+	addEntry(b, "app-a", "6.4.0")
+	m.wait(t, 1)
+	addEntry(b, "app-b", "6.4.0")
+	time.Sleep(batchWindow + 3*batchPoll)
+	addEntry(b, "app-c", "6.4.0")
+	time.Sleep(3 * batchPoll)
+	if got := len(m.wait(t, 1)); got != 1 {
+		t.Fatalf("%d batches made while the first ran", got)
+	}
+	mu.Lock()
+	running = false
+	mu.Unlock()
+	second := m.wait(t, 2)[1]
+	if metav1.GetControllerOf(second).Name != "app-b" || len(second.Spec.Members) != 1 || second.Spec.Members[0].Automation != "app-c" {
+		t.Errorf("second batch: %s with %+v, want app-b with app-c", metav1.GetControllerOf(second).Name, second.Spec.Members)
+	}
+}
