@@ -127,6 +127,10 @@ func runMonorepo(b *testing.B, n int) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
+	// The controllers' API requests until every app was updated: the
+	// figure the machine's load does not change.
+	requestsAfter, byAfter := apiRequests(ctx, b, env)
+	requests := requestsAfter - requestsBefore
 	// Every automation's status names a commit that carries its app's
 	// update: what a user reads, after what git shows.
 	testenv.Eventually(b, 10*time.Minute, func() (bool, error) {
@@ -142,10 +146,6 @@ func runMonorepo(b *testing.B, n int) {
 	})
 	recorded := time.Since(start)
 	requestsRecorded, _ := apiRequests(ctx, b, env)
-	// The controllers' API requests until every app was updated: the
-	// figure the machine's load does not change.
-	requestsAfter, byAfter := apiRequests(ctx, b, env)
-	requests := requestsAfter - requestsBefore
 	for k, v := range byAfter {
 		if d := v - byBefore[k]; d > 0 {
 			b.Logf("API requests of %s: %d", k, d)
