@@ -3,7 +3,6 @@ package v1beta1
 import (
 	"maps"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -180,7 +179,7 @@ func (in *UpdateJob) memberView(ctl *metav1.OwnerReference, m *UpdateJobMember) 
 			if in.Status.CompletionTime != nil {
 				at = *in.Status.CompletionTime
 			}
-			apimeta.SetStatusCondition(&v.Status.Conditions, metav1.Condition{Type: "Ready", Status: ready,
+			setReady(&v.Status.Conditions, metav1.Condition{Type: "Ready", Status: ready,
 				Reason: st.Reason, Message: st.Message, LastTransitionTime: at, ObservedGeneration: in.Generation})
 		}
 	case in.Status.Phase.Finished():
@@ -200,8 +199,10 @@ func (in *UpdateJob) SetMember(view *UpdateJob) {
 	}
 	st := MemberStatus{UID: ctl.UID, Automation: ctl.Name, Phase: view.Status.Phase,
 		PushedCommit: view.Status.PushedCommit, Result: view.Status.Result.DeepCopy()}
-	if c := apimeta.FindStatusCondition(view.Status.Conditions, "Ready"); c != nil {
-		st.Reason, st.Message = c.Reason, c.Message
+	for _, c := range view.Status.Conditions {
+		if c.Type == "Ready" {
+			st.Reason, st.Message = c.Reason, c.Message
+		}
 	}
 	for i := range in.Status.Members {
 		if in.Status.Members[i].UID == st.UID {
@@ -210,4 +211,16 @@ func (in *UpdateJob) SetMember(view *UpdateJob) {
 		}
 	}
 	in.Status.Members = append(in.Status.Members, st)
+}
+
+// setReady replaces the Ready condition (the API packages import no more
+// than apimachinery's types: tests/deps).
+func setReady(conds *[]metav1.Condition, c metav1.Condition) {
+	for i := range *conds {
+		if (*conds)[i].Type == c.Type {
+			(*conds)[i] = c
+			return
+		}
+	}
+	*conds = append(*conds, c)
 }
