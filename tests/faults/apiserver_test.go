@@ -151,7 +151,13 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	expected = append(expected, final)
-	waitFor(t, 60*time.Second, "the last tag in git", func() bool { supervise(); return branchHolds(env, final) })
+	for deadline := time.Now().Add(time.Minute); !branchHolds(env, final); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not in git a minute after it was pushed, with no fault; logs:\n%s\n%s\n%s", final,
+				env.Procs["image-reflector-controller"].Log(), env.Procs["image-automation-controller"].Log(), env.Procs["update-job-controller"].Log())
+		}
+		supervise()
+	}
 
 	// Every commit moves podinfo to a new, higher tag: no change twice, no
 	// downgrade; every tag pushed during an outage is in the history.
