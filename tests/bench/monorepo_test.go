@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -152,6 +154,7 @@ func runMonorepo(b *testing.B, n int) {
 		}
 	}
 	profiled()
+	keepLogs(b, env)
 	commits, err := env.FleetGit("rev-list", "--count", before+"..main")
 	if err != nil {
 		b.Fatal(err)
@@ -172,6 +175,16 @@ func runMonorepo(b *testing.B, n int) {
 			if t := j.CreationTimestamp.Time; t.After(lastMade) {
 				lastMade = t
 			}
+			// Each job's life from the tag's push, in whole seconds as
+			// the API server keeps them.
+			since := func(t *metav1.Time) string {
+				if t == nil {
+					return "-"
+				}
+				return t.Sub(start.Truncate(time.Second)).String()
+			}
+			b.Logf("UpdateJob %s: %d automations, %s, made at %s, started %s, ended %s, commit %.8s", j.Name, len(j.Automations()),
+				j.Status.Phase, since(&j.CreationTimestamp), since(j.Status.StartTime), since(j.Status.CompletionTime), j.Status.PushedCommit)
 		}
 	}
 	b.ReportMetric(lastMade.Sub(start.Truncate(time.Second)).Seconds(), "s-to-last-job-made")
@@ -210,4 +223,21 @@ func labelValue(line, name string) string {
 	_, v, _ := strings.Cut(line, name+`="`)
 	v, _, _ = strings.Cut(v, `"`)
 	return v
+}
+
+// keepLogs copies the controllers' logs to the folder BENCH_LOGS names,
+// when set, for reading where a run spent its time.
+func keepLogs(b *testing.B, env *chain.Env) {
+	dir := os.Getenv("BENCH_LOGS")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for name, p := range env.Procs {
+		if err := os.WriteFile(filepath.Join(dir, name+".log"), []byte(p.Log()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -73,6 +73,8 @@ type batches struct {
 	// pending batch is held while the last one of its key runs.
 	made       map[string]types.NamespacedName
 	unfinished func(types.NamespacedName) bool
+	// creating counts the batches of each key being created.
+	creating map[string]int
 	// decided is when each automation of a batch decided to make its
 	// job: the run that adopts the batch records it as its run time,
 	// on the reconciler's clock (update windows are judged on it).
@@ -99,7 +101,7 @@ type batchEntry struct {
 
 func newBatches(ctx context.Context, create func(context.Context, *updatev1.UpdateJob) error) *batches {
 	return &batches{pending: map[string]*pendingBatch{}, byUID: map[types.UID]*pendingBatch{},
-		solo: map[types.UID]bool{}, decided: map[types.UID]time.Time{}, made: map[string]types.NamespacedName{}, wake: make(chan event.GenericEvent, 4096), create: create, ctx: ctx}
+		solo: map[types.UID]bool{}, decided: map[types.UID]time.Time{}, made: map[string]types.NamespacedName{}, creating: map[string]int{}, wake: make(chan event.GenericEvent, 4096), create: create, ctx: ctx}
 }
 
 // batchKey says which jobs one batch can carry: everything of the spec but
@@ -228,11 +230,21 @@ func (b *batches) due(p *pendingBatch) {
 	if b.pending[p.key] != p {
 		return
 	}
-	if last, ok := b.made[p.key]; ok && b.unfinished != nil && time.Since(p.first) < batchHold && b.unfinished(last) {
+	if time.Since(p.first) < batchHold && b.running(p.key) {
 		p.timer.Reset(batchPoll)
 		return
 	}
 	b.flushLocked(p)
+}
+
+// running reports whether a batch of key is being made, or was made and
+// has not ended.
+func (b *batches) running(key string) bool {
+	if b.creating[key] > 0 {
+		return true
+	}
+	last, ok := b.made[key]
+	return ok && b.unfinished != nil && b.unfinished(last)
 }
 
 // flushLocked takes p out of the pending batches and makes it, outside
@@ -246,12 +258,17 @@ func (b *batches) flushLocked(p *pendingBatch) {
 	if p.timer != nil {
 		p.timer.Stop()
 	}
+	b.creating[p.key]++
 	go func() {
 		job := batchJob(p.entries)
 		ctx, cancel := context.WithTimeout(b.ctx, batchCreateTimeout)
 		err := b.create(ctx, job)
 		cancel()
 		b.mu.Lock()
+		b.creating[p.key]--
+		if b.creating[p.key] == 0 {
+			delete(b.creating, p.key)
+		}
 		if err == nil {
 			b.made[p.key] = client.ObjectKeyFromObject(job)
 		}

@@ -359,3 +359,29 @@ func TestPendingBatchWaitsForTheLastOfItsBranch(t *testing.T) {
 		t.Errorf("second batch: %s with %+v, want app-b with app-c", metav1.GetControllerOf(second).Name, second.Spec.Members)
 	}
 }
+
+// A batch that is still being created holds the next one of its branch
+// as a batch that runs does.
+func TestPendingBatchWaitsForTheCreateOfTheLast(t *testing.T) {
+	release := make(chan struct{})
+	m := &made{}
+	b := newBatches(context.Background(), func(ctx context.Context, j *updatev1.UpdateJob) error {
+		if metav1.GetControllerOf(j).Name == "app-a" {
+			<-release
+		}
+		return m.create(ctx, j)
+	})
+	b.unfinished = func(types.NamespacedName) bool { return false }
+	addEntry(b, "app-a", "6.4.0")
+	time.Sleep(2 * batchQuiet)
+	addEntry(b, "app-b", "6.4.0")
+	addEntry(b, "app-c", "6.4.0")
+	time.Sleep(3 * batchQuiet)
+	if got := len(m.wait(t, 0)); got != 0 {
+		t.Fatalf("%d batches made while the first was being created", got)
+	}
+	close(release)
+	if second := m.wait(t, 2)[1]; len(second.Spec.Members) != 1 {
+		t.Errorf("second batch: %d members, want app-b with app-c", len(second.Spec.Members))
+	}
+}
