@@ -26,12 +26,14 @@ import (
 // create, a claim and an outcome on the API server, which was the whole
 // cost of the tag (BenchmarkMonorepoAutomations). Now a run that would make
 // a job that can share a commit hands it to the branch's pending batch and
-// writes nothing; the batch is made once the branch's runs have stopped
+// writes nothing. The batch is made once the branch's runs have stopped
 // arriving for batchQuiet, or batchWindow after its first run, or when it
-// is full, and its automations run again to adopt it (their status names
-// it). While the branch's last batch still runs, the next one gathers
-// what arrives (up to batchHold), as it would wait for it anyway. Every automation still reads the batch as its own job
-// (UpdateJob.View), with its own outcome.
+// is full; while the branch's last batch is being made or still runs, the
+// next one gathers what arrives (up to batchHold), as it would wait for
+// that one anyway. Its automations record it when it ends, or, when it
+// runs longer than batchAdoptAfter, name it in their statuses meanwhile.
+// Every automation reads the batch as its own job (UpdateJob.View), with
+// its own outcome.
 //
 // Turns are taken as for jobs in flight (takeTurn): a pending batch holds
 // the values its runs set, and a run that would set one of them to another
@@ -47,9 +49,17 @@ const (
 	// the API server's object size limit with their results.
 	batchBytes = 512 << 10
 	// batchHold bounds how long a pending batch is held while the last
-	// batch of its branch runs; batchPoll is how often it looks.
-	batchHold = 30 * time.Second
-	batchPoll = 100 * time.Millisecond
+	// batch of its branch runs; batchPoll is how often it looks. A batch
+	// made batchClaimGrace ago and not claimed holds none (creation
+	// times have whole seconds).
+	batchHold       = 30 * time.Second
+	batchPoll       = 100 * time.Millisecond
+	batchClaimGrace = 3 * time.Second
+	// batchAdoptAfter: a batch that runs longer is named in its
+	// automations' statuses while it runs; one that ends sooner is only
+	// recorded, so that a thousand status writes do not compete with
+	// the batch's own on the API server.
+	batchAdoptAfter = 5 * time.Second
 	// batchCreateTimeout bounds the create of a batch.
 	batchCreateTimeout = 30 * time.Second
 )
@@ -68,13 +78,16 @@ type batches struct {
 	// solo are automations whose batch could not be made: their next
 	// run makes its job alone, so that its own error reaches its status.
 	solo map[types.UID]bool
-	// made is the last batch made of each key, and unfinished tells
-	// whether a batch has not ended yet (the reconciler's cache): a
-	// pending batch is held while the last one of its key runs.
-	made       map[string]types.NamespacedName
-	unfinished func(types.NamespacedName) bool
+	// made is the last batch made of each key, and lookup reads a
+	// batch's phase and creation time (the reconciler's cache): a pending
+	// batch is held while the last one of its key runs.
+	made   map[string]types.NamespacedName
+	lookup func(types.NamespacedName) (phase updatev1.UpdateJobPhase, created time.Time, ok bool)
 	// creating counts the batches of each key being created.
 	creating map[string]int
+	// adoptAfter is how long after a batch is made its automations are
+	// woken to name it in their statuses, if it has not ended by then.
+	adoptAfter time.Duration
 	// decided is when each automation of a batch decided to make its
 	// job: the run that adopts the batch records it as its run time,
 	// on the reconciler's clock (update windows are judged on it).
@@ -101,7 +114,7 @@ type batchEntry struct {
 
 func newBatches(ctx context.Context, create func(context.Context, *updatev1.UpdateJob) error) *batches {
 	return &batches{pending: map[string]*pendingBatch{}, byUID: map[types.UID]*pendingBatch{},
-		solo: map[types.UID]bool{}, decided: map[types.UID]time.Time{}, made: map[string]types.NamespacedName{}, creating: map[string]int{}, wake: make(chan event.GenericEvent, 4096), create: create, ctx: ctx}
+		solo: map[types.UID]bool{}, decided: map[types.UID]time.Time{}, made: map[string]types.NamespacedName{}, creating: map[string]int{}, adoptAfter: batchAdoptAfter, wake: make(chan event.GenericEvent, 4096), create: create, ctx: ctx}
 }
 
 // batchKey says which jobs one batch can carry: everything of the spec but
@@ -244,7 +257,14 @@ func (b *batches) running(key string) bool {
 		return true
 	}
 	last, ok := b.made[key]
-	return ok && b.unfinished != nil && b.unfinished(last)
+	if !ok || b.lookup == nil {
+		return false
+	}
+	// A batch no runner has claimed soon after it was made (none runs,
+	// or all are busy elsewhere) holds nothing: the next is made at once,
+	// as a job alone would be.
+	phase, created, ok := b.lookup(last)
+	return ok && (phase == updatev1.UpdateJobRunning || (!phase.Finished() && time.Since(created) < batchClaimGrace))
 }
 
 // flushLocked takes p out of the pending batches and makes it, outside
@@ -286,16 +306,38 @@ func (b *batches) flushLocked(p *pendingBatch) {
 			ctrl.LoggerFrom(b.ctx).Error(err, "making a batch UpdateJob; its automations make their jobs alone",
 				"job", job.Name, "automations", len(p.entries))
 		}
-		for _, e := range p.entries {
-			a := &imagev1.ImageUpdateAutomation{}
-			a.Namespace, a.Name = e.auto.Namespace, e.auto.Name
-			select {
-			case b.wake <- event.GenericEvent{Object: a}:
-			case <-b.ctx.Done():
+		if err != nil {
+			b.wakeAll(p.entries)
+			return
+		}
+		// A batch that ends within adoptAfter is recorded by each of its
+		// automations as it ends (the job's watch wakes them): one
+		// status write each. One that runs longer is named in their
+		// statuses while it runs.
+		nn := client.ObjectKeyFromObject(job)
+		time.AfterFunc(b.adoptAfter, func() {
+			if b.lookup == nil {
+				b.wakeAll(p.entries)
 				return
 			}
-		}
+			if phase, _, ok := b.lookup(nn); ok && !phase.Finished() {
+				b.wakeAll(p.entries)
+			}
+		})
 	}()
+}
+
+// wakeAll reconciles the entries' automations.
+func (b *batches) wakeAll(entries []*batchEntry) {
+	for _, e := range entries {
+		a := &imagev1.ImageUpdateAutomation{}
+		a.Namespace, a.Name = e.auto.Namespace, e.auto.Name
+		select {
+		case b.wake <- event.GenericEvent{Object: a}:
+		case <-b.ctx.Done():
+			return
+		}
+	}
 }
 
 func ownerOf(job *updatev1.UpdateJob) types.UID {

@@ -89,6 +89,7 @@ func addEntry(b *batches, name, tag string) {
 func TestRunsOfOneBranchMakeOneBatch(t *testing.T) {
 	m := &made{}
 	b := newBatches(context.Background(), m.create)
+	b.adoptAfter = 0
 	for _, name := range []string{"app-c", "app-a", "app-b"} {
 		addEntry(b, name, "6.4.0")
 	}
@@ -337,10 +338,13 @@ func TestPendingBatchWaitsForTheLastOfItsBranch(t *testing.T) {
 	b := newBatches(context.Background(), m.create)
 	var mu sync.Mutex
 	running := true
-	b.unfinished = func(types.NamespacedName) bool {
+	b.lookup = func(types.NamespacedName) (updatev1.UpdateJobPhase, time.Time, bool) {
 		mu.Lock()
 		defer mu.Unlock()
-		return running
+		if running {
+			return updatev1.UpdateJobRunning, time.Now(), true
+		}
+		return updatev1.UpdateJobSucceeded, time.Now(), true
 	}
 	addEntry(b, "app-a", "6.4.0")
 	m.wait(t, 1)
@@ -371,7 +375,7 @@ func TestPendingBatchWaitsForTheCreateOfTheLast(t *testing.T) {
 		}
 		return m.create(ctx, j)
 	})
-	b.unfinished = func(types.NamespacedName) bool { return false }
+	b.lookup = func(types.NamespacedName) (updatev1.UpdateJobPhase, time.Time, bool) { return "", time.Time{}, false }
 	addEntry(b, "app-a", "6.4.0")
 	time.Sleep(2 * batchQuiet)
 	addEntry(b, "app-b", "6.4.0")
@@ -384,4 +388,19 @@ func TestPendingBatchWaitsForTheCreateOfTheLast(t *testing.T) {
 	if second := m.wait(t, 2)[1]; len(second.Spec.Members) != 1 {
 		t.Errorf("second batch: %d members, want app-b with app-c", len(second.Spec.Members))
 	}
+}
+
+// A batch no runner claimed within batchClaimGrace holds no other: with no
+// update-job-controller running, each batch is made at once as a job
+// alone would be.
+func TestUnclaimedBatchHoldsNone(t *testing.T) {
+	m := &made{}
+	b := newBatches(context.Background(), m.create)
+	b.lookup = func(types.NamespacedName) (updatev1.UpdateJobPhase, time.Time, bool) {
+		return updatev1.UpdateJobPending, time.Now().Add(-batchClaimGrace), true
+	}
+	addEntry(b, "app-a", "6.4.0")
+	m.wait(t, 1)
+	addEntry(b, "app-b", "6.4.0")
+	m.wait(t, 2)
 }

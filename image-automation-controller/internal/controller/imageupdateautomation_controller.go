@@ -110,11 +110,12 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		return fmt.Errorf("the job history limit must not be negative, got %d", r.JobHistoryLimit)
 	}
 	r.batches = newBatches(ctx, r.makeBatch)
-	r.batches.unfinished = func(nn types.NamespacedName) bool {
+	r.batches.lookup = func(nn types.NamespacedName) (updatev1.UpdateJobPhase, time.Time, bool) {
 		j := &updatev1.UpdateJob{}
-		// Gone (a TTL, pruned) holds nothing.
-		err := mgr.GetCache().Get(ctx, nn, j, client.UnsafeDisableDeepCopy)
-		return err == nil && !j.Status.Phase.Finished()
+		if err := mgr.GetCache().Get(ctx, nn, j, client.UnsafeDisableDeepCopy); err != nil {
+			return "", time.Time{}, false
+		}
+		return j.Status.Phase, j.CreationTimestamp.Time, true
 	}
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobOwnerIndex, jobAutomations); err != nil {

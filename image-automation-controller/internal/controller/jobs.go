@@ -639,6 +639,11 @@ func (r *ImageUpdateAutomationReconciler) record(ctx context.Context, obj *image
 	// request, replaced values.
 	ev := r.Events.WithMetadata(events.UpdateJobMetadata(job))
 	obj.Status.LastJob = jobReference(job)
+	if decided, ok := r.batches.takeDecided(obj.UID); ok {
+		// The batch ended before this automation named it (batch.go):
+		// its run started when it decided to make the job.
+		obj.Status.LastAutomationRunTime = &metav1.Time{Time: decided}
+	}
 	if found, ok := discovered(job); ok {
 		obj.Status.Discovered = found
 	}
