@@ -29,8 +29,8 @@ import (
 // writes nothing. The batch is made once the branch's runs have stopped
 // arriving for batchQuiet, or batchWindow after its first run, or when it
 // is full; while the branch's last batch is being made or still runs, the
-// next one gathers what arrives (until runs stop arriving for batchSettle,
-// up to batchHold), as it would wait for that one anyway. Its automations record it when it ends, or, when it
+// next one gathers what arrives (up to batchHold), as it would wait for
+// that one anyway. Its automations record it when it ends, or, when it
 // runs longer than batchAdoptAfter, name it in their statuses meanwhile.
 // Every automation reads the batch as its own job (UpdateJob.View), with
 // its own outcome.
@@ -52,11 +52,7 @@ const (
 	// batch of its branch runs; batchPoll is how often it looks. A batch
 	// made batchClaimGrace ago and not claimed holds none (creation
 	// times have whole seconds).
-	batchHold = 30 * time.Second
-	// batchSettle: a held batch no run joined for this long is made (it
-	// waits for the last one in the update-job-controller instead, which
-	// starts it as soon as that one ends).
-	batchSettle     = 500 * time.Millisecond
+	batchHold       = 30 * time.Second
 	batchPoll       = 100 * time.Millisecond
 	batchClaimGrace = 3 * time.Second
 	// batchAdoptAfter: a batch that runs longer is named in its
@@ -106,9 +102,8 @@ type pendingBatch struct {
 	bytes   int
 	// values are the policies' values the batch sets.
 	values map[string]meta.ImageRef
-	// first and last are when its first and last run joined it.
-	first, last time.Time
-	timer       *time.Timer
+	first  time.Time
+	timer  *time.Timer
 }
 
 // batchEntry is one automation's job as it would have been made alone.
@@ -219,7 +214,6 @@ func (b *batches) add(key, target string, obj *imagev1.ImageUpdateAutomation, jo
 		b.pending[key] = p
 	}
 	p.entries = append(p.entries, &batchEntry{auto: client.ObjectKeyFromObject(obj), job: job})
-	p.last = now
 	p.bytes += size
 	for _, s := range job.Spec.Update.Setters {
 		p.values[s.Policy] = s.ImageRef
@@ -249,7 +243,7 @@ func (b *batches) due(p *pendingBatch) {
 	if b.pending[p.key] != p {
 		return
 	}
-	if time.Since(p.first) < batchHold && time.Since(p.last) < batchSettle && b.running(p.key) {
+	if time.Since(p.first) < batchHold && b.running(p.key) {
 		p.timer.Reset(batchPoll)
 		return
 	}
