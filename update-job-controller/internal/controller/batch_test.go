@@ -227,20 +227,7 @@ func TestBatchResumedAfterPushPushesNothingAgain(t *testing.T) {
 
 	j := newBatch(ns, "resumed", srv.RepoURL("resumed"), "m1", "m2")
 	j.Spec.BackoffLimit = nil // the killed attempt was not the last
-	j.Labels = map[string]string{unmanagedLabel: "true"}
-	create(t, j)
-	now := metav1.Now()
-	base := j.DeepCopy()
-	j.Status = updatev1.UpdateJobStatus{Phase: updatev1.UpdateJobRunning, Runner: "killed-pod", Attempts: 1,
-		StartTime: &now, HeartbeatTime: &now, PushingCommit: pushed}
-	if err := env.Client.Status().Patch(ctx, j, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	base = j.DeepCopy()
-	j.Labels = nil
-	if err := env.Client.Patch(ctx, j, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	createKilledAfterPush(ctx, t, j, pushed)
 
 	got := waitFinished(t, j)
 	if got.Status.Phase != updatev1.UpdateJobSucceeded || got.Status.PushedCommit != pushed || got.Status.Attempts != 2 {
@@ -279,20 +266,7 @@ func TestBatchResumedRunsAgainWhatItsCommitDoesNotCarry(t *testing.T) {
 
 	j := newBatch(ns, "partly", srv.RepoURL("partly"), "m1", "m2")
 	j.Spec.BackoffLimit = nil // the killed attempt was not the last
-	j.Labels = map[string]string{unmanagedLabel: "true"}
-	create(t, j)
-	now := metav1.Now()
-	base := j.DeepCopy()
-	j.Status = updatev1.UpdateJobStatus{Phase: updatev1.UpdateJobRunning, Runner: "killed-pod", Attempts: 1,
-		StartTime: &now, HeartbeatTime: &now, PushingCommit: pushed}
-	if err := env.Client.Status().Patch(ctx, j, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	base = j.DeepCopy()
-	j.Labels = nil
-	if err := env.Client.Patch(ctx, j, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	createKilledAfterPush(ctx, t, j, pushed)
 
 	got := waitFinished(t, j)
 	ms := members(got)
@@ -636,5 +610,26 @@ func TestGatherLeavesBatchesToThemselves(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// createKilledAfterPush creates j away from the suite's manager with the
+// status a runner killed after its push left (Running, one attempt,
+// pushingCommit on the branch), then hands it to the manager.
+func createKilledAfterPush(ctx context.Context, t *testing.T, j *updatev1.UpdateJob, pushing string) {
+	t.Helper()
+	j.Labels = map[string]string{unmanagedLabel: "true"}
+	create(t, j)
+	now := metav1.Now()
+	base := j.DeepCopy()
+	j.Status = updatev1.UpdateJobStatus{Phase: updatev1.UpdateJobRunning, Runner: "killed-pod", Attempts: 1,
+		StartTime: &now, HeartbeatTime: &now, PushingCommit: pushing}
+	if err := env.Client.Status().Patch(ctx, j, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	base = j.DeepCopy()
+	j.Labels = nil
+	if err := env.Client.Patch(ctx, j, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
 	}
 }
