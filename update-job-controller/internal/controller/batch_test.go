@@ -614,8 +614,9 @@ func TestGatherLeavesBatchesToThemselves(t *testing.T) {
 }
 
 // createKilledAfterPush creates j away from the suite's manager with the
-// status a runner killed after its push left (Running, one attempt,
-// pushingCommit on the branch), then hands it to the manager.
+// status a killed runner left (Running, one attempt, a heartbeat never
+// renewed, and pushingCommit when it died after its push), then hands it
+// to the manager.
 func createKilledAfterPush(ctx context.Context, t *testing.T, j *updatev1.UpdateJob, pushing string) {
 	t.Helper()
 	j.Labels = map[string]string{unmanagedLabel: "true"}

@@ -431,26 +431,11 @@ func TestRunReclaimsAfterRunnerDied(t *testing.T) {
 	srv := testgit.New(t, testgit.Options{})
 	ns := env.Namespace(t)
 	srv.CreateRepo(t, "reclaim", map[string]string{"deploy/app.yaml": deployment})
-	j := newJob(ns, "reclaim", srv.RepoURL("reclaim"), func(j *updatev1.UpdateJob) {
-		j.Labels = map[string]string{unmanagedLabel: "true"}
-	})
-	create(t, j)
+	j := newJob(ns, "reclaim", srv.RepoURL("reclaim"), nil)
 	// Stage what a killed runner leaves: its claim, with a heartbeat that
 	// is never renewed. Then show the job to the suite's runner.
 	claimedAt := time.Now()
-	base := j.DeepCopy()
-	j.Status = updatev1.UpdateJobStatus{
-		Phase: updatev1.UpdateJobRunning, Runner: "killed-pod", Attempts: 1,
-		StartTime: &metav1.Time{Time: claimedAt}, HeartbeatTime: &metav1.Time{Time: claimedAt},
-	}
-	if err := env.Client.Status().Patch(ctx, j, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	base = j.DeepCopy()
-	j.Labels = nil
-	if err := env.Client.Patch(ctx, j, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
+	createKilledAfterPush(ctx, t, j, "")
 
 	got := waitFinished(t, j)
 	if got.Status.Phase != updatev1.UpdateJobSucceeded || got.Status.Attempts != 2 || got.Status.Runner != "replica-a" {
