@@ -109,6 +109,7 @@ type pendingBatch struct {
 // batchEntry is one automation's job as it would have been made alone.
 type batchEntry struct {
 	auto types.NamespacedName
+	uid  types.UID
 	job  *updatev1.UpdateJob
 }
 
@@ -213,7 +214,7 @@ func (b *batches) add(key, target string, obj *imagev1.ImageUpdateAutomation, jo
 		p = &pendingBatch{key: key, target: target, values: map[string]meta.ImageRef{}, first: now}
 		b.pending[key] = p
 	}
-	p.entries = append(p.entries, &batchEntry{auto: client.ObjectKeyFromObject(obj), job: job})
+	p.entries = append(p.entries, &batchEntry{auto: client.ObjectKeyFromObject(obj), uid: obj.UID, job: job})
 	p.bytes += size
 	for _, s := range job.Spec.Update.Setters {
 		p.values[s.Policy] = s.ImageRef
@@ -293,20 +294,18 @@ func (b *batches) flushLocked(p *pendingBatch) {
 			b.made[p.key] = client.ObjectKeyFromObject(job)
 		}
 		for _, e := range p.entries {
-			if b.byUID[ownerOf(e.job)] == p {
-				delete(b.byUID, ownerOf(e.job))
+			if b.byUID[e.uid] == p {
+				delete(b.byUID, e.uid)
 			}
 			if err != nil {
-				b.solo[ownerOf(e.job)] = true
-				delete(b.decided, ownerOf(e.job))
+				b.solo[e.uid] = true
+				delete(b.decided, e.uid)
 			}
 		}
 		b.mu.Unlock()
 		if err != nil {
 			ctrl.LoggerFrom(b.ctx).Error(err, "making a batch UpdateJob; its automations make their jobs alone",
 				"job", job.Name, "automations", len(p.entries))
-		}
-		if err != nil {
 			b.wakeAll(p.entries)
 			return
 		}
@@ -316,11 +315,7 @@ func (b *batches) flushLocked(p *pendingBatch) {
 		// statuses while it runs.
 		nn := client.ObjectKeyFromObject(job)
 		time.AfterFunc(b.adoptAfter, func() {
-			if b.lookup == nil {
-				b.wakeAll(p.entries)
-				return
-			}
-			if phase, _, ok := b.lookup(nn); ok && !phase.Finished() {
+			if !b.ended(nn) {
 				b.wakeAll(p.entries)
 			}
 		})
@@ -340,8 +335,14 @@ func (b *batches) wakeAll(entries []*batchEntry) {
 	}
 }
 
-func ownerOf(job *updatev1.UpdateJob) types.UID {
-	return types.UID(ownerUID(job))
+// ended reports whether a batch made has ended (or is gone); without a
+// lookup, no batch is known to have ended.
+func (b *batches) ended(nn types.NamespacedName) bool {
+	if b.lookup == nil {
+		return false
+	}
+	phase, _, ok := b.lookup(nn)
+	return !ok || phase.Finished()
 }
 
 // batchJob is one job for the entries: the job of the automation first by
@@ -355,7 +356,7 @@ func batchJob(entries []*batchEntry) *updatev1.UpdateJob {
 	for _, e := range sorted[1:] {
 		ctl := metav1.GetControllerOf(e.job)
 		job.Spec.Members = append(job.Spec.Members, updatev1.UpdateJobMember{
-			Automation: e.auto.Name, UID: ctl.UID, Annotations: e.job.Annotations,
+			Automation: e.auto.Name, UID: e.uid, Annotations: e.job.Annotations,
 			Update: e.job.Spec.Update, MessageTemplate: e.job.Spec.Commit.MessageTemplate,
 			MessageTemplateValues: e.job.Spec.Commit.MessageTemplateValues,
 		})

@@ -290,13 +290,12 @@ func (jobFinished) Update(e event.UpdateEvent) bool {
 // carries.
 func automationsOfJob(_ context.Context, o client.Object) []ctrlreconcile.Request {
 	j, ok := o.(*updatev1.UpdateJob)
-	ctl := metav1.GetControllerOf(o)
 	if !ok || ownerUID(j) == "" {
 		return nil
 	}
-	reqs := []ctrlreconcile.Request{{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: ctl.Name}}}
-	for _, m := range j.Spec.Members {
-		reqs = append(reqs, ctrlreconcile.Request{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: m.Automation}})
+	var reqs []ctrlreconcile.Request
+	for _, p := range parts(j) {
+		reqs = append(reqs, ctrlreconcile.Request{NamespacedName: types.NamespacedName{Namespace: j.Namespace, Name: p.automation}})
 	}
 	return reqs
 }

@@ -591,17 +591,13 @@ func (r *ImageUpdateAutomationReconciler) jobsOf(ctx context.Context, obj *image
 	if err := r.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingFields{jobOwnerIndex: string(obj.UID)}); err != nil {
 		return nil, nil, fmt.Errorf("listing UpdateJobs: %w", err)
 	}
-	for i := range list.Items {
-		// A batch is read as the automation's own job (its update and
-		// its outcome).
-		j, ok := list.Items[i].View(obj.UID)
-		if !ok {
-			continue
-		}
+	// A batch is read as the automation's own job (its update and its
+	// outcome).
+	for _, j := range updatev1.ViewsOf(obj.UID, list.Items) {
 		if j.Status.Phase.Finished() {
-			finished = append(finished, *j)
+			finished = append(finished, j)
 		} else {
-			inFlight = append(inFlight, j)
+			inFlight = append(inFlight, &j)
 		}
 	}
 	slices.SortStableFunc(inFlight, func(a, b *updatev1.UpdateJob) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })

@@ -108,7 +108,7 @@ func (b *automationBody) explain(ctx context.Context, c client.Client, key types
 // its own (a batch with the automation's update and outcome).
 func jobTimeline(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob, address string) []JobRow {
 	var rows []JobRow
-	for _, j := range explain.JobsOf(a.UID, jobs) {
+	for _, j := range updatev1.ViewsOf(a.UID, jobs) {
 		row := JobRow{Name: j.Name, Phase: orPhase(j.Status.Phase), Created: j.CreationTimestamp,
 			Started: j.Status.StartTime, Finished: j.Status.CompletionTime, Commit: j.Status.PushedCommit,
 			PullRequest: j.Status.PullRequest}

@@ -1364,31 +1364,18 @@ func refOr(r *meta.ImageRef, fallback string) string {
 func ptrTo[T any](v T) *T { return &v }
 
 // InFlightJob is the automation's unfinished UpdateJob, if any (an
-// automation has at most one at a time), as its own (JobsOf).
+// automation has at most one at a time), as its own (UpdateJob.View).
 func InFlightJob(ctx context.Context, c client.Client, auto *imagev1.ImageUpdateAutomation) (*updatev1.UpdateJob, error) {
 	var jobs updatev1.UpdateJobList
 	if err := c.List(ctx, &jobs, client.InNamespace(auto.Namespace)); err != nil {
 		return nil, err
 	}
-	for _, j := range JobsOf(auto.UID, jobs.Items) {
+	for _, j := range updatev1.ViewsOf(auto.UID, jobs.Items) {
 		if !j.Status.Phase.Finished() {
 			return &j, nil
 		}
 	}
 	return nil, nil
-}
-
-// JobsOf are the jobs that carry the update of the automation uid, each as
-// its own (View): those it controls, and the batches it is a member of,
-// with its update and its outcome rather than the batch leader's.
-func JobsOf(uid types.UID, jobs []updatev1.UpdateJob) []updatev1.UpdateJob {
-	var out []updatev1.UpdateJob
-	for i := range jobs {
-		if v, ok := jobs[i].View(uid); ok {
-			out = append(out, *v)
-		}
-	}
-	return out
 }
 
 // AsOwnJob is job as the automation uid's own (View). A job that carries

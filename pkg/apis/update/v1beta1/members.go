@@ -114,6 +114,18 @@ func (in *UpdateJob) View(uid types.UID) (*UpdateJob, bool) {
 	return nil, false
 }
 
+// ViewsOf are the jobs that carry the update of the automation uid, each
+// as its own (View): those it controls, and the batches it is a member of.
+func ViewsOf(uid types.UID, jobs []UpdateJob) []UpdateJob {
+	var out []UpdateJob
+	for i := range jobs {
+		if v, ok := jobs[i].View(uid); ok {
+			out = append(out, *v)
+		}
+	}
+	return out
+}
+
 // Views are the job as each automation's own: its controller's first.
 func (in *UpdateJob) Views() []UpdateJob {
 	var out []UpdateJob
@@ -137,7 +149,6 @@ func (in *UpdateJob) memberView(ctl *metav1.OwnerReference, m *UpdateJobMember) 
 	base := in.withoutMembers()
 	v := &UpdateJob{TypeMeta: in.TypeMeta}
 	base.ObjectMeta.DeepCopyInto(&v.ObjectMeta)
-	v.Annotations = maps.Clone(in.Annotations)
 	if v.Annotations == nil && len(m.Annotations) > 0 {
 		v.Annotations = map[string]string{}
 	}
