@@ -273,14 +273,7 @@ func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope)
 	if errors.Is(err, errQueued) {
 		// Nothing to write yet: the batch's automations run again once
 		// it is made, and adopt it (batch.go). The requeue is in case
-		// that wake is lost. A run that handles a reconcile request
-		// writes its status anyway: it says the job is on its way, so
-		// that whoever asked (tk-image job run) waits for it rather
-		// than read the last run's outcome as this one's.
-		if s.Requested {
-			markProgress("queued in a batch of the automations of branch %s; the UpdateJob is made within %s",
-				d.job.Checkout.Reference.Branch, batchWindow).apply(obj)
-		}
+		// that wake is lost.
 		return reconcile.StopAfter(batchWindow + lookAgainForBatch), nil
 	}
 	var busy *policyBusyError
