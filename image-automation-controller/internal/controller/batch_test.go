@@ -16,6 +16,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
@@ -298,6 +299,62 @@ func TestAutomationsOfOneBranchShareOneJob(t *testing.T) {
 	}
 	if failed.Status.LastPushCommit == batch.Status.PushedCommit {
 		t.Error("app-c names a commit that does not carry its change")
+	}
+}
+
+// A run that handles a reconcile request and joins a batch marks the
+// request handled only with the batch made and named: tk-image job run
+// --from-automation reads the status once the request is handled, and
+// took the last run's Ready for this one's outcome when the request was
+// marked while the batch was still gathering (100 ms at least).
+func TestRequestedRunInABatchIsHandledWithItsJob(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testgit.Options{})
+	f.policy("app", nil, "1.0.0")
+	a := f.automation("app-a", nil)
+	for _, j := range waitJobsSettled(t, f.ns) {
+		finish(t, &j, updatev1.UpdateJobNoChange, nil)
+	}
+	waitAutomation(t, a, "first job recorded", func(a *imagev1.ImageUpdateAutomation) bool { return a.Status.LastJob != nil })
+	before := map[string]bool{}
+	for _, j := range jobs(t, f.ns) {
+		before[j.Name] = true
+	}
+
+	// One write asks for a run and changes what the run does, so the run
+	// that handles the request is the one that makes the new job.
+	const token = "batched"
+	p := client.RawPatch("application/merge-patch+json", []byte(fmt.Sprintf(
+		`{"metadata":{"annotations":{%q:%q}},"spec":{"git":{"commit":{"messageTemplate":"batched run"}}}}`,
+		meta.ReconcileRequestAnnotation, token)))
+	if err := env.Client.Patch(ctx, a, p); err != nil {
+		t.Fatal(err)
+	}
+	got := &imagev1.ImageUpdateAutomation{}
+	deadline := time.Now().Add(waitFor)
+	for {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.LastHandledReconcileAt == token {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request not handled within %s: status %+v", waitFor, got.Status)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	var fresh []string
+	for _, j := range jobs(t, f.ns) {
+		if !before[j.Name] && slices.Contains(j.Automations(), got.UID) {
+			fresh = append(fresh, j.Name)
+		}
+	}
+	if len(fresh) != 1 {
+		t.Fatalf("request handled with new jobs %v, want the one batch; status %+v", fresh, got.Status)
+	}
+	if c := conditions.Get(got, conditions.ReconcilingCondition); c == nil || !strings.Contains(c.Message, fresh[0]) {
+		t.Errorf("request handled with Reconciling %+v, want it to name %s", c, fresh[0])
 	}
 }
 

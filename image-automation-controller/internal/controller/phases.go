@@ -274,6 +274,13 @@ func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope)
 		// Nothing to write yet: the batch's automations run again once
 		// it is made, and adopt it (batch.go). The requeue is in case
 		// that wake is lost.
+		if s.Requested {
+			// Not even the request as handled: whoever asked (tk-image
+			// job run --from-automation) would read the last run's
+			// outcome as this one's. The run that adopts the batch
+			// handles it, with the job named in the same write.
+			return reconcile.Wait(batchWindow + lookAgainForBatch), nil
+		}
 		return reconcile.StopAfter(batchWindow + lookAgainForBatch), nil
 	}
 	var busy *policyBusyError
