@@ -82,9 +82,13 @@ const nearbySteps = 32
 // nearby is what blame answers when the file's last change, on a line of
 // single-parent commits, changed the line: blame passes a file's lines
 // unchanged to the parent, and gives a commit the lines of its diff's
-// hunks (the same xdiff, no context). nil, nil when it cannot tell: a
-// merge, the file new in a commit (blame would look for a rename), or the
-// line kept by the change that touched the file.
+// hunks (the same xdiff, no context). A file new in a commit is that
+// commit's, every line, when the commit deleted no file: libgit2's blame
+// looks for the file's origin among renames, and a rename needs a file
+// deleted (find_origin asks the diff for GIT_DIFF_FIND_RENAMES alone,
+// whose sources are deleted files). A file in a root commit is the root
+// commit's. nil, nil when it cannot tell: a merge, a file new in a commit
+// that deleted one, or the line kept by the change that touched the file.
 func (m *Mirror) nearby(commit *git2go.Oid, path string, line int) (*git2go.Oid, error) {
 	id := commit
 	blob, err := m.blobAt(id, path)
@@ -99,12 +103,22 @@ func (m *Mirror) nearby(commit *git2go.Oid, path string, line int) (*git2go.Oid,
 		n := c.ParentCount()
 		parent := c.ParentId(0)
 		c.Free()
+		if n == 0 {
+			return id, nil
+		}
 		if n != 1 {
 			return nil, nil
 		}
 		before, err := m.blobAt(parent, path)
-		if err != nil || before == nil {
+		if err != nil {
 			return nil, err
+		}
+		if before == nil {
+			deletes, err := m.deletesFile(parent, id)
+			if err != nil || deletes {
+				return nil, err
+			}
+			return id, nil
 		}
 		if before.Equal(blob) {
 			id = parent
@@ -117,6 +131,67 @@ func (m *Mirror) nearby(commit *git2go.Oid, path string, line int) (*git2go.Oid,
 		return id, nil
 	}
 	return nil, nil
+}
+
+// deletesFile reports whether commit deleted a file of parent, its only
+// parent: whether any path of parent's tree is gone from commit's, or is
+// no longer a file of the same kind (a regular file become a symbolic
+// link is, to a diff without type changes, a deletion and an addition).
+// Subtrees with the same id are equal and skipped, so the walk reads only
+// the trees along the paths the commit changed.
+func (m *Mirror) deletesFile(parent, commit *git2go.Oid) (bool, error) {
+	if d, ok := m.deletes[*commit]; ok {
+		return d, nil
+	}
+	trees := [2]*git2go.Oid{}
+	for i, id := range []*git2go.Oid{parent, commit} {
+		c, err := m.repo.LookupCommit(id)
+		if err != nil {
+			return false, err
+		}
+		trees[i] = c.TreeId()
+		c.Free()
+	}
+	d, err := m.treeDeletes(trees[0], trees[1])
+	if err != nil {
+		return false, err
+	}
+	if m.deletes == nil || len(m.deletes) >= 1024 {
+		m.deletes = map[git2go.Oid]bool{}
+	}
+	m.deletes[*commit] = d
+	return d, nil
+}
+
+func (m *Mirror) treeDeletes(before, after *git2go.Oid) (bool, error) {
+	if before.Equal(after) {
+		return false, nil
+	}
+	old, err := m.repo.LookupTree(before)
+	if err != nil {
+		return false, err
+	}
+	defer old.Free()
+	cur, err := m.repo.LookupTree(after)
+	if err != nil {
+		return false, err
+	}
+	defer cur.Free()
+	for i := range old.EntryCount() {
+		e := old.EntryByIndex(i)
+		now := cur.EntryByName(e.Name)
+		switch {
+		case now == nil || now.Type != e.Type:
+			return true, nil
+		case e.Type == git2go.ObjectTree:
+			if d, err := m.treeDeletes(e.Id, now.Id); err != nil || d {
+				return d, err
+			}
+		case e.Type == git2go.ObjectBlob && (e.Filemode == git2go.FilemodeLink) != (now.Filemode == git2go.FilemodeLink):
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // blobAt is the id of the file at path in commit; nil when there is none.

@@ -61,9 +61,71 @@ func TestLastChangeAgreesWithBlame(t *testing.T) {
 			}
 		}
 	}
-	// Line 2 at "line 2"; 4 at "line 4" and "another file"; 1 on the
-	// branch; 3 and 5 at the last two. None at the merge.
-	if fast != 8 {
-		t.Errorf("answered %d lines without libgit2's blame, want 8", fast)
+	// Every line at the root commit; line 2 at "line 2"; 4 at "line 4"
+	// and "another file"; 1 on the branch; 3 and 5 at the last two. None
+	// at the merge.
+	if fast != 13 {
+		t.Errorf("answered %d lines without libgit2's blame, want 13", fast)
+	}
+}
+
+// A file new in a commit is that commit's when the commit deleted no file,
+// answered without libgit2's blame; when it deleted one, libgit2's blame
+// answers, since it may find the file renamed (and then names the commit
+// that made the line before the rename).
+func TestLastChangeOfNewFiles(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	body := "a: 1\nb: 2\nc: 3\n"
+	c := srv.CreateRepo(t, "fleet", map[string]string{"apps/a.yaml": body, "README.md": "x\n"})
+	root := strings.TrimSpace(testgit.Git(t, c.Dir, "rev-parse", "HEAD"))
+	added := c.Commit("add b", map[string]string{"apps/b.yaml": "b: 1\n", "apps/a.yaml": "a: 1\nb: 2\nc: 4\n"})
+	testgit.Git(t, c.Dir, "mv", "apps/a.yaml", "apps/renamed.yaml")
+	renamed := c.Commit("rename a", nil)
+	testgit.Git(t, c.Dir, "rm", "-q", "README.md")
+	dropped := c.Commit("add d, drop the README", map[string]string{"apps/d.yaml": "d: 1\n"})
+	testgit.Git(t, c.Dir, "rm", "-q", "apps/b.yaml")
+	deep := c.Commit("add e elsewhere, drop b", map[string]string{"other/e.yaml": "e: 1\n"})
+	c.Push()
+	cache, err := NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, release, _ := fetched(t, cache, srv)
+	defer release()
+
+	for _, tc := range []struct {
+		at, path string
+		line     int
+		want     string
+		fast     bool
+	}{
+		{root, "apps/a.yaml", 1, root, true},
+		{added, "apps/b.yaml", 1, added, true},
+		{added, "apps/a.yaml", 1, root, false}, // kept by the change
+		{renamed, "apps/renamed.yaml", 1, root, false},
+		{renamed, "apps/renamed.yaml", 3, added, false},
+		{dropped, "apps/d.yaml", 1, dropped, false},
+		{deep, "other/e.yaml", 1, deep, false},
+		{deep, "apps/d.yaml", 1, dropped, false},
+	} {
+		id := mustOid(t, tc.at)
+		got, err := m.LastChange(id, tc.path, tc.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blamed, err := m.blame(id, tc.path, tc.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Commit != tc.want || blamed.String() != tc.want {
+			t.Errorf("%s line %d at %s: %s, blame says %s, want %s", tc.path, tc.line, tc.at[:7], got.Commit[:7], blamed.String()[:7], tc.want[:7])
+		}
+		near, err := m.nearby(id, tc.path, tc.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (near != nil) != tc.fast {
+			t.Errorf("%s line %d at %s: answered without libgit2's blame: %t, want %t", tc.path, tc.line, tc.at[:7], near != nil, tc.fast)
+		}
 	}
 }

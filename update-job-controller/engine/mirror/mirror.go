@@ -63,6 +63,10 @@ type Mirror struct {
 	repo *git2go.Repository
 	lock *sync.Mutex
 	kept *keptCache
+	// deletes remembers, by commit, whether it deleted a file from its
+	// parent (blame.go): the lines of a job ask about one commit many
+	// times.
+	deletes map[git2go.Oid]bool
 }
 
 // Yield unlocks the mirror while f runs, then locks it again: other jobs
