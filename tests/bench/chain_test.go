@@ -14,7 +14,6 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 
 	"toolkit.dev/image-toolkit/tests/internal/chain"
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
@@ -120,7 +119,7 @@ func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	env, err := chain.StartWith(ctx, b.TempDir(), localenv.BinDir(root), []string{"6.3.0"}, func(string) {},
+	env, err := chain.StartWith(ctx, b.TempDir(), binDir(b, root), []string{"6.3.0"}, func(string) {},
 		chain.Options{ControllerArgs: append(strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS")), pprofArgs()...)})
 	if err != nil {
 		b.Fatal(err)

@@ -49,7 +49,7 @@ func BenchmarkCLIGet(b *testing.B) {
 	// kubectl, built from the same Kubernetes release as the test
 	// apiserver, is the yardstick.
 	tools := []struct{ name, bin, kind string }{
-		{"tk-image", filepath.Join(localenv.BinDir(c.Root), "tk-image"), "policies"},
+		{"tk-image", filepath.Join(binDir(b, c.Root), "tk-image"), "policies"},
 		{"kubectl", c.Kubectl, "imagepolicies"},
 	}
 	for _, tool := range tools {

@@ -40,7 +40,7 @@ func BenchmarkDiscoverCycle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		env, err := chain.Start(ctx, b.TempDir(), localenv.BinDir(root), nil, func(string) {})
+		env, err := chain.Start(ctx, b.TempDir(), binDir(b, root), nil, func(string) {})
 		if err != nil {
 			b.Fatal(err)
 		}

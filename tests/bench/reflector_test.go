@@ -204,9 +204,10 @@ func runScale(b *testing.B, repos, tags int, flags []string, kind scaleKind) {
 	defer w.Stop()
 
 	storage := filepath.Join(b.TempDir(), "store")
+	bin := binDir(b, cluster.Root)
 	b.StartTimer()
 	start := time.Now()
-	proc, err := cluster.StartController(ctx, localenv.BinDir(cluster.Root), "image-reflector-controller",
+	proc, err := cluster.StartController(ctx, bin, "image-reflector-controller",
 		append(append([]string{"--leader-elect=false", "--storage-path=" + storage, "--log-level=error"}, pprofArgs()...), flags...)...)
 	if err != nil {
 		b.Fatal(err)

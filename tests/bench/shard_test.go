@@ -250,7 +250,7 @@ func startShards(ctx context.Context, b *testing.B, cluster *localenv.Cluster, r
 		wg    sync.WaitGroup
 		errs  []error
 	)
-	bin := localenv.BinDir(cluster.Root)
+	bin := binDir(b, cluster.Root)
 	for i := range replicas {
 		var args []string
 		if replicas > 1 {
