@@ -1,10 +1,14 @@
 package controller
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http/httptest"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -162,4 +166,57 @@ func TestRunReadsAVerifiedTagAsTheScanReachesIt(t *testing.T) {
 			t.Error("no ECR token was requested")
 		}
 	})
+}
+
+// Jobs of one branch that run as one commit (a runtime group) read their
+// verified tags again before it as a job alone does: a tag that moved
+// refuses the commit, so no job of the group writes it.
+func TestGroupRefusesAVerifiedTagThatMoved(t *testing.T) {
+	ctx := context.Background()
+	reg := testregistry.New(t, testregistry.Options{})
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	verified := reg.Push(t, "podinfo", "6.5.0")
+	create(t, &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"},
+		Spec: imagev1.ImageRepositorySpec{Image: reg.Repo("podinfo"), Insecure: true, Interval: metav1.Duration{Duration: time.Hour}}})
+	const n = 6
+	files := map[string]string{}
+	for i := range n {
+		files[fmt.Sprintf("apps/app-%d/deploy.yaml", i)] = deployment
+	}
+	srv.CreateRepo(t, "mono", files)
+	moved := reg.Push(t, "podinfo", "6.5.0")
+	before := head(t, srv, "mono", "main")
+	var made []*updatev1.UpdateJob
+	for i := range n {
+		name := fmt.Sprintf("app-%d", i)
+		made = append(made, newJob(ns, name, srv.RepoURL("mono"), func(j *updatev1.UpdateJob) {
+			j.Spec.Update.Path = "apps/" + name
+			s := &j.Spec.Update.Setters[0]
+			s.Name, s.Tag, s.Digest = reg.Repo("podinfo"), "6.5.0", verified
+			s.Verified = &updatev1.VerifiedImage{ImageRepository: meta.NamespacedObjectReference{Namespace: ns, Name: "podinfo"}}
+		}))
+	}
+	// Made at once, as an automation's burst makes them, so that they
+	// gather into a group (TestJobsOfOneBranchShareACommit).
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, j := range made {
+		wg.Go(func() { errs[i] = env.Client.Create(ctx, j) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range made {
+		got := waitFinished(t, j)
+		c := conditions.Get(got, conditions.ReadyCondition)
+		if got.Status.Phase != updatev1.UpdateJobFailed || c == nil || c.Reason != updatev1.VerifiedImageMovedReason ||
+			!strings.Contains(c.Message, moved) {
+			t.Errorf("%s: phase %s, Ready %+v; want Failed, VerifiedImageMoved naming %s", j.Name, got.Status.Phase, c, moved)
+		}
+	}
+	if after := head(t, srv, "mono", "main"); after != before {
+		t.Errorf("main moved to %s: the re-pushed tag was written", after)
+	}
 }
