@@ -30,9 +30,13 @@ func binDir(b *testing.B, root string) string {
 	}
 	tree := strings.TrimSpace(string(out))
 	for _, name := range append([]string{"tk-image"}, localenv.Controllers...) {
-		got, err := exec.Command(filepath.Join(dir, name), "--version").Output()
+		flag := "--version"
+		if name == "tk-image" {
+			flag = "version"
+		}
+		got, err := exec.Command(filepath.Join(dir, name), flag).Output()
 		if err != nil {
-			b.Fatalf("%s --version: %v (run make build)", filepath.Join(dir, name), err)
+			b.Fatalf("%s %s: %v (run make build)", filepath.Join(dir, name), flag, err)
 		}
 		if f := strings.Fields(string(got)); len(f) < 2 || f[1] != tree {
 			b.Fatalf("%s is %q, the tree is %s: run make build", filepath.Join(dir, name), strings.TrimSpace(strings.SplitN(string(got), "\n", 2)[0]), tree)
