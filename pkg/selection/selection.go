@@ -20,8 +20,7 @@
 package selection
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/imagename"
 )
@@ -199,6 +199,39 @@ func Concerns(a *imagev1.ImageUpdateAutomation, sel labels.Selector, p *imagev1.
 		return true
 	}
 	return p.Status.LatestRef != nil && sel.Matches(labels.Set(p.Labels))
+}
+
+// Candidates are index keys that find, among many automations, the few a
+// policy change can concern, without asking Concerns of every automation
+// of the namespace: a watch of 30,000 policies and 3,000 automations asked
+// it 90 million times on start, longer than a cache may take to sync.
+// Concerns(a, p) holds only if AutomationKeys(a) and PolicyKeys(p) share
+// a key. An automation whose selector has matchLabels is found by one of
+// its pairs (every pair must match, so any one finds it); the others, a
+// discovery, a selector of expressions only or none, by AnyPolicy.
+const AnyPolicy = "*"
+
+// AutomationKeys are a's index keys (Candidates); none when its selector
+// is invalid, as it applies nothing.
+func AutomationKeys(a *imagev1.ImageUpdateAutomation) []string {
+	if _, err := Selector(a); err != nil {
+		return nil
+	}
+	if a.Spec.Discover != nil || a.Spec.PolicySelector == nil || len(a.Spec.PolicySelector.MatchLabels) == 0 {
+		return []string{AnyPolicy}
+	}
+	k := slices.Min(slices.Collect(maps.Keys(a.Spec.PolicySelector.MatchLabels)))
+	return []string{k + "=" + a.Spec.PolicySelector.MatchLabels[k]}
+}
+
+// PolicyKeys are the keys under which the automations a change of p may
+// concern are indexed (Candidates).
+func PolicyKeys(p *imagev1.ImagePolicy) []string {
+	keys := []string{AnyPolicy}
+	for k, v := range p.Labels {
+		keys = append(keys, k+"="+v)
+	}
+	return keys
 }
 
 // ForImages returns, by canonical image name, the namespace's own policy

@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +175,62 @@ func TestConcerns(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// Every policy a change of which concerns an automation shares an index
+// key with it, over selectors of pairs, of expressions, none, an invalid
+// one, and discovery; and an automation that selects by a pair is not
+// under AnyPolicy, so a policy without the pair never lists it.
+func TestCandidatesFindEveryConcernedAutomation(t *testing.T) {
+	exprs := automation(nil, false)
+	exprs.Spec.PolicySelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}
+	mixed := automation(map[string]string{"team": "a"}, false)
+	mixed.Spec.PolicySelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpExists}}
+	invalid := automation(nil, false)
+	invalid.Spec.PolicySelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
+	autos := map[string]*imagev1.ImageUpdateAutomation{
+		"no selector":     automation(nil, false),
+		"one pair":        automation(map[string]string{"team": "a"}, false),
+		"two pairs":       automation(map[string]string{"team": "a", "app": "web"}, false),
+		"expressions":     exprs,
+		"pairs and exprs": mixed,
+		"invalid":         invalid,
+		"discovery":       automation(map[string]string{"team": "z"}, true, "own"),
+	}
+	pols := []imagev1.ImagePolicy{
+		policy("none", nil, "1"),
+		policy("team-a", map[string]string{"team": "a"}, "1"),
+		policy("team-b", map[string]string{"team": "b"}, "1"),
+		policy("web", map[string]string{"team": "a", "app": "web", "tier": "front"}, "1"),
+		policy("own", nil, "1"),
+		policy("made", map[string]string{imagev1.DiscoveredByLabel: "auto"}, ""),
+	}
+	concerned := 0
+	for name, a := range autos {
+		keys := AutomationKeys(a)
+		sel, _ := Selector(a)
+		for _, p := range pols {
+			if !Concerns(a, sel, &p) {
+				continue
+			}
+			concerned++
+			if !slices.ContainsFunc(PolicyKeys(&p), func(k string) bool { return slices.Contains(keys, k) }) {
+				t.Errorf("%s: concerned by %s, but keys %v and %v share none", name, p.Name, keys, PolicyKeys(&p))
+			}
+		}
+	}
+	if concerned < 10 {
+		t.Errorf("only %d concerned pairs: the table no longer tests much", concerned)
+	}
+	for _, name := range []string{"one pair", "two pairs", "pairs and exprs"} {
+		if keys := AutomationKeys(autos[name]); slices.Contains(keys, AnyPolicy) {
+			t.Errorf("%s: indexed under AnyPolicy %v, found by every policy", name, keys)
+		}
+	}
+	if keys := AutomationKeys(autos["invalid"]); len(keys) != 0 {
+		t.Errorf("an invalid selector is indexed %v; it applies nothing", keys)
 	}
 }
 
