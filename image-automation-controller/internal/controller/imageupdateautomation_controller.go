@@ -85,7 +85,7 @@ type ImageUpdateAutomationReconciler struct {
 	// heads, sources and policies share reads between runs (sharedReads).
 	heads    sharedReads[string]
 	sources  sharedReads[*source]
-	policies sharedReads[[]imagev1.ImagePolicy]
+	policies sharedReads[*imagev1.ImagePolicy]
 
 	// apps is the Application cache and watch (applications.go).
 	apps *applications

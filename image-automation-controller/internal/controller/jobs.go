@@ -217,18 +217,13 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 	if existing != nil || err != nil {
 		return existing, existing != nil, err
 	}
-	if len(spec.Update.Setters) > 0 {
-		// Past the cache, shared by the runs asking at once.
-		pols, err := r.policies.read(ctx, obj.Namespace, func(ctx context.Context) ([]imagev1.ImagePolicy, error) {
-			list := &imagev1.ImagePolicyList{}
-			err := r.APIReader.List(ctx, list, client.InNamespace(obj.Namespace))
-			return list.Items, err
-		})
+	if setters := unheld(spec.Update.Setters, obj.Status.Holds); len(setters) > 0 {
+		pols, err := r.readSetPolicies(ctx, setters)
 		if err != nil {
 			r.recent.drop(job)
-			return nil, false, fmt.Errorf("listing ImagePolicies: %w", err)
+			return nil, false, err
 		}
-		if err := moved(unheld(spec.Update.Setters, obj.Status.Holds), pols); err != nil {
+		if err := moved(setters, pols); err != nil {
 			r.recent.drop(job)
 			return nil, false, err
 		}
@@ -491,6 +486,41 @@ func policyValues(setters []updatev1.PolicySetter) map[string]meta.ImageRef {
 		out[s.Policy] = s.ImageRef
 	}
 	return out
+}
+
+// readSetPolicies reads the policies the setters name past the cache, each
+// once, and each read shared by the runs asking at once (a monorepo's
+// automations follow one policy). A policy that is gone is left out. Not
+// a list of the namespace: at 30,000 policies in one namespace that list
+// took the API server longer than its request timeout.
+func (r *ImageUpdateAutomationReconciler) readSetPolicies(ctx context.Context, setters []updatev1.PolicySetter) ([]imagev1.ImagePolicy, error) {
+	var out []imagev1.ImagePolicy
+	seen := map[string]bool{}
+	for _, st := range setters {
+		if seen[st.Policy] {
+			continue
+		}
+		seen[st.Policy] = true
+		ns, name, ok := updatev1.SplitPolicyKey(st.Policy)
+		if !ok {
+			continue
+		}
+		p, err := r.policies.read(ctx, st.Policy, func(ctx context.Context) (*imagev1.ImagePolicy, error) {
+			p := &imagev1.ImagePolicy{}
+			err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p)
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return p, err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading ImagePolicy %s: %w", st.Policy, err)
+		}
+		if p != nil {
+			out = append(out, *p)
+		}
+	}
+	return out, nil
 }
 
 // moved returns a *policyBusyError when a policy no longer has the value

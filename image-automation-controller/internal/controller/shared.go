@@ -13,8 +13,8 @@ import (
 // sharedReads shares reads between the automations that read the same
 // thing: a monorepo's thousand automations on main, woken by one tag,
 // would otherwise list main's head a thousand times (one git round trip
-// each), and read its GitRepository and Secret and the namespace's
-// policies from the API server a thousand times. A run that asks while a
+// each), and read its GitRepository and Secret and the policy they set
+// from the API server a thousand times. A run that asks while a
 // read of its key is in flight joins the next read, which starts once that
 // one ends, so after it asked: its answer is as fresh as a read of its
 // own, and a push (or a Secret changed) just before the run is never
