@@ -31,12 +31,7 @@ import (
 // tag-only marker, which alone would not notice), the job fails with
 // VerifiedImageMoved and commits nothing.
 func TestRunRefusesAVerifiedTagThatMoved(t *testing.T) {
-	reg := testregistry.New(t, testregistry.Options{})
-	srv := testgit.New(t, testgit.Options{})
-	ns := env.Namespace(t)
-	verified := reg.Push(t, "podinfo", "6.5.0")
-	create(t, &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"},
-		Spec: imagev1.ImageRepositorySpec{Image: reg.Repo("podinfo"), Insecure: true, Interval: metav1.Duration{Duration: time.Hour}}})
+	reg, srv, ns, verified := verifiedPodinfo(t)
 	setVerified := func(j *updatev1.UpdateJob) {
 		s := &j.Spec.Update.Setters[0]
 		s.Name, s.Tag, s.Digest = reg.Repo("podinfo"), "6.5.0", verified
@@ -173,12 +168,7 @@ func TestRunReadsAVerifiedTagAsTheScanReachesIt(t *testing.T) {
 // refuses the commit, so no job of the group writes it.
 func TestGroupRefusesAVerifiedTagThatMoved(t *testing.T) {
 	ctx := context.Background()
-	reg := testregistry.New(t, testregistry.Options{})
-	srv := testgit.New(t, testgit.Options{})
-	ns := env.Namespace(t)
-	verified := reg.Push(t, "podinfo", "6.5.0")
-	create(t, &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"},
-		Spec: imagev1.ImageRepositorySpec{Image: reg.Repo("podinfo"), Insecure: true, Interval: metav1.Duration{Duration: time.Hour}}})
+	reg, srv, ns, verified := verifiedPodinfo(t)
 	const n = 6
 	files := map[string]string{}
 	for i := range n {
@@ -219,4 +209,16 @@ func TestGroupRefusesAVerifiedTagThatMoved(t *testing.T) {
 	if after := head(t, srv, "mono", "main"); after != before {
 		t.Errorf("main moved to %s: the re-pushed tag was written", after)
 	}
+}
+
+// verifiedPodinfo is a registry with podinfo:6.5.0 (its digest, verified),
+// the namespace's ImageRepository of it, and a git server.
+func verifiedPodinfo(t *testing.T) (*testregistry.Registry, *testgit.Server, string, string) {
+	reg := testregistry.New(t, testregistry.Options{})
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	verified := reg.Push(t, "podinfo", "6.5.0")
+	create(t, &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "podinfo"},
+		Spec: imagev1.ImageRepositorySpec{Image: reg.Repo("podinfo"), Insecure: true, Interval: metav1.Duration{Duration: time.Hour}}})
+	return reg, srv, ns, verified
 }
