@@ -318,29 +318,26 @@ const policyKeyIndex = ".spec.policySelector.keys"
 // once its own cache has synced.
 func (r *ImageUpdateAutomationReconciler) policyHandler() handler.EventHandler {
 	enqueue := func(ctx context.Context, q workqueueAdder, pols ...*imagev1.ImagePolicy) {
-		seen := map[string]bool{}
+		keys := map[string]bool{}
 		for _, p := range pols {
-			for _, key := range selection.PolicyKeys(p) {
-				list := &imagev1.ImageUpdateAutomationList{}
-				if err := r.List(ctx, list, client.InNamespace(p.Namespace), client.MatchingFields{policyKeyIndex: key},
-					client.UnsafeDisableDeepCopy); err != nil {
-					ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for an ImagePolicy change")
-					return
+			for _, k := range selection.PolicyKeys(p) {
+				keys[k] = true
+			}
+		}
+		seen := map[string]bool{}
+		for key := range keys {
+			list := &imagev1.ImageUpdateAutomationList{}
+			if err := r.List(ctx, list, client.InNamespace(pols[0].Namespace), client.MatchingFields{policyKeyIndex: key},
+				client.UnsafeDisableDeepCopy); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for an ImagePolicy change")
+				return
+			}
+			for i := range list.Items {
+				a := &list.Items[i]
+				if !seen[a.Name] && concernsAny(a, pols) {
+					q.Add(ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 				}
-				for i := range list.Items {
-					a := &list.Items[i]
-					if seen[a.Name] {
-						continue
-					}
-					sel, err := selection.Selector(a)
-					if err != nil {
-						continue // Stalled until its spec changes
-					}
-					if slices.ContainsFunc(pols, func(p *imagev1.ImagePolicy) bool { return selection.Concerns(a, sel, p) }) {
-						seen[a.Name] = true
-						q.Add(ctrlreconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
-					}
-				}
+				seen[a.Name] = true
 			}
 		}
 	}
@@ -364,6 +361,15 @@ func (r *ImageUpdateAutomationReconciler) policyHandler() handler.EventHandler {
 			}
 		},
 	}
+}
+
+// concernsAny reports whether a change of any of pols concerns a.
+func concernsAny(a *imagev1.ImageUpdateAutomation, pols []*imagev1.ImagePolicy) bool {
+	sel, err := selection.Selector(a)
+	if err != nil {
+		return false // Stalled until its spec changes
+	}
+	return slices.ContainsFunc(pols, func(p *imagev1.ImagePolicy) bool { return selection.Concerns(a, sel, p) })
 }
 
 type workqueueAdder = workqueue.TypedRateLimitingInterface[ctrlreconcile.Request]

@@ -134,7 +134,7 @@ func (r *ImageUpdateAutomationReconciler) readSource(ctx context.Context, s *sco
 func (r *ImageUpdateAutomationReconciler) readPolicies(ctx context.Context, s *scope) (reconcile.Result, error) {
 	list := &imagev1.ImagePolicyList{}
 	opts := []client.ListOption{client.InNamespace(s.Obj.Namespace)}
-	if s.Obj.Spec.Discover == nil && s.State.sel != nil && !s.State.sel.Empty() {
+	if s.Obj.Spec.Discover == nil {
 		opts = append(opts, client.MatchingLabelsSelector{Selector: s.State.sel})
 	}
 	if err := r.List(ctx, list, opts...); err != nil {

@@ -210,7 +210,9 @@ func (r *UpdateJobReconciler) hooks(job *updatev1.UpdateJob, plan writeback.Plan
 	hooks := engine.Hooks{
 		// What was verified is what is written: the verified images'
 		// tags are read again right before the commit.
-		BeforeCommit: func(ctx context.Context, _ *engine.Change) error { return r.checkVerified(ctx, job) },
+		BeforeCommit: func(ctx context.Context, _ *engine.Change) error {
+			return r.checkVerified(ctx, job.Spec.Update.Setters)
+		},
 		BeforePush: func(ctx context.Context, p engine.Push) error {
 			if err := l.verify(ctx); err != nil || p.PullRequest {
 				return err

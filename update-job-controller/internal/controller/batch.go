@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -135,8 +134,7 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 	auth, signer, secrets, err := r.gitAndSigner(ctx, job)
 	var taking []*jobRun
 	var plans []writeback.Plan
-	verify := &updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
-	seen := map[string]bool{}
+	var verified []updatev1.PolicySetter
 	for i, run := range runs {
 		run.secrets, run.started = secrets, st.started
 		switch {
@@ -146,7 +144,7 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 			run.err = err
 		default:
 			taking, plans = append(taking, run), append(plans, run.plan)
-			addVerified(verify, specs[i].Setters, seen)
+			verified = append(verified, specs[i].Setters...)
 		}
 	}
 	if len(plans) == 0 {
@@ -155,7 +153,7 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 	hooks := engine.Hooks{
 		// What was verified is what is written, for every update the
 		// commit may carry: one moved tag refuses the commit.
-		BeforeCommit: func(ctx context.Context, _ *engine.Change) error { return r.checkVerified(ctx, verify) },
+		BeforeCommit: func(ctx context.Context, _ *engine.Change) error { return r.checkVerified(ctx, verified) },
 		BeforePush: func(ctx context.Context, p engine.Push) error {
 			if err := st.claim.verify(ctx); err != nil {
 				return err
@@ -222,23 +220,6 @@ func lastTry(err error, why string) error {
 		return err
 	}
 	return conditions.Stall(f.Reason, fmt.Errorf("%w (not retried: %s)", err, why)).Redacting(f.Secrets...)
-}
-
-// addVerified adds to job, for checkVerified, the verified setters of an
-// update, each image once across the batch (a monorepo's automations set
-// the same policies).
-func addVerified(job *updatev1.UpdateJob, setters []updatev1.PolicySetter, seen map[string]bool) {
-	for _, s := range setters {
-		if s.Verified == nil {
-			continue
-		}
-		k := strings.Join([]string{s.Policy, s.Name, s.Tag, s.Digest, s.Verified.Digest,
-			s.Verified.ImageRepository.Namespace, s.Verified.ImageRepository.Name}, "\x00")
-		if !seen[k] {
-			seen[k] = true
-			job.Spec.Update.Setters = append(job.Spec.Update.Setters, s)
-		}
-	}
 }
 
 // batchOutcome writes each member's outcome into the job, within the

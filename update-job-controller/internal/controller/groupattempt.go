@@ -192,17 +192,15 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 	// carried are the indexes of the plans the pushed commit carries.
 	var carried []int
 	plans := []writeback.Plan{st.plan}
-	verify := &updatev1.UpdateJob{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name}}
-	seen := map[string]bool{}
-	addVerified(verify, job.Spec.Update.Setters, seen)
+	verified := slices.Clone(job.Spec.Update.Setters)
 	for _, m := range g.members {
 		plans = append(plans, m.run.plan)
-		addVerified(verify, m.job.Spec.Update.Setters, seen)
+		verified = append(verified, m.job.Spec.Update.Setters...)
 	}
 	hooks := engine.Hooks{
 		// What was verified is what is written, as for a job alone and a
 		// batch: one moved tag refuses the commit.
-		BeforeCommit: func(ctx context.Context, _ *engine.Change) error { return r.checkVerified(ctx, verify) },
+		BeforeCommit: func(ctx context.Context, _ *engine.Change) error { return r.checkVerified(ctx, verified) },
 		BeforePush: func(ctx context.Context, p engine.Push) error {
 			if err := st.claim.verify(ctx); err != nil {
 				return err

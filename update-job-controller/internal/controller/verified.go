@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -27,12 +28,22 @@ const verifiedReadTimeout = 30 * time.Second
 // verified setter's tag points to, and refuses the commit (terminal,
 // VerifiedImageMoved) when it is no longer the digest the policy verified,
 // or cannot be read: the job never writes an image whose signature was
-// not checked, whichever marker (tag or digest) writes it.
-func (r *UpdateJobReconciler) checkVerified(ctx context.Context, job *updatev1.UpdateJob) error {
-	for _, s := range job.Spec.Update.Setters {
+// not checked, whichever marker (tag or digest) writes it. The setters
+// are every update's the commit may carry (a batch's, a group's): each
+// verified image is read once, as a monorepo's updates set the same
+// policies.
+func (r *UpdateJobReconciler) checkVerified(ctx context.Context, setters []updatev1.PolicySetter) error {
+	seen := map[string]bool{}
+	for _, s := range setters {
 		if s.Verified == nil {
 			continue
 		}
+		k := strings.Join([]string{s.Policy, s.Name, s.Tag, s.Digest, s.Verified.Digest,
+			s.Verified.ImageRepository.Namespace, s.Verified.ImageRepository.Name}, "\x00")
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
 		digest, secrets, err := r.tagDigest(ctx, s)
 		if err != nil {
 			return &engine.Error{Kind: engine.KindImageMoved, Terminal: true, Err: fmt.Errorf(
