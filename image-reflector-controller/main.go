@@ -64,14 +64,17 @@ type reflector struct {
 
 func (r *reflector) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&r.storagePath, "storage-path", app.DataDir(name, "/data"), "Directory of the tag database (the chart mounts /data).")
-	// Ceilings, not rates: the limiter slows down by itself when a
-	// registry answers 429 or 503, sends Retry-After or announces a
-	// nearly used quota. 100 a second is a tenth of Artifact
-	// Registry's default per-project quota (60,000 a minute) and
-	// above Docker Hub's per-address abuse limit ("thousands a
-	// minute"), which answers 429 and so is found; the fixed 10 it
-	// replaces cost 200 s on a cold start of 1,000 repositories.
-	fs.Float64Var(&r.registryQPS, "registry-qps", 100, "The most requests per second to each registry host. The rate starts there, drops when the host answers 429 or 503, sends Retry-After or announces a nearly used quota, and climbs back while the host keeps up.")
+	// Ceilings, not rates: the rate starts at 100 a second (the fixed
+	// ceiling before, below which no host has seen anything new),
+	// doubles each second while requests queue until a host first
+	// refuses, and slows down by itself when a registry answers 429 or
+	// 503, sends Retry-After or announces a nearly used quota. 500 a
+	// second is half of Artifact Registry's default per-project quota
+	// (60,000 a minute) and above Docker Hub's per-address abuse limit
+	// ("thousands a minute"), which answers 429 and so is found; a
+	// ceiling of 100 made a cold start of 10,000 repositories on one
+	// registry take at least 100 s.
+	fs.Float64Var(&r.registryQPS, "registry-qps", 500, "The most requests per second to each registry host. The rate starts at 100 (or the ceiling, if lower), doubles each second while requests wait for it until the host first refuses, drops when the host answers 429 or 503, sends Retry-After or announces a nearly used quota, and climbs back while requests wait and the host keeps up.")
 	fs.IntVar(&r.registryBurst, "registry-burst", 100, "The most requests sent at once to each registry host, at the --registry-qps ceiling; the burst shrinks with the rate.")
 	fs.StringVar(&r.webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
 	fs.BoolVar(&r.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)

@@ -38,6 +38,23 @@ const (
 	// hold and twice it, where the registry refused last, growth is a
 	// tenth of that.
 	growth = 0.1
+	// startQPS is where a host's rate starts below a higher ceiling: the
+	// fixed ceiling the limiter had before it learned to climb, so a host
+	// sees nothing faster than before until requests queue for it.
+	startQPS = 100
+	// slowStartGrowth is growth until a host first refuses: each answered
+	// request adds ln 2 requests per second, so while requests queue the
+	// rate doubles every second (from startQPS to the default ceiling of
+	// 500 in about 2.3 s). A ceiling the operator set is not a rate the
+	// registry has shown it takes; a first refusal ends the slow start
+	// and AIMD takes over.
+	slowStartGrowth = math.Ln2
+	// queuedWithin: the rate grows only while requests wait for their
+	// turn, as TCP's window grows only while it limits the sender (RFC
+	// 7661). Without it, a host with few requests would climb to the
+	// ceiling over hours, and a burst after a restart would go out at a
+	// rate it never proved to take.
+	queuedWithin = time.Second
 	// floorQPS is the least the rate drops to; Retry-After and quotas
 	// pause below it.
 	floorQPS = 0.5
@@ -93,6 +110,10 @@ type hostLimiter struct {
 	// hold caps growth until holdUntil.
 	hold      float64
 	holdUntil time.Time
+	// refused ends the slow start: the host has refused once.
+	refused bool
+	// queuedAt is when a request last waited for the bucket.
+	queuedAt time.Time
 	// decreasedAt: a refusal of a request sent before it was an answer to
 	// the old rate and does not decrease again.
 	decreasedAt time.Time
@@ -110,7 +131,10 @@ type quotaPace struct {
 func newHostLimiter(host string, ceiling float64, burst int, fixed bool, maxPause time.Duration, m *Metrics) *hostLimiter {
 	h := &hostLimiter{host: host, ceiling: ceiling, burst: burst, fixed: fixed, maxPause: maxPause, metrics: m,
 		bucket: rate.NewLimiter(rate.Limit(ceiling), burst), rate: ceiling}
-	m.Allowed.WithLabelValues(host).Set(ceiling)
+	if !fixed && ceiling > startQPS {
+		h.rate = startQPS
+	}
+	h.apply(time.Now())
 	return h
 }
 
@@ -149,7 +173,10 @@ func (h *hostLimiter) reserve(now time.Time, k kind) reservation {
 	}
 	r := h.bucket.ReserveN(at, 1)
 	rs = append(rs, r)
-	at = at.Add(r.DelayFrom(at))
+	if d := r.DelayFrom(at); d > 0 {
+		h.queuedAt = now
+		at = at.Add(d)
+	}
 	return reservation{delay: at.Sub(now), rs: rs, at: now}
 }
 
@@ -227,13 +254,16 @@ func (h *hostLimiter) observe(sent, now time.Time, k kind, resp *http.Response) 
 			h.hold = max(h.hold, h.rate)
 			h.holdUntil = now.Add(holdFor)
 			h.decreasedAt = now
+			h.refused = true
 			h.apply(now)
 		}
-	case resp.StatusCode < http.StatusInternalServerError && h.rate < h.ceiling:
-		// Answered, not refused: a 404 or 401 says the registry is
-		// keeping up as much as a 200.
+	case resp.StatusCode < http.StatusInternalServerError && h.rate < h.ceiling && !h.queuedAt.IsZero() && now.Sub(h.queuedAt) <= queuedWithin:
+		// Answered, not refused, while requests queue: a 404 or 401
+		// says the registry is keeping up as much as a 200.
 		limit, step := h.ceiling, growth
 		switch {
+		case !h.refused:
+			step = slowStartGrowth
 		case now.Before(h.holdUntil):
 			limit = h.hold
 		case h.rate >= h.hold && h.rate < 2*h.hold:

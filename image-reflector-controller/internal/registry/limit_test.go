@@ -203,6 +203,65 @@ func TestAdaptiveConverges(t *testing.T) {
 	}
 }
 
+// TestSlowStart proves, in virtual time, where the rate starts below a
+// higher ceiling and how it climbs: at startQPS, doubling about every
+// second while requests queue, to the ceiling of a registry that keeps up
+// within a few seconds and with no refusal; on a registry with a silent
+// limit, a single round of refusals ends the climb; and with few requests,
+// which never queue, it does not climb at all.
+func TestSlowStart(t *testing.T) {
+	const ceiling, burst = 500, 100
+	t.Run("a registry that keeps up", func(t *testing.T) {
+		h := newHostLimiter("r.example.com", ceiling, burst, false, 30*time.Second, NewMetrics())
+		if h.rate != startQPS {
+			t.Fatalf("starts at %.0f a second, want %d", h.rate, startQPS)
+		}
+		reg := simRegistry{qps: 1e6, burst: 1e6}
+		second := simulate(h, &reg, 16, 2*time.Millisecond, time.Second)
+		if second.rate < 1.5*startQPS || second.rate > 2.5*startQPS {
+			t.Errorf("after a busy second the rate is %.0f, want about double %d", second.rate, startQPS)
+		}
+		h = newHostLimiter("r.example.com", ceiling, burst, false, 30*time.Second, NewMetrics())
+		reg = simRegistry{qps: 1e6, burst: 1e6}
+		got := simulate(h, &reg, 16, 2*time.Millisecond, 4*time.Second)
+		if got.rate != ceiling || got.refused != 0 {
+			t.Errorf("after 4 busy seconds: rate %.0f, %d refused; want the ceiling, none", got.rate, got.refused)
+		}
+		if most := ceiling + burst; got.maxPerSecond > most {
+			t.Errorf("%d requests in one second, above the ceiling's %d", got.maxPerSecond, most)
+		}
+	})
+	t.Run("a silent limit between start and ceiling", func(t *testing.T) {
+		h := newHostLimiter("r.example.com", ceiling, burst, false, 30*time.Second, NewMetrics())
+		reg := simRegistry{qps: 250, burst: 50}
+		got := simulate(h, &reg, 16, 2*time.Millisecond, 5*time.Minute)
+		if !h.refused || got.rate >= reg.qps {
+			t.Errorf("rate %.0f, refused %v: want below the registry's %.0f after its refusals", got.rate, h.refused, reg.qps)
+		}
+		if use := float64(got.lateAnswered) / 150 / reg.qps; use < 0.6 {
+			t.Errorf("used %.0f%% of the registry's limit once settled, want at least 60%%", 100*use)
+		}
+		if most := 150/int(holdFor.Seconds()) + 2; got.lateRefused > most {
+			t.Errorf("%d refusals in the second half, want at most %d", got.lateRefused, most)
+		}
+	})
+	t.Run("few requests", func(t *testing.T) {
+		h := newHostLimiter("r.example.com", ceiling, burst, false, 30*time.Second, NewMetrics())
+		reg := simRegistry{qps: 1e6, burst: 1e6}
+		// Two workers with 50 ms answers send 40 a second, under the
+		// start: nothing queues, so nothing grows.
+		got := simulate(h, &reg, 2, 50*time.Millisecond, 10*time.Minute)
+		if got.rate != startQPS {
+			t.Errorf("after 10 minutes of 40 requests a second the rate is %.0f, want %d still", got.rate, startQPS)
+		}
+	})
+	t.Run("a ceiling below the start", func(t *testing.T) {
+		if h := newHostLimiter("r.example.com", 20, 10, false, 30*time.Second, NewMetrics()); h.rate != 20 {
+			t.Errorf("starts at %.0f, want the ceiling, 20", h.rate)
+		}
+	})
+}
+
 // TestParseQuota proves the rate-limit headers registries send are read:
 // Docker Hub's with a window, GitHub's X- forms with a Unix reset, a reset
 // in seconds, lists, and nonsense ignored.

@@ -7,9 +7,12 @@
 // that, it overruns a registry that cannot take it. Registries say when
 // they are overrun, so the limiter listens instead of guessing:
 //
-//   - It starts at the ceiling, --registry-qps with --registry-burst, and
-//     never exceeds it: the operator's bound for a registry that gives no
-//     feedback.
+//   - It never exceeds the ceiling, --registry-qps with --registry-burst:
+//     the operator's bound for a registry that gives no feedback. It
+//     starts below it, at 100 a second (the fixed ceiling of before), and
+//     until a host first refuses, doubles each second while requests wait
+//     for their turn: a fast registry is found in seconds, and a ceiling
+//     is never taken for a rate the registry has shown it takes.
 //   - A 429 or 503 halves the rate once per round of requests in flight
 //     (a refusal of a request sent before the last decrease answers the
 //     old rate), and growth then stops at 90% of the refused rate for a
@@ -17,9 +20,13 @@
 //     minute, not at every probe. Retry-After pauses every request to the
 //     host, not only the refused one (at most MaxBackoff); requests queued
 //     at the old rate wait it out too, and the refused one is retried.
-//   - Every answered request adds a tenth of a request per second: busy,
-//     the rate grows 10% a second, a tenth of that just past where the
-//     registry last refused; idle, not at all.
+//   - After that, every answered request adds a tenth of a request per
+//     second: busy, the rate grows 10% a second, a tenth of that just past
+//     where the registry last refused. It grows only while requests wait
+//     for their turn (as TCP's window grows only while it limits the
+//     sender): a host with few requests stays where it is, rather than
+//     climb over hours to a rate a burst after a restart would then use
+//     unproven.
 //   - Quotas a registry announces (RateLimit-Limit and -Remaining, e.g.
 //     Docker Hub's "100;w=21600", or X-RateLimit-*) are exported per host,
 //     and when less than a tenth is left the requests of the kind that
@@ -91,7 +98,7 @@ func NewMetrics() *Metrics {
 		Retried: prometheus.NewCounterVec(opts("registry_retried_requests_total",
 			"Registry requests retried after a 429 or 503, by host."), []string{"host"}),
 		Allowed: gauge("registry_allowed_requests_per_second",
-			"Requests per second the adaptive limiter allows to each registry host now: --registry-qps until the host throttles, lower after."),
+			"Requests per second the adaptive limiter allows to each registry host now: from 100 (or --registry-qps, if lower) up to --registry-qps while requests wait and the host keeps up, lower after it throttles."),
 		QuotaLimit: gauge("registry_ratelimit_limit",
 			"The request quota a registry host last announced (RateLimit-Limit or X-RateLimit-Limit), per its window."),
 		QuotaRemaining: gauge("registry_ratelimit_remaining",
