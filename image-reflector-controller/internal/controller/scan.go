@@ -152,11 +152,23 @@ func latestTags(sorted []string, n int) []string {
 
 // recentTags are the n tags of e first seen last, newest first (ties in
 // descending string order, as LatestTags), with their build times where
-// known: what the dashboard's image page lists. One pass over the tags
-// keeping the best n, since a repository may hold a million.
+// known: what the dashboard's image page lists. Tags first seen when the
+// oldest were, by the first scan, are left out unless their build time is
+// known: the first scan saw them all at once, so none is newer than
+// another, and ten of them with the scan's time would only repeat
+// LatestTags at twice its size in every ImageRepository's status, which
+// the API server decodes, validates and stores on each write. One pass
+// over the tags for the oldest and one keeping the best n, since a
+// repository may hold a million.
 func recentTags(e store.Entry, n int) []imagev1.TagTimes {
-	if len(e.Times) != len(e.Tags) || n <= 0 {
+	if len(e.Times) != len(e.Tags) || n <= 0 || len(e.Tags) == 0 {
 		return nil
+	}
+	oldest := e.Times[0].Seen
+	for _, t := range e.Times[1:] {
+		if t.Seen.Before(oldest) {
+			oldest = t.Seen
+		}
 	}
 	newer := func(i, j int) bool {
 		if a, b := e.Times[i].Seen, e.Times[j].Seen; !a.Equal(b) {
@@ -166,6 +178,9 @@ func recentTags(e store.Entry, n int) []imagev1.TagTimes {
 	}
 	best := make([]int, 0, n+1)
 	for i := range e.Tags {
+		if e.Times[i].Seen.Equal(oldest) && e.Times[i].Created.IsZero() {
+			continue
+		}
 		if len(best) == n && !newer(i, best[n-1]) {
 			continue
 		}
@@ -177,6 +192,9 @@ func recentTags(e store.Entry, n int) []imagev1.TagTimes {
 		if len(best) > n {
 			best = best[:n]
 		}
+	}
+	if len(best) == 0 {
+		return nil
 	}
 	out := make([]imagev1.TagTimes, len(best))
 	for k, i := range best {

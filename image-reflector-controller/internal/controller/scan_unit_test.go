@@ -70,32 +70,44 @@ func TestFilterRevisionLatest(t *testing.T) {
 
 // The image page's recent tags are the tags first seen last, newest first,
 // ties by descending string order, capped, with build times only where the
-// store knows them.
+// store knows them; the tags the first scan listed are left out, unless
+// their build time is known, since they were all first seen at once.
 func TestRecentTagsAreTheLastFirstSeen(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	built := t0.Add(-time.Hour)
 	e := store.Entry{
-		Tags: []string{"1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.1.0"},
+		Tags: []string{"1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.1.0", "2.2.0", "2.3.0"},
 		Times: []store.Times{
-			{Seen: t0}, {Seen: t0}, {Seen: t0.Add(2 * time.Hour), Created: built}, {Seen: t0}, {Seen: t0.Add(time.Hour)},
+			{Seen: t0}, {Seen: t0, Created: built}, {Seen: t0.Add(2 * time.Hour), Created: built}, {Seen: t0},
+			{Seen: t0.Add(time.Hour)}, {Seen: t0.Add(time.Hour)}, {Seen: t0.Add(time.Hour)},
 		},
 	}
-	got := recentTags(e, 3)
-	var names []string
-	for _, g := range got {
-		names = append(names, g.Tag)
+	names := func(tt []imagev1.TagTimes) []string {
+		var out []string
+		for _, g := range tt {
+			out = append(out, g.Tag)
+		}
+		return out
 	}
-	if want := []string{"1.2.0", "2.1.0", "2.0.0"}; !slices.Equal(names, want) {
-		t.Fatalf("recent tags = %v, want %v", names, want)
+	got := recentTags(e, 3)
+	if want := []string{"1.2.0", "2.3.0", "2.2.0"}; !slices.Equal(names(got), want) {
+		t.Fatalf("recent tags = %v, want %v", names(got), want)
 	}
 	if got[0].Created == nil || !got[0].Created.Time.Equal(built) || got[1].Created != nil {
 		t.Errorf("build times = %v, %v; want %v, none", got[0].Created, got[1].Created, built)
 	}
 	if !got[1].FirstSeen.Time.Equal(t0.Add(time.Hour)) {
-		t.Errorf("first seen of 2.1.0 = %v", got[1].FirstSeen)
+		t.Errorf("first seen of 2.3.0 = %v", got[1].FirstSeen)
 	}
-	if n := len(recentTags(e, 10)); n != 5 {
-		t.Errorf("with room for 10: %d tags, want 5", n)
+	// With room for all: 1.0.0 and 2.0.0 came with the first scan and
+	// have no build time; 1.1.0 came with it too, but its build time is
+	// known.
+	if got, want := names(recentTags(e, 10)), []string{"1.2.0", "2.3.0", "2.2.0", "2.1.0", "1.1.0"}; !slices.Equal(got, want) {
+		t.Errorf("with room for 10: %v, want %v", got, want)
+	}
+	first := store.Entry{Tags: []string{"1.0.0", "1.1.0"}, Times: []store.Times{{Seen: t0}, {Seen: t0}}}
+	if r := recentTags(first, 3); r != nil {
+		t.Errorf("after the first scan alone: %v, want none", r)
 	}
 	if r := recentTags(store.Entry{Tags: []string{"a"}}, 3); r != nil {
 		t.Errorf("an entry without times gave %v", r)

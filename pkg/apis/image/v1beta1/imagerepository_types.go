@@ -115,7 +115,8 @@ type ScanResult struct {
 	// RecentTags are up to ten tags a scan first listed last, newest
 	// first, with when and, where known, when their images were built
 	// (known once a policy asked: newestBuild, a minimum age by build
-	// time, a Helm index).
+	// time, a Helm index). Tags the first scan listed are left out
+	// unless their build time is known: all were first seen at once.
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
 	RecentTags []TagTimes `json:"recentTags,omitempty"`
