@@ -174,7 +174,7 @@ func (r *ImageRepositoryReconciler) forgetTags(_ context.Context, obj *imagev1.I
 // forget drops what is kept of a repository that is gone: its stored
 // tags and its series.
 func (r *ImageRepositoryReconciler) forget(key client.ObjectKey) {
-	r.ScanMetrics.StoredTags.DeleteLabelValues(key.Namespace, key.Name)
+	r.ScanMetrics.StoredTags.Delete(key.Namespace, key.Name)
 	if err := r.Store.Delete(key.String()); err != nil {
 		ctrl.Log.WithName("store").Error(err, "removing the stored tags of a deleted ImageRepository", "object", key.String())
 	}
@@ -299,7 +299,7 @@ func (r *ImageRepositoryReconciler) record(_ context.Context, s *repositoryScope
 	} else {
 		r.ScanMetrics.Scans.WithLabelValues("scanned").Inc()
 	}
-	r.ScanMetrics.StoredTags.WithLabelValues(obj.Namespace, obj.Name).Set(float64(len(entry.Tags)))
+	r.ScanMetrics.StoredTags.Set(float64(len(entry.Tags)), obj.Namespace, obj.Name)
 	r.ScanMetrics.StoreBytes.Set(float64(r.Store.Size()))
 
 	obj.Status.LastScanResult = &imagev1.ScanResult{

@@ -20,6 +20,7 @@ import (
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
 
 // helmChart is a chart of a Helm repository reached over HTTP(S): an
@@ -240,7 +241,7 @@ func (f *freshScans) put(key, object string, at time.Time) {
 type ScanMetrics struct {
 	Duration   prometheus.Histogram
 	Scans      *prometheus.CounterVec
-	StoredTags *prometheus.GaugeVec
+	StoredTags *metrics.ObjectGauge
 	StoreBytes prometheus.Gauge
 }
 
@@ -254,8 +255,8 @@ func NewScanMetrics() *ScanMetrics {
 		Scans: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "scans_total", Help: "Scans by result: scanned (from the registry), shared (another repository's recent scan), failed."},
 			[]string{"result"}),
-		StoredTags: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "stored_tags", Help: "Tags stored per ImageRepository."}, []string{"namespace", "name"}),
+		StoredTags: metrics.NewObjectGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "stored_tags", Help: "Tags stored per ImageRepository."}, "namespace", "name"),
 		StoreBytes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "store_size_bytes", Help: "Bytes the tag store occupies on disk."}),
 	}

@@ -22,9 +22,9 @@ var conditionStatuses = []metav1.ConditionStatus{metav1.ConditionTrue, metav1.Co
 // Recorder records the shared controller metrics of one controller.
 type Recorder struct {
 	duration *prometheus.HistogramVec
-	ready    *prometheus.GaugeVec
-	suspend  *prometheus.GaugeVec
-	full     *prometheus.GaugeVec
+	ready    *ObjectGauge
+	suspend  *ObjectGauge
+	full     *ObjectGauge
 }
 
 // NewRecorder returns a Recorder whose metrics are named
@@ -40,26 +40,26 @@ func NewRecorder(subsystem string) *Recorder {
 			Help:      "Duration of reconciliations, by kind.",
 			Buckets:   []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"kind"}),
-		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		ready: NewObjectGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
 			Subsystem: subsystem,
 			Name:      "ready_condition",
 			Help:      "The Ready condition of each object: one series, whose status label is the condition's, at 1.",
-		}, []string{"kind", "namespace", "name", "status"}),
-		suspend: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		}, "kind", "namespace", "name", "status"),
+		suspend: NewObjectGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
 			Subsystem: subsystem,
 			Name:      "suspended",
 			Help:      "1 while the object's spec.suspend is true; absent otherwise.",
-		}, []string{"kind", "namespace", "name"}),
+		}, "kind", "namespace", "name"),
 		// Only while it is so: a series per object for a rare state would
 		// double the per-object series for nothing.
-		full: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		full: NewObjectGauge(prometheus.GaugeOpts{
 			Namespace: Namespace,
 			Subsystem: subsystem,
 			Name:      "storage_full",
 			Help:      "1 while the object's Ready condition is False with reason StorageFull (the controller's disk is full); absent otherwise.",
-		}, []string{"kind", "namespace", "name"}),
+		}, "kind", "namespace", "name"),
 	}
 }
 
@@ -97,9 +97,9 @@ func (r *Recorder) RecordReady(kind string, obj Object) {
 		}
 	}
 	if status == metav1.ConditionFalse && reason == conditions.StorageFullReason {
-		r.full.WithLabelValues(kind, obj.GetNamespace(), obj.GetName()).Set(1)
+		r.full.Set(1, kind, obj.GetNamespace(), obj.GetName())
 	} else {
-		r.full.DeleteLabelValues(kind, obj.GetNamespace(), obj.GetName())
+		r.full.Delete(kind, obj.GetNamespace(), obj.GetName())
 	}
 	// One series per object, its status's: the others, at 0, would
 	// triple the series (at 10,000 ImageRepositories and 10,000
@@ -107,9 +107,9 @@ func (r *Recorder) RecordReady(kind string, obj Object) {
 	// for queries that sum or compare to 1 all the same.
 	for _, s := range conditionStatuses {
 		if s == status {
-			r.ready.WithLabelValues(kind, obj.GetNamespace(), obj.GetName(), string(s)).Set(1)
+			r.ready.Set(1, kind, obj.GetNamespace(), obj.GetName(), string(s))
 		} else {
-			r.ready.DeleteLabelValues(kind, obj.GetNamespace(), obj.GetName(), string(s))
+			r.ready.Delete(kind, obj.GetNamespace(), obj.GetName(), string(s))
 		}
 	}
 }
@@ -118,17 +118,17 @@ func (r *Recorder) RecordReady(kind string, obj Object) {
 // absent otherwise.
 func (r *Recorder) RecordSuspend(kind string, obj Object, suspended bool) {
 	if suspended {
-		r.suspend.WithLabelValues(kind, obj.GetNamespace(), obj.GetName()).Set(1)
+		r.suspend.Set(1, kind, obj.GetNamespace(), obj.GetName())
 	} else {
-		r.suspend.DeleteLabelValues(kind, obj.GetNamespace(), obj.GetName())
+		r.suspend.Delete(kind, obj.GetNamespace(), obj.GetName())
 	}
 }
 
 // Forget drops the per-object series of a deleted object.
 func (r *Recorder) Forget(kind, namespace, name string) {
 	for _, s := range conditionStatuses {
-		r.ready.DeleteLabelValues(kind, namespace, name, string(s))
+		r.ready.Delete(kind, namespace, name, string(s))
 	}
-	r.suspend.DeleteLabelValues(kind, namespace, name)
-	r.full.DeleteLabelValues(kind, namespace, name)
+	r.suspend.Delete(kind, namespace, name)
+	r.full.Delete(kind, namespace, name)
 }

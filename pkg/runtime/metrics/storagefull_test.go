@@ -34,8 +34,8 @@ func TestStorageFull(t *testing.T) {
 			t.Errorf("after Ready %s/%s: %d storage_full series, want %d", step.obj.conds[0].Status, step.obj.conds[0].Reason, got, step.want)
 		}
 	}
-	if v := testutil.ToFloat64(r.full.WithLabelValues("ImageRepository", "ns", "a")); v != 1 {
-		t.Errorf("storage_full = %v, want 1", v)
+	if v, ok := r.full.Value("ImageRepository", "ns", "a"); v != 1 || !ok {
+		t.Errorf("storage_full = %v (%v), want 1", v, ok)
 	}
 	r.Forget("ImageRepository", "ns", "a")
 	if got := testutil.CollectAndCount(r.full); got != 0 {
