@@ -12,11 +12,10 @@ import (
 const (
 	// PathIndex indexes ImageWebhooks by status.webhookPath.
 	PathIndex = ".status.webhookPath"
-	// ImageIndex indexes ImageRepositories by their canonical repository
-	// name (imagename.Canonical: docker.io/library/nginx for nginx).
-	ImageIndex = ".spec.image.canonical"
 	// RepositoryPathIndex indexes ImageRepositories by repository path
-	// alone (library/nginx), for senders that do not say the host.
+	// (library/nginx for nginx): senders that do not say the host look
+	// up by it, and a canonical name (imagename.Canonical:
+	// docker.io/library/nginx) by its path, its host checked after.
 	RepositoryPathIndex = ".spec.image.path"
 )
 
@@ -42,11 +41,13 @@ func canonical(o client.Object) (name.Repository, bool) {
 	return repo, true
 }
 
-func indexImage(o client.Object) []string {
+// canonicalName is the repository's imagename.Canonical, "" when its image
+// does not parse.
+func canonicalName(o client.Object) string {
 	if repo, ok := canonical(o); ok {
-		return []string{imagename.Canonical(repo)}
+		return imagename.Canonical(repo)
 	}
-	return nil
+	return ""
 }
 
 func indexRepositoryPath(o client.Object) []string {

@@ -56,7 +56,6 @@ func start(t *testing.T, typ string, o Options) *fixture {
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).
 		WithIndex(&imagev1.ImageWebhook{}, PathIndex, indexPath).
-		WithIndex(&imagev1.ImageRepository{}, ImageIndex, indexImage).
 		WithIndex(&imagev1.ImageRepository{}, RepositoryPathIndex, indexRepositoryPath).
 		WithObjects(wh,
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "hook"}, Data: map[string][]byte{receiver.TokenKey: token}},
@@ -177,6 +176,26 @@ func TestCanonicalMatch(t *testing.T) {
 		t.Fatalf("status %d", got)
 	}
 	waitRequested(t, f, "team/nginx")
+}
+
+// A name is looked up by its path and its host then checked: a call about
+// the same path on another host triggers nothing, and one about the
+// repository's own host triggers it.
+func TestNameOnAnotherHostIsNotMatched(t *testing.T) {
+	f := start(t, imagev1.WebhookGeneric, Options{})
+	auth := map[string]string{"Authorization": "Bearer " + string(f.token)}
+	if got := f.post(t, f.url, `{"repositories":["127.0.0.2:5000/team/app:1.0.0"]}`, auth); got != http.StatusAccepted {
+		t.Fatalf("status %d", got)
+	}
+	// Past the 50 ms window with room: a scan would be requested by now.
+	time.Sleep(500 * time.Millisecond)
+	if got := f.requested(t); len(got) != 0 {
+		t.Fatalf("another host's push requested scans of %v", got)
+	}
+	if got := f.post(t, f.url, `{"repositories":["127.0.0.1:5000/team/app:1.0.0"]}`, auth); got != http.StatusAccepted {
+		t.Fatalf("status %d", got)
+	}
+	waitRequested(t, f, "team/app")
 }
 
 // Every refusal has its status and is counted by reason, and nothing is
