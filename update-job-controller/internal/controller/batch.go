@@ -122,6 +122,15 @@ func (st *jobRun) runs() []*jobRun {
 // outcome.
 func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.UpdateJob, st *jobRun) {
 	runs := st.runs()
+	// Each update's automation, the key of status.carries: the job's
+	// own is its controller's (planBatch made sure there is one).
+	automations := []types.UID{""}
+	if ctl := metav1.GetControllerOf(job); ctl != nil {
+		automations[0] = ctl.UID
+	}
+	for _, m := range st.batch {
+		automations = append(automations, m.uid)
+	}
 	// The updates' specs, for their verified setters.
 	specs := []*updatev1.UpdateSpec{&job.Spec.Update}
 	for _, m := range st.batch {
@@ -133,6 +142,7 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 	}
 	auth, signer, secrets, err := r.gitAndSigner(ctx, job)
 	var taking []*jobRun
+	var takingAutomations []types.UID
 	var plans []writeback.Plan
 	var verified []updatev1.PolicySetter
 	for i, run := range runs {
@@ -143,7 +153,9 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 		case err != nil:
 			run.err = err
 		default:
+			resumeIfCarried(job, &run.plan, automations[i])
 			taking, plans = append(taking, run), append(plans, run.plan)
+			takingAutomations = append(takingAutomations, automations[i])
 			verified = append(verified, specs[i].Setters...)
 		}
 	}
@@ -160,9 +172,16 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 			}
 			// One write for every update the commit carries: a runner
 			// that dies after the push leaves it to the next attempt,
-			// whose every plan resumes from it (jobplan: Resume is
-			// status.pushingCommit, which each View shares).
-			return st.claim.update(ctx, func(job *updatev1.UpdateJob) { pushing(job, p) })
+			// whose plans of the automations it names resume from it
+			// (resumeIfCarried).
+			carried := make([]types.UID, 0, len(p.Plans))
+			for _, i := range p.Plans {
+				carried = append(carried, takingAutomations[i])
+			}
+			return st.claim.update(ctx, func(job *updatev1.UpdateJob) {
+				pushing(job, p)
+				job.Status.Carries = carried
+			})
 		},
 		OnEvent: r.observe,
 	}
@@ -182,6 +201,20 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 		for _, run := range runs {
 			run.err = lastTry(run.err, "the batch's commit landed without this update")
 		}
+	}
+}
+
+// resumeIfCarried keeps plan.Resume (status.pushingCommit, which each View
+// shares) only for an update of the automation the commit carries, by
+// status.carries. Without it the engine takes an update as landed when the
+// commit changed files under its path, and an automation whose path holds
+// another's (apps and apps/web) would be called landed with the other's
+// change, its own failure or no-change of the killed attempt lost. A
+// status from before status.carries was written for batches names none,
+// and every update resumes as it did.
+func resumeIfCarried(job *updatev1.UpdateJob, plan *writeback.Plan, automation types.UID) {
+	if c := job.Status.Carries; len(c) > 0 && !slices.Contains(c, automation) {
+		plan.Resume = ""
 	}
 }
 

@@ -205,6 +205,11 @@ func TestBatchMemberFailsAlone(t *testing.T) {
 	if b := testgit.Git(t, srv.BarePath("partial"), "show", "main:apps/bad-template/deploy.yaml"); b != deployment {
 		t.Errorf("the member whose plan cannot work changed its file:\n%s", b)
 	}
+	// What a next attempt would take as landed: the updates the commit
+	// carries, not the failed ones.
+	if c := got.Status.Carries; !slices.Equal(c, []types.UID{"uid-lead", "uid-ok"}) {
+		t.Errorf("status.carries %v, want the lead's and ok's automations", c)
+	}
 }
 
 // A batch whose runner was killed after its push is taken up again: every
@@ -279,6 +284,37 @@ func TestBatchResumedRunsAgainWhatItsCommitDoesNotCarry(t *testing.T) {
 	}
 	if h := head(t, srv, "partly", "main"); h != m2.PushedCommit || head(t, srv, "partly", h+"^") != pushed {
 		t.Errorf("main is %s, want m2's commit %s on the resumed %s", h, m2.PushedCommit, pushed)
+	}
+}
+
+// A member whose path holds another's (apps holds apps/lead) is not called
+// Succeeded with a resumed commit that changed only the other's files:
+// status.carries, written with status.pushingCommit, names the updates the
+// commit carries, and the member runs again, landing its own change in a
+// commit of its own.
+func TestBatchResumedDoesNotCallAnOuterPathLanded(t *testing.T) {
+	ctx := context.Background()
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	work := monorepo(t, srv, "nested", "lead", "outer")
+	pushed := work.Commit("the batch's commit, the lead's change alone", map[string]string{"apps/lead/deploy.yaml": updated})
+	work.Push()
+
+	j := newBatch(ns, "nested", srv.RepoURL("nested"), "outer")
+	j.Spec.Members[0].Update.Path = "apps"
+	j.Spec.BackoffLimit = nil // the killed attempt was not the last
+	createKilledAfterPush(ctx, t, j, pushed, "uid-lead")
+
+	got := waitFinished(t, j)
+	if got.Status.Phase != updatev1.UpdateJobSucceeded || got.Status.PushedCommit != pushed {
+		t.Errorf("job %s with %q, want Succeeded with %s: %+v", got.Status.Phase, got.Status.PushedCommit, pushed, got.Status.Conditions)
+	}
+	outer := members(got)["outer"]
+	if outer.Phase != updatev1.UpdateJobSucceeded || outer.PushedCommit == "" || outer.PushedCommit == pushed {
+		t.Fatalf("outer: %+v, want a commit of its own on top of %s", outer, pushed)
+	}
+	if h := head(t, srv, "nested", "main"); h != outer.PushedCommit || head(t, srv, "nested", h+"^") != pushed {
+		t.Errorf("main is %s, want outer's commit %s on the resumed %s", h, outer.PushedCommit, pushed)
 	}
 }
 
@@ -617,14 +653,14 @@ func TestGatherLeavesBatchesToThemselves(t *testing.T) {
 // status a killed runner left (Running, one attempt, a heartbeat never
 // renewed, and pushingCommit when it died after its push), then hands it
 // to the manager.
-func createKilledAfterPush(ctx context.Context, t *testing.T, j *updatev1.UpdateJob, pushing string) {
+func createKilledAfterPush(ctx context.Context, t *testing.T, j *updatev1.UpdateJob, pushing string, carries ...types.UID) {
 	t.Helper()
 	j.Labels = map[string]string{unmanagedLabel: "true"}
 	create(t, j)
 	now := metav1.Now()
 	base := j.DeepCopy()
 	j.Status = updatev1.UpdateJobStatus{Phase: updatev1.UpdateJobRunning, Runner: "killed-pod", Attempts: 1,
-		StartTime: &now, HeartbeatTime: &now, PushingCommit: pushing}
+		StartTime: &now, HeartbeatTime: &now, PushingCommit: pushing, Carries: carries}
 	if err := env.Client.Status().Patch(ctx, j, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}

@@ -38,10 +38,11 @@
 //     folded into status.members (SetMember): three writes for a batch of
 //     any size. A member whose plan cannot work, or whose update fails,
 //     fails alone. A batch leads no runtime group and joins none, but
-//     waits and is waited for like one. Its attempt resumes every update
-//     from status.pushingCommit (each View shares it); an update the
-//     commit changed nothing of runs again (the engine's resume), so a
-//     member is Succeeded only with a commit that carries its change.
+//     waits and is waited for like one. Its attempt resumes from
+//     status.pushingCommit the updates of the automations the commit
+//     carries (status.carries, written with it); the others run again,
+//     so a member is Succeeded only with a commit that carries its
+//     change, even when its path holds another's.
 //     Once a commit of the batch landed, the batch does not retry (an
 //     update's retryable failure is final), so that a member whose change
 //     landed is never run again. Before the commit, every update's

@@ -485,7 +485,10 @@ type UpdateJobStatus struct {
 	// pushingCommit carries, when this job led a group whose commit
 	// carries its own change too: written with pushingCommit, before the
 	// push, in place of a write to each of them. A member whose runner
-	// was killed after the push finds the commit here.
+	// was killed after the push finds the commit here. For a batch
+	// (spec.members), the UIDs of the automations whose updates
+	// pushingCommit carries, the job's own automation among them: the
+	// next attempt takes only those as landed.
 	// +optional
 	Carries []types.UID `json:"carries,omitempty"`
 
