@@ -218,9 +218,10 @@ func resumeIfCarried(job *updatev1.UpdateJob, plan *writeback.Plan, automation t
 	}
 }
 
-// reporters says, for each outcome of a RunGroup, how many updates its
-// commit carries (0 without one) and whether another update's event
-// reports that commit. Per commit (the one pushed, or one an earlier
+// reporters says, for each outcome of a RunGroup (a batch's updates, or a
+// runtime group's jobs, the leader first), how many updates its commit
+// carries (0 without one) and whether another update's event reports that
+// commit. Per commit (the one pushed, or one an earlier
 // attempt pushed that some plans resumed from), one Succeeded event, the
 // first carried update's: the job's own unless its update failed or
 // changed nothing.

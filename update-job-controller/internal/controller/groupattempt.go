@@ -189,8 +189,6 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 		fail(err)
 		return
 	}
-	// carried are the indexes of the plans the pushed commit carries.
-	var carried []int
 	plans := []writeback.Plan{st.plan}
 	verified := slices.Clone(job.Spec.Update.Setters)
 	for _, m := range g.members {
@@ -207,20 +205,16 @@ func (r *UpdateJobReconciler) attemptGroup(ctx context.Context, job *updatev1.Up
 			}
 			return r.recordPushing(ctx, st, g, p)
 		},
-		AfterPush: func(_ context.Context, p engine.Push) {
-			st.shared, carried = len(p.Plans), slices.Sorted(slices.Values(p.Plans))
-		},
 		OnEvent: r.observe,
 	}
 	eng := engine.New(engine.Settings{WorkDir: r.WorkDir, PushRetries: r.PushRetries, Hooks: hooks},
 		engine.Credentials{Git: auth, Signer: signer}, r.Cache)
 	outs := eng.RunGroup(ctx, plans)
-	st.out, st.err = outs[0].Result, failure(outs[0].Err)
+	shared, quiet := reporters(outs)
+	st.out, st.err, st.shared, st.quiet = outs[0].Result, failure(outs[0].Err), shared[0], quiet[0]
 	for i, m := range g.members {
-		m.run.out, m.run.err, m.run.secrets, m.run.started, m.run.shared = outs[i+1].Result, failure(outs[i+1].Err), secrets, st.started, st.shared
-		// The first job the commit carries (the leader, unless its own
-		// update failed) reports it; the others carried stay quiet.
-		m.run.quiet = len(carried) > 0 && carried[0] != i+1 && slices.Contains(carried, i+1)
+		m.run.out, m.run.err, m.run.secrets, m.run.started = outs[i+1].Result, failure(outs[i+1].Err), secrets, st.started
+		m.run.shared, m.run.quiet = shared[i+1], quiet[i+1]
 	}
 }
 
