@@ -65,6 +65,7 @@ type Recorder struct {
 	rec      events.EventRecorder
 	fwd      *Forwarder
 	metadata map[string]string
+	related  *corev1.ObjectReference
 }
 
 // New returns a Recorder around an events.k8s.io recorder, e.g. the
@@ -97,6 +98,20 @@ func (r *Recorder) WithMetadata(md map[string]string) *Recorder {
 	return &c
 }
 
+// WithRelated returns a Recorder whose Kubernetes events name ref as their
+// related object (events.k8s.io's secondary object), e.g. the automation
+// whose update a batch job's event is about. It is part of what makes
+// two events one series: client-go's recorder counts an event of the same
+// object, type, action and reason as a repeat of the first and drops its
+// note, so two members of a batch failing for the same reason kept one
+// member's message between them; related to their automations, each is
+// an event of its own.
+func (r *Recorder) WithRelated(ref *corev1.ObjectReference) *Recorder {
+	c := *r
+	c.related = ref
+	return &c
+}
+
 // Normal records and logs an informational event. secrets are values to
 // redact from the message besides the credentials Redact finds by shape.
 func (r *Recorder) Normal(ctx context.Context, obj runtime.Object, reason, action, msg string, secrets ...string) {
@@ -115,7 +130,11 @@ func (r *Recorder) record(ctx context.Context, obj runtime.Object, eventType, re
 	ctrl.LoggerFrom(ctx).Info(msg, "type", eventType, "reason", reason)
 	// The note is a format string: escape it so a % in a message or URL is
 	// kept as written.
-	r.rec.Eventf(obj, nil, eventType, reason, action, "%s", truncate(msg, maxNoteLength))
+	var related runtime.Object // a nil *ObjectReference is not a nil Object
+	if r.related != nil {
+		related = r.related
+	}
+	r.rec.Eventf(obj, related, eventType, reason, action, "%s", truncate(msg, maxNoteLength))
 	if r.fwd != nil {
 		md := make(map[string]string, len(r.metadata))
 		for k, v := range r.metadata {

@@ -212,6 +212,39 @@ func TestBatchMemberFailsAlone(t *testing.T) {
 	}
 }
 
+// Two members failing for the same reason make two events, each related
+// to its automation and with its own message: as one object's events of
+// one reason, they were one series, whose note was the first member's.
+func TestBatchMembersFailingAlikeHaveAnEventEach(t *testing.T) {
+	ctx := context.Background()
+	srv := testgit.New(t, testgit.Options{})
+	ns := env.Namespace(t)
+	monorepo(t, srv, "alike", "lead")
+	j := newBatch(ns, "alike", srv.RepoURL("alike"), "gone1", "gone2")
+	create(t, j)
+	if got := waitFinished(t, j); got.Status.Phase != updatev1.UpdateJobSucceeded {
+		t.Fatalf("phase %s: %+v", got.Status.Phase, got.Status.Conditions)
+	}
+	testenv.Eventually(t, 10*time.Second, func() (bool, error) {
+		list := &eventsv1.EventList{}
+		if err := env.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		byAutomation := map[string]string{}
+		for _, e := range list.Items {
+			if e.Reason == updatev1.UpdateFailedReason && e.Related != nil && e.Related.Kind == imagev1.ImageUpdateAutomationKind {
+				byAutomation[e.Related.Name] = e.Note
+			}
+		}
+		for _, n := range []string{"gone1", "gone2"} {
+			if !strings.Contains(byAutomation[n], "apps/"+n) {
+				return false, fmt.Errorf("UpdateFailed events by related automation: %v; want one for %s naming apps/%s", byAutomation, n, n)
+			}
+		}
+		return true, nil
+	})
+}
+
 // A batch whose runner was killed after its push is taken up again: every
 // update resumes from status.pushingCommit, which the branch holds, so
 // nothing is pushed again, and each member the commit carries is

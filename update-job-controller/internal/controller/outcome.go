@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
@@ -208,11 +209,17 @@ func (r *UpdateJobReconciler) noteFindings(st *jobRun) {
 	}
 }
 
-// jobEvents records events that carry what the job did: the commit it
+// jobEvents records events that carry what the job did (the commit it
 // pushed or the revision it started from, its pull request, the values it
-// replaced.
+// replaced), related to the automation whose update it is: for a batch
+// member's view, the member's.
 func (r *UpdateJobReconciler) jobEvents(job *updatev1.UpdateJob) *events.Recorder {
-	return r.Events.WithMetadata(events.UpdateJobMetadata(job))
+	rec := r.Events.WithMetadata(events.UpdateJobMetadata(job))
+	if ctl := metav1.GetControllerOf(job); ctl != nil {
+		rec = rec.WithRelated(&corev1.ObjectReference{APIVersion: ctl.APIVersion, Kind: ctl.Kind,
+			Namespace: job.Namespace, Name: ctl.Name, UID: ctl.UID})
+	}
+	return rec
 }
 
 // requestMessage says what a job did to its request, with its address.
