@@ -112,7 +112,8 @@ type hostLimiter struct {
 	holdUntil time.Time
 	// refused ends the slow start: the host has refused once.
 	refused bool
-	// queuedAt is when a request last waited for the bucket.
+	// queuedAt is when a request last waited for the bucket (zero, long
+	// ago: Sub saturates).
 	queuedAt time.Time
 	// decreasedAt: a refusal of a request sent before it was an answer to
 	// the old rate and does not decrease again.
@@ -257,7 +258,7 @@ func (h *hostLimiter) observe(sent, now time.Time, k kind, resp *http.Response) 
 			h.refused = true
 			h.apply(now)
 		}
-	case resp.StatusCode < http.StatusInternalServerError && h.rate < h.ceiling && !h.queuedAt.IsZero() && now.Sub(h.queuedAt) <= queuedWithin:
+	case resp.StatusCode < http.StatusInternalServerError && h.rate < h.ceiling && now.Sub(h.queuedAt) <= queuedWithin:
 		// Answered, not refused, while requests queue: a 404 or 401
 		// says the registry is keeping up as much as a 200.
 		limit, step := h.ceiling, growth
