@@ -227,16 +227,24 @@ spec: {type: generic, secretRef: {name: hook}}
 	iw.Name, iw.Namespace = "registry", "default"
 	gw := &imagev1.GitWebhook{}
 	gw.Name, gw.Namespace = "fleet", "default"
+	// A receiver answers 404 until its cache holds the webhook with the
+	// path the test just read from the API server: that is retried, for
+	// a while.
 	call := func(addr, path, body string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer rbac-hook-token")
-		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			t.Fatalf("POST %s: %s", path, resp.Status)
+		var status string
+		waitFor(t, 10*time.Second, "POST "+path+" answered", func() bool {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer rbac-hook-token")
+			resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			status = resp.Status
+			return resp.StatusCode != http.StatusNotFound
+		})
+		if !strings.HasPrefix(status, "2") {
+			t.Fatalf("POST %s: %s", path, status)
 		}
 	}
 	// Each new tag reaches git through the registry webhook (the scans
