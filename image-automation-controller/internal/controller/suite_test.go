@@ -72,7 +72,7 @@ func newReconciler(mgr ctrl.Manager) *ImageUpdateAutomationReconciler {
 	return &ImageUpdateAutomationReconciler{
 		Client:               mgr.GetClient(),
 		APIReader:            mgr.GetAPIReader(),
-		Events:               events.New(mgr.GetEventRecorder("image-automation-controller")),
+		Events:               events.New(events.NewWriter(mgr.GetClient(), mgr.GetScheme(), "image-automation-controller")),
 		Metrics:              rec,
 		Automation:           NewAutomationMetrics().MustRegister(reg),
 		NoCrossNamespaceRefs: true,

@@ -61,7 +61,7 @@ func startClocked(t *testing.T) *clocked {
 		}
 		rec := metrics.NewRecorder("reflector")
 		regClient := registry.New(100, 100, c.metrics)
-		ev := events.New(mgr.GetEventRecorder("image-reflector-controller"))
+		ev := events.New(events.NewWriter(mgr.GetClient(), mgr.GetScheme(), "image-reflector-controller"))
 		if err := (&ImageRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
 			Metrics: rec, ScanMetrics: NewScanMetrics(), Registry: regClient, Store: st, Clock: c.clock.Now}).SetupWithManager(mgr, ctrlOptions()); err != nil {
 			return err

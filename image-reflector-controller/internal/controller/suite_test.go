@@ -61,7 +61,7 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	if err != nil {
 		return err
 	}
-	ev := events.New(mgr.GetEventRecorder("image-reflector-controller"))
+	ev := events.New(events.NewWriter(mgr.GetClient(), mgr.GetScheme(), "image-reflector-controller"))
 	if err := (&ImageRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
 		Metrics: rec, ScanMetrics: scanMetrics, Registry: regClient, Store: st, Cloud: cloud}).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err

@@ -486,7 +486,11 @@ func (o *Options) chooseLeaderElectionNamespace(fs *flag.FlagSet, log logr.Logge
 // --events-addr, the forwarder it feeds: run by the manager, its metrics
 // served with the controller's.
 func eventRecorder(cfg Config, opts Options, mgr ctrl.Manager, log logr.Logger) (*events.Recorder, error) {
-	rec := events.New(mgr.GetEventRecorder(cfg.Name))
+	w := events.NewWriter(mgr.GetClient(), mgr.GetScheme(), cfg.Name)
+	if err := mgr.Add(w); err != nil {
+		return nil, err
+	}
+	rec := events.New(w)
 	if opts.EventsAddr == "" {
 		return rec, nil
 	}

@@ -51,7 +51,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -62,16 +61,15 @@ const maxNoteLength = 1024
 // Forwarder. A Recorder is not changed once made: ForwardTo and
 // WithMetadata return new ones, so reconcilers share one safely.
 type Recorder struct {
-	rec      events.EventRecorder
+	w        *Writer
 	fwd      *Forwarder
 	metadata map[string]string
 	related  *corev1.ObjectReference
 }
 
-// New returns a Recorder around an events.k8s.io recorder, e.g. the
-// manager's GetEventRecorder(name).
-func New(rec events.EventRecorder) *Recorder {
-	return &Recorder{rec: rec}
+// New returns a Recorder that writes its events with w.
+func New(w *Writer) *Recorder {
+	return &Recorder{w: w}
 }
 
 // ForwardTo returns a Recorder that also sends every event to f; with a nil
@@ -101,9 +99,9 @@ func (r *Recorder) WithMetadata(md map[string]string) *Recorder {
 // WithRelated returns a Recorder whose Kubernetes events name ref as their
 // related object (events.k8s.io's secondary object), e.g. the automation
 // whose update a batch job's event is about. It is part of what makes
-// two events one series: client-go's recorder counts an event of the same
-// object, type, action and reason as a repeat of the first and drops its
-// note, so two members of a batch failing for the same reason kept one
+// two events one series: a Writer counts an event of the same object,
+// type, action and reason as a repeat of the first and drops its note, so
+// two members of a batch failing for the same reason would keep one
 // member's message between them; related to their automations, each is
 // an event of its own.
 func (r *Recorder) WithRelated(ref *corev1.ObjectReference) *Recorder {
@@ -128,13 +126,7 @@ func (r *Recorder) record(ctx context.Context, obj runtime.Object, eventType, re
 	// Warnings are expected outcomes (a registry says no), not program
 	// errors: logged at info with their type, without a stack trace.
 	ctrl.LoggerFrom(ctx).Info(msg, "type", eventType, "reason", reason)
-	// The note is a format string: escape it so a % in a message or URL is
-	// kept as written.
-	var related runtime.Object // a nil *ObjectReference is not a nil Object
-	if r.related != nil {
-		related = r.related
-	}
-	r.rec.Eventf(obj, related, eventType, reason, action, "%s", truncate(msg, maxNoteLength))
+	r.w.Write(ctx, obj, r.related, eventType, reason, action, truncate(msg, maxNoteLength))
 	if r.fwd != nil {
 		md := make(map[string]string, len(r.metadata))
 		for k, v := range r.metadata {

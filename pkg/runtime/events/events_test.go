@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
 )
 
 func TestRedact(t *testing.T) {
@@ -35,21 +34,26 @@ func TestRedact(t *testing.T) {
 }
 
 func TestRecorderRedactsAndTruncates(t *testing.T) {
-	fake := events.NewFakeRecorder(10)
-	r := New(fake)
-	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "y"}}
+	ns := env.Namespace(t)
+	r := New(newWriter(t, nil))
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}}
 
 	r.Warning(context.Background(), obj, "AuthenticationFailed", "Scan",
 		"auth to https://u:pa55word@r.example.com failed with 100% certainty", "pa55word")
-	got := <-fake.Events
-	want := "Warning AuthenticationFailed auth to https://u:***@r.example.com failed with 100% certainty"
-	if got != want {
-		t.Errorf("event = %q, want %q", got, want)
+	got := eventsIn(t, ns)
+	want := "auth to https://u:***@r.example.com failed with 100% certainty"
+	if len(got) != 1 || got[0].Type != corev1.EventTypeWarning || got[0].Reason != "AuthenticationFailed" || got[0].Note != want {
+		t.Fatalf("events %+v, want a warning noting %q", got, want)
 	}
 
+	obj.Name = "y"
 	r.Normal(context.Background(), obj, "Pushed", "Push", strings.Repeat("é", 1000))
-	got = <-fake.Events
-	note := strings.TrimPrefix(got, "Normal Pushed ")
+	var note string
+	for _, e := range eventsIn(t, ns) {
+		if e.Reason == "Pushed" {
+			note = e.Note
+		}
+	}
 	if len(note) > maxNoteLength || !strings.HasSuffix(note, "...") {
 		t.Errorf("note not truncated to %d bytes: len %d", maxNoteLength, len(note))
 	}

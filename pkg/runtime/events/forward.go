@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -312,33 +311,20 @@ func (f *Forwarder) drop(object string) {
 // deliver sends one event, retrying what may pass, and counts its outcome.
 // It returns false, with the outcome not counted, when ctx ended first.
 func (f *Forwarder) deliver(ctx context.Context, q queued) bool {
-	wait := f.backoff
-	for attempt := 1; ; attempt++ {
-		retry, err := f.post(ctx, q.body)
-		if err == nil {
-			f.outcomes.WithLabelValues(OutcomeSent).Inc()
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		if !retry || attempt >= f.attempts {
-			f.outcomes.WithLabelValues(OutcomeFailed).Inc()
-			f.log.Info("event not forwarded", "object", q.object, "attempts", attempt,
-				"address", f.display, "error", Redact(err.Error()))
-			return true
-		}
-		f.retries.Inc()
-		// Half the pause plus a random part of the other half: the three
-		// controllers do not come back to a restarted endpoint in step.
-		pause := wait/2 + rand.N(wait/2+1)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(pause):
-		}
-		wait = min(2*wait, f.maxBackoff)
+	tries, ok, err := retrying(ctx, f.attempts, f.backoff, f.maxBackoff, func() (bool, error) {
+		return f.post(ctx, q.body)
+	}, f.retries.Inc)
+	switch {
+	case !ok:
+		return false
+	case err != nil:
+		f.outcomes.WithLabelValues(OutcomeFailed).Inc()
+		f.log.Info("event not forwarded", "object", q.object, "attempts", tries,
+			"address", f.display, "error", Redact(err.Error()))
+	default:
+		f.outcomes.WithLabelValues(OutcomeSent).Inc()
 	}
+	return true
 }
 
 // post makes one attempt. retry says whether another could succeed.

@@ -16,9 +16,12 @@ import (
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1"
 	eventv1beta1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 )
@@ -101,8 +104,23 @@ func newForwarder(t *testing.T, addr string, o ForwarderOptions) *Forwarder {
 	return f
 }
 
+// policy is an ImagePolicy in team-a, whose events the API server refuses
+// (no such namespace) unless a test made it with teamA.
 func policy() *imagev1.ImagePolicy {
-	return &imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "team-a", UID: "uid-1", ResourceVersion: "7"}}
+	return policyIn("team-a")
+}
+
+// teamA makes the namespace team-a, for the Kubernetes events of policy(),
+// and empties it when the test ends.
+func teamA(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}
+	if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.DeleteAllOf(ctx, &eventsv1.Event{}, client.InNamespace("team-a")) })
+	return "team-a"
 }
 
 func count(f *Forwarder, outcome string) int {
@@ -143,8 +161,8 @@ func TestForwardedEventIsFluxEvent(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv, got := receiver(t, nil)
 			f := forwarder(t, srv.URL+"/", ForwarderOptions{})
-			fake := events.NewFakeRecorder(10)
-			r := New(fake).ForwardTo(f).WithMetadata(map[string]string{
+			ns := teamA(t)
+			r := New(newWriter(t, nil)).ForwardTo(f).WithMetadata(map[string]string{
 				MetaRevision:                    "main@sha1:0123456789abcdef0123456789abcdef01234567",
 				MetaPullRequest:                 "https://bot:tok3n@git.example.com/fleet/pulls/3",
 				"event.toolkit.fluxcd.io/extra": "qualified keys are kept",
@@ -153,8 +171,12 @@ func TestForwardedEventIsFluxEvent(t *testing.T) {
 			before := time.Now().Add(-time.Second)
 			tt.record(r, context.Background(), "token hunter22 used for https://u:pa55@r.example.com at 100%")
 
-			if k := <-fake.Events; !strings.HasPrefix(k, tt.k8s+" token *** used") {
-				t.Errorf("Kubernetes event = %q", k)
+			var k8s []string
+			for _, e := range eventsIn(t, ns) {
+				k8s = append(k8s, e.Type+" "+e.Reason+" "+e.Note)
+			}
+			if len(k8s) != 1 || !strings.HasPrefix(k8s[0], tt.k8s+" token *** used") {
+				t.Errorf("Kubernetes events %q", k8s)
 			}
 			var rc received
 			select {
@@ -233,7 +255,7 @@ func TestForwarderRetries(t *testing.T) {
 				srv.Close() // connection refused
 			}
 			f := forwarder(t, addr, ForwarderOptions{Attempts: 3})
-			New(events.NewFakeRecorder(10)).ForwardTo(f).Normal(context.Background(), policy(), "NewImage", "Select", "m")
+			New(newWriter(t, nil)).ForwardTo(f).Normal(context.Background(), policy(), "NewImage", "Select", "m")
 
 			eventually(t, tt.outcome, func() bool { return count(f, tt.outcome) == 1 })
 			if n := int(requests.Load()); n != tt.requests {
@@ -267,7 +289,7 @@ func TestRecorderNeverBlocks(t *testing.T) {
 	})
 	const queue, more = 3, 50
 	f := forwarder(t, srv.URL, ForwarderOptions{QueueSize: queue, Timeout: time.Minute})
-	r := New(events.NewFakeRecorder(more + 1)).ForwardTo(f)
+	r := New(newWriter(t, nil)).ForwardTo(f)
 	ctx := context.Background()
 
 	r.Normal(ctx, policy(), "NewImage", "Select", "first")
@@ -276,7 +298,9 @@ func TestRecorderNeverBlocks(t *testing.T) {
 	for i := range more {
 		r.Warning(ctx, policy(), "ScanFailed", "Scan", fmt.Sprintf("event %d", i))
 	}
-	if d := time.Since(start); d > time.Second {
+	// Each record still writes its Kubernetes event; a record waiting
+	// for the endpoint would take its minute's timeout.
+	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("%d events took %s to record while the endpoint hangs", more, d)
 	}
 	if n := count(f, OutcomeDropped); n != more-queue {
@@ -302,7 +326,7 @@ func TestForwarderEndpointDown(t *testing.T) {
 	// A pause long enough that the first event is still being retried
 	// when the others are recorded.
 	f := forwarder(t, srv.URL, ForwarderOptions{QueueSize: queue, Attempts: attempts, Backoff: 100 * time.Millisecond})
-	r := New(events.NewFakeRecorder(total)).ForwardTo(f)
+	r := New(newWriter(t, nil)).ForwardTo(f)
 	r.Normal(context.Background(), policy(), "NewImage", "Select", "first")
 	eventually(t, "the first retry", func() bool { return testutil.ToFloat64(f.retries) >= 1 })
 	for i := 1; i < total; i++ {
@@ -324,7 +348,7 @@ func TestForwarderEndpointDown(t *testing.T) {
 func TestForwarderFlushesAtShutdown(t *testing.T) {
 	srv, got := receiver(t, nil)
 	f := newForwarder(t, srv.URL, ForwarderOptions{})
-	r := New(events.NewFakeRecorder(10)).ForwardTo(f)
+	r := New(newWriter(t, nil)).ForwardTo(f)
 	for i := range 3 {
 		r.Normal(context.Background(), policy(), "NewImage", "Select", fmt.Sprint(i))
 	}

@@ -443,7 +443,7 @@ func quietRunner(mgr ctrl.Manager, dir string) error {
 	rec := metrics.NewRecorder("updatejob")
 	return (&UpdateJobReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Events: events.New(mgr.GetEventRecorder("update-job-controller")), Metrics: rec, JobMetrics: NewJobMetrics(),
+		Events: events.New(events.NewWriter(mgr.GetClient(), mgr.GetScheme(), "update-job-controller")), Metrics: rec, JobMetrics: NewJobMetrics(),
 		Cache: cache, WorkDir: dir, Runner: "quiet", LeaseDuration: time.Minute, Backoff: testBackoff,
 	}).SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})
 }

@@ -599,7 +599,7 @@ func TestContainerModeUnavailable(t *testing.T) {
 		rec := metrics.NewRecorder("updatejob")
 		rec.MustRegister(prometheus.NewRegistry())
 		return (&UpdateJobReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: events.New(mgr.GetEventRecorder("update-job-controller")),
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: events.New(events.NewWriter(mgr.GetClient(), mgr.GetScheme(), "update-job-controller")),
 			Metrics: rec, JobMetrics: NewJobMetrics(), Cache: cache, WorkDir: cacheDir, Runner: "no-containers",
 			LeaseDuration: testLease, Backoff: testBackoff,
 		}).SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)})

@@ -92,7 +92,7 @@ func newRunner(mgr ctrl.Manager, name, cacheDir string, jm *JobMetrics) error {
 		Cloud:         cloud,
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
-		Events:        events.New(mgr.GetEventRecorder("update-job-controller")),
+		Events:        events.New(events.NewWriter(mgr.GetClient(), mgr.GetScheme(), "update-job-controller")),
 		Metrics:       rec,
 		JobMetrics:    jm,
 		Cache:         cache,
