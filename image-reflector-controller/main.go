@@ -139,7 +139,8 @@ func openStore(path string) (*store.Store, error) {
 // tells the receiver when a scan it requested starts.
 func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec *metrics.Recorder,
 	repos *controller.ImageRepositoryReconciler, addr string) error {
-	if err := webhook.SetupIndexes(ctx, mgr); err != nil {
+	byPath, err := webhook.SetupIndexes(ctx, mgr)
+	if err != nil {
 		return err
 	}
 	if err := controller.NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
@@ -147,7 +148,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	}
 	m := webhook.NewMetrics()
 	crmetrics.Registry.MustRegister(m.Collectors()...)
-	srv := webhook.New(mgr.GetClient(), mgr.GetAPIReader(), m, webhook.Options{
+	srv := webhook.New(mgr.GetClient(), byPath, mgr.GetAPIReader(), m, webhook.Options{
 		Addr: addr, Log: ctrl.Log.WithName("webhook"),
 	})
 	repos.RequestHandled = srv.ScanStarted

@@ -8,16 +8,12 @@ import (
 	"toolkit.dev/image-toolkit/pkg/imagename"
 )
 
-// Field indexes the receiver looks objects up by.
-const (
-	// PathIndex indexes ImageWebhooks by status.webhookPath.
-	PathIndex = ".status.webhookPath"
-	// RepositoryPathIndex indexes ImageRepositories by repository path
-	// (library/nginx for nginx): senders that do not say the host look
-	// up by it, and a canonical name (imagename.Canonical:
-	// docker.io/library/nginx) by its path, its host checked after.
-	RepositoryPathIndex = ".spec.image.path"
-)
+// PathIndex is the field index of ImageWebhooks by status.webhookPath.
+// ImageRepositories are indexed by repository path (library/nginx for
+// nginx, indexRepositoryPath) in an index.Index: senders that do not say
+// the host look up by it, and a canonical name (imagename.Canonical:
+// docker.io/library/nginx) by its path, its host checked after.
+const PathIndex = ".status.webhookPath"
 
 func indexPath(o client.Object) []string {
 	w, ok := o.(*imagev1.ImageWebhook)

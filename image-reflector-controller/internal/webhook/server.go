@@ -20,6 +20,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/receiver"
+	"toolkit.dev/image-toolkit/pkg/runtime/index"
 )
 
 // Options tune the receiver; zero values take the defaults.
@@ -79,6 +80,7 @@ type Server struct {
 	// parse.
 	receiver.Senders[[]Target]
 	client  client.Client
+	byPath  Lookup
 	metrics *Metrics
 	window  time.Duration
 	log     logr.Logger
@@ -89,13 +91,13 @@ type Server struct {
 }
 
 // New makes a receiver reading ImageWebhooks and ImageRepositories through
-// c (a cached client with the indexes of SetupIndexes) and Secrets
-// through secrets, uncached: the reflector never lists Secrets.
-func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server {
+// c (a cached client with the index of SetupIndexes) and byPath, and
+// Secrets through secrets, uncached: the reflector never lists Secrets.
+func New(c client.Client, byPath Lookup, secrets client.Reader, m *Metrics, o Options) *Server {
 	if o.Window <= 0 {
 		o.Window = 250 * time.Millisecond
 	}
-	s := &Server{Senders: senders(newGoogleKeys(o.GoogleCertsURL)), client: c, metrics: m, window: o.Window, log: o.Log,
+	s := &Server{Senders: senders(newGoogleKeys(o.GoogleCertsURL)), client: c, byPath: byPath, metrics: m, window: o.Window, log: o.Log,
 		pending:   map[types.NamespacedName]*pendingScan{},
 		requested: receiver.NewRequests(c, m.Metrics),
 	}
@@ -106,13 +108,22 @@ func New(c client.Client, secrets client.Reader, m *Metrics, o Options) *Server 
 	return s
 }
 
-// SetupIndexes registers the field indexes the receiver looks up by.
-func SetupIndexes(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &imagev1.ImageWebhook{}, PathIndex, indexPath); err != nil {
-		return err
+// Lookup returns the keys of the ImageRepositories of an image path
+// (library/nginx for nginx), in every namespace.
+type Lookup func(ctx context.Context, path string) ([]types.NamespacedName, error)
+
+// SetupIndexes registers the field index of ImageWebhooks by path, and
+// returns the index of ImageRepositories by image path: an index.Index,
+// as there is an entry for every repository.
+func SetupIndexes(ctx context.Context, mgr ctrl.Manager) (Lookup, error) {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &imagev1.ImageWebhook{}, PathIndex, indexPath); err != nil {
+		return nil, err
 	}
-	return idx.IndexField(ctx, &imagev1.ImageRepository{}, RepositoryPathIndex, indexRepositoryPath)
+	ix, err := index.New(ctx, mgr.GetCache(), &imagev1.ImageRepository{}, indexRepositoryPath)
+	if err != nil {
+		return nil, err
+	}
+	return ix.Lookup, nil
 }
 
 // Find implements receiver.Kind: the ImageWebhook at path.
@@ -169,24 +180,12 @@ func (s *Server) resolve(ctx context.Context, namespace string, sel labels.Selec
 	seen := map[types.NamespacedName]bool{}
 	var out []types.NamespacedName
 	for _, t := range targets {
-		var list imagev1.ImageRepositoryList
-		opts := []client.ListOption{client.InNamespace(namespace)}
-		// A name is found by its path, and the few repositories of
-		// that path on other hosts dropped below: a second index by
-		// whole name cost 600 bytes a repository (6 MB at 10,000) for
-		// that.
-		switch {
-		case t.Name != "":
-			_, path, _ := strings.Cut(t.Name, "/")
-			opts = append(opts, client.MatchingFields{RepositoryPathIndex: path})
-		case !t.Prefix:
-			opts = append(opts, client.MatchingFields{RepositoryPathIndex: t.Path})
-		}
-		if err := s.client.List(ctx, &list, opts...); err != nil {
+		repos, err := s.candidates(ctx, namespace, t)
+		if err != nil {
 			return nil, err
 		}
-		for i := range list.Items {
-			r := &list.Items[i]
+		for i := range repos {
+			r := &repos[i]
 			if t.Name != "" {
 				if canonicalName(r) != t.Name {
 					continue
@@ -205,6 +204,41 @@ func (s *Server) resolve(ctx context.Context, namespace string, sel labels.Selec
 			seen[k] = true
 			out = append(out, k)
 		}
+	}
+	return out, nil
+}
+
+// candidates are the ImageRepositories of the namespace a target may name:
+// those of its path, or for a prefix all of them. A name is found by its
+// path, and the few repositories of that path on other hosts dropped by
+// the caller: an index by whole name too would cost as much again.
+func (s *Server) candidates(ctx context.Context, namespace string, t Target) ([]imagev1.ImageRepository, error) {
+	path := t.Path
+	switch {
+	case t.Name != "":
+		_, path, _ = strings.Cut(t.Name, "/")
+	case t.Prefix:
+		var list imagev1.ImageRepositoryList
+		err := s.client.List(ctx, &list, client.InNamespace(namespace))
+		return list.Items, err
+	}
+	keys, err := s.byPath(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var out []imagev1.ImageRepository
+	for _, k := range keys {
+		if k.Namespace != namespace {
+			continue
+		}
+		var r imagev1.ImageRepository
+		if err := s.client.Get(ctx, k, &r); err != nil {
+			if apierrors.IsNotFound(err) { // deleted since the index saw it
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

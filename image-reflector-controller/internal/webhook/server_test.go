@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -30,6 +31,10 @@ type fixture struct {
 	token   []byte
 	metrics *Metrics
 }
+
+// repositoryPathField is the fake client's index of ImageRepositories by
+// indexRepositoryPath.
+const repositoryPathField = ".spec.image.path"
 
 // start runs a receiver over a fake API with one webhook of type typ in
 // namespace "team" (selector: app=yes) and these ImageRepositories:
@@ -56,7 +61,7 @@ func start(t *testing.T, typ string, o Options) *fixture {
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).
 		WithIndex(&imagev1.ImageWebhook{}, PathIndex, indexPath).
-		WithIndex(&imagev1.ImageRepository{}, RepositoryPathIndex, indexRepositoryPath).
+		WithIndex(&imagev1.ImageRepository{}, repositoryPathField, indexRepositoryPath).
 		WithObjects(wh,
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "hook"}, Data: map[string][]byte{receiver.TokenKey: token}},
 			repo("team", "app", "127.0.0.1:5000/team/app", true),
@@ -69,7 +74,21 @@ func start(t *testing.T, typ string, o Options) *fixture {
 		o.Window = 50 * time.Millisecond
 	}
 	o.Log = logr.Discard()
-	srv := New(c, c, m, o)
+	// The index.Index of SetupIndexes follows an informer (tested in its
+	// package against an API server); here the fake client's field index
+	// answers the same lookups.
+	byPath := func(ctx context.Context, path string) ([]types.NamespacedName, error) {
+		var list imagev1.ImageRepositoryList
+		if err := c.List(ctx, &list, client.MatchingFields{repositoryPathField: path}); err != nil {
+			return nil, err
+		}
+		var keys []types.NamespacedName
+		for _, r := range list.Items {
+			keys = append(keys, client.ObjectKeyFromObject(&r))
+		}
+		return keys, nil
+	}
+	srv := New(c, byPath, c, m, o)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
