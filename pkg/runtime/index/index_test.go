@@ -34,6 +34,21 @@ func byRepo(o client.Object) []string {
 	return out
 }
 
+// newIndex makes a cache of the namespace's ConfigMaps, not started, and
+// an Index byRepo of them.
+func newIndex(ctx context.Context, t *testing.T, ns string) (cache.Cache, *Index) {
+	t.Helper()
+	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := New(ctx, c, &corev1.ConfigMap{}, byRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, ix
+}
+
 // An Index answers with the keys of the objects that have a value, and
 // follows them as they are created, changed (a value dropped, kept or
 // added) and deleted; objects there before the Index was made are in it.
@@ -48,14 +63,7 @@ func TestIndexFollowsObjects(t *testing.T) {
 	if err := env.Client.Create(ctx, before); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := New(ctx, c, &corev1.ConfigMap{}, byRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ix := newIndex(ctx, t, ns)
 	go func() { _ = c.Start(ctx) }()
 
 	want := func(value string, names ...string) {
@@ -111,14 +119,7 @@ func TestLookupWaitsForTheInitialList(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ns}, Data: map[string]string{"repo": "a"}}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := New(ctx, c, &corev1.ConfigMap{}, byRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ix := newIndex(ctx, t, ns)
 	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer stop()
 	if keys, err := ix.Lookup(short, "a"); err == nil {
