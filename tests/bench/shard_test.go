@@ -156,14 +156,7 @@ func runSharded(b *testing.B, n, replicas int) time.Duration {
 		b.Fatal(err)
 	}
 
-	port, err := apiServerPort(cluster)
-	if err != nil {
-		b.Fatal(err)
-	}
-	apiPID, err := localenv.APIServerPID(port)
-	if err != nil {
-		b.Fatal(err)
-	}
+	apiPID := apiServerPID(b, cluster)
 	apiCPU := cpuSeconds(apiPID)
 	busy, total := machineCPU()
 
@@ -342,6 +335,20 @@ func allPushed(git *testgit.Server, repos, apps int, tag string) bool {
 		}
 	}
 	return true
+}
+
+// apiServerPID is the process of the cluster's kube-apiserver.
+func apiServerPID(b *testing.B, cluster *localenv.Cluster) int {
+	b.Helper()
+	port, err := apiServerPort(cluster)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pid, err := localenv.APIServerPID(port)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pid
 }
 
 func apiServerPort(cluster *localenv.Cluster) (int, error) {
