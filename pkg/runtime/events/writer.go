@@ -198,6 +198,7 @@ func (w *Writer) count(key seriesKey, ev *eventsv1.Event, now time.Time) {
 func (w *Writer) write(ctx context.Context, ev *eventsv1.Event) {
 	retry, err := w.attempt(ctx, ev)
 	if err == nil {
+		w.log.V(1).Info("event written", "event", ev.Namespace+"/"+ev.Name, "reason", ev.Reason, "series", ev.Series != nil)
 		return
 	}
 	if !retry || ctx.Err() != nil {
