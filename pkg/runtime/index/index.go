@@ -18,6 +18,18 @@
 // An Index follows an informer's events: the values of an object's old
 // state are removed, those of its new state added. It answers once the
 // informer has given it every object it had listed.
+//
+// It lags the cache: the informer stores an object and then tells each of
+// its handlers, this one among them, in goroutines of their own. A reconcile
+// of a new object may run before the Index has it, and a lookup made then
+// misses it. So an Index serves where a miss costs nothing: the webhook
+// receiver's lookup of the repositories a push names (a repository is
+// scanned when it is created). It does not serve a watch that wakes a
+// reconcile waiting for another object: the image policies' index by
+// repository was one, and a policy that waited for its repository's first
+// scan before the Index had it was never woken (tests/e2e, under the
+// package's parallel load, 3 runs of 4); they stay field indexes, which the
+// informer updates with its store.
 package index
 
 import (
