@@ -26,10 +26,10 @@
 // receiver's lookup of the repositories a push names (a repository is
 // scanned when it is created). It does not serve a watch that wakes a
 // reconcile waiting for another object: the image policies' index by
-// repository was one, and a policy that waited for its repository's first
-// scan before the Index had it was never woken (tests/e2e, under the
-// package's parallel load, 3 runs of 4); they stay field indexes, which the
-// informer updates with its store.
+// repository was one (a policy waits for its repository's first scan, and
+// the scan's event must find it), and with it 4 of 6 full runs of
+// tests/e2e left a policy or an automation unmoved; they stay field
+// indexes, which the informer updates with its store.
 package index
 
 import (
