@@ -98,9 +98,8 @@ type Forwarder struct {
 	backoff, maxBackoff time.Duration
 	timeout             time.Duration
 
-	stopped     atomic.Bool
-	lastDropLog atomic.Int64 // unix nanoseconds
-	unlogged    atomic.Int64 // drops since the last log line
+	stopped atomic.Bool
+	drops   drops
 
 	outcomes *prometheus.CounterVec
 	retries  prometheus.Counter
@@ -300,11 +299,9 @@ func groupKeys(ref *corev1.ObjectReference, md map[string]string) map[string]str
 
 func (f *Forwarder) drop(object string) {
 	f.outcomes.WithLabelValues(OutcomeDropped).Inc()
-	f.unlogged.Add(1)
-	now, last := time.Now().UnixNano(), f.lastDropLog.Load()
-	if now-last >= int64(dropLogInterval) && f.lastDropLog.CompareAndSwap(last, now) {
+	if n := f.drops.add(); n > 0 {
 		f.log.Info("events dropped: the queue for --events-addr is full or the controller is stopping",
-			"dropped", f.unlogged.Swap(0), "latest", object, "queueSize", cap(f.queue), "address", f.display)
+			"dropped", n, "latest", object, "queueSize", cap(f.queue), "address", f.display)
 	}
 }
 

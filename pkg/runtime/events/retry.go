@@ -3,8 +3,27 @@ package events
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
+
+// drops counts dropped events for a log line at most every
+// dropLogInterval: an endpoint or API server down for an hour is one line
+// a minute, not one per event.
+type drops struct {
+	lastLog  atomic.Int64 // unix nanoseconds
+	unlogged atomic.Int64 // drops since the last log line
+}
+
+// add counts a drop, and returns the drops to log now, or 0.
+func (d *drops) add() int64 {
+	d.unlogged.Add(1)
+	now, last := time.Now().UnixNano(), d.lastLog.Load()
+	if now-last >= int64(dropLogInterval) && d.lastLog.CompareAndSwap(last, now) {
+		return d.unlogged.Swap(0)
+	}
+	return 0
+}
 
 // retrying calls try until it succeeds, fails in a way that will not pass
 // (retry false), or has been tried attempts times, pausing between tries

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -82,9 +81,8 @@ type Writer struct {
 	series map[seriesKey]*list.Element // of *seriesEntry, most recent first
 	recent *list.List
 
-	retry       chan *eventsv1.Event
-	lastDropLog atomic.Int64 // unix nanoseconds
-	unlogged    atomic.Int64 // drops since the last log line
+	retry chan *eventsv1.Event
+	drops drops
 }
 
 // seriesKey is what makes two events one series: client-go's key.
@@ -208,10 +206,8 @@ func (w *Writer) write(ctx context.Context, ev *eventsv1.Event) {
 	select {
 	case w.retry <- ev:
 	default:
-		w.unlogged.Add(1)
-		now, last := time.Now().UnixNano(), w.lastDropLog.Load()
-		if now-last >= int64(dropLogInterval) && w.lastDropLog.CompareAndSwap(last, now) {
-			w.log.Info("events dropped: too many wait for a retry", "dropped", w.unlogged.Swap(0), "error", Redact(err.Error()))
+		if n := w.drops.add(); n > 0 {
+			w.log.Info("events dropped: too many wait for a retry", "dropped", n, "error", Redact(err.Error()))
 		}
 	}
 }
