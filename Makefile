@@ -96,7 +96,7 @@ lint: deps testenv ## gofmt, go vet and helm lint.
 unit: deps testenv node-tools browser-tools build images ## Run every module's tests (unit and envtest) with -race; the tests of make test-integrations skip.
 	@rc=0; IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools" go test -race -count=1 $(addsuffix /...,$(addprefix ./,$(MODULES))) 2>&1 \
 		| tee $(BIN)/unit.log || rc=$$?; \
-	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL' $(BIN)/unit.log) failed"; \
+	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL\s' $(BIN)/unit.log) failed"; \
 	exit $$rc
 
 test: verify-generate lint build unit ## lint, stale-generation check and all tests.

@@ -380,6 +380,9 @@ func TestBadValuesRejected(t *testing.T) {
 		{"update-job-controller", "replicaCont=2", "additional properties 'replicaCont' not allowed"},
 		{"image-reflector-controller", "image.pullPolicy=Sometimes", "/image/pullPolicy"},
 		{"image-reflector-controller", "image.digest=latest", "/image/digest"},
+		// --set reads digits as a number; a tag such as a short commit
+		// hash of digits only needs --set-string (TestTemplateDigitOnlyTag).
+		{"update-job-controller", "image.tag=9522516", "/image/tag"},
 		{"image-automation-controller", "logEncoding=xml", "/logEncoding"},
 		{"update-job-controller", "logLevel=loud", "/logLevel"},
 		{"update-job-controller", "concurrent=0", "/concurrent"},
@@ -407,6 +410,21 @@ func TestBadValuesRejected(t *testing.T) {
 				t.Errorf("error does not name %q:\n%v", tt.want, err)
 			}
 		})
+	}
+}
+
+// A tag of digits only, given as a string, is the image's tag as written:
+// the commit hash 9522516 once failed the chart tests as a number.
+func TestTemplateDigitOnlyTag(t *testing.T) {
+	for _, c := range charts {
+		objs := render(t, c, c, "image-toolkit-system", "--set-string", "image.tag=0522516")
+		ds := find(objs, "Deployment")
+		if len(ds) == 0 {
+			t.Fatalf("%s: no Deployment", c)
+		}
+		if img, _, _ := unstructured.NestedString(container(t, ds[0]), "image"); !strings.HasSuffix(img, ":0522516") {
+			t.Errorf("%s: image = %q, want the tag 0522516", c, img)
+		}
 	}
 }
 

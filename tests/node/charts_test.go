@@ -232,7 +232,7 @@ func TestCharts(t *testing.T) {
 			repo, tag = ref[:i], ref[i+1:]
 		}
 		install := []string{"install", c, filepath.Join(root, "charts", c), "--namespace", releaseNS,
-			"--set", "image.repository=" + repo, "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
+			"--set", "image.repository=" + repo, "--set-string", "image.tag=" + tag, "--set", "image.pullPolicy=Never"}
 		if c == "image-automation-controller" {
 			// The dashboard in the cluster, read-only (ui values).
 			ui, ok := images["tk-image"]
@@ -241,7 +241,7 @@ func TestCharts(t *testing.T) {
 			}
 			i := strings.LastIndex(ui, ":")
 			install = append(install, "--set", "ui.enabled=true", "--set", "ui.image.repository="+ui[:i],
-				"--set", "ui.image.tag="+ui[i+1:], "--set", "ui.image.pullPolicy=Never")
+				"--set-string", "ui.image.tag="+ui[i+1:], "--set", "ui.image.pullPolicy=Never")
 		}
 		helm(t, helmEnv, install...)
 	}

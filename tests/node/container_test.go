@@ -123,7 +123,7 @@ func startContainerMode(t *testing.T, ctx context.Context) *cmEnv {
 	helmBin := filepath.Join(root, "bin", "helm")
 	start := time.Now()
 	cmRun(t, helmEnv, helmBin, "install", "cm-ujc", filepath.Join(root, "charts", "update-job-controller"), "--namespace", "cm-system",
-		"--set", "crds.install=false", "--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "image.pullPolicy=Never",
+		"--set", "crds.install=false", "--set", "image.repository="+repo, "--set-string", "image.tag="+tag, "--set", "image.pullPolicy=Never",
 		"--set", "metrics.service.enabled=false")
 	t.Cleanup(func() {
 		cmd := exec.Command(helmBin, "uninstall", "cm-ujc", "--namespace", "cm-system", "--wait", "--timeout", "2m")
