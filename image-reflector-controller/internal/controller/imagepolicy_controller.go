@@ -35,16 +35,13 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
+	"toolkit.dev/image-toolkit/pkg/runtime/index"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/pkg/runtime/predicates"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 	"toolkit.dev/image-toolkit/pkg/runtime/shard"
 	"toolkit.dev/image-toolkit/pkg/signature"
 )
-
-// repositoryIndex indexes ImagePolicies by the namespace/name of their
-// ImageRepository.
-const repositoryIndex = ".spec.imageRepositoryRef"
 
 // dependencyRetry is how soon a policy whose repository is not ready looks
 // again; the repository watch usually comes first.
@@ -100,6 +97,10 @@ type ImagePolicyReconciler struct {
 
 	// watches are the kinds promotion policies read, watched once needed.
 	watches *healthwatch.Watches
+	// byRepository indexes policies by their ImageRepository's
+	// namespace/name; promotion, promotion policies.
+	byRepository *index.Index
+	promotion    promotionIndexes
 }
 
 // maxRecentBuilt bounds the recent build times kept in memory; the store
@@ -131,24 +132,23 @@ func (r *ImagePolicyReconciler) now() time.Time {
 
 // SetupWithManager registers the reconciler and its watch of repositories.
 func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts controller.Options) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &imagev1.ImagePolicy{}, repositoryIndex, func(o client.Object) []string {
-		p := o.(*imagev1.ImagePolicy)
-		return []string{repositoryKey(p).String()}
-	}); err != nil {
-		return err
-	}
-	if err := r.setupPromotion(ctx, mgr); err != nil {
-		return err
-	}
+	r.byRepository = index.New(func(o client.Object) []string {
+		return []string{repositoryKey(o.(*imagev1.ImagePolicy)).String()}
+	})
+	r.setupPromotion()
+	// The indexes follow the policies in the handler that queues their
+	// reconciles (index.Predicate): a policy waiting for its repository's
+	// first scan is in the index by the time it waits.
 	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&imagev1.ImagePolicy{}, builder.WithPredicates(predicates.SpecOrRequest())).
+		For(&imagev1.ImagePolicy{}, builder.WithPredicates(index.Predicate(predicates.SpecOrRequest(),
+			r.byRepository, r.promotion.upstream, r.promotion.follow, r.promotion.health))).
 		Watches(&imagev1.ImageRepository{},
-			handler.EnqueueRequestsFromMapFunc(r.policiesOf),
+			handler.EnqueueRequestsFromMapFunc(policiesByIndex(r.byRepository, keyOf)),
 			builder.WithPredicates(scanChanged{})).
 		// A policy created, changed or deleted upstream of a promotion
 		// may close or open a cycle.
 		Watches(&imagev1.ImagePolicy{},
-			handler.EnqueueRequestsFromMapFunc(r.policiesByIndex(followIndex, upstreamKeyOf)),
+			handler.EnqueueRequestsFromMapFunc(policiesByIndex(r.promotion.follow, upstreamKeyOf)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(opts).
 		Build(r)
@@ -156,7 +156,7 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return err
 	}
 	r.watches = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
-		Readers: r.policiesByIndex(healthIndex, healthwatch.KeyOf)}
+		Readers: policiesByIndex(r.promotion.health, healthwatch.KeyOf)}
 	return nil
 }
 
@@ -168,18 +168,7 @@ func repositoryKey(p *imagev1.ImagePolicy) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: p.Spec.ImageRepositoryRef.Name}
 }
 
-func (r *ImagePolicyReconciler) policiesOf(ctx context.Context, o client.Object) []ctrl.Request {
-	var list imagev1.ImagePolicyList
-	if err := r.List(ctx, &list, client.MatchingFields{repositoryIndex: client.ObjectKeyFromObject(o).String()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the policies of an ImageRepository")
-		return nil
-	}
-	reqs := make([]ctrl.Request, 0, len(list.Items))
-	for _, p := range list.Items {
-		reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
-	}
-	return reqs
-}
+func keyOf(o client.Object) string { return client.ObjectKeyFromObject(o).String() }
 
 // scanChanged passes repository events that can change a policy's answer:
 // a new scan revision, a new Ready status (its first one included, which

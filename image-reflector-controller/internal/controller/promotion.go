@@ -24,6 +24,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/promotion"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
+	"toolkit.dev/image-toolkit/pkg/runtime/index"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 )
 
@@ -41,16 +42,14 @@ import (
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 // +kubebuilder:rbac:groups=argoproj.io,resources=applications,verbs=get;list;watch
 
-// Indexes of promotion policies: by their upstream automation
-// (namespace/name) and by each healthOf object (group/Kind/namespace/name).
-const (
-	upstreamIndex = ".spec.policy.promotion.from.automation"
-	// followIndex is the policy a promotion follows (from.policy, or the
-	// one status.promotion found): a new or changed policy there may close
-	// a cycle.
-	followIndex = ".spec.policy.promotion.from.policy"
-	healthIndex = ".spec.policy.promotion.healthOf"
-)
+// promotionIndexes index promotion policies by their upstream automation
+// (namespace/name, or "namespace/" when they name only a policy), by the
+// policy they follow (from.policy, or the one status.promotion found: a
+// new or changed policy there may close a cycle) and by each healthOf
+// object (group/Kind/namespace/name).
+type promotionIndexes struct {
+	upstream, follow, health *index.Index
+}
 
 // kindRetry is how soon a policy naming a health kind the cluster does
 // not serve looks again (a CRD installed later).
@@ -96,11 +95,10 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// setupPromotion indexes promotion policies and watches their upstream
-// automations; healthOf kinds are watched as policies name them.
-func (r *ImagePolicyReconciler) setupPromotion(ctx context.Context, mgr ctrl.Manager) error {
-	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &imagev1.ImagePolicy{}, upstreamIndex, func(o client.Object) []string {
+// setupPromotion makes the indexes of promotion policies; their upstream
+// automations and healthOf kinds are watched as policies name them.
+func (r *ImagePolicyReconciler) setupPromotion() {
+	r.promotion.upstream = index.New(func(o client.Object) []string {
 		p := o.(*imagev1.ImagePolicy)
 		if pr := p.Spec.Policy.Promotion; pr != nil {
 			// "ns/" when it names only a policy: any automation of the
@@ -108,10 +106,8 @@ func (r *ImagePolicyReconciler) setupPromotion(ctx context.Context, mgr ctrl.Man
 			return []string{p.Namespace + "/" + pr.From.Automation}
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if err := idx.IndexField(ctx, &imagev1.ImagePolicy{}, followIndex, func(o client.Object) []string {
+	})
+	r.promotion.follow = index.New(func(o client.Object) []string {
 		p := o.(*imagev1.ImagePolicy)
 		pr := p.Spec.Policy.Promotion
 		if pr == nil {
@@ -124,25 +120,23 @@ func (r *ImagePolicyReconciler) setupPromotion(ctx context.Context, mgr ctrl.Man
 			return []string{p.Namespace + "/" + st.Policy}
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	return idx.IndexField(ctx, &imagev1.ImagePolicy{}, healthIndex, func(o client.Object) []string {
+	})
+	r.promotion.health = index.New(func(o client.Object) []string {
 		return healthKeys(o.(*imagev1.ImagePolicy))
 	})
 }
 
 // policiesByIndex maps an object to the policies an index names it in.
-func (r *ImagePolicyReconciler) policiesByIndex(index string, key func(client.Object) string) handler.MapFunc {
+func policiesByIndex(ix *index.Index, key func(client.Object) string) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []ctrl.Request {
-		var list imagev1.ImagePolicyList
-		if err := r.List(ctx, &list, client.MatchingFields{index: key(o)}); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "listing the promotion policies of an object", "index", index)
+		keys, err := ix.Lookup(ctx, key(o))
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "looking up the policies of an object")
 			return nil
 		}
-		reqs := make([]ctrl.Request, 0, len(list.Items))
-		for _, p := range list.Items {
-			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		reqs := make([]ctrl.Request, len(keys))
+		for i, k := range keys {
+			reqs[i] = ctrl.Request{NamespacedName: k}
 		}
 		return reqs
 	}
@@ -153,8 +147,8 @@ func upstreamKeyOf(o client.Object) string { return o.GetNamespace() + "/" + o.G
 // policiesOfAutomation maps an automation to the promotions naming it, and
 // to those of its namespace naming only a policy.
 func (r *ImagePolicyReconciler) policiesOfAutomation() handler.MapFunc {
-	named := r.policiesByIndex(upstreamIndex, upstreamKeyOf)
-	anyInNamespace := r.policiesByIndex(upstreamIndex, func(o client.Object) string { return o.GetNamespace() + "/" })
+	named := policiesByIndex(r.promotion.upstream, upstreamKeyOf)
+	anyInNamespace := policiesByIndex(r.promotion.upstream, func(o client.Object) string { return o.GetNamespace() + "/" })
 	return func(ctx context.Context, o client.Object) []ctrl.Request {
 		return append(named(ctx, o), anyInNamespace(ctx, o)...)
 	}

@@ -119,7 +119,7 @@ func SetupIndexes(ctx context.Context, mgr ctrl.Manager) (Lookup, error) {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &imagev1.ImageWebhook{}, PathIndex, indexPath); err != nil {
 		return nil, err
 	}
-	ix, err := index.New(ctx, mgr.GetCache(), &imagev1.ImageRepository{}, indexRepositoryPath)
+	ix, err := index.Follow(ctx, mgr.GetCache(), &imagev1.ImageRepository{}, indexRepositoryPath)
 	if err != nil {
 		return nil, err
 	}

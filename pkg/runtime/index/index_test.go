@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
@@ -42,7 +44,7 @@ func newIndex(ctx context.Context, t *testing.T, ns string) (cache.Cache, *Index
 	if err != nil {
 		t.Fatal(err)
 	}
-	ix, err := New(ctx, c, &corev1.ConfigMap{}, byRepo)
+	ix, err := Follow(ctx, c, &corev1.ConfigMap{}, byRepo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,5 +131,64 @@ func TestLookupWaitsForTheInitialList(t *testing.T) {
 	keys, err := ix.Lookup(ctx, "a")
 	if err != nil || len(keys) != 1 || keys[0].Name != "x" {
 		t.Errorf("lookup = %v, %v; want the ConfigMap x", keys, err)
+	}
+}
+
+// Predicate updates every index from the events of the watch it filters
+// before it answers, and passes an event that moved the object in an
+// index even when the next predicate would not: the reconcile it queues
+// then reads an object the indexes already have. It needs no API server:
+// it is fed the events a watch would give.
+func TestPredicateFeedsIndexesAndPassesMoves(t *testing.T) {
+	ctx := context.Background()
+	byRepoIx := New(byRepo)
+	byAlso := New(func(o client.Object) []string {
+		if v := o.(*corev1.ConfigMap).Data["also"]; v != "" {
+			return []string{v}
+		}
+		return nil
+	})
+	never := predicate.NewPredicateFuncs(func(client.Object) bool { return false })
+	p := Predicate(never, byRepoIx, byAlso)
+	cm := func(data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}, Data: data}
+	}
+	lookup := func(ix *Index, value string) string {
+		keys, err := ix.Lookup(ctx, value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(keys)
+	}
+	const x = "[ns/x]"
+
+	v1 := cm(map[string]string{"repo": "a", "also": "b"})
+	if !p.Create(event.CreateEvent{Object: v1}) {
+		t.Error("a create that adds values did not pass")
+	}
+	if lookup(byRepoIx, "a") != x || lookup(byAlso, "b") != x {
+		t.Errorf("after create: a=%s b=%s", lookup(byRepoIx, "a"), lookup(byAlso, "b"))
+	}
+	if p.Update(event.UpdateEvent{ObjectOld: v1, ObjectNew: cm(map[string]string{"repo": "a", "also": "b", "other": "1"})}) {
+		t.Error("an update that moves no value passed a predicate that refuses it")
+	}
+	v2 := cm(map[string]string{"repo": "a", "also": "c"}) // only the second index moves
+	if !p.Update(event.UpdateEvent{ObjectOld: v1, ObjectNew: v2}) {
+		t.Error("an update that moves a value in the second index did not pass")
+	}
+	if lookup(byAlso, "b") != "[]" || lookup(byAlso, "c") != x || lookup(byRepoIx, "a") != x {
+		t.Errorf("after update: b=%s c=%s a=%s", lookup(byAlso, "b"), lookup(byAlso, "c"), lookup(byRepoIx, "a"))
+	}
+	if !p.Delete(event.DeleteEvent{Object: v2}) {
+		t.Error("a delete that removes values did not pass")
+	}
+	if lookup(byRepoIx, "a") != "[]" || lookup(byAlso, "c") != "[]" {
+		t.Errorf("after delete: a=%s c=%s", lookup(byRepoIx, "a"), lookup(byAlso, "c"))
+	}
+
+	// The next predicate's answer stands when nothing moves.
+	always := Predicate(predicate.NewPredicateFuncs(func(client.Object) bool { return true }), New(byRepo))
+	if !always.Update(event.UpdateEvent{ObjectOld: v1, ObjectNew: v1}) {
+		t.Error("an update the next predicate passes was refused")
 	}
 }
