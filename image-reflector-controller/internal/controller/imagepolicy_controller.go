@@ -98,7 +98,8 @@ type ImagePolicyReconciler struct {
 	// watches are the kinds promotion policies read, watched once needed.
 	watches *healthwatch.Watches
 	// byRepository indexes policies by their ImageRepository's
-	// namespace/name; promotion, promotion policies.
+	// namespace/name; promotion indexes promotion policies. Both are fed
+	// by the For watch (index.Predicate).
 	byRepository *index.Index
 	promotion    promotionIndexes
 }
