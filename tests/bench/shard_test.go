@@ -340,7 +340,11 @@ func allPushed(git *testgit.Server, repos, apps int, tag string) bool {
 // apiServerPID is the process of the cluster's kube-apiserver.
 func apiServerPID(b *testing.B, cluster *localenv.Cluster) int {
 	b.Helper()
-	port, err := apiServerPort(cluster)
+	u, err := url.Parse(cluster.Config.Host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	port, err := strconv.Atoi(u.Port())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -349,14 +353,6 @@ func apiServerPID(b *testing.B, cluster *localenv.Cluster) int {
 		b.Fatal(err)
 	}
 	return pid
-}
-
-func apiServerPort(cluster *localenv.Cluster) (int, error) {
-	u, err := url.Parse(cluster.Config.Host)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(u.Port())
 }
 
 // cpuSeconds is the user and system CPU time of pid so far.

@@ -149,7 +149,7 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		// A policy created, changed or deleted upstream of a promotion
 		// may close or open a cycle.
 		Watches(&imagev1.ImagePolicy{},
-			handler.EnqueueRequestsFromMapFunc(policiesByIndex(r.promotion.follow, upstreamKeyOf)),
+			handler.EnqueueRequestsFromMapFunc(policiesByIndex(r.promotion.follow, keyOf)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(opts).
 		Build(r)
@@ -169,6 +169,8 @@ func repositoryKey(p *imagev1.ImagePolicy) types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: p.Spec.ImageRepositoryRef.Name}
 }
 
+// keyOf is an object's namespace/name, the value the indexes keep for a
+// repository, an upstream automation or a followed policy.
 func keyOf(o client.Object) string { return client.ObjectKeyFromObject(o).String() }
 
 // scanChanged passes repository events that can change a policy's answer:

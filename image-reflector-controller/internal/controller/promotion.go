@@ -142,12 +142,10 @@ func policiesByIndex(ix *index.Index, key func(client.Object) string) handler.Ma
 	}
 }
 
-func upstreamKeyOf(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }
-
 // policiesOfAutomation maps an automation to the promotions naming it, and
 // to those of its namespace naming only a policy.
 func (r *ImagePolicyReconciler) policiesOfAutomation() handler.MapFunc {
-	named := policiesByIndex(r.promotion.upstream, upstreamKeyOf)
+	named := policiesByIndex(r.promotion.upstream, keyOf)
 	anyInNamespace := policiesByIndex(r.promotion.upstream, func(o client.Object) string { return o.GetNamespace() + "/" })
 	return func(ctx context.Context, o client.Object) []ctrl.Request {
 		return append(named(ctx, o), anyInNamespace(ctx, o)...)
