@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,83 @@ func patchFor(a Action, token string) (patch []byte, done string) {
 	return []byte(`{` + request + `}`), "reconcile requested"
 }
 
+// Control is one action button as a page draws it: its own form posting
+// to its own action URL, so that the click means the same with the page's
+// script and without.
+type Control struct {
+	Action Action
+	Label  string
+	URL    string
+	// Title says what the click does, for the button's tooltip.
+	Title   string
+	Primary bool
+	// Disabled says why the button cannot act now; empty when it can.
+	Disabled string
+}
+
+// Controls are the buttons of one object, drawn together with the place
+// the answer to a click appears: next to them.
+type Controls struct {
+	// ID is the element id of the group; answers are kept by it across
+	// the page's live updates.
+	ID    string
+	Items []Control
+	// Why are the distinct reasons buttons are disabled, each shown once.
+	Why []string
+}
+
+// WhyIndex is the index in Why of a disabled control's reason, for its
+// aria-describedby.
+func (c *Controls) WhyIndex(reason string) int { return slices.Index(c.Why, reason) }
+
+// resumeFirst is why a suspended object's buttons other than Resume are
+// disabled: its controller does nothing with the request until resumed.
+const resumeFirst = "resume first: spec.suspend is set, so its controller takes no requests"
+
+// controls are the buttons for one object, nil in read-only mode: what
+// applies to the kind, the primary one first, each disabled with the
+// reason when the object is suspended or the user may not patch it.
+func (s *Server) controls(ctx context.Context, resource, namespace, name string, suspended, holds bool) *Controls {
+	if s.opts.ReadOnly {
+		return nil
+	}
+	at := "/" + resource + "/" + url.PathEscape(namespace) + "/" + url.PathEscape(name)
+	c := &Controls{ID: "act" + at}
+	add := func(a Action, label, title string, primary bool, disabled string) {
+		c.Items = append(c.Items, Control{Action: a, Label: label, URL: "/actions/" + string(a) + at, Title: title, Primary: primary, Disabled: disabled})
+	}
+	denied := s.access.mayPatch(ctx, resource, namespace)
+	orSuspended := denied
+	if orSuspended == "" && suspended {
+		orSuspended = resumeFirst
+	}
+	if suspended {
+		add(ActionResume, "Resume", "Clear spec.suspend and ask for a reconcile now", true, denied)
+	}
+	if resource == "imageupdateautomations" {
+		add(ActionRun, "Run now", "Ask the automation to run now: it makes an UpdateJob if an image is not written yet", !suspended, orSuspended)
+		if holds {
+			add(ActionRelease, "Release holds", "End the holds now: the next UpdateJob writes the policies' images over the held values", false, orSuspended)
+		}
+	} else {
+		add(ActionReconcile, "Reconcile", reconcileTitle[resource], !suspended, orSuspended)
+	}
+	if !suspended {
+		add(ActionSuspend, "Suspend", "Set spec.suspend: its controller leaves it alone until resumed", false, denied)
+	}
+	for _, it := range c.Items {
+		if it.Disabled != "" && !slices.Contains(c.Why, it.Disabled) {
+			c.Why = append(c.Why, it.Disabled)
+		}
+	}
+	return c
+}
+
+var reconcileTitle = map[string]string{
+	"imagerepositories": "Ask for a scan of the registry now",
+	"imagepolicies":     "Ask the policy to choose again now from the last scan",
+}
+
 type resultBody struct {
 	Message string
 	Failed  bool
@@ -99,23 +177,42 @@ func (s *Server) perform(r *http.Request, action Action, resource string, key ty
 		return http.StatusBadRequest, fmt.Sprintf("unknown action %q on %q", action, resource)
 	}
 	obj := w.newObj()
-	obj.SetNamespace(key.Namespace)
-	obj.SetName(key.Name)
-	patch, done := patchFor(action, time.Now().Format(time.RFC3339Nano))
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	err := s.direct.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 	what := fmt.Sprintf("%s %s", resource, key)
+	// A request to a suspended object would be written and then ignored
+	// by its controller: refuse it with the way forward instead.
+	err := s.direct.Get(ctx, key, obj)
+	if err == nil && action != ActionResume && action != ActionSuspend && isSuspended(obj) {
+		return http.StatusConflict, fmt.Sprintf("%s is suspended: %s. Nothing was requested.", what, resumeFirst)
+	}
+	if err == nil {
+		patch, done := patchFor(action, time.Now().Format(time.RFC3339Nano))
+		if err = s.direct.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err == nil {
+			return http.StatusOK, what + ": " + done
+		}
+	}
 	switch {
-	case err == nil:
-		return http.StatusOK, what + ": " + done
 	case apierrors.IsForbidden(err):
-		return http.StatusForbidden, fmt.Sprintf("Forbidden: your credentials may not %s %s (RBAC needs patch on %s in namespace %s). The API server said: %v",
+		return http.StatusForbidden, fmt.Sprintf("Forbidden: your credentials may not %s %s (RBAC needs get and patch on %s in namespace %s). The API server said: %v",
 			action, what, resource, key.Namespace, err)
 	case apierrors.IsNotFound(err):
 		return http.StatusNotFound, what + " no longer exists"
 	}
-	return http.StatusBadGateway, fmt.Sprintf("%s %s: %v", action, what, err)
+	return http.StatusBadGateway, fmt.Sprintf("could not %s %s: the API server did not answer (%v). Nothing was requested; try again once it is back.", action, what, err)
+}
+
+// isSuspended reads spec.suspend of the kinds actions apply to.
+func isSuspended(obj client.Object) bool {
+	switch o := obj.(type) {
+	case *imagev1.ImageUpdateAutomation:
+		return o.Spec.Suspend
+	case *imagev1.ImagePolicy:
+		return o.Spec.Suspend
+	case *imagev1.ImageRepository:
+		return o.Spec.Suspend
+	}
+	return false
 }
 
 func watchedByResource(resource string) (watched, bool) {

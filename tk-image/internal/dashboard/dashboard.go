@@ -79,6 +79,10 @@ type Server struct {
 	opts   Options
 	direct client.Client
 	store  *store
+	access *access
+	heads  *heads
+	// health is whether the API server answers; nil: not followed.
+	health *health
 	pages  *pages
 	token  string
 	mux    *http.ServeMux
@@ -112,7 +116,17 @@ func New(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts Opt
 	if err != nil {
 		return nil, err
 	}
-	return newServer(direct, st, opts)
+	s, err := newServer(direct, st, opts)
+	if err != nil {
+		return nil, err
+	}
+	probe, err := livezProbe(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.health = &health{probe: probe, now: s.opts.Now, changed: st.publishHealth}
+	go s.health.run(ctx)
+	return s, nil
 }
 
 func newServer(direct client.Client, st *store, opts Options) (*Server, error) {
@@ -130,13 +144,14 @@ func newServer(direct client.Client, st *store, opts Options) (*Server, error) {
 	if _, err := rand.Read(tok); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, direct: direct, store: st, pages: p, token: hex.EncodeToString(tok), mux: http.NewServeMux()}
+	s := &Server{opts: opts, direct: direct, store: st, access: newAccess(direct, opts.Now), heads: newHeads(opts.Now), pages: p, token: hex.EncodeToString(tok), mux: http.NewServeMux()}
 	assets, _ := fs.Sub(embedded, "assets")
 	s.mux.Handle("GET /assets/", http.StripPrefix("/assets/", cacheAssets(http.FileServerFS(assets))))
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	s.mux.HandleFunc("GET /{$}", s.fleet)
 	s.mux.HandleFunc("GET /automations/{namespace}/{name}", s.automation)
 	s.mux.HandleFunc("GET /images/{namespace}/{name}", s.image)
+	s.mux.HandleFunc("GET /policies/{namespace}/{name}", s.policy)
 	s.mux.HandleFunc("GET /webhooks", s.webhooks)
 	s.mux.HandleFunc("GET /events", s.events)
 	s.mux.HandleFunc("POST /actions/{action}/{resource}/{namespace}/{name}", s.act)

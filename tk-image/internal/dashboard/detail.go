@@ -5,9 +5,11 @@ import (
 
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,12 +79,11 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 	_ = s.store.list(ctx, "imagepolicies", &policies, client.InNamespace(key.Namespace))
 	_ = s.store.list(ctx, "updatejobs", &jobs, client.InNamespace(key.Namespace))
 	body := &automationBody{Row: fleetRow(a, newNamespaceObjects(policies.Items, jobs.Items), s.opts.Now())}
-	// The live region does not show explain's account, which lists the
-	// branch head from the git server: it is read on a load of the page,
-	// not on each live update, which a busy namespace asks for often.
-	if r.URL.Query().Get("partial") != "1" {
-		body.explain(ctx, s.direct, key)
-	}
+	body.Row.Actions = s.controls(ctx, "imageupdateautomations", key.Namespace, key.Name, body.Row.Suspended, body.Row.Holds)
+	// explain's account is part of the live region, so that no part of
+	// the page lags another; the branch head it lists from the git server
+	// is kept until the automation's status moves (heads).
+	body.explain(ctx, s.direct, key, s.heads.list)
 	body.Jobs = jobTimeline(a, jobs.Items, body.Row.SourceURL)
 	body.History = historyOf(a, body.Row.SourceURL)
 	body.Chart = versionChart(body.History, s.opts.Now())
@@ -92,16 +93,24 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 
 // explain adds what tk-image explain automation says, read through the
 // direct client with the user's rights.
-func (b *automationBody) explain(ctx context.Context, c client.Client, key types.NamespacedName) {
-	e, err := explain.Automation(ctx, c, key, "")
+func (b *automationBody) explain(ctx context.Context, c client.Client, key types.NamespacedName, heads explain.HeadLister) {
+	e, err := explain.AutomationWith(ctx, c, key, explain.Options{Heads: heads})
 	if err != nil {
 		b.ExplainErr = err.Error()
 		return
 	}
 	b.Explain = e
+	b.ExplainText = explainText(e)
+}
+
+// explainText is explain's text as tk-image explain prints it: its
+// tab-separated columns aligned, as a <pre> shows them.
+func explainText(e explain.Explanation) string {
 	var buf bytes.Buffer
-	e.Text(&buf)
-	b.ExplainText = buf.String()
+	tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
+	e.Text(tw)
+	_ = tw.Flush()
+	return buf.String()
 }
 
 // jobTimeline lists the automation's UpdateJobs, newest first, each as
@@ -174,10 +183,16 @@ type PolicyView struct {
 	Selection    *imagev1.TagSelection
 	Drops        []policy.Drop
 	Ready        *metav1.Condition
+	// Why diagnoses a Ready=False.
+	Why *Diagnosis
+	// Repository links the ImageRepository it follows.
+	Repository *ObjectLink
 	// Breakdown is explain's own account of the selection.
 	Breakdown string
 	// UsedBy are the automations that apply it, and where.
 	UsedBy []Usage
+	// Actions are its buttons, nil when read-only.
+	Actions *Controls
 }
 
 // Usage is an automation that applies a policy, and the files its last
@@ -189,19 +204,35 @@ type Usage struct {
 
 type imageBody struct {
 	Repository *imagev1.ImageRepository
-	Ready      *metav1.Condition
-	Policies   []PolicyView
+	// Missing is set when no such ImageRepository exists: the page then
+	// lists the policies that name it, whose Ready says so.
+	Missing  bool
+	Actions  *Controls
+	Ready    *metav1.Condition
+	Why      *Diagnosis
+	Policies []PolicyView
 }
 
 func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	repo := &imagev1.ImageRepository{}
-	key, ok := s.read(ctx, w, r, repo)
-	if !ok {
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	body := &imageBody{Repository: repo}
+	status := http.StatusOK
+	if err := s.direct.Get(ctx, key, repo); apierrors.IsNotFound(err) {
+		// Policies name it, and a link from one of them leads here: say
+		// what is missing and who waits for it, not a bare 404.
+		body.Missing, status = true, http.StatusNotFound
+		repo.Namespace, repo.Name = key.Namespace, key.Name
+	} else if err != nil {
+		s.apiError(w, r, err)
 		return
+	} else {
+		body.Ready = apimeta.FindStatusCondition(repo.Status.Conditions, conditions.ReadyCondition)
+		body.Why = diagnose(body.Ready, subject{repository: repo}, s.opts.Now())
+		body.Actions = s.controls(ctx, "imagerepositories", key.Namespace, key.Name, repo.Spec.Suspend, false)
 	}
-	body := &imageBody{Repository: repo, Ready: apimeta.FindStatusCondition(repo.Status.Conditions, conditions.ReadyCondition)}
 	var policies imagev1.ImagePolicyList
 	var autos imagev1.ImageUpdateAutomationList
 	var jobs updatev1.UpdateJobList
@@ -214,17 +245,25 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 		if ref.Name != key.Name || orText(ref.Namespace, p.Namespace) != key.Namespace {
 			continue
 		}
-		body.Policies = append(body.Policies, policyView(ctx, s.direct, p, autos.Items, policies.Items, jobs.Items))
+		v := policyView(ctx, s.direct, p, autos.Items, policies.Items, jobs.Items, s.opts.Now())
+		v.Actions = s.controls(ctx, "imagepolicies", p.Namespace, p.Name, p.Spec.Suspend, false)
+		body.Policies = append(body.Policies, v)
 	}
-	s.render(w, r, "image", http.StatusOK, s.view(r, "Image "+orText(repo.Status.CanonicalImageName, repo.Spec.Image), key.Namespace, body))
+	title := "Image " + orText(repo.Status.CanonicalImageName, repo.Spec.Image)
+	if body.Missing {
+		title = "ImageRepository " + key.String() + " does not exist"
+	}
+	s.render(w, r, "image", status, s.view(r, title, key.Namespace, body))
 }
 
 func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation,
-	policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob) PolicyView {
+	policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob, now time.Time) PolicyView {
 	v := PolicyView{Namespace: p.Namespace, Name: p.Name, Suspended: p.Spec.Suspend, Latest: p.Status.LatestRef, LatestTime: p.Status.LatestRefTime,
 		Pending: p.Status.PendingRef, Held: p.Status.HeldRef, Selection: p.Status.LastSelection,
 		Verification: p.Status.Verification, Unverified: p.Status.UnverifiedRef,
 		Ready: apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition)}
+	v.Why = diagnose(v.Ready, subject{policy: p}, now)
+	v.Repository = pageOf(imagev1.ImageRepositoryKind, orText(p.Spec.ImageRepositoryRef.Namespace, p.Namespace), p.Spec.ImageRepositoryRef.Name)
 	if pr := p.Status.PendingRef; pr != nil && p.Spec.Policy.Promotion != nil {
 		v.Promotion = promotionWait(pr)
 	}
@@ -235,9 +274,7 @@ func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, au
 		}
 	}
 	if e, err := explain.Policy(ctx, c, client.ObjectKeyFromObject(p)); err == nil {
-		var buf bytes.Buffer
-		e.Text(&buf)
-		v.Breakdown = buf.String()
+		v.Breakdown = explainText(e)
 	}
 	v.UsedBy = usages(p, autos, policies, jobs)
 	return v
@@ -282,6 +319,35 @@ func usages(p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation, polic
 		out = append(out, u)
 	}
 	return out
+}
+
+type policyBody struct {
+	Policy    PolicyView
+	Events    []EventRow
+	EventsErr string
+}
+
+// policy is an ImagePolicy's own page: its rule, what it chose and
+// dropped, its verification, promotion or hold, its Ready with the next
+// step, where it is used, and its events.
+func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	p := &imagev1.ImagePolicy{}
+	key, ok := s.read(ctx, w, r, p)
+	if !ok {
+		return
+	}
+	var policies imagev1.ImagePolicyList
+	var autos imagev1.ImageUpdateAutomationList
+	var jobs updatev1.UpdateJobList
+	_ = s.store.list(ctx, "imagepolicies", &policies, client.InNamespace(key.Namespace))
+	_ = s.store.list(ctx, "imageupdateautomations", &autos, client.InNamespace(key.Namespace))
+	_ = s.store.list(ctx, "updatejobs", &jobs, client.InNamespace(key.Namespace))
+	body := &policyBody{Policy: policyView(ctx, s.direct, p, autos.Items, policies.Items, jobs.Items, s.opts.Now())}
+	body.Policy.Actions = s.controls(ctx, "imagepolicies", key.Namespace, key.Name, p.Spec.Suspend, false)
+	body.Events, body.EventsErr = s.eventsOf(ctx, p)
+	s.render(w, r, "policy", http.StatusOK, s.view(r, "ImagePolicy "+key.String(), key.Namespace, body))
 }
 
 // WebhookRow is one receiver.
@@ -335,12 +401,24 @@ func webhookRow(kind string, obj client.Object, typ string, suspend bool, sel *m
 // when that fails it answers the request and returns false.
 func (s *Server) read(ctx context.Context, w http.ResponseWriter, r *http.Request, obj client.Object) (types.NamespacedName, bool) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	if err := s.direct.Get(ctx, key, obj); err != nil {
+	err := s.direct.Get(ctx, key, obj)
+	var status apierrors.APIStatus
+	if err != nil && !errors.As(err, &status) && ctx.Err() == nil {
+		// The API server did not answer (no status came back): show
+		// what the cache last saw, under the page's stale banner, rather
+		// than a bare error. A page can learn it before the probe does.
+		s.health.observe(err)
+		if s.store.reader.Get(ctx, key, obj) == nil {
+			return key, true
+		}
+	}
+	if err != nil {
 		s.apiError(w, r, err)
 		return key, false
 	}
 	return key, true
 }
+
 
 // apiError answers a failed read: not found and forbidden are the user's
 // to know, with the API server's words.

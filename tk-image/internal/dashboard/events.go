@@ -7,6 +7,13 @@ import (
 	"time"
 )
 
+// writeHealth sends the API server's state as a "health" event: a page
+// shows a banner while it does not answer, and reloads once it does.
+func (s *Server) writeHealth(w http.ResponseWriter) {
+	data, _ := json.Marshal(s.health.state())
+	fmt.Fprintf(w, "event: health\ndata: %s\n\n", data)
+}
+
 // heartbeat keeps an idle event stream open through proxies, and tells a
 // closed one apart sooner.
 const heartbeat = 25 * time.Second
@@ -28,6 +35,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	// A reconnecting browser waits a second, not the default three.
 	fmt.Fprint(w, "retry: 1000\n: connected\n\n")
+	s.writeHealth(w)
 	flusher.Flush()
 	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
@@ -45,10 +53,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			case <-time.After(s.opts.Debounce):
 			}
 			var changes []Change
-			for _, c := range sub.take() {
+			taken, healthChanged := sub.take()
+			for _, c := range taken {
 				if ns == "" || c.Namespace == ns {
 					changes = append(changes, c)
 				}
+			}
+			if healthChanged {
+				s.writeHealth(w)
+				flusher.Flush()
 			}
 			if len(changes) == 0 {
 				continue

@@ -41,12 +41,16 @@ type State struct {
 	// Detail is the sentence behind it (a condition message, a tag and
 	// its time left).
 	Detail string
+	// Why says, of a failure, the reason in words, since when, the object
+	// at fault and the next step.
+	Why *Diagnosis
 }
 
 // ImageRow is one policy an automation applies: what its last run applied
 // against what the policy chose, and what waits behind that.
 type ImageRow struct {
-	Policy string
+	// Policy is the ImagePolicy's name, in the automation's namespace.
+	Namespace, Policy string
 	// Repository is the policy's ImageRepository, for the Image page.
 	RepoNamespace, Repository string
 	Image                     string
@@ -82,6 +86,11 @@ type FleetRow struct {
 	PullRequest       *updatev1.PullRequestStatus
 	LastRun           *metav1.Time
 	Suspended         bool
+	// Holds is whether a person holds a value the automation would
+	// write (status.holds), which Release holds ends.
+	Holds bool
+	// Actions are the row's buttons, nil when read-only.
+	Actions *Controls
 }
 
 // ID is the row's element id: namespace and name cannot hold a slash.
@@ -134,6 +143,7 @@ func fleetRow(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects, now time
 		PullRequest: a.Status.LastPullRequest,
 		LastRun:     a.Status.LastAutomationRunTime,
 		Suspended:   a.Spec.Suspend,
+		Holds:       slices.ContainsFunc(a.Status.Holds, func(h imagev1.AutomationHold) bool { return h.Reason == imagev1.HeldByPersonReason }),
 	}
 	row.Source, row.SourceURL, row.Branch = source(a, objs)
 	if row.Commit != "" {
@@ -162,7 +172,7 @@ func fleetRow(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects, now time
 }
 
 func imageRow(a *imagev1.ImageUpdateAutomation, p *imagev1.ImagePolicy) ImageRow {
-	r := ImageRow{Policy: p.Name, Repository: p.Spec.ImageRepositoryRef.Name, RepoNamespace: p.Spec.ImageRepositoryRef.Namespace}
+	r := ImageRow{Namespace: p.Namespace, Policy: p.Name, Repository: p.Spec.ImageRepositoryRef.Name, RepoNamespace: p.Spec.ImageRepositoryRef.Namespace}
 	if r.RepoNamespace == "" {
 		r.RepoNamespace = p.Namespace
 	}
@@ -205,16 +215,23 @@ func automationState(a *imagev1.ImageUpdateAutomation, images []ImageRow, polici
 	case selErr != nil:
 		return State{Kind: StateFailing, Reason: imagev1.InvalidPolicySelectorReason, Detail: selErr.Error()}
 	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason != conditions.DependencyNotReadyReason:
-		return State{Kind: StateFailing, Reason: ready.Reason, Detail: ready.Message}
+		return State{Kind: StateFailing, Reason: ready.Reason, Detail: ready.Message, Why: diagnose(ready, subject{automation: a}, now)}
 	}
 	if stalled := apimeta.FindStatusCondition(a.Status.Conditions, conditions.StalledCondition); stalled != nil && stalled.Status == metav1.ConditionTrue {
-		return State{Kind: StateFailing, Reason: stalled.Reason, Detail: stalled.Message}
+		// Stalled=True is the failure: diagnose it as a Ready=False.
+		c := *stalled
+		c.Status = metav1.ConditionFalse
+		return State{Kind: StateFailing, Reason: stalled.Reason, Detail: stalled.Message, Why: diagnose(&c, subject{automation: a}, now)}
 	}
 	for _, img := range images {
 		p := policies[img.Policy]
 		if c := apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition); c != nil &&
 			c.Status == metav1.ConditionFalse && !waitingReasons[c.Reason] {
-			return State{Kind: StateFailing, Reason: c.Reason, Detail: fmt.Sprintf("ImagePolicy %s: %s", p.Name, c.Message)}
+			d := diagnose(c, subject{policy: p}, now)
+			if d.Culprit == nil {
+				d.Culprit = pageOf(imagev1.ImagePolicyKind, p.Namespace, p.Name)
+			}
+			return State{Kind: StateFailing, Reason: c.Reason, Detail: fmt.Sprintf("ImagePolicy %s: %s", p.Name, c.Message), Why: d}
 		}
 	}
 	if job != nil {

@@ -24,12 +24,12 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"fleet", "automation", "image", "webhooks", "result"}
+var pageNames = []string{"fleet", "automation", "image", "policy", "webhooks", "result"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/policy-section.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err
 		}
@@ -50,6 +50,15 @@ var funcs = template.FuncMap{
 	"stateKinds": func() []StateKind { return stateKinds },
 	"join":       strings.Join,
 	"pathEscape": url.PathEscape,
+	// policyURL is the page of a policy named NAMESPACE:NAME, as markers
+	// name it.
+	"policyURL": func(key string) string {
+		ns, name, ok := updatev1.SplitPolicyKey(key)
+		if !ok {
+			return ""
+		}
+		return "/policies/" + url.PathEscape(ns) + "/" + url.PathEscape(name)
+	},
 	"timeLeft": func(t any, now time.Time) string {
 		tt, _ := timeOf(t)
 		return TimeLeft(tt, now)
@@ -130,12 +139,15 @@ type view struct {
 	Now      time.Time
 	// Back is where an action returns to: this page.
 	Back string
-	Body any
+	// Health is whether the API server answers: while it does not, the
+	// page says since when, and marks what it shows as stale.
+	Health Health
+	Body   any
 }
 
 func (s *Server) view(r *http.Request, title, namespace string, body any) view {
 	v := view{Title: title, User: s.opts.User, Scope: s.opts.Namespace, ReadOnly: s.opts.ReadOnly, Token: s.token, Now: s.opts.Now(),
-		Back: r.URL.RequestURI(), Body: body, Events: "/events"}
+		Back: r.URL.RequestURI(), Body: body, Events: "/events", Health: s.health.state()}
 	if namespace != "" {
 		v.Events += "?namespace=" + url.QueryEscape(namespace)
 	}
@@ -252,6 +264,7 @@ func (s *Server) fleetBody(ctx context.Context, f FleetFilter) (*fleetBody, erro
 		body.Total++
 		body.Counts[row.State.Kind]++
 		if f.Match(row) {
+			row.Actions = s.controls(ctx, "imageupdateautomations", row.Namespace, row.Name, row.Suspended, row.Holds)
 			body.Rows = append(body.Rows, row)
 		}
 	}

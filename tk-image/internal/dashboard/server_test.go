@@ -177,6 +177,19 @@ func TestActionsPatchAsTheUser(t *testing.T) {
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "apps"}, got); err != nil || !got.Spec.Suspend {
 		t.Fatalf("not suspended: %v", err)
 	}
+	// A suspended automation takes no request: Run now says so, and
+	// writes nothing.
+	code, body = post(t, base, "/actions/run/imageupdateautomations/"+ns+"/apps", url.Values{"token": {token(t, base)}})
+	if code != http.StatusConflict || !strings.Contains(body, "is suspended: resume first") {
+		t.Fatalf("run while suspended: %d %s", code, body)
+	}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "apps"}, got); err != nil || got.Annotations[meta.ReconcileRequestAnnotation] != "" {
+		t.Fatalf("a run was requested of a suspended automation: %v %v", got.Annotations, err)
+	}
+	code, body = post(t, base, "/actions/resume/imageupdateautomations/"+ns+"/apps", url.Values{"token": {token(t, base)}})
+	if code != http.StatusOK || !strings.Contains(body, "resumed") {
+		t.Fatalf("resume: %d %s", code, body)
+	}
 	code, body = post(t, base, "/actions/run/imageupdateautomations/"+ns+"/apps", url.Values{"token": {token(t, base)}})
 	if code != http.StatusOK || !strings.Contains(body, "run requested") {
 		t.Fatalf("run: %d %s", code, body)
@@ -264,8 +277,19 @@ func TestEventStreamNamesChanges(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, a); err != nil {
 		t.Fatal(err)
 	}
+	event := ""
 	for lines.Scan() {
-		if l := lines.Text(); strings.HasPrefix(l, "data: ") {
+		l := lines.Text()
+		if e, ok := strings.CutPrefix(l, "event: "); ok {
+			event = e
+		}
+		if event == "health" && strings.HasPrefix(l, "data: ") {
+			if l != `data: {"ok":true}` {
+				t.Errorf("health event %s, want ok", l)
+			}
+			continue
+		}
+		if strings.HasPrefix(l, "data: ") {
 			want := fmt.Sprintf(`{"resource":"imageupdateautomations","namespace":%q,"name":"apps"}`, ns)
 			if !strings.Contains(l, want) {
 				t.Fatalf("change event %s lacks %s", l, want)

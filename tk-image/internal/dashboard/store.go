@@ -56,7 +56,10 @@ type store struct {
 type subscriber struct {
 	mu      sync.Mutex
 	pending []Change
-	notify  chan struct{}
+	// health is set when the API server's state changed since the last
+	// take.
+	health bool
+	notify chan struct{}
 }
 
 // maxPending bounds what a stream that does not keep up holds; past it the
@@ -139,6 +142,21 @@ func (s *store) publish(resource string, o any) {
 	}
 }
 
+// publishHealth tells every subscriber the API server's state changed.
+func (s *store) publishHealth() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for sub := range s.subs {
+		sub.mu.Lock()
+		sub.health = true
+		sub.mu.Unlock()
+		select {
+		case sub.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (s *store) subscribe() *subscriber {
 	sub := &subscriber{notify: make(chan struct{}, 1)}
 	s.mu.Lock()
@@ -153,13 +171,14 @@ func (s *store) unsubscribe(sub *subscriber) {
 	s.mu.Unlock()
 }
 
-// take returns the changes collected since the last take.
-func (sub *subscriber) take() []Change {
+// take returns the changes collected since the last take, and whether
+// the API server's state changed.
+func (sub *subscriber) take() ([]Change, bool) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	out := sub.pending
-	sub.pending = nil
-	return out
+	out, health := sub.pending, sub.health
+	sub.pending, sub.health = nil, false
+	return out, health
 }
 
 // list reads a kind from the cache; nothing (not an error) when the user

@@ -577,12 +577,76 @@ type markerEntry struct {
 	Files []string `json:"files,omitempty"`
 	// Problem says why the automation cannot apply the policy.
 	Problem string `json:"problem,omitempty"`
+	// AppliedBy names the automation of the namespace that applies the
+	// policy when this one does not select it: the markers are its.
+	AppliedBy string `json:"appliedBy,omitempty"`
+}
+
+// selectedElsewhere maps each policy of a's namespace that a does not
+// select, and another automation there does, to that automation's name;
+// a list that fails leaves it empty (every such marker is then reported).
+func selectedElsewhere(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation, chosen *selection.Selection, policies []imagev1.ImagePolicy) map[string]string {
+	var unselected []imagev1.ImagePolicy
+	for _, p := range chosen.Policies {
+		if p.By != "" {
+			continue
+		}
+		if i := slices.IndexFunc(policies, func(o imagev1.ImagePolicy) bool { return o.Name == p.Name }); i >= 0 {
+			unselected = append(unselected, policies[i])
+		}
+	}
+	out := map[string]string{}
+	if len(unselected) == 0 {
+		return out
+	}
+	var autos imagev1.ImageUpdateAutomationList
+	if err := c.List(ctx, &autos, client.InNamespace(a.Namespace)); err != nil {
+		return out
+	}
+	for i := range autos.Items {
+		o := &autos.Items[i]
+		if o.UID == a.UID {
+			continue
+		}
+		sel, err := selection.Selector(o)
+		if err != nil {
+			continue
+		}
+		for _, p := range selection.Of(o, sel, unselected).Policies {
+			if _, seen := out[p.Key]; p.By != "" && !seen {
+				out[p.Key] = o.Name
+			}
+		}
+	}
+	return out
 }
 
 // Automation explains an automation: its source and branch head, the
 // policies it selects against what its last run applied, its jobs and
 // markers, and the problems found in them.
 func Automation(ctx context.Context, c client.Client, key types.NamespacedName, scanCheckout string) (*AutomationExplanation, error) {
+	return AutomationWith(ctx, c, key, Options{ScanCheckout: scanCheckout})
+}
+
+// Options are how AutomationWith reads what lies beyond the API server.
+type Options struct {
+	// ScanCheckout is a local checkout whose markers a dry run of the
+	// setters finds; empty: the last job's record of them.
+	ScanCheckout string
+	// Heads, when set, lists a branch head in place of a plain ls-remote:
+	// list does the listing, and the function may answer from what it
+	// kept instead (the dashboard, which explains an automation on each
+	// live update, keeps a head until the automation's status moves).
+	Heads HeadLister
+}
+
+// HeadLister lists the head of an automation's branch at url with list,
+// or answers from what it kept.
+type HeadLister func(ctx context.Context, a *imagev1.ImageUpdateAutomation, url, branch string, list func(context.Context) (string, error)) (string, error)
+
+// AutomationWith is Automation with Options.
+func AutomationWith(ctx context.Context, c client.Client, key types.NamespacedName, o Options) (*AutomationExplanation, error) {
+	scanCheckout := o.ScanCheckout
 	a := &imagev1.ImageUpdateAutomation{}
 	if err := c.Get(ctx, key, a); err != nil {
 		return nil, err
@@ -600,8 +664,8 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 		Holds:           a.Status.Holds,
 		Rollback:        a.Status.Rollback,
 	}
-	e.Source = branchHead(ctx, c, a)
-	chosen, err := e.selectPolicies(ctx, c, a)
+	e.Source = branchHead(ctx, c, a, o.Heads)
+	chosen, policies, err := e.selectPolicies(ctx, c, a)
 	if err != nil {
 		return nil, err
 	}
@@ -616,7 +680,7 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 	} else {
 		e.markersFromJob(a)
 	}
-	e.judge(a, chosen)
+	e.judge(a, chosen, selectedElsewhere(ctx, c, a, chosen, policies))
 	return e, nil
 }
 
@@ -624,10 +688,10 @@ func Automation(ctx context.Context, c client.Client, key types.NamespacedName, 
 // them (pkg/selection): in its namespace, by spec.policySelector (all
 // without one), and those following its discovered images; each selected
 // one gets a row saying whether the last run applied its latest image.
-func (e *AutomationExplanation) selectPolicies(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) (*selection.Selection, error) {
+func (e *AutomationExplanation) selectPolicies(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) (*selection.Selection, []imagev1.ImagePolicy, error) {
 	all := &imagev1.ImagePolicyList{}
 	if err := c.List(ctx, all, client.InNamespace(a.Namespace)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sel, err := selection.Selector(a)
 	if err != nil {
@@ -642,7 +706,7 @@ func (e *AutomationExplanation) selectPolicies(ctx context.Context, c client.Cli
 			e.Policies = append(e.Policies, policyRow(a, p))
 		}
 	}
-	return chosen, nil
+	return chosen, all.Items, nil
 }
 
 // policyRow is a selected policy's latest image against the one the last
@@ -750,7 +814,7 @@ func describeJob(job *updatev1.UpdateJob) *jobFacts {
 // server with the repository's credentials, read from the automation's
 // namespace. Any failure is recorded, not returned: the rest of the
 // explanation stands.
-func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation) sourceFacts {
+func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation, heads HeadLister) sourceFacts {
 	f := sourceFacts{ObservedRevision: a.Status.ObservedSourceRevision, Describe: "none"}
 	if u := a.Spec.Update; u != nil {
 		f.UpdatePath = u.Path
@@ -839,14 +903,23 @@ func branchHead(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAuto
 	if t := src.Repository.Timeout; t != nil && t.Duration > 0 {
 		timeout = min(timeout, t.Duration)
 	}
-	lctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	oid, err := git.Branch(lctx, src.Repository.URL, auth, src.Ref.Branch)
-	if err != nil {
-		f.HeadError = auth.Scrub(err.Error())
-		return f
+	list := func(ctx context.Context) (string, error) {
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		oid, err := git.Branch(lctx, src.Repository.URL, auth, src.Ref.Branch)
+		if err != nil {
+			return "", errors.New(auth.Scrub(err.Error()))
+		}
+		return git.FormatRevision(src.Ref.Branch, oid), nil
 	}
-	f.Head = git.FormatRevision(src.Ref.Branch, oid)
+	if heads == nil {
+		f.Head, err = list(ctx)
+	} else {
+		f.Head, err = heads(ctx, a, src.Repository.URL, src.Ref.Branch, list)
+	}
+	if err != nil {
+		f.HeadError = err.Error()
+	}
 	return f
 }
 
@@ -950,7 +1023,7 @@ func (e *AutomationExplanation) scan(checkout string, a *imagev1.ImageUpdateAuto
 // judge matches the markers with the policies: it fills each selected
 // policy's marker count, says what is wrong with the policies markers name
 // that the automation cannot apply, and lists the problems.
-func (e *AutomationExplanation) judge(a *imagev1.ImageUpdateAutomation, chosen *selection.Selection) {
+func (e *AutomationExplanation) judge(a *imagev1.ImageUpdateAutomation, chosen *selection.Selection, elsewhere map[string]string) {
 	m := &e.Markers
 	slices.SortStableFunc(m.Policies, func(x, y markerEntry) int { return strings.Compare(x.Policy, y.Policy) })
 	m.Policies = slices.CompactFunc(m.Policies, func(x, y markerEntry) bool { return x.Policy == y.Policy })
@@ -962,6 +1035,12 @@ func (e *AutomationExplanation) judge(a *imagev1.ImageUpdateAutomation, chosen *
 			continue // a setter no marker names: judged below
 		}
 		en.Problem = whyNotApplied(a, en.Policy, chosen)
+		// A marker of a policy another automation of the namespace
+		// selects is that automation's (apps holds apps/redis, whose
+		// automation applies redis): not a problem of this one.
+		if other, ok := elsewhere[en.Policy]; ok && en.Problem != "" {
+			en.Problem, en.AppliedBy = "", other
+		}
 		if en.Problem != "" {
 			e.Problems = append(e.Problems, fmt.Sprintf("%s %s, but %s", markersName(en), en.Policy, en.Problem))
 		}
@@ -1257,7 +1336,11 @@ func writeMarkerTable(w io.Writer, entries []markerEntry) {
 		if en.Count != nil {
 			count = fmt.Sprint(*en.Count)
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", en.Policy, count, orText(strings.Join(en.Files, ", "), "-"), orText(en.Problem, "-"))
+		problem := orText(en.Problem, "-")
+		if en.AppliedBy != "" {
+			problem = "- (applied by automation " + en.AppliedBy + ")"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", en.Policy, count, orText(strings.Join(en.Files, ", "), "-"), problem)
 	}
 }
 

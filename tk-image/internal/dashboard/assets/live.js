@@ -3,8 +3,8 @@
 //    page reloads its live region (#live) from the server, which renders
 //    it as on a full load, and once each time the stream (re)opens. Only
 //    one reload runs at a time.
-// 2. Actions post in the background and show the answer in #flash, so a
-//    refusal (RBAC) is read in place.
+// 2. Actions post in the background and show the answer next to the
+//    clicked button, so a refusal (RBAC) is read in place.
 // 3. Times left count down.
 (function () {
   "use strict";
@@ -18,6 +18,15 @@
     u.searchParams.set("partial", "1");
     return u.toString();
   }
+
+  var stale = document.getElementById("stale");
+  function banner(text) {
+    if (!stale) return;
+    stale.hidden = text === null;
+    if (text !== null) stale.textContent = text;
+    if (live) live.classList.toggle("is-stale", text !== null);
+  }
+  function clock(d) { return d.toISOString().slice(11, 19) + " UTC"; }
 
   function refresh() {
     if (busy) { again = true; return; }
@@ -42,12 +51,35 @@
     // A change between the page's rendering and the stream's start (or
     // while a dropped stream reconnects) was never sent: catch up on each
     // open.
+    var apiDown = false, dashboardDown = null;
     es.addEventListener("open", function () {
-      if (state) state.textContent = "live";
+      dashboardDown = null;
+      if (!apiDown) banner(null);
+      if (state) state.textContent = apiDown ? "stale" : "live";
       refresh();
     });
-    es.addEventListener("error", function () { if (state) state.textContent = "reconnecting"; });
+    es.addEventListener("error", function () {
+      if (state) state.textContent = "reconnecting";
+      if (!dashboardDown) dashboardDown = new Date();
+      banner("The dashboard has not answered since " + clock(dashboardDown) +
+        " (is tk-image dashboard still running?): this page shows what it showed then.");
+    });
     es.addEventListener("change", refresh);
+    // The API server's state: while it does not answer, a banner says
+    // since when and the live region is marked stale; once it answers
+    // again the page catches up.
+    es.addEventListener("health", function (ev) {
+      var h = JSON.parse(ev.data);
+      apiDown = !h.ok;
+      if (apiDown) {
+        banner("The API server has not answered since " + clock(new Date(h.since)) +
+          ": this page shows what the dashboard last saw, not the cluster now. (" + h.error + ")");
+      } else {
+        banner(null);
+        refresh();
+      }
+      if (state) state.textContent = apiDown ? "stale" : "live";
+    });
   }
 
   // 3. A time left (a minimum age) counts down between updates, spelled
@@ -67,33 +99,59 @@
   }
   setInterval(tick, 15000);
 
-  var flash = document.getElementById("flash");
+  // Each button is its own form, posting to its own action URL (the
+  // form's action attribute: read as written, since a form's .action
+  // property is the page's URL when the attribute is missing, and a
+  // submitter's .formAction is too). The answer goes in the output of
+  // the button's group, next to it, and is kept for two minutes by the
+  // group's id: a live update redraws the group, and the answer stays.
+  var answers = {};
+  function show(group) {
+    var a = answers[group.id], out = group.querySelector("output.answer");
+    if (!a || !out) return;
+    if (Date.now() - a.at > 120000) { delete answers[group.id]; return; }
+    out.textContent = a.text;
+    out.className = "answer " + (a.ok ? "done" : "refused");
+    out.setAttribute("role", a.ok ? "status" : "alert");
+    out.hidden = false;
+  }
+  function showAll() {
+    Object.keys(answers).forEach(function (id) {
+      var g = document.getElementById(id);
+      if (g) show(g);
+    });
+  }
+  if (live) new MutationObserver(showAll).observe(live, { childList: true });
+
   document.addEventListener("submit", function (ev) {
     var form = ev.target;
-    if (!flash || form.method.toLowerCase() !== "post") return;
+    var group = form.closest && form.closest(".actions[id]");
+    if (!group || form.method.toLowerCase() !== "post") return;
     ev.preventDefault();
-    var buttons = form.querySelectorAll("button");
-    buttons.forEach(function (b) { b.disabled = true; });
-    // The button's formaction, else the form's action.
-    var action = (ev.submitter && ev.submitter.formAction) || form.action;
-    fetch(action, {
+    var buttons = group.querySelectorAll("button");
+    var enabled = [];
+    buttons.forEach(function (b) { if (!b.disabled) { enabled.push(b); b.disabled = true; } });
+    var status = 0;
+    fetch(form.getAttribute("action"), {
       method: "POST",
       body: new URLSearchParams(new FormData(form)),
       headers: { "Accept": "application/json" },
       credentials: "same-origin"
     })
-      .then(function (r) { return r.json(); })
+      .then(function (r) { status = r.status; return r.text(); })
+      .then(function (body) {
+        var res;
+        try { res = JSON.parse(body); } catch (e) {
+          res = { ok: false, message: "The dashboard answered HTTP " + status + " without an account of the action: " + body.slice(0, 200) };
+        }
+        return res;
+      }, function (err) {
+        return { ok: false, message: "The action did not reach the dashboard (" + err + "): is tk-image dashboard still running?" };
+      })
       .then(function (res) {
-        flash.textContent = res.message;
-        flash.className = "flash " + (res.ok ? "done" : "refused");
-      })
-      .catch(function (err) {
-        flash.textContent = "The action did not reach the dashboard: " + err;
-        flash.className = "flash refused";
-      })
-      .then(function () {
-        flash.hidden = false;
-        buttons.forEach(function (b) { b.disabled = false; });
+        answers[group.id] = { text: res.message, ok: res.ok, at: Date.now() };
+        enabled.forEach(function (b) { b.disabled = false; });
+        show(group);
       });
   });
 })();
