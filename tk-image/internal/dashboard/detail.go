@@ -419,7 +419,6 @@ func (s *Server) read(ctx context.Context, w http.ResponseWriter, r *http.Reques
 	return key, true
 }
 
-
 // apiError answers a failed read: not found and forbidden are the user's
 // to know, with the API server's words.
 func (s *Server) apiError(w http.ResponseWriter, r *http.Request, err error) {

@@ -112,7 +112,7 @@ func TestPagesShowEachAutomationsOwnOutcomeOfABatch(t *testing.T) {
 			// The page aligns explain's columns with spaces, as tk-image
 			// explain does, and leaves no tab in them.
 			label, value, _ := strings.Cut(tt.explain, "\t")
-			if !regexp.MustCompile(regexp.QuoteMeta(label) + ` {2,}` + regexp.QuoteMeta(value)).MatchString(body) || strings.Contains(body, label+"\t") {
+			if !regexp.MustCompile(regexp.QuoteMeta(label)+` {2,}`+regexp.QuoteMeta(value)).MatchString(body) || strings.Contains(body, label+"\t") {
 				t.Errorf("explain's account on the page lacks %q", tt.explain)
 			}
 		})

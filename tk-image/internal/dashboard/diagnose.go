@@ -56,7 +56,7 @@ func pageOf(kind, namespace, name string) *ObjectLink {
 
 // subject is the object a diagnosis is of, with what the fixes read.
 type subject struct {
-	kind      string
+	kind       string
 	automation *imagev1.ImageUpdateAutomation
 	policy     *imagev1.ImagePolicy
 	repository *imagev1.ImageRepository
