@@ -5,16 +5,23 @@
 // tag and follows it into git again, then stops everything it started.
 // With --pull-request the fleet repository is on a real Gitea (bin/gitea,
 // `make testenv`) and the automation proposes each update as a pull
-// request instead of pushing to main.
+// request instead of pushing to main. With --stay it keeps the chain
+// running after the walk-through, adds objects that fail and wait in the
+// ways an operator meets, serves tk-image dashboard on it, prints the
+// kubeconfig and commands to try, pushes the tags typed on its standard
+// input, and stops everything on Ctrl-C.
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,12 +33,14 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 func main() {
 	bin := flag.String("bin", "", "directory of the controller binaries (default: bin/ of the workspace)")
 	flag.DurationVar(&timeout, "timeout", 3*time.Minute, "give up after this long")
 	flag.BoolVar(&pullRequest, "pull-request", false, "host the repository on Gitea and propose updates as a pull request")
+	flag.BoolVar(&stay, "stay", false, "after the walk-through, keep everything running with tk-image dashboard on it until Ctrl-C")
 	flag.Parse()
 	if err := run(*bin); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -42,12 +51,16 @@ func main() {
 var (
 	timeout     time.Duration
 	pullRequest bool
+	stay        bool
 )
 
 func run(bin string) (err error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// interrupted ends with Ctrl-C; ctx, the walk-through's, also with
+	// --timeout. The chain lives as long as interrupted, so that --stay
+	// keeps it after the walk-through.
+	interrupted, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(interrupted, timeout)
 	defer cancel()
 	began := time.Now()
 
@@ -57,7 +70,7 @@ func run(bin string) (err error) {
 	}
 	defer os.RemoveAll(dir)
 
-	env, err := chain.StartWith(ctx, dir, bin, []string{"6.3.0", "6.4.0", "7.0.0-rc.1"}, step, chain.Options{Gitea: pullRequest})
+	env, err := chain.StartWith(interrupted, dir, bin, []string{"6.3.0", "6.4.0", "7.0.0-rc.1"}, step, chain.Options{Gitea: pullRequest})
 	if err != nil {
 		return err
 	}
@@ -123,6 +136,9 @@ func run(bin string) (err error) {
 		return err
 	}
 	fmt.Printf("\ndone in %s\n", time.Since(began).Round(time.Second))
+	if stay {
+		return d.stay(interrupted, bin)
+	}
 	return nil
 }
 
@@ -247,4 +263,149 @@ var start = time.Now()
 
 func step(msg string) {
 	fmt.Printf("==> [%5.1fs] %s\n", time.Since(start).Seconds(), msg)
+}
+
+// exploreObjects are what --stay adds for a person to look at beside the
+// sample, each in a state an operator meets: an automation whose git
+// Secret has a wrong password (AuthenticationFailed, naming the Secret),
+// a suspended one, and a policy whose ImageRepository does not exist.
+func exploreObjects(repoURL string) string {
+	automation := func(name, secret, extra string) string {
+		return `apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata:
+  name: ` + name + `
+spec:
+  interval: 5m
+  git:
+    repository:
+      url: ` + repoURL + `
+      secretRef:
+        name: ` + secret + `
+    checkout:
+      ref:
+        branch: main
+    commit:
+      author:
+        name: imagebot
+        email: imagebot@example.com
+    push:
+      branch: ` + name + `
+  update:
+    path: ./clusters/prod
+  policySelector:
+    matchLabels:
+      automation: enabled
+` + extra
+	}
+	return automation("staging", "git-staging", "") + `---
+` + automation("paused", "git-credentials", "  suspend: true\n") + `---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: git-staging
+stringData:
+  username: imagebot
+  password: not-the-password
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata:
+  name: canary
+spec:
+  imageRepositoryRef:
+    name: canary
+  policy:
+    semver:
+      range: ">=1.0.0"
+`
+}
+
+// stay keeps the chain for a person to explore: it adds exploreObjects,
+// serves tk-image dashboard with the chain's kubeconfig, says what to
+// try, pushes each tag typed on standard input, and returns on Ctrl-C,
+// when run stops everything.
+func (d *demo) stay(ctx context.Context, bin string) error {
+	step("adding, to explore: automation staging (its git Secret has a wrong password), automation paused (suspended), policy canary (its ImageRepository does not exist)")
+	if err := d.env.Apply(ctx, exploreObjects(d.env.RepoURL)); err != nil {
+		return err
+	}
+	kubeconfig := d.env.Cluster.Kubeconfig
+	if bin == "" {
+		bin = localenv.BinDir(d.env.Cluster.Root)
+	}
+	tk := filepath.Join(bin, "tk-image")
+	dash := exec.CommandContext(ctx, tk, "dashboard", "--kubeconfig", kubeconfig, "--no-browser")
+	dash.Stderr = os.Stderr
+	out, err := dash.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := dash.Start(); err != nil {
+		return fmt.Errorf("starting %s dashboard: %w", tk, err)
+	}
+	// tk-image prints "Dashboard: URL (Ctrl-C to stop)" once it serves.
+	address := make(chan string, 1)
+	go func() {
+		lines := bufio.NewScanner(out)
+		for lines.Scan() {
+			if u, ok := strings.CutPrefix(lines.Text(), "Dashboard: "); ok {
+				address <- strings.Fields(u)[0]
+			}
+		}
+	}()
+	select {
+	case u := <-address:
+		step("tk-image dashboard is serving " + u + " (open it in a browser)")
+	case <-time.After(time.Minute):
+		return errors.New("tk-image dashboard printed no address within a minute")
+	case <-ctx.Done():
+		return nil
+	}
+	fmt.Printf(`
+Everything keeps running until Ctrl-C. In another terminal:
+
+    export KUBECONFIG=%[1]s
+    %[2]s get automations -A
+    %[2]s explain automation fleet -n default
+    %[2]s explain automation staging -n default    # why it fails, and which Secret
+    %[2]s explain policy canary -n default
+    kubectl get image-toolkit -A                      # bin/testenv/kubectl
+
+Type a tag and Enter to push %[3]s/%[4]s:TAG to the registry and ask for a
+scan (e.g. 6.6.0): the Fleet page follows it into git.
+`, kubeconfig, tk, d.env.RegistryHost, chain.Image)
+	tags := make(chan string)
+	go func() {
+		lines := bufio.NewScanner(os.Stdin)
+		for lines.Scan() {
+			if t := strings.TrimSpace(lines.Text()); t != "" {
+				tags <- t
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Println()
+			_ = dash.Wait()
+			return nil
+		case t := <-tags:
+			if err := d.pushAndScan(ctx, t); err != nil {
+				fmt.Fprintf(os.Stderr, "pushing %s: %v\n", t, err)
+				continue
+			}
+			step("pushed " + chain.Image + ":" + t + " and asked ImageRepository podinfo to scan")
+		}
+	}
+}
+
+// pushAndScan pushes tag and asks the sample ImageRepository to scan.
+func (d *demo) pushAndScan(ctx context.Context, tag string) error {
+	if err := d.env.PushTag(ctx, tag); err != nil {
+		return err
+	}
+	repo := &imagev1.ImageRepository{}
+	repo.Name, repo.Namespace = "podinfo", "default"
+	return d.env.RequestReconcile(ctx, repo)
 }

@@ -214,6 +214,17 @@ func TestActionsPatchAsTheUser(t *testing.T) {
 func TestForbiddenActionShowsTheRefusal(t *testing.T) {
 	ns := env.Namespace(t)
 	automation(t, ns, "apps", nil)
+	base := serve(t, viewer(t, ns).Config(), Options{User: "viewer-" + ns})
+	code, body := post(t, base, "/actions/suspend/imageupdateautomations/"+ns+"/apps", url.Values{"token": {token(t, base)}})
+	if code != http.StatusForbidden || !strings.Contains(body, "Forbidden: your credentials may not suspend") || !strings.Contains(body, "cannot patch") {
+		t.Fatalf("want the API server's refusal, got %d:\n%s", code, body)
+	}
+}
+
+// viewer is a user of the test API server who may read the image-toolkit
+// kinds and events, and change nothing.
+func viewer(t *testing.T, ns string) *envtest.AuthenticatedUser {
+	t.Helper()
 	ctx := context.Background()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "dashboard-viewer-" + ns},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{imagev1.GroupVersion.Group, updatev1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
@@ -230,11 +241,7 @@ func TestForbiddenActionShowsTheRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := serve(t, user.Config(), Options{User: "viewer-" + ns})
-	code, body := post(t, base, "/actions/suspend/imageupdateautomations/"+ns+"/apps", url.Values{"token": {token(t, base)}})
-	if code != http.StatusForbidden || !strings.Contains(body, "Forbidden: your credentials may not suspend") || !strings.Contains(body, "cannot patch") {
-		t.Fatalf("want the API server's refusal, got %d:\n%s", code, body)
-	}
+	return user
 }
 
 // Read-only renders no action and refuses a post even with the token.

@@ -586,6 +586,18 @@ type markerEntry struct {
 // select, and another automation there does, to that automation's name;
 // a list that fails leaves it empty (every such marker is then reported).
 func selectedElsewhere(ctx context.Context, c client.Client, a *imagev1.ImageUpdateAutomation, chosen *selection.Selection, policies []imagev1.ImagePolicy) map[string]string {
+	if !slices.ContainsFunc(chosen.Policies, func(p selection.Policy) bool { return p.By == "" }) {
+		return nil
+	}
+	var autos imagev1.ImageUpdateAutomationList
+	if err := c.List(ctx, &autos, client.InNamespace(a.Namespace)); err != nil {
+		return nil
+	}
+	return elsewhereOf(a, chosen, policies, autos.Items)
+}
+
+// elsewhereOf is selectedElsewhere over the namespace's automations.
+func elsewhereOf(a *imagev1.ImageUpdateAutomation, chosen *selection.Selection, policies []imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation) map[string]string {
 	var unselected []imagev1.ImagePolicy
 	for _, p := range chosen.Policies {
 		if p.By != "" {
@@ -596,15 +608,8 @@ func selectedElsewhere(ctx context.Context, c client.Client, a *imagev1.ImageUpd
 		}
 	}
 	out := map[string]string{}
-	if len(unselected) == 0 {
-		return out
-	}
-	var autos imagev1.ImageUpdateAutomationList
-	if err := c.List(ctx, &autos, client.InNamespace(a.Namespace)); err != nil {
-		return out
-	}
-	for i := range autos.Items {
-		o := &autos.Items[i]
+	for i := range autos {
+		o := &autos[i]
 		if o.UID == a.UID {
 			continue
 		}

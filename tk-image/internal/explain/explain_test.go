@@ -9,8 +9,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/selection"
 )
 
 // explain reads an automation's update windows with the controller's code
@@ -80,6 +82,41 @@ func TestExplainDiscovered(t *testing.T) {
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("explanation lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// A marker in apps of a policy that apps does not select, but apps/redis's
+// automation does, is that automation's: apps reports no problem for it
+// and names who applies it; a marker no automation selects stays a
+// problem.
+func TestMarkersAnotherAutomationSelectsAreNotProblems(t *testing.T) {
+	policy := func(name, lane string) imagev1.ImagePolicy {
+		p := imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, Labels: map[string]string{"lane": lane}}}
+		p.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/" + name, Tag: "1.0.0"}
+		return p
+	}
+	policies := []imagev1.ImagePolicy{policy("web", "web"), policy("redis", "redis"), policy("orphan", "none")}
+	auto := func(name, lane string) imagev1.ImageUpdateAutomation {
+		return imagev1.ImageUpdateAutomation{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, UID: types.UID(name)},
+			Spec: imagev1.ImageUpdateAutomationSpec{PolicySelector: &metav1.LabelSelector{MatchLabels: map[string]string{"lane": lane}}}}
+	}
+	apps, redis := auto("apps", "web"), auto("redis", "redis")
+	sel, err := selection.Selector(&apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chosen := selection.Of(&apps, sel, policies)
+	e := &AutomationExplanation{Automation: "apps/apps", Policies: []automationPolicy{{Policy: "apps:web", LatestRef: policies[0].Status.LatestRef}}}
+	one := 1
+	e.Markers = markerFacts{Complete: true, Policies: []markerEntry{{Policy: "apps:web", Count: &one}, {Policy: "apps:redis", Count: &one}, {Policy: "apps:orphan", Count: &one}}}
+	e.judge(&apps, chosen, elsewhereOf(&apps, chosen, policies, []imagev1.ImageUpdateAutomation{apps, redis}))
+	if len(e.Problems) != 1 || !strings.Contains(e.Problems[0], "apps:orphan") {
+		t.Errorf("problems %q, want only the orphan's marker", e.Problems)
+	}
+	for _, en := range e.Markers.Policies {
+		if en.Policy == "apps:redis" && (en.Problem != "" || en.AppliedBy != "redis") {
+			t.Errorf("redis's marker: problem %q, applied by %q; want none, and redis", en.Problem, en.AppliedBy)
 		}
 	}
 }
