@@ -18,7 +18,7 @@ import (
 // (resource/namespace/name) on a page: its attributes, "" when absent.
 func button(body, path string, action Action) string {
 	group := regexp.MustCompile(`(?s)<div class="actions" id="act/` + regexp.QuoteMeta(path) + `">.*?</div>`).FindString(body)
-	return regexp.MustCompile(`<form method="post" action="/actions/`+string(action)+`/`+regexp.QuoteMeta(path)+`">.*?<button [^>]*>`).FindString(group)
+	return regexp.MustCompile(`<form method="post" action="/actions/` + string(action) + `/` + regexp.QuoteMeta(path) + `">.*?<button [^>]*>`).FindString(group)
 }
 
 // Each button is a form of its own posting to its own action URL; a
