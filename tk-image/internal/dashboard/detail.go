@@ -86,7 +86,7 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 	body.explain(ctx, s.direct, key, s.heads.list)
 	body.Jobs = jobTimeline(a, jobs.Items, body.Row.SourceURL)
 	body.History = historyOf(a, body.Row.SourceURL)
-	body.Chart = versionChart(body.History, s.opts.Now())
+	body.Chart = versionChart(body.History)
 	body.Events, body.EventsErr = s.eventsOf(ctx, a)
 	s.render(w, r, "automation", http.StatusOK, s.view(r, "Automation "+key.String(), key.Namespace, body))
 }

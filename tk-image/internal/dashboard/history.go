@@ -19,15 +19,19 @@ type HistoryRow struct {
 
 // VersionChart lays out an automation's history as a chart drawn on the
 // server (inline SVG, so it needs no script and no library): one lane per
-// policy, a point per commit that changed it, at the commit's time and
-// labelled with the tag written. The history table beside it says the same
-// in words, for screen readers and for copying.
+// policy, a point per commit that changed it, labelled with the tag
+// written. Commits are placed in order, evenly (the newest at the right
+// end), not by their time: a history of one old push and ten recent ones
+// would otherwise bunch ten points at the right edge. Each point's title
+// and the history table beside it give the times, in words, for screen
+// readers and for copying.
 type VersionChart struct {
 	Width, Height int
-	// PlotLeft and PlotRight bound the time axis in the SVG's units.
+	// PlotLeft and PlotRight bound the commits' axis in the SVG's units.
 	PlotLeft, PlotRight int
-	From, To            time.Time
-	Lanes               []ChartLane
+	// From and To are the oldest and newest commits' times.
+	From, To time.Time
+	Lanes    []ChartLane
 	// MoreLanes counts the policies beyond maxLanes, not drawn.
 	MoreLanes int
 }
@@ -35,7 +39,7 @@ type VersionChart struct {
 // ChartLane is one policy's versions over time.
 type ChartLane struct {
 	Policy string
-	// Name is Policy cut to fit beside the lane; the title has it whole.
+	// Name is Policy cut to fit above the lane; the title has it whole.
 	Name   string
 	Y      int
 	Points []ChartPoint
@@ -47,23 +51,25 @@ type ChartPoint struct {
 	Tag, From string
 	Time      time.Time
 	Commit    string
-	// Label is false where the previous label is too close to fit this
+	// Label is false where a newer point's label leaves no room for this
 	// one; the point's title still names it.
 	Label bool
 }
 
 const (
 	chartWidth     = 720
-	chartPlotLeft  = 200
-	chartPlotRight = 650
-	chartLane      = 44
-	chartTop       = 36
-	chartAxis      = 24
-	// minSpan is the shortest time the axis spans, so that a first push
-	// sits at the right, after an hour of nothing, not alone mid-axis.
-	minSpan  = time.Hour
+	chartPlotLeft  = 40
+	chartPlotRight = 680
+	// chartLane is a lane's height: its name above the line, the tags
+	// below the points.
+	chartLane = 56
+	chartTop  = 30
+	chartAxis = 24
+	// maxStep is the widest gap between two commits, so that a short
+	// history sits at the right, newest last, not spread over the axis.
+	maxStep  = 80
 	maxLanes = 12
-	// labelGap is the room a tag label needs before the next one.
+	// labelGap is the room a tag label needs beside the next one.
 	labelGap = 64
 )
 
@@ -80,33 +86,32 @@ func historyOf(a *imagev1.ImageUpdateAutomation, address string) []HistoryRow {
 	return rows
 }
 
-// versionChart draws history (newest first, as the status keeps it) up to
-// now; nil when there is nothing to draw.
-func versionChart(history []HistoryRow, now time.Time) *VersionChart {
+// versionChart draws history (newest first, as the status keeps it); nil
+// when there is nothing to draw.
+func versionChart(history []HistoryRow) *VersionChart {
 	if len(history) == 0 {
 		return nil
 	}
-	c := &VersionChart{Width: chartWidth, PlotLeft: chartPlotLeft, PlotRight: chartPlotRight,
-		From: history[len(history)-1].Time, To: now}
-	if c.To.Before(history[0].Time) {
-		c.To = history[0].Time
+	n := len(history)
+	step := maxStep
+	if n > 1 {
+		step = min(maxStep, (chartPlotRight-chartPlotLeft)/(n-1))
 	}
-	if c.To.Sub(c.From) < minSpan {
-		c.From = c.To.Add(-minSpan)
-	}
+	c := &VersionChart{Width: chartWidth, PlotLeft: chartPlotRight - (n-1)*step, PlotRight: chartPlotRight,
+		From: history[n-1].Time, To: history[0].Time}
 	lanes := map[string]*ChartLane{}
 	var order []string
 	// Oldest first, so each lane's points run left to right.
-	for i := len(history) - 1; i >= 0; i-- {
+	for i := n - 1; i >= 0; i-- {
 		h := history[i]
 		for _, img := range h.Images {
 			l, ok := lanes[img.Policy]
 			if !ok {
-				l = &ChartLane{Policy: img.Policy, Name: cut(img.Policy, 24)}
+				l = &ChartLane{Policy: img.Policy, Name: cut(img.Policy, 60)}
 				lanes[img.Policy] = l
 				order = append(order, img.Policy)
 			}
-			l.Points = append(l.Points, ChartPoint{X: c.x(h.Time), Tag: img.Tag, From: img.From, Time: h.Time, Commit: h.Commit})
+			l.Points = append(l.Points, ChartPoint{X: chartPlotRight - i*step, Tag: img.Tag, From: img.From, Time: h.Time, Commit: h.Commit})
 		}
 	}
 	if len(order) == 0 {
@@ -120,16 +125,18 @@ func versionChart(history []HistoryRow, now time.Time) *VersionChart {
 	for i, p := range order {
 		l := lanes[p]
 		l.Y = chartTop + i*chartLane
-		last := -labelGap
-		for k := range l.Points {
-			if l.Points[k].X-last >= labelGap {
+		// The newest point is labelled first, then older ones where
+		// there is room: what a lane runs now is always named.
+		last := chartWidth + labelGap
+		for k := len(l.Points) - 1; k >= 0; k-- {
+			if last-l.Points[k].X >= labelGap {
 				l.Points[k].Label = true
 				last = l.Points[k].X
 			}
 		}
 		c.Lanes = append(c.Lanes, *l)
 	}
-	c.Height = chartTop + (len(c.Lanes)-1)*chartLane + chartAxis + 24
+	c.Height = chartTop + (len(c.Lanes)-1)*chartLane + chartAxis + 30
 	return c
 }
 
@@ -143,14 +150,4 @@ func cut(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
-}
-
-// x places t on the time axis; a history of one instant sits at its
-// middle.
-func (c *VersionChart) x(t time.Time) int {
-	span := c.To.Sub(c.From)
-	if span <= 0 {
-		return (c.PlotLeft + c.PlotRight) / 2
-	}
-	return c.PlotLeft + int(float64(c.PlotRight-c.PlotLeft)*float64(t.Sub(c.From))/float64(span))
 }

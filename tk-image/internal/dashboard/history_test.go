@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,8 +15,9 @@ import (
 )
 
 // The chart puts each policy in its own lane, sorted, its points left to
-// right in time, and labels a point only where the previous label leaves
-// room; the time axis ends at now.
+// right in commit order, evenly spaced and ending at the right edge;
+// the newest point of a lane is always labelled, older ones where the
+// newer label leaves room.
 func TestVersionChartLanesAndLabels(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	push := func(at time.Duration, imgs ...imagev1.PushedImage) HistoryRow {
@@ -24,41 +26,67 @@ func TestVersionChartLanesAndLabels(t *testing.T) {
 	img := func(policy, tag string) imagev1.PushedImage {
 		return imagev1.PushedImage{Policy: policy, ImageRef: meta.ImageRef{Name: "r/" + policy, Tag: tag}}
 	}
-	// Newest first, as status.history keeps it.
+	// Newest first, as status.history keeps it: a push long ago, then
+	// three within a day.
 	history := []HistoryRow{
-		push(10*time.Hour, img("web", "1.3.0")),
-		push(9*time.Hour+50*time.Minute, img("web", "1.2.1")),
-		push(5*time.Hour, img("web", "1.2.0"), img("api", "2.0.0")),
+		push(30*24*time.Hour, img("web", "1.3.0")),
+		push(30*24*time.Hour-10*time.Minute, img("web", "1.2.1")),
+		push(29*24*time.Hour, img("web", "1.2.0"), img("api", "2.0.0")),
 		push(0, img("web", "1.1.0")),
 	}
-	c := versionChart(history, t0.Add(10*time.Hour))
+	c := versionChart(history)
 	if c == nil || len(c.Lanes) != 2 || c.Lanes[0].Policy != "api" || c.Lanes[1].Policy != "web" {
 		t.Fatalf("lanes = %+v", c)
 	}
 	web := c.Lanes[1].Points
-	if len(web) != 4 || web[0].X != c.PlotLeft || web[3].X != c.PlotRight || web[1].X != (c.PlotLeft+c.PlotRight)/2 {
+	if len(web) != 4 || web[3].X != c.PlotRight || web[0].X != c.PlotLeft {
 		t.Fatalf("web points = %+v", web)
 	}
-	// 1.2.1 came ten minutes before 1.3.0: too close for both labels.
-	if !web[0].Label || !web[1].Label || !web[2].Label || web[3].Label {
-		t.Errorf("labels = %v %v %v %v, want the last one left to its title", web[0].Label, web[1].Label, web[2].Label, web[3].Label)
+	for k := 1; k < len(web); k++ {
+		if gap := web[k].X - web[k-1].X; gap != maxStep {
+			t.Errorf("points %d and %d are %d apart, want %d: commits are placed in order, not by time", k-1, k, gap, maxStep)
+		}
+	}
+	if !c.From.Equal(t0) || !c.To.Equal(t0.Add(30*24*time.Hour)) {
+		t.Errorf("axis %v to %v, want the oldest and newest commits", c.From, c.To)
+	}
+	if !web[3].Label || !web[2].Label || !web[1].Label || !web[0].Label {
+		t.Errorf("labels = %v %v %v %v, want all four (80 apart)", web[0].Label, web[1].Label, web[2].Label, web[3].Label)
 	}
 	if c.Lanes[1].Y <= c.Lanes[0].Y || c.AxisY() <= c.Lanes[1].Y {
 		t.Errorf("lanes at %d, %d; axis at %d", c.Lanes[0].Y, c.Lanes[1].Y, c.AxisY())
 	}
-	// A first push just now sits at the right of an hour's axis.
-	if one := versionChart([]HistoryRow{push(0, img("web", "1.0.0"))}, t0.Add(time.Minute)); one.Lanes[0].Points[0].X <= (one.PlotLeft+one.PlotRight)/2 ||
-		!one.From.Equal(t0.Add(time.Minute-time.Hour)) {
-		t.Errorf("one push: at x=%d of %d..%d, axis from %v", one.Lanes[0].Points[0].X, one.PlotLeft, one.PlotRight, one.From)
+	// Twenty commits fill the axis; the newest is labelled, and labels
+	// leave labelGap between them.
+	var twenty []HistoryRow
+	for i := 19; i >= 0; i-- {
+		twenty = append(twenty, push(time.Duration(i)*time.Minute, img("web", fmt.Sprintf("1.%d.0", i))))
 	}
-	if versionChart(nil, t0) != nil {
+	pts := versionChart(twenty).Lanes[0].Points
+	if pts[len(pts)-1].Tag != "1.19.0" || !pts[len(pts)-1].Label || pts[len(pts)-2].Label {
+		t.Errorf("the newest point is not the labelled one: %+v", pts[len(pts)-2:])
+	}
+	last := -1
+	for _, p := range pts {
+		if p.Label {
+			if last >= 0 && p.X-last < labelGap {
+				t.Errorf("labels at %d and %d overlap", last, p.X)
+			}
+			last = p.X
+		}
+	}
+	// One push sits at the right end.
+	if one := versionChart([]HistoryRow{push(0, img("web", "1.0.0"))}); one.Lanes[0].Points[0].X != one.PlotRight || !one.Lanes[0].Points[0].Label {
+		t.Errorf("one push: at x=%d, want %d", one.Lanes[0].Points[0].X, one.PlotRight)
+	}
+	if versionChart(nil) != nil {
 		t.Error("an empty history drew a chart")
 	}
 	var many []imagev1.PushedImage
 	for _, p := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"} {
 		many = append(many, img(p, "1"))
 	}
-	if c := versionChart([]HistoryRow{push(0, many...)}, t0); len(c.Lanes) != maxLanes || c.MoreLanes != 2 {
+	if c := versionChart([]HistoryRow{push(0, many...)}); len(c.Lanes) != maxLanes || c.MoreLanes != 2 {
 		t.Errorf("14 policies: %d lanes, %d more", len(c.Lanes), c.MoreLanes)
 	}
 }
