@@ -122,7 +122,7 @@ func jobTimeline(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob, ad
 			Started: j.Status.StartTime, Finished: j.Status.CompletionTime, Commit: j.Status.PushedCommit,
 			PullRequest: j.Status.PullRequest}
 		if row.Commit != "" {
-			row.CommitURL = CommitURL(orText(withoutUser(j.Spec.Repository.URL), address), row.Commit)
+			row.CommitURL = CommitURL(orText(withoutUser(j.Spec.Repository.URL), address), forgeOf(a), row.Commit)
 		}
 		if s, f := j.Status.StartTime, j.Status.CompletionTime; s != nil && f != nil {
 			row.Duration = f.Sub(s.Time).Round(time.Second).String()

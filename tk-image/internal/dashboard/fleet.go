@@ -89,6 +89,11 @@ type FleetRow struct {
 	// Holds is whether a person holds a value the automation would
 	// write (status.holds), which Release holds ends.
 	Holds bool
+	// Changed is what the last push changed (status.history's newest
+	// entry), when it is the last commit: from → to for each image.
+	Changed []imagev1.PushedImage
+	// MoreChanged counts the images the entry does not list.
+	MoreChanged int
 	// Actions are the row's buttons, nil when read-only.
 	Actions *Controls
 }
@@ -145,9 +150,15 @@ func fleetRow(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects, now time
 		Suspended:   a.Spec.Suspend,
 		Holds:       slices.ContainsFunc(a.Status.Holds, func(h imagev1.AutomationHold) bool { return h.Reason == imagev1.HeldByPersonReason }),
 	}
+	if h := a.Status.History; len(h) > 0 && (h[0].Commit == row.Commit || row.Commit == "") {
+		row.Changed, row.MoreChanged = h[0].Images, h[0].MoreImages
+		if row.CommitTime == nil {
+			row.CommitTime = &h[0].Time
+		}
+	}
 	row.Source, row.SourceURL, row.Branch = source(a, objs)
 	if row.Commit != "" {
-		row.CommitURL = CommitURL(row.SourceURL, row.Commit)
+		row.CommitURL = CommitURL(row.SourceURL, forgeOf(a), row.Commit)
 	}
 	sel, selErr := selection.Selector(a)
 	// Only the policies the automation selects can get a row: selection.Of
@@ -374,18 +385,45 @@ func withoutUser(address string) string {
 }
 
 // CommitURL is the page of a commit on the forge that serves address, as
-// GitHub, Gitea and GitLab spell it; empty when address is not one a
-// browser opens (e.g. a local path). SSH addresses map to their host's
-// https pages.
-func CommitURL(address, commit string) string {
+// GitHub, Gitea and GitLab spell it; empty when address is on no forge
+// known (a plain git server has no commit pages: a link would 404) or is
+// not one a browser opens (e.g. a local path). SSH addresses map to their
+// host's https pages. forge is the automation's pull request provider,
+// when it names one; else the host tells, as for pull requests: github.com
+// or "github" hosts, gitlab.com or "gitlab", codeberg.org or "gitea" or
+// "forgejo".
+func CommitURL(address, forge, commit string) string {
 	base := WebURL(address)
 	if base == "" || commit == "" {
 		return ""
 	}
-	if strings.Contains(base, "gitlab") {
-		return base + "/-/commit/" + url.PathEscape(commit)
+	if forge == "" {
+		u, _ := url.Parse(base)
+		host := strings.ToLower(u.Hostname())
+		switch {
+		case strings.Contains(host, "github"):
+			forge = "github"
+		case strings.Contains(host, "gitlab"):
+			forge = "gitlab"
+		case host == "codeberg.org" || strings.Contains(host, "gitea") || strings.Contains(host, "forgejo"):
+			forge = "gitea"
+		}
 	}
-	return base + "/commit/" + url.PathEscape(commit)
+	switch forge {
+	case "gitlab":
+		return base + "/-/commit/" + url.PathEscape(commit)
+	case "github", "gitea":
+		return base + "/commit/" + url.PathEscape(commit)
+	}
+	return ""
+}
+
+// forgeOf is the forge an automation names for its pull requests, if any.
+func forgeOf(a *imagev1.ImageUpdateAutomation) string {
+	if p := a.Spec.GitSpec.Push; p != nil && p.PullRequest != nil {
+		return string(p.PullRequest.Provider)
+	}
+	return ""
 }
 
 // WebURL is a git address as a web address: https for SSH, no

@@ -79,7 +79,7 @@ func historyOf(a *imagev1.ImageUpdateAutomation, address string) []HistoryRow {
 	for _, h := range a.Status.History {
 		row := HistoryRow{Time: h.Time.Time, Commit: h.Commit, PullRequest: h.PullRequest, Images: h.Images, MoreImages: h.MoreImages}
 		if h.Commit != "" {
-			row.CommitURL = CommitURL(address, h.Commit)
+			row.CommitURL = CommitURL(address, forgeOf(a), h.Commit)
 		}
 		rows = append(rows, row)
 	}

@@ -40,6 +40,7 @@ func parsePages() (*pages, error) {
 
 var funcs = template.FuncMap{
 	"ago":   ago,
+	"since": since,
 	"short": shortCommit,
 	"rfc3339": func(t any) string {
 		if tt, ok := timeOf(t); ok {
@@ -110,6 +111,20 @@ func ago(t any, now time.Time) string {
 		return fmt.Sprintf("%dh%dm ago", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// since is when t was as a clock reads it, with how long ago: the time
+// alone within the last day, the date too before that.
+func since(t any, now time.Time) string {
+	tt, ok := timeOf(t)
+	if !ok {
+		return "an unknown time"
+	}
+	layout := "15:04:05 UTC"
+	if now.Sub(tt) > 24*time.Hour {
+		layout = "2006-01-02 15:04 UTC"
+	}
+	return tt.UTC().Format(layout) + ", " + ago(tt, now)
 }
 
 // shortCommit is a commit hash as people read it, from a revision such as
