@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -90,7 +91,7 @@ func (k *kube) client() (client.WithWatch, error) {
 // scheme knows the kinds tk-image reads and writes.
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, imagev1.AddToScheme, updatev1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, authorizationv1.AddToScheme, imagev1.AddToScheme, updatev1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err) // static registration; cannot fail at run time
 		}

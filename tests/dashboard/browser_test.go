@@ -152,13 +152,20 @@ func TestDashboardInABrowser(t *testing.T) {
 	seen := until(t, tab, 2*time.Minute, "6.4.0 on the Fleet page without a reload",
 		`window.__noReload && `+row(fleetRow)+`.innerText.includes("6.4.0")`, fmt.Sprintf(rowText, fleetRow))
 	log(fmt.Sprintf("6.4.0 shown %.1fs after the push", seen.Seconds()))
-	until(t, tab, 2*time.Minute, "the commit link on the Fleet page without a reload",
-		`window.__noReload && `+row(fleetRow)+`.querySelector("a.commit") && `+row(fleetRow)+`.dataset.state === "up-to-date"`,
+	until(t, tab, 2*time.Minute, "the pushed commit on the Fleet page without a reload",
+		`window.__noReload && `+row(fleetRow)+`.querySelector("code.commit") && `+row(fleetRow)+`.dataset.state === "up-to-date"`,
 		fmt.Sprintf(rowText, fleetRow))
+	// The chain's git server is plain git http-backend, which has no
+	// commit pages: the commit is named, not linked.
 	head := env.Head("main")
-	link := eval[string](t, tab, row(fleetRow)+`.querySelector("a.commit").getAttribute("href")`)
-	if !strings.HasSuffix(link, "/commit/"+head) {
-		t.Errorf("commit link %s does not name the branch head %s", link, head)
+	if shown := eval[string](t, tab, row(fleetRow)+`.querySelector("code.commit").innerText`); !strings.HasPrefix(head, shown) {
+		t.Errorf("the commit shown, %s, is not the branch head %s", shown, head)
+	}
+	if n := eval[int](t, tab, row(fleetRow)+`.querySelectorAll("a.commit").length`); n != 0 {
+		t.Errorf("%d commit links for a git server without commit pages", n)
+	}
+	if changed := eval[string](t, tab, row(fleetRow)+`.querySelector(".changed").innerText`); !strings.Contains(changed, "6.3.0 → 6.4.0") {
+		t.Errorf("the Fleet row's last change %q does not say 6.3.0 → 6.4.0", changed)
 	}
 
 	// The slow automation's policy waits two hours for its tags.
@@ -173,12 +180,35 @@ func TestDashboardInABrowser(t *testing.T) {
 
 	pages := []struct{ name, path string }{
 		{"fleet", "/?namespace=default"}, {"automation", "/automations/default/fleet"},
-		{"image", "/images/default/podinfo"}, {"webhooks", "/webhooks"},
+		{"image", "/images/default/podinfo"}, {"policy", "/policies/default/podinfo"}, {"webhooks", "/webhooks"},
+		{"failing-automation", "/automations/default/staging"}, {"broken-policy", "/policies/default/canary"},
 	}
 	shots := screenshotDir(t)
 	for _, p := range pages {
 		checkPage(t, tab, p.name, base+p.path, axe, shots)
 	}
+
+	t.Run("every action button", func(t *testing.T) {
+		for _, p := range pages[:4] {
+			clickEveryButton(t, tab, c, base+p.path)
+		}
+	})
+
+	t.Run("an action without JavaScript", func(t *testing.T) {
+		actWithoutScript(t, tab, c, base)
+	})
+
+	t.Run("the answer next to the clicked button at 390px", func(t *testing.T) {
+		answerNearButton(t, tab, base)
+	})
+
+	t.Run("failures name the object at fault and the next step", func(t *testing.T) {
+		failuresSayWhatToFix(t, tab, base)
+	})
+
+	t.Run("an API server stop shows a banner", func(t *testing.T) {
+		apiServerStopShowsABanner(t, tab, env, base)
+	})
 
 	t.Run("forbidden action as a ServiceAccount", func(t *testing.T) {
 		kc := viewerKubeconfig(t, ctx, env)
@@ -188,10 +218,22 @@ func TestDashboardInABrowser(t *testing.T) {
 		if who := eval[string](t, tab, `document.querySelector(".who").innerText`); !strings.Contains(who, "system:serviceaccount:default:dashboard-viewer") {
 			t.Errorf("the header does not name the ServiceAccount: %q", who)
 		}
-		eval[bool](t, tab, row(fleetRow)+`.querySelector('button[formaction*="/actions/suspend/"]').click() || true`)
-		until(t, tab, 30*time.Second, "the refusal", `!document.getElementById("flash").hidden && document.getElementById("flash").innerText.includes("Forbidden")`,
-			`document.getElementById("flash").outerHTML`)
-		msg := eval[string](t, tab, `document.getElementById("flash").innerText`)
+		// The authorizer says before any click that the viewer may not
+		// patch: every button of the row is disabled, with the reason.
+		group := `document.getElementById("act/imageupdateautomations/default/fleet")`
+		if n := eval[int](t, tab, group+`.querySelectorAll("button:not([disabled])").length`); n != 0 {
+			t.Errorf("%d buttons enabled for a viewer who may not patch", n)
+		}
+		if why := eval[string](t, tab, group+`.querySelector(".why").innerText`); !strings.Contains(why, "your credentials may not patch imageupdateautomations in namespace default") {
+			t.Errorf("the disabled buttons say %q", why)
+		}
+		// A post anyway (a role revoked after the page was drawn) shows
+		// the API server's refusal next to the buttons.
+		eval[bool](t, tab, group+`.querySelector('button[data-action="suspend"]').disabled = false`)
+		eval[bool](t, tab, group+`.querySelector('button[data-action="suspend"]').click() || true`)
+		until(t, tab, 30*time.Second, "the refusal", group+`.querySelector("output.answer:not([hidden])") && `+group+`.querySelector("output.answer").innerText.includes("Forbidden")`,
+			group+`.outerHTML`)
+		msg := eval[string](t, tab, group+`.querySelector("output.answer").innerText`)
 		for _, want := range []string{"your credentials may not suspend", "cannot patch resource \"imageupdateautomations\"", "dashboard-viewer"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("refusal %q lacks %q", msg, want)
@@ -249,32 +291,12 @@ func watchToScreen(t *testing.T, tab context.Context, c client.Client, base stri
 
 // extraObjects are, beside the samples: an automation whose policy waits a
 // minimum age of two hours for every tag (on branch slow), a suspended one
-// for the latency figure, and an ImageWebhook for the Webhooks page.
+// for the latency figure, one whose git Secret has a wrong password
+// (staging), a policy whose ImageRepository does not exist (canary), and
+// an ImageWebhook for the Webhooks page.
 func extraObjects(repoURL string) string {
 	automation := func(name, extra string) string {
-		return `apiVersion: image.toolkit.dev/v1beta1
-kind: ImageUpdateAutomation
-metadata:
-  name: ` + name + `
-spec:
-  interval: 5m
-  git:
-    repository:
-      url: ` + repoURL + `
-      secretRef:
-        name: git-credentials
-    checkout:
-      ref:
-        branch: main
-    commit:
-      author:
-        name: imagebot
-        email: imagebot@example.com
-    push:
-      branch: ` + name + `
-  update:
-    path: ./clusters/prod
-` + extra
+		return automationWith(repoURL, name, "git-credentials", extra)
 	}
 	return `apiVersion: image.toolkit.dev/v1beta1
 kind: ImagePolicy
@@ -300,6 +322,29 @@ spec:
     matchLabels:
       lane: none
 `) + `---
+` + automationWith(repoURL, "staging", "git-staging", `  policySelector:
+    matchLabels:
+      automation: enabled
+`) + `---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: git-staging
+stringData:
+  username: imagebot
+  password: not-the-password
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata:
+  name: canary
+spec:
+  imageRepositoryRef:
+    name: canary
+  policy:
+    semver:
+      range: ">=1.0.0"
+---
 apiVersion: v1
 kind: Secret
 metadata:
@@ -316,6 +361,34 @@ spec:
   secretRef:
     name: registry-webhook
 `
+}
+
+// automationWith is an automation of the fleet repository with its git
+// Secret, pushing to a branch of its name.
+func automationWith(repoURL, name, secret, extra string) string {
+	return `apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata:
+  name: ` + name + `
+spec:
+  interval: 5m
+  git:
+    repository:
+      url: ` + repoURL + `
+      secretRef:
+        name: ` + secret + `
+    checkout:
+      ref:
+        branch: main
+    commit:
+      author:
+        name: imagebot
+        email: imagebot@example.com
+    push:
+      branch: ` + name + `
+  update:
+    path: ./clusters/prod
+` + extra
 }
 
 // viewerKubeconfig makes a ServiceAccount that may read the image-toolkit

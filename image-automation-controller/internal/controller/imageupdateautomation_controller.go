@@ -223,9 +223,16 @@ func (r *ImageUpdateAutomationReconciler) kind() *reconcile.Kind[*imagev1.ImageU
 			},
 			Phases:         r.phases(),
 			OptimisticLock: true,
-			OnFailure: func(_ context.Context, s *scope, f *conditions.Failure, _ string) {
+			OnFailure: func(ctx context.Context, s *scope, f *conditions.Failure, msg string) {
 				if f.Stalled {
 					forgetRun(s.Obj)
+				}
+				// Every failure is also a Warning event, as a failed
+				// UpdateJob is: what kubectl describe and the
+				// dashboard's Events list. Waiting for the policies to
+				// choose is no failure; the Writer counts repeats.
+				if f.Reason != conditions.DependencyNotReadyReason {
+					r.Events.Warning(ctx, s.Obj, f.Reason, "Reconcile", msg)
 				}
 			},
 			AfterPatch: r.afterPatch,

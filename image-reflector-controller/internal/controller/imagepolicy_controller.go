@@ -247,6 +247,16 @@ func (r *ImagePolicyReconciler) newKind() *reconcile.Kind[*imagev1.ImagePolicy, 
 		New:       func() *imagev1.ImagePolicy { return &imagev1.ImagePolicy{} },
 		Suspended: func(o *imagev1.ImagePolicy) bool { return o.Spec.Suspend },
 		Request:   func(o *imagev1.ImagePolicy) *meta.ReconcileRequestStatus { return &o.Status.ReconcileRequestStatus },
+		// Every failure is also a Warning event, as a failed scan is; a
+		// wait by design (a minimum age, a promotion's upstream health
+		// or soak) is not a failure. The Writer counts repeats.
+		OnFailure: func(ctx context.Context, s *policyScope, f *conditions.Failure, msg string) {
+			switch f.Reason {
+			case imagev1.MinimumAgeNotReachedReason, imagev1.UpstreamNotHealthyReason, imagev1.SoakNotElapsedReason:
+				return
+			}
+			r.Events.Warning(ctx, s.Obj, f.Reason, "Select", msg)
+		},
 		Phases: []reconcile.Phase[*imagev1.ImagePolicy, policyState]{
 			{Name: "validate", Run: r.validate},
 			{Name: "promote", Run: r.promote},

@@ -110,7 +110,10 @@ func (s *Server) controls(ctx context.Context, resource, namespace, name string,
 	add := func(a Action, label, title string, primary bool, disabled string) {
 		c.Items = append(c.Items, Control{Action: a, Label: label, URL: "/actions/" + string(a) + at, Title: title, Primary: primary, Disabled: disabled})
 	}
-	denied := s.access.mayPatch(ctx, resource, namespace)
+	denied := ""
+	if !s.down() {
+		denied = s.access.mayPatch(ctx, resource, namespace)
+	}
 	orSuspended := denied
 	if orSuspended == "" && suspended {
 		orSuspended = resumeFirst

@@ -40,6 +40,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -92,6 +93,17 @@ type Server struct {
 // user may list, and returns the dashboard once its cache has synced. The
 // watches end with ctx.
 func New(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Server, error) {
+	// The buttons ask the authorizer first (SelfSubjectAccessReview).
+	if !scheme.Recognizes(authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview")) {
+		return nil, fmt.Errorf("the scheme lacks %s, which the dashboard asks the authorizer with", authorizationv1.SchemeGroupVersion)
+	}
+	// client-go's default of 5 requests a second queues a click behind
+	// the reads of a few live updates (each Automation page explains
+	// itself anew): a click waited 30 s so. kubectl allows 50.
+	if cfg.QPS == 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = 50, 100
+	}
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, err

@@ -83,7 +83,11 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 	// explain's account is part of the live region, so that no part of
 	// the page lags another; the branch head it lists from the git server
 	// is kept until the automation's status moves (heads).
-	body.explain(ctx, s.direct, key, s.heads.list)
+	if s.down() {
+		body.ExplainErr = notRead
+	} else {
+		body.explain(ctx, s.direct, key, s.heads.list)
+	}
 	body.Jobs = jobTimeline(a, jobs.Items, body.Row.SourceURL)
 	body.History = historyOf(a, body.Row.SourceURL)
 	body.Chart = versionChart(body.History)
@@ -142,6 +146,9 @@ func jobTimeline(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob, ad
 // eventsOf lists the Events about obj, newest first; a refusal is shown,
 // not fatal.
 func (s *Server) eventsOf(ctx context.Context, obj client.Object) ([]EventRow, string) {
+	if s.down() {
+		return nil, "events: " + notRead
+	}
 	var list corev1.EventList
 	err := s.direct.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
 		client.MatchingFields{"involvedObject.uid": string(obj.GetUID())})
@@ -220,7 +227,7 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	body := &imageBody{Repository: repo}
 	status := http.StatusOK
-	if err := s.direct.Get(ctx, key, repo); apierrors.IsNotFound(err) {
+	if err := s.get(ctx, key, repo); apierrors.IsNotFound(err) {
 		// Policies name it, and a link from one of them leads here: say
 		// what is missing and who waits for it, not a bare 404.
 		body.Missing, status = true, http.StatusNotFound
@@ -245,7 +252,7 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 		if ref.Name != key.Name || orText(ref.Namespace, p.Namespace) != key.Namespace {
 			continue
 		}
-		v := policyView(ctx, s.direct, p, autos.Items, policies.Items, jobs.Items, s.opts.Now())
+		v := policyView(ctx, s.explainer(), p, autos.Items, policies.Items, jobs.Items, s.opts.Now())
 		v.Actions = s.controls(ctx, "imagepolicies", p.Namespace, p.Name, p.Spec.Suspend, false)
 		body.Policies = append(body.Policies, v)
 	}
@@ -273,8 +280,10 @@ func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, au
 			v.Drops = k.Drops(p.Spec.Policy, *v.Selection)
 		}
 	}
-	if e, err := explain.Policy(ctx, c, client.ObjectKeyFromObject(p)); err == nil {
-		v.Breakdown = explainText(e)
+	if c != nil {
+		if e, err := explain.Policy(ctx, c, client.ObjectKeyFromObject(p)); err == nil {
+			v.Breakdown = explainText(e)
+		}
 	}
 	v.UsedBy = usages(p, autos, policies, jobs)
 	return v
@@ -344,7 +353,7 @@ func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 	_ = s.store.list(ctx, "imagepolicies", &policies, client.InNamespace(key.Namespace))
 	_ = s.store.list(ctx, "imageupdateautomations", &autos, client.InNamespace(key.Namespace))
 	_ = s.store.list(ctx, "updatejobs", &jobs, client.InNamespace(key.Namespace))
-	body := &policyBody{Policy: policyView(ctx, s.direct, p, autos.Items, policies.Items, jobs.Items, s.opts.Now())}
+	body := &policyBody{Policy: policyView(ctx, s.explainer(), p, autos.Items, policies.Items, jobs.Items, s.opts.Now())}
 	body.Policy.Actions = s.controls(ctx, "imagepolicies", key.Namespace, key.Name, p.Spec.Suspend, false)
 	body.Events, body.EventsErr = s.eventsOf(ctx, p)
 	s.render(w, r, "policy", http.StatusOK, s.view(r, "ImagePolicy "+key.String(), key.Namespace, body))
@@ -401,23 +410,54 @@ func webhookRow(kind string, obj client.Object, typ string, suspend bool, sel *m
 // when that fails it answers the request and returns false.
 func (s *Server) read(ctx context.Context, w http.ResponseWriter, r *http.Request, obj client.Object) (types.NamespacedName, bool) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	err := s.direct.Get(ctx, key, obj)
-	var status apierrors.APIStatus
-	if err != nil && !errors.As(err, &status) && ctx.Err() == nil {
-		// The API server did not answer (no status came back): show
-		// what the cache last saw, under the page's stale banner, rather
-		// than a bare error. A page can learn it before the probe does.
-		s.health.observe(err)
-		if s.store.reader.Get(ctx, key, obj) == nil {
-			return key, true
-		}
-	}
-	if err != nil {
+	if err := s.get(ctx, key, obj); err != nil {
 		s.apiError(w, r, err)
 		return key, false
 	}
 	return key, true
 }
+
+// get reads one object with the user's rights, as it is now; while the
+// API server does not answer, what the cache last saw, which the page's
+// stale banner qualifies, rather than a gateway error after a timeout.
+func (s *Server) get(ctx context.Context, key types.NamespacedName, obj client.Object) error {
+	if s.down() {
+		return s.store.reader.Get(ctx, key, obj)
+	}
+	rctx, cancel := context.WithTimeout(ctx, directTimeout)
+	defer cancel()
+	err := s.direct.Get(rctx, key, obj)
+	var status apierrors.APIStatus
+	if err != nil && !errors.As(err, &status) && ctx.Err() == nil {
+		// No status came back: the API server did not answer. A page
+		// can learn it before the probe does.
+		s.health.observe(err)
+		if s.store.reader.Get(ctx, key, obj) == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// explainer is the client explain reads with; nil (no explain) while the
+// API server does not answer.
+func (s *Server) explainer() client.Client {
+	if s.down() {
+		return nil
+	}
+	return s.direct
+}
+
+// directTimeout bounds a page's read of one object from the API server
+// before it falls back to the cache.
+const directTimeout = 5 * time.Second
+
+// down reports whether the API server does not answer.
+func (s *Server) down() bool { return !s.health.state().OK }
+
+// notRead is what a page says of what it reads only from the API server
+// (explain's account, events) while the server does not answer.
+const notRead = "not read: the API server does not answer"
 
 // apiError answers a failed read: not found and forbidden are the user's
 // to know, with the API server's words.

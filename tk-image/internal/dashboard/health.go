@@ -13,8 +13,9 @@ import (
 // what it shows may be stale instead of calling cached data live. The
 // informers retry a lost watch quietly, and a page's own event stream to
 // the dashboard stays open while the API server is gone: neither tells
-// the page. A probe of /livez every healthEvery does, and so does any
-// request of a page that fails to reach the server.
+// the page. A probe of /livez every healthEvery (timing out after
+// healthTimeout) does, so a page hears of a stop within about 3 s, and so
+// does any request of a page that fails to reach the server.
 type health struct {
 	probe func(context.Context) error
 	now   func() time.Time
@@ -37,7 +38,7 @@ type Health struct {
 const (
 	// healthEvery is how often the API server is probed: a stop shows
 	// on the pages within about twice this.
-	healthEvery = 2 * time.Second
+	healthEvery = time.Second
 	// healthTimeout bounds one probe.
 	healthTimeout = 2 * time.Second
 )

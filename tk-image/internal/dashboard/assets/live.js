@@ -48,6 +48,13 @@
 
   if (live && live.hasAttribute("data-live") && src && window.EventSource) {
     var es = new EventSource(src);
+    // A page left for another (or kept in the back/forward cache) closes
+    // its stream: the browser allows six connections to the dashboard,
+    // and streams of pages no longer shown held them all, so that a
+    // click waited for one. A page shown again from that cache reloads,
+    // which opens a new stream and catches up.
+    window.addEventListener("pagehide", function () { es.close(); });
+    window.addEventListener("pageshow", function (ev) { if (ev.persisted) window.location.reload(); });
     // A change between the page's rendering and the stream's start (or
     // while a dropped stream reconnects) was never sent: catch up on each
     // open.
@@ -105,14 +112,18 @@
   // submitter's .formAction is too). The answer goes in the output of
   // the button's group, next to it, and is kept for two minutes by the
   // group's id: a live update redraws the group, and the answer stays.
-  var answers = {};
+  var answers = {}, seq = 0;
   function show(group) {
     var a = answers[group.id], out = group.querySelector("output.answer");
     if (!a || !out) return;
     if (Date.now() - a.at > 120000) { delete answers[group.id]; return; }
     out.textContent = a.text;
-    out.className = "answer " + (a.ok ? "done" : "refused");
-    out.setAttribute("role", a.ok ? "status" : "alert");
+    out.className = "answer " + (a.pending ? "pending" : a.ok ? "done" : "refused");
+    out.setAttribute("role", a.ok || a.pending ? "status" : "alert");
+    // Which click this answers, for a reader (and a test) to tell a
+    // new answer from the last one.
+    out.setAttribute("data-seq", String(a.seq));
+    out.setAttribute("data-action", a.action);
     out.hidden = false;
   }
   function showAll() {
@@ -131,6 +142,10 @@
     var buttons = group.querySelectorAll("button");
     var enabled = [];
     buttons.forEach(function (b) { if (!b.disabled) { enabled.push(b); b.disabled = true; } });
+    var button = form.querySelector("button"), action = button ? button.getAttribute("data-action") : "";
+    var n = ++seq;
+    answers[group.id] = { text: (button ? button.textContent : "Action") + ": sending…", pending: true, at: Date.now(), action: action, seq: n };
+    show(group);
     var status = 0;
     fetch(form.getAttribute("action"), {
       method: "POST",
@@ -149,9 +164,11 @@
         return { ok: false, message: "The action did not reach the dashboard (" + err + "): is tk-image dashboard still running?" };
       })
       .then(function (res) {
-        answers[group.id] = { text: res.message, ok: res.ok, at: Date.now() };
+        answers[group.id] = { text: res.message, ok: res.ok, at: Date.now(), action: action, seq: n };
         enabled.forEach(function (b) { b.disabled = false; });
-        show(group);
+        // A live update may have drawn the group anew meanwhile.
+        var g = document.getElementById(group.id) || group;
+        show(g);
       });
   });
 })();
