@@ -164,6 +164,7 @@ func newServer(direct client.Client, st *store, opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /automations/{namespace}/{name}", s.automation)
 	s.mux.HandleFunc("GET /images/{namespace}/{name}", s.image)
 	s.mux.HandleFunc("GET /policies/{namespace}/{name}", s.policy)
+	s.mux.HandleFunc("GET /jobs/{namespace}/{name}", s.job)
 	s.mux.HandleFunc("GET /webhooks", s.webhooks)
 	s.mux.HandleFunc("GET /events", s.events)
 	s.mux.HandleFunc("POST /actions/{action}/{resource}/{namespace}/{name}", s.act)

@@ -86,7 +86,7 @@ func TestPagesShowEachAutomationsOwnOutcomeOfABatch(t *testing.T) {
 	}
 	base := serve(t, env.Config, Options{})
 
-	jobRow := regexp.MustCompile(`(?s)<tr><th scope="row">web-1</th>.*?</tr>`)
+	jobRow := regexp.MustCompile(`(?s)<tr><th scope="row"><a href="/jobs/[^"]+/web-1">web-1</a></th>.*?</tr>`)
 	commitLink := `href="https://github.com/org/fleet/commit/` + commit + `"`
 	tests := []struct {
 		automation string
@@ -129,5 +129,22 @@ func TestPagesShowEachAutomationsOwnOutcomeOfABatch(t *testing.T) {
 	}
 	if len(files) != 3 || !strings.Contains(files["api"], "<code>api.yaml:3</code>") || files["web"] != "" || files["docs"] != "" {
 		t.Errorf("used by %q: want api with api.yaml:3 from its own result, web and docs without files", files)
+	}
+	// The job's own page, linked from each automation's: every automation
+	// it carries with its own outcome, and the commit.
+	if _, body := get(t, base+"/automations/"+ns+"/api"); !strings.Contains(body, `<a href="/jobs/`+ns+`/web-1">web-1</a>`) {
+		t.Errorf("the automation page does not link its job")
+	}
+	code, body = get(t, base+"/jobs/"+ns+"/web-1")
+	if code != http.StatusOK {
+		t.Fatalf("job page: %d\n%s", code, body)
+	}
+	rows := regexp.MustCompile(`(?s)<tr><th scope="row"><a href="/automations/[^"]+/(\w+)">\w+</a></th><td data-label="Outcome"><span class="phase phase-(\w+)">`).FindAllStringSubmatch(body, -1)
+	outcomes := map[string]string{}
+	for _, m := range rows {
+		outcomes[m[1]] = m[2]
+	}
+	if outcomes["web"] != "Succeeded" || outcomes["api"] != "Succeeded" || outcomes["docs"] != "Failed" || !strings.Contains(body, commit) {
+		t.Errorf("job page outcomes %v (want web and api Succeeded, docs Failed) or no commit %s", outcomes, commit)
 	}
 }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"net/url"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
 	"net/http"
@@ -268,5 +269,20 @@ func TestAllowedHost(t *testing.T) {
 	}
 	if allowedHost(&http.Request{Host: "images.example.com"}, nil) {
 		t.Error("a name was allowed without --allowed-host")
+	}
+}
+
+// An action returns to the page as a person opened it: a live update's
+// partial=1 is not part of the address.
+func TestBackToDropsPartial(t *testing.T) {
+	for in, want := range map[string]string{
+		"/?namespace=apps&partial=1":      "/?namespace=apps",
+		"/automations/apps/web?partial=1": "/automations/apps/web",
+		"/?state=failing":                 "/?state=failing",
+	} {
+		u, _ := url.Parse(in)
+		if got := backTo(u); got != want {
+			t.Errorf("backTo(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

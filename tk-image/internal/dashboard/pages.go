@@ -24,7 +24,7 @@ type pages struct {
 	byName map[string]*template.Template
 }
 
-var pageNames = []string{"fleet", "automation", "image", "policy", "webhooks", "result"}
+var pageNames = []string{"fleet", "automation", "image", "policy", "job", "webhooks", "result"}
 
 func parsePages() (*pages, error) {
 	p := &pages{byName: map[string]*template.Template{}}
@@ -162,7 +162,7 @@ type view struct {
 
 func (s *Server) view(r *http.Request, title, namespace string, body any) view {
 	v := view{Title: title, User: s.opts.User, Scope: s.opts.Namespace, ReadOnly: s.opts.ReadOnly, Token: s.token, Now: s.opts.Now(),
-		Back: r.URL.RequestURI(), Body: body, Events: "/events", Health: s.health.state()}
+		Back: backTo(r.URL), Body: body, Events: "/events", Health: s.health.state()}
 	if namespace != "" {
 		v.Events += "?namespace=" + url.QueryEscape(namespace)
 	}
@@ -172,6 +172,18 @@ func (s *Server) view(r *http.Request, title, namespace string, body any) view {
 		}
 	}
 	return v
+}
+
+// backTo is the page a request shows, for an action to return to: its
+// path and query without partial, which only the page's script asks for.
+func backTo(u *url.URL) string {
+	q := u.Query()
+	q.Del("partial")
+	back := u.EscapedPath()
+	if len(q) > 0 {
+		back += "?" + q.Encode()
+	}
+	return back
 }
 
 // render writes a page, or with ?partial=1 only its live region, which
