@@ -64,6 +64,7 @@ type automationBody struct {
 	Chart       *VersionChart
 	Events      []EventRow
 	EventsErr   string
+	Timeline    []TimelineEntry
 }
 
 func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +93,7 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 	body.History = historyOf(a, body.Row.SourceURL)
 	body.Chart = versionChart(body.History)
 	body.Events, body.EventsErr = s.eventsOf(ctx, a)
+	body.Timeline = timelineOf(a, body.History, body.Events)
 	s.render(w, r, "automation", http.StatusOK, s.view(r, "Automation "+key.String(), key.Namespace, body))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,36 @@ func TestWebhooksPageCountsCalls(t *testing.T) {
 	}
 	if strings.Contains(body, "<script>alert") {
 		t.Error("the refusal reason's markup got through")
+	}
+}
+
+// The timeline merges pushes (from → to), a revert, a hold and events,
+// newest first, and leaves out the events that repeat a push.
+func TestTimelineMergesPushesRevertsHoldsAndEvents(t *testing.T) {
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	at := func(m int) metav1.Time { return metav1.NewTime(t0.Add(time.Duration(m) * time.Minute)) }
+	a := &imagev1.ImageUpdateAutomation{}
+	a.Status.Rollback = &imagev1.RollbackStatus{Commit: "r1", PushedAt: ptr(at(30)), Reason: imagev1.RolledBackReason, Message: "Kustomization apps failed"}
+	since := at(20)
+	a.Status.Holds = []imagev1.AutomationHold{{Reason: imagev1.HeldByPersonReason}}
+	a.Status.Holds[0].Path, a.Status.Holds[0].Value, a.Status.Holds[0].Author, a.Status.Holds[0].Since = "apps/web.yaml", "1.2.0", "ana", &since
+	history := []HistoryRow{
+		{Time: at(10).Time, Commit: "c2", Images: []imagev1.PushedImage{{Policy: "web", ImageRef: meta.ImageRef{Tag: "1.3.0"}, From: "1.2.0"}}},
+		{Time: at(0).Time, Commit: "c1", PullRequest: 7, Images: []imagev1.PushedImage{{Policy: "web", ImageRef: meta.ImageRef{Tag: "1.2.0"}}}},
+	}
+	events := []EventRow{
+		{Type: "Normal", Reason: "Pushed", Message: "UpdateJob pushed c2", Last: at(10).Time, Count: 1},
+		{Type: "Warning", Reason: "AuthenticationFailed", Message: "401", Last: at(40).Time, Count: 3},
+	}
+	got := timelineOf(a, history, events)
+	var kinds []string
+	for _, e := range got {
+		kinds = append(kinds, e.Kind)
+	}
+	if want := []string{"warning", "revert", "hold", "commit", "pull request"}; !slices.Equal(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	if got[3].Text != "web 1.2.0 → 1.3.0" || got[4].PullRequest != 7 || got[0].Text != "AuthenticationFailed: 401 (×3)" || !strings.Contains(got[2].Text, "ana held apps/web.yaml at 1.2.0") {
+		t.Errorf("entries %+v", got)
 	}
 }
