@@ -41,6 +41,7 @@ func main() {
 	flag.DurationVar(&timeout, "timeout", 3*time.Minute, "give up after this long")
 	flag.BoolVar(&pullRequest, "pull-request", false, "host the repository on Gitea and propose updates as a pull request")
 	flag.BoolVar(&stay, "stay", false, "after the walk-through, keep everything running with tk-image dashboard on it until Ctrl-C")
+	flag.StringVar(&dashboardAddress, "dashboard-address", "localhost:9880", "with --stay, where tk-image dashboard listens")
 	flag.Parse()
 	if err := run(*bin); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -49,9 +50,10 @@ func main() {
 }
 
 var (
-	timeout     time.Duration
-	pullRequest bool
-	stay        bool
+	timeout          time.Duration
+	pullRequest      bool
+	stay             bool
+	dashboardAddress string
 )
 
 func run(bin string) (err error) {
@@ -335,7 +337,7 @@ func (d *demo) stay(ctx context.Context, bin string) error {
 		bin = localenv.BinDir(d.env.Cluster.Root)
 	}
 	tk := filepath.Join(bin, "tk-image")
-	dash := exec.CommandContext(ctx, tk, "dashboard", "--kubeconfig", kubeconfig, "--no-browser")
+	dash := exec.CommandContext(ctx, tk, "dashboard", "--kubeconfig", kubeconfig, "--no-browser", "--address", dashboardAddress)
 	dash.Stderr = os.Stderr
 	out, err := dash.StdoutPipe()
 	if err != nil {
