@@ -305,7 +305,7 @@ func watchToScreen(t *testing.T, tab context.Context, c client.Client, url, show
 // an ImageWebhook for the Webhooks page.
 func extraObjects(repoURL string) string {
 	automation := func(name, extra string) string {
-		return automationWith(repoURL, name, "git-credentials", extra)
+		return chain.Automation(repoURL, name, "git-credentials", extra)
 	}
 	return `apiVersion: image.toolkit.dev/v1beta1
 kind: ImagePolicy
@@ -331,7 +331,7 @@ spec:
     matchLabels:
       lane: none
 `) + `---
-` + automationWith(repoURL, "staging", "git-staging", `  policySelector:
+` + chain.Automation(repoURL, "staging", "git-staging", `  policySelector:
     matchLabels:
       automation: enabled
 `) + `---
@@ -370,34 +370,6 @@ spec:
   secretRef:
     name: registry-webhook
 `
-}
-
-// automationWith is an automation of the fleet repository with its git
-// Secret, pushing to a branch of its name.
-func automationWith(repoURL, name, secret, extra string) string {
-	return `apiVersion: image.toolkit.dev/v1beta1
-kind: ImageUpdateAutomation
-metadata:
-  name: ` + name + `
-spec:
-  interval: 5m
-  git:
-    repository:
-      url: ` + repoURL + `
-      secretRef:
-        name: ` + secret + `
-    checkout:
-      ref:
-        branch: main
-    commit:
-      author:
-        name: imagebot
-        email: imagebot@example.com
-    push:
-      branch: ` + name + `
-  update:
-    path: ./clusters/prod
-` + extra
 }
 
 // viewerKubeconfig makes a ServiceAccount that may read the image-toolkit

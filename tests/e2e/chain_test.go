@@ -45,32 +45,10 @@ spec:
     semver:
       range: ">=7.0.0-0"
 ---
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImageUpdateAutomation
-metadata:
-  name: beta
-spec:
-  interval: 5m
-  git:
-    repository:
-      url: ` + env.RepoURL + `
-      secretRef:
-        name: git-credentials
-    checkout:
-      ref:
-        branch: main
-    commit:
-      author:
-        name: imagebot
-        email: imagebot@example.com
-    push:
-      branch: beta
-  update:
-    path: ./clusters/prod
-  policySelector:
+` + chain.Automation(env.RepoURL, "beta", "git-credentials", `  policySelector:
     matchLabels:
       channel: beta
-`
+`)
 	start := env.Head("main")
 	if err := env.Apply(ctx, samples+"\n---\n"+extra); err != nil {
 		t.Fatal(err)

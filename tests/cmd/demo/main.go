@@ -273,32 +273,7 @@ func step(msg string) {
 // a suspended one, and a policy whose ImageRepository does not exist.
 func exploreObjects(repoURL string) string {
 	automation := func(name, secret, extra string) string {
-		return `apiVersion: image.toolkit.dev/v1beta1
-kind: ImageUpdateAutomation
-metadata:
-  name: ` + name + `
-spec:
-  interval: 5m
-  git:
-    repository:
-      url: ` + repoURL + `
-      secretRef:
-        name: ` + secret + `
-    checkout:
-      ref:
-        branch: main
-    commit:
-      author:
-        name: imagebot
-        email: imagebot@example.com
-    push:
-      branch: ` + name + `
-  update:
-    path: ./clusters/prod
-  policySelector:
-    matchLabels:
-      automation: enabled
-` + extra
+		return chain.Automation(repoURL, name, secret, "  policySelector:\n    matchLabels:\n      automation: enabled\n"+extra)
 	}
 	return automation("staging", "git-staging", "") + `---
 ` + automation("paused", "git-credentials", "  suspend: true\n") + `---

@@ -487,3 +487,33 @@ func (e *Env) RequestReconcileToken(ctx context.Context, obj client.Object) (str
 	obj.SetAnnotations(a)
 	return token, e.Cluster.Client.Patch(ctx, obj, patch)
 }
+
+// Automation is an ImageUpdateAutomation of the fleet repository at
+// repoURL with the git Secret secret, pushing to a branch of its name,
+// over ./clusters/prod; extra is YAML added under its spec (indented two
+// spaces), e.g. a policySelector.
+func Automation(repoURL, name, secret, extra string) string {
+	return `apiVersion: image.toolkit.dev/v1beta1
+kind: ImageUpdateAutomation
+metadata:
+  name: ` + name + `
+spec:
+  interval: 5m
+  git:
+    repository:
+      url: ` + repoURL + `
+      secretRef:
+        name: ` + secret + `
+    checkout:
+      ref:
+        branch: main
+    commit:
+      author:
+        name: imagebot
+        email: imagebot@example.com
+    push:
+      branch: ` + name + `
+  update:
+    path: ./clusters/prod
+` + extra
+}
