@@ -33,15 +33,18 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools sign-tools browser-tools tools deps demo bench faults clean help images cluster plugin-archives
+.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools sign-tools browser-tools tools deps build-deps demo bench faults clean help images cluster plugin-archives
 
 all: build
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-deps: ## Install system packages the build and tests need (libgit2 1.5, pkg-config).
+deps: build-deps ## Install the system packages the tests need besides the build's (git servers, chromium, containerd, prometheus, ...: hack/deps.sh says which and why).
 	@hack/deps.sh
+
+build-deps: ## Install only the system packages the build needs (libgit2 1.5, pkg-config, git): what make build and make demo install.
+	@hack/deps.sh build
 
 tools: ## Build controller-gen from its pinned module into bin/ (cached).
 	@hack/tools.sh controller-gen
@@ -67,13 +70,13 @@ browser-tools: ## Install axe-core from npm into bin/axe (pinned by tests/dashbo
 		cp tests/dashboard/axe/package.json tests/dashboard/axe/package-lock.json $(BIN)/axe/ && \
 		(cd $(BIN)/axe && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error); fi
 
-generate: tools deps ## Regenerate deepcopy, CRDs and RBAC.
+generate: tools build-deps ## Regenerate deepcopy, CRDs and RBAC.
 	@hack/generate.sh
 
-verify-generate: tools deps ## Fail when generated files are stale.
+verify-generate: tools build-deps ## Fail when generated files are stale.
 	@hack/generate.sh --verify
 
-build: deps ## Build the four binaries into bin/.
+build: build-deps ## Build the four binaries into bin/.
 	@mkdir -p $(BIN)
 	@for b in $(STATIC_BINARIES); do \
 		CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/$$b ./$$b; done

@@ -26,6 +26,15 @@ checks=(
   "chromium:chromium" "npm:npm"
 )
 
+# `hack/deps.sh build` checks only what building the binaries needs (what
+# `make build` and `make demo` run): libgit2 1.5 with pkg-config for cgo,
+# and git. A person who only builds, or runs the demo, gets nothing else,
+# and one without root who has those three builds without being told to
+# install a browser.
+if [ "${1:-}" = build ]; then
+  checks=("libgit2-dev:libgit2" "pkg-config:pkg-config" "git:git")
+fi
+
 # installed CHECK: the package behind CHECK is there.
 installed() {
   case $1 in
