@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -93,7 +94,39 @@ func (o *updateOptions) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	o.unnamed(stderr, res)
 	return o.report(stdout, stderr, res)
+}
+
+// unnamed says on stderr which policies given with --policy no marker
+// names, and what the markers there do name: "no changes" alone would not
+// tell a typo from a directory already up to date.
+func (o *updateOptions) unnamed(stderr io.Writer, res *setters.Result) {
+	named := map[string]bool{}
+	var names []string
+	for _, m := range res.Markers {
+		if !named[m.Marker.Policy] {
+			named[m.Marker.Policy] = true
+			names = append(names, m.Marker.Policy)
+		}
+	}
+	if len(names) == 0 {
+		if len(res.Problems) > 0 {
+			return // the problems say what became of the markers
+		}
+		fmt.Fprintf(stderr, "tk-image: no $imagepolicy marker under --dir %s, so nothing is set (a marker is a comment such as # {\"$imagepolicy\": \"NAMESPACE:NAME\"}; tk-image discover --write-markers adds them)\n", o.dir)
+		return
+	}
+	slices.Sort(names)
+	if len(names) > 5 {
+		names = append(names[:5], "...")
+	}
+	for _, arg := range o.policies {
+		name, _, err := setters.ParsePolicyArg(arg)
+		if err == nil && !named[name] {
+			fmt.Fprintf(stderr, "tk-image: --policy %s: no marker under --dir %s names %s; the markers there name %s\n", arg, o.dir, name, strings.Join(names, ", "))
+		}
+	}
 }
 
 // readPolicies are the policy values of --policies-from and --policy, for

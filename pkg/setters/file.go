@@ -86,7 +86,7 @@ func update(data []byte, policies Policies, keep func(MarkerSite, string) bool, 
 	}
 
 	var plan []planned
-	var skipped []error
+	skipped := unmarkable(docs)
 	want := make([]string, len(targets))
 	for i, t := range targets {
 		want[i] = t.node.Value

@@ -4,6 +4,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
 	"bytes"
+	"fmt"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 )
@@ -26,6 +27,57 @@ func findTargets(src *source, docs []*yaml.Node, sites ...Site) []target {
 		w.walk(doc, false)
 	}
 	return w.targets
+}
+
+// unmarkable lists the markers that stand on a mapping or a list rather
+// than on a scalar: a comment after a flow-style value
+// (image: {repository: r, tag: t} # {"$imagepolicy": ...}) names no one
+// value, so no value is set. They are reported, never skipped silently:
+// the user wrote a marker and expects an update.
+func unmarkable(docs []*yaml.Node) []error {
+	var out []error
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key, val := n.Content[i], n.Content[i+1]
+				if val.Kind == yaml.ScalarNode {
+					continue
+				}
+				for _, c := range []string{val.LineComment, key.LineComment} {
+					m, ok := parseMarker(c)
+					switch {
+					case !ok:
+						continue
+					case val.Style&yaml.FlowStyle != 0:
+						out = append(out, fmt.Errorf("line %d: the marker names %s, but %s is a %s, and %s: write %s in block style, one field a line, and mark the field to set (tk-image discover --expand-flow rewrites it so)",
+							val.Line, m, key.Value, kindName(val), FlowStyleReason, key.Value))
+					default:
+						out = append(out, fmt.Errorf("line %d: the marker names %s, but %s is a %s, not one value: a marker marks the scalar it follows; put it on the field to set", key.Line, m, key.Value, kindName(val)))
+					}
+					break
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	for _, d := range docs {
+		walk(d)
+	}
+	return out
+}
+
+func kindName(n *yaml.Node) string {
+	style := ""
+	if n.Style&yaml.FlowStyle != 0 {
+		style = "flow-style "
+	}
+	if n.Kind == yaml.SequenceNode {
+		return style + "list"
+	}
+	return style + "mapping"
 }
 
 // pairContext is where a mapping pair sits: its mapping and the pair before
