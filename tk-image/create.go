@@ -292,7 +292,7 @@ func (g *gitFlags) add(fl *pflag.FlagSet, defaultAuthor bool) {
 	fl.StringVar(&g.refName, "checkout-ref", "", "reference to check out, e.g. refs/pull/42/head")
 	fl.StringVar(&g.commit, "checkout-commit", "", "commit to check out")
 	fl.StringVar(&g.pushBranch, "push-branch", "", "branch to push to (default: the checkout branch)")
-	fl.StringVar(&g.pushRefspec, "push-refspec", "", "refspec to push as well, e.g. refs/heads/main:refs/heads/auto")
+	fl.StringVar(&g.pushRefspec, "push-refspec", "", "refspec to push, e.g. refs/heads/main:refs/heads/auto: alone, instead of the branch; with --push-branch, as well (Flux's push.refspec)")
 	fl.StringArrayVar(&g.pushOptions, "push-option", nil, "a git push option KEY=VALUE (repeatable)")
 	name, email := "", ""
 	if defaultAuthor {

@@ -361,7 +361,9 @@ func TestExplain(t *testing.T) {
 		mustContain(t, "explain automation --scan-checkout", out,
 			"Markers (from a dry run of the setters over "+filepath.Join(dir, "deploy")+"):\n",
 			"deploy/app.yaml:1", "deploy/other.yaml:1", "deploy/other.yaml:2",
-			"ImagePolicy "+ns+"/unselected is not selected by spec.policySelector",
+			// fleet does not select unselected, but onboard (above)
+			// follows it: the marker is onboard's, not a problem.
+			"(applied by automation onboard)",
 			"A run would change:\n",
 			"    deploy/app.yaml: ghcr.io/org/podinfo:app-6.4.0 -> ghcr.io/org/podinfo:app-6.5.0 ("+key("podinfo")+")\n",
 			"    deploy/other.yaml: y:1 -> ghcr.io/org/redis:7.2.4 ("+key("redis")+")\n")

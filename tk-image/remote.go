@@ -51,7 +51,7 @@ func (r *remoteFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&r.branch, "branch", "main", "with --repository: the branch to check out and update")
 	fl.StringVar(&r.path, "path", "", "with --repository: the directory of the repository to update (default: all of it)")
 	fl.StringVar(&r.pushBranch, "push-branch", "", "with --repository: push to this branch, rewritten to the checkout plus the commit (default: --branch)")
-	fl.StringVar(&r.pushRefspec, "push-refspec", "", "with --repository: also push to this refspec, [+]HEAD:DESTINATION")
+	fl.StringVar(&r.pushRefspec, "push-refspec", "", "with --repository: push to this refspec, [+]HEAD:DESTINATION: alone, instead of the branch; with --push-branch, as well (Flux's push.refspec)")
 	fl.StringVar(&r.authorName, "author-name", "tk-image", "with --repository: the commit author's name")
 	fl.StringVar(&r.authorEmail, "author-email", "", "with --repository: the commit author's email (required)")
 	fl.StringVar(&r.commitTemplate, "commit-template", "", "with --repository: commit message template (Go text/template); @FILE reads it from a file")
@@ -70,6 +70,12 @@ func (r *remoteFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&r.mirrorDir, "mirror-dir", "", "directory that keeps the repository's mirror between runs (default: a temporary one)")
 	fl.DurationVar(&r.timeout, "git-timeout", time.Minute, "bound of each git network operation")
 	r.pr.add(fl)
+	// A Kubernetes Secret means nothing without a cluster: the flag stays
+	// (its refusal names --forge-token-env) but help does not offer it.
+	_ = fl.MarkHidden("pr-secret")
+	if f := fl.Lookup("pr-branch-template"); f != nil {
+		f.Usage = "head branch template (Go text/template); @FILE reads it from a file (default: image-toolkit/BRANCH, the checkout branch's name)"
+	}
 	r.pr.complete(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("signing-key-type", cobra.FixedCompletions(signingKeyTypes, cobra.ShellCompDirectiveNoFileComp))
 }

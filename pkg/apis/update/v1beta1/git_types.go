@@ -159,8 +159,9 @@ type PushSpec struct {
 	// +optional
 	Branch string `json:"branch,omitempty"`
 
-	// Refspec is pushed in addition to the branch, e.g.
-	// refs/heads/main:refs/heads/auto.
+	// Refspec is pushed, e.g. refs/heads/main:refs/heads/auto: with Branch
+	// as well as the branch, without it instead of the checkout branch, as
+	// Flux's push.refspec is.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Refspec string `json:"refspec,omitempty"`
