@@ -45,7 +45,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Ctrl-C ends waits and watches cleanly, with their own message.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	var usage usageError
 	var reported reportedError
 	// cobra's own checks of required and mutually exclusive flags come
@@ -59,7 +59,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.As(err, &reported):
 		return 1
 	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "tk-image: %v\nRun 'tk-image --help' for usage.\n", err)
+		// The help of the command the user typed, not the root's.
+		path := "tk-image"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		if displayName != "" {
+			path = displayName + strings.TrimPrefix(path, "tk-image")
+		}
+		fmt.Fprintf(stderr, "tk-image: %v\nRun '%s --help' for usage.\n", err, path)
 		return 2
 	default:
 		fmt.Fprintf(stderr, "tk-image: %v\n", err)

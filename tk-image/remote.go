@@ -102,6 +102,16 @@ var remoteOnly = map[string]bool{
 	"mirror-dir": true, "git-timeout": true,
 }
 
+// localRepositoryFlag refuses a --repository that is a local checkout:
+// the engine clones over https, http or ssh, as an UpdateJob does; a
+// checkout on this machine is what --dir updates.
+func localRepositoryFlag(repo string) error {
+	if why := writeback.LocalRepository(repo); why != "" {
+		return usageError{fmt.Errorf("--repository %q %s: --repository clones over https, http or ssh, as an UpdateJob does; to update a checkout on this machine, use --dir (tk-image update --dir %s ...) and commit yourself", repo, why, strings.TrimPrefix(repo, "file://"))}
+	}
+	return nil
+}
+
 // needRepository refuses remote flags given without --repository.
 func (r *remoteFlags) needRepository() error {
 	if r.repository == "" {
@@ -113,6 +123,9 @@ func (r *remoteFlags) needRepository() error {
 // plan is the write-back the flags ask for.
 func (r *remoteFlags) plan(policies setters.Policies) (writeback.Plan, error) {
 	if err := r.needRepository(); err != nil {
+		return writeback.Plan{}, err
+	}
+	if err := localRepositoryFlag(r.repository); err != nil {
 		return writeback.Plan{}, err
 	}
 	if r.authorEmail == "" {

@@ -276,6 +276,28 @@ func Invalidf(format string, args ...any) error { return invalidError(fmt.Sprint
 
 func invalid(format string, args ...any) error { return Invalidf(format, args...) }
 
+// LocalRepository says why a repository address is not a remote the
+// engine fetches (a file:// URL, another scheme, a path); "" when it is
+// one: http://, https://, ssh:// or git's user@host:path.
+func LocalRepository(raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		switch s := strings.ToLower(raw[:i]); s {
+		case "http", "https", "ssh":
+			return ""
+		case "file":
+			return "is a local repository (file://)"
+		default:
+			return "has the scheme " + s
+		}
+	}
+	host, _, ok := strings.Cut(raw, ":")
+	// A one-letter host is a Windows drive (C:\fleet), as git reads it.
+	if !ok || strings.ContainsAny(host, "/\\") || len(host) < 2 || host == ".." {
+		return "is a local path"
+	}
+	return ""
+}
+
 // Validate checks what the engine relies on: a repository, somewhere to
 // push, valid ref names, a clean relative path, and one kind of update.
 func (p *Plan) Validate() error {
@@ -283,6 +305,8 @@ func (p *Plan) Validate() error {
 	switch {
 	case p.Repository == "":
 		return invalid("no repository")
+	case LocalRepository(p.Repository) != "":
+		return invalid("repository %q %s: the engine fetches over https, http or ssh, and a local one would be read from the disk of whoever runs it", p.Repository, LocalRepository(p.Repository))
 	case p.Path != path.Clean("/" + p.Path)[1:]:
 		return invalid("path %q is not clean and relative", p.Path)
 	case t.PullRequest != nil && (t.Branch != "" || len(t.Extra) > 0):

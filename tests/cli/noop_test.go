@@ -73,3 +73,45 @@ func TestInputsThatChangeNothingSayWhy(t *testing.T) {
 		})
 	}
 }
+
+// Refusals name the flag the user typed and the value, say what would be
+// accepted, and point at the subcommand's help.
+func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := filepath.Join(localenv.BinDir(root), "tk-image")
+	if _, err := os.Stat(tk); err != nil {
+		t.Fatalf("%v: run make build first", err)
+	}
+	repo := []string{"update", "--policy", "default:api=ghcr.io/acme/api:2.1.0", "--author-email", "bot@example.com", "--repository"}
+	tests := []struct {
+		name   string
+		args   []string
+		stderr []string
+	}{
+		{"a file:// repository", append(repo, "file:///srv/fleet.git"),
+			[]string{`--repository "file:///srv/fleet.git" is a local repository (file://)`, "use --dir", "Run 'tk-image update --help' for usage."}},
+		{"a path as the repository", append(repo, "./fleet"),
+			[]string{`--repository "./fleet" is a local path`, "https, http or ssh", "Run 'tk-image update --help' for usage."}},
+		{"an unknown kind", []string{"get", "widgets"},
+			[]string{`unknown kind "widgets"`, "Run 'tk-image get --help' for usage."}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(tk, tt.args...)
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			var exit *exec.ExitError
+			if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Errorf("tk-image %s: %v, want exit 2\n%s", strings.Join(tt.args, " "), err, errOut.String())
+			}
+			for _, want := range tt.stderr {
+				if !strings.Contains(errOut.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+				}
+			}
+		})
+	}
+}
