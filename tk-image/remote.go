@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -131,6 +132,12 @@ func (r *remoteFlags) plan(policies setters.Policies) (writeback.Plan, error) {
 	if r.authorEmail == "" {
 		return writeback.Plan{}, usageError{errors.New("--repository needs --author-email")}
 	}
+	// A path that leaves the repository is refused, not rewritten to one
+	// that stays (../x became x).
+	cleanPath := path.Clean("/" + r.path)[1:]
+	if p := path.Clean(r.path); r.path != "" && (p == ".." || strings.HasPrefix(p, "../") || path.IsAbs(p)) {
+		return writeback.Plan{}, usageError{fmt.Errorf("--path %q leaves the repository: give a directory from the repository's root, e.g. clusters/prod", r.path)}
+	}
 	tmpl, err := readTemplate("--commit-template", r.commitTemplate)
 	if err != nil {
 		return writeback.Plan{}, err
@@ -143,7 +150,7 @@ func (r *remoteFlags) plan(policies setters.Policies) (writeback.Plan, error) {
 		Repository: r.repository,
 		Timeout:    r.timeout,
 		Checkout:   writeback.Ref{Branch: r.branch},
-		Path:       path.Clean("/" + r.path)[1:],
+		Path:       cleanPath,
 		Update:     writeback.Update{Images: policies},
 		Commit:     writeback.Commit{AuthorName: r.authorName, AuthorEmail: r.authorEmail, MessageTemplate: tmpl, Values: values},
 	}
@@ -256,6 +263,18 @@ func (r *remoteFlags) signingData() (map[string][]byte, error) {
 	data := map[string][]byte{}
 	if err := readInto(data, key, r.signingKey, "--signing-key"); err != nil {
 		return nil, err
+	}
+	// The key's own first line says its kind: name the flag that is off,
+	// not the Secret key the engine would otherwise blame.
+	isSSH := bytes.Contains(data[key], []byte("-----BEGIN OPENSSH PRIVATE KEY-----"))
+	isPGP := bytes.Contains(data[key], []byte("-----BEGIN PGP PRIVATE KEY BLOCK-----"))
+	switch {
+	case isSSH && r.signingKeyType != "ssh":
+		return nil, usageError{fmt.Errorf("--signing-key %s is an SSH private key: add --signing-key-type ssh (the default, gpg, wants an armored OpenPGP key)", r.signingKey)}
+	case isPGP && r.signingKeyType == "ssh":
+		return nil, usageError{fmt.Errorf("--signing-key %s is an OpenPGP key: drop --signing-key-type ssh, or give an SSH private key", r.signingKey)}
+	case !isSSH && !isPGP:
+		return nil, usageError{fmt.Errorf("--signing-key %s is neither an armored OpenPGP private key (gpg --armor --export-secret-keys) nor an OpenSSH private key", r.signingKey)}
 	}
 	if r.signingPassphraseEnv != "" {
 		data[pass] = []byte(os.Getenv(r.signingPassphraseEnv))

@@ -14,6 +14,7 @@ import (
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
@@ -68,7 +69,7 @@ func (o *updateOptions) runRemote(cmd *cobra.Command) error {
 	}
 	res, err := engine.New(engine.Settings{WorkDir: dir, Hooks: hooks}, creds, cache).Run(ctx, plan)
 	if err != nil {
-		return remoteError(err)
+		return remoteError(err, plan)
 	}
 	return o.reportRemote(stdout, stderr, res)
 }
@@ -104,7 +105,10 @@ func (r *remoteFlags) credentials() (engine.Credentials, error) {
 // remoteError is the one place the engine's failures become tk-image's:
 // a plan that cannot work is a usage error (exit 2), the rest fail the
 // run (exit 1) with what failed.
-func remoteError(err error) error {
+func remoteError(err error, plan writeback.Plan) error {
+	if errors.Is(err, engine.ErrPathNotFound) {
+		return usageError{fmt.Errorf("--path %q does not exist in the repository (branch %s): give a directory from the repository's root", plan.Path, branchName(plan.Checkout.Branch))}
+	}
 	var e *engine.Error
 	if !errors.As(err, &e) {
 		return err
@@ -170,4 +174,12 @@ func joinRefs(refs []string) string {
 		out += r
 	}
 	return out
+}
+
+// branchName names a checkout branch, the remote's default when empty.
+func branchName(b string) string {
+	if b == "" {
+		return "the remote's default"
+	}
+	return b
 }

@@ -75,6 +75,11 @@ type Hooks struct {
 // ErrVeto is what BeforeCommit returns to leave the files as they are.
 var ErrVeto = errors.New("the commit was vetoed")
 
+// ErrPathNotFound is the error, wrapped, of a plan whose path the
+// checkout does not have: a front end names it in its own words (the
+// controller's spec.update.path, tk-image's --path).
+var ErrPathNotFound = errors.New("the path to update does not exist in the repository")
+
 // Change is a commit about to be made.
 type Change struct {
 	// Dir is the checkout's directory of the plan's path. In a setters'

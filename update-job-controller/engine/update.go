@@ -365,7 +365,7 @@ func securePath(root, rel string) (string, error) {
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(rel)))
 	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("update.path %q does not exist in the repository", rel)
+		return "", fmt.Errorf("update.path %q: %w", rel, ErrPathNotFound)
 	}
 	if err != nil {
 		return "", fmt.Errorf("update.path %q: %w", rel, err)
