@@ -11,13 +11,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 var (
-	// An OCI tag, or a chart version of a Helm repository, which may carry
-	// build metadata after a '+' (OCI tags cannot: Helm writes it '_').
-	tagPattern    = regexp.MustCompile(`^[\w][\w.+-]{0,127}$`)
-	digestPattern = regexp.MustCompile(`^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$`)
 	// Kubernetes object names in markers: namespace:name.
 	policyPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
@@ -31,8 +29,8 @@ func ParseImage(ref string) (meta.ImageRef, error) {
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
 		img.Digest = rest[i+1:]
 		rest = rest[:i]
-		if !digestPattern.MatchString(img.Digest) {
-			return meta.ImageRef{}, fmt.Errorf("%q: invalid digest %q", ref, img.Digest)
+		if img.Digest == "" {
+			return meta.ImageRef{}, fmt.Errorf("%q: invalid digest \"\" after '@'", ref)
 		}
 	}
 	slash := strings.LastIndexByte(rest, '/')
@@ -41,13 +39,29 @@ func ParseImage(ref string) (meta.ImageRef, error) {
 		return meta.ImageRef{}, fmt.Errorf("%q: no tag; want IMAGE:TAG or IMAGE:TAG@DIGEST", ref)
 	}
 	img.Name, img.Tag = rest[:colon], rest[colon+1:]
-	if img.Name == "" || strings.ContainsAny(img.Name, " \t\r\n") {
-		return meta.ImageRef{}, fmt.Errorf("%q: invalid image name %q", ref, img.Name)
-	}
-	if !tagPattern.MatchString(img.Tag) {
-		return meta.ImageRef{}, fmt.Errorf("%q: invalid tag %q", ref, img.Tag)
+	if err := CheckImage(img); err != nil {
+		return meta.ImageRef{}, fmt.Errorf("%q: %w", ref, err)
 	}
 	return img, nil
+}
+
+// CheckImage validates an image reference wherever one enters (a flag, a
+// plan, a policy's value), so that no invalid one is written into a file:
+// the repository name by go-containerregistry's parser (lower case path
+// components, a valid registry; a Helm chart's http(s) URL as it is), the
+// tag as an OCI tag or a Helm chart version, the digest as an OCI digest
+// in its algorithm's encoding (its length is not checked).
+func CheckImage(img meta.ImageRef) error {
+	if err := img.CheckTagAndDigest(); err != nil {
+		return err
+	}
+	if strings.HasPrefix(img.Name, "https://") || strings.HasPrefix(img.Name, "http://") {
+		return nil // a Helm repository's chart, by its URL
+	}
+	if _, err := name.NewRepository(img.Name); err != nil {
+		return fmt.Errorf("invalid image name %q: %v", img.Name, err)
+	}
+	return nil
 }
 
 // ValidPolicy reports whether s is a NAMESPACE:NAME policy reference.

@@ -18,7 +18,9 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -335,6 +337,13 @@ func (p *Plan) Validate() error {
 		return invalid("a container runs instead of the setters: no images or discovery can be set with it")
 	case u.Container == nil && u.Discover == nil && len(u.Images) == 0:
 		return invalid("no image to set")
+	}
+	// An invalid reference would be written into the files as it is
+	// ({127.0.0.1 5000/acme/web:9} became newTag: 5000/acme/web:9).
+	for _, policy := range slices.Sorted(maps.Keys(u.Images)) {
+		if err := u.Images[policy].CheckTagAndDigest(); err != nil {
+			return invalid("the image of %s: %v", policy, err)
+		}
 	}
 	if d := u.Discover; d != nil {
 		for _, pat := range append(append([]string{}, d.Include...), d.Exclude...) {
