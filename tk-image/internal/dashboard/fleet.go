@@ -426,43 +426,23 @@ func forgeOf(a *imagev1.ImageUpdateAutomation) string {
 	return ""
 }
 
-// WebURL is a git address as a web address: https for SSH, no
-// credentials, no .git suffix; empty when it has no host.
+// WebURL is a git address as a web address: https for SSH (on the host's
+// https port), no credentials, no .git suffix; empty when it has no host.
+// The address is read by pkg/git's one parser, git's scp-like form too.
 func WebURL(address string) string {
-	if host, path, ok := scpLike(address); ok {
-		address = "https://" + host + "/" + path
-	}
-	u, err := url.Parse(address)
-	if err != nil || u.Host == "" {
+	ep, err := git.ParseURL(address)
+	if err != nil || ep.Host == "" {
 		return ""
 	}
-	switch u.Scheme {
+	u := url.URL{Scheme: ep.Scheme, Host: ep.HostPort(), Path: strings.TrimSuffix(strings.TrimSuffix("/"+strings.TrimPrefix(ep.Path, "/"), "/"), ".git")}
+	switch ep.Scheme {
 	case "ssh":
-		u.Scheme = "https"
-		u.Host = u.Hostname()
+		u.Scheme, u.Host = "https", ep.Host
 	case "http", "https":
 	default:
 		return ""
 	}
-	u.User = nil
-	u.RawQuery, u.Fragment = "", ""
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), ".git")
 	return u.String()
-}
-
-// scpLike splits git@host:path.
-func scpLike(address string) (host, path string, ok bool) {
-	if strings.Contains(address, "://") {
-		return "", "", false
-	}
-	userHost, path, ok := strings.Cut(address, ":")
-	if !ok || path == "" {
-		return "", "", false
-	}
-	if _, h, found := strings.Cut(userHost, "@"); found {
-		userHost = h
-	}
-	return userHost, path, userHost != ""
 }
 
 // FleetFilter is the Fleet page's query: namespace, state and a search
