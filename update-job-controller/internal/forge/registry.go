@@ -102,9 +102,9 @@ func detect(host string) (Forge, error) {
 	case 1:
 		return byWord[0], nil
 	case 0:
-		return Forge{}, fmt.Errorf("cannot tell which forge %s is: set pullRequest.provider (%s)", host, providerList())
+		return Forge{}, fmt.Errorf("cannot tell which forge %s is: name its provider, %s (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)", host, providerList())
 	}
 	slices.SortFunc(byWord, func(a, b Forge) int { return strings.Compare(string(a.Provider), string(b.Provider)) })
-	return Forge{}, fmt.Errorf("cannot tell which forge %s is: its name fits both %s and %s; set pullRequest.provider",
+	return Forge{}, fmt.Errorf("cannot tell which forge %s is: its name fits both %s and %s; name its provider (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)",
 		host, byWord[0].Provider, byWord[1].Provider)
 }

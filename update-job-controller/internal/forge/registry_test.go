@@ -49,7 +49,7 @@ func TestDetectTellsTheForgeOfAHost(t *testing.T) {
 		{"codeberg.org", Gitea, ""},
 		{"gitea.example.com", Gitea, ""},
 		{"forgejo.example.org", Gitea, ""},
-		{"git.example.com", "", "cannot tell which forge git.example.com is: set pullRequest.provider (gitea, github or gitlab)"},
+		{"git.example.com", "", "cannot tell which forge git.example.com is: name its provider, gitea, github or gitlab (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)"},
 		{"gitea-mirror-of-github.example.com", "", "fits both gitea and github"},
 	}
 	for _, tt := range tests {
