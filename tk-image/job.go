@@ -345,7 +345,7 @@ func printResult(out io.Writer, r *updatev1.UpdateResult) {
 		}
 		fmt.Fprintln(out, f.Path)
 		for _, o := range f.Objects {
-			fmt.Fprintf(out, "  %s/%s/%s\n", o.Kind, o.Namespace, o.Name)
+			fmt.Fprintf(out, "  %s\n", objectName(o.ObjectID))
 			for _, c := range o.Changes {
 				fmt.Fprintf(out, "    %s -> %s (%s)\n", c.OldValue, c.NewValue, c.Setter)
 			}

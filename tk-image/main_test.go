@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 const podinfo = `apiVersion: apps/v1
@@ -384,5 +385,19 @@ functionConfig:
 	bad := strings.Replace(in, "ghcr.io/stefanprodan/podinfo:6.5.0\n", "no-tag\n", 1)
 	if code, _, _ := runCLI(t, bad, "update", "--krm"); code != 1 {
 		t.Errorf("bad functionConfig: code %d, want 1", code)
+	}
+}
+
+// An object's name leaves out the parts its file does not give.
+func TestObjectNameLeavesOutWhatIsMissing(t *testing.T) {
+	for o, want := range map[meta.ObjectID]string{
+		{Kind: "Deployment", Namespace: "apps", Name: "web"}: "Deployment/apps/web",
+		{Kind: "Deployment", Name: "web"}:                    "Deployment/web",
+		{Kind: "Kustomization"}:                              "Kustomization",
+		{}:                                                   "(no kind)",
+	} {
+		if got := objectName(o); got != want {
+			t.Errorf("objectName(%+v) = %q, want %q", o, got, want)
+		}
 	}
 }

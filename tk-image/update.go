@@ -183,7 +183,7 @@ func printText(w io.Writer, res *setters.Result, dryRun bool) {
 	for _, f := range res.Files {
 		fmt.Fprintln(w, f.Path)
 		for _, o := range f.Objects {
-			fmt.Fprintf(w, "  %s/%s/%s\n", o.Kind, o.Namespace, o.Name)
+			fmt.Fprintf(w, "  %s\n", objectName(o.ObjectID))
 			for _, c := range o.Changes {
 				fmt.Fprintf(w, "    %s -> %s (%s)\n", c.OldValue, c.NewValue, c.Setter)
 			}
@@ -192,6 +192,26 @@ func printText(w io.Writer, res *setters.Result, dryRun bool) {
 	if dryRun {
 		fmt.Fprintln(w, "(dry run: no files written)")
 	}
+}
+
+// objectName names an object of a file as KIND/NAMESPACE/NAME, leaving
+// out what the file does not say: Kustomization, not Kustomization//.
+func objectName(o meta.ObjectID) string {
+	parts := []string{orWord(o.Kind, "(no kind)")}
+	if o.Namespace != "" {
+		parts = append(parts, o.Namespace)
+	}
+	if o.Name != "" {
+		parts = append(parts, o.Name)
+	}
+	return strings.Join(parts, "/")
+}
+
+func orWord(s, word string) string {
+	if s == "" {
+		return word
+	}
+	return s
 }
 
 // readObjects reads the objects of a manifest: one, multi-document YAML
