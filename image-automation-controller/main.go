@@ -109,5 +109,8 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 		Source: source, PushedByJob: autos.PushedByJob,
 	})
 	autos.RequestHandled = srv.RunStarted
+	if err := mgr.AddReadyzCheck("webhook-receiver", srv.Listening); err != nil {
+		return err
+	}
 	return mgr.Add(srv)
 }

@@ -152,5 +152,8 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 		Addr: addr, Log: ctrl.Log.WithName("webhook"),
 	})
 	repos.RequestHandled = srv.ScanStarted
+	if err := mgr.AddReadyzCheck("webhook-receiver", srv.Listening); err != nil {
+		return err
+	}
 	return mgr.Add(srv)
 }

@@ -38,6 +38,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -224,6 +225,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	limiters map[types.NamespacedName]*rate.Limiter
+	// listening is set once Start listens.
+	listening atomic.Bool
 }
 
 // New makes a receiver for kind, reading Secrets through secrets
@@ -246,7 +249,19 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("webhook receiver: %w", err)
 	}
+	s.listening.Store(true)
 	return s.Serve(ctx, l)
+}
+
+// Listening is a readiness check (healthz.Checker): an error until the
+// receiver listens. A replica is not ready while the calls it is there to
+// answer cannot reach it; and a controller whose address was taken exits
+// before it was ever called ready.
+func (s *Server) Listening(*http.Request) error {
+	if !s.listening.Load() {
+		return errors.New("the webhook receiver does not listen yet")
+	}
+	return nil
 }
 
 // Serve serves on l until ctx ends.
