@@ -17,14 +17,7 @@ import (
 // offline: each says why on stderr, and a marker the engine cannot follow
 // is an error, never "no changes" alone with exit 0.
 func TestInputsThatChangeNothingSayWhy(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := filepath.Join(localenv.BinDir(root), "tk-image")
-	if _, err := os.Stat(tk); err != nil {
-		t.Fatalf("%v: run make build first", err)
-	}
+	tk := builtTkImage(t)
 	dir := func(files map[string]string) string {
 		d := t.TempDir()
 		for name, body := range files {
@@ -77,14 +70,7 @@ func TestInputsThatChangeNothingSayWhy(t *testing.T) {
 // Refusals name the flag the user typed and the value, say what would be
 // accepted, and point at the subcommand's help.
 func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk := filepath.Join(localenv.BinDir(root), "tk-image")
-	if _, err := os.Stat(tk); err != nil {
-		t.Fatalf("%v: run make build first", err)
-	}
+	tk := builtTkImage(t)
 	repo := []string{"update", "--policy", "default:api=ghcr.io/acme/api:2.1.0", "--author-email", "bot@example.com", "--repository"}
 	tests := []struct {
 		name   string
@@ -114,4 +100,18 @@ func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// builtTkImage is bin/tk-image as make build left it.
+func builtTkImage(t *testing.T) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := filepath.Join(localenv.BinDir(root), "tk-image")
+	if _, err := os.Stat(tk); err != nil {
+		t.Fatalf("%v: run make build first", err)
+	}
+	return tk
 }

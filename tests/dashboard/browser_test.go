@@ -331,29 +331,7 @@ spec:
     matchLabels:
       lane: none
 `) + `---
-` + chain.Automation(repoURL, "staging", "git-staging", `  policySelector:
-    matchLabels:
-      automation: enabled
-`) + `---
-apiVersion: v1
-kind: Secret
-metadata:
-  name: git-staging
-stringData:
-  username: imagebot
-  password: not-the-password
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImagePolicy
-metadata:
-  name: canary
-spec:
-  imageRepositoryRef:
-    name: canary
-  policy:
-    semver:
-      range: ">=1.0.0"
----
+` + chain.Broken(repoURL) + `---
 apiVersion: v1
 kind: Secret
 metadata:

@@ -275,27 +275,8 @@ func exploreObjects(repoURL string) string {
 	automation := func(name, secret, extra string) string {
 		return chain.Automation(repoURL, name, secret, "  policySelector:\n    matchLabels:\n      automation: enabled\n"+extra)
 	}
-	return automation("staging", "git-staging", "") + `---
-` + automation("paused", "git-credentials", "  suspend: true\n") + `---
-apiVersion: v1
-kind: Secret
-metadata:
-  name: git-staging
-stringData:
-  username: imagebot
-  password: not-the-password
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: ImagePolicy
-metadata:
-  name: canary
-spec:
-  imageRepositoryRef:
-    name: canary
-  policy:
-    semver:
-      range: ">=1.0.0"
-`
+	return chain.Broken(repoURL) + `---
+` + automation("paused", "git-credentials", "  suspend: true\n")
 }
 
 // stay keeps the chain for a person to explore: it adds exploreObjects,

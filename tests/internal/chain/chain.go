@@ -517,3 +517,34 @@ spec:
     path: ./clusters/prod
 ` + extra
 }
+
+// Broken is what fails in the ways an operator meets first, beside the
+// samples: automation staging, whose git Secret git-staging has a wrong
+// password (AuthenticationFailed, naming the Secret), and policy canary,
+// whose ImageRepository does not exist. The demo's --stay and the
+// dashboard's browser test apply it.
+func Broken(repoURL string) string {
+	return Automation(repoURL, "staging", "git-staging", `  policySelector:
+    matchLabels:
+      automation: enabled
+`) + `---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: git-staging
+stringData:
+  username: imagebot
+  password: not-the-password
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata:
+  name: canary
+spec:
+  imageRepositoryRef:
+    name: canary
+  policy:
+    semver:
+      range: ">=1.0.0"
+`
+}
