@@ -27,8 +27,9 @@ type headKey struct {
 }
 
 type keptHead struct {
-	head, err string
-	at        time.Time
+	head string
+	err  error
+	at   time.Time
 }
 
 // headTTL is how long a listed head is shown before it is listed again.
@@ -49,13 +50,10 @@ func (h *heads) list(ctx context.Context, a *imagev1.ImageUpdateAutomation, url,
 	kh, ok := h.kept[k]
 	h.mu.Unlock()
 	if ok && h.now().Sub(kh.at) < headTTL {
-		return kh.head, errorOf(kh.err)
+		return kh.head, kh.err
 	}
 	head, err := list(ctx)
-	kh = keptHead{head: head, at: h.now()}
-	if err != nil {
-		kh.err = err.Error()
-	}
+	kh = keptHead{head: head, err: err, at: h.now()}
 	h.mu.Lock()
 	if len(h.kept) >= maxHeads {
 		for key, v := range h.kept {
@@ -67,15 +65,4 @@ func (h *heads) list(ctx context.Context, a *imagev1.ImageUpdateAutomation, url,
 	h.kept[k] = kh
 	h.mu.Unlock()
 	return head, err
-}
-
-type headError string
-
-func (e headError) Error() string { return string(e) }
-
-func errorOf(s string) error {
-	if s == "" {
-		return nil
-	}
-	return headError(s)
 }
