@@ -17,7 +17,7 @@ import (
 func TestServiceAccountPullSecrets(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Username: "bot", Password: "sa-pass"})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	sa := &corev1.ServiceAccount{
 		ObjectMeta:       metav1.ObjectMeta{Name: "puller", Namespace: ns},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "pull"}},
@@ -40,7 +40,7 @@ func TestProxySecret(t *testing.T) {
 		r.Out.Host = r.In.URL.Host
 	}})
 	defer proxy.Close()
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "proxy", Namespace: ns},
 		Data: map[string][]byte{"address": []byte(proxy.URL)}}
 	repo := repoFor(ns, "proxied", reg, "app")

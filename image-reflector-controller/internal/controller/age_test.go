@@ -121,7 +121,7 @@ func TestMinimumAgeSeen(t *testing.T) {
 	c := startClocked(t)
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0", "1.1.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "app", reg, "app")
 	p := policyFor(ns, "soak", "app", semverChoice("*"))
 	withMinimumAge(24*time.Hour, imagev1.AgeSeen)(p)
@@ -177,7 +177,7 @@ func TestMinimumAgeSeen(t *testing.T) {
 func TestMinimumAgeRequeue(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "app", reg, "app")
 	create(t, repo)
 	waitReason(t, repo, conditions.SucceededReason)
@@ -213,7 +213,7 @@ func TestBuildTimes(t *testing.T) {
 		reg.PushBuilt(t, "app", tag, now.Add(-age))
 	}
 	reg.PushIndex(t, "app", "1.4.0", now.Add(-70*time.Hour), "linux/amd64", "linux/arm64")
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "app", reg, "app")
 	second(repo)
 	create(t, repo)

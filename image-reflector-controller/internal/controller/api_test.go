@@ -27,7 +27,7 @@ func TestCRDsInstalled(t *testing.T) {
 func TestImageRepositoryDefaults(t *testing.T) {
 	ctx := context.Background()
 	repo := &imagev1.ImageRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: env.Namespace(t)},
+		ObjectMeta: metav1.ObjectMeta{Name: "podinfo", Namespace: namespace(t)},
 		Spec: imagev1.ImageRepositorySpec{
 			Image:    "ghcr.io/stefanprodan/podinfo",
 			Interval: metav1.Duration{Duration: 5 * time.Minute},
@@ -56,7 +56,7 @@ func TestImageRepositoryDefaults(t *testing.T) {
 
 func TestImagePolicyDefaults(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	tests := []struct {
 		name   string
 		policy imagev1.ImagePolicyChoice
@@ -94,7 +94,7 @@ func TestImagePolicyDefaults(t *testing.T) {
 }
 
 func TestImagePolicyAcceptsAlwaysWithInterval(t *testing.T) {
-	pol := newPolicy(env.Namespace(t), "always", func(p *imagev1.ImagePolicy) {
+	pol := newPolicy(namespace(t), "always", func(p *imagev1.ImagePolicy) {
 		p.Spec.DigestReflectionPolicy = imagev1.ReflectAlways
 		p.Spec.Interval = &metav1.Duration{Duration: time.Hour}
 	})
@@ -130,7 +130,7 @@ func newRepository(ns, name string, mutate func(*imagev1.ImageRepository)) *imag
 // Every validation rule rejects an object that breaks it: one case per CEL
 // rule, plus the schema constraints users meet most.
 func TestValidationRejects(t *testing.T) {
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	tests := []struct {
 		name string
 		obj  client.Object
@@ -206,7 +206,7 @@ func unstructuredRepository(ns, name, interval string) *unstructured.Unstructure
 // the annotation can tell it was seen.
 func TestReconcileRequestIsHandled(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	const token = "2026-11-21T10:00:00Z"
 	annotate := func(o client.Object) {
 		o.SetAnnotations(map[string]string{meta.ReconcileRequestAnnotation: token})

@@ -47,7 +47,7 @@ func controllerIRSA(t *testing.T) {
 // (TokenRequest) and exchanged for its annotated role; a provider that
 // does not serve the registry is Stalled without any exchange.
 func TestCloudProviderECR(t *testing.T) {
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	cloud := installCloud(t)
 	controllerIRSA(t)
 	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud-ca", Namespace: ns},
@@ -199,7 +199,7 @@ const (
 // that does not serve the registry is Stalled without any exchange. It
 // proves the wiring, not that a cloud accepts our requests.
 func TestCloudProviderGCPAndAzure(t *testing.T) {
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	cloud := installCloud(t)
 	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud-ca", Namespace: ns},
 		Data: map[string][]byte{"ca.crt": cloud.CAPEM}}

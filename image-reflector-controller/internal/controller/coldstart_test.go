@@ -31,7 +31,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestColdStartWritesEachObjectOnce(t *testing.T) {
 	const n = 10
 	reg := testregistry.New(t, testregistry.Options{})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	var objs []client.Object
 	var policies []*imagev1.ImagePolicy
 	for i := range n {

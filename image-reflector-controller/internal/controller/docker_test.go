@@ -19,7 +19,7 @@ import (
 // candidates.
 func TestDockerPolicyOfficialImages(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	type pending struct {
 		p   *imagev1.ImagePolicy
 		c   policytest.Case

@@ -43,7 +43,7 @@ func TestHelmChartScanAndSelect(t *testing.T) {
 	h := testregistry.NewHelmRepo(t, testregistry.HelmOptions{TLS: true, Username: "reader", Password: "s3cret-pass"})
 	h.AddVersions("podinfo", "6.0.0", "6.1.0", "6.2.0+build.1")
 	h.AddVersions("nginx", "1.0.0")
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "helm-creds", Namespace: ns}, Type: corev1.SecretTypeBasicAuth,
 		Data: map[string][]byte{"username": []byte("reader"), "password": []byte("s3cret-pass")}}
 	certs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "helm-ca", Namespace: ns}, Data: map[string][]byte{"ca.crt": h.CAPEM}}
@@ -101,7 +101,7 @@ func TestHelmChartRefusals(t *testing.T) {
 	h.AddVersions("podinfo", "1.0.0")
 	broken := testregistry.NewHelmRepo(t, testregistry.HelmOptions{})
 	broken.SetBody([]byte("<html><body>Not a chart repository</body></html>\n"))
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	create(t,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "wrong", Namespace: ns},
 			Data: map[string][]byte{"username": []byte("reader"), "password": []byte("wrong-pass")}},

@@ -568,15 +568,7 @@ func (r *ImagePolicyReconciler) holdDowngrade(ctx context.Context, obj *imagev1.
 		obj.Status.HeldRef = nil
 		return false
 	}
-	scan := metav1.NewTime(entry.ScanTime)
-	h := obj.Status.HeldRef
-	switch {
-	case h == nil || h.Tag != prev.Tag:
-		h = &imagev1.HeldRef{Tag: prev.Tag, MissingScans: 1, LastScanTime: scan}
-	case entry.ScanTime.After(h.LastScanTime.Time):
-		h.MissingScans++
-		h.LastScanTime = scan
-	}
+	h := missedScan(obj.Status.HeldRef, prev.Tag, entry.ScanTime)
 	h.Candidate = tag
 	if h.MissingScans >= imagev1.DowngradeScans {
 		obj.Status.HeldRef = nil
@@ -586,6 +578,28 @@ func (r *ImagePolicyReconciler) holdDowngrade(ctx context.Context, obj *imagev1.
 	}
 	obj.Status.HeldRef = h
 	return true
+}
+
+// missedScan is held, the hold of tag, after a complete scan that
+// finished at scanTime did not list tag. The scan is known by its time,
+// kept to the second as the API server stores a metav1.Time: a reconcile
+// that sees the same scan again, with the hold read back from the API
+// (its fraction of a second gone), counts nothing. Compared at full
+// precision, that re-read scan looked newer and counted twice, so one
+// listing without the tag moved latestRef down. Two scans within one
+// second count once: the hold lasts longer, never shorter.
+func missedScan(held *imagev1.HeldRef, tag string, scanTime time.Time) *imagev1.HeldRef {
+	scan := metav1.NewTime(scanTime.Truncate(time.Second))
+	switch {
+	case held == nil || held.Tag != tag:
+		return &imagev1.HeldRef{Tag: tag, MissingScans: 1, LastScanTime: scan}
+	case scan.After(held.LastScanTime.Time):
+		h := *held
+		h.MissingScans++
+		h.LastScanTime = scan
+		return &h
+	}
+	return held
 }
 
 // ranksAbove reports whether the policy prefers a to b. Policies that rank

@@ -29,7 +29,7 @@ func newWebhook(ns, name, secret string, mutate ...func(*imagev1.ImageWebhook)) 
 // unknown types, and the CRD has the short name and columns docs/api.md
 // gives.
 func TestImageWebhookPath(t *testing.T) {
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	ctx := context.Background()
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token"}, Data: map[string][]byte{"token": []byte("t0ken")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nokey"}, Data: map[string][]byte{"password": []byte("x")}})

@@ -24,7 +24,7 @@ import (
 func TestPlatformDigest(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	index, per := reg.PushIndex(t, "multi", "1.0.0", time.Now().Add(-time.Hour), "linux/amd64", "linux/arm64/v8")
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "multi", reg, "multi")
 	create(t, repo)
 	waitReason(t, repo, conditions.SucceededReason)

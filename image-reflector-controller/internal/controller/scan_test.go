@@ -88,7 +88,7 @@ func TestScanAndSelect(t *testing.T) {
 	}
 	tags = append(tags, "2.0.0", "latest", "sha256-abc.sig", "main-0ab12-1700000100", "main-ffe00-1700000200")
 	reg.PushTags(t, "team/app", tags)
-	ns := env.Namespace(t)
+	ns := namespace(t)
 
 	repo := repoFor(ns, "app", reg, "team/app")
 	create(t, repo)
@@ -178,7 +178,7 @@ func requestReconcile(t testing.TB, obj client.Object, token string) {
 }
 
 func TestInvalidImage(t *testing.T) {
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	for i, img := range []string{"ghcr.io/org/app:1.0", "ghcr.io/org/app@sha256:" + strings.Repeat("a", 64), "ftp://ghcr.io/org/app"} {
 		r := newRepository(ns, fmt.Sprintf("bad-%d", i), func(r *imagev1.ImageRepository) { r.Spec.Image = img })
 		create(t, r)
@@ -192,7 +192,7 @@ func TestInvalidImage(t *testing.T) {
 func TestAuthFailureAndRecovery(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Username: "bot", Password: "right-pass"})
 	reg.PushTags(t, "private/app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	secret := dockerSecret(ns, "creds", reg, "bot", "wrong-pass")
 	repo := repoFor(ns, "private", reg, "private/app")
 	repo.Spec.SecretRef = &meta.LocalObjectReference{Name: "creds"}
@@ -221,7 +221,7 @@ func TestAuthFailureAndRecovery(t *testing.T) {
 func TestTLSWithCertSecret(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{ClientCerts: true})
 	reg.PushTags(t, "app", []string{"1.0.0", "1.1.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	certs := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "certs", Namespace: ns},
 		Data:       map[string][]byte{"ca.crt": reg.CAPEM, "tls.crt": reg.ClientCertPEM, "tls.key": reg.ClientKeyPEM},
@@ -241,7 +241,7 @@ func TestTLSWithCertSecret(t *testing.T) {
 func TestThrottlingAndServerErrors(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 
 	reg.Fail(2, http.StatusTooManyRequests, "1")
 	repo := repoFor(ns, "throttled", reg, "app")
@@ -258,7 +258,7 @@ func TestThrottlingAndServerErrors(t *testing.T) {
 func TestDigestReflection(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	want := reg.Push(t, "app", "1.0.0")
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "app", reg, "app")
 	p := policyFor(ns, "digest", "app", semverChoice("*"))
 	p.Spec.DigestReflectionPolicy = imagev1.ReflectIfNotPresent
@@ -272,7 +272,7 @@ func TestDigestReflection(t *testing.T) {
 func TestCrossNamespaceAccess(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	owner := env.Namespace(t)
+	owner := namespace(t)
 	repo := repoFor(owner, "shared", reg, "app")
 	repo.Spec.AccessFrom = &meta.AccessFrom{NamespaceSelectors: []meta.NamespaceSelector{{MatchLabels: map[string]string{"team": "a"}}}}
 	create(t, repo)
@@ -298,7 +298,7 @@ func TestCrossNamespaceAccess(t *testing.T) {
 func TestDedupeSuspendAndRequests(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 
 	before := reg.TagListRequests()
 	a, b := repoFor(ns, "a", reg, "app"), repoFor(ns, "b", reg, "app")
@@ -338,7 +338,7 @@ func TestDedupeSuspendAndRequests(t *testing.T) {
 func TestRestartServesFromStore(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0", "1.1.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	dir := t.TempDir()
 	second, _ := labels.Parse("shard=second")
 	start := func() func() {
@@ -383,7 +383,7 @@ func TestRestartServesFromStore(t *testing.T) {
 func TestDeletionRemovesStoredTags(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "gone", reg, "app")
 	create(t, repo)
 	waitReason(t, repo, conditions.SucceededReason)
@@ -412,7 +412,7 @@ func TestDeletionRemovesStoredTags(t *testing.T) {
 func TestEarlierFinalizerIsReleased(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "old", reg, "app")
 	repo.Finalizers = []string{Finalizer}
 	create(t, repo)
@@ -438,7 +438,7 @@ func TestEarlierFinalizerIsReleased(t *testing.T) {
 func TestStartSweepsDeletedRepositories(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "app", []string{"1.0.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	dir := t.TempDir()
 	st, err := store.Open(dir)
 	if err != nil {

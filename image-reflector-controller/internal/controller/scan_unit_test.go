@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
@@ -159,5 +160,39 @@ func TestPolicyWaitsForTheFirstScan(t *testing.T) {
 		if got := (scanChanged{}).Update(e); got != tt.pass {
 			t.Errorf("%s: passed %v, want %v", tt.name, got, tt.pass)
 		}
+	}
+}
+
+// A tag is held until two different scans lack it, however often the
+// policy is reconciled in between: the hold read back from the API server
+// has lost its scan time's fraction of a second, and the same scan seen
+// again after that round trip must not count as a second one (CI saw
+// latestRef move after one listing).
+func TestHeldTagCountsEachScanOnce(t *testing.T) {
+	first := time.Date(2026, 12, 2, 10, 0, 7, 300_000_000, time.UTC)
+	h := missedScan(nil, "6.4.0", first)
+	roundTrip := func(h *imagev1.HeldRef) *imagev1.HeldRef {
+		raw, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back imagev1.HeldRef
+		if err := json.Unmarshal(raw, &back); err != nil {
+			t.Fatal(err)
+		}
+		return &back
+	}
+	for range 3 {
+		h = missedScan(roundTrip(h), "6.4.0", first)
+	}
+	if h.MissingScans != 1 {
+		t.Fatalf("one scan, seen four times with reads from the API between: %d missing scans, want 1", h.MissingScans)
+	}
+	h = missedScan(roundTrip(h), "6.4.0", first.Add(time.Second))
+	if h.MissingScans != 2 {
+		t.Errorf("a second scan a second later: %d missing scans, want 2", h.MissingScans)
+	}
+	if h = missedScan(h, "6.5.0", first.Add(2*time.Second)); h.MissingScans != 1 || h.Tag != "6.5.0" {
+		t.Errorf("another latest tag starts its own count: %+v", h)
 	}
 }

@@ -27,7 +27,7 @@ func TestLastSelectionAndExcludedCount(t *testing.T) {
 		tags = append(tags, fmt.Sprintf("app-1.3.%d", i))
 	}
 	reg.PushTags(t, "team/sel", tags)
-	ns := env.Namespace(t)
+	ns := namespace(t)
 
 	repo := repoFor(ns, "sel", reg, "team/sel")
 	create(t, repo)
@@ -88,7 +88,7 @@ func equalSelection(got *imagev1.TagSelection, want imagev1.TagSelection) bool {
 func TestNeverADowngrade(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{})
 	reg.PushTags(t, "team/down", []string{"1.0.0", "1.1.0"})
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	repo := repoFor(ns, "down", reg, "team/down")
 	create(t, repo)
 	p := policyFor(ns, "down", "down", semverChoice(">=1.0.0"))

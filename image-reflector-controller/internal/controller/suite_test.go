@@ -9,9 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -81,4 +83,22 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
 		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: pm,
 		VerifyMetrics: verifyMetrics, VerifyRetry: 2 * time.Second}).SetupWithManager(context.Background(), mgr, ctrlOptions())
+}
+
+// namespace is a fresh namespace whose image objects go with it at the
+// test's end, as the namespace controller envtest lacks would delete them
+// in a cluster: a later test that measures idleness then meets no earlier
+// test's scans on their intervals, minimum-age timers or verification
+// retries (CI: "1 ImagePolicy reconciles in 10s of idleness").
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := env.Namespace(t)
+	t.Cleanup(func() {
+		for _, kind := range []client.Object{&imagev1.ImagePolicy{}, &imagev1.ImageRepository{}, &imagev1.ImageWebhook{}} {
+			if err := env.Client.DeleteAllOf(context.Background(), kind, client.InNamespace(ns)); err != nil {
+				t.Logf("emptying namespace %s: %v", ns, err)
+			}
+		}
+	})
+	return ns
 }

@@ -52,7 +52,7 @@ func TestNewestVerifiedTagWins(t *testing.T) {
 	d120 := reg.Push(t, "team/signed", "1.2.0")
 	s.SignImage(t, reg, "team/signed", d100, oidcSubject, oidcIssuer)
 	s.SignImage(t, reg, "team/signed", d110, oidcSubject, oidcIssuer)
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore-root"},
 		Data: map[string][]byte{"trusted_root.json": s.TrustedRoot(t)}})
 	create(t, repoFor(ns, "signed", reg, "team/signed"))
@@ -109,7 +109,7 @@ func TestNoVerifiedCandidate(t *testing.T) {
 	s := testsign.NewSigstore(t)
 	reg.Push(t, "team/unsigned", "1.0.0")
 	reg.Push(t, "team/unsigned", "1.1.0")
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore-root"},
 		Data: map[string][]byte{"trusted_root.json": s.TrustedRoot(t)}})
 	create(t, repoFor(ns, "unsigned", reg, "team/unsigned"))
@@ -152,7 +152,7 @@ func TestVerifiedIndexGivesThePlatformsManifest(t *testing.T) {
 	index, per := reg.PushIndex(t, "team/multi", "1.0.0", built, "linux/amd64", "linux/arm64/v8")
 	reg.PushIndex(t, "team/multi", "1.1.0", built, "linux/amd64", "linux/arm64/v8")
 	s.SignImage(t, reg, "team/multi", index, oidcSubject, oidcIssuer)
-	ns := env.Namespace(t)
+	ns := namespace(t)
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore-root"},
 		Data: map[string][]byte{"trusted_root.json": s.TrustedRoot(t)}})
 	create(t, repoFor(ns, "multi", reg, "team/multi"))

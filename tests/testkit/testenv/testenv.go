@@ -114,6 +114,8 @@ type Env struct {
 	*envtest.Environment
 	Config *rest.Config
 	Client client.Client
+	// Requests counts the requests of the manager MainWith starts.
+	Requests *Requests
 }
 
 // Start starts a control plane with the CRDs of the given charts.
@@ -197,7 +199,10 @@ func MainWith(m *testing.M, env **Env, tune func(*ctrl.Options), setup func(ctrl
 	*env = e
 	stopManager := func() {}
 	if setup != nil {
-		if stopManager, err = e.StartManagerWith(tune, setup); err != nil {
+		e.Requests = &Requests{}
+		cfg := rest.CopyConfig(e.Config)
+		cfg.WrapTransport = e.Requests.wrap
+		if stopManager, err = e.StartManagerOn(cfg, tune, setup); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			_ = e.Stop()
 			os.Exit(1)
