@@ -209,7 +209,7 @@ func (r *ImagePolicyReconciler) verifySignatures(ctx context.Context, s *policyS
 		if err != nil {
 			return signature.Verdict{}, err
 		}
-		return r.verdict(ctx, v, ref.Digest(digest), access, st.now)
+		return r.verdict(ctx, v, ref.Digest(digest), access, st.now, s.Requested)
 	}
 	walk, err := signature.FirstVerified(ctx, st.candidates, MaxVerifyCandidates, check)
 	if err != nil {
@@ -232,11 +232,14 @@ func (r *ImagePolicyReconciler) verifySignatures(ctx context.Context, s *policyS
 	return reconcile.Continue, nil
 }
 
-// verdict verifies digest, or answers from the store's verdict cache.
+// verdict verifies digest, or answers from the store's verdict cache. A
+// reconcile request (requested) checks again a digest that did not verify:
+// the user who asks has usually just signed it, and should not wait for
+// VerifyRetry.
 func (r *ImagePolicyReconciler) verdict(ctx context.Context, v *signature.Verifier, digest name.Digest,
-	access signature.Access, now time.Time) (signature.Verdict, error) {
+	access signature.Access, now time.Time, requested bool) (signature.Verdict, error) {
 	cache := r.Store.Verdicts()
-	if c, ok := cache.Get(v.ID(), digest.DigestStr()); ok && (c.Verified || now.Sub(c.Checked) < r.verifyRetry()) {
+	if c, ok := cache.Get(v.ID(), digest.DigestStr()); ok && (c.Verified || (!requested && now.Sub(c.Checked) < r.verifyRetry())) {
 		if r.VerifyMetrics != nil {
 			r.VerifyMetrics.Cached.Inc()
 		}

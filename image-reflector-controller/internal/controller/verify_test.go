@@ -170,3 +170,29 @@ func TestVerifiedIndexGivesThePlatformsManifest(t *testing.T) {
 		t.Errorf("unverifiedRef %+v, want the unsigned 1.1.0", u)
 	}
 }
+
+// A tag signed after the policy found it unsigned is taken as soon as the
+// user asks (a reconcile request), not after --verify-retry: the verdict
+// cache answers "not signed" only to reconciles nobody asked for. The
+// policy runs on a manager of its own with the default retry of 10
+// minutes, so within the test only the request can check it again.
+func TestReconcileRequestChecksAnUnsignedTagAgain(t *testing.T) {
+	startClocked(t)
+	reg := testregistry.New(t, testregistry.Options{Referrers: true})
+	s := testsign.NewSigstore(t)
+	d100 := reg.Push(t, "team/late", "1.0.0")
+	ns := namespace(t)
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore-root"},
+		Data: map[string][]byte{"trusted_root.json": s.TrustedRoot(t)}})
+	repo := repoFor(ns, "late", reg, "team/late")
+	p := keylessPolicy(ns, "late", "late")
+	second(repo, p)
+	create(t, repo, p)
+	waitReason(t, p, imagev1.NoVerifiedCandidateReason)
+
+	s.SignImage(t, reg, "team/late", d100, oidcSubject, oidcIssuer)
+	cond := reconcileNow(t, p, conditions.SucceededReason)
+	if p.Status.LatestRef == nil || p.Status.LatestRef.Digest != d100 {
+		t.Fatalf("after the request: latestRef %+v, Ready %s %q; want 1.0.0@%s", p.Status.LatestRef, cond.Reason, cond.Message, d100)
+	}
+}
