@@ -49,9 +49,6 @@ const maxMajorDigits = 3
 
 var (
 	digits = regexp.MustCompile(`^[0-9]+$`)
-	// sha is a git commit, short or whole, as CI tags images with it: hex
-	// with a letter (hex digits alone read as a number).
-	sha = regexp.MustCompile(`^(sha-)?[0-9a-f]{7,40}$`)
 )
 
 // Policy is the policy an image gets: from its locations' policy
@@ -107,7 +104,7 @@ func PolicyOf(tag, annotation string, mode Mode) (imagev1.ImagePolicyChoice, *im
 func Default(tag string, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
 	d, docker := policy.ParseDockerTag(tag)
 	switch {
-	case sha.MatchString(tag) && !digits.MatchString(tag):
+	case policy.CommitLike(strings.TrimPrefix(tag, "sha-")):
 	case docker && isDate(d):
 		return dockerChoice(">="+lowerBound(d), tag), nil, nil
 	case semverTag(tag, d, docker):

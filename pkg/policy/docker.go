@@ -52,7 +52,7 @@ var preWords = []string{"alpha", "beta", "rc", "pre", "preview"}
 // parseDocker reads a Docker-style tag.
 func parseDocker(tag string) (dockerVersion, bool) {
 	var v dockerVersion
-	if tag == "" || len(tag) > maxVersionLen {
+	if tag == "" || len(tag) > maxVersionLen || CommitLike(tag) {
 		return v, false
 	}
 	i := 0
@@ -104,6 +104,28 @@ func parseDocker(tag string) (dockerVersion, bool) {
 		return v, validSuffix(after)
 	}
 	return v, true
+}
+
+// CommitLike reports whether a tag looks like a git commit, short or
+// whole, as CI tags images with one: 7 to 40 lowercase hex digits with at
+// least one letter (digits alone are a number). Read by the rules above,
+// 3a91042 would be version 3 with prerelease a91042, and win over 2.0.0
+// under a range that admits prereleases; Renovate's docker versioning
+// refuses the same pattern.
+func CommitLike(tag string) bool {
+	if len(tag) < 7 || len(tag) > 40 {
+		return false
+	}
+	letter := false
+	for i := 0; i < len(tag); i++ {
+		switch c := tag[i]; {
+		case c >= 'a' && c <= 'f':
+			letter = true
+		case c < '0' || c > '9':
+			return false
+		}
+	}
+	return letter
 }
 
 // number reads the decimal number at s[i:]: its value and end; false when

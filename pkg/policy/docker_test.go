@@ -61,7 +61,7 @@ func TestParseDocker(t *testing.T) {
 		}
 	}
 	for _, tag := range []string{"", "latest", "alpine", "v", "1.", ".1", "1..2", "1.2.3.4.5", "1.2-", "1.2--alpine",
-		"1.2-alpine-", "1.2foo", "1.2a", "4f2a9c1", "sha-4f2a9c1", "tip-20250614", "2025.7.0.dev202506140236",
+		"1.2-alpine-", "1.2foo", "1.2a", "4f2a9c1", "sha-4f2a9c1", "3a91042", "4a12345", "7b00000", "tip-20250614", "2025.7.0.dev202506140236",
 		"1.2_3", "1.2-al+pine", "99999999999999999999", "1.2-" + strings.Repeat("x", 256)} {
 		if v, ok := parseDocker(tag); ok {
 			t.Errorf("%q: read as %+v", tag, v)
@@ -267,5 +267,24 @@ func BenchmarkDockerEval(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A tag that looks like a short commit is no version, so it cannot win
+// over a release under a range that admits prereleases: read by the
+// prerelease rule, 3a91042 would be 3 with prerelease a91042, above 2.0.0.
+func TestCommitTagsAreNoVersions(t *testing.T) {
+	p, err := New(dockerPolicy(">=1.0.0-0", ""), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := p.Select([]string{"1.0.0", "2.0.0", "3a91042", "4a12345"}); got != "2.0.0" || err != nil {
+		t.Errorf("Select = %q, %v; want 2.0.0", got, err)
+	}
+	for tag, want := range map[string]bool{"3a91042": true, "4f2a9c1e": true, "1234567": false, "3a1": false,
+		"3A91042": false, "deadbeefdeadbeefdeadbeefdeadbeefdeadbeef": true, "deadbeefdeadbeefdeadbeefdeadbeefdeadbeef0": false} {
+		if CommitLike(tag) != want {
+			t.Errorf("CommitLike(%q) = %v, want %v", tag, !want, want)
+		}
 	}
 }
