@@ -208,7 +208,11 @@ func (o *discoverOptions) markAutomated(res *discover.Result, automated []automa
 		}
 	}
 	if flow > 0 {
-		fmt.Fprintf(stderr, "tk-image: %d locations in flow style are not marked: tk-image update leaves them behind, only marker-less discovery (spec.discover) updates them; --expand-flow rewrites them in block style so that they can be marked\n", flow)
+		what := fmt.Sprintf("%d locations in flow style are", flow)
+		if flow == 1 {
+			what = "1 location in flow style is"
+		}
+		fmt.Fprintf(stderr, "tk-image: %s not marked: tk-image update leaves them behind, only marker-less discovery (spec.discover) updates them; --expand-flow rewrites them in block style so that they can be marked\n", what)
 	}
 	return err
 }

@@ -239,7 +239,7 @@ func TestDiscoverExpandFlow(t *testing.T) {
 	}
 	code, _, errs := runCLI(t, "", "discover", "--dir", dir, "--write-markers", "-n", "apps")
 	if code != 0 || !strings.Contains(errs, "deploy.yaml:6: not marked: in flow style") ||
-		!strings.Contains(errs, "1 locations in flow style are not marked: tk-image update leaves them behind") {
+		!strings.Contains(errs, "1 location in flow style is not marked: tk-image update leaves them behind") {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	if got := read(); !strings.Contains(got, "      - {name: envoy, image: 'docker.io/envoyproxy/envoy:v1.29.1'} # edge proxy\r\n") {

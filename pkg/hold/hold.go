@@ -119,7 +119,7 @@ func Decide(in Input) Decision {
 	case d.Ends != nil && !in.Now.Before(*d.Ends):
 		d.Ended, d.Message = imagev1.HoldExpiredReason, fmt.Sprintf("%s: holdFor %s has passed", who, in.HoldFor)
 	case in.Choice != nil && newer(h, *in.Choice, in.Rank):
-		want, _ := markerOf(h.Setter).Value(*in.Choice)
+		want, _ := markerOf(h.Setter).Value(*in.Choice, h.Value)
 		d.Ended, d.Message = imagev1.NewerImageReason, fmt.Sprintf("%s: the policy chose %s, newer than %s rolled back from", who, want, h.From)
 	default:
 		d.Message = fmt.Sprintf("%s over %s; held until the policy chooses a newer image than %s", who, h.From, h.From)
@@ -139,7 +139,7 @@ func Decide(in Input) Decision {
 // rolled back from, as the marker's field can tell.
 func newer(h updatev1.Hold, choice meta.ImageRef, rank Rank) bool {
 	m := markerOf(h.Setter)
-	want, ok := m.Value(choice)
+	want, ok := m.Value(choice, h.Value)
 	if !ok || want == h.From || want == h.Value {
 		return false
 	}
@@ -149,7 +149,7 @@ func newer(h updatev1.Hold, choice meta.ImageRef, rank Rank) bool {
 		from = h.From
 	case setters.FieldRef:
 		ref, err := setters.ParseImage(h.From)
-		if err != nil || ref.Name != choice.Name {
+		if err != nil || !setters.SameRepository(ref.Name, choice.Name) {
 			// Another image altogether: no order to ask.
 			return true
 		}

@@ -94,7 +94,7 @@ func update(data []byte, policies Policies, keep func(MarkerSite, string) bool, 
 		if !ok {
 			continue
 		}
-		val, ok := t.marker.Value(img)
+		val, ok := t.marker.Value(img, t.node.Value)
 		if !ok || val == t.node.Value || keep != nil && keep(markers[i], val) {
 			continue
 		}

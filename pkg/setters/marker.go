@@ -1,11 +1,13 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"encoding/json"
 	"io"
 	"strings"
+
+	gcrname "github.com/google/go-containerregistry/pkg/name"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // Field is the part of an image a marker sets.
@@ -37,18 +39,53 @@ func (m Marker) String() string {
 	return m.Policy + ":" + string(m.Field)
 }
 
-// Value is what the marker sets for img; ok is false when img lacks it
-// (a digest marker for an image without a digest).
-func (m Marker) Value(img meta.ImageRef) (string, bool) {
+// Value is what the marker sets for img over the value written now; ok is
+// false when img lacks it (a digest marker for an image without a
+// digest). A name is kept as written when it names the policy's
+// repository in another spelling: busybox:1.36 becomes busybox:1.37, not
+// docker.io/library/busybox:1.37, as Renovate keeps a name, so that a
+// marker written on a short name (by hand or by discover --write-markers)
+// changes only the tag.
+func (m Marker) Value(img meta.ImageRef, current string) (string, bool) {
 	switch m.Field {
 	case FieldTag:
 		return img.Tag, true
 	case FieldName:
-		return img.Name, true
+		return writtenName(img.Name, current), true
 	case FieldDigest:
 		return img.Digest, img.Digest != ""
 	}
+	if cur, err := ParseImage(current); err == nil {
+		img.Name = writtenName(img.Name, cur.Name)
+	}
 	return img.String(), true
+}
+
+// writtenName is written when it names the same repository as name; else
+// name.
+func writtenName(name, written string) string {
+	if written != "" && SameRepository(name, written) {
+		return written
+	}
+	return name
+}
+
+// SameImage reports whether a and b are one image: the same repository
+// (SameRepository), tag and digest.
+func SameImage(a, b meta.ImageRef) bool {
+	return a.Tag == b.Tag && a.Digest == b.Digest && SameRepository(a.Name, b.Name)
+}
+
+// SameRepository reports whether a and b name one repository after
+// go-containerregistry's defaults (docker.io, library/): busybox and
+// docker.io/library/busybox do.
+func SameRepository(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, errA := gcrname.NewRepository(a)
+	rb, errB := gcrname.NewRepository(b)
+	return errA == nil && errB == nil && ra.Name() == rb.Name()
 }
 
 const markerKey = "$imagepolicy"

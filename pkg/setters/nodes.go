@@ -32,7 +32,7 @@ func UpdateNodes(items []*yaml.RNode, policies Policies) *Result {
 			if !ok {
 				continue
 			}
-			val, ok := t.marker.Value(img)
+			val, ok := t.marker.Value(img, t.node.Value)
 			if !ok || val == t.node.Value || t.node.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
 				continue
 			}

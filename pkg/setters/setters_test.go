@@ -224,3 +224,35 @@ func TestMissingDirIsAnError(t *testing.T) {
 		t.Error("want an error for a missing directory")
 	}
 }
+
+// A name is kept as the file writes it when it names the policy's
+// repository another way, so that a short Docker Hub name stays short and
+// only the tag moves; a name of another repository is replaced whole.
+func TestWrittenNamesAreKept(t *testing.T) {
+	policies := map[string]meta.ImageRef{
+		"apps:busybox": {Name: "docker.io/library/busybox", Tag: "1.37"},
+		"apps:moved":   {Name: "ghcr.io/acme/busybox", Tag: "1.37"},
+	}
+	for in, want := range map[string]string{
+		`image: busybox:1.36 # {"$imagepolicy": "apps:busybox"}`:                         `image: busybox:1.37 # {"$imagepolicy": "apps:busybox"}`,
+		`image: library/busybox:1.36 # {"$imagepolicy": "apps:busybox"}`:                 `image: library/busybox:1.37 # {"$imagepolicy": "apps:busybox"}`,
+		`image: index.docker.io/library/busybox:1.36 # {"$imagepolicy": "apps:busybox"}`: `image: index.docker.io/library/busybox:1.37 # {"$imagepolicy": "apps:busybox"}`,
+		`image: busybox:1.36@sha256:0000 # {"$imagepolicy": "apps:busybox"}`:             `image: busybox:1.37 # {"$imagepolicy": "apps:busybox"}`,
+		`name: busybox # {"$imagepolicy": "apps:busybox:name"}`:                          `name: busybox # {"$imagepolicy": "apps:busybox:name"}`,
+		`image: busybox:1.36 # {"$imagepolicy": "apps:moved"}`:                           `image: ghcr.io/acme/busybox:1.37 # {"$imagepolicy": "apps:moved"}`,
+		`name: busybox # {"$imagepolicy": "apps:moved:name"}`:                            `name: ghcr.io/acme/busybox # {"$imagepolicy": "apps:moved:name"}`,
+		`image: quay.io/busybox:1.36 # {"$imagepolicy": "apps:busybox"}`:                 `image: docker.io/library/busybox:1.37 # {"$imagepolicy": "apps:busybox"}`,
+	} {
+		out, _, skipped, err := UpdateBytes([]byte(in+"\n"), policies)
+		if err != nil || len(skipped) > 0 {
+			t.Fatalf("%s: err %v, skipped %v", in, err, skipped)
+		}
+		if string(out) != want+"\n" {
+			t.Errorf("%s:\ngot  %s\nwant %s", in, out, want)
+		}
+	}
+	if !SameRepository("busybox", "docker.io/library/busybox") || SameRepository("busybox", "quay.io/busybox") ||
+		SameRepository("Busybox", "busybox") {
+		t.Error("SameRepository: busybox is docker.io/library/busybox and not quay.io/busybox; Busybox is no name")
+	}
+}

@@ -132,7 +132,7 @@ func revertOnly(sel *selection.Selection, holds []imagev1.AutomationHold, applie
 		if h.Path != "" || h.Reason != imagev1.RolledBackReason {
 			continue
 		}
-		if ref, err := setters.ParseImage(h.Value); err == nil && applied[h.Policy] != ref {
+		if ref, err := setters.ParseImage(h.Value); err == nil && !setters.SameImage(applied[h.Policy], ref) {
 			pending[h.Setter] = true
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/rollback"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
 // spec.rollback reads the health of its healthOf objects as promotion
@@ -127,7 +128,12 @@ func isRevert(obj *imagev1.ImageUpdateAutomation, last *imagev1.PushRecord) bool
 	for _, img := range last.Images {
 		held := false
 		for _, h := range obj.Status.Holds {
-			if h.Path == "" && h.Policy == img.Policy && h.Value == img.ImageRef.String() {
+			if h.Path != "" || h.Policy != img.Policy {
+				continue
+			}
+			// The file may write the name another way (busybox for
+			// docker.io/library/busybox).
+			if ref, err := setters.ParseImage(h.Value); err == nil && setters.SameImage(ref, img.ImageRef) {
 				held = true
 			}
 		}
