@@ -22,7 +22,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/policy"
@@ -517,7 +516,7 @@ func firstImagePolicy(r io.Reader) (*imagev1.ImagePolicy, error) {
 			return nil, err
 		}
 		var p imagev1.ImagePolicy
-		if err := sigsyaml.UnmarshalStrict(data, &p); err != nil {
+		if err := decodeStrict(data, &p); err != nil {
 			return nil, err
 		}
 		return &p, nil

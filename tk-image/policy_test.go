@@ -269,7 +269,7 @@ spec:
 		{[]string{"-f", filtered, "--filter-pattern", "x"}, tags, 2, "", "drop --filter-pattern"},
 		{[]string{"-f", "-"}, "", 2, "", "give the tags with --image or --tag-times"},
 		{[]string{"-f", other}, tags, 2, "", "no ImagePolicy"},
-		{[]string{"-f", typo}, tags, 2, "", `unknown field "compatibleWth"`},
+		{[]string{"-f", typo}, tags, 2, "", "spec.policy.docker.compatibleWth: unknown field; known here: compatibleWith, range"},
 		{[]string{"-f", flux}, tags, 2, "", "tk-image migrate"},
 		{[]string{"-f", filepath.Join(dir, "none.yaml")}, tags, 2, "", "no such file"},
 	}
