@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 
 	"github.com/spf13/cobra"
 
@@ -131,6 +132,8 @@ func remoteError(err error, plan writeback.Plan) error {
 
 // reportRemote prints the changes, then what was pushed or proposed.
 func (o *updateOptions) reportRemote(stdout, stderr io.Writer, res engine.Result) error {
+	// Files from the repository's root, as the commit names them.
+	res.Changes = res.Changes.In(path.Clean("/" + o.remote.path)[1:])
 	if o.output == "json" {
 		return json.NewEncoder(stdout).Encode(struct {
 			CheckoutRevision string              `json:"checkoutRevision"`

@@ -71,6 +71,12 @@ func TestRemoteUpdateOverHTTPS(t *testing.T) {
 	if author := testgit.Git(t, srv.BarePath("fleet"), "log", "-1", "--format=%an <%ae>", "main"); strings.TrimSpace(author) != "tk-image <bot@example.com>" {
 		t.Errorf("author %q", author)
 	}
+	// Files are named from the repository's root, in what tk-image prints
+	// and in the commit, as git names them: not app.yaml under --path.
+	if msg := testgit.Git(t, srv.BarePath("fleet"), "log", "-1", "--format=%B", "main"); !strings.Contains(msg, "deploy/app.yaml") ||
+		!strings.HasPrefix(out, "deploy/app.yaml\n") {
+		t.Errorf("the commit message and the output name the file from --path, not the repository's root:\n%s\n%s", msg, out)
+	}
 
 	code, out, errs = runCLI(t, "", args...)
 	if code != 0 || !strings.Contains(out, "no changes") || strings.Contains(out, "pushed") {

@@ -48,7 +48,7 @@ const DefaultTemplate = `Update images
 {{ range $file, $objects := .Changed.FileChanges }}
 - File: {{ $file }}
 {{- range $object, $changes := $objects }}
-  - Object: {{ $object.Kind }}/{{ $object.Namespace }}/{{ $object.Name }}
+  - Object: {{ $object.Kind }}/{{ with $object.Namespace }}{{ . }}/{{ end }}{{ $object.Name }}
     Changes:
 {{- range $changes }}
     - {{ .OldValue }} -> {{ .NewValue }}

@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"path"
+
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
@@ -67,6 +69,23 @@ type ObjectChanges map[meta.ObjectID][]meta.Change
 type ResultV2 struct {
 	FileChanges map[string]ObjectChanges
 	result      *Result
+}
+
+// In is the result of an update that ran in dir, a directory of the
+// repository, with its files named from the repository's root, as git and
+// the forges' diffs name them (deploy/app.yaml for app.yaml updated under
+// --path deploy): what commit messages, pull requests and tk-image print.
+func (r *Result) In(dir string) *Result {
+	if r == nil || dir == "" || dir == "." {
+		return r
+	}
+	out := *r
+	out.Files = make([]meta.FileResult, len(r.Files))
+	for i, f := range r.Files {
+		f.Path = path.Join(dir, f.Path)
+		out.Files[i] = f
+	}
+	return &out
 }
 
 // V2 returns the template view of the result.

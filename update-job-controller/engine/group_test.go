@@ -68,7 +68,7 @@ func TestRunGroupMakesOneCommit(t *testing.T) {
 		t.Errorf("message:\n%s", msg)
 	}
 	for i := range 3 {
-		if !strings.Contains(msg, fmt.Sprintf("Update images (apps/app-%d)\n\n- File: deploy.yaml", i)) {
+		if !strings.Contains(msg, fmt.Sprintf("Update images (apps/app-%d)\n\n- File: apps/app-%d/deploy.yaml\n  - Object: Deployment/podinfo", i, i)) {
 			t.Errorf("message does not list app-%d's changes:\n%s", i, msg)
 		}
 		if got := testgit.Git(t, bare, "show", fmt.Sprintf("main:apps/app-%d/deploy.yaml", i)); !strings.Contains(got, "podinfo:6.5.0") {

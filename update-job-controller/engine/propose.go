@@ -102,7 +102,7 @@ func (r *run) propose(ctx context.Context, base, commit *git2go.Oid) (Result, er
 	}
 
 	if out.Changes != nil {
-		d.Changed = out.Changes.V2()
+		d.Changed = out.Changes.In(r.plan.Path).V2()
 	}
 	title, err := commitmsg.PullRequestTitle.Render(pr.TitleTemplate, d)
 	if err != nil {

@@ -137,7 +137,7 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 		}
 	}
 	d := data(p)
-	d.Changed = res.V2()
+	d.Changed = res.In(p.Path).V2()
 	msg, err := commitmsg.Render(p.Commit.MessageTemplate, d)
 	if err != nil {
 		return nil, terminal(KindInvalid, err)
