@@ -165,8 +165,8 @@ func testBatch(t *testing.T, c *explainCluster) {
 			automation string
 			out, fail  string
 		}{
-			{"web", pushed + "web.yaml\n  Deployment/" + ns + "/web\n    web:1.0.0 -> web:1.1.0 (" + ns + ":web)\n", ""},
-			{"api", pushed + "api.yaml\n  Deployment/" + ns + "/api\n    api:2.0.0 -> api:2.1.0 (" + ns + ":api)\n", ""},
+			{"web", pushed + "web/web.yaml\n  Deployment/" + ns + "/web\n    web:1.0.0 -> web:1.1.0 (" + ns + ":web)\n", ""},
+			{"api", pushed + "api/api.yaml\n  Deployment/" + ns + "/api\n    api:2.0.0 -> api:2.1.0 (" + ns + ":api)\n", ""},
 			{"docs", "UpdateJob " + ns + "/web-1: Failed\nchecked out main@sha1:aaaa\n", "UpdateFailed: docs/site.yaml is not YAML"},
 		}
 		for _, tt := range tests {

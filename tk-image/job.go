@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"time"
 
@@ -330,14 +331,17 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 		writePullRequest(out, pr)
 	}
 	if st.Phase == updatev1.UpdateJobSucceeded && st.Result != nil {
-		printResult(out, st.Result)
+		printResult(out, job.Spec.Update.Path, st.Result)
 	}
 	return nil
 }
 
-// printResult lists files, objects and changes, as tk-image update does.
-func printResult(out io.Writer, r *updatev1.UpdateResult) {
+// printResult lists files, objects and changes, as tk-image update does:
+// files from the repository's root (the status names them from the update
+// path, dir), as the commit does.
+func printResult(out io.Writer, dir string, r *updatev1.UpdateResult) {
 	for _, f := range r.Files {
+		f.Path = path.Join(dir, f.Path)
 		if f.Operation != "" {
 			// A container's change: files, not values.
 			fmt.Fprintf(out, "%s (%s)\n", f.Path, f.Operation)

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"net/http"
+	"path"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -81,7 +82,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		b.CommitURL = CommitURL(withoutUser(j.Spec.Repository.URL), forgeOf(owner), b.Commit)
 	}
 	if res := j.Status.Result; res != nil {
-		b.Changes = changesOf(res.Files)
+		b.Changes = changesOf(j.Spec.Update.Path, res.Files)
 	}
 	b.Events, b.EventsErr = s.eventsOf(ctx, j)
 	s.render(w, r, "job", http.StatusOK, s.view(r, "UpdateJob "+key.String(), key.Namespace, b))
@@ -103,10 +104,13 @@ func automationName(j *updatev1.UpdateJob, uid types.UID) string {
 	return ""
 }
 
-// changesOf lists the values a job's files changed.
-func changesOf(files []meta.FileResult) []jobChange {
+// changesOf lists the values a job's files changed, the files named from
+// the repository's root (the status names them from the update path, dir),
+// as the commit does.
+func changesOf(dir string, files []meta.FileResult) []jobChange {
 	var out []jobChange
 	for _, f := range files {
+		f.Path = path.Join(dir, f.Path)
 		for _, o := range f.Objects {
 			name := o.Kind + " " + o.Name
 			if o.Namespace != "" {
