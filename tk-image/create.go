@@ -7,13 +7,17 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -90,6 +94,9 @@ func newCreateRepositoryCommand(k *kube, f *createFlags) *cobra.Command {
 				}
 				spec.AccessFrom = af
 			}
+			if err := checkRepositoryFlags(spec); err != nil {
+				return usageError{err}
+			}
 			obj := &imagev1.ImageRepository{Spec: spec}
 			return f.apply(cmd.Context(), k, "repository", args[0], obj, func(cur client.Object) {
 				cur.(*imagev1.ImageRepository).Spec = spec
@@ -111,6 +118,39 @@ func newCreateRepositoryCommand(k *kube, f *createFlags) *cobra.Command {
 	_ = cmd.MarkFlagRequired("image")
 	_ = cmd.RegisterFlagCompletionFunc("provider", cobra.FixedCompletions([]string{"generic", "aws", "azure", "gcp"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// checkRepositoryFlags refuses, in the flags' words, what the API server
+// or the reflector would refuse of the spec the flags give (--export has
+// neither to ask): a spec.image with a scheme other than a Helm
+// repository's, a tag, a digest or capitals; a scan interval that is not
+// positive; a provider the API does not know; an exclusion that is no Go
+// regexp.
+func checkRepositoryFlags(spec imagev1.ImageRepositorySpec) error {
+	img := strings.ToLower(spec.Image)
+	if !strings.HasPrefix(img, "https://") && !strings.HasPrefix(img, "http://") {
+		if scheme, rest, ok := strings.Cut(spec.Image, "://"); ok {
+			return fmt.Errorf("--image %q: no %s:// before an image repository, give %s (http(s):// is for a chart of a Helm repository)", spec.Image, scheme, rest)
+		}
+		if _, err := name.NewRepository(spec.Image); err != nil {
+			return fmt.Errorf("--image %q: want a repository without tag or digest, e.g. ghcr.io/org/app, or a Helm chart's https://REPOSITORY/CHART: %v", spec.Image, err)
+		}
+	}
+	if spec.Interval.Duration <= 0 {
+		return fmt.Errorf("--interval %s: want a positive duration, e.g. 5m", spec.Interval.Duration)
+	}
+	if t := spec.Timeout; t != nil && t.Duration < 0 {
+		return fmt.Errorf("--scan-timeout %s: want a positive duration, or none for the interval", t.Duration)
+	}
+	if providers := []string{"generic", "aws", "azure", "gcp"}; !slices.Contains(providers, spec.Provider) {
+		return fmt.Errorf("--provider %q: want one of %s", spec.Provider, strings.Join(providers, ", "))
+	}
+	for _, e := range spec.ExclusionList {
+		if _, err := regexp.Compile(e); err != nil {
+			return fmt.Errorf("--exclude %q: %v", e, err)
+		}
+	}
+	return nil
 }
 
 // parseAccessFrom reads --access-from values into namespace selectors.
@@ -162,9 +202,13 @@ tk-image policy eval, which runs the same code and takes the same policy flags.`
 				ns, name = "", repository
 			}
 			spec.ImageRepositoryRef = meta.NamespacedObjectReference{Namespace: ns, Name: name}
-			// The API server checks that exactly one ordering is given.
 			// newestBuild: {} leaves the limit to the API's default.
-			spec.Policy, spec.FilterTags, _ = rules.rules(true)
+			var n int
+			spec.Policy, spec.FilterTags, n = rules.rules(true)
+			// Checked here, not only by the API server: --export has none.
+			if err := rules.validate(spec.Policy, spec.FilterTags, n); err != nil {
+				return err
+			}
 			if rules.minimumAge > 0 {
 				spec.MinimumAge = &imagev1.MinimumAge{Duration: metav1.Duration{Duration: rules.minimumAge}}
 				if cmd.Flags().Changed("age-source") {
@@ -486,6 +530,11 @@ created. tk-image job run creates one and follows it to the end.`,
 // the current object, and labels are added, keeping everything else (status,
 // other labels, annotations). With --export it prints the YAML instead.
 func (f *createFlags) apply(ctx context.Context, k *kube, kindName, name string, obj client.Object, mutate func(client.Object), out io.Writer) error {
+	// The API server's rule for object names, checked here for --export,
+	// whose YAML no server sees until it is applied.
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return usageError{fmt.Errorf("NAME %q: %s", name, strings.Join(msgs, "; "))}
+	}
 	lbls, err := f.labelMap()
 	if err != nil {
 		return err

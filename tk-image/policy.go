@@ -116,6 +116,31 @@ func (p *policyFlags) check() error {
 	return nil
 }
 
+// validate is what policy.New says of the policy the flags give, in the
+// flags' words (--filter-pattern, not filterTags.pattern): a refusal names
+// what the user typed. n is how many orderings were given; the policy
+// wants exactly one.
+func (p *policyFlags) validate(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter, n int) error {
+	if n != 1 {
+		return usageError{errors.New("give exactly one of " + policy.Alternatives(kindFlags(false)))}
+	}
+	if _, err := policy.New(choice, filter); err != nil {
+		return usageError{errors.New(inFlagWords(err.Error()))}
+	}
+	return nil
+}
+
+// inFlagWords rewrites the API's field names in a policy's refusal to the
+// flags that set them.
+func inFlagWords(msg string) string {
+	pairs := []string{"invalid policy: ", "", "filterTags.pattern", "--filter-pattern", "filterTags.extract", "--filter-extract",
+		"newestBuild.maxCandidates", "--max-candidates", "docker.compatibleWith", "--compatible-with"}
+	for _, k := range policy.Ordering() {
+		pairs = append(pairs, k.Field+" range", "--"+k.Flag.Name)
+	}
+	return strings.NewReplacer(pairs...).Replace(msg)
+}
+
 // rules returns the orderings given (and how many: the policy wants
 // exactly one) and the filter, nil when no filter flag is given. A
 // qualifier not given is left unset when explicit (create writes what
@@ -318,6 +343,8 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		}
 	} else if set != 1 {
 		return usageError{errors.New("give exactly one of " + policy.Alternatives(kindFlags(false)) + ", or -f FILE")}
+	} else if err := o.validate(choice, filter, set); err != nil {
+		return err
 	}
 	if o.dockerConfig != "" && o.image == "" {
 		return usageError{errors.New("--docker-config needs --image")}

@@ -72,6 +72,8 @@ func TestInputsThatChangeNothingSayWhy(t *testing.T) {
 func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
 	tk := builtTkImage(t)
 	repo := []string{"update", "--policy", "default:api=ghcr.io/acme/api:2.1.0", "--author-email", "bot@example.com", "--repository"}
+	repoExport := []string{"create", "repository", "web", "--export"}
+	policyExport := []string{"create", "policy", "web", "--export", "--repository", "web"}
 	tests := []struct {
 		name   string
 		args   []string
@@ -83,6 +85,32 @@ func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
 			[]string{`--repository "./fleet" is a local path`, "https, http or ssh", "Run 'tk-image update --help' for usage."}},
 		{"an unknown kind", []string{"get", "widgets"},
 			[]string{`unknown kind "widgets"`, "Run 'tk-image get --help' for usage."}},
+		// --export writes YAML no API server sees until it is applied: the
+		// CLI refuses what the server or the controller would.
+		{"an image with capitals", append(repoExport, "--image", "Ghcr.io/Acme/Web"),
+			[]string{`--image "Ghcr.io/Acme/Web": want a repository without tag or digest`, "Run 'tk-image create repository --help' for usage."}},
+		{"an image with a tag", append(repoExport, "--image", "ghcr.io/acme/web:1.0"),
+			[]string{`--image "ghcr.io/acme/web:1.0": want a repository without tag or digest`}},
+		{"an image with oci://", append(repoExport, "--image", "oci://ghcr.io/acme/web"),
+			[]string{`no oci:// before an image repository, give ghcr.io/acme/web`}},
+		{"no scan interval", append(repoExport, "--image", "ghcr.io/acme/web", "--interval", "0s"),
+			[]string{`--interval 0s: want a positive duration`}},
+		{"an unknown provider", append(repoExport, "--image", "ghcr.io/acme/web", "--provider", "azur"),
+			[]string{`--provider "azur": want one of generic, aws, azure, gcp`}},
+		{"an exclusion that is no regexp", append(repoExport, "--image", "ghcr.io/acme/web", "--exclude", "(["),
+			[]string{`--exclude "([": error parsing regexp`}},
+		{"a name the API refuses", []string{"create", "policy", "Web", "--export", "--repository", "web", "--semver", "*"},
+			[]string{`NAME "Web": a lowercase RFC 1123 subdomain`, "Run 'tk-image create policy --help' for usage."}},
+		{"a policy without an ordering", policyExport,
+			[]string{"give exactly one of --semver, --docker"}},
+		{"two orderings", append(policyExport, "--semver", "*", "--docker", "*"),
+			[]string{"give exactly one of --semver, --docker"}},
+		{"a range that does not parse", append(policyExport, "--semver", ">=1.x.y"),
+			[]string{`--semver ">=1.x.y": improper constraint`}},
+		{"a filter that is no regexp, in flag words", append(policyExport, "--semver", "*", "--filter-pattern", "(["),
+			[]string{`--filter-pattern "([": error parsing regexp`}},
+		{"policy eval answers in flag words too", []string{"policy", "eval", "--numerical", "asc", "--filter-extract", "$ts"},
+			[]string{"--filter-extract needs --filter-pattern", "Run 'tk-image policy eval --help' for usage."}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,4 +142,34 @@ func builtTkImage(t *testing.T) string {
 		t.Fatalf("%v: run make build first", err)
 	}
 	return tk
+}
+
+// The first hour's path, through the real binary: discover
+// --write-markers marks busybox:1.36 for a policy of
+// docker.io/library/busybox, and the first update moves only its tag,
+// keeping the name as the file writes it (as Renovate does), where it once
+// rewrote it to docker.io/library/busybox:1.37.
+func TestDiscoveredMarkersKeepTheNameAsWritten(t *testing.T) {
+	tk := builtTkImage(t)
+	d := t.TempDir()
+	file := filepath.Join(d, "deploy.yaml")
+	deploy := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: busybox:1.36\n"
+	if err := os.WriteFile(file, []byte(deploy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"discover", "--dir", d, "--write-markers", "-n", "apps"},
+		{"update", "--dir", d, "--policy", "apps:busybox=docker.io/library/busybox:1.37"},
+	} {
+		if out, err := exec.Command(tk, args...).CombinedOutput(); err != nil {
+			t.Fatalf("tk-image %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `image: busybox:1.37 # {"$imagepolicy": "apps:busybox"}`; !strings.Contains(string(b), want) {
+		t.Errorf("after discover --write-markers and update, the file lacks %s:\n%s", want, b)
+	}
 }
