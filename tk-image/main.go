@@ -11,17 +11,26 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"toolkit.dev/image-toolkit/pkg/version"
 )
 
 func main() {
+	// client-go's discovery logs each failed attempt through klog
+	// ("E1202 … memcache.go:381] Couldn't get current server API group
+	// list", three times) before the error it returns, which tk-image
+	// reports once, with what to do.
+	klog.SetLogger(logr.Discard())
 	display, args := invocation(argv0(), os.Args[1:])
 	displayName = display
 	os.Exit(run(args, os.Stdin, os.Stdout, os.Stderr))
@@ -70,9 +79,40 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tk-image: %v\nRun '%s --help' for usage.\n", err, path)
 		return 2
 	default:
+		if msg, ok := unreachable(err); ok {
+			fmt.Fprintf(stderr, "tk-image: %s\n", msg)
+			return 1
+		}
 		fmt.Fprintf(stderr, "tk-image: %v\n", err)
 		return 1
 	}
+}
+
+// unreachable says what to do about an API server that did not answer:
+// client-go's "Get https://…/api?timeout=30s: dial tcp …: connection
+// refused", or the same for http://localhost:8080, its fallback when the
+// kubeconfig names no cluster, says neither.
+func unreachable(err error) (string, bool) {
+	var uerr *url.Error
+	if !errors.As(err, &uerr) {
+		return "", false
+	}
+	var dns *net.DNSError
+	var opErr *net.OpError
+	if !errors.As(uerr.Err, &dns) && !errors.As(uerr.Err, &opErr) && !errors.Is(uerr.Err, context.DeadlineExceeded) && !os.IsTimeout(uerr.Err) {
+		return "", false
+	}
+	u, perr := url.Parse(uerr.URL)
+	if perr != nil {
+		return "", false
+	}
+	server := u.Scheme + "://" + u.Host
+	if server == "http://localhost:8080" {
+		return fmt.Sprintf("no Kubernetes cluster is configured: the kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config) names none, "+
+			"so the client tried %s (%v); point it at a cluster, e.g. kubectl config use-context NAME", server, uerr.Err), true
+	}
+	return fmt.Sprintf("cannot reach the Kubernetes API server at %s: %v; is the cluster up, and is it the one meant? "+
+		"(kubectl config current-context; --context or --kubeconfig choose another)", server, uerr.Err), true
 }
 
 func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,5 +172,49 @@ func TestDiscoveredMarkersKeepTheNameAsWritten(t *testing.T) {
 	}
 	if want := `image: busybox:1.37 # {"$imagepolicy": "apps:busybox"}`; !strings.Contains(string(b), want) {
 		t.Errorf("after discover --write-markers and update, the file lacks %s:\n%s", want, b)
+	}
+}
+
+// A kubeconfig whose cluster does not answer, and none at all: one line
+// each, that names the server and what to check, without client-go's
+// klog lines ("memcache.go … Couldn't get current server API group list",
+// once per attempt) before it.
+func TestUnreachableClusterSaysWhatToDo(t *testing.T) {
+	tk := builtTkImage(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	config := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://" + addr + "\"}\ncontexts:\n- name: c\n  context: {cluster: c}\ncurrent-context: c\n"
+	if err := os.WriteFile(kc, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		kubeconfig, want string
+	}{
+		{kc, "cannot reach the Kubernetes API server at https://" + addr + ": "},
+		{empty, "no Kubernetes cluster is configured"},
+	} {
+		for _, args := range [][]string{{"get", "policies"}, {"explain", "automation", "x"}} {
+			cmd := exec.Command(tk, append(args, "--kubeconfig", tt.kubeconfig)...)
+			cmd.Env = append(os.Environ(), "KUBECONFIG=")
+			var errOut bytes.Buffer
+			cmd.Stderr = &errOut
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Errorf("tk-image %s: %v, want exit 1", strings.Join(args, " "), err)
+			}
+			if got := errOut.String(); !strings.Contains(got, tt.want) || strings.Count(got, "\n") != 1 {
+				t.Errorf("tk-image %s --kubeconfig %s: stderr\n%s\nwant one line with %q", strings.Join(args, " "), filepath.Base(tt.kubeconfig), got, tt.want)
+			}
+		}
 	}
 }
