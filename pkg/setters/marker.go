@@ -5,9 +5,8 @@ import (
 	"io"
 	"strings"
 
-	gcrname "github.com/google/go-containerregistry/pkg/name"
-
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/imagename"
 )
 
 // Field is the part of an image a marker sets.
@@ -76,16 +75,11 @@ func SameImage(a, b meta.ImageRef) bool {
 	return a.Tag == b.Tag && a.Digest == b.Digest && SameRepository(a.Name, b.Name)
 }
 
-// SameRepository reports whether a and b name one repository after
-// go-containerregistry's defaults (docker.io, library/): busybox and
-// docker.io/library/busybox do.
+// SameRepository reports whether a and b name one repository, by their
+// canonical names (pkg/imagename): busybox and docker.io/library/busybox
+// do; a name that does not parse is only itself.
 func SameRepository(a, b string) bool {
-	if a == b {
-		return true
-	}
-	ra, errA := gcrname.NewRepository(a)
-	rb, errB := gcrname.NewRepository(b)
-	return errA == nil && errB == nil && ra.Name() == rb.Name()
+	return a == b || imagename.Normalize(a) == imagename.Normalize(b)
 }
 
 const markerKey = "$imagepolicy"
