@@ -103,7 +103,10 @@ func unreachable(err error) (string, bool) {
 		return "", false
 	}
 	u, perr := url.Parse(uerr.URL)
-	if perr != nil {
+	// Only the API server's paths: a registry's (/v2/…) or a git server's
+	// failure is reported as it is.
+	if perr != nil || !(u.Path == "/api" || u.Path == "/apis" || strings.HasPrefix(u.Path, "/api/") ||
+		strings.HasPrefix(u.Path, "/apis/") || u.Path == "/version") {
 		return "", false
 	}
 	server := u.Scheme + "://" + u.Host

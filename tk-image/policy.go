@@ -626,7 +626,11 @@ func (o *evalOptions) listTags(ctx context.Context) ([]string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	return remote.List(repo, append(opts, remote.WithContext(ctx))...)
+	tags, err := remote.List(repo, append(opts, remote.WithContext(ctx))...)
+	if err != nil {
+		return nil, fmt.Errorf("--image %s: listing its tags: %w", o.image, err)
+	}
+	return tags, nil
 }
 
 // registry is --image with its credentials (--docker-config, else

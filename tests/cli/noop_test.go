@@ -217,4 +217,9 @@ func TestUnreachableClusterSaysWhatToDo(t *testing.T) {
 			}
 		}
 	}
+	// A registry that does not answer is not called an API server.
+	out, _ := exec.Command(tk, "policy", "eval", "--semver", "*", "--image", addr+"/acme/web").CombinedOutput()
+	if !strings.Contains(string(out), "--image "+addr+"/acme/web: listing its tags: ") || strings.Contains(string(out), "API server") {
+		t.Errorf("policy eval against a registry that does not answer:\n%s", out)
+	}
 }
