@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/git/refname"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 )
@@ -138,6 +140,16 @@ func (r *remoteFlags) plan(policies setters.Policies) (writeback.Plan, error) {
 	if p := path.Clean(r.path); r.path != "" && (p == ".." || strings.HasPrefix(p, "../") || path.IsAbs(p)) {
 		return writeback.Plan{}, usageError{fmt.Errorf("--path %q leaves the repository: give a directory from the repository's root, e.g. clusters/prod", r.path)}
 	}
+	// The flags' own words before the plan's (Plan.Validate names the
+	// API's fields: "nothing to push to", "push branch").
+	switch {
+	case r.branch == "":
+		return writeback.Plan{}, usageError{errors.New("--branch is empty: give the branch to check out, e.g. main")}
+	case !refname.Branch(r.branch):
+		return writeback.Plan{}, usageError{fmt.Errorf("--branch %q is not a valid branch name", r.branch)}
+	case r.pushBranch != "" && !refname.Branch(r.pushBranch):
+		return writeback.Plan{}, usageError{fmt.Errorf("--push-branch %q is not a valid branch name", r.pushBranch)}
+	}
 	tmpl, err := readTemplate("--commit-template", r.commitTemplate)
 	if err != nil {
 		return writeback.Plan{}, err
@@ -145,6 +157,9 @@ func (r *remoteFlags) plan(policies setters.Policies) (writeback.Plan, error) {
 	values, err := parseKeyValueList(r.commitValues)
 	if err != nil {
 		return writeback.Plan{}, usageError{fmt.Errorf("--commit-value: %w", err)}
+	}
+	if err := commitmsg.Validate(tmpl, values); err != nil {
+		return writeback.Plan{}, usageError{fmt.Errorf("--commit-template: %w", err)}
 	}
 	p := writeback.Plan{
 		Repository: r.repository,

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -39,7 +40,8 @@ func (o *updateOptions) runRemote(cmd *cobra.Command) error {
 		return err
 	}
 	if err := engine.Check(plan); err != nil {
-		return usageError{err}
+		// The engine names the UpdateJob's field; here it is the flag.
+		return usageError{errors.New(strings.Replace(err.Error(), "push.pullRequest: ", "--pull-request: ", 1))}
 	}
 	creds, err := r.credentials()
 	if err != nil {

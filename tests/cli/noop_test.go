@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +75,8 @@ func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
 	tk := builtTkImage(t)
 	repo := []string{"update", "--policy", "default:api=ghcr.io/acme/api:2.1.0", "--author-email", "bot@example.com", "--repository"}
 	repoExport := []string{"create", "repository", "web", "--export"}
+	// Clipped: each case appends to it without overwriting another's.
+	repoHTTPS := slices.Clip(append(repo, "https://git.example.com/acme/fleet.git"))
 	policyExport := []string{"create", "policy", "web", "--export", "--repository", "web"}
 	tests := []struct {
 		name   string
@@ -110,6 +113,14 @@ func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
 			[]string{`--semver ">=1.x.y": improper constraint`}},
 		{"a filter that is no regexp, in flag words", append(policyExport, "--semver", "*", "--filter-pattern", "(["),
 			[]string{`--filter-pattern "([": error parsing regexp`}},
+		{"an empty branch", append(repoHTTPS, "--branch="),
+			[]string{"--branch is empty: give the branch to check out", "Run 'tk-image update --help' for usage."}},
+		{"a push branch git refuses", append(repoHTTPS, "--push-branch", "bad..name"),
+			[]string{`--push-branch "bad..name" is not a valid branch name`}},
+		{"a commit template that names no data", append(repoHTTPS, "--commit-template", "{{ .Nope }}"),
+			[]string{"--commit-template: invalid commit message template: the template uses .Nope"}},
+		{"a pull request on a host no forge is known by", append(repoHTTPS, "--pull-request"),
+			[]string{"--pull-request: cannot tell which forge git.example.com is", "--pr-provider"}},
 		{"policy eval answers in flag words too", []string{"policy", "eval", "--numerical", "asc", "--filter-extract", "$ts"},
 			[]string{"--filter-extract needs --filter-pattern", "Run 'tk-image policy eval --help' for usage."}},
 	}
