@@ -121,6 +121,9 @@ func (o *discoverOptions) check() (discover.Mode, error) {
 	if o.expandFlow && !o.writeMarkers {
 		return "", usageError{errors.New("--expand-flow needs --write-markers")}
 	}
+	if o.interval <= 0 {
+		return "", usageError{fmt.Errorf("--interval %s: want a positive duration, e.g. 5m", o.interval)}
+	}
 	if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
 		return "", usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
 	}

@@ -103,6 +103,8 @@ func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
 			[]string{`--provider "azur": want one of generic, aws, azure, gcp`}},
 		{"an exclusion that is no regexp", append(repoExport, "--image", "ghcr.io/acme/web", "--exclude", "(["),
 			[]string{`--exclude "([": error parsing regexp`}},
+		{"discover --export without a scan interval", []string{"discover", "--dir", ".", "--export", "--interval", "0s"},
+			[]string{"--interval 0s: want a positive duration", "Run 'tk-image discover --help' for usage."}},
 		{"a name the API refuses", []string{"create", "policy", "Web", "--export", "--repository", "web", "--semver", "*"},
 			[]string{`NAME "Web": a lowercase RFC 1123 subdomain`, "Run 'tk-image create policy --help' for usage."}},
 		{"a policy without an ordering", policyExport,
