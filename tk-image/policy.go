@@ -122,7 +122,17 @@ func (p *policyFlags) check() error {
 // wants exactly one.
 func (p *policyFlags) validate(choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter, n int) error {
 	if n != 1 {
-		return usageError{errors.New("give exactly one of " + policy.Alternatives(kindFlags(false)))}
+		msg := "give exactly one of " + policy.Alternatives(kindFlags(false))
+		if n > 1 {
+			var given []string
+			for _, k := range policy.Ordering() {
+				if k.Flag.Given(p.kindValue(k.Flag.Name)) {
+					given = append(given, "--"+k.Flag.Name)
+				}
+			}
+			msg += " (given: " + strings.Join(given, ", ") + ")"
+		}
+		return usageError{errors.New(msg)}
 	}
 	if _, err := policy.New(choice, filter); err != nil {
 		return usageError{errors.New(inFlagWords(err.Error()))}

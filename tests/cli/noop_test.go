@@ -110,7 +110,7 @@ func TestRefusalsNameTheFlagAndTheSubcommandsHelp(t *testing.T) {
 		{"a policy without an ordering", policyExport,
 			[]string{"give exactly one of --semver, --docker"}},
 		{"two orderings", append(policyExport, "--semver", "*", "--docker", "*"),
-			[]string{"give exactly one of --semver, --docker"}},
+			[]string{"give exactly one of --semver, --docker", "(given: --semver, --docker)"}},
 		{"a range that does not parse", append(policyExport, "--semver", ">=1.x.y"),
 			[]string{`--semver ">=1.x.y": improper constraint`}},
 		{"a filter that is no regexp, in flag words", append(policyExport, "--semver", "*", "--filter-pattern", "(["),
