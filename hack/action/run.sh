@@ -145,10 +145,10 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
 fi
 
 # Paths relative to the working directory, as `git add` wants them; with
-# repository, to the repository's root. The engine's report holds the
-# setters' result under .changes.
+# repository, to the repository's root, as tk-image already gives them. The
+# engine's report holds the setters' result under .changes.
 prefix=
-[ "$dir" = . ] || prefix=${dir%/}/
+[ "$dir" = . ] || [ -n "$repository" ] || prefix=${dir%/}/
 result='.files'
 [ -z "$repository" ] || result='.changes.files'
 mapfile -t files < <(jq -r --arg p "$prefix" "$result"' // [] | .[] | $p + .path' "$tmp/result.json")
