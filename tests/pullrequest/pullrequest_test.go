@@ -210,7 +210,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 	if pr.Head.Ref != head || pr.Base.Ref != "main" || len(pr.Labels) != 1 || pr.Labels[0].Name != "image-update" {
 		t.Errorf("request %+v", pr)
 	}
-	row := fmt.Sprintf("| podinfo.yaml | Deployment/podinfo | `%s:6.3.0` | `%s:6.3.1` |", img, img)
+	row := fmt.Sprintf("| clusters/prod/podinfo.yaml | Deployment/podinfo | `%s:6.3.0` | `%s:6.3.1` |", img, img)
 	if !strings.Contains(pr.Body, row) || !strings.Contains(pr.Body, "ImageUpdateAutomation default/"+automation) {
 		t.Errorf("body lacks %q:\n%s", row, pr.Body)
 	}
