@@ -3,6 +3,7 @@ package mirror
 import (
 	"fmt"
 	"io/fs"
+	"sync"
 	"time"
 
 	git2go "github.com/libgit2/git2go/v34"
@@ -21,18 +22,19 @@ type LineChange struct {
 // only that line is tracked, so the walk stops at the commit that last
 // changed it rather than following the whole file back.
 //
-// The line a job asks about was nearly always changed by the last commit
-// that changed its file (the automation's previous run), and nearby
-// answers that case. libgit2's blame answers the rest: for every commit
-// that changed the file it diffs the whole trees of the commit and its
-// parent to look for renames (blame_git.c, find_origin), 100,000 entries
-// a line on a large repository: 75 ms, 7.5 s for a job of 100 values.
+// follow answers nearly every line; libgit2's blame only what follow
+// cannot tell (a merge that changed the file against all its parents, a
+// file new in a commit that deleted one, which may be a rename). libgit2's
+// blame diffs the whole trees of each commit and its parent to look for
+// renames (blame_git.c, find_origin): 100,000 entries a step on a large
+// repository, 75 ms a line, minutes for a first run's 100 values over 200
+// commits, and every tree it read filled libgit2's object cache.
 func (m *Mirror) LastChange(commit *git2go.Oid, path string, line int) (LineChange, error) {
 	if line < 1 || line > 1<<16-1 {
 		// libgit2 1.5's hunks number lines in 16 bits.
 		return LineChange{}, fmt.Errorf("blaming %s: line %d out of range", path, line)
 	}
-	last, err := m.nearby(commit, path, line)
+	last, err := m.follow(commit, path, line)
 	if err != nil {
 		return LineChange{}, fmt.Errorf("blaming %s: %w", path, err)
 	}
@@ -76,61 +78,217 @@ func (m *Mirror) blame(commit *git2go.Oid, path string, line int) (*git2go.Oid, 
 	return h.FinalCommitId, nil
 }
 
-// nearbySteps bounds nearby's walk back to the file's last change.
-const nearbySteps = 32
-
-// nearby is what blame answers when the file's last change, on a line of
-// single-parent commits, changed the line: blame passes a file's lines
-// unchanged to the parent, and gives a commit the lines of its diff's
-// hunks (the same xdiff, no context). A file new in a commit is that
-// commit's, every line, when the commit deleted no file: libgit2's blame
-// looks for the file's origin among renames, and a rename needs a file
-// deleted (find_origin asks the diff for GIT_DIFF_FIND_RENAMES alone,
-// whose sources are deleted files). A file in a root commit is the root
-// commit's. nil, nil when it cannot tell: a merge, a file new in a commit
-// that deleted one, or the line kept by the change that touched the file.
-func (m *Mirror) nearby(commit *git2go.Oid, path string, line int) (*git2go.Oid, error) {
-	id := commit
-	blob, err := m.blobAt(id, path)
+// follow tracks one line back as libgit2's blame does, without its
+// search for renames. Blame passes a file unchanged from a parent to that
+// parent whole (the first such parent, a merge's too), and the lines a
+// commit's diff from its only parent leaves alone to the parent at their
+// line there; a commit owns the lines of its diff's hunks (the same
+// xdiff, no context). A file new in a commit is that commit's, every
+// line, when the commit deleted no file: libgit2's blame looks for the
+// file's origin among renames, and a rename needs a file deleted
+// (find_origin asks the diff for GIT_DIFF_FIND_RENAMES alone, whose
+// sources are deleted files). A file in a root commit is the root
+// commit's. nil, nil when it cannot tell: a merge whose file differs from
+// every parent's, or a file new in a commit that deleted one.
+//
+// The walk back to the commit that changed the file is what costs on a
+// long history. Each step is a diff of two trees that the Cache keeps
+// (stepCache), so the hundred files of a job walk the history once
+// between them, and each walk's end is kept (changeCache): the next job,
+// from a later commit, stops where this one started.
+func (m *Mirror) follow(commit *git2go.Oid, path string, line int) (*git2go.Oid, error) {
+	id := *commit
+	blob, err := m.blobAt(&id, path)
 	if err != nil || blob == nil {
 		return nil, err
 	}
-	for range nearbySteps {
-		c, err := m.repo.LookupCommit(id)
+	for {
+		change, err := m.fileChange(id, path, *blob)
 		if err != nil {
 			return nil, err
 		}
-		n := c.ParentCount()
-		parent := c.ParentId(0)
-		c.Free()
-		if n == 0 {
-			return id, nil
+		parents, err := m.parents(change)
+		if err != nil {
+			return nil, err
 		}
-		if n != 1 {
+		switch len(parents) {
+		case 0:
+			return &change, nil
+		case 1:
+		default:
 			return nil, nil
 		}
-		before, err := m.blobAt(parent, path)
+		parent := parents[0]
+		before, err := m.parentBlob(parent, change, path, *blob)
 		if err != nil {
 			return nil, err
 		}
 		if before == nil {
-			deletes, err := m.deletesFile(parent, id)
+			deletes, err := m.deletesFile(&parent, &change)
 			if err != nil || deletes {
 				return nil, err
 			}
-			return id, nil
+			return &change, nil
 		}
-		if before.Equal(blob) {
-			id = parent
-			continue
-		}
-		changed, err := m.lineChanged(before, blob, line)
-		if err != nil || !changed {
+		moved, changed, err := m.lineBefore(before, blob, line)
+		if err != nil {
 			return nil, err
 		}
+		if changed {
+			return &change, nil
+		}
+		id, blob, line = parent, before, moved
+	}
+}
+
+// fileChange walks back from id, where the file at path is blob, to the
+// commit that changed it: the first whose parents all have another file
+// there, or none. It follows the first parent with the same file, as
+// blame passes such a file on.
+func (m *Mirror) fileChange(id git2go.Oid, path string, blob git2go.Oid) (git2go.Oid, error) {
+	start := id
+walk:
+	for {
+		if to, ok := m.walks.get(id, path); ok {
+			id = to
+		}
+		parents, err := m.parents(id)
+		if err != nil {
+			return git2go.Oid{}, err
+		}
+		for _, p := range parents {
+			b, err := m.parentBlob(p, id, path, blob)
+			if err != nil {
+				return git2go.Oid{}, err
+			}
+			if b != nil && *b == blob {
+				id = p
+				continue walk
+			}
+		}
+		m.walks.put(start, path, id)
 		return id, nil
 	}
-	return nil, nil
+}
+
+func (m *Mirror) parents(id git2go.Oid) ([]git2go.Oid, error) {
+	c, err := m.repo.LookupCommit(&id)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Free()
+	out := make([]git2go.Oid, c.ParentCount())
+	for i := range out {
+		out[i] = *c.ParentId(uint(i))
+	}
+	return out, nil
+}
+
+// parentBlob is the file at path in parent, a parent of commit, whose file
+// there is blob: nil when parent has none. The step's diff answers it.
+func (m *Mirror) parentBlob(parent, commit git2go.Oid, path string, blob git2go.Oid) (*git2go.Oid, error) {
+	st, err := m.step(parent, commit)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		// Too large a change to keep: look the path up.
+		return m.blobAt(&parent, path)
+	}
+	before, changed := st[path]
+	if !changed {
+		return &blob, nil
+	}
+	if before.IsZero() {
+		return nil, nil
+	}
+	return &before, nil
+}
+
+// step is the paths whose files differ between a commit and one of its
+// parents, with the parent's blob at each (zero: no file there). A
+// commit's diff from its parent reads only the trees that differ, and
+// each version of a tree once, where looking each path up would parse,
+// at every step of every file's walk, the directories along it: a
+// directory of 100,000 files is a 4 MiB tree.
+type step map[string]git2go.Oid
+
+// maxStepPaths bounds the paths one step keeps; a larger change (a
+// repository's first import) is looked up path by path.
+const maxStepPaths = 4096
+
+func (m *Mirror) step(parent, commit git2go.Oid) (step, error) {
+	if st, ok := m.steps.get(parent, commit); ok {
+		return st, nil
+	}
+	trees := [2]*git2go.Tree{}
+	for i, id := range []git2go.Oid{parent, commit} {
+		c, err := m.repo.LookupCommit(&id)
+		if err != nil {
+			return nil, err
+		}
+		t, err := c.Tree()
+		c.Free()
+		if err != nil {
+			return nil, err
+		}
+		defer t.Free()
+		trees[i] = t
+	}
+	diff, err := m.repo.DiffTreeToTree(trees[0], trees[1], nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = diff.Free() }()
+	n, err := diff.NumDeltas()
+	if err != nil {
+		return nil, err
+	}
+	var st step
+	if n <= maxStepPaths {
+		st = make(step, n)
+		for i := range n {
+			d, err := diff.Delta(i)
+			if err != nil {
+				return nil, err
+			}
+			// A file turned link or gitlink is a deletion and an
+			// addition of one path: keep what the parent had.
+			if _, seen := st[d.NewFile.Path]; seen && d.Status != git2go.DeltaDeleted {
+				continue
+			}
+			var before git2go.Oid
+			if d.Status != git2go.DeltaAdded && (d.OldFile.Mode == uint16(git2go.FilemodeBlob) ||
+				d.OldFile.Mode == uint16(git2go.FilemodeBlobExecutable) || d.OldFile.Mode == uint16(git2go.FilemodeLink)) {
+				before = *d.OldFile.Oid
+			}
+			st[d.OldFile.Path] = before
+		}
+	}
+	m.steps.put(parent, commit, st)
+	return st, nil
+}
+
+// blobAt is the id of the file at path in commit; nil when there is none.
+func (m *Mirror) blobAt(commit *git2go.Oid, path string) (*git2go.Oid, error) {
+	c, err := m.repo.LookupCommit(commit)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Free()
+	tree, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	defer tree.Free()
+	e, err := tree.EntryByPath(path)
+	if git2go.IsErrorCode(err, git2go.ErrorCodeNotFound) || (err == nil && e.Type != git2go.ObjectBlob) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Id, nil
 }
 
 // deletesFile reports whether commit deleted a file of parent, its only
@@ -194,54 +352,40 @@ func (m *Mirror) treeDeletes(before, after *git2go.Oid) (bool, error) {
 	return false, nil
 }
 
-// blobAt is the id of the file at path in commit; nil when there is none.
-func (m *Mirror) blobAt(commit *git2go.Oid, path string) (*git2go.Oid, error) {
-	c, err := m.repo.LookupCommit(commit)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Free()
-	tree, err := c.Tree()
-	if err != nil {
-		return nil, err
-	}
-	defer tree.Free()
-	e, err := tree.EntryByPath(path)
-	if git2go.IsErrorCode(err, git2go.ErrorCodeNotFound) || (err == nil && e.Type != git2go.ObjectBlob) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return e.Id, nil
-}
-
-// lineChanged reports whether line of the blob after lies in a hunk of the
-// diff from before.
-func (m *Mirror) lineChanged(before, after *git2go.Oid, line int) (bool, error) {
+// lineBefore diffs the file's blob before a commit with its blob after
+// and says whether line (of after) lies in a hunk; when not, moved is its
+// line in before.
+func (m *Mirror) lineBefore(before, after *git2go.Oid, line int) (moved int, changed bool, err error) {
 	old, err := m.repo.LookupBlob(before)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	defer old.Free()
 	cur, err := m.repo.LookupBlob(after)
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	defer cur.Free()
 	opts, err := git2go.DefaultDiffOptions()
 	if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	opts.ContextLines = 0
-	changed := false
+	shift := 0
 	err = git2go.DiffBlobs(old, "", cur, "", &opts, func(git2go.DiffDelta, float64) (git2go.DiffForEachHunkCallback, error) {
 		return func(h git2go.DiffHunk) (git2go.DiffForEachLineCallback, error) {
-			changed = changed || (h.NewStart <= line && line < h.NewStart+h.NewLines)
+			switch {
+			case h.NewLines > 0 && h.NewStart <= line && line < h.NewStart+h.NewLines:
+				changed = true
+			// A hunk that only deletes starts after the line before
+			// the deletion (git's numbering of an empty range).
+			case h.NewLines > 0 && h.NewStart+h.NewLines <= line, h.NewLines == 0 && h.NewStart < line:
+				shift += h.NewLines - h.OldLines
+			}
 			return nil, nil
 		}, nil
 	}, git2go.DiffDetailHunks)
-	return changed, err
+	return line - shift, changed, err
 }
 
 // File returns the file at path in commit; an error wrapping
@@ -260,4 +404,78 @@ func (m *Mirror) File(commit *git2go.Oid, path string) ([]byte, error) {
 	}
 	defer blob.Free()
 	return append([]byte(nil), blob.Contents()...), nil
+}
+
+// changeCache remembers, for a Cache's mirrors, where fileChange's walks
+// ended: from a commit, the commit that last changed a file. Commits are
+// content, so an entry is never stale; a first run over a long history
+// walks it once, and later jobs, from later commits, stop where it began.
+// The map is emptied at its bound, about 100 bytes an entry.
+type changeCache struct {
+	mu sync.Mutex
+	m  map[changeKey]git2go.Oid
+}
+
+type changeKey struct {
+	commit git2go.Oid
+	path   string
+}
+
+const maxChanges = 100000
+
+func (c *changeCache) get(commit git2go.Oid, path string) (git2go.Oid, bool) {
+	if c == nil {
+		return git2go.Oid{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	to, ok := c.m[changeKey{commit, path}]
+	return to, ok
+}
+
+func (c *changeCache) put(commit git2go.Oid, path string, to git2go.Oid) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxChanges {
+		c.m = map[changeKey]git2go.Oid{}
+	}
+	c.m[changeKey{commit, path}] = to
+}
+
+// stepCache keeps, for a Cache's mirrors, the steps follow diffed, by
+// parent and commit (content: never stale). nil is kept too: a change too
+// large to keep. It is emptied when it holds maxStepCachePaths paths,
+// about 100 bytes each.
+type stepCache struct {
+	mu    sync.Mutex
+	m     map[[2]git2go.Oid]step
+	paths int
+}
+
+const maxStepCachePaths = 200000
+
+func (c *stepCache) get(parent, commit git2go.Oid) (step, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.m[[2]git2go.Oid{parent, commit}]
+	return st, ok
+}
+
+func (c *stepCache) put(parent, commit git2go.Oid, st step) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || c.paths+len(st) > maxStepCachePaths {
+		c.m, c.paths = map[[2]git2go.Oid]step{}, 0
+	}
+	c.m[[2]git2go.Oid{parent, commit}] = st
+	c.paths += len(st) + 1
 }

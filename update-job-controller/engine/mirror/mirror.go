@@ -29,6 +29,10 @@ type Cache struct {
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
 	kept  keptCache
+	// walks is where walks back through history ended, steps the
+	// diffs they took (blame.go).
+	walks changeCache
+	steps stepCache
 }
 
 // NewCache opens (creating) a cache directory.
@@ -37,13 +41,19 @@ func NewCache(dir string) (*Cache, error) {
 		return nil, err
 	}
 	cacheTrees.Do(func() {
-		// libgit2 keeps parsed trees in a repository's object cache only
-		// up to 4 KiB, about 100 entries: a directory of a thousand files
-		// was read and parsed again for every path looked up in it (a
-		// job's hold check looks up each file it changes, twice). The
-		// cache lives as long as the mirror is open, one job, and libgit2
-		// bounds its total (256 MiB).
-		cacheErr = git2go.SetCacheObjectLimit(git2go.ObjectTree, 4<<20)
+		// libgit2 keeps parsed trees in its object cache only up to
+		// 4 KiB, about 100 entries: a directory of a thousand files was
+		// read and parsed again for every path looked up in it (a job's
+		// hold check looks up each file it changes, twice), and one of
+		// 100,000 files (a 4 MiB tree) took a first run minutes. Any tree
+		// is kept now, and the whole cache, for every mirror, bounded at
+		// 48 MiB of objects instead of libgit2's 256: a walk back through
+		// history reads versions of trees it needs once, and a full cache
+		// of them was most of the job controller's memory. libgit2 evicts
+		// at random when the cache is full.
+		cacheErr = errors.Join(
+			git2go.SetCacheObjectLimit(git2go.ObjectTree, 64<<20),
+			git2go.SetCacheMaxSize(48<<20))
 	})
 	if cacheErr != nil {
 		return nil, fmt.Errorf("configuring libgit2's object cache: %w", cacheErr)
@@ -63,6 +73,9 @@ type Mirror struct {
 	repo *git2go.Repository
 	lock *sync.Mutex
 	kept *keptCache
+	// walks and steps are the Cache's.
+	walks *changeCache
+	steps *stepCache
 	// deletes remembers, by commit, whether it deleted a file from its
 	// parent (blame.go): the lines of a job ask about one commit many
 	// times.
@@ -113,7 +126,7 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // last use, for pruning
-	m := &Mirror{URL: url, Path: path, repo: repo, lock: l, kept: &c.kept}
+	m := &Mirror{URL: url, Path: path, repo: repo, lock: l, kept: &c.kept, walks: &c.walks, steps: &c.steps}
 	return m, func() { repo.Free(); l.Unlock() }, nil
 }
 
