@@ -1,8 +1,12 @@
 package mirror
 
 import (
+	"bytes"
+	"cmp"
+	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,8 +128,8 @@ func (m *Mirror) follow(commit *git2go.Oid, path string, line int) (*git2go.Oid,
 			return nil, err
 		}
 		if before == nil {
-			deletes, err := m.deletesFile(&parent, &change)
-			if err != nil || deletes {
+			st, err := m.step(parent, change)
+			if err != nil || st.deletes {
 				return nil, err
 			}
 			return &change, nil
@@ -191,82 +195,217 @@ func (m *Mirror) parentBlob(parent, commit git2go.Oid, path string, blob git2go.
 	if err != nil {
 		return nil, err
 	}
-	if st == nil {
+	if st.before == nil {
 		// Too large a change to keep: look the path up.
 		return m.blobAt(&parent, path)
 	}
-	before, changed := st[path]
-	if !changed {
-		return &blob, nil
+	if before, changed := st.before[path]; changed {
+		if before.IsZero() {
+			return nil, nil
+		}
+		return &before, nil
 	}
-	if before.IsZero() {
-		return nil, nil
+	for _, dir := range st.added {
+		if strings.HasPrefix(path, dir) {
+			return nil, nil
+		}
 	}
-	return &before, nil
+	return &blob, nil
 }
 
-// step is the paths whose files differ between a commit and one of its
-// parents, with the parent's blob at each (zero: no file there). A
-// commit's diff from its parent reads only the trees that differ, and
-// each version of a tree once, where looking each path up would parse,
-// at every step of every file's walk, the directories along it: a
-// directory of 100,000 files is a 4 MiB tree.
-type step map[string]git2go.Oid
+// step is what a commit changed from one of its parents: the files that
+// differ, with the parent's blob at each (zero: none there), the
+// directories new in the commit (with a trailing slash: everything under
+// them is new), and whether it deleted a file of the parent (a path gone,
+// or no longer of the same kind: a tree become a file, a file a link).
+// Blame's question at each step of a walk is the file's blob in the
+// parent; looking it up parses the directories along its path, and the
+// hundred files of a job would each parse them again at every step (a
+// directory of 100,000 files is a 4 MiB tree).
+type step struct {
+	// before is nil when the change is too large to keep (a first import
+	// of a repository): paths are then looked up.
+	before  map[string]git2go.Oid
+	added   []string
+	deletes bool
+}
 
-// maxStepPaths bounds the paths one step keeps; a larger change (a
-// repository's first import) is looked up path by path.
+// maxStepPaths bounds the files one step keeps.
 const maxStepPaths = 4096
 
-func (m *Mirror) step(parent, commit git2go.Oid) (step, error) {
+// step diffs commit's tree against parent's, reading the raw trees
+// (libgit2's diff allocated for every entry of both, 50 ms a step on a
+// directory of 100,000 files) and descending only into the trees that
+// differ.
+func (m *Mirror) step(parent, commit git2go.Oid) (*step, error) {
 	if st, ok := m.steps.get(parent, commit); ok {
 		return st, nil
 	}
-	trees := [2]*git2go.Tree{}
+	var trees [2]git2go.Oid
 	for i, id := range []git2go.Oid{parent, commit} {
 		c, err := m.repo.LookupCommit(&id)
 		if err != nil {
 			return nil, err
 		}
-		t, err := c.Tree()
+		trees[i] = *c.TreeId()
 		c.Free()
-		if err != nil {
-			return nil, err
-		}
-		defer t.Free()
-		trees[i] = t
 	}
-	diff, err := m.repo.DiffTreeToTree(trees[0], trees[1], nil)
+	odb, err := m.repo.Odb()
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = diff.Free() }()
-	n, err := diff.NumDeltas()
-	if err != nil {
+	defer odb.Free()
+	st := &step{before: map[string]git2go.Oid{}}
+	if err := st.diff(odb, trees[0], trees[1], ""); err != nil {
 		return nil, err
 	}
-	var st step
-	if n <= maxStepPaths {
-		st = make(step, n)
-		for i := range n {
-			d, err := diff.Delta(i)
-			if err != nil {
-				return nil, err
-			}
-			// A file turned link or gitlink is a deletion and an
-			// addition of one path: keep what the parent had.
-			if _, seen := st[d.NewFile.Path]; seen && d.Status != git2go.DeltaDeleted {
-				continue
-			}
-			var before git2go.Oid
-			if d.Status != git2go.DeltaAdded && (d.OldFile.Mode == uint16(git2go.FilemodeBlob) ||
-				d.OldFile.Mode == uint16(git2go.FilemodeBlobExecutable) || d.OldFile.Mode == uint16(git2go.FilemodeLink)) {
-				before = *d.OldFile.Oid
-			}
-			st[d.OldFile.Path] = before
-		}
+	if len(st.before) > maxStepPaths {
+		st.before = nil
 	}
 	m.steps.put(parent, commit, st)
 	return st, nil
+}
+
+// diff records what differs between trees a (the parent's) and b under
+// dir.
+func (st *step) diff(odb *git2go.Odb, a, b git2go.Oid, dir string) error {
+	if a == b {
+		return nil
+	}
+	oa, err := odb.Read(&a)
+	if err != nil {
+		return err
+	}
+	defer oa.Free()
+	ob, err := odb.Read(&b)
+	if err != nil {
+		return err
+	}
+	defer ob.Free()
+	ra, rb := treeReader{data: oa.Data()}, treeReader{data: ob.Data()}
+	ea, okA, err := ra.next()
+	if err != nil {
+		return err
+	}
+	eb, okB, err := rb.next()
+	if err != nil {
+		return err
+	}
+	for okA || okB {
+		order := 0
+		switch {
+		case !okA:
+			order = 1
+		case !okB:
+			order = -1
+		default:
+			order = compareEntries(ea, eb)
+		}
+		switch {
+		case order < 0: // gone from the commit
+			st.deletes = true
+		case order > 0: // new in the commit
+			st.add(dir, eb)
+		default:
+			if err := st.change(odb, dir, ea, eb); err != nil {
+				return err
+			}
+		}
+		if order <= 0 {
+			if ea, okA, err = ra.next(); err != nil {
+				return err
+			}
+		}
+		if order >= 0 {
+			if eb, okB, err = rb.next(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// add records entry e of the commit, new under dir.
+func (st *step) add(dir string, e rawEntry) {
+	switch {
+	case e.tree():
+		st.added = append(st.added, dir+string(e.name)+"/")
+	case st.before != nil && len(st.before) <= maxStepPaths:
+		st.before[dir+string(e.name)] = git2go.Oid{}
+	}
+}
+
+// change records the entry of one name in the parent (a) and the commit
+// (b).
+func (st *step) change(odb *git2go.Odb, dir string, a, b rawEntry) error {
+	switch {
+	case a.tree() && b.tree():
+		return st.diff(odb, a.id, b.id, dir+string(a.name)+"/")
+	case a.tree() != b.tree(), a.gitlink() != b.gitlink(), a.link() != b.link():
+		// A change of kind deletes the parent's.
+		st.deletes = true
+		if b.tree() {
+			st.added = append(st.added, dir+string(b.name)+"/")
+		} else if st.before != nil && len(st.before) <= maxStepPaths {
+			var before git2go.Oid
+			if !a.tree() && !a.gitlink() {
+				before = a.id
+			}
+			st.before[dir+string(b.name)] = before
+		}
+	case a.id != b.id && !b.gitlink() && st.before != nil && len(st.before) <= maxStepPaths:
+		// The same content under another mode is the same file to blame.
+		st.before[dir+string(b.name)] = a.id
+	}
+	return nil
+}
+
+// rawEntry is one entry of a raw tree object: "MODE NAME\0" and 20 bytes
+// of id.
+type rawEntry struct {
+	mode []byte
+	name []byte
+	id   git2go.Oid
+}
+
+func (e rawEntry) tree() bool    { return string(e.mode) == "40000" }
+func (e rawEntry) gitlink() bool { return string(e.mode) == "160000" }
+func (e rawEntry) link() bool    { return string(e.mode) == "120000" }
+
+// compareEntries orders entries as git sorts a tree: by name, a tree's
+// as if it ended in a slash.
+func compareEntries(a, b rawEntry) int {
+	n := min(len(a.name), len(b.name))
+	if c := bytes.Compare(a.name[:n], b.name[:n]); c != 0 {
+		return c
+	}
+	end := func(e rawEntry, n int) byte {
+		switch {
+		case n < len(e.name):
+			return e.name[n]
+		case e.tree():
+			return '/'
+		}
+		return 0
+	}
+	return cmp.Compare(end(a, n), end(b, n))
+}
+
+type treeReader struct{ data []byte }
+
+func (r *treeReader) next() (rawEntry, bool, error) {
+	if len(r.data) == 0 {
+		return rawEntry{}, false, nil
+	}
+	sp := bytes.IndexByte(r.data, ' ')
+	nul := bytes.IndexByte(r.data, 0)
+	if sp < 0 || nul < sp || len(r.data) < nul+1+20 {
+		return rawEntry{}, false, errors.New("a tree object that does not parse")
+	}
+	e := rawEntry{mode: r.data[:sp], name: r.data[sp+1 : nul]}
+	copy(e.id[:], r.data[nul+1:nul+21])
+	r.data = r.data[nul+21:]
+	return e, true, nil
 }
 
 // blobAt is the id of the file at path in commit; nil when there is none.
@@ -289,67 +428,6 @@ func (m *Mirror) blobAt(commit *git2go.Oid, path string) (*git2go.Oid, error) {
 		return nil, err
 	}
 	return e.Id, nil
-}
-
-// deletesFile reports whether commit deleted a file of parent, its only
-// parent: whether any path of parent's tree is gone from commit's, or is
-// no longer a file of the same kind (a regular file become a symbolic
-// link is, to a diff without type changes, a deletion and an addition).
-// Subtrees with the same id are equal and skipped, so the walk reads only
-// the trees along the paths the commit changed.
-func (m *Mirror) deletesFile(parent, commit *git2go.Oid) (bool, error) {
-	if d, ok := m.deletes[*commit]; ok {
-		return d, nil
-	}
-	trees := [2]*git2go.Oid{}
-	for i, id := range []*git2go.Oid{parent, commit} {
-		c, err := m.repo.LookupCommit(id)
-		if err != nil {
-			return false, err
-		}
-		trees[i] = c.TreeId()
-		c.Free()
-	}
-	d, err := m.treeDeletes(trees[0], trees[1])
-	if err != nil {
-		return false, err
-	}
-	if m.deletes == nil || len(m.deletes) >= 1024 {
-		m.deletes = map[git2go.Oid]bool{}
-	}
-	m.deletes[*commit] = d
-	return d, nil
-}
-
-func (m *Mirror) treeDeletes(before, after *git2go.Oid) (bool, error) {
-	if before.Equal(after) {
-		return false, nil
-	}
-	old, err := m.repo.LookupTree(before)
-	if err != nil {
-		return false, err
-	}
-	defer old.Free()
-	cur, err := m.repo.LookupTree(after)
-	if err != nil {
-		return false, err
-	}
-	defer cur.Free()
-	for i := range old.EntryCount() {
-		e := old.EntryByIndex(i)
-		now := cur.EntryByName(e.Name)
-		switch {
-		case now == nil || now.Type != e.Type:
-			return true, nil
-		case e.Type == git2go.ObjectTree:
-			if d, err := m.treeDeletes(e.Id, now.Id); err != nil || d {
-				return d, err
-			}
-		case e.Type == git2go.ObjectBlob && (e.Filemode == git2go.FilemodeLink) != (now.Filemode == git2go.FilemodeLink):
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // lineBefore diffs the file's blob before a commit with its blob after
@@ -446,18 +524,17 @@ func (c *changeCache) put(commit git2go.Oid, path string, to git2go.Oid) {
 }
 
 // stepCache keeps, for a Cache's mirrors, the steps follow diffed, by
-// parent and commit (content: never stale). nil is kept too: a change too
-// large to keep. It is emptied when it holds maxStepCachePaths paths,
-// about 100 bytes each.
+// parent and commit (content: never stale). It is emptied when it holds
+// maxStepCachePaths paths, about 100 bytes each.
 type stepCache struct {
 	mu    sync.Mutex
-	m     map[[2]git2go.Oid]step
+	m     map[[2]git2go.Oid]*step
 	paths int
 }
 
 const maxStepCachePaths = 200000
 
-func (c *stepCache) get(parent, commit git2go.Oid) (step, bool) {
+func (c *stepCache) get(parent, commit git2go.Oid) (*step, bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -467,15 +544,16 @@ func (c *stepCache) get(parent, commit git2go.Oid) (step, bool) {
 	return st, ok
 }
 
-func (c *stepCache) put(parent, commit git2go.Oid, st step) {
+func (c *stepCache) put(parent, commit git2go.Oid, st *step) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m == nil || c.paths+len(st) > maxStepCachePaths {
-		c.m, c.paths = map[[2]git2go.Oid]step{}, 0
+	n := len(st.before) + len(st.added) + 1
+	if c.m == nil || c.paths+n > maxStepCachePaths {
+		c.m, c.paths = map[[2]git2go.Oid]*step{}, 0
 	}
 	c.m[[2]git2go.Oid{parent, commit}] = st
-	c.paths += len(st) + 1
+	c.paths += n
 }

@@ -47,13 +47,13 @@ func NewCache(dir string) (*Cache, error) {
 		// hold check looks up each file it changes, twice), and one of
 		// 100,000 files (a 4 MiB tree) took a first run minutes. Any tree
 		// is kept now, and the whole cache, for every mirror, bounded at
-		// 48 MiB of objects instead of libgit2's 256: a walk back through
-		// history reads versions of trees it needs once, and a full cache
-		// of them was most of the job controller's memory. libgit2 evicts
-		// at random when the cache is full.
+		// 32 MiB of objects instead of libgit2's 256: a walk back through
+		// history reads each version of a tree once, and needs the last
+		// one kept, not all of them. libgit2 evicts at random when the
+		// cache is full.
 		cacheErr = errors.Join(
 			git2go.SetCacheObjectLimit(git2go.ObjectTree, 64<<20),
-			git2go.SetCacheMaxSize(48<<20))
+			git2go.SetCacheMaxSize(32<<20))
 	})
 	if cacheErr != nil {
 		return nil, fmt.Errorf("configuring libgit2's object cache: %w", cacheErr)
@@ -76,10 +76,6 @@ type Mirror struct {
 	// walks and steps are the Cache's.
 	walks *changeCache
 	steps *stepCache
-	// deletes remembers, by commit, whether it deleted a file from its
-	// parent (blame.go): the lines of a job ask about one commit many
-	// times.
-	deletes map[git2go.Oid]bool
 }
 
 // Yield unlocks the mirror while f runs, then locks it again: other jobs
