@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path"
 	"strings"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/tk-image/internal/explain"
 )
 
@@ -331,30 +331,11 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 		writePullRequest(out, pr)
 	}
 	if st.Phase == updatev1.UpdateJobSucceeded && st.Result != nil {
-		printResult(out, job.Spec.Update.Path, st.Result)
+		// The status names files from the update path; print them from
+		// the repository's root, as the commit does.
+		printFiles(out, (&setters.Result{Files: st.Result.Files}).In(job.Spec.Update.Path).Files)
 	}
 	return nil
-}
-
-// printResult lists files, objects and changes, as tk-image update does:
-// files from the repository's root (the status names them from the update
-// path, dir), as the commit does.
-func printResult(out io.Writer, dir string, r *updatev1.UpdateResult) {
-	for _, f := range r.Files {
-		f.Path = path.Join(dir, f.Path)
-		if f.Operation != "" {
-			// A container's change: files, not values.
-			fmt.Fprintf(out, "%s (%s)\n", f.Path, f.Operation)
-			continue
-		}
-		fmt.Fprintln(out, f.Path)
-		for _, o := range f.Objects {
-			fmt.Fprintf(out, "  %s\n", objectName(o.ObjectID))
-			for _, c := range o.Changes {
-				fmt.Fprintf(out, "    %s -> %s (%s)\n", c.OldValue, c.NewValue, c.Setter)
-			}
-		}
-	}
 }
 
 // runAutomation asks an automation to run now and follows the job it

@@ -388,16 +388,3 @@ functionConfig:
 	}
 }
 
-// An object's name leaves out the parts its file does not give.
-func TestObjectNameLeavesOutWhatIsMissing(t *testing.T) {
-	for o, want := range map[meta.ObjectID]string{
-		{Kind: "Deployment", Namespace: "apps", Name: "web"}: "Deployment/apps/web",
-		{Kind: "Deployment", Name: "web"}:                    "Deployment/web",
-		{Kind: "Kustomization"}:                              "Kustomization",
-		{}:                                                   "(no kind)",
-	} {
-		if got := objectName(o); got != want {
-			t.Errorf("objectName(%+v) = %q, want %q", o, got, want)
-		}
-	}
-}

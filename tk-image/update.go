@@ -180,31 +180,29 @@ func printText(w io.Writer, res *setters.Result, dryRun bool) {
 		fmt.Fprintln(w, "no changes")
 		return
 	}
-	for _, f := range res.Files {
-		fmt.Fprintln(w, f.Path)
-		for _, o := range f.Objects {
-			fmt.Fprintf(w, "  %s\n", objectName(o.ObjectID))
-			for _, c := range o.Changes {
-				fmt.Fprintf(w, "    %s -> %s (%s)\n", c.OldValue, c.NewValue, c.Setter)
-			}
-		}
-	}
+	printFiles(w, res.Files)
 	if dryRun {
 		fmt.Fprintln(w, "(dry run: no files written)")
 	}
 }
 
-// objectName names an object of a file as KIND/NAMESPACE/NAME, leaving
-// out what the file does not say: Kustomization, not Kustomization//.
-func objectName(o meta.ObjectID) string {
-	parts := []string{orWord(o.Kind, "(no kind)")}
-	if o.Namespace != "" {
-		parts = append(parts, o.Namespace)
+// printFiles lists files, objects and changes: what tk-image update and
+// tk-image job print.
+func printFiles(w io.Writer, files []meta.FileResult) {
+	for _, f := range files {
+		if f.Operation != "" {
+			// A container's change: files, not values.
+			fmt.Fprintf(w, "%s (%s)\n", f.Path, f.Operation)
+			continue
+		}
+		fmt.Fprintln(w, f.Path)
+		for _, o := range f.Objects {
+			fmt.Fprintf(w, "  %s\n", o.ObjectID)
+			for _, c := range o.Changes {
+				fmt.Fprintf(w, "    %s -> %s (%s)\n", c.OldValue, c.NewValue, c.Setter)
+			}
+		}
 	}
-	if o.Name != "" {
-		parts = append(parts, o.Name)
-	}
-	return strings.Join(parts, "/")
 }
 
 func orWord(s, word string) string {

@@ -198,6 +198,17 @@ func TestDashboardInABrowser(t *testing.T) {
 		checkPage(t, tab, p.name, base+p.path, axe, shots)
 	}
 
+	// The job page names the files its commit changed as the commit
+	// does, from the repository's root, though the UpdateJob's status
+	// names them from the automation's update path (./clusters/prod).
+	navigate(t, tab, base+"/jobs/default/"+fleet.Status.LastJob.Name)
+	if file := eval[string](t, tab, `(document.querySelector('td[data-label="File"] code')||{}).innerText||""`); file != chain.ManifestPath {
+		t.Errorf("the job page's file column says %q, want %q (from the repository's root)", file, chain.ManifestPath)
+	}
+	if object := eval[string](t, tab, `(document.querySelector('td[data-label="Object"]')||{}).innerText||""`); !strings.HasPrefix(object, "Deployment/") {
+		t.Errorf("the job page's object column says %q, want Deployment/[namespace/]name", object)
+	}
+
 	t.Run("every action button", func(t *testing.T) {
 		for _, p := range pages[:4] {
 			clickEveryButton(t, tab, c, base+p.path)

@@ -9,6 +9,8 @@ package meta
 // (none of which know Kubernetes) share them with the API groups without a
 // copy at any hop.
 
+import "strings"
+
 // ImageRef is an image value: name, tag and optional digest.
 type ImageRef struct {
 	// Name is the image name, without tag or digest, e.g. ghcr.io/org/app.
@@ -79,6 +81,23 @@ type ObjectID struct {
 	Namespace string `json:"namespace,omitempty"`
 	// +optional
 	Name string `json:"name,omitempty"`
+}
+
+// String names the object as KIND/NAMESPACE/NAME, leaving out what its file
+// does not say (Kustomization, not Kustomization//), the way the CLI, the
+// dashboard and the default commit message name it.
+func (o ObjectID) String() string {
+	parts := []string{o.Kind}
+	if o.Kind == "" {
+		parts[0] = "(no kind)"
+	}
+	if o.Namespace != "" {
+		parts = append(parts, o.Namespace)
+	}
+	if o.Name != "" {
+		parts = append(parts, o.Name)
+	}
+	return strings.Join(parts, "/")
 }
 
 // ObjectResult is the changes made to one object, in document order.

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"net/http"
-	"path"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -13,6 +12,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
 // jobBody is an UpdateJob's page: what it set, how its attempts went, the
@@ -82,7 +82,9 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		b.CommitURL = CommitURL(withoutUser(j.Spec.Repository.URL), forgeOf(owner), b.Commit)
 	}
 	if res := j.Status.Result; res != nil {
-		b.Changes = changesOf(j.Spec.Update.Path, res.Files)
+		// The status names files from the update path; show them from
+		// the repository's root, as the commit does.
+		b.Changes = changesOf((&setters.Result{Files: res.Files}).In(j.Spec.Update.Path).Files)
 	}
 	b.Events, b.EventsErr = s.eventsOf(ctx, j)
 	s.render(w, r, "job", http.StatusOK, s.view(r, "UpdateJob "+key.String(), key.Namespace, b))
@@ -104,20 +106,13 @@ func automationName(j *updatev1.UpdateJob, uid types.UID) string {
 	return ""
 }
 
-// changesOf lists the values a job's files changed, the files named from
-// the repository's root (the status names them from the update path, dir),
-// as the commit does.
-func changesOf(dir string, files []meta.FileResult) []jobChange {
+// changesOf lists the values a job's files changed.
+func changesOf(files []meta.FileResult) []jobChange {
 	var out []jobChange
 	for _, f := range files {
-		f.Path = path.Join(dir, f.Path)
 		for _, o := range f.Objects {
-			name := o.Kind + " " + o.Name
-			if o.Namespace != "" {
-				name = o.Kind + " " + o.Namespace + "/" + o.Name
-			}
 			for _, c := range o.Changes {
-				out = append(out, jobChange{Path: f.Path, Object: name, Setter: c.Setter, From: c.OldValue, To: c.NewValue})
+				out = append(out, jobChange{Path: f.Path, Object: o.ObjectID.String(), Setter: c.Setter, From: c.OldValue, To: c.NewValue})
 			}
 		}
 		if len(f.Objects) == 0 {
