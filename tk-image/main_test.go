@@ -387,4 +387,3 @@ functionConfig:
 		t.Errorf("bad functionConfig: code %d, want 1", code)
 	}
 }
-

@@ -46,6 +46,126 @@ func BenchmarkChainLargeRepo(b *testing.B) {
 	}
 }
 
+// BenchmarkChainFirstRun is a first run on a cold mirror, what a new
+// installation meets: the controllers started with nothing to do, the
+// fleet repository grown to 10,000 (100,000) manifests, 100 of them marked,
+// with 200 commits of history, and 6.4.0 in the registry beside the 6.3.0
+// the files hold. Measured from the samples applied (the automation's
+// first look at the repository, the job controller's mirror empty) to the
+// first push, then from a new tag (a policy change) to its push. Reports
+// each controller's peak RSS over the whole run and the sum of the
+// automation's and the job controller's, the figure Flux's one process is
+// compared with.
+//
+//	go test -run '^$' -bench 'BenchmarkChainFirstRun/100k' -benchtime 1x -timeout 30m ./tests/bench/
+//
+// The -flat sizes put every manifest in one directory (generated
+// manifests often are): one tree of 100,000 entries, 4 MiB, that each
+// look-up along a path parses.
+func BenchmarkChainFirstRun(b *testing.B) {
+	for _, size := range []struct {
+		name        string
+		files, dirs int
+	}{{"10k", 10000, 100}, {"100k", 100000, 100}, {"10k-flat", 10000, 1}, {"100k-flat", 100000, 1}} {
+		b.Run(size.name, func(b *testing.B) {
+			for range b.N {
+				runFirst(b, size.files, size.dirs, 100, 200)
+			}
+		})
+	}
+}
+
+func runFirst(b *testing.B, files, dirs, markers, commits int) {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env, err := chain.StartWith(ctx, b.TempDir(), binDir(b, root), []string{"6.3.0", "6.4.0"}, func(string) {},
+		chain.Options{ControllerArgs: append(strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS")), pprofArgs()...)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			b.Error(err)
+		}
+	}()
+	if err := env.GrowIn(files, markers, dirs); err != nil {
+		b.Fatal(err)
+	}
+	if err := env.History(commits, files); err != nil {
+		b.Fatal(err)
+	}
+	head := env.Head("main")
+	profiled := profile(ctx, b, env.Procs, nil)
+	b.StartTimer()
+	start := time.Now()
+	applySamples(ctx, b, env, root)
+	waitPush(ctx, b, env, head, "the first run")
+	first := time.Since(start)
+	b.StopTimer()
+	if out, _ := env.FleetGit("diff", "--stat", head, "main"); !strings.Contains(out, fmt.Sprintf(" %d files changed", markers+1)) {
+		b.Fatalf("the first run changed:\n%s", out)
+	}
+
+	head = env.Head("main")
+	b.StartTimer()
+	start = time.Now()
+	if err := env.PushTag(ctx, "6.4.1"); err != nil {
+		b.Fatal(err)
+	}
+	repo := &imagev1.ImageRepository{}
+	repo.Name, repo.Namespace = "podinfo", "default"
+	if err := env.RequestReconcile(ctx, repo); err != nil {
+		b.Fatal(err)
+	}
+	waitPush(ctx, b, env, head, "the policy change")
+	change := time.Since(start)
+	b.StopTimer()
+	profiled()
+
+	rss := map[string]float64{}
+	for name, p := range env.Procs {
+		r, err := peakRSS(p.PID())
+		if err != nil {
+			b.Fatal(err)
+		}
+		rss[name] = r
+	}
+	// What the job controller's memory is at the end: its Go heap
+	// (metrics) against its resident anonymous and file-backed pages
+	// (libgit2's allocations and mapped packs).
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", env.Procs["update-job-controller"].PID())); err == nil {
+		var kept []string
+		for _, line := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && slices.Contains([]string{"VmHWM:", "VmRSS:", "RssAnon:", "RssFile:"}, f[0]) {
+				kept = append(kept, f[0]+" "+f[1]+" kB")
+			}
+		}
+		b.Logf("update-job-controller at the end: %s", strings.Join(kept, ", "))
+	}
+	b.ReportMetric(first.Seconds(), "s-to-first-push")
+	b.ReportMetric(change.Seconds(), "s-change-to-push")
+	b.ReportMetric(rss["image-reflector-controller"], "reflector-peak-RSS-MiB")
+	b.ReportMetric(rss["image-automation-controller"], "automation-peak-RSS-MiB")
+	b.ReportMetric(rss["update-job-controller"], "updatejob-peak-RSS-MiB")
+	b.ReportMetric(rss["image-automation-controller"]+rss["update-job-controller"], "automation+updatejob-MiB")
+	b.Logf("load %s at the end", loadavg())
+}
+
+// waitPush waits for the fleet's main to move from head.
+func waitPush(ctx context.Context, b *testing.B, env *chain.Env, head, what string) {
+	for env.Head("main") == head {
+		if ctx.Err() != nil {
+			b.Fatalf("%s: no commit: %v", what, ctx.Err())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func runChain(b *testing.B, runs, files, markers int) {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -69,6 +69,9 @@ const ManifestPath = "clusters/prod/podinfo.yaml"
 
 // Env is a running chain.
 type Env struct {
+	// dirs is how many directories GrowIn spread the manifests over.
+	dirs int
+
 	Cluster      *localenv.Cluster
 	RegistryHost string
 	// Git is the git server (git http-backend); nil with Options.Gitea.
@@ -329,13 +332,20 @@ func (e *Env) createFleet(work string) error {
 // written by git fast-import, one stream, rather than files written and
 // added one by one: 100,000 files took minutes that way.
 func (e *Env) Grow(files, markers int) error {
+	return e.GrowIn(files, markers, 100)
+}
+
+// GrowIn is Grow with the manifests spread over dirs directories (Grow's
+// 100, team-00 to team-99; 1 puts them all in one).
+func (e *Env) GrowIn(files, markers, dirs int) error {
+	e.dirs = dirs
 	every := files / max(markers, 1)
 	var stream bytes.Buffer
 	msg := fmt.Sprintf("fleet: %d more manifests", files)
 	fmt.Fprintf(&stream, "commit refs/heads/main\ncommitter %s <%s> %d +0000\ndata %d\n%s\nfrom refs/heads/main^0\n",
 		"fleet", "fleet@example.com", time.Now().Unix(), len(msg), msg)
 	for i := range files {
-		p := path.Join("clusters/prod/apps", fmt.Sprintf("team-%02d", i%100), fmt.Sprintf("app-%05d.yaml", i))
+		p := e.appPath(i)
 		marker := ""
 		if markers > 0 && i%every == 0 && i/every < markers {
 			marker = ` # {"$imagepolicy": "default:podinfo"}`
@@ -356,6 +366,67 @@ spec:
         - containerPort: 8080
 `, i, i%100, e.RegistryHost, Image, marker)
 		fmt.Fprintf(&stream, "M 644 inline %s\ndata %d\n%s\n", p, len(body), body)
+	}
+	cmd := exec.Command("git", "-C", e.work, "fast-import", "--quiet")
+	cmd.Stdin = &stream
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("git fast-import: %w\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"-C", e.work, "reset", "-q", "--hard", "main"},
+		{"-C", e.work, "push", "-q", e.remote, "main"},
+	} {
+		if _, err := Git("", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appPath is where Grow writes manifest i.
+func (e *Env) appPath(i int) string {
+	return path.Join("clusters/prod/apps", fmt.Sprintf("team-%02d", i%max(e.dirs, 1)), fmt.Sprintf("app-%05d.yaml", i))
+}
+
+// History adds commits to the fleet repository after Grow(files, ...):
+// each changes the replicas of a few of its unmarked manifests, as people
+// do between the automation's commits, so that a run meets a history to
+// walk. One git fast-import stream, like Grow's.
+func (e *Env) History(commits, files int) error {
+	var stream bytes.Buffer
+	when := time.Now().Unix()
+	for c := range commits {
+		msg := fmt.Sprintf("fleet: scale, change %d", c+1)
+		fmt.Fprintf(&stream, "commit refs/heads/main\ncommitter %s <%s> %d +0000\ndata %d\n%s\n",
+			"person", "person@example.com", when+int64(c), len(msg), msg)
+		if c == 0 {
+			stream.WriteString("from refs/heads/main^0\n")
+		}
+		for k := range 5 {
+			// Files 1..files-1 that are not marked (Grow marks multiples
+			// of files/markers, 0 among them).
+			i := 1 + (c*5+k)*7919%(files-1)
+			if i%(files/100) == 0 {
+				i++
+			}
+			p := e.appPath(i)
+			body := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-%05d
+  namespace: team-%02d
+spec:
+  replicas: %d
+  template:
+    spec:
+      containers:
+      - name: app
+        image: %s/%s:6.3.0
+        ports:
+        - containerPort: 8080
+`, i, i%100, 3+c%5, e.RegistryHost, Image)
+			fmt.Fprintf(&stream, "M 644 inline %s\ndata %d\n%s\n", p, len(body), body)
+		}
 	}
 	cmd := exec.Command("git", "-C", e.work, "fast-import", "--quiet")
 	cmd.Stdin = &stream
