@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 const podinfo = `apiVersion: apps/v1
