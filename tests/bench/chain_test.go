@@ -79,20 +79,8 @@ func runFirst(b *testing.B, files, dirs, markers, commits int) {
 	b.StopTimer()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	env, err := chain.StartWith(ctx, b.TempDir(), binDir(b, root), []string{"6.3.0", "6.4.0"}, func(string) {},
-		chain.Options{ControllerArgs: append(strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS")), pprofArgs()...)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			b.Error(err)
-		}
-	}()
+	env, root, stop := startChain(ctx, b, "6.3.0", "6.4.0")
+	defer stop()
 	if err := env.GrowIn(files, markers, dirs); err != nil {
 		b.Fatal(err)
 	}
@@ -200,12 +188,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 		if err := env.RequestReconcile(ctx, repo); err != nil {
 			b.Fatal(err)
 		}
-		for env.Head("main") == head {
-			if ctx.Err() != nil {
-				b.Fatalf("run %d: no commit: %v", i, ctx.Err())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		waitPush(ctx, b, env, head, fmt.Sprintf("run %d", i))
 		lat = append(lat, time.Since(start))
 		b.StopTimer()
 		if files > 0 {
@@ -229,17 +212,21 @@ func reportLatencies(b *testing.B, lat []time.Duration, prefix string) {
 	b.ReportMetric(lat[len(lat)-1].Seconds(), prefix+"max-s")
 }
 
-// startChain starts the chain with podinfo 6.3.0 and returns it with the
-// repository's root and what stops it (before ctx is cancelled). The
+// startChain starts the chain with podinfo's tags (6.3.0 when none given)
+// and returns it with the repository's root and what stops it (before ctx
+// is cancelled). The
 // controllers run with their default flags, and with those in
 // $BENCH_CONTROLLER_ARGS (space-separated) added, to find what bounds a
 // figure; a figure names them.
-func startChain(ctx context.Context, b *testing.B) (*chain.Env, string, func()) {
+func startChain(ctx context.Context, b *testing.B, tags ...string) (*chain.Env, string, func()) {
+	if len(tags) == 0 {
+		tags = []string{"6.3.0"}
+	}
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}
-	env, err := chain.StartWith(ctx, b.TempDir(), binDir(b, root), []string{"6.3.0"}, func(string) {},
+	env, err := chain.StartWith(ctx, b.TempDir(), binDir(b, root), tags, func(string) {},
 		chain.Options{ControllerArgs: append(strings.Fields(os.Getenv("BENCH_CONTROLLER_ARGS")), pprofArgs()...)})
 	if err != nil {
 		b.Fatal(err)

@@ -350,13 +350,22 @@ func (e *Env) GrowIn(files, markers, dirs int) error {
 		if markers > 0 && i%every == 0 && i/every < markers {
 			marker = ` # {"$imagepolicy": "default:podinfo"}`
 		}
-		body := fmt.Sprintf(`apiVersion: apps/v1
+		body := e.app(i, 2, marker)
+		fmt.Fprintf(&stream, "M 644 inline %s\ndata %d\n%s\n", p, len(body), body)
+	}
+	return e.load(&stream)
+}
+
+// app is manifest i of Grow, with replicas and marker (a line comment, or
+// empty).
+func (e *Env) app(i, replicas int, marker string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: app-%05d
   namespace: team-%02d
 spec:
-  replicas: 2
+  replicas: %d
   template:
     spec:
       containers:
@@ -364,11 +373,13 @@ spec:
         image: %s/%s:6.3.0%s
         ports:
         - containerPort: 8080
-`, i, i%100, e.RegistryHost, Image, marker)
-		fmt.Fprintf(&stream, "M 644 inline %s\ndata %d\n%s\n", p, len(body), body)
-	}
+`, i, i%100, replicas, e.RegistryHost, Image, marker)
+}
+
+// load runs a git fast-import stream in the work tree and pushes main.
+func (e *Env) load(stream *bytes.Buffer) error {
 	cmd := exec.Command("git", "-C", e.work, "fast-import", "--quiet")
-	cmd.Stdin = &stream
+	cmd.Stdin = stream
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("git fast-import: %w\n%s", err, out)
 	}
@@ -410,38 +421,11 @@ func (e *Env) History(commits, files int) error {
 				i++
 			}
 			p := e.appPath(i)
-			body := fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: app-%05d
-  namespace: team-%02d
-spec:
-  replicas: %d
-  template:
-    spec:
-      containers:
-      - name: app
-        image: %s/%s:6.3.0
-        ports:
-        - containerPort: 8080
-`, i, i%100, 3+c%5, e.RegistryHost, Image)
+			body := e.app(i, 3+c%5, "")
 			fmt.Fprintf(&stream, "M 644 inline %s\ndata %d\n%s\n", p, len(body), body)
 		}
 	}
-	cmd := exec.Command("git", "-C", e.work, "fast-import", "--quiet")
-	cmd.Stdin = &stream
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("git fast-import: %w\n%s", err, out)
-	}
-	for _, args := range [][]string{
-		{"-C", e.work, "reset", "-q", "--hard", "main"},
-		{"-C", e.work, "push", "-q", e.remote, "main"},
-	} {
-		if _, err := Git("", args...); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.load(&stream)
 }
 
 // Git runs git with a fixed identity and no user or system config.
