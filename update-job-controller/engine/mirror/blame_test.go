@@ -52,12 +52,7 @@ func TestLastChangeAgreesWithBlame(t *testing.T) {
 	commits = append(commits, strings.TrimSpace(testgit.Git(t, c.Dir, "rev-parse", "HEAD")))
 	commits = append(commits, c.Commit("after the merges", map[string]string{"README.md": "z\n"}))
 	c.Push()
-	cache, err := NewCache(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, release, _ := fetched(t, cache, srv)
-	defer release()
+	m, _ := fetchedFresh(t, srv)
 
 	lines, fast := 0, 0
 	// Newest first, as jobs come, and oldest first: the walks the Cache
@@ -122,12 +117,7 @@ func TestLastChangeOfNewFiles(t *testing.T) {
 	testgit.Git(t, c.Dir, "rm", "-q", "apps/b.yaml")
 	deep := c.Commit("add e elsewhere, drop b", map[string]string{"other/e.yaml": "e: 1\n"})
 	c.Push()
-	cache, err := NewCache(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, release, _ := fetched(t, cache, srv)
-	defer release()
+	m, _ := fetchedFresh(t, srv)
 
 	for _, tc := range []struct {
 		at, path string
@@ -182,12 +172,7 @@ func TestWalksShareTheirSteps(t *testing.T) {
 		head = c.Commit(fmt.Sprintf("elsewhere %d", i), map[string]string{fmt.Sprintf("other/f-%d.yaml", i%7): fmt.Sprintf("n: %d\n", i)})
 	}
 	c.Push()
-	cache, err := NewCache(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, release, _ := fetched(t, cache, srv)
-	defer release()
+	m, cache := fetchedFresh(t, srv)
 	steps := func() int { return len(cache.steps.m) }
 
 	id := mustOid(t, head)
@@ -213,5 +198,29 @@ func TestWalksShareTheirSteps(t *testing.T) {
 	}
 	if steps() != 61 {
 		t.Errorf("one commit later: %d steps diffed, want 61", steps())
+	}
+}
+
+// fetchedFresh is the fleet repository of srv fetched into a mirror of a
+// new Cache, released when the test ends.
+func fetchedFresh(t *testing.T, srv *testgit.Server) (*Mirror, *Cache) {
+	t.Helper()
+	cache, err := NewCache(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, release, _ := fetched(t, cache, srv)
+	t.Cleanup(release)
+	return m, cache
+}
+
+// A raw tree that does not parse is an error that names the tree, never a
+// panic or a wrong answer.
+func TestTreeThatDoesNotParse(t *testing.T) {
+	for _, data := range []string{"100644 name-without-nul", "100644 short\x00abc", "nospace\x00" + strings.Repeat("x", 20)} {
+		r := treeReader{data: []byte(data)}
+		if _, _, err := r.next(); err == nil || !strings.Contains(err.Error(), "does not parse") || !strings.Contains(err.Error(), r.id.String()) {
+			t.Errorf("%q: %v", data, err)
+		}
 	}
 }
