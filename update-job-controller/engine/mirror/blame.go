@@ -3,7 +3,6 @@ package mirror
 import (
 	"bytes"
 	"cmp"
-	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -282,7 +281,7 @@ func (st *step) diff(odb *git2go.Odb, a, b git2go.Oid, dir string) error {
 		return err
 	}
 	defer ob.Free()
-	ra, rb := treeReader{data: oa.Data()}, treeReader{data: ob.Data()}
+	ra, rb := treeReader{id: a, data: oa.Data()}, treeReader{id: b, data: ob.Data()}
 	ea, okA, err := ra.next()
 	if err != nil {
 		return err
@@ -391,7 +390,11 @@ func compareEntries(a, b rawEntry) int {
 	return cmp.Compare(end(a, n), end(b, n))
 }
 
-type treeReader struct{ data []byte }
+// treeReader reads the entries of tree id, whose raw object is data.
+type treeReader struct {
+	id   git2go.Oid
+	data []byte
+}
 
 func (r *treeReader) next() (rawEntry, bool, error) {
 	if len(r.data) == 0 {
@@ -400,7 +403,7 @@ func (r *treeReader) next() (rawEntry, bool, error) {
 	sp := bytes.IndexByte(r.data, ' ')
 	nul := bytes.IndexByte(r.data, 0)
 	if sp < 0 || nul < sp || len(r.data) < nul+1+20 {
-		return rawEntry{}, false, errors.New("a tree object that does not parse")
+		return rawEntry{}, false, fmt.Errorf("tree %s in the mirror does not parse at entry %q", r.id.String(), r.data[:min(len(r.data), 40)])
 	}
 	e := rawEntry{mode: r.data[:sp], name: r.data[sp+1 : nul]}
 	copy(e.id[:], r.data[nul+1:nul+21])
