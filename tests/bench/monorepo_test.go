@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -183,8 +184,18 @@ func runMonorepo(b *testing.B, n int) {
 				}
 				return t.Sub(start.Truncate(time.Second)).String()
 			}
-			b.Logf("UpdateJob %s: %d automations, %s, made at %s, started %s, ended %s, commit %.8s", j.Name, len(j.Automations()),
-				j.Status.Phase, since(&j.CreationTimestamp), since(j.Status.StartTime), since(j.Status.CompletionTime), j.Status.PushedCommit)
+			// Every write of a job is a write of all of it: its size is
+			// what each of them costs the API server.
+			raw, _ := json.Marshal(&j)
+			mf, _ := json.Marshal(j.ManagedFields)
+			if dir := os.Getenv("BENCH_LOGS"); dir != "" {
+				if err := os.WriteFile(filepath.Join(dir, j.Name+".json"), raw, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Logf("UpdateJob %s: %d automations, %s, made at %s, started %s, ended %s, commit %.8s, %d KiB (managedFields %d KiB)", j.Name, len(j.Automations()),
+				j.Status.Phase, since(&j.CreationTimestamp), since(j.Status.StartTime), since(j.Status.CompletionTime), j.Status.PushedCommit,
+				len(raw)>>10, len(mf)>>10)
 		}
 	}
 	b.ReportMetric(lastMade.Sub(start.Truncate(time.Second)).Seconds(), "s-to-last-job-made")

@@ -61,6 +61,16 @@ func profile(ctx context.Context, b *testing.B, procs map[string]*localenv.Proce
 				b.Logf("profiling %s: %v", name, err)
 			}
 		})
+		// An execution trace shows where a controller waits, which a
+		// CPU profile does not: go tool trace DIR/NAME.trace.
+		if os.Getenv("BENCH_TRACE") != "" {
+			wg.Go(func() {
+				url := fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", p.MetricsAddr, secs)
+				if err := save(ctx, url, filepath.Join(dir, name+".trace"), time.Duration(secs+30)*time.Second); err != nil {
+					b.Logf("tracing %s: %v", name, err)
+				}
+			})
+		}
 	}
 	var before map[string]float64
 	var rc *rest.RESTClient
@@ -111,17 +121,22 @@ func profile(ctx context.Context, b *testing.B, procs map[string]*localenv.Proce
 		}
 		var lines []string
 		for k, v := range after {
+			if strings.HasPrefix(k, "seconds ") {
+				continue
+			}
 			if d := v - before[k]; d > 0 {
-				lines = append(lines, fmt.Sprintf("%8.0f %s", d, k))
+				secs := after["seconds "+k] - before["seconds "+k]
+				lines = append(lines, fmt.Sprintf("%8.0f %-40s %7.1f ms mean", d, k, 1000*secs/d))
 			}
 		}
 		sort.Sort(sort.Reverse(sort.StringSlice(lines)))
-		b.Logf("API server requests during the run, by verb and resource:\n%s", strings.Join(lines, "\n"))
+		b.Logf("API server requests during the run, by verb and resource, with the API server's mean time to serve one:\n%s", strings.Join(lines, "\n"))
 	}
 }
 
 // apiServerRequests is the API server's apiserver_request_total summed by
-// verb, resource and subresource, watches left out.
+// verb, resource and subresource, watches left out, and under "seconds "
+// and the same key, apiserver_request_duration_seconds_sum.
 func apiServerRequests(ctx context.Context, rc *rest.RESTClient) (map[string]float64, error) {
 	raw, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
@@ -137,7 +152,14 @@ func apiServerRequests(ctx context.Context, rc *rest.RESTClient) (map[string]flo
 	}
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || strings.Contains(line, `verb="WATCH"`) {
+		prefix := ""
+		switch {
+		case strings.Contains(line, `verb="WATCH"`):
+			continue
+		case strings.HasPrefix(line, "apiserver_request_total{"):
+		case strings.HasPrefix(line, "apiserver_request_duration_seconds_sum{"):
+			prefix = "seconds "
+		default:
 			continue
 		}
 		f := strings.Fields(line)
@@ -145,7 +167,7 @@ func apiServerRequests(ctx context.Context, rc *rest.RESTClient) (map[string]flo
 		if err != nil {
 			return nil, fmt.Errorf("metric line %q: %w", line, err)
 		}
-		key := label(line, "verb") + " " + label(line, "resource")
+		key := prefix + label(line, "verb") + " " + label(line, "resource")
 		if sub := label(line, "subresource"); sub != "" {
 			key += "/" + sub
 		}

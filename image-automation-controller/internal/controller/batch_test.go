@@ -83,6 +83,39 @@ func addEntry(b *batches, name, tag string) {
 	b.add(batchKey(j), target, a, j, time.Now())
 }
 
+// An automation of a batch of several writes nothing while the batch is
+// younger than adoptAfter, unless its run answers a reconcile request: a
+// thousand automations naming two batches that end in seconds were a
+// thousand status writes beside the batches' own. The job of an automation
+// alone is named at once, and so is a batch once adoptAfter has passed.
+func TestYoungBatchIsNotNamedByItsAutomations(t *testing.T) {
+	m := &made{}
+	b := newBatches(context.Background(), m.create)
+	addEntry(b, "app-a", "6.4.0")
+	addEntry(b, "app-b", "6.4.0")
+	m.wait(t, 1)
+	addEntry(b, "app-z", "6.5.0") // a value the first batch does not set: a batch alone
+	job := m.wait(t, 2)[0]
+	job.CreationTimestamp = metav1.Now()
+	now := job.CreationTimestamp.Time
+	if left, later := b.adoptLater("uid-app-b", job, false, now.Add(time.Second)); !later || left != batchAdoptAfter-time.Second {
+		t.Errorf("a member of a batch made 1 s ago: later %v after %v, want after %v", later, left, batchAdoptAfter-time.Second)
+	}
+	if _, later := b.adoptLater("uid-app-b", job, true, now); later {
+		t.Error("a requested run waits to name its batch")
+	}
+	if _, later := b.adoptLater("uid-app-b", job, false, now.Add(batchAdoptAfter)); later {
+		t.Error("a batch adoptAfter old is not named")
+	}
+	if _, later := b.adoptLater("uid-app-z", job, false, now); later {
+		t.Error("a job of one automation is not named at once")
+	}
+	b.takeDecided("uid-app-a")
+	if _, later := b.adoptLater("uid-app-a", job, false, now); later {
+		t.Error("an automation that took its decision (adopted or recorded) waits again")
+	}
+}
+
 // Jobs of one branch arriving together become one job: the first
 // automation by name leads (its name, update and controller), the others
 // are members by name, each an owner, with their own update, message and
@@ -263,11 +296,17 @@ func TestAutomationsOfOneBranchShareOneJob(t *testing.T) {
 	if metav1.GetControllerOf(&batch).Name != "app-a" {
 		t.Errorf("batch led by %s", metav1.GetControllerOf(&batch).Name)
 	}
+	// A batch younger than batchAdoptAfter is not named in its
+	// automations' statuses: they record it once it ends
+	// (TestYoungBatchIsNotNamedByItsAutomations).
 	for _, a := range autos {
-		waitAutomation(t, a, "waiting for the batch", func(a *imagev1.ImageUpdateAutomation) bool {
-			c := reconciling(a)
-			return c != nil && strings.Contains(c.Message, "waiting for UpdateJob "+batch.Name)
-		})
+		got := &imagev1.ImageUpdateAutomation{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(a), got); err != nil {
+			t.Fatal(err)
+		}
+		if c := reconciling(got); c != nil && strings.Contains(c.Message, batch.Name) {
+			t.Errorf("%s names its batch at once: %s", a.Name, c.Message)
+		}
 	}
 
 	finish(t, &batch, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {

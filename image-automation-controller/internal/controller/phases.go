@@ -257,6 +257,9 @@ func (r *ImageUpdateAutomationReconciler) recordDecision(_ context.Context, s *s
 	st.decision = d
 	switch d.act {
 	case adoptJob:
+		if left, later := r.batches.adoptLater(s.Obj.UID, st.inFlight, s.Requested, st.now); later {
+			return reconcile.StopAfter(left), nil
+		}
 		r.adopt(s.Obj, st.inFlight)
 	case skipRun:
 		s.Obj.Status.LastAutomationRunTime = &metav1.Time{Time: st.now}

@@ -53,6 +53,17 @@ func (r *UpdateJobReconciler) planBatch(s *jobScope) error {
 		return conditions.Stallf(conditions.InvalidSpecReason,
 			"spec.members: a batch's updates share one commit pushed to a branch; push.pullRequest cannot be set with them")
 	}
+	// spec.members is an atomic list: the API server does not check
+	// that its UIDs are unique, so this does (a member twice would be
+	// one outcome recorded for two updates).
+	seen := make(map[types.UID]bool, len(job.Spec.Members))
+	for _, m := range job.Spec.Members {
+		if seen[m.UID] {
+			return conditions.Stallf(conditions.InvalidSpecReason,
+				"spec.members: the automation %s (uid %s) is a member twice", m.Automation, m.UID)
+		}
+		seen[m.UID] = true
+	}
 	st.automations = true
 	st.plan, st.err = batchPlan(job)
 	first, runnable := st.err, st.err == nil

@@ -609,6 +609,9 @@ func TestPlanBatch(t *testing.T) {
 			j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{Provider: "gitea"}}
 		},
 		"no automation": func(j *updatev1.UpdateJob) { j.OwnerReferences = nil },
+		// spec.members is atomic: the API server lets a UID through
+		// twice, the plan does not.
+		"a member twice": func(j *updatev1.UpdateJob) { j.Spec.Members = append(j.Spec.Members, j.Spec.Members[0]) },
 		"a container member": func(j *updatev1.UpdateJob) {
 			j.Spec.Commit.MessageTemplate = "{{ .Updated }}"
 			for i := range j.Spec.Members {

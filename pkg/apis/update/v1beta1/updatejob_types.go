@@ -60,10 +60,13 @@ type UpdateJobSpec struct {
 	// that were ready at the same time. Each member is an automation's
 	// own update and commit message; the repository, checkout, push and
 	// author are the job's. status.members has each one's outcome, and
-	// View gives an automation the job as if it were its own.
+	// View gives an automation the job as if it were its own. The list
+	// is atomic: one entry of managedFields, not one per field of each
+	// member, which were a third of a full batch's size, and every write
+	// of the job is a write of all of it (the image-automation-controller
+	// makes it whole, no one applies to a part of it).
 	// +kubebuilder:validation:MaxItems=500
-	// +listType=map
-	// +listMapKey=uid
+	// +listType=atomic
 	// +optional
 	Members []UpdateJobMember `json:"members,omitempty"`
 }
@@ -518,10 +521,9 @@ type UpdateJobStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Members are the outcomes of spec.members, by UID, written with the
-	// job's own outcome.
+	// job's own outcome; atomic, as spec.members is.
 	// +kubebuilder:validation:MaxItems=500
-	// +listType=map
-	// +listMapKey=uid
+	// +listType=atomic
 	// +optional
 	Members []MemberStatus `json:"members,omitempty"`
 }
