@@ -486,6 +486,24 @@ func TestPendingBatchWaitsForTheCreateOfTheLast(t *testing.T) {
 	}
 }
 
+// A batch just made, not in the reconciler's cache yet, holds the next
+// of its branch as one being created does: read as gone, it let the
+// overflow of a full batch be made at once, one commit more.
+func TestBatchNotYetCachedHoldsTheNext(t *testing.T) {
+	m := &made{}
+	b := newBatches(context.Background(), m.create)
+	b.lookup = func(types.NamespacedName) (updatev1.UpdateJobPhase, time.Time, bool) { return "", time.Time{}, false }
+	addEntry(b, "app-a", "6.4.0")
+	m.wait(t, 1)
+	addEntry(b, "app-b", "6.4.0")
+	time.Sleep(3 * batchQuiet)
+	if got := len(m.wait(t, 1)); got != 1 {
+		t.Fatalf("%d batches made while the first was not in the cache yet", got)
+	}
+	// No runner ever claims it: after batchClaimGrace the next is made.
+	m.wait(t, 2)
+}
+
 // A batch no runner claimed within batchClaimGrace holds no other: with no
 // update-job-controller running, each batch is made at once as a job
 // alone would be.

@@ -46,6 +46,20 @@ import (
 // sourceIndex indexes automations by their sourceRef (gitsource.SourceKey).
 const sourceIndex = ".spec.sourceRef"
 
+// sourceIndexKey is the automation's key in sourceIndex, "" without a
+// sourceRef.
+func sourceIndexKey(a *imagev1.ImageUpdateAutomation) string {
+	ref := a.Spec.SourceRef
+	if ref == nil {
+		return ""
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = a.Namespace
+	}
+	return gitsource.SourceKey(gitsource.SourceKindOf(ref), ns, ref.Name)
+}
+
 // ImageUpdateAutomationReconciler reconciles ImageUpdateAutomation objects:
 // it decides when the repository needs an update and creates an UpdateJob
 // for it, then records the job's outcome.
@@ -141,16 +155,18 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		return err
 	}
 	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, sourceIndex, func(o client.Object) []string {
-		a := o.(*imagev1.ImageUpdateAutomation)
-		ref := a.Spec.SourceRef
-		if ref == nil {
-			return nil
+		if key := sourceIndexKey(o.(*imagev1.ImageUpdateAutomation)); key != "" {
+			return []string{key}
 		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = a.Namespace
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &imagev1.ImageUpdateAutomation{}, repositoryIndex, func(o client.Object) []string {
+		if key := repositoryKey(o.(*imagev1.ImageUpdateAutomation)); key != "" {
+			return []string{key}
 		}
-		return []string{gitsource.SourceKey(gitsource.SourceKindOf(ref), ns, ref.Name)}
+		return nil
 	}); err != nil {
 		return err
 	}
