@@ -37,7 +37,10 @@ const bigPath = "clusters/prod/bundle.yaml"
 // does not move (nothing half-committed is pushed), the half-written work
 // tree is removed (the space the checkout took is given back at once), and
 // once the file system grows again the change lands in git exactly once,
-// without a restart, and the mirror passes git fsck.
+// without a restart, and the mirror passes git fsck. A disk with room for
+// the checkout but not for the commit's objects (a manifest of random
+// base64, 4 MiB written out, 3 MiB compressed) does not stop the change:
+// the commit is made in memory and pushed.
 func TestDiskFullAtCheckout(t *testing.T) {
 	t.Parallel() // each scenario has its own control plane and servers
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -103,6 +106,7 @@ func TestDiskFullAtCheckout(t *testing.T) {
 	var expected []string
 	worst := map[string]time.Duration{}
 	failedAt := map[string]int{}
+	landedFull := 0
 	freeMiB := map[string]float64{}
 	var usedAfterMiB float64
 	base := env.Head("main")
@@ -144,6 +148,23 @@ func TestDiskFullAtCheckout(t *testing.T) {
 			if err := env.PushTag(ctx, tag); err != nil {
 				t.Fatal(err)
 			}
+			if step == "commit" {
+				// A job's objects are written in memory, and the pack
+				// the push sent is kept in the mirror after it
+				// (mirror.inMemory): on a disk sized for the checkout
+				// and little more, where the commit's loose blob was
+				// refused before, the change lands; the mirror keeps
+				// the pack when it fits, else a later fetch brings it
+				// back (mirror's TestCommitIntoAFullMirrorSaysNoSpace).
+				waitFor(t, 90*time.Second, tag+" in git from memory, the disk full", func() bool {
+					return holds(chain.ManifestPath, tag) && holds(bigPath, tag)
+				})
+				landedFull++
+				remount(t, cache, 128<<20)
+				expected = append(expected, tag)
+				current = tag
+				continue
+			}
 			var failed updatev1.UpdateJob
 			var seen []string // the jobs' states, said if none becomes StorageFull
 			for deadline := time.Now().Add(90 * time.Second); failed.Name == ""; time.Sleep(200 * time.Millisecond) {
@@ -168,7 +189,7 @@ func TestDiskFullAtCheckout(t *testing.T) {
 			msg := conditions.Get(&failed, conditions.ReadyCondition).Message
 			t.Logf("%s: job %s (%s): %s", step, failed.Name, failed.Status.Phase, msg)
 			// The fetch went through; the step under test is what failed.
-			want := map[string]string{"checkout": "checking out", "commit": "committing"}[step]
+			want := "checking out"
 			if !strings.Contains(msg, want) || !strings.Contains(strings.ToLower(msg), "no space left on device") {
 				t.Errorf("the message does not say %q ran out of space: %s", want, msg)
 			} else {
@@ -248,9 +269,9 @@ func TestDiskFullAtCheckout(t *testing.T) {
 	if len(mirrors) == 0 {
 		t.Error("no mirror in the cache")
 	}
-	figures(t, "runs %d, StorageFull at the checkout %d of %d (6 MiB bundle, %.1f MiB free), at the commit %d of %d (4 MiB random bundle, %.1f MiB free), branch moved 0, file system after a failed attempt at most %.2f MiB (the mirror with what it fetched), changes expected %d landed %d, restarts 0, recovery (file system grown to commit) max %s (checkout), %s (commit)",
-		n, failedAt["checkout"], n, freeMiB["checkout"], failedAt["commit"], n, freeMiB["commit"], usedAfterMiB, len(expected), len(got),
-		worst["checkout"].Round(100*time.Millisecond), worst["commit"].Round(100*time.Millisecond))
+	figures(t, "runs %d, StorageFull at the checkout %d of %d (6 MiB bundle, %.1f MiB free), the commit fault's change landed from memory %d of %d (4 MiB random bundle, %.1f MiB free), file system after a failed attempt at most %.2f MiB (the mirror with what it fetched), changes expected %d landed %d, restarts 0, recovery (file system grown to commit) max %s (checkout)",
+		n, failedAt["checkout"], n, freeMiB["checkout"], landedFull, n, freeMiB["commit"], usedAfterMiB, len(expected), len(got),
+		worst["checkout"].Round(100*time.Millisecond))
 }
 
 // settle waits until no UpdateJob is unfinished.

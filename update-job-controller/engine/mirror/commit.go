@@ -42,6 +42,7 @@ type CommitInfo struct {
 // not what the repository holds: an index of the whole tree, as git
 // builds, read 100,000 entries for a change of a hundred.
 func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info CommitInfo) (*git2go.Oid, error) {
+	m.inMemory()
 	pc, err := m.repo.LookupCommit(parent)
 	if err != nil {
 		return nil, err
@@ -204,20 +205,29 @@ func (m *Mirror) writeError(err error, size int) error {
 	if err == nil {
 		return nil
 	}
+	if full := m.noSpace(size); full != nil {
+		return fmt.Errorf("%w (writing into the mirror: %w)", err, full)
+	}
+	return err
+}
+
+// noSpace is ENOSPC or EDQUOT when the mirror's file system cannot take
+// about size bytes more, else nil.
+func (m *Mirror) noSpace(size int) error {
 	f, perr := os.CreateTemp(filepath.Join(m.repo.Path(), "objects"), "space-probe-")
 	if perr != nil {
 		if errors.Is(perr, syscall.ENOSPC) || errors.Is(perr, syscall.EDQUOT) {
-			return fmt.Errorf("%w (writing into the mirror: %w)", err, perr)
+			return perr
 		}
-		return err
+		return nil
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
 	perr = syscall.Fallocate(int(f.Fd()), 0, 0, int64(max(size, os.Getpagesize())))
 	if errors.Is(perr, syscall.ENOSPC) || errors.Is(perr, syscall.EDQUOT) {
-		return fmt.Errorf("%w (writing into the mirror: %w)", err, perr)
+		return perr
 	}
-	return err
+	return nil
 }
 
 // Proposes reports whether branch (as last fetched) already holds what

@@ -1,14 +1,17 @@
 package mirror
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	git2go "github.com/libgit2/git2go/v34"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
@@ -43,6 +46,20 @@ func fetched(t *testing.T, cache *Cache, srv *testgit.Server) (*Mirror, func(), 
 		t.Fatal(err)
 	}
 	return m, release, head
+}
+
+// keepForGit writes commit's objects (what it adds to parent) into the
+// mirror as a push that landed does (keep), for the git CLI to read them:
+// a job's objects are in memory until then (inMemory).
+func keepForGit(t *testing.T, m *Mirror, commit *git2go.Oid, parent string) {
+	t.Helper()
+	var pack bytes.Buffer
+	if err := m.pack(&pack, commit, git.Refs{"refs/heads/main": parent}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.keep(pack.Bytes()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func info(msg string) CommitInfo {

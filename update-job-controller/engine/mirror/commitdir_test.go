@@ -62,6 +62,7 @@ func TestCommitDir(t *testing.T) {
 	if strings.Join(got, ", ") != want {
 		t.Errorf("changes:\n got %s\nwant %s", strings.Join(got, ", "), want)
 	}
+	keepForGit(t, m, commit, parent)
 	tree := testgit.Git(t, m.Path, "ls-tree", "-r", commit.String())
 	for _, line := range []string{"100755 blob", "120000 blob"} {
 		if !strings.Contains(tree, line) {

@@ -177,6 +177,7 @@ func TestPushSendsWhatTheCommitAdds(t *testing.T) {
 	for _, o := range objs {
 		got = append(got, o.String())
 	}
+	keepForGit(t, m, first, parent)
 	var want []string
 	for _, l := range strings.Split(strings.TrimSpace(testgit.Git(t, "", "--git-dir", m.Path, "rev-list", "--objects", first.String(), "^"+parent)), "\n") {
 		if id, _, _ := strings.Cut(l, " "); id != first.String() {

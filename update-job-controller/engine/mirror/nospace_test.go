@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"errors"
@@ -10,15 +11,18 @@ import (
 	"syscall"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
-// TestCommitIntoAFullMirrorSaysNoSpace proves that a commit whose objects
-// cannot be written because the mirror's file system is full fails with
-// ENOSPC in its chain (libgit2 itself says only "Generic"), so that the
-// job is StorageFull rather than GitOperationFailed; and that the same
-// commit succeeds once space returns.
+// TestCommitIntoAFullMirrorSaysNoSpace proves that a commit made while
+// the mirror's file system is full is made in memory (inMemory), so that
+// its push can land; that writing the pushed objects into the mirror then
+// fails with ENOSPC in its chain (libgit2 itself says only "Generic"), as
+// any write of the mirror does, so that the job whose fetch meets it is
+// StorageFull rather than GitOperationFailed; and that the fetch brings
+// the commit back once space returns.
 func TestCommitIntoAFullMirrorSaysNoSpace(t *testing.T) {
 	srv := testgit.New(t, testgit.Options{})
 	srv.CreateRepo(t, "fleet", map[string]string{"apps/app.yaml": "image: a:1\n"})
@@ -35,7 +39,7 @@ func TestCommitIntoAFullMirrorSaysNoSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	defer func() { release() }()
 	if err := m.Fetch(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -67,18 +71,42 @@ func TestCommitIntoAFullMirrorSaysNoSpace(t *testing.T) {
 			break
 		}
 	}
-	_, err = m.Commit(head, work, []string{"apps/app.yaml"}, info("Update on a full disk"))
-	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("commit on a full mirror: %v, want ENOSPC in its chain", err)
+	commit, err := m.Commit(head, work, []string{"apps/app.yaml"}, info("Update on a full disk"))
+	if err != nil {
+		t.Fatalf("commit on a full mirror: %v, want it made in memory", err)
 	}
-	t.Logf("commit on a full mirror: %v", err)
+	var pack bytes.Buffer
+	if err := m.pack(&pack, commit, git.Refs{"refs/heads/main": head.String()}); err != nil {
+		t.Fatal(err)
+	}
+	err = m.keep(pack.Bytes())
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("keeping the pushed objects in a full mirror: %v, want ENOSPC in its chain", err)
+	}
+	t.Logf("keeping the pushed objects in a full mirror: %v", err)
+	// The push lands all the same, from memory; a mirror opened again
+	// lacks its objects, and the fetch that brings them back names the
+	// full disk.
+	if err := m.Push(context.Background(), nil, commit, []writeback.RefUpdate{{Dst: "refs/heads/main"}}); err != nil {
+		t.Fatalf("push from a full mirror: %v", err)
+	}
+	release()
+	if m, release, err = cache.Open(srv.RepoURL("fleet")); err != nil {
+		t.Fatal(err)
+	}
+	err = m.Fetch(context.Background(), nil)
+	if !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fetch into a full mirror: %v, want ENOSPC in its chain", err)
+	}
+	t.Logf("fetch into a full mirror: %v", err)
 
 	// An open file keeps its pages after its name is gone.
 	_ = filler.Close()
 	if err := os.Remove(filler.Name()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Commit(head, work, []string{"apps/app.yaml"}, info("Update once space returned")); err != nil {
-		t.Fatalf("commit once space returned: %v", err)
+	if err := m.Fetch(context.Background(), nil); err != nil {
+		t.Fatalf("fetch once space returned: %v", err)
 	}
+	testgit.Git(t, "", "--git-dir", m.Path, "cat-file", "-e", commit.String())
 }

@@ -64,7 +64,8 @@ func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, r
 	// refusing it ("protected branch ...") comes only this way, and a
 	// refusal without it leaves the operator guessing.
 	var said git.Capped
-	report, err := m.receivePack(s, commit, refs, &said)
+	var sent bytes.Buffer
+	report, err := m.receivePack(s, commit, refs, &said, &sent)
 	var nff *nonFastForwardError
 	switch {
 	case errors.As(err, &nff):
@@ -90,6 +91,9 @@ func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, r
 		}
 		return fmt.Errorf("%s %s: rejected: %s", where, git.Redact(m.URL), msg)
 	}
+	// The push has landed: a mirror that cannot keep its pack is not the
+	// push's failure (inMemory).
+	_ = m.keep(sent.Bytes())
 	return nil
 }
 
@@ -99,10 +103,10 @@ type nonFastForwardError struct{ why string }
 func (e *nonFastForwardError) Error() string { return e.why }
 
 // receivePack is the push's conversation with the server: its refs, the
-// commands and the pack, its report (ref → "" when updated, else why
-// not). Refs already at commit are not sent; when none is left, nothing
+// commands and the pack (a copy of which goes to sent), its report (ref →
+// "" when updated, else why not). Refs already at commit are not sent; when none is left, nothing
 // is.
-func (m *Mirror) receivePack(s *session, commit *git2go.Oid, refs []writeback.RefUpdate, said *git.Capped) (map[string]string, error) {
+func (m *Mirror) receivePack(s *session, commit *git2go.Oid, refs []writeback.RefUpdate, said *git.Capped, sent *bytes.Buffer) (map[string]string, error) {
 	var t git2go.SmartSubtransport = httpTransport{}
 	if strings.HasPrefix(s.remoteURL, schemeSSH+":") {
 		t = &sshTransport{}
@@ -146,7 +150,7 @@ func (m *Mirror) receivePack(s *session, commit *git2go.Oid, refs []writeback.Re
 	}
 	// The HTTP transport holds the body until the first read; SSH sends
 	// as it goes.
-	if err := m.pack(st, commit, advertised); err != nil {
+	if err := m.pack(io.MultiWriter(st, sent), commit, advertised); err != nil {
 		return nil, err
 	}
 	_, sideband := caps["side-band-64k"]
