@@ -98,7 +98,7 @@ type batches struct {
 	// shared are the automations of decided whose batch was made with
 	// others (adoptLater).
 	shared map[types.UID]bool
-	ctx     context.Context
+	ctx    context.Context
 }
 
 // madeBatch is a batch this process made, and when.

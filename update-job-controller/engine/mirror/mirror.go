@@ -71,7 +71,8 @@ type Mirror struct {
 	URL  string
 	Path string
 	repo *git2go.Repository
-	// mem holds the objects this job wrote until persist packs them.
+	// mem holds the objects the job's Commit wrote; the pack of those a
+	// push sent is kept in the mirror (inMemory).
 	mem  *git2go.Mempack
 	lock *sync.Mutex
 	kept *keptCache
@@ -129,9 +130,9 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 }
 
 // inMemory makes the objects a job's Commit writes (its blobs, trees and
-// commit) go to memory, not to a file each, from its first Commit on: a loose object cost about a
-// millisecond of the job's way to its push, 100 ms for a hundred files,
-// and a batch of 500 apps writes a thousand. The push reads them from
+// commit) go to memory, not to a file each, from its first Commit on: a
+// loose object cost about a millisecond of the job's way to its push,
+// 100 ms for a hundred files, and a batch of 500 apps writes a thousand. The push reads them from
 // memory like any other, and once the server has taken them, the pack it
 // sent is written to the mirror (keep); what no push took (a commit
 // refused, a job that changed nothing) goes with the repository handle at

@@ -104,8 +104,8 @@ func (e *nonFastForwardError) Error() string { return e.why }
 
 // receivePack is the push's conversation with the server: its refs, the
 // commands and the pack (a copy of which goes to sent), its report (ref →
-// "" when updated, else why not). Refs already at commit are not sent; when none is left, nothing
-// is.
+// "" when updated, else why not). Refs already at commit are not sent;
+// when none is left, nothing is.
 func (m *Mirror) receivePack(s *session, commit *git2go.Oid, refs []writeback.RefUpdate, said *git.Capped, sent *bytes.Buffer) (map[string]string, error) {
 	var t git2go.SmartSubtransport = httpTransport{}
 	if strings.HasPrefix(s.remoteURL, schemeSSH+":") {
