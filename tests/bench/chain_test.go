@@ -114,6 +114,7 @@ func runFirst(b *testing.B, files, dirs, markers, commits int) {
 	change := time.Since(start)
 	b.StopTimer()
 	profiled()
+	keepLogs(b, env)
 
 	rss := map[string]float64{}
 	for name, p := range env.Procs {
@@ -198,6 +199,7 @@ func runChain(b *testing.B, runs, files, markers int) {
 		}
 	}
 	profiled()
+	keepLogs(b, env)
 	reportLatencies(b, lat, "")
 }
 

@@ -247,7 +247,11 @@ func keepLogs(b *testing.B, env *chain.Env) {
 		b.Fatal(err)
 	}
 	for name, p := range env.Procs {
-		if err := os.WriteFile(filepath.Join(dir, name+".log"), []byte(p.Log()), 0o644); err != nil {
+		log, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".log"), log, 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

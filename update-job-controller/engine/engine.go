@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	git2go "github.com/libgit2/git2go/v34"
@@ -166,6 +167,8 @@ type run struct {
 	pushPlans []int
 	forge     forge.Client
 	res       Result
+	// workDirs are the run's checkouts, removed when it ends.
+	workDirs []string
 }
 
 // Run carries out the plan. Result says what was done, also when err is
@@ -187,8 +190,29 @@ func (e *Engine) Run(ctx context.Context, plan writeback.Plan) (Result, error) {
 		return Result{}, retryable(KindGit, err)
 	}
 	defer release()
+	defer r.removeWorkDirs()
 	r.mirror = m
 	return r.rounds(ctx)
+}
+
+// workDir makes a directory for one round's checkout under the WorkDir.
+// It is removed when the run ends (removeWorkDirs), after the push, not
+// between the commit and the push: removing a hundred files and their
+// directories took 10 to 15 ms on the 2-core test machine's disk.
+func (r *run) workDir(prefix string) (string, error) {
+	dir, err := os.MkdirTemp(r.settings.WorkDir, prefix)
+	if err != nil {
+		return "", retryable(KindGit, err)
+	}
+	r.workDirs = append(r.workDirs, dir)
+	return dir, nil
+}
+
+func (r *run) removeWorkDirs() {
+	for _, dir := range r.workDirs {
+		_ = os.RemoveAll(dir)
+	}
+	r.workDirs = nil
 }
 
 // rounds fetches, updates and pushes until the push lands, nothing

@@ -117,6 +117,30 @@ func runJob(t *testing.T, srv *testgit.Server, repo string, beforePush func(cont
 	return out, err
 }
 
+// The checkout is removed once the run ends, not between its commit and
+// its push, where removing a hundred files put 10 ms before every push.
+func TestRunRemovesItsCheckoutAfterThePush(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "fleet", map[string]string{"deploy/app.yaml": deployment})
+	work := t.TempDir()
+	atPush := -1
+	e := New(Settings{WorkDir: work, Hooks: Hooks{BeforePush: func(context.Context, Push) error {
+		left, err := os.ReadDir(work)
+		atPush = len(left)
+		return err
+	}}}, Credentials{}, newCache(t))
+	out, err := e.Run(context.Background(), plan(srv.RepoURL("fleet"), func(p *writeback.Plan) { p.Path = "deploy" }))
+	if err != nil || out.Commit == "" {
+		t.Fatalf("run: commit %q, err %v", out.Commit, err)
+	}
+	if atPush != 1 {
+		t.Errorf("%d checkouts in the work directory at the push, want the run's one", atPush)
+	}
+	if left, _ := os.ReadDir(work); len(left) > 0 {
+		t.Errorf("work trees left behind: %v", left)
+	}
+}
+
 // Someone pushes between our fetch and our push: the job fetches again,
 // re-applies the update on their commit and pushes once; both commits end
 // up on the branch.

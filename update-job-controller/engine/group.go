@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"strings"
 
@@ -68,6 +67,7 @@ func (e *Engine) RunGroup(ctx context.Context, plans []writeback.Plan) []Outcome
 		return fail(retryable(KindGit, err))
 	}
 	defer release()
+	defer g.removeWorkDirs()
 	g.mirror = m
 	if err := g.rounds(ctx); err != nil {
 		return fail(err)
@@ -153,11 +153,10 @@ func (g *group) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error
 	if len(active) == 0 {
 		return nil, nil
 	}
-	tmp, err := os.MkdirTemp(g.settings.WorkDir, "checkout-")
+	tmp, err := g.workDir("checkout-")
 	if err != nil {
-		return nil, retryable(KindGit, err)
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
 	plans := make([]writeback.Plan, 0, len(active))
 	for _, i := range active {
 		plans = append(plans, g.plans[i])
@@ -233,11 +232,10 @@ func overlaps(changed map[string]bool, dir string) bool {
 // What it writes here is thrown away; the group's checkout already holds
 // it.
 func (g *group) applyPristine(oid *git2go.Oid, plan writeback.Plan, out *Result) (*Change, error) {
-	tmp, err := os.MkdirTemp(g.settings.WorkDir, "checkout-")
+	tmp, err := g.workDir("checkout-")
 	if err != nil {
-		return nil, retryable(KindGit, err)
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
 	if err := g.checkoutFiltered(oid, tmp, plan); err != nil {
 		return nil, err
 	}

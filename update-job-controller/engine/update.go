@@ -58,11 +58,10 @@ func (r *run) beforeCommit(ctx context.Context, c *Change) (bool, error) {
 func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) {
 	out := &r.res
 	out.Commit, out.Message, out.PushedRefs = "", "", nil
-	tmp, err := os.MkdirTemp(r.settings.WorkDir, "checkout-")
+	tmp, err := r.workDir("checkout-")
 	if err != nil {
-		return nil, retryable(KindGit, err)
+		return nil, err
 	}
-	defer os.RemoveAll(tmp)
 	if err := r.checkoutFiltered(oid, tmp, r.plan); err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet, leaderElect bool) {
 	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent reconciles per kind.")
 	fs.StringVar(&o.WatchLabelSelector, "watch-label-selector", "", "Watch only objects matching this label selector, e.g. sharding.toolkit.dev/key=shard1.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "Watch only objects in this namespace, so a namespaced Role is enough; all namespaces when empty.")
-	fs.StringVar(&o.LogLevel, "log-level", "info", "Log verbosity: trace, debug, info or error.")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "Log verbosity: trace (which adds what each reconcile phase took), debug, info or error.")
 	fs.StringVar(&o.LogEncoding, "log-encoding", "json", "Log encoding: json or console.")
 	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
 	fs.Float64Var(&o.KubeAPIQPS, "kube-api-qps", 0, "Requests per second to the Kubernetes API server; 0: no limit in the client, the API server's priority and fairness decides (as for kubectl).")

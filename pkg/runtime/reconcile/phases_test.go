@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
@@ -139,5 +142,30 @@ func TestPhasesRunInOrderUntilOneStopsOrFails(t *testing.T) {
 				t.Errorf("OnFailure told the failure was in phase %q, want %q", failedIn[0], ran[len(ran)-1])
 			}
 		})
+	}
+}
+
+// At --log-level=trace (logr's V(2)) each phase says what it took, the
+// failed one too, so that where a reconcile's time goes can be read from
+// the logs; below trace nothing is written.
+func TestPhasesSayWhatTheyTookAtTrace(t *testing.T) {
+	for _, verbosity := range []int{0, 2} {
+		var lines []string
+		log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: verbosity})
+		k := &Kind[*imagev1.ImagePolicy, state]{
+			Phases: []Phase[*imagev1.ImagePolicy, state]{phase("read", Continue, nil), phase("decide", Continue, conditions.Stallf(conditions.InvalidSpecReason, "bad spec"))},
+			Retry:  func(*policyScope, *conditions.Failure) time.Duration { return time.Second },
+		}
+		_, _ = k.runPhases(ctrl.LoggerInto(context.Background(), log), &policyScope{Obj: &imagev1.ImagePolicy{}})
+		if verbosity < 2 {
+			if len(lines) != 0 {
+				t.Errorf("below trace, logged %q", lines)
+			}
+			continue
+		}
+		if len(lines) != 2 || !strings.Contains(lines[0], `"phase"="read"`) || !strings.Contains(lines[0], `"failed"=false`) ||
+			!strings.Contains(lines[1], `"phase"="decide"`) || !strings.Contains(lines[1], `"failed"=true`) || !strings.Contains(lines[1], `"took"=`) {
+			t.Errorf("at trace, logged %q; want a line per phase with its time, the second failed", lines)
+		}
 	}
 }

@@ -221,7 +221,12 @@ func (k *Kind[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return
 		}
 		obj := s.Obj // Stored may have replaced it
-		if err := s.patcher.Patch(ctx, obj, s.options()...); err != nil {
+		began := time.Now()
+		err := s.patcher.Patch(ctx, obj, s.options()...)
+		if trace := ctrl.LoggerFrom(ctx).V(2); trace.Enabled() {
+			trace.Info("status written", "took", time.Since(began).String(), "reconcile", time.Since(start).String())
+		}
+		if err != nil {
 			if k.OptimisticLock && apierrors.IsConflict(err) {
 				// Run again from fresh state; nothing was recorded.
 				result, retErr = ctrl.Result{RequeueAfter: ConflictRetry}, nil
@@ -282,9 +287,16 @@ func (k *Kind[T, S]) takeRequest(s *Scope[T, S]) {
 // failure path and ends the list.
 func (k *Kind[T, S]) runPhases(ctx context.Context, s *Scope[T, S]) (ctrl.Result, error) {
 	var requeue time.Duration
+	// --log-level=trace says what each phase took: where a reconcile's
+	// time goes, without a profiler.
+	trace := ctrl.LoggerFrom(ctx).V(2)
 	for _, p := range k.Phases {
 		s.Phase = p.Name
+		began := time.Now()
 		res, err := p.Run(ctx, s)
+		if trace.Enabled() {
+			trace.Info("phase done", "phase", p.Name, "took", time.Since(began).String(), "failed", err != nil)
+		}
 		requeue = Shortest(requeue, res.RequeueAfter)
 		if s.refused != nil {
 			return refusedWrite(s.refused)

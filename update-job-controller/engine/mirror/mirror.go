@@ -40,7 +40,8 @@ func NewCache(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	cacheTrees.Do(func() {
+	configureLibgit2.Do(func() {
+		limitArenas() // malloc.go
 		// libgit2 keeps parsed trees in its object cache only up to
 		// 4 KiB, about 100 entries: a directory of a thousand files was
 		// read and parsed again for every path looked up in it (a job's
@@ -62,8 +63,8 @@ func NewCache(dir string) (*Cache, error) {
 }
 
 var (
-	cacheTrees sync.Once
-	cacheErr   error
+	configureLibgit2 sync.Once
+	cacheErr         error
 )
 
 // Mirror is a bare repository mirroring one URL, held exclusively.
@@ -126,7 +127,7 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 	now := time.Now()
 	_ = os.Chtimes(path, now, now) // last use, for pruning
 	m := &Mirror{URL: url, Path: path, repo: repo, lock: l, kept: &c.kept, walks: &c.walks, steps: &c.steps}
-	return m, func() { repo.Free(); l.Unlock() }, nil
+	return m, func() { repo.Free(); l.Unlock(); giveBackFreed() }, nil
 }
 
 // inMemory makes the objects a job's Commit writes (its blobs, trees and
