@@ -59,18 +59,21 @@ func (r *tagsRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"name": strings.TrimSuffix(strings.TrimPrefix(req.URL.Path, "/v2/"), "/tags/list"), "tags": tags})
 }
 
-func peakRSS(pid int) (float64, error) {
+func peakRSS(pid int) (float64, error) { return statusMiB(pid, "VmHWM") }
+
+// statusMiB is a kB field of /proc/PID/status, in MiB.
+func statusMiB(pid int, field string) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			kb, err := strconv.ParseFloat(f[1], 64)
 			return kb / 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM")
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // scaleFlags are the reflector's flags in BenchmarkReflectorScale: the

@@ -214,11 +214,14 @@ func (r *UpdateJobReconciler) hooks(job *updatev1.UpdateJob, plan writeback.Plan
 			return r.checkVerified(ctx, job.Spec.Update.Setters)
 		},
 		BeforePush: func(ctx context.Context, p engine.Push) error {
-			if err := l.verify(ctx); err != nil || p.PullRequest {
-				return err
+			if p.PullRequest {
+				return l.verify(ctx)
 			}
 			// Written ahead of the push: if we die before recording the
 			// outcome, the next attempt finds this commit on the branch.
+			// The write is guarded by the resourceVersion (claim.update),
+			// so it lands only while the job is still ours: the check a
+			// push needs, in the same round trip.
 			return l.update(ctx, func(job *updatev1.UpdateJob) { pushing(job, p) })
 		},
 		OnEvent: r.observe,

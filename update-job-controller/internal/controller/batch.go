@@ -178,10 +178,8 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 		// commit may carry: one moved tag refuses the commit.
 		BeforeCommit: func(ctx context.Context, _ *engine.Change) error { return r.checkVerified(ctx, verified) },
 		BeforePush: func(ctx context.Context, p engine.Push) error {
-			if err := st.claim.verify(ctx); err != nil {
-				return err
-			}
-			// One write for every update the commit carries: a runner
+			// One write for every update the commit carries, which lands
+			// only while the batch is still ours (claim.update): a runner
 			// that dies after the push leaves it to the next attempt,
 			// whose plans of the automations it names resume from it
 			// (resumeIfCarried).

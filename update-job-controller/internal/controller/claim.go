@@ -24,7 +24,11 @@ type claim struct {
 	job *updatev1.UpdateJob
 }
 
-// update applies change to the job's status while we still hold it.
+// update applies change to the job's status while we still hold it. The
+// write is guarded by the resourceVersion of our last read or write: it
+// succeeds only if nobody wrote the job since, and a conflict is retried
+// only while the job is still ours, so a success is itself proof of the
+// claim (errClaimLost otherwise, or when the job is gone).
 func (c *claim) update(ctx context.Context, change func(*updatev1.UpdateJob)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -36,6 +40,9 @@ func (c *claim) update(ctx context.Context, change func(*updatev1.UpdateJob)) er
 		if err == nil {
 			c.job = job
 			return nil
+		}
+		if apierrors.IsNotFound(err) {
+			return errClaimLost
 		}
 		if !apierrors.IsConflict(err) || try >= 5 {
 			return err
