@@ -41,7 +41,6 @@ func NewCache(dir string) (*Cache, error) {
 		return nil, err
 	}
 	configureLibgit2.Do(func() {
-		limitArenas() // malloc.go
 		// libgit2 keeps parsed trees in its object cache only up to
 		// 4 KiB, about 100 entries: a directory of a thousand files was
 		// read and parsed again for every path looked up in it (a job's
