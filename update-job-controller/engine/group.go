@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 
@@ -232,10 +233,13 @@ func overlaps(changed map[string]bool, dir string) bool {
 // What it writes here is thrown away; the group's checkout already holds
 // it.
 func (g *group) applyPristine(oid *git2go.Oid, plan writeback.Plan, out *Result) (*Change, error) {
-	tmp, err := g.workDir("checkout-")
+	// Thrown away before the commit: removed now, not with the run's
+	// checkouts (workDir), so a batch's many of them do not pile up.
+	tmp, err := os.MkdirTemp(g.settings.WorkDir, "checkout-")
 	if err != nil {
-		return nil, err
+		return nil, retryable(KindGit, err)
 	}
+	defer os.RemoveAll(tmp)
 	if err := g.checkoutFiltered(oid, tmp, plan); err != nil {
 		return nil, err
 	}
