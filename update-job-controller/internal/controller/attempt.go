@@ -53,7 +53,7 @@ func (r *UpdateJobReconciler) runAttempt(ctx context.Context, s *jobScope) (reco
 
 	switch {
 	case errors.Is(context.Cause(runCtx), errClaimLost) || errors.Is(st.err, errClaimLost):
-		ctrl.LoggerFrom(ctx).Info("stopped: another runner claimed the job")
+		ctrl.LoggerFrom(ctx).Info("stopped: the job is no longer this runner's (another runner claimed it, or it was deleted)")
 		r.releaseMembers(ctx, st.group)
 		return reconcile.Stop, nil
 	case st.err != nil && ctx.Err() != nil && !landed(st):

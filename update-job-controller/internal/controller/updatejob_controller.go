@@ -42,8 +42,9 @@ const (
 	lookAgain = time.Millisecond
 )
 
-// errClaimLost: another runner took the job over (our heartbeat lapsed).
-var errClaimLost = errors.New("the job was claimed by another runner")
+// errClaimLost: the job is no longer this runner's: another runner took
+// it over (our heartbeat lapsed), or it was deleted.
+var errClaimLost = errors.New("the job is no longer this runner's: another runner claimed it, or it was deleted")
 
 // UpdateJobReconciler runs UpdateJobs. Every replica runs jobs: a runner
 // claims a Pending job by a status write guarded by the resourceVersion,
