@@ -16,6 +16,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/discover/propose"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
@@ -95,7 +96,7 @@ func (o *discoverOptions) run(k *kube, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	names := discover.Names(res.Images)
+	names := propose.Names(res.Images)
 	automated := choosePolicies(res.Images, mode, stderr)
 	if o.export {
 		if err := o.exportObjects(k, automated, names, stdout); err != nil {
@@ -110,11 +111,11 @@ func (o *discoverOptions) run(k *kube, stdout, stderr io.Writer) error {
 
 // check refuses flags the command cannot run with, and reads the policy
 // mode.
-func (o *discoverOptions) check() (discover.Mode, error) {
+func (o *discoverOptions) check() (propose.Mode, error) {
 	if o.output != "text" && o.output != "json" {
 		return "", usageError{fmt.Errorf("--output must be text or json, got %q", o.output)}
 	}
-	mode, err := discover.ParseMode(o.mode)
+	mode, err := propose.ParseMode(o.mode)
 	if err != nil {
 		return "", usageError{fmt.Errorf("--policy-mode: %w", err)}
 	}
@@ -139,10 +140,10 @@ type automatedImage struct {
 
 // choosePolicies gives each discovered image the policy mode chooses for
 // its tag; an image none fits is reported on stderr and left out.
-func choosePolicies(images []discover.Image, mode discover.Mode, stderr io.Writer) []automatedImage {
+func choosePolicies(images []discover.Image, mode propose.Mode, stderr io.Writer) []automatedImage {
 	var with []automatedImage
 	for _, img := range images {
-		choice, filter, err := discover.Policy(img, mode)
+		choice, filter, err := propose.Policy(img, mode)
 		if err != nil {
 			fmt.Fprintf(stderr, "tk-image: %s: %v; not automated\n", img.Name, err)
 			continue

@@ -12,7 +12,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/discover/propose"
 	"toolkit.dev/image-toolkit/pkg/policy/policytest"
 )
 
@@ -144,7 +144,7 @@ func TestDiscoverOfficialImages(t *testing.T) {
 	want := map[string]policytest.Case{}
 	tags := map[string][]string{}
 	for _, img := range policytest.OfficialImages() {
-		i := slices.IndexFunc(img.Cases, func(c policytest.Case) bool { return c.Mode == string(discover.ModeMinor) })
+		i := slices.IndexFunc(img.Cases, func(c policytest.Case) bool { return c.Mode == string(propose.ModeMinor) })
 		if i < 0 {
 			continue
 		}

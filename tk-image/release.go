@@ -14,7 +14,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
-	"toolkit.dev/image-toolkit/pkg/hold"
+	"toolkit.dev/image-toolkit/pkg/hold/ending"
 )
 
 func newReleaseCommand(k *kube) *cobra.Command {
@@ -63,7 +63,7 @@ func releaseHolds(ctx context.Context, k *kube, kd kind, name string, sel []stri
 	}
 	n := 0
 	for _, h := range a.Status.Holds {
-		if h.Reason == imagev1.HeldByPersonReason && hold.Matches(h.Hold, sel) {
+		if h.Reason == imagev1.HeldByPersonReason && ending.Matches(h.Hold, sel) {
 			n++
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
 	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
@@ -83,7 +84,7 @@ func TestGitHubAppProtocol(t *testing.T) {
 			lookups, exchanges := cloud.Calls(testcloud.CallGitHubLookup), cloud.Calls(testcloud.CallGitHubToken)
 
 			url := srv.RepoURL("fleet")
-			auth, _, err := git.ReadRemoteAuth(ctx, reader, "apps", git.Remote{URL: url, SecretName: "github-app", Provider: GitHub})
+			auth, _, err := gitsecret.Read(ctx, reader, "apps", git.Remote{URL: url, SecretName: "github-app", Provider: GitHub})
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("got %v, want %v", err, tt.wantErr)

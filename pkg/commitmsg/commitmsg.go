@@ -9,8 +9,6 @@
 package commitmsg
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"errors"
 	"fmt"
 	"strings"
@@ -18,8 +16,8 @@ import (
 	"text/template/parse"
 
 	"github.com/Masterminds/sprig/v3"
-	"k8s.io/apimachinery/pkg/types"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
@@ -27,17 +25,27 @@ import (
 type Data struct {
 	// AutomationObject is the ImageUpdateAutomation (namespace/name); empty
 	// for jobs that no automation created.
-	AutomationObject types.NamespacedName
+	AutomationObject ObjectName
 	// Changed is the update's result, in Flux's ResultV2 shape.
 	Changed setters.ResultV2
 	// Values are the messageTemplateValues.
 	Values map[string]string
 }
 
-// WithAutomation is d with AutomationObject set, for callers that keep
-// Kubernetes types out of their own imports (the write-back engine).
+// ObjectName is an object's namespace and name. It is what Flux gives
+// templates as .AutomationObject (apimachinery's NamespacedName: the same
+// fields, printed as namespace/name), declared here so that the write-back
+// engine, which renders these templates, links no Kubernetes package.
+type ObjectName struct {
+	Namespace, Name string
+}
+
+// String is namespace/name, as Flux's templates print it.
+func (n ObjectName) String() string { return n.Namespace + "/" + n.Name }
+
+// WithAutomation is d with AutomationObject set.
 func (d Data) WithAutomation(namespace, name string) Data {
-	d.AutomationObject = types.NamespacedName{Namespace: namespace, Name: name}
+	d.AutomationObject = ObjectName{Namespace: namespace, Name: name}
 	return d
 }
 
@@ -150,7 +158,7 @@ func (t Template) Validate(text string, values map[string]string) error {
 		Changes:  []meta.Change{{OldValue: "app:1.0.0", NewValue: "app:1.0.1", Setter: "default:app"}},
 	}}}}}
 	_, err := t.Render(text, Data{
-		AutomationObject: types.NamespacedName{Namespace: "default", Name: "automation"},
+		AutomationObject: ObjectName{Namespace: "default", Name: "automation"},
 		Changed:          example.V2(),
 		Values:           values,
 	})

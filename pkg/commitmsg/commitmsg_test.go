@@ -1,13 +1,10 @@
 package commitmsg
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
@@ -65,7 +62,7 @@ const seedMessage = `Automation: default/test-update-auto
 
 func seedData() Data {
 	return Data{
-		AutomationObject: types.NamespacedName{Namespace: "default", Name: "test-update-auto"},
+		AutomationObject: ObjectName{Namespace: "default", Name: "test-update-auto"},
 		Changed:          seedResult().V2(),
 		Values:           map[string]string{"env": "prod"},
 	}

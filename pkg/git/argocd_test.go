@@ -15,49 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-func argoSecret(name, typ, url string, data map[string]string) corev1.Secret {
-	s := corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "argocd",
-		Labels: map[string]string{ArgoCDSecretTypeLabel: typ}}, Data: map[string][]byte{"url": []byte(url)}}
-	for k, v := range data {
-		s.Data[k] = []byte(v)
-	}
-	return s
-}
-
-// The Secret picked for a URL is the one Argo CD uses: the repository
-// Secret of the URL (compared as Argo CD compares them) when it holds
-// credentials, else the repo-creds Secret of the longest URL prefix.
-func TestFindArgoCDSecretPicksWhatArgoCDUses(t *testing.T) {
-	creds := map[string]string{"username": "bot", "password": "p"}
-	secrets := []corev1.Secret{
-		argoSecret("org", ArgoCDRepoCreds, "https://git.example.com/org", creds),
-		argoSecret("org-team", ArgoCDRepoCreds, "https://git.example.com/org/team", creds),
-		argoSecret("apps", ArgoCDRepository, "https://git.example.com/org/team/apps.git", creds),
-		argoSecret("bare", ArgoCDRepository, "https://git.example.com/org/team/bare", nil),
-		argoSecret("other-label", "cluster", "https://git.example.com/org/team/x", creds),
-	}
-	for url, want := range map[string]string{
-		"https://git.example.com/org/team/apps":       "apps",
-		"https://GIT.example.com/org/team/apps.git/":  "apps",
-		"https://git.example.com/org/team/bare.git":   "org-team", // a repository Secret without credentials
-		"https://git.example.com/org/team/x":          "org-team",
-		"https://git.example.com/org/shop.git":        "org",
-		"https://git.example.com/elsewhere/shop.git":  "",
-		"ssh://git@git.example.com/org/team/apps.git": "",
-	} {
-		got := ""
-		if s := FindArgoCDSecret(secrets, url); s != nil {
-			got = s.Name
-		}
-		if got != want {
-			t.Errorf("%s: Secret %q, want %q", url, got, want)
-		}
-	}
-}
 
 // Each of Argo CD's keys becomes this package's, and the result builds an
 // Auth by the same rules as any Secret: HTTPS basic credentials with a

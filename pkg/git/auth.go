@@ -49,7 +49,7 @@ type Auth struct {
 	// IdentityPassword are still what it was made from.
 	decoded *decodedIdentity
 	// provider, when set, issues Username, Password or BearerToken
-	// (ReadRemoteAuth); Fresh fills them in.
+	// (NewRemoteAuth); Fresh fills them in.
 	provider *providerSource
 }
 

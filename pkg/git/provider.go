@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Providers other than generic give a repository short-lived credentials
@@ -97,23 +95,31 @@ type Remote struct {
 	ServiceAccountName string
 }
 
-// ReadRemoteAuth is ReadAuth for a repository with a credentials provider:
-// the Auth it returns asks the provider for fresh credentials at each
-// operation (Fresh), and has been checked to get some.
-func ReadRemoteAuth(ctx context.Context, reader client.Reader, namespace string, r Remote) (*Auth, []string, error) {
-	creds, proxy, argo, values, err := readSecrets(ctx, reader, namespace, r.SecretName, r.ProxySecretName)
-	if err != nil {
-		return nil, values, err
-	}
-	if argo {
-		// An Argo CD repository Secret: its keys are Argo CD's.
-		knownHosts, ca, err := readArgoCDConfig(ctx, reader, namespace, r.URL)
+// Secrets are what a repository's Secrets hold, read by the caller (from
+// the Kubernetes API: pkg/git/gitsecret), so that this package takes plain
+// values and an embedder of the engine needs no Kubernetes.
+type Secrets struct {
+	// Creds and Proxy are the credentials and proxy Secrets' data, nil for
+	// a Secret the repository does not name.
+	Creds, Proxy map[string][]byte
+	// ArgoCD says Creds is an Argo CD repository Secret's data (keys of
+	// Argo CD's, mapped by FromArgoCD); KnownHosts and CA are then what
+	// Argo CD keeps beside it for the URL, in its ConfigMaps.
+	ArgoCD         bool
+	KnownHosts, CA []byte
+}
+
+// NewRemoteAuth builds the Auth of repository r from its Secrets by the
+// rules of AuthFromSecrets (and of FromArgoCD for an Argo CD Secret). With
+// a provider, the Auth asks it for fresh credentials at each operation
+// (Fresh), and has been checked to get some. namespace is the one of the
+// object naming r: where a provider reads its ServiceAccount.
+func NewRemoteAuth(ctx context.Context, namespace string, r Remote, s Secrets) (*Auth, error) {
+	creds, proxy := s.Creds, s.Proxy
+	if s.ArgoCD {
+		m, err := FromArgoCD(creds, s.KnownHosts, s.CA)
 		if err != nil {
-			return nil, values, err
-		}
-		m, err := FromArgoCD(creds, knownHosts, ca)
-		if err != nil {
-			return nil, values, err
+			return nil, err
 		}
 		creds = m.Creds
 		if proxy == nil {
@@ -125,7 +131,7 @@ func ReadRemoteAuth(ctx context.Context, reader client.Reader, namespace string,
 	}
 	generic := r.Provider == "" || r.Provider == ProviderGeneric
 	if generic && r.ServiceAccountName != "" {
-		return nil, values, fmt.Errorf("%w: serviceAccountName needs a provider (github or azure)", ErrInvalidCredentials)
+		return nil, fmt.Errorf("%w: serviceAccountName needs a provider (github or azure)", ErrInvalidCredentials)
 	}
 	src := creds
 	if !generic {
@@ -138,19 +144,19 @@ func ReadRemoteAuth(ctx context.Context, reader client.Reader, namespace string,
 	}
 	auth, err := AuthFromSecrets(r.URL, src, proxy)
 	if err != nil || generic {
-		return auth, values, err
+		return auth, err
 	}
 	ep, _ := ParseEndpoint(r.URL)
 	if ep.Scheme != "https" {
-		return nil, values, fmt.Errorf("%w: provider %s issues credentials for https:// URLs only", ErrInvalidCredentials, r.Provider)
+		return nil, fmt.Errorf("%w: provider %s issues credentials for https:// URLs only", ErrInvalidCredentials, r.Provider)
 	}
 	p := lookupProvider(r.Provider)
 	switch {
 	case p == nil && (r.Provider == "github" || r.Provider == "azure"):
 		// A known provider that this program (tk-image) did not register.
-		return nil, values, fmt.Errorf("%w: provider %s: credentials are issued by the controllers; this program does not read cloud or GitHub App identities", ErrInvalidCredentials, r.Provider)
+		return nil, fmt.Errorf("%w: provider %s: credentials are issued by the controllers; this program does not read cloud or GitHub App identities", ErrInvalidCredentials, r.Provider)
 	case p == nil:
-		return nil, values, fmt.Errorf("%w: provider %q is not one this program knows (generic, github, azure)", ErrInvalidCredentials, r.Provider)
+		return nil, fmt.Errorf("%w: provider %q is not one this program knows (generic, github, azure)", ErrInvalidCredentials, r.Provider)
 	}
 	auth.provider = &providerSource{p: p, req: ProviderRequest{
 		Provider: r.Provider, URL: r.URL, Namespace: namespace, ServiceAccountName: r.ServiceAccountName,
@@ -159,9 +165,9 @@ func ReadRemoteAuth(ctx context.Context, reader client.Reader, namespace string,
 	// Fail now, with the provider's reason, rather than at the first
 	// fetch: the token is cached for that fetch anyway.
 	if _, err := auth.Fresh(ctx); err != nil {
-		return nil, values, err
+		return nil, err
 	}
-	return auth, values, nil
+	return auth, nil
 }
 
 // providerSource is where an Auth's credentials come from.

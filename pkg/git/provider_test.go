@@ -5,8 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 // TestUnregisteredProvider proves that a program without the providers
@@ -19,10 +17,9 @@ func TestUnregisteredProvider(t *testing.T) {
 		{"azure", "provider azure: credentials are issued by the controllers"},
 		{"gitlab", `provider "gitlab" is not one this program knows (generic, github, azure)`},
 	}
-	reader := fake.NewClientBuilder().Build()
 	for _, tt := range tests {
-		_, _, err := ReadRemoteAuth(context.Background(), reader, "apps",
-			Remote{URL: "https://dev.azure.com/org/project/_git/fleet", Provider: tt.provider})
+		_, err := NewRemoteAuth(context.Background(), "apps",
+			Remote{URL: "https://dev.azure.com/org/project/_git/fleet", Provider: tt.provider}, Secrets{})
 		if !errors.Is(err, ErrInvalidCredentials) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want %q", tt.provider, err, tt.want)
 		}

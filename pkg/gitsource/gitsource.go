@@ -37,6 +37,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
@@ -308,14 +309,14 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 	if ref := src.Repository.ProxySecretRef; ref != nil {
 		proxy = ref.Name
 	}
-	auth, _, err := git.ReadRemoteAuth(ctx, c, obj.Namespace, git.Remote{URL: src.Repository.URL, SecretName: secret,
+	auth, _, err := gitsecret.Read(ctx, c, obj.Namespace, git.Remote{URL: src.Repository.URL, SecretName: secret,
 		ProxySecretName: proxy, Provider: src.Repository.Provider, ServiceAccountName: src.Repository.ServiceAccountName})
 	if err == nil {
 		return auth, nil
 	}
 	ce := &CredentialsError{Source: src.Describe, Namespace: obj.Namespace, Err: err}
 	switch {
-	case errors.Is(err, git.ErrSecretNotFound):
+	case errors.Is(err, gitsecret.ErrNotFound):
 		return nil, conditions.Retry(conditions.SecretNotFoundReason, ce)
 	case errors.Is(err, git.ErrInvalidCredentials):
 		return nil, conditions.Stall(imagev1.InvalidSecretReason, ce)
@@ -327,7 +328,7 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 }
 
 // argoCDSecret sets, for an Application source, the Argo CD repository
-// Secret of its URL (git.FindArgoCDSecret) as the repository's secretRef.
+// Secret of its URL (gitsecret.FindArgoCD) as the repository's secretRef.
 // The automation's UpdateJobs read it in their own namespace, so an
 // automation outside Argo CD's namespace cannot use it: that is refused
 // rather than the Secret copied out of the namespace Argo CD guards.
@@ -336,7 +337,7 @@ func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdate
 		return nil
 	}
 	app := src.Applications[0]
-	secrets, err := git.ListArgoCDSecrets(ctx, c, app.ArgoNamespace)
+	secrets, err := gitsecret.ListArgoCD(ctx, c, app.ArgoNamespace)
 	if apierrors.IsForbidden(err) {
 		return conditions.Stallf(conditions.AccessDeniedReason,
 			"the controller may not list Argo CD's repository Secrets in namespace %s: install the chart with argocd.namespace=%s, or start it with --argocd-namespace naming where Argo CD runs",
@@ -345,7 +346,7 @@ func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdate
 	if err != nil {
 		return err
 	}
-	s := git.FindArgoCDSecret(secrets, src.Repository.URL)
+	s := gitsecret.FindArgoCD(secrets, src.Repository.URL)
 	switch {
 	case s == nil:
 		return nil // a public repository, as for Argo CD
@@ -360,7 +361,7 @@ func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdate
 
 // CredentialsError is why the Secrets of a source could not be read or
 // used. Its message is worded for the automation's Ready condition; Err is
-// pkg/git's error (git.ErrSecretNotFound, git.ErrInvalidCredentials, or a
+// pkg/git's error (gitsecret.ErrNotFound, git.ErrInvalidCredentials, or a
 // failed read), for a caller that words it its own way.
 type CredentialsError struct {
 	// Source is the source's Describe.
@@ -372,7 +373,7 @@ type CredentialsError struct {
 
 func (e *CredentialsError) Error() string {
 	switch {
-	case errors.Is(e.Err, git.ErrSecretNotFound):
+	case errors.Is(e.Err, gitsecret.ErrNotFound):
 		return fmt.Sprintf("%s, for %s; the UpdateJobs run in namespace %s and read it there", e.Err, e.Source, e.Namespace)
 	case errors.Is(e.Err, git.ErrInvalidCredentials):
 		return fmt.Sprintf("credentials of %s: %s", e.Source, e.Err)

@@ -26,6 +26,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
@@ -490,10 +491,10 @@ func TestCredentials(t *testing.T) {
 		{name: "a proxy Secret", secret: "auth", proxy: "proxy", password: "ours", proxyURL: "http://proxy.example.com:3128"},
 		{name: "a Secret missing from the automation's namespace", secret: "only-elsewhere",
 			fail:   failure{conditions.SecretNotFoundReason, false, "Secret " + ns + "/only-elsewhere (the secretRef) not found, for GitRepository " + other + "/fleet; the UpdateJobs run in namespace " + ns + " and read it there"},
-			gitErr: git.ErrSecretNotFound},
+			gitErr: gitsecret.ErrNotFound},
 		{name: "a proxy Secret missing", secret: "auth", proxy: "no-proxy",
 			fail:   failure{conditions.SecretNotFoundReason, false, "(the proxySecretRef) not found"},
-			gitErr: git.ErrSecretNotFound},
+			gitErr: gitsecret.ErrNotFound},
 		{name: "credentials that cannot work", secret: "token-and-user",
 			fail:   failure{imagev1.InvalidSecretReason, true, "credentials of GitRepository " + other + "/fleet: invalid credentials: "},
 			gitErr: git.ErrInvalidCredentials},

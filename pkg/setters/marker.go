@@ -109,6 +109,12 @@ func parseMarker(comment string) (Marker, bool) {
 	if err := json.Unmarshal(raw, &value); err != nil {
 		return Marker{}, false
 	}
+	return ParseMarkerValue(value)
+}
+
+// ParseMarkerValue parses a marker's value, NAMESPACE:NAME[:tag|:name|:digest]
+// (what String writes, and what a hold records as its setter).
+func ParseMarkerValue(value string) (Marker, bool) {
 	parts := strings.Split(value, ":")
 	m := Marker{}
 	switch len(parts) {

@@ -7,6 +7,12 @@
 //     computed from those packages' own dependencies, not listed by hand, so
 //     an apimachinery upgrade does not break this test but a new import of,
 //     say, pkg/setters from an API package does.
+//   - The write-back engine (update-job-controller/engine and its mirror)
+//     links no Kubernetes client, API machinery or controller-runtime, so a
+//     program that embeds it does not carry them. The only k8s.io packages
+//     it may link are those kyaml, the YAML library of the setters, brings
+//     itself (kube-openapi's spec types), computed from kyaml's own
+//     dependencies.
 //   - No shipped binary links the test servers (tests/testkit) or anything
 //     else of the tests tree.
 //   - The Makefile's MODULES, over which lint, vet and the tests run, are
@@ -162,26 +168,80 @@ func TestAPIPackagesImportOnlyAPIMachinery(t *testing.T) {
 // touching the tree.
 func TestAPICheckCatchesNewImport(t *testing.T) {
 	dir := root(t)
-	probe := filepath.Join(t.TempDir(), "probe.go")
-	src := "package meta\n\nimport _ \"sigs.k8s.io/kustomize/kyaml/yaml\"\n"
-	if err := os.WriteFile(probe, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	overlay, err := json.Marshal(map[string]map[string]string{
-		"Replace": {filepath.Join(dir, "pkg", "apis", "meta", "zz_probe.go"): probe},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlayFile := filepath.Join(t.TempDir(), "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bad := apiOutside(t, dir, overlayFile)
+	overlay := overlayFile(t, filepath.Join(dir, "pkg", "apis", "meta", "zz_probe.go"),
+		"package meta\n\nimport _ \"sigs.k8s.io/kustomize/kyaml/yaml\"\n")
+	bad := apiOutside(t, dir, overlay)
 	want := "sigs.k8s.io/kustomize/kyaml/yaml (imported by " + apis + "meta)"
 	if !slices.Contains(bad, want) {
 		t.Errorf("an import of kyaml from pkg/apis/meta was not reported; want %q among:\n  %s", want, strings.Join(bad, "\n  "))
 	}
+}
+
+// engine are the packages of the write-back engine an embedder imports.
+var engine = []string{"./update-job-controller/engine", "./update-job-controller/engine/mirror"}
+
+// kubernetes reports whether path is Kubernetes' client side: anything of
+// k8s.io, and controller-runtime.
+func kubernetes(path string) bool {
+	return strings.HasPrefix(path, "k8s.io/") || strings.HasPrefix(path, "sigs.k8s.io/controller-runtime")
+}
+
+// engineKubernetes lists the Kubernetes packages the engine links beyond
+// what kyaml brings; overlay, when not empty, is passed to go list.
+func engineKubernetes(t *testing.T, dir, overlay string) []string {
+	t.Helper()
+	kyaml := map[string]bool{}
+	for _, p := range listDeps(t, dir, "sigs.k8s.io/kustomize/kyaml/yaml") {
+		kyaml[p.ImportPath] = true
+	}
+	args := engine
+	if overlay != "" {
+		args = append([]string{"-overlay", overlay}, args...)
+	}
+	deps := listDeps(t, dir, args...)
+	if len(deps) < 50 {
+		t.Fatalf("go list -deps %v listed only %d packages", engine, len(deps))
+	}
+	return outside(deps, func(path string) bool { return !kubernetes(path) || kyaml[path] })
+}
+
+func TestEngineLinksNoKubernetes(t *testing.T) {
+	if bad := engineKubernetes(t, root(t), ""); len(bad) > 0 {
+		t.Errorf("the write-back engine links Kubernetes packages; keep what needs them in the controllers "+
+			"(Secrets are read by pkg/git/gitsecret, not pkg/git):\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+// The check above fails when the engine imports a Kubernetes package: an
+// overlay adds a file importing controller-runtime's client to the engine.
+func TestEngineCheckCatchesNewImport(t *testing.T) {
+	dir := root(t)
+	overlay := overlayFile(t, filepath.Join(dir, "update-job-controller", "engine", "zz_probe.go"),
+		"package engine\n\nimport _ \"sigs.k8s.io/controller-runtime/pkg/client\"\n")
+	bad := engineKubernetes(t, dir, overlay)
+	want := "sigs.k8s.io/controller-runtime/pkg/client (imported by " + module + "update-job-controller/engine)"
+	if !slices.Contains(bad, want) {
+		t.Errorf("an import of controller-runtime from the engine was not reported; want %q among:\n  %s", want, strings.Join(bad, "\n  "))
+	}
+}
+
+// overlayFile writes a go list -overlay file that adds a file of src at
+// path, without touching the tree.
+func overlayFile(t *testing.T, path, src string) string {
+	t.Helper()
+	probe := filepath.Join(t.TempDir(), "probe.go")
+	if err := os.WriteFile(probe, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {path: probe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "overlay.json")
+	if err := os.WriteFile(file, overlay, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 func TestMainsLinkNoTestCode(t *testing.T) {

@@ -5,7 +5,9 @@
 // push it starts again from the new head, a bounded number of times.
 //
 // The engine knows nothing of Kubernetes: no API types, no client, no
-// conditions. A front end turns its own input into a Plan (the
+// conditions, and it links none (tests/deps checks with go list -deps that
+// the engine and its mirror import nothing of k8s.io or controller-runtime
+// beyond the kube-openapi types kyaml brings itself). A front end turns its own input into a Plan (the
 // update-job-controller with pkg/writeback/jobplan, tk-image from its
 // flags), gives Credentials, and maps the Result and errors back into its
 // own terms. This is the shape of the GitOps engine proposal (seed 002):

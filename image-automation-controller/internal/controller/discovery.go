@@ -13,6 +13,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/discover/propose"
 	"toolkit.dev/image-toolkit/pkg/selection"
 )
 
@@ -69,15 +70,15 @@ func (r *ImageUpdateAutomationReconciler) reconcileDiscovered(ctx context.Contex
 // the names of the objects it made and keeps.
 func (r *ImageUpdateAutomationReconciler) followImages(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
 	images []imagev1.DiscoveredImage, theirs map[string]string) map[string]bool {
-	mode, _ := discover.ParseMode("")
+	mode, _ := propose.ParseMode("")
 	if obj.Spec.Discover != nil {
-		mode, _ = discover.ParseMode(obj.Spec.Discover.PolicyMode)
+		mode, _ = propose.ParseMode(obj.Spec.Discover.PolicyMode)
 	}
 	dimgs := make([]discover.Image, len(images))
 	for i, d := range images {
 		dimgs[i] = discover.Image{ImageRef: d.ImageRef}
 	}
-	names := discover.Names(dimgs)
+	names := propose.Names(dimgs)
 	keep := map[string]bool{}
 	for i := range images {
 		d := &images[i]
@@ -86,7 +87,7 @@ func (r *ImageUpdateAutomationReconciler) followImages(ctx context.Context, obj 
 			d.Policy = p
 			continue
 		}
-		choice, filter, err := discover.PolicyOf(d.Tag, d.PolicyAnnotation, mode)
+		choice, filter, err := propose.PolicyOf(d.Tag, d.PolicyAnnotation, mode)
 		if err != nil {
 			d.Reason = err.Error()
 			continue

@@ -12,6 +12,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/hold"
+	"toolkit.dev/image-toolkit/pkg/hold/ending"
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
@@ -54,7 +55,7 @@ func recordHolds(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpd
 	obj.Status.Holds = out
 }
 
-// reviewHolds decides, for each hold, whether it still lasts (pkg/hold):
+// reviewHolds decides, for each hold, whether it still lasts (pkg/hold/ending):
 // a release (the annotation, once per token), holdFor, or a newer image
 // than the one rolled back from ends it, and the next job overrides the
 // value. It wakes the automation when holdFor ends the next hold. While a
@@ -62,7 +63,7 @@ func recordHolds(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpd
 // writes it (the revert), and no run writes the policy's choice.
 func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *scope) (reconcile.Result, error) {
 	obj, st := s.Obj, &s.State
-	token, sel := hold.ParseRelease(obj.Annotations[imagev1.ReleaseHoldsAnnotation])
+	token, sel := ending.ParseRelease(obj.Annotations[imagev1.ReleaseHoldsAnnotation])
 	release := token != "" && token != obj.Status.LastHandledRelease
 	if release {
 		obj.Status.LastHandledRelease = token
@@ -75,8 +76,8 @@ func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *sc
 	kept := obj.Status.Holds[:0]
 	for i := range obj.Status.Holds {
 		h := &obj.Status.Holds[i]
-		in := hold.Input{Hold: h.Hold, HoldFor: holdFor, Now: st.now,
-			Released: h.Reason == imagev1.HoldReleasedReason || release && hold.Matches(h.Hold, sel)}
+		in := ending.Input{Hold: h.Hold, HoldFor: holdFor, Now: st.now,
+			Released: h.Reason == imagev1.HoldReleasedReason || release && ending.Matches(h.Hold, sel)}
 		key := hold.Policy(h.Setter)
 		for _, set := range st.selection.Setters {
 			if set.Policy == key {
@@ -86,7 +87,7 @@ func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *sc
 		if ns, name, _ := strings.Cut(key, ":"); ns == obj.Namespace {
 			in.Rank = rankOf(st.policies, name)
 		}
-		d := hold.Decide(in)
+		d := ending.Decide(in)
 		was := h.Reason
 		lasting := imagev1.HeldByPersonReason
 		if h.Path == "" {
@@ -187,7 +188,7 @@ func orText(s, alt string) string {
 
 // rankOf orders the tags of the namespace's policy name; nil when there
 // is no such policy or it has no order (a promotion).
-func rankOf(policies []imagev1.ImagePolicy, name string) hold.Rank {
+func rankOf(policies []imagev1.ImagePolicy, name string) ending.Rank {
 	for i := range policies {
 		if policies[i].Name != name {
 			continue

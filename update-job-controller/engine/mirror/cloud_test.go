@@ -15,6 +15,7 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
@@ -64,7 +65,7 @@ func azureDevOps(t *testing.T, lifetime time.Duration) (*testcloud.Cloud, *testg
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ado-ca", Namespace: "apps"},
 		Data: map[string][]byte{"ca.crt": srv.CAPEM}}
 	reader := fake.NewClientBuilder().WithObjects(secret).Build()
-	auth, _, err := git.ReadRemoteAuth(context.Background(), reader, "apps",
+	auth, _, err := gitsecret.Read(context.Background(), reader, "apps",
 		git.Remote{URL: srv.RepoURL("fleet"), SecretName: "ado-ca", Provider: cloudauth.Azure})
 	if err != nil {
 		t.Fatal(err)
@@ -147,11 +148,11 @@ func TestAzureDevOpsRefused(t *testing.T) {
 	reader := fake.NewClientBuilder().Build()
 	remote := git.Remote{URL: "https://dev.azure.com/toolkit/fleet/_git/fleet", Provider: cloudauth.Azure}
 	cloud.Fail(testcloud.CallEntra)
-	_, _, err = git.ReadRemoteAuth(context.Background(), reader, "apps", remote)
+	_, _, err = gitsecret.Read(context.Background(), reader, "apps", remote)
 	if !errors.Is(err, git.ErrAuthentication) || !strings.Contains(err.Error(), "AADSTS70021") {
 		t.Fatalf("refused: %v, want ErrAuthentication with Entra's reason", err)
 	}
-	if _, _, err := git.ReadRemoteAuth(context.Background(), reader, "apps", remote); err != nil {
+	if _, _, err := gitsecret.Read(context.Background(), reader, "apps", remote); err != nil {
 		t.Fatalf("after the refusal: %v", err)
 	}
 	if n := cloud.Calls(testcloud.CallEntra); n != 2 {

@@ -16,6 +16,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 	"toolkit.dev/image-toolkit/pkg/writeback"
@@ -141,12 +142,12 @@ func (r *UpdateJobReconciler) gitAuth(ctx context.Context, job *updatev1.UpdateJ
 	if repo.ProxySecretRef != nil {
 		proxy = repo.ProxySecretRef.Name
 	}
-	auth, secrets, err := git.ReadRemoteAuth(ctx, r.APIReader, job.Namespace, git.Remote{URL: repo.URL, SecretName: secret,
+	auth, secrets, err := gitsecret.Read(ctx, r.APIReader, job.Namespace, git.Remote{URL: repo.URL, SecretName: secret,
 		ProxySecretName: proxy, Provider: repo.Provider, ServiceAccountName: repo.ServiceAccountName})
 	switch {
 	case errors.Is(err, git.ErrInvalidCredentials):
 		return nil, secrets, conditions.Stall(conditions.InvalidSpecReason, err)
-	case errors.Is(err, git.ErrSecretNotFound):
+	case errors.Is(err, gitsecret.ErrNotFound):
 		return nil, secrets, conditions.Retry(conditions.SecretNotFoundReason, err)
 	case errors.Is(err, git.ErrAuthentication):
 		// A provider (GitHub, Entra ID) refused the identity.

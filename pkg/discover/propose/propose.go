@@ -1,4 +1,9 @@
-package discover
+// Package propose gives each image pkg/discover found the ImagePolicy it
+// gets when nobody wrote one (a default by mode from its tag, or its policy
+// annotation) and object names for its ImageRepository and ImagePolicy. It
+// speaks the API's types, so it is apart from pkg/discover, which the
+// write-back engine imports without them.
+package propose
 
 import (
 	"crypto/sha256"
@@ -11,6 +16,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/discover"
 	"toolkit.dev/image-toolkit/pkg/policy"
 )
 
@@ -57,7 +63,7 @@ var (
 // moves to a lower version. An error says why the image cannot get one
 // (a tag that has no order, such as latest or a SHA; an annotation that does
 // not parse): the image is then reported, not automated.
-func Policy(img Image, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
+func Policy(img discover.Image, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilter, error) {
 	annotation := ""
 	for _, l := range img.Locations {
 		if l.Policy != "" {
@@ -130,7 +136,7 @@ func Default(tag string, mode Mode) (imagev1.ImagePolicyChoice, *imagev1.TagFilt
 		}
 		return dockerChoice(">="+lowerBound(d)+upperBound(mode, d.Numbers[0], minor, "", pre), tag), nil, nil
 	}
-	return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("tag %q has no order (not a version, date or number): write its policy (annotation %sCONTAINER)", tag, PolicyAnnotationPrefix)
+	return imagev1.ImagePolicyChoice{}, nil, fmt.Errorf("tag %q has no order (not a version, date or number): write its policy (annotation %sCONTAINER)", tag, discover.PolicyAnnotationPrefix)
 }
 
 // semverTag reports whether a tag is semver that keeps the semver rule: a
@@ -240,7 +246,7 @@ func annotations(arg string) string {
 // is app), and where two images would share one, that name and a hash of
 // the image name (app-3f1c2a), so the names stay the same whatever order
 // the images come in.
-func Names(images []Image) map[string]string {
+func Names(images []discover.Image) map[string]string {
 	base := map[string]string{}
 	count := map[string]int{}
 	for _, img := range images {

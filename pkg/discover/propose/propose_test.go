@@ -1,15 +1,15 @@
-package discover
+package propose
 
 import (
 	"cmp"
 	"encoding/json"
 	"slices"
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"strings"
 	"testing"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/discover"
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/policy/policytest"
 )
@@ -43,7 +43,7 @@ func TestPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		img := Image{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/app", Tag: tt.tag}, Locations: []Location{{Policy: tt.annotation}}}
+		img := discover.Image{ImageRef: meta.ImageRef{Name: "ghcr.io/acme/app", Tag: tt.tag}, Locations: []discover.Location{{Policy: tt.annotation}}}
 		choice, filter, err := Policy(img, mode)
 		if tt.want == "" {
 			if err == nil {
@@ -72,7 +72,7 @@ func TestPolicy(t *testing.T) {
 // Object names are the image's last name part, made a DNS label, with a
 // hash only where two images would share one; the same whatever the order.
 func TestNames(t *testing.T) {
-	imgs := []Image{named("ghcr.io/acme/app"), named("docker.io/other/app"), named("docker.io/library/nginx"), named("quay.io/x/My_Tool.v2")}
+	imgs := []discover.Image{named("ghcr.io/acme/app"), named("docker.io/other/app"), named("docker.io/library/nginx"), named("quay.io/x/My_Tool.v2")}
 	n := Names(imgs)
 	if n["docker.io/library/nginx"] != "nginx" || n["quay.io/x/My_Tool.v2"] != "my-tool-v2" {
 		t.Errorf("%v", n)
@@ -81,7 +81,7 @@ func TestNames(t *testing.T) {
 	if a == b || !strings.HasPrefix(a, "app-") || !strings.HasPrefix(b, "app-") || len(a) != len("app-")+6 {
 		t.Errorf("colliding names %q %q", a, b)
 	}
-	rev := Names([]Image{imgs[3], imgs[2], imgs[1], imgs[0]})
+	rev := Names([]discover.Image{imgs[3], imgs[2], imgs[1], imgs[0]})
 	for k, v := range n {
 		if rev[k] != v {
 			t.Errorf("%s: %q in one order, %q in another", k, v, rev[k])
@@ -203,4 +203,4 @@ func TestDockerAnnotation(t *testing.T) {
 		t.Errorf("%+v, %v", choice.Docker, err)
 	}
 }
-func named(name string) Image { return Image{ImageRef: meta.ImageRef{Name: name}} }
+func named(name string) discover.Image { return discover.Image{ImageRef: meta.ImageRef{Name: name}} }
