@@ -19,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
+	"toolkit.dev/image-toolkit/update-job-controller/forges"
 )
 
 // linkedLibraries is the libgit2 the engine links, for tk-image version
@@ -35,6 +36,8 @@ func (o *updateOptions) runRemote(cmd *cobra.Command) error {
 		return err
 	}
 	r := &o.remote
+	// --pull-request opens requests on the built-in forges.
+	forges.Register()
 	plan, err := r.plan(policies)
 	if err != nil {
 		return err

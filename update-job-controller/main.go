@@ -23,6 +23,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
+	"toolkit.dev/image-toolkit/update-job-controller/forges"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/controller"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
@@ -94,6 +95,9 @@ func setup(mgr ctrl.Manager, opts app.Options, f *flags) error {
 		return err
 	}
 	cloudauth.RegisterGitProviders(cloud)
+	// The engine opens pull requests on the forges registered in
+	// pkg/forge: the built-in ones.
+	forges.Register()
 	workDir, err := freshWorkDir(f.cacheDir)
 	if err != nil {
 		return err

@@ -12,7 +12,9 @@
 //     program that embeds it does not carry them. The only k8s.io packages
 //     it may link are those kyaml, the YAML library of the setters, brings
 //     itself (kube-openapi's spec types), computed from kyaml's own
-//     dependencies.
+//     dependencies. Nor does it link a forge's client library: the
+//     built-in adapters (update-job-controller/forges) are registered by
+//     the front ends, so an embedder links only those it registers.
 //   - No shipped binary links the test servers (tests/testkit) or anything
 //     else of the tests tree.
 //   - The Makefile's MODULES, over which lint, vet and the tests run, are
@@ -209,6 +211,20 @@ func TestEngineLinksNoKubernetes(t *testing.T) {
 	if bad := engineKubernetes(t, root(t), ""); len(bad) > 0 {
 		t.Errorf("the write-back engine links Kubernetes packages; keep what needs them in the controllers "+
 			"(Secrets are read by pkg/git/gitsecret, not pkg/git):\n  %s", strings.Join(bad, "\n  "))
+	}
+}
+
+// forgeSDKs are the module paths of the built-in forges' client libraries.
+var forgeSDKs = []string{"github.com/google/go-github/", "gitlab.com/gitlab-org/api/", "code.gitea.io/sdk/", module + "update-job-controller/forges"}
+
+func TestEngineLinksNoForgeSDK(t *testing.T) {
+	deps := listDeps(t, root(t), engine...)
+	bad := outside(deps, func(path string) bool {
+		return !slices.ContainsFunc(forgeSDKs, func(sdk string) bool { return strings.HasPrefix(path, sdk) })
+	})
+	if len(bad) > 0 {
+		t.Errorf("the write-back engine links a forge's client library; the front ends register forges "+
+			"(update-job-controller/forges), the engine knows only pkg/forge:\n  %s", strings.Join(bad, "\n  "))
 	}
 }
 

@@ -3,7 +3,7 @@
 // fleet repository, and the chain (registry, control plane, the three
 // controller binaries) proposes updates to it with the chart's pull request
 // sample. GitHub and GitLab cannot run here; their API calls are tested in
-// update-job-controller/internal/forge against exchanges written from their
+// update-job-controller/forges against exchanges written from their
 // documentation.
 package pullrequest
 

@@ -2,8 +2,8 @@ package engine
 
 import (
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
 )
 
 // Check tells whether the engine can run the plan, without any network

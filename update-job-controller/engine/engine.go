@@ -10,10 +10,10 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
 )
 
 // DefaultPushRetries bounds the fetch-update-push rounds after a

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
 )
 
 // Kind is what failed, for a front end to turn into its own reasons.

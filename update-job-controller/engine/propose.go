@@ -8,10 +8,10 @@ import (
 	git2go "github.com/libgit2/git2go/v34"
 
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git/refname"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/update-job-controller/internal/forge"
 )
 
 // CloseComment is left on an open request whose change the base already

@@ -48,6 +48,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/update-job-controller/forges"
 )
 
 //go:embed assets templates
@@ -93,6 +94,8 @@ type Server struct {
 // user may list, and returns the dashboard once its cache has synced. The
 // watches end with ctx.
 func New(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts Options) (*Server, error) {
+	// Commit links are the registered forges' pages.
+	forges.Register()
 	// The buttons ask the authorizer first (SelfSubjectAccessReview).
 	if !scheme.Recognizes(authorizationv1.SchemeGroupVersion.WithKind("SelfSubjectAccessReview")) {
 		return nil, fmt.Errorf("the scheme lacks %s, which the dashboard asks the authorizer with", authorizationv1.SchemeGroupVersion)

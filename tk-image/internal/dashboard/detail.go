@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"bytes"
 	"context"
 	"errors"
@@ -20,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/selection"
@@ -128,7 +128,7 @@ func jobTimeline(a *imagev1.ImageUpdateAutomation, jobs []updatev1.UpdateJob, ad
 			Started: j.Status.StartTime, Finished: j.Status.CompletionTime, Commit: j.Status.PushedCommit,
 			PullRequest: j.Status.PullRequest}
 		if row.Commit != "" {
-			row.CommitURL = CommitURL(orText(withoutUser(j.Spec.Repository.URL), address), forgeOf(a), row.Commit)
+			row.CommitURL = forge.CommitURL(orText(withoutUser(j.Spec.Repository.URL), address), forgeOf(a), row.Commit)
 		}
 		if s, f := j.Status.StartTime, j.Status.CompletionTime; s != nil && f != nil {
 			row.Duration = f.Sub(s.Time).Round(time.Second).String()

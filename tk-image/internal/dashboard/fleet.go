@@ -14,6 +14,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/selection"
@@ -158,7 +159,7 @@ func fleetRow(a *imagev1.ImageUpdateAutomation, objs *namespaceObjects, now time
 	}
 	row.Source, row.SourceURL, row.Branch = source(a, objs)
 	if row.Commit != "" {
-		row.CommitURL = CommitURL(row.SourceURL, forgeOf(a), row.Commit)
+		row.CommitURL = forge.CommitURL(row.SourceURL, forgeOf(a), row.Commit)
 	}
 	sel, selErr := selection.Selector(a)
 	// Only the policies the automation selects can get a row: selection.Of
@@ -384,65 +385,12 @@ func withoutUser(address string) string {
 	return u.String()
 }
 
-// CommitURL is the page of a commit on the forge that serves address, as
-// GitHub, Gitea and GitLab spell it; empty when address is on no forge
-// known (a plain git server has no commit pages: a link would 404) or is
-// not one a browser opens (e.g. a local path). SSH addresses map to their
-// host's https pages. forge is the automation's pull request provider,
-// when it names one; else the host tells, as for pull requests: github.com
-// or "github" hosts, gitlab.com or "gitlab", codeberg.org or "gitea" or
-// "forgejo".
-func CommitURL(address, forge, commit string) string {
-	base := WebURL(address)
-	if base == "" || commit == "" {
-		return ""
-	}
-	if forge == "" {
-		u, _ := url.Parse(base)
-		host := strings.ToLower(u.Hostname())
-		switch {
-		case strings.Contains(host, "github"):
-			forge = "github"
-		case strings.Contains(host, "gitlab"):
-			forge = "gitlab"
-		case host == "codeberg.org" || strings.Contains(host, "gitea") || strings.Contains(host, "forgejo"):
-			forge = "gitea"
-		}
-	}
-	switch forge {
-	case "gitlab":
-		return base + "/-/commit/" + url.PathEscape(commit)
-	case "github", "gitea":
-		return base + "/commit/" + url.PathEscape(commit)
-	}
-	return ""
-}
-
 // forgeOf is the forge an automation names for its pull requests, if any.
-func forgeOf(a *imagev1.ImageUpdateAutomation) string {
+func forgeOf(a *imagev1.ImageUpdateAutomation) forge.Provider {
 	if p := a.Spec.GitSpec.Push; p != nil && p.PullRequest != nil {
-		return string(p.PullRequest.Provider)
+		return forge.Provider(p.PullRequest.Provider)
 	}
 	return ""
-}
-
-// WebURL is a git address as a web address: https for SSH (on the host's
-// https port), no credentials, no .git suffix; empty when it has no host.
-// The address is read by pkg/git's one parser, git's scp-like form too.
-func WebURL(address string) string {
-	ep, err := git.ParseURL(address)
-	if err != nil || ep.Host == "" {
-		return ""
-	}
-	u := url.URL{Scheme: ep.Scheme, Host: ep.HostPort(), Path: strings.TrimSuffix(strings.TrimSuffix("/"+strings.TrimPrefix(ep.Path, "/"), "/"), ".git")}
-	switch ep.Scheme {
-	case "ssh":
-		u.Scheme, u.Host = "https", ep.Host
-	case "http", "https":
-	default:
-		return ""
-	}
-	return u.String()
 }
 
 // FleetFilter is the Fleet page's query: namespace, state and a search

@@ -1,10 +1,8 @@
 package dashboard
 
 import (
-	"net/url"
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
@@ -172,27 +171,6 @@ func TestFleetRowSourceAndCommit(t *testing.T) {
 	flux.Spec.SourceRef.Kind = "Repository"
 	if row = fleetRow(flux, newNamespaceObjects(nil, nil), now); row.Source != "Repository flux-system/fleet" {
 		t.Errorf("source %q, want the reference's kind", row.Source)
-	}
-}
-
-func TestCommitURL(t *testing.T) {
-	tests := []struct{ name, address, forge, want string }{
-		{"https drops credentials and .git", "https://u:p@github.com/org/repo.git", "", "https://github.com/org/repo/commit/c1"},
-		{"scp-like SSH becomes https", "git@github.com:org/repo.git", "", "https://github.com/org/repo/commit/c1"},
-		{"ssh URL drops the port", "ssh://git@gitea.example.com:2222/org/repo", "", "https://gitea.example.com/org/repo/commit/c1"},
-		{"GitLab has its own path", "https://gitlab.com/group/sub/repo.git", "", "https://gitlab.com/group/sub/repo/-/commit/c1"},
-		{"a plain git server has no commit pages", "http://127.0.0.1:8080/fleet.git", "", ""},
-		{"the pull request provider names the forge", "http://127.0.0.1:3000/org/fleet.git", "gitea", "http://127.0.0.1:3000/org/fleet/commit/c1"},
-		{"a self-managed GitLab by its provider", "https://code.example.com/group/repo.git", "gitlab", "https://code.example.com/group/repo/-/commit/c1"},
-		{"a local path has no page", "/srv/git/repo.git", "", ""},
-		{"file URLs have no page", "file:///srv/git/repo.git", "", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := CommitURL(tt.address, tt.forge, "c1"); got != tt.want {
-				t.Errorf("CommitURL(%q) = %q, want %q", tt.address, got, tt.want)
-			}
-		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/forge"
 )
 
 // HistoryRow is one push of an automation's status.history.
@@ -79,7 +80,7 @@ func historyOf(a *imagev1.ImageUpdateAutomation, address string) []HistoryRow {
 	for _, h := range a.Status.History {
 		row := HistoryRow{Time: h.Time.Time, Commit: h.Commit, PullRequest: h.PullRequest, Images: h.Images, MoreImages: h.MoreImages}
 		if h.Commit != "" {
-			row.CommitURL = CommitURL(address, forgeOf(a), h.Commit)
+			row.CommitURL = forge.CommitURL(address, forgeOf(a), h.Commit)
 		}
 		rows = append(rows, row)
 	}

@@ -11,6 +11,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
@@ -79,7 +80,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		_ = s.get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: b.Automations[0].Name}, owner)
 	}
 	if b.Commit != "" {
-		b.CommitURL = CommitURL(withoutUser(j.Spec.Repository.URL), forgeOf(owner), b.Commit)
+		b.CommitURL = forge.CommitURL(withoutUser(j.Spec.Repository.URL), forgeOf(owner), b.Commit)
 	}
 	if res := j.Status.Result; res != nil {
 		// The status names files from the update path; show them from

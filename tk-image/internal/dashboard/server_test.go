@@ -26,11 +26,13 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/update-job-controller/forges"
 )
 
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	forges.Register() // as New does, for the tests that build rows without a Server
 	var err error
 	if env, err = testenv.Start(testenv.AllCharts...); err != nil {
 		fmt.Fprintln(os.Stderr, err)

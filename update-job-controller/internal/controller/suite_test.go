@@ -19,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
+	"toolkit.dev/image-toolkit/update-job-controller/forges"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
 )
 
@@ -43,6 +44,7 @@ func TestMain(m *testing.M) {
 	}
 	defer os.RemoveAll(cacheDir)
 	jobMetrics = NewJobMetrics().MustRegister(prometheus.NewRegistry())
+	forges.Register() // as main does
 	// Jobs labelled unmanaged are invisible to the suite's runner until a
 	// test removes the label, e.g. after staging a dead runner's claim.
 	unmanaged, err := labels.Parse("!" + unmanagedLabel)

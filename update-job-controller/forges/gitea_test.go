@@ -1,4 +1,4 @@
-package forge
+package forges
 
 // The Gitea adapter is tested against a real Gitea (pkg/testgitea: the
 // bin/gitea binary, one server for the test binary, a repository per
@@ -20,13 +20,15 @@ import (
 	"testing"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
 )
 
-// TestMain stops the Gitea the tests started, if any: it is started by
-// the first Gitea test, so that running only the other forges' tests
-// starts none.
+// TestMain registers the built-in forges, as the front ends do, and stops
+// the Gitea the tests started, if any: it is started by the first Gitea
+// test, so that running only the other forges' tests starts none.
 func TestMain(m *testing.M) {
+	Register()
 	code := m.Run()
 	giteaOnce.stop()
 	os.Exit(code)
@@ -125,9 +127,9 @@ func giteaUser(t *testing.T, srv *testgitea.Server, repo string) string {
 	return name
 }
 
-func giteaClient(t *testing.T, srv *testgitea.Server, repo, token string) Client {
+func giteaClient(t *testing.T, srv *testgitea.Server, repo, token string) forge.Client {
 	t.Helper()
-	c, err := New(Options{Provider: Gitea, APIURL: srv.URL, Repository: repo, Token: token, HTTPClient: http.DefaultClient})
+	c, err := forge.New(forge.Options{Provider: Gitea, APIURL: srv.URL, Repository: repo, Token: token, HTTPClient: http.DefaultClient})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,16 +139,16 @@ func giteaClient(t *testing.T, srv *testgitea.Server, repo, token string) Client
 // giteaSetup is how most tests start: the test binary's Gitea, a context
 // for the test, a repository of its own (see giteaRepo) and a client of it
 // with the admin's token.
-func giteaSetup(t *testing.T) (*testgitea.Server, context.Context, string, Client) {
+func giteaSetup(t *testing.T) (*testgitea.Server, context.Context, string, forge.Client) {
 	t.Helper()
 	srv := giteaServer(t)
 	repo, _ := giteaRepo(t, srv, "")
 	return srv, giteaCtx(t), repo, giteaClient(t, srv, repo, srv.Token)
 }
 
-func giteaErrorOf(t *testing.T, err error) *Error {
+func giteaErrorOf(t *testing.T, err error) *forge.Error {
 	t.Helper()
-	var e *Error
+	var e *forge.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("err = %v (%T), want a *forge.Error", err, err)
 	}
@@ -156,8 +158,8 @@ func giteaErrorOf(t *testing.T, err error) *Error {
 	return e
 }
 
-func giteaNewRequest(title string) NewRequest {
-	return NewRequest{Head: "update/app", Base: "main", Title: title, Body: "Updates app.\n\n- app: 1.0.0 → 1.1.0"}
+func giteaNewRequest(title string) forge.NewRequest {
+	return forge.NewRequest{Head: "update/app", Base: "main", Title: title, Body: "Updates app.\n\n- app: 1.0.0 → 1.1.0"}
 }
 
 func TestGiteaFindOpenNone(t *testing.T) {
@@ -219,9 +221,9 @@ func TestGiteaCreateThenFind(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	want := Request{
+	want := forge.Request{
 		Number: created.Number, URL: fmt.Sprintf("%s%s/pulls/%d", srv.URL, repo, created.Number),
-		State: Open, Title: "WIP: Update app to 1.1.0", Body: req.Body,
+		State: forge.Open, Title: "WIP: Update app to 1.1.0", Body: req.Body,
 		Head: "update/app", Base: "main", HeadCommit: sha, Draft: true,
 	}
 	if *created != want {
@@ -271,7 +273,7 @@ func TestGiteaCreatePlain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if created.Title != tt.title || created.Draft != tt.draft || created.State != Open {
+		if created.Title != tt.title || created.Draft != tt.draft || created.State != forge.Open {
 			t.Errorf("created %+v, want an open request titled %q, draft %t", created, tt.title, tt.draft)
 		}
 	}
@@ -416,17 +418,17 @@ func TestGiteaUnknownNames(t *testing.T) {
 	// says.
 	for _, tt := range []struct {
 		name   string
-		names  NewRequest // the labels, assignees and reviewers asked for
-		opened bool       // the request exists after the refusal
-		ok     func(e *Error, got *Request) bool
+		names  forge.NewRequest // the labels, assignees and reviewers asked for
+		opened bool             // the request exists after the refusal
+		ok     func(e *forge.Error, got *forge.Request) bool
 	}{
-		{"label", NewRequest{Labels: []string{"dependencies", "no-such-label"}}, false, func(e *Error, _ *Request) bool {
+		{"label", forge.NewRequest{Labels: []string{"dependencies", "no-such-label"}}, false, func(e *forge.Error, _ *forge.Request) bool {
 			return strings.Contains(e.Error(), `"no-such-label"`) && !strings.Contains(e.Error(), `"dependencies"`)
 		}},
-		{"assignee", NewRequest{Assignees: []string{"nobody-at-all"}}, false, func(e *Error, _ *Request) bool {
+		{"assignee", forge.NewRequest{Assignees: []string{"nobody-at-all"}}, false, func(e *forge.Error, _ *forge.Request) bool {
 			return e.StatusCode == http.StatusUnprocessableEntity && strings.Contains(e.Message, "nobody-at-all")
 		}},
-		{"reviewer", NewRequest{Reviewers: []string{"nobody-at-all"}}, true, func(e *Error, got *Request) bool {
+		{"reviewer", forge.NewRequest{Reviewers: []string{"nobody-at-all"}}, true, func(e *forge.Error, got *forge.Request) bool {
 			return strings.Contains(e.Op, fmt.Sprintf("requesting reviews of pull request #%d", got.Number)) && e.StatusCode/100 == 4
 		}},
 	} {
@@ -438,7 +440,7 @@ func TestGiteaUnknownNames(t *testing.T) {
 			req := giteaNewRequest("Update app")
 			req.Labels, req.Assignees, req.Reviewers = tt.names.Labels, tt.names.Assignees, tt.names.Reviewers
 			got, err := c.Create(ctx, req)
-			if opened := got != nil && got.Number != 0 && got.State == Open; (got != nil) != tt.opened || opened != tt.opened {
+			if opened := got != nil && got.Number != 0 && got.State == forge.Open; (got != nil) != tt.opened || opened != tt.opened {
 				t.Fatalf("Create returned %+v, want the open request: %t", got, tt.opened)
 			}
 			if e := giteaErrorOf(t, err); !tt.ok(e, got) {
@@ -561,7 +563,7 @@ func TestGiteaAutoMergeWithoutChecks(t *testing.T) {
 	// it and merges from its queue within moments, with the asked method.
 	srv, ctx, repo, c := giteaSetup(t)
 	req := giteaNewRequest("Update app")
-	req.AutoMerge = Squash
+	req.AutoMerge = forge.Squash
 	created, err := c.Create(ctx, req)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
@@ -599,12 +601,12 @@ func TestGiteaAutoMergeWaitsForChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := giteaNewRequest("Update app")
-	req.AutoMerge = Merge
+	req.AutoMerge = forge.Merge
 	created, err := c.Create(ctx, req)
 	if err != nil {
 		t.Fatalf("Create: %v", err)
 	}
-	if created.State != Open {
+	if created.State != forge.Open {
 		t.Fatalf("created %s, want open until the check passes", created.State)
 	}
 	time.Sleep(time.Second) // time for a wrong merge to happen
@@ -628,9 +630,9 @@ func TestGiteaAutoMergeDraftRefused(t *testing.T) {
 	_, ctx, _, c := giteaSetup(t)
 	req := giteaNewRequest("Update app")
 	req.Draft = true
-	req.AutoMerge = Rebase
+	req.AutoMerge = forge.Rebase
 	created, err := c.Create(ctx, req)
-	if created == nil || created.State != Open || !created.Draft {
+	if created == nil || created.State != forge.Open || !created.Draft {
 		t.Fatalf("Create returned %+v, want the open draft", created)
 	}
 	e := giteaErrorOf(t, err)
@@ -650,7 +652,7 @@ func TestGiteaAutoMergeConflictGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	var merges atomic.Int64
-	c, err := New(Options{Provider: Gitea, APIURL: srv.URL, Repository: repo, Token: srv.Token, HTTPClient: http.DefaultClient,
+	c, err := forge.New(forge.Options{Provider: Gitea, APIURL: srv.URL, Repository: repo, Token: srv.Token, HTTPClient: http.DefaultClient,
 		OnResponse: func(method string, status int) {
 			if method == http.MethodPost && status == http.StatusMethodNotAllowed {
 				merges.Add(1)
@@ -665,10 +667,10 @@ func TestGiteaAutoMergeConflictGivesUp(t *testing.T) {
 	}
 	g.mergeCheckWait = time.Second
 	req := giteaNewRequest("Update app")
-	req.AutoMerge = Merge
+	req.AutoMerge = forge.Merge
 	start := time.Now()
 	created, err := g.Create(ctx, req)
-	if created == nil || created.State != Open {
+	if created == nil || created.State != forge.Open {
 		t.Fatalf("Create returned %+v, want the open request", created)
 	}
 	e := giteaErrorOf(t, err)
@@ -707,7 +709,7 @@ func TestGiteaContextCanceled(t *testing.T) {
 	}))
 	defer hung.Close()
 	defer close(release)
-	hc, err := New(Options{Provider: Gitea, APIURL: hung.URL, Repository: "o/r", Token: "t", HTTPClient: http.DefaultClient})
+	hc, err := forge.New(forge.Options{Provider: Gitea, APIURL: hung.URL, Repository: "o/r", Token: "t", HTTPClient: http.DefaultClient})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -734,7 +736,7 @@ func TestGiteaNewMakesNoCall(t *testing.T) {
 	}))
 	defer srv.Close()
 	for _, api := range []string{srv.URL, srv.URL + "/", srv.URL + "/api/v1", srv.URL + "/api/v1/"} {
-		c, err := New(Options{Provider: Gitea, APIURL: api, Repository: "o/r", Token: "t", HTTPClient: http.DefaultClient})
+		c, err := forge.New(forge.Options{Provider: Gitea, APIURL: api, Repository: "o/r", Token: "t", HTTPClient: http.DefaultClient})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -746,7 +748,7 @@ func TestGiteaNewMakesNoCall(t *testing.T) {
 		}
 		calls.Store(0)
 	}
-	if _, err := New(Options{Provider: Gitea, APIURL: "ftp://x", Repository: "o/r", Token: "t"}); err == nil {
+	if _, err := forge.New(forge.Options{Provider: Gitea, APIURL: "ftp://x", Repository: "o/r", Token: "t"}); err == nil {
 		t.Error("New with an ftp URL succeeded")
 	}
 }
@@ -763,7 +765,7 @@ func TestGiteaMessage(t *testing.T) {
 		"<html>Bad gateway</html>":                                                               "an HTML page, not the API's JSON",
 		"":                                                                                       "",
 	} {
-		if got := answerMessage([]byte(body), giteaMessage); got != want {
+		if got := forge.AnswerMessage([]byte(body), giteaMessage); got != want {
 			t.Errorf("giteaMessage(%q) = %q, want %q", body, got, want)
 		}
 	}
@@ -777,7 +779,7 @@ func TestGiteaWIPTitles(t *testing.T) {
 		"WIP: x": true, "wip:x": true, "[WIP] x": true, "[wip]x": true,
 		"Draft: x": false, "WIP x": false, "x WIP:": false, "": false,
 	} {
-		if got := giteaDraft.prefix(title) != ""; got != draft {
+		if got := giteaDraft.Prefix(title) != ""; got != draft {
 			t.Errorf("%q is a draft: %t, want %t", title, got, draft)
 		}
 	}
@@ -788,22 +790,22 @@ func TestGiteaWIPTitles(t *testing.T) {
 	}{
 		{"x", false, "x"}, {"x", true, "WIP: x"}, {"[WIP] x", true, "[WIP] x"}, {"wip: x", true, "wip: x"},
 	} {
-		if got := giteaDraft.create(c.title, c.draft); got != c.want {
+		if got := giteaDraft.Create(c.title, c.draft); got != c.want {
 			t.Errorf("create(%q, %t) = %q, want %q", c.title, c.draft, got, c.want)
 		}
 	}
 	for _, c := range []struct {
-		current Request
+		current forge.Request
 		title   string
 		want    string
 	}{
-		{Request{Title: "WIP: old", Draft: true}, "new", "WIP: new"},
-		{Request{Title: "[WIP]old", Draft: true}, "new", "[WIP] new"},
-		{Request{Title: "WIP: old", Draft: true}, "[WIP] new", "[WIP] new"},
-		{Request{Title: "old", Draft: true}, "new", "WIP: new"}, // a draft by Gitea's own prefixes
-		{Request{Title: "old"}, "new", "new"},
+		{forge.Request{Title: "WIP: old", Draft: true}, "new", "WIP: new"},
+		{forge.Request{Title: "[WIP]old", Draft: true}, "new", "[WIP] new"},
+		{forge.Request{Title: "WIP: old", Draft: true}, "[WIP] new", "[WIP] new"},
+		{forge.Request{Title: "old", Draft: true}, "new", "WIP: new"}, // a draft by Gitea's own prefixes
+		{forge.Request{Title: "old"}, "new", "new"},
 	} {
-		if got := giteaDraft.edit(&c.current, c.title); got != c.want {
+		if got := giteaDraft.Edit(&c.current, c.title); got != c.want {
 			t.Errorf("edit(%q, %q) = %q, want %q", c.current.Title, c.title, got, c.want)
 		}
 	}

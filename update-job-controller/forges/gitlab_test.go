@@ -1,4 +1,4 @@
-package forge
+package forges
 
 // GitLab cannot run here, so the adapter is tested at the HTTP level: each
 // test plays recorded request/response exchanges, written from GitLab's
@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"toolkit.dev/image-toolkit/pkg/forge"
 )
 
 const (
@@ -38,9 +40,9 @@ const (
 // and the query parameters and JSON body fields each request must have.
 var glServer = replayer{authHeader: "PRIVATE-TOKEN", auth: glToken}.serve
 
-func glNew(t *testing.T, srv *httptest.Server) Client {
+func glNew(t *testing.T, srv *httptest.Server) forge.Client {
 	t.Helper()
-	c, err := New(Options{
+	c, err := forge.New(forge.Options{
 		Provider:         GitLab,
 		APIURL:           srv.URL + "/",
 		Repository:       "group/sub/app",
@@ -71,19 +73,19 @@ func glUser(id int, name string) string {
 		"web_url": "https://gitlab.example.com/%s"}]`, id, name, strings.ToUpper(name[:1])+name[1:], name)
 }
 
-func glWant(iid int, title string, draft bool) *Request {
-	return &Request{
+func glWant(iid int, title string, draft bool) *forge.Request {
+	return &forge.Request{
 		Number: iid, URL: fmt.Sprintf("https://gitlab.example.com/group/sub/app/-/merge_requests/%d", iid),
-		State: Open, Title: title, Body: "Bumps app to 1.2.4", Head: "image-update/app", Base: "main",
+		State: forge.Open, Title: title, Body: "Bumps app to 1.2.4", Head: "image-update/app", Base: "main",
 		HeadCommit: glSHA, Draft: draft,
 	}
 }
 
-func glErrorOf(t *testing.T, err error) *Error {
+func glErrorOf(t *testing.T, err error) *forge.Error {
 	t.Helper()
-	var e *Error
+	var e *forge.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("err = %v (%T), want *Error", err, err)
+		t.Fatalf("err = %v (%T), want *forge.Error", err, err)
 	}
 	if strings.Contains(err.Error(), glToken) {
 		t.Errorf("the token shows in %q", err)
@@ -106,7 +108,7 @@ func TestGitLabFindOpen(t *testing.T) {
 	tests := []struct {
 		name  string
 		reply string
-		want  *Request
+		want  *forge.Request
 	}{
 		{"none", `[]`, nil},
 		{"one", `[` + glMR(4, "Update app", false) + `]`, glWant(4, "Update app", false)},
@@ -143,12 +145,12 @@ func TestGitLabCreate(t *testing.T) {
 	created := glMR(7, "Update app", false)
 	tests := []struct {
 		name  string
-		req   NewRequest
+		req   forge.NewRequest
 		calls []replayCall
-		want  *Request
+		want  *forge.Request
 	}{{
 		name: "plain",
-		req:  NewRequest{Head: "image-update/app", Base: "main", Title: "Update app", Body: "Bumps app to 1.2.4"},
+		req:  forge.NewRequest{Head: "image-update/app", Base: "main", Title: "Update app", Body: "Bumps app to 1.2.4"},
 		calls: []replayCall{{
 			method: "POST", path: glMRs, status: 201, reply: created,
 			body: `{"source_branch": "image-update/app", "target_branch": "main", "title": "Update app",
@@ -158,10 +160,10 @@ func TestGitLabCreate(t *testing.T) {
 		want: glWant(7, "Update app", false),
 	}, {
 		name: "everything, squash",
-		req: NewRequest{
+		req: forge.NewRequest{
 			Head: "image-update/app", Base: "main", Title: "Update app", Body: "Bumps app to 1.2.4", Draft: true,
 			Labels: []string{"dependencies", "image-update"}, Assignees: []string{"alice", "bob"},
-			Reviewers: []string{"carol", "Alice"}, AutoMerge: Squash,
+			Reviewers: []string{"carol", "Alice"}, AutoMerge: forge.Squash,
 		},
 		calls: []replayCall{
 			{method: "GET", path: glUsers, query: url.Values{"username": {"alice"}}, reply: glUser(11, "alice")},
@@ -181,7 +183,7 @@ func TestGitLabCreate(t *testing.T) {
 		want: glWant(8, "Draft: Update app", true),
 	}, {
 		name: "rebase merges",
-		req:  NewRequest{Head: "image-update/app", Base: "main", Title: "Update app", Body: "Bumps app to 1.2.4", AutoMerge: Rebase},
+		req:  forge.NewRequest{Head: "image-update/app", Base: "main", Title: "Update app", Body: "Bumps app to 1.2.4", AutoMerge: forge.Rebase},
 		calls: []replayCall{
 			{method: "POST", path: glMRs, status: 201, reply: created, body: `{"title": "Update app"}`, absent: []string{"squash"}},
 			{
@@ -212,7 +214,7 @@ func TestGitLabCreateUnknownUser(t *testing.T) {
 		replayCall{method: "GET", path: glUsers, query: url.Values{"username": {"alice"}}, reply: glUser(11, "alice")},
 		replayCall{method: "GET", path: glUsers, query: url.Values{"username": {"mallory"}}, reply: `[]`},
 	)
-	got, err := glNew(t, srv).Create(context.Background(), NewRequest{
+	got, err := glNew(t, srv).Create(context.Background(), forge.NewRequest{
 		Head: "image-update/app", Base: "main", Title: "Update app",
 		Assignees: []string{"alice"}, Reviewers: []string{"mallory"},
 	})
@@ -239,7 +241,7 @@ func TestGitLabAutoMergeRefused(t *testing.T) {
 		{405, `{"message": "405 Method Not Allowed"}`, true, "405 Method Not Allowed"},
 		{406, `{"message": "Branch cannot be merged"}`, true, "Branch cannot be merged"},
 		{422, `{"message": "Merge request is not mergeable"}`, true, "Merge request is not mergeable"},
-		{500, `{"message": "500 Internal Server Error"}`, false, "500 Internal Server Error"},
+		{500, `{"message": "500 Internal Server forge.Error"}`, false, "500 Internal Server forge.Error"},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
@@ -247,8 +249,8 @@ func TestGitLabAutoMergeRefused(t *testing.T) {
 				replayCall{method: "POST", path: glMRs, status: 201, reply: glMR(7, "Update app", false)},
 				replayCall{method: "PUT", path: glMRs + "/7/merge", status: tt.status, reply: tt.reply},
 			)
-			got, err := glNew(t, srv).Create(context.Background(), NewRequest{
-				Head: "image-update/app", Base: "main", Title: "Update app", AutoMerge: Merge,
+			got, err := glNew(t, srv).Create(context.Background(), forge.NewRequest{
+				Head: "image-update/app", Base: "main", Title: "Update app", AutoMerge: forge.Merge,
 			})
 			if !reflect.DeepEqual(got, glWant(7, "Update app", false)) {
 				t.Errorf("got %+v, want the created request", got)
@@ -270,7 +272,7 @@ func TestGitLabAutoMergeRefused(t *testing.T) {
 func TestGitLabEdit(t *testing.T) {
 	tests := []struct {
 		name    string
-		current *Request
+		current *forge.Request
 		title   string
 		sent    string
 	}{
@@ -339,20 +341,20 @@ func TestGitLabErrors(t *testing.T) {
 		status int
 		header map[string]string
 		reply  string
-		check  func(*Error) bool
+		check  func(*forge.Error) bool
 		said   string
 	}{
-		{"401", 401, nil, `{"message": "401 Unauthorized"}`, (*Error).Unauthorized, "401 Unauthorized"},
+		{"401", 401, nil, `{"message": "401 Unauthorized"}`, (*forge.Error).Unauthorized, "401 Unauthorized"},
 		{"404 project", 404, nil, `{"message": "404 Project Not Found"}`,
-			func(e *Error) bool { return e.StatusCode == 404 }, "404 Project Not Found"},
+			func(e *forge.Error) bool { return e.StatusCode == 404 }, "404 Project Not Found"},
 		{"403 quoting the token", 403, nil, `{"error": "insufficient_scope", "error_description": "The token ` + glToken + ` lacks the api scope."}`,
-			func(e *Error) bool { return e.StatusCode == 403 && !e.RateLimited() }, "insufficient_scope: The token xxxxx lacks the api scope."},
+			func(e *forge.Error) bool { return e.StatusCode == 403 && !e.RateLimited() }, "insufficient_scope: The token xxxxx lacks the api scope."},
 		{"400 validation", 400, nil, `{"message": {"source_branch": ["can't be blank"], "title": ["can't be blank"]}}`,
-			func(e *Error) bool { return e.StatusCode == 400 }, "source_branch can't be blank; title can't be blank"},
+			func(e *forge.Error) bool { return e.StatusCode == 400 }, "source_branch can't be blank; title can't be blank"},
 		{"429 far ahead", 429, map[string]string{"Retry-After": "3600", "RateLimit-Remaining": "0"}, `Retry later`,
-			func(e *Error) bool { return e.RateLimited() && e.RetryAfter > 30*time.Minute }, "429 Too Many Requests: Retry later"},
+			func(e *forge.Error) bool { return e.RateLimited() && e.RetryAfter > 30*time.Minute }, "429 Too Many Requests: Retry later"},
 		{"502 from a proxy", 502, map[string]string{"Content-Type": "text/html"}, "<html>\n<head><title>502 Bad Gateway</title></head>\n</html>",
-			func(e *Error) bool { return e.StatusCode == 502 }, "502 Bad Gateway: an HTML page, not the API's JSON"},
+			func(e *forge.Error) bool { return e.StatusCode == 502 }, "502 Bad Gateway: an HTML page, not the API's JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -400,11 +402,11 @@ func TestGitLabRateLimitRetried(t *testing.T) {
 	tests := []struct {
 		name string
 		call replayCall
-		run  func(Client) error
+		run  func(forge.Client) error
 	}{{
 		name: "find",
 		call: replayCall{method: "GET", path: glMRs, query: url.Values{"state": {"opened"}}, reply: `[` + glMR(4, "Update app", false) + `]`},
-		run: func(c Client) error {
+		run: func(c forge.Client) error {
 			got, err := c.FindOpen(context.Background(), "image-update/app", "main")
 			if err == nil && (got == nil || got.Number != 4) {
 				err = fmt.Errorf("found %+v", got)
@@ -414,8 +416,8 @@ func TestGitLabRateLimitRetried(t *testing.T) {
 	}, {
 		name: "create",
 		call: replayCall{method: "POST", path: glMRs, status: 201, body: `{"title": "Update app", "source_branch": "image-update/app"}`, reply: glMR(7, "Update app", false)},
-		run: func(c Client) error {
-			_, err := c.Create(context.Background(), NewRequest{Head: "image-update/app", Base: "main", Title: "Update app"})
+		run: func(c forge.Client) error {
+			_, err := c.Create(context.Background(), forge.NewRequest{Head: "image-update/app", Base: "main", Title: "Update app"})
 			return err
 		},
 	}}
@@ -447,7 +449,7 @@ func TestGitLabProjectPathEscaped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.repo, func(t *testing.T) {
 			srv := glServer(t, replayCall{method: "GET", path: tt.path, reply: `[]`})
-			c, err := New(Options{Provider: GitLab, APIURL: srv.URL + "/", Repository: tt.repo, Token: glToken, HTTPClient: srv.Client()})
+			c, err := forge.New(forge.Options{Provider: GitLab, APIURL: srv.URL + "/", Repository: tt.repo, Token: glToken, HTTPClient: srv.Client()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -462,7 +464,7 @@ func TestGitLabProjectPathEscaped(t *testing.T) {
 // that path.
 func TestGitLabAPIUnderPath(t *testing.T) {
 	srv := glServer(t, replayCall{method: "GET", path: "/gitlab" + glMRs, reply: `[]`})
-	c, err := New(Options{Provider: GitLab, APIURL: srv.URL + "/gitlab/", Repository: "group/sub/app", Token: glToken, HTTPClient: srv.Client()})
+	c, err := forge.New(forge.Options{Provider: GitLab, APIURL: srv.URL + "/gitlab/", Repository: "group/sub/app", Token: glToken, HTTPClient: srv.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}

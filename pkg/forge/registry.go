@@ -3,16 +3,19 @@ package forge
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
+
+	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // Forge is one forge in the registry: its provider name, how its hosts are
-// told, where its API is, and its client. Each forge registers itself from
-// its own file (github.go, gitlab.go, gitea.go), so that adding a forge
-// touches that file, its test and the API's provider enum, and nothing
-// that knows the others.
+// told, where its API is, and its client. Each adapter is one such value
+// (update-job-controller/forges has the built-in ones), so that adding a
+// forge is that value, its test and, for the controllers, the API's
+// provider enum, and nothing that knows the others.
 type Forge struct {
 	Provider Provider
 	// Hosts are the forge's public hosts (github.com): a repository there
@@ -25,6 +28,11 @@ type Forge struct {
 	// the port of an http(s) URL), reached over scheme; nil is
 	// scheme://hostport/.
 	APIURL func(scheme, host, hostport string) string
+	// CommitPage is the path of a commit's web page under its
+	// repository's, before the commit's hash ("/commit/" on GitHub and
+	// Gitea, "/-/commit/" on GitLab); empty when the forge has none to
+	// link to.
+	CommitPage string
 	// Subgroups is set when repositories may be nested deeper than
 	// owner/name (GitLab's groups).
 	Subgroups bool
@@ -38,9 +46,10 @@ var registry struct {
 	forges map[Provider]Forge
 }
 
-// register adds a forge; registering a provider twice is a programming
-// error.
-func register(f Forge) {
+// Register adds a forge, for every Resolve and New after it (a program
+// registers its forges at start, before any job). Registering a provider
+// twice is a programming error and panics.
+func Register(f Forge) {
 	registry.Lock()
 	defer registry.Unlock()
 	if registry.forges == nil {
@@ -107,4 +116,47 @@ func detect(host string) (Forge, error) {
 	slices.SortFunc(byWord, func(a, b Forge) int { return strings.Compare(string(a.Provider), string(b.Provider)) })
 	return Forge{}, fmt.Errorf("cannot tell which forge %s is: its name fits both %s and %s; name its provider (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)",
 		host, byWord[0].Provider, byWord[1].Provider)
+}
+
+// CommitURL is the web page of commit on the forge that serves address:
+// the forge of provider when it is set, else the registered forge its host
+// tells, as Resolve tells it. It is empty when no registered forge serves
+// address (a plain git server has no commit pages: a link would 404), or
+// address is not one a browser opens (a local path). SSH addresses map to
+// their host's https pages.
+func CommitURL(address string, provider Provider, commit string) string {
+	base := WebURL(address)
+	if base == "" || commit == "" {
+		return ""
+	}
+	f, ok := lookup(provider)
+	if provider == "" {
+		u, _ := url.Parse(base)
+		var err error
+		f, err = detect(strings.ToLower(u.Hostname()))
+		ok = err == nil
+	}
+	if !ok || f.CommitPage == "" {
+		return ""
+	}
+	return base + f.CommitPage + url.PathEscape(commit)
+}
+
+// WebURL is a git address as a web address: https for SSH (on the host's
+// https port), no credentials, no .git suffix; empty when it has no host.
+// The address is read by pkg/git's one parser, git's scp-like form too.
+func WebURL(address string) string {
+	ep, err := git.ParseURL(address)
+	if err != nil || ep.Host == "" {
+		return ""
+	}
+	u := url.URL{Scheme: ep.Scheme, Host: ep.HostPort(), Path: strings.TrimSuffix(strings.TrimSuffix("/"+strings.TrimPrefix(ep.Path, "/"), "/"), ".git")}
+	switch ep.Scheme {
+	case "ssh":
+		u.Scheme, u.Host = "https", ep.Host
+	case "http", "https":
+	default:
+		return ""
+	}
+	return u.String()
 }

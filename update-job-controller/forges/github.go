@@ -1,4 +1,4 @@
-package forge
+package forges
 
 import (
 	"bytes"
@@ -13,25 +13,27 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v75/github"
+
+	"toolkit.dev/image-toolkit/pkg/forge"
 )
 
 // GitHub is github.com and GitHub Enterprise Server.
-const GitHub Provider = "github"
+const GitHub forge.Provider = "github"
 
-func init() {
-	register(Forge{
-		Provider: GitHub,
-		Hosts:    []string{"github.com"},
-		Words:    []string{"github"},
-		// Enterprise Server's API is under /api/v3/.
-		APIURL: func(scheme, host, hostport string) string {
-			if host == "github.com" {
-				return "https://api.github.com/"
-			}
-			return scheme + "://" + hostport + "/api/v3/"
-		},
-		New: newGitHub,
-	})
+// GitHubForge is the registry entry of GitHub: github.com and GitHub Enterprise Server.
+var GitHubForge = forge.Forge{
+	Provider: GitHub,
+	Hosts:    []string{"github.com"},
+	Words:    []string{"github"},
+	// Enterprise Server's API is under /api/v3/.
+	APIURL: func(scheme, host, hostport string) string {
+		if host == "github.com" {
+			return "https://api.github.com/"
+		}
+		return scheme + "://" + hostport + "/api/v3/"
+	},
+	CommitPage: "/commit/",
+	New:        newGitHub,
 }
 
 // gitHub keeps pull requests of one GitHub (or GitHub Enterprise Server)
@@ -46,7 +48,7 @@ type gitHub struct {
 	token       string
 }
 
-func newGitHub(opts Options, hc *http.Client) (Client, error) {
+func newGitHub(opts forge.Options, hc *http.Client) (forge.Client, error) {
 	base, err := gitHubBaseURL(opts.APIURL)
 	if err != nil {
 		return nil, err
@@ -95,7 +97,7 @@ func gitHubGraphQLURL(base *url.URL) string {
 	return u.String()
 }
 
-func (g *gitHub) FindOpen(ctx context.Context, head, base string) (*Request, error) {
+func (g *gitHub) FindOpen(ctx context.Context, head, base string) (*forge.Request, error) {
 	// GitHub filters by head as owner:branch; one repository has at most
 	// one open request per head and base, so the first page is plenty.
 	opt := &gh.PullRequestListOptions{State: "open", Head: g.owner + ":" + head, Base: base}
@@ -109,7 +111,7 @@ func (g *gitHub) FindOpen(ctx context.Context, head, base string) (*Request, err
 	return gitHubRequest(prs[0]), nil
 }
 
-func (g *gitHub) Create(ctx context.Context, req NewRequest) (*Request, error) {
+func (g *gitHub) Create(ctx context.Context, req forge.NewRequest) (*forge.Request, error) {
 	pr, resp, err := g.api.PullRequests.Create(ctx, g.owner, g.name, &gh.NewPullRequest{
 		Title: gh.Ptr(req.Title),
 		Head:  gh.Ptr(req.Head),
@@ -174,7 +176,7 @@ func gitHubReviewers(names []string) gh.ReviewersRequest {
 	return r
 }
 
-func (g *gitHub) Edit(ctx context.Context, current *Request, title, body string) (*Request, error) {
+func (g *gitHub) Edit(ctx context.Context, current *forge.Request, title, body string) (*forge.Request, error) {
 	pr, resp, err := g.api.PullRequests.Edit(ctx, g.owner, g.name, current.Number,
 		&gh.PullRequest{Title: gh.Ptr(title), Body: gh.Ptr(body)})
 	if err != nil {
@@ -183,7 +185,7 @@ func (g *gitHub) Edit(ctx context.Context, current *Request, title, body string)
 	return gitHubRequest(pr), nil
 }
 
-func (g *gitHub) Close(ctx context.Context, current *Request, comment string) error {
+func (g *gitHub) Close(ctx context.Context, current *forge.Request, comment string) error {
 	if comment != "" {
 		_, resp, err := g.api.Issues.CreateComment(ctx, g.owner, g.name, current.Number, &gh.IssueComment{Body: gh.Ptr(comment)})
 		if err != nil {
@@ -196,15 +198,15 @@ func (g *gitHub) Close(ctx context.Context, current *Request, comment string) er
 
 // gitHubRequest maps a pull request; GitHub's state is open or closed
 // only, a merged one being closed with merged_at set.
-func gitHubRequest(pr *gh.PullRequest) *Request {
-	state := Open
+func gitHubRequest(pr *gh.PullRequest) *forge.Request {
+	state := forge.Open
 	switch {
 	case pr.MergedAt != nil || pr.GetMerged():
-		state = Merged
+		state = forge.Merged
 	case pr.GetState() == "closed":
-		state = Closed
+		state = forge.Closed
 	}
-	return &Request{
+	return &forge.Request{
 		Number:     pr.GetNumber(),
 		URL:        pr.GetHTMLURL(),
 		State:      state,
@@ -226,8 +228,8 @@ func (g *gitHub) fail(op string, resp *gh.Response, err error) error {
 	if resp != nil {
 		hr = resp.Response
 	}
-	out := NewError(GitHub, op, hr, gitHubMessage(err), g.token)
-	var fe *Error
+	out := forge.NewError(GitHub, op, hr, gitHubMessage(err), g.token)
+	var fe *forge.Error
 	if errors.As(out, &fe) {
 		gitHubRateLimit(fe, err, time.Now())
 	}
@@ -286,7 +288,7 @@ func gitHubDetails(errs []gh.Error) string {
 // go-github remembers an exhausted limit and then refuses calls itself,
 // with a made-up 403 that has no headers, so the wait must come from the
 // error: the primary limit's reset, or the secondary limit's Retry-After.
-func gitHubRateLimit(fe *Error, err error, now time.Time) {
+func gitHubRateLimit(fe *forge.Error, err error, now time.Time) {
 	var primary *gh.RateLimitError
 	var secondary *gh.AbuseRateLimitError
 	var wait time.Duration
@@ -315,7 +317,7 @@ func gitHubRateLimit(fe *Error, err error, now time.Time) {
 }
 
 // gitHubMergeMethods are GraphQL's PullRequestMergeMethod values.
-var gitHubMergeMethods = map[MergeMethod]string{Merge: "MERGE", Squash: "SQUASH", Rebase: "REBASE"}
+var gitHubMergeMethods = map[forge.MergeMethod]string{forge.Merge: "MERGE", forge.Squash: "SQUASH", forge.Rebase: "REBASE"}
 
 const gitHubAutoMergeMutation = `mutation($pullRequestId: ID!, $mergeMethod: PullRequestMergeMethod!) {
   enablePullRequestAutoMerge(input: {pullRequestId: $pullRequestId, mergeMethod: $mergeMethod}) {
@@ -333,33 +335,33 @@ type gitHubGraphQLAnswer struct {
 
 // enableAutoMerge asks GitHub to merge the request once its requirements
 // are met.
-func (g *gitHub) enableAutoMerge(ctx context.Context, nodeID string, method MergeMethod) error {
+func (g *gitHub) enableAutoMerge(ctx context.Context, nodeID string, method forge.MergeMethod) error {
 	const op = "enabling auto-merge"
 	gqlMethod, ok := gitHubMergeMethods[method]
 	if !ok {
-		return NewError(GitHub, op, nil, fmt.Errorf("unknown merge method %q: want merge, squash or rebase", method), g.token)
+		return forge.NewError(GitHub, op, nil, fmt.Errorf("unknown merge method %q: want merge, squash or rebase", method), g.token)
 	}
 	payload, err := json.Marshal(map[string]any{
 		"query":     gitHubAutoMergeMutation,
 		"variables": map[string]string{"pullRequestId": nodeID, "mergeMethod": gqlMethod},
 	})
 	if err != nil {
-		return NewError(GitHub, op, nil, err, g.token)
+		return forge.NewError(GitHub, op, nil, err, g.token)
 	}
 	resp, answer, err := g.postGraphQL(ctx, payload)
 	switch {
 	case err != nil:
-		return NewError(GitHub, op, nil, err, g.token)
+		return forge.NewError(GitHub, op, nil, err, g.token)
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		msg := answer.Message
 		if msg == "" {
 			msg = resp.Status
 		}
-		return NewError(GitHub, op, resp, errors.New(msg), g.token)
+		return forge.NewError(GitHub, op, resp, errors.New(msg), g.token)
 	case len(answer.Errors) > 0:
 		// GraphQL refuses with 200 and a list of errors. The response
 		// itself is not passed on: its 200 would read as a success.
-		return NewError(GitHub, op, nil, fmt.Errorf("%s (usually \"Allow auto-merge\" is off in the repository's settings, "+
+		return forge.NewError(GitHub, op, nil, fmt.Errorf("%s (usually \"Allow auto-merge\" is off in the repository's settings, "+
 			"or the request could be merged at once: the base branch requires no checks or reviews)",
 			answer.Errors[0].Message), g.token)
 	}

@@ -1,25 +1,24 @@
-// Package forge keeps pull (merge) requests on GitHub, GitLab and Gitea
-// (which covers Forgejo): find the open request of a head branch, open one,
-// edit its title and body, close it with a comment.
+// Package forge keeps pull (merge) requests on a forge: find the open
+// request of a head branch, open one, edit its title and body, close it
+// with a comment. The write-back engine proposes its changes through it.
 //
 // The interface is the few verbs an update stream needs and no more, so
 // that the job's logic (one request per stream, kept fresh, never
-// duplicated) lives once, in the runner, and each forge is a small adapter
-// over its official client library (google/go-github,
-// gitlab.com/gitlab-org/api/client-go, code.gitea.io/sdk/gitea). The
-// libraries are used rather than hand-written REST because they track the
-// APIs' shapes and pagination; fluxcd/go-git-providers was not chosen
-// because its common interface has no labels, reviewers, draft, close or
-// comments, so every adapter would have gone around it to the same
-// clients.
+// duplicated) lives once, in the engine, and each forge is a small adapter
+// registered here (Register). This package holds no forge's client
+// library: the built-in adapters (GitHub, GitLab, Gitea and Forgejo, over
+// their official libraries) are update-job-controller/forges, which the
+// front ends register at start, and a program embedding the engine can
+// register its own forge the same way.
 //
 // What the adapters share is here: where a forge's API is (derived from
 // the git URL), the rate-limit handling every request goes through
 // (Retry-After, X-RateLimit-Reset), one error type that says what the
 // forge answered, for the job's conditions, the keeping of a refusal's
-// body that a library would not quote, and the title prefixes by which
-// GitLab and Gitea mark a draft. Tokens never appear in errors: the
-// libraries' messages are scrubbed of them.
+// body that a library would not quote (KeepAnswers, CallKeepingAnswer),
+// and the title prefixes by which GitLab and Gitea mark a draft
+// (DraftPrefixes). Tokens never appear in errors: the libraries' messages
+// are scrubbed of them.
 package forge
 
 import (
@@ -39,8 +38,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/httpwait"
 )
 
-// Provider names a forge's API; each forge's file declares its own and
-// registers it (registry.go).
+// Provider names a forge's API; each adapter declares its own and is
+// registered under it (Register).
 type Provider string
 
 // State of a request.
@@ -161,11 +160,12 @@ type Endpoint struct {
 
 // Resolve finds the forge, its API and the repository's path from the git
 // URL, with the provider and API URL the spec sets (either may be empty).
-// The provider is told by the host's name: github.com and hosts with
-// "github" in their name are GitHub (Enterprise Server's API is at
-// /api/v3/), gitlab.com and "gitlab" hosts are GitLab, codeberg.org and
-// "gitea" or "forgejo" hosts are Gitea. The API is reached over https,
-// unless the git URL is plain http (a test or a trusted network).
+// Without a provider, the registered forges tell it by the host's name:
+// one of a forge's public hosts, else the one forge whose word the name
+// holds (with the built-in forges, github.com and "github" hosts are
+// GitHub, gitlab.com and "gitlab" hosts GitLab, codeberg.org and "gitea"
+// or "forgejo" hosts Gitea). The API is the forge's APIURL, reached over
+// https unless the git URL is plain http (a test or a trusted network).
 func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error) {
 	u, err := git.ParseURL(gitURL)
 	if err != nil {
@@ -281,18 +281,18 @@ func NewError(p Provider, op string, resp *http.Response, err error, token strin
 	return e
 }
 
-// callKeepingAnswer runs call with a context under which keepAnswers
+// CallKeepingAnswer runs call with a context under which KeepAnswers
 // keeps the body of a failed answer, and turns call's failure into an
 // Error that quotes the forge's words from that body (read by message,
-// see answerMessage), or else the library's error.
-func callKeepingAnswer(ctx context.Context, p Provider, op, token string, message func([]byte) (string, error),
+// see AnswerMessage), or else the library's error.
+func CallKeepingAnswer(ctx context.Context, p Provider, op, token string, message func([]byte) (string, error),
 	call func(context.Context) (*http.Response, error)) error {
 	answer := &keptAnswer{}
 	resp, err := call(context.WithValue(ctx, keptAnswerKey{}, answer))
 	if err == nil {
 		return nil
 	}
-	if msg := answerMessage(answer.body, message); msg != "" {
+	if msg := AnswerMessage(answer.body, message); msg != "" {
 		err = errors.New(msg)
 	}
 	return NewError(p, op, resp, err, token)
@@ -315,9 +315,9 @@ type (
 // and a proxy's error page need not be kept whole.
 const maxKeptAnswer = 64 << 10
 
-// keepAnswers returns a copy of hc whose transport keeps failed answers'
-// bodies for callKeepingAnswer.
-func keepAnswers(hc *http.Client) *http.Client {
+// KeepAnswers returns a copy of hc whose transport keeps failed answers'
+// bodies for CallKeepingAnswer.
+func KeepAnswers(hc *http.Client) *http.Client {
 	c := &http.Client{}
 	if hc != nil {
 		*c = *hc
@@ -344,11 +344,11 @@ func (t answerKeeper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// answerMessage is what an error body says: what message reads from the
+// AnswerMessage is what an error body says: what message reads from the
 // forge's JSON; a body that is not JSON, as it is (a rate limit's "Retry
 // later"); and of an HTML page, from a proxy or a URL that is not the API,
 // only that it is one. Empty when there is no body.
-func answerMessage(body []byte, message func([]byte) (string, error)) string {
+func AnswerMessage(body []byte, message func([]byte) (string, error)) string {
 	text := strings.TrimSpace(string(body))
 	if text == "" {
 		return ""
@@ -471,17 +471,17 @@ func RetryAfter(resp *http.Response, now time.Time) time.Duration {
 	return 0
 }
 
-// draftPrefixes are the title prefixes by which a forge marks a draft
+// DraftPrefixes are the title prefixes by which a forge marks a draft
 // (GitLab, Gitea), in any case, and the one it puts on a new draft.
-type draftPrefixes struct {
-	known []string
-	add   string
+type DraftPrefixes struct {
+	Known []string
+	Add   string
 }
 
-// prefix is title's draft prefix with the spaces after it, or "" when
+// Prefix is title's draft prefix with the spaces after it, or "" when
 // title has none.
-func (d draftPrefixes) prefix(title string) string {
-	for _, p := range d.known {
+func (d DraftPrefixes) Prefix(title string) string {
+	for _, p := range d.Known {
 		if len(title) >= len(p) && strings.EqualFold(title[:len(p)], p) {
 			rest := strings.TrimLeft(title[len(p):], " ")
 			return title[:len(title)-len(rest)]
@@ -490,27 +490,27 @@ func (d draftPrefixes) prefix(title string) string {
 	return ""
 }
 
-// create is the title of a new request: a draft's is marked, unless the
+// Create is the title of a new request: a draft's is marked, unless the
 // title (from a template) is already.
-func (d draftPrefixes) create(title string, draft bool) string {
-	if !draft || d.prefix(title) != "" {
+func (d DraftPrefixes) Create(title string, draft bool) string {
+	if !draft || d.Prefix(title) != "" {
 		return title
 	}
-	return d.add + title
+	return d.Add + title
 }
 
-// edit keeps a draft a draft when the job rewrites its title, with the
+// Edit keeps a draft a draft when the job rewrites its title, with the
 // prefix it had. A request a person took out of draft has no prefix to
 // keep, and none is added back.
-func (d draftPrefixes) edit(current *Request, title string) string {
-	if !current.Draft || d.prefix(title) != "" {
+func (d DraftPrefixes) Edit(current *Request, title string) string {
+	if !current.Draft || d.Prefix(title) != "" {
 		return title
 	}
-	if p := d.prefix(current.Title); p != "" {
+	if p := d.Prefix(current.Title); p != "" {
 		if !strings.HasSuffix(p, " ") {
 			p += " "
 		}
 		return p + title
 	}
-	return d.add + title
+	return d.Add + title
 }

@@ -1,4 +1,4 @@
-package forge
+package forges
 
 // The forges that cannot run here (GitHub, GitLab) are tested against a
 // replay of recorded exchanges: one server that checks each request

@@ -1,4 +1,4 @@
-package forge
+package forges
 
 import (
 	"context"
@@ -12,19 +12,20 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // Gitea covers Forgejo (and so codeberg.org), whose API is Gitea's.
-const Gitea Provider = "gitea"
+const Gitea forge.Provider = "gitea"
 
-func init() {
-	register(Forge{
-		Provider: Gitea,
-		Hosts:    []string{"codeberg.org"},
-		Words:    []string{"gitea", "forgejo"},
-		New:      newGitea,
-	})
+// GiteaForge is the registry entry of Gitea, and Forgejo (codeberg.org), whose API is Gitea's.
+var GiteaForge = forge.Forge{
+	Provider:   Gitea,
+	Hosts:      []string{"codeberg.org"},
+	Words:      []string{"gitea", "forgejo"},
+	CommitPage: "/commit/",
+	New:        newGitea,
 }
 
 // giteaForge keeps pull requests of one Gitea (or Forgejo) repository
@@ -37,7 +38,7 @@ func init() {
 // made; so every call gets its own client, bound to the call's context.
 type giteaForge struct {
 	base        string       // the instance's root, without a trailing slash
-	hc          *http.Client // keeps failed answers (keepAnswers)
+	hc          *http.Client // keeps failed answers (forge.KeepAnswers)
 	owner, name string
 	token       string
 	// pageSize and maxPullPages bound FindOpen's reading, mergeCheckWait
@@ -57,13 +58,13 @@ const (
 	giteaMaxLabelPages = 20
 )
 
-func newGitea(opts Options, hc *http.Client) (Client, error) {
+func newGitea(opts forge.Options, hc *http.Client) (forge.Client, error) {
 	base, err := giteaBaseURL(opts.APIURL)
 	if err != nil {
 		return nil, err
 	}
 	owner, name, _ := strings.Cut(opts.Repository, "/")
-	g := &giteaForge{base: base, hc: keepAnswers(hc), owner: owner, name: name, token: opts.Token,
+	g := &giteaForge{base: base, hc: forge.KeepAnswers(hc), owner: owner, name: name, token: opts.Token,
 		pageSize: giteaPageSize, maxPullPages: giteaMaxPullPages, mergeCheckWait: giteaMergeCheckWait}
 	// Made once here so that a bad option fails New, not the first call.
 	if _, err := g.client(context.Background()); err != nil {
@@ -102,7 +103,7 @@ func (g *giteaForge) client(ctx context.Context) (*gitea.Client, error) {
 // call runs one SDK call with ctx and turns its failure into an Error that
 // says what Gitea answered.
 func (g *giteaForge) call(ctx context.Context, op string, fn func(*gitea.Client) (*gitea.Response, error)) error {
-	return callKeepingAnswer(ctx, Gitea, op, g.token, giteaMessage, func(ctx context.Context) (*http.Response, error) {
+	return forge.CallKeepingAnswer(ctx, Gitea, op, g.token, giteaMessage, func(ctx context.Context) (*http.Response, error) {
 		api, err := g.client(ctx)
 		if err != nil {
 			return nil, err
@@ -115,7 +116,7 @@ func (g *giteaForge) call(ctx context.Context, op string, fn func(*gitea.Client)
 	})
 }
 
-func (g *giteaForge) FindOpen(ctx context.Context, head, base string) (*Request, error) {
+func (g *giteaForge) FindOpen(ctx context.Context, head, base string) (*forge.Request, error) {
 	// Gitea's list has no head filter (1.26 added base_branch, which the
 	// SDK does not send and Forgejo may not know), and its GET
 	// /pulls/{base}/{head} answers an arbitrary request of that pair
@@ -154,7 +155,7 @@ func (g *giteaForge) FindOpen(ctx context.Context, head, base string) (*Request,
 	// Saying "none" here could open a second request; Gitea would refuse
 	// it (one open request per head and base), but with a less clear
 	// message than this.
-	return nil, &Error{Provider: Gitea, Op: op, Message: fmt.Sprintf(
+	return nil, &forge.Error{Provider: Gitea, Op: op, Message: fmt.Sprintf(
 		"read the first %d open pull requests without finding it, and there are more", g.maxPullPages*g.pageSize)}
 }
 
@@ -172,7 +173,7 @@ func giteaSameRepoPull(pr *gitea.PullRequest, head, base string) bool {
 	return pr.Head.Repository != nil && pr.Base.Repository != nil && pr.Head.Repository.ID == pr.Base.Repository.ID
 }
 
-func (g *giteaForge) Create(ctx context.Context, req NewRequest) (*Request, error) {
+func (g *giteaForge) Create(ctx context.Context, req forge.NewRequest) (*forge.Request, error) {
 	// Gitea silently drops label IDs it does not know, so names are
 	// resolved first, and a misspelt one fails before anything exists.
 	// Assignees need no such step: Gitea refuses (422) an unknown or
@@ -184,7 +185,7 @@ func (g *giteaForge) Create(ctx context.Context, req NewRequest) (*Request, erro
 	opt := gitea.CreatePullRequestOption{
 		Head:      req.Head,
 		Base:      req.Base,
-		Title:     giteaDraft.create(req.Title, req.Draft),
+		Title:     giteaDraft.Create(req.Title, req.Draft),
 		Body:      req.Body,
 		Assignees: giteaUserNames(req.Assignees),
 		Labels:    labels,
@@ -235,7 +236,7 @@ func (g *giteaForge) labelIDs(ctx context.Context, names []string) ([]int64, err
 		orgLabels, err := g.listLabels(ctx, op, func(api *gitea.Client, lo gitea.ListOptions) ([]*gitea.Label, *gitea.Response, error) {
 			return api.ListOrgLabels(g.owner, gitea.ListOrgLabelsOptions{ListOptions: lo})
 		})
-		var e *Error
+		var e *forge.Error
 		// A user's repository has no organization: 404.
 		if err != nil && !(errors.As(err, &e) && e.StatusCode == http.StatusNotFound) {
 			return nil, err
@@ -243,7 +244,7 @@ func (g *giteaForge) labelIDs(ctx context.Context, names []string) ([]int64, err
 		ids, missing = giteaMatchLabels(wanted, append(repoLabels, orgLabels...))
 	}
 	if len(missing) > 0 {
-		return nil, &Error{Provider: Gitea, Op: op, Message: fmt.Sprintf("%s/%s has no label %s (labels must exist before a pull request can have them)",
+		return nil, &forge.Error{Provider: Gitea, Op: op, Message: fmt.Sprintf("%s/%s has no label %s (labels must exist before a pull request can have them)",
 			g.owner, g.name, giteaQuoteAll(missing))}
 	}
 	return ids, nil
@@ -366,7 +367,7 @@ const (
 // that is done it answers 405 "Please try again later"; that answer is
 // asked again for a while. It is also Gitea's answer to a request that
 // conflicts, which is why the asking is bounded.
-func (g *giteaForge) autoMerge(ctx context.Context, pr *Request, method MergeMethod) error {
+func (g *giteaForge) autoMerge(ctx context.Context, pr *forge.Request, method forge.MergeMethod) error {
 	opt := gitea.MergePullRequestOption{
 		Style:                  giteaMergeStyle(method),
 		HeadCommitId:           pr.HeadCommit,
@@ -389,7 +390,7 @@ func (g *giteaForge) autoMerge(ctx context.Context, pr *Request, method MergeMet
 			}
 			return resp, err
 		})
-		var e *Error
+		var e *forge.Error
 		later := errors.As(err, &e) && e.StatusCode == http.StatusMethodNotAllowed &&
 			strings.Contains(strings.ToLower(e.Message), "try again later")
 		if later && time.Now().Add(wait).Before(deadline) {
@@ -397,7 +398,7 @@ func (g *giteaForge) autoMerge(ctx context.Context, pr *Request, method MergeMet
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return NewError(Gitea, op, nil, ctx.Err(), g.token)
+				return forge.NewError(Gitea, op, nil, ctx.Err(), g.token)
 			case <-t.C:
 			}
 			wait = min(2*wait, giteaMergeCheckMax)
@@ -412,30 +413,30 @@ func (g *giteaForge) autoMerge(ctx context.Context, pr *Request, method MergeMet
 			e.Op = fmt.Sprintf("auto-merge could not be enabled on pull request #%d (it stays open, to merge by hand)", pr.Number)
 		}
 		if err == nil && status == http.StatusOK {
-			pr.State = Merged
+			pr.State = forge.Merged
 		}
 		return err
 	}
 }
 
-func giteaMergeStyle(m MergeMethod) gitea.MergeStyle {
+func giteaMergeStyle(m forge.MergeMethod) gitea.MergeStyle {
 	switch m {
-	case Squash:
+	case forge.Squash:
 		return gitea.MergeStyleSquash
-	case Rebase:
+	case forge.Rebase:
 		return gitea.MergeStyleRebase
 	}
 	return gitea.MergeStyleMerge
 }
 
-func (g *giteaForge) Edit(ctx context.Context, current *Request, title, body string) (*Request, error) {
+func (g *giteaForge) Edit(ctx context.Context, current *forge.Request, title, body string) (*forge.Request, error) {
 	if current == nil {
 		return nil, errors.New("gitea: editing a pull request: no pull request given")
 	}
 	// An empty title is Gitea's "leave the title be"; a prefix alone would
 	// replace it.
 	if strings.TrimSpace(title) != "" {
-		title = giteaDraft.edit(current, title)
+		title = giteaDraft.Edit(current, title)
 	}
 	opt := gitea.EditPullRequestOption{Title: title, Body: &body}
 	var pr *gitea.PullRequest
@@ -450,7 +451,7 @@ func (g *giteaForge) Edit(ctx context.Context, current *Request, title, body str
 	return giteaRequest(pr), nil
 }
 
-func (g *giteaForge) Close(ctx context.Context, current *Request, comment string) error {
+func (g *giteaForge) Close(ctx context.Context, current *forge.Request, comment string) error {
 	if current == nil {
 		return errors.New("gitea: closing a pull request: no pull request given")
 	}
@@ -477,23 +478,23 @@ func (g *giteaForge) Close(ctx context.Context, current *Request, comment string
 // merged one being closed with merged set. Draft is Gitea's draft field
 // (from the instance's configured WIP prefixes) or the default prefixes,
 // for versions without the field.
-func giteaRequest(pr *gitea.PullRequest) *Request {
+func giteaRequest(pr *gitea.PullRequest) *forge.Request {
 	if pr == nil {
 		return nil
 	}
-	r := &Request{
+	r := &forge.Request{
 		Number: int(pr.Index),
 		URL:    pr.HTMLURL,
-		State:  Open,
+		State:  forge.Open,
 		Title:  pr.Title,
 		Body:   pr.Body,
-		Draft:  pr.Draft || giteaDraft.prefix(pr.Title) != "",
+		Draft:  pr.Draft || giteaDraft.Prefix(pr.Title) != "",
 	}
 	switch {
 	case pr.HasMerged || pr.Merged != nil:
-		r.State = Merged
+		r.State = forge.Merged
 	case pr.State == gitea.StateClosed:
-		r.State = Closed
+		r.State = forge.Closed
 	}
 	if pr.Head != nil {
 		r.Head, r.HeadCommit = pr.Head.Ref, pr.Head.Sha
@@ -506,7 +507,7 @@ func giteaRequest(pr *gitea.PullRequest) *Request {
 
 // Gitea marks a draft by its title: [repository.pull-request]
 // WORK_IN_PROGRESS_PREFIXES, by default these, in any case.
-var giteaDraft = draftPrefixes{known: []string{"WIP:", "[WIP]"}, add: "WIP: "}
+var giteaDraft = forge.DraftPrefixes{Known: []string{"WIP:", "[WIP]"}, Add: "WIP: "}
 
 // giteaMessage is what a Gitea error body in JSON says: {"message": ...,
 // "errors": [...]} (the errors add the detail to a generic message, e.g. a

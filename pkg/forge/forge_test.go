@@ -12,53 +12,6 @@ import (
 	"time"
 )
 
-// Resolve tells the forge from the host, derives its API (api.github.com,
-// /api/v3/ for GitHub Enterprise, the host's root for GitLab and Gitea,
-// https for ssh remotes, http for http remotes) and reads the repository
-// path, and refuses what it cannot tell.
-func TestResolve(t *testing.T) {
-	tests := []struct {
-		url, provider, api string
-		want               Endpoint
-		err                string
-	}{
-		{url: "https://github.com/org/app.git", want: Endpoint{GitHub, "https://api.github.com/", "org/app"}},
-		{url: "ssh://git@github.com/org/app", want: Endpoint{GitHub, "https://api.github.com/", "org/app"}},
-		{url: "https://github.example.com/org/app", want: Endpoint{GitHub, "https://github.example.com/api/v3/", "org/app"}},
-		{url: "https://gitlab.com/group/sub/app.git", want: Endpoint{GitLab, "https://gitlab.com/", "group/sub/app"}},
-		{url: "ssh://git@gitlab.example.com:2222/group/app.git", want: Endpoint{GitLab, "https://gitlab.example.com/", "group/app"}},
-		{url: "git@github.com:org/app.git", want: Endpoint{GitHub, "https://api.github.com/", "org/app"}},
-		{url: "git@gitlab.example.com:group/sub/app.git", want: Endpoint{GitLab, "https://gitlab.example.com/", "group/sub/app"}},
-		{url: "codeberg.org:org/app", want: Endpoint{Gitea, "https://codeberg.org/", "org/app"}},
-		{url: "https://codeberg.org/me/app", want: Endpoint{Gitea, "https://codeberg.org/", "me/app"}},
-		{url: "http://127.0.0.1:3000/me/app.git", provider: "gitea", want: Endpoint{Gitea, "http://127.0.0.1:3000/", "me/app"}},
-		{url: "https://git.example.com/gitlab/group/app.git", provider: "gitlab", api: "https://git.example.com/gitlab",
-			want: Endpoint{GitLab, "https://git.example.com/gitlab/", "group/app"}},
-		{url: "https://git.example.com/org/app", err: "cannot tell which forge git.example.com is"},
-		{url: "https://github.com/org", err: "cannot read the repository's owner and name"},
-		{url: "https://github.com/a/b/c", err: "cannot read the repository's owner and name"},
-		{url: "https://git.example.com/org/app", provider: "gitea", api: "ftp://x", err: "is not an http(s) URL"},
-		{url: "https://user:s3cret@git.example.com/x", provider: "gitea", err: "xxxxx"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.url, func(t *testing.T) {
-			got, err := Resolve(tt.url, Provider(tt.provider), tt.api)
-			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) || strings.Contains(err.Error(), "s3cret") {
-					t.Fatalf("err = %v, want %q", err, tt.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if *got != tt.want {
-				t.Errorf("got %+v, want %+v", *got, tt.want)
-			}
-		})
-	}
-}
-
 // RetryAfter reads Retry-After in seconds or as a date, else the reset
 // time GitHub (X-RateLimit-Reset) or GitLab (RateLimit-Reset) sends.
 func TestRetryAfter(t *testing.T) {
@@ -131,7 +84,7 @@ func TestLimiter(t *testing.T) {
 	if calls.Load() != 1 || time.Since(start) > 2*time.Second {
 		t.Errorf("long wait: %d calls in %s, want 1 at once", calls.Load(), time.Since(start))
 	}
-	err = NewError(GitHub, "listing pull requests", resp, errors.New("API rate limit exceeded for token tok-123"), "tok-123")
+	err = NewError("github", "listing pull requests", resp, errors.New("API rate limit exceeded for token tok-123"), "tok-123")
 	var fe *Error
 	if !errors.As(err, &fe) || !fe.RateLimited() || fe.RetryAfter < time.Hour || strings.Contains(err.Error(), "tok-123") {
 		t.Errorf("err = %v", err)
@@ -167,17 +120,17 @@ func TestErrorMessages(t *testing.T) {
 		{403, "(the token lacks a permission or scope this needs)"},
 	}
 	for _, tt := range tests {
-		err := NewError(GitHub, "opening the request", &http.Response{StatusCode: tt.status, Header: http.Header{}}, errors.New("Bad credentials"), "")
+		err := NewError("github", "opening the request", &http.Response{StatusCode: tt.status, Header: http.Header{}}, errors.New("Bad credentials"), "")
 		if !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%d: %v, want %q", tt.status, err, tt.want)
 		}
 	}
 	var fe *Error
-	err := NewError(GitLab, "x", &http.Response{StatusCode: 401, Header: http.Header{}}, errors.New("401"), "")
+	err := NewError("gitlab", "x", &http.Response{StatusCode: 401, Header: http.Header{}}, errors.New("401"), "")
 	if !errors.As(err, &fe) || !fe.Unauthorized() {
 		t.Errorf("401 is not Unauthorized: %v", err)
 	}
-	if err := NewError(Gitea, "x", nil, context.DeadlineExceeded, ""); !errors.Is(err, context.DeadlineExceeded) {
+	if err := NewError("gitea", "x", nil, context.DeadlineExceeded, ""); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a timeout is not kept: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package forge
+package forges
 
 import (
 	"context"
@@ -12,20 +12,21 @@ import (
 
 	gitlab "gitlab.com/gitlab-org/api/client-go"
 
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
 )
 
 // GitLab is gitlab.com and self-managed GitLab.
-const GitLab Provider = "gitlab"
+const GitLab forge.Provider = "gitlab"
 
-func init() {
-	register(Forge{
-		Provider:  GitLab,
-		Hosts:     []string{"gitlab.com"},
-		Words:     []string{"gitlab"},
-		Subgroups: true,
-		New:       newGitLab,
-	})
+// GitLabForge is the registry entry of GitLab: gitlab.com and self-managed GitLab.
+var GitLabForge = forge.Forge{
+	Provider:   GitLab,
+	Hosts:      []string{"gitlab.com"},
+	Words:      []string{"gitlab"},
+	Subgroups:  true,
+	CommitPage: "/-/commit/",
+	New:        newGitLab,
 }
 
 // gitLab keeps merge requests of one GitLab project. The project is named
@@ -37,14 +38,14 @@ type gitLab struct {
 	token   string
 }
 
-func newGitLab(opts Options, hc *http.Client) (Client, error) {
+func newGitLab(opts forge.Options, hc *http.Client) (forge.Client, error) {
 	base, err := gitLabBaseURL(opts.APIURL)
 	if err != nil {
 		return nil, err
 	}
 	api, err := gitlab.NewClient(opts.Token,
 		gitlab.WithBaseURL(base),
-		gitlab.WithHTTPClient(keepAnswers(hc)),
+		gitlab.WithHTTPClient(forge.KeepAnswers(hc)),
 		// The transport of forge.go is the one place rate limits are
 		// waited out, the same way for every forge; the library's own
 		// retries (of 429s and 5xx, up to five) would repeat what the
@@ -77,7 +78,7 @@ type gitLabNoPacing struct{}
 
 func (gitLabNoPacing) Wait(context.Context) error { return nil }
 
-func (g *gitLab) FindOpen(ctx context.Context, head, base string) (*Request, error) {
+func (g *gitLab) FindOpen(ctx context.Context, head, base string) (*forge.Request, error) {
 	opt := &gitlab.ListProjectMergeRequestsOptions{
 		// GitLab allows one open merge request per source and target
 		// branch of a project, so one page is plenty even with forks'.
@@ -105,7 +106,7 @@ func (g *gitLab) FindOpen(ctx context.Context, head, base string) (*Request, err
 	return nil, nil
 }
 
-func (g *gitLab) Create(ctx context.Context, req NewRequest) (*Request, error) {
+func (g *gitLab) Create(ctx context.Context, req forge.NewRequest) (*forge.Request, error) {
 	// Names are resolved before anything is created, so that a misspelt
 	// name leaves no merge request behind.
 	ids := map[string]int64{}
@@ -118,7 +119,7 @@ func (g *gitLab) Create(ctx context.Context, req NewRequest) (*Request, error) {
 		return nil, err
 	}
 	opt := &gitlab.CreateMergeRequestOptions{
-		Title:              gitlab.Ptr(gitLabDraft.create(req.Title, req.Draft)),
+		Title:              gitlab.Ptr(gitLabDraft.Create(req.Title, req.Draft)),
 		Description:        gitlab.Ptr(req.Body),
 		SourceBranch:       gitlab.Ptr(req.Head),
 		TargetBranch:       gitlab.Ptr(req.Base),
@@ -133,7 +134,7 @@ func (g *gitLab) Create(ctx context.Context, req NewRequest) (*Request, error) {
 	if len(reviewers) > 0 {
 		opt.ReviewerIDs = &reviewers
 	}
-	if req.AutoMerge == Squash {
+	if req.AutoMerge == forge.Squash {
 		opt.Squash = gitlab.Ptr(true)
 	}
 	var mr *gitlab.MergeRequest
@@ -191,7 +192,7 @@ func (g *gitLab) userID(ctx context.Context, role, name string) (int64, error) {
 			return u.ID, nil
 		}
 	}
-	return 0, &Error{Provider: GitLab, Op: op, Message: "GitLab has no user of that name"}
+	return 0, &forge.Error{Provider: GitLab, Op: op, Message: "GitLab has no user of that name"}
 }
 
 // autoMerge asks GitLab to merge the request when its pipeline succeeds
@@ -201,7 +202,7 @@ func (g *gitLab) userID(ctx context.Context, role, name string) (int64, error) {
 // merged. Projects should require pipelines to succeed: without that
 // setting, GitLab merges at once a request whose pipeline has not been
 // created yet.
-func (g *gitLab) autoMerge(ctx context.Context, mr *Request, method MergeMethod) error {
+func (g *gitLab) autoMerge(ctx context.Context, mr *forge.Request, method forge.MergeMethod) error {
 	opt := &gitlab.AcceptMergeRequestOptions{
 		// merge_when_pipeline_succeeds is what every GitLab version
 		// knows; auto_merge is its name since 17.11, sent too so that
@@ -209,7 +210,7 @@ func (g *gitLab) autoMerge(ctx context.Context, mr *Request, method MergeMethod)
 		MergeWhenPipelineSucceeds: gitlab.Ptr(true),
 		AutoMerge:                 gitlab.Ptr(true),
 	}
-	if method == Squash {
+	if method == forge.Squash {
 		opt.Squash = gitlab.Ptr(true)
 	}
 	if mr.HeadCommit != "" {
@@ -220,7 +221,7 @@ func (g *gitLab) autoMerge(ctx context.Context, mr *Request, method MergeMethod)
 		_, resp, err := g.api.MergeRequests.AcceptMergeRequest(g.project, int64(mr.Number), opt, o)
 		return resp, err
 	})
-	var e *Error
+	var e *forge.Error
 	if errors.As(err, &e) && gitLabRefusedMerge(e.StatusCode) {
 		// The request is open and fine; only the automation of its
 		// merge is missing, which a person can still do.
@@ -241,12 +242,12 @@ func gitLabRefusedMerge(status int) bool {
 	return false
 }
 
-func (g *gitLab) Edit(ctx context.Context, current *Request, title, body string) (*Request, error) {
+func (g *gitLab) Edit(ctx context.Context, current *forge.Request, title, body string) (*forge.Request, error) {
 	if current == nil {
 		return nil, errors.New("gitlab: editing a merge request: no merge request given")
 	}
 	opt := &gitlab.UpdateMergeRequestOptions{
-		Title:       gitlab.Ptr(gitLabDraft.edit(current, title)),
+		Title:       gitlab.Ptr(gitLabDraft.Edit(current, title)),
 		Description: gitlab.Ptr(body),
 	}
 	var mr *gitlab.MergeRequest
@@ -261,7 +262,7 @@ func (g *gitLab) Edit(ctx context.Context, current *Request, title, body string)
 	return gitLabMergeRequest(mr), nil
 }
 
-func (g *gitLab) Close(ctx context.Context, current *Request, comment string) error {
+func (g *gitLab) Close(ctx context.Context, current *forge.Request, comment string) error {
 	if current == nil {
 		return errors.New("gitlab: closing a merge request: no merge request given")
 	}
@@ -288,7 +289,7 @@ func (g *gitLab) Close(ctx context.Context, current *Request, comment string) er
 // call runs one library call with ctx and turns its failure into an
 // Error that says what GitLab answered.
 func (g *gitLab) call(ctx context.Context, op string, fn func(gitlab.RequestOptionFunc) (*gitlab.Response, error)) error {
-	return callKeepingAnswer(ctx, GitLab, op, g.token, gitLabMessage, func(ctx context.Context) (*http.Response, error) {
+	return forge.CallKeepingAnswer(ctx, GitLab, op, g.token, gitLabMessage, func(ctx context.Context) (*http.Response, error) {
 		resp, err := fn(gitlab.WithContext(ctx))
 		if resp == nil {
 			return nil, err
@@ -348,7 +349,7 @@ func flattenGitLabMessage(m any) string {
 	return fmt.Sprint(m)
 }
 
-func gitLabMergeRequest(mr *gitlab.MergeRequest) *Request {
+func gitLabMergeRequest(mr *gitlab.MergeRequest) *forge.Request {
 	if mr == nil {
 		return nil
 	}
@@ -358,8 +359,8 @@ func gitLabMergeRequest(mr *gitlab.MergeRequest) *Request {
 // gitLabRequest maps a merge request. Draft is the draft field, the
 // work_in_progress field of older versions, or the title's prefix, which
 // is what GitLab itself goes by.
-func gitLabRequest(mr *gitlab.BasicMergeRequest, wip bool) *Request {
-	return &Request{
+func gitLabRequest(mr *gitlab.BasicMergeRequest, wip bool) *forge.Request {
+	return &forge.Request{
 		Number:     int(mr.IID),
 		URL:        mr.WebURL,
 		State:      gitLabState(mr.State),
@@ -368,21 +369,21 @@ func gitLabRequest(mr *gitlab.BasicMergeRequest, wip bool) *Request {
 		Head:       mr.SourceBranch,
 		Base:       mr.TargetBranch,
 		HeadCommit: mr.SHA,
-		Draft:      mr.Draft || wip || gitLabDraft.prefix(mr.Title) != "",
+		Draft:      mr.Draft || wip || gitLabDraft.Prefix(mr.Title) != "",
 	}
 }
 
-func gitLabState(s string) State {
+func gitLabState(s string) forge.State {
 	switch s {
 	case "opened", "locked": // locked: being merged, still open
-		return Open
+		return forge.Open
 	case "closed":
-		return Closed
+		return forge.Closed
 	case "merged":
-		return Merged
+		return forge.Merged
 	}
-	return State(s)
+	return forge.State(s)
 }
 
 // GitLab marks a draft by its title: these prefixes, in any case.
-var gitLabDraft = draftPrefixes{known: []string{"draft:", "[draft]", "(draft)", "draft -"}, add: "Draft: "}
+var gitLabDraft = forge.DraftPrefixes{Known: []string{"draft:", "[draft]", "(draft)", "draft -"}, Add: "Draft: "}

@@ -1,4 +1,4 @@
-package forge
+package forges
 
 // GitHub cannot run here, so the adapter is tested at the HTTP level: each
 // test plays recorded request/response exchanges written from GitHub's
@@ -29,6 +29,8 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v75/github"
+
+	"toolkit.dev/image-toolkit/pkg/forge"
 )
 
 const (
@@ -44,9 +46,9 @@ const (
 var ghServer = replayer{authHeader: "Authorization", auth: "Bearer " + ghToken, exact: true}.serve
 
 // ghClient is the Client New makes for org/app on srv, as the job does.
-func ghClient(t *testing.T, srv *httptest.Server, apiPath string) Client {
+func ghClient(t *testing.T, srv *httptest.Server, apiPath string) forge.Client {
 	t.Helper()
-	c, err := New(Options{
+	c, err := forge.New(forge.Options{
 		Provider: GitHub, APIURL: srv.URL + apiPath, Repository: "org/app", Token: ghToken,
 		HTTPClient: srv.Client(), MaxRateLimitWait: 5 * time.Second,
 	})
@@ -85,8 +87,8 @@ func ghPull(over map[string]any) string {
 var ghFindQuery = url.Values{"state": {"open"}, "head": {"org:image-updates"}, "base": {"main"}}
 
 // ghWant is the Request of ghPull(nil).
-var ghWant = Request{
-	Number: 42, URL: "https://github.com/org/app/pull/42", State: Open, Title: "Update images",
+var ghWant = forge.Request{
+	Number: 42, URL: "https://github.com/org/app/pull/42", State: forge.Open, Title: "Update images",
 	Body: "Updates app to 1.2.3", Head: "image-updates", Base: "main", HeadCommit: ghSHA,
 }
 
@@ -104,7 +106,7 @@ func TestGitHubFindOpen(t *testing.T) {
 	tests := []struct {
 		name  string
 		reply string
-		want  *Request
+		want  *forge.Request
 	}{
 		{name: "none", reply: `[]`},
 		{name: "one", reply: "[" + ghPull(nil) + "]", want: &ghWant},
@@ -130,12 +132,12 @@ func TestGitHubRequestState(t *testing.T) {
 	tests := []struct {
 		name string
 		over map[string]any
-		want State
+		want forge.State
 	}{
-		{"open", nil, Open},
-		{"closed", map[string]any{"state": "closed"}, Closed},
-		{"merged", map[string]any{"state": "closed", "merged_at": "2025-01-02T03:04:05Z"}, Merged},
-		{"merged flag", map[string]any{"state": "closed", "merged": true}, Merged},
+		{"open", nil, forge.Open},
+		{"closed", map[string]any{"state": "closed"}, forge.Closed},
+		{"merged", map[string]any{"state": "closed", "merged_at": "2025-01-02T03:04:05Z"}, forge.Merged},
+		{"merged flag", map[string]any{"state": "closed", "merged": true}, forge.Merged},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -186,10 +188,10 @@ var ghLabelsAdded = replayCall{method: "POST", path: ghIssue + "/labels", body: 
 	reply: `[{"id":208045946,"node_id":"MDU6TGFiZWwyMDgwNDU5NDY=","name":"images","color":"f29513","default":false},` +
 		`{"id":208045947,"node_id":"MDU6TGFiZWwyMDgwNDU5NDc=","name":"automated","color":"a2eeef","default":false}]`}
 
-var ghNewRequest = NewRequest{
+var ghNewRequest = forge.NewRequest{
 	Head: "image-updates", Base: "main", Title: "Update images", Body: "Updates app to 1.2.3", Draft: true,
 	Labels: []string{"images", "automated"}, Assignees: []string{"alice"}, Reviewers: []string{"bob", "org/platform", "carol"},
-	AutoMerge: Squash,
+	AutoMerge: forge.Squash,
 }
 
 // Create opens the pull request, then adds labels, assignees, reviewers
@@ -213,7 +215,7 @@ func TestGitHubCreatePlain(t *testing.T) {
 	srv := ghServer(t, replayCall{method: "POST", path: ghPulls,
 		body:   `{"title":"Update images","head":"image-updates","base":"main","body":"","draft":false}`,
 		status: http.StatusCreated, reply: ghPull(nil)})
-	got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "Update images"})
+	got, err := ghClient(t, srv, "/").Create(t.Context(), forge.NewRequest{Head: "image-updates", Base: "main", Title: "Update images"})
 	if err != nil || got.Number != 42 {
 		t.Fatalf("got %+v, %v", got, err)
 	}
@@ -230,7 +232,7 @@ func TestGitHubCreateLabelsRefused(t *testing.T) {
 	if got == nil || got.Number != 42 || got.URL != ghWant.URL {
 		t.Fatalf("request = %+v, want #42", got)
 	}
-	var fe *Error
+	var fe *forge.Error
 	if !errors.As(err, &fe) || fe.StatusCode != http.StatusForbidden || fe.Op != "adding labels to the pull request" ||
 		!strings.Contains(err.Error(), "Resource not accessible by personal access token") {
 		t.Errorf("err = %v", err)
@@ -251,12 +253,12 @@ func TestGitHubAutoMergeRefused(t *testing.T) {
 				`"locations":[{"line":2,"column":3}],"message":"Auto merge is not allowed for this repository"},` +
 				`{"type":"UNPROCESSABLE","message":"second"}]}`},
 	)
-	got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main",
-		Title: "Update images", Body: "Updates app to 1.2.3", AutoMerge: Rebase})
+	got, err := ghClient(t, srv, "/").Create(t.Context(), forge.NewRequest{Head: "image-updates", Base: "main",
+		Title: "Update images", Body: "Updates app to 1.2.3", AutoMerge: forge.Rebase})
 	if got == nil || got.Number != 42 {
 		t.Fatalf("request = %+v", got)
 	}
-	var fe *Error
+	var fe *forge.Error
 	if !errors.As(err, &fe) || fe.Op != "enabling auto-merge" || fe.StatusCode != 0 ||
 		!strings.Contains(fe.Message, "Auto merge is not allowed for this repository") ||
 		!strings.Contains(fe.Message, `"Allow auto-merge" is off in the repository's settings`) ||
@@ -275,8 +277,8 @@ func TestGitHubAutoMergeUnauthorized(t *testing.T) {
 		replayCall{method: "POST", path: "/graphql", graphQL: map[string]any{"pullRequestId": ghNodeID, "mergeMethod": "MERGE"},
 			status: http.StatusUnauthorized, reply: `{"message":"Bad credentials","documentation_url":"https://docs.github.com/graphql"}`},
 	)
-	got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "t", AutoMerge: Merge})
-	var fe *Error
+	got, err := ghClient(t, srv, "/").Create(t.Context(), forge.NewRequest{Head: "image-updates", Base: "main", Title: "t", AutoMerge: forge.Merge})
+	var fe *forge.Error
 	if got == nil || !errors.As(err, &fe) || !fe.Unauthorized() || !strings.Contains(err.Error(), "Bad credentials") {
 		t.Errorf("got %+v, err = %v", got, err)
 	}
@@ -287,7 +289,7 @@ func TestGitHubAutoMergeUnknownMethod(t *testing.T) {
 	srv := ghServer(t, replayCall{method: "POST", path: ghPulls,
 		body:   `{"title":"t","head":"image-updates","base":"main","body":"","draft":false}`,
 		status: http.StatusCreated, reply: ghPull(nil)})
-	got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "t", AutoMerge: "fast-forward"})
+	got, err := ghClient(t, srv, "/").Create(t.Context(), forge.NewRequest{Head: "image-updates", Base: "main", Title: "t", AutoMerge: "fast-forward"})
 	if got == nil || err == nil || !strings.Contains(err.Error(), `unknown merge method "fast-forward"`) {
 		t.Errorf("got %+v, err = %v", got, err)
 	}
@@ -340,7 +342,7 @@ func TestGitHubCloseCommentRefused(t *testing.T) {
 	srv := ghServer(t, replayCall{method: "POST", path: ghIssue + "/comments", body: `{"body":"c"}`, status: http.StatusNotFound,
 		reply: `{"message":"Not Found","documentation_url":"https://docs.github.com/rest/issues/comments#create-an-issue-comment","status":"404"}`})
 	err := ghClient(t, srv, "/").Close(t.Context(), &ghWant, "c")
-	var fe *Error
+	var fe *forge.Error
 	if !errors.As(err, &fe) || fe.StatusCode != http.StatusNotFound || fe.Op != "commenting on pull request #42" {
 		t.Errorf("err = %v", err)
 	}
@@ -356,37 +358,37 @@ func TestGitHubErrors(t *testing.T) {
 		status int
 		reply  string
 		want   []string
-		check  func(*Error) bool
+		check  func(*forge.Error) bool
 	}{
 		{name: "401", status: http.StatusUnauthorized,
 			reply: `{"message":"Bad credentials","documentation_url":"https://docs.github.com/rest","status":"401"}`,
 			want:  []string{"github: creating the pull request: 401 Unauthorized", "Bad credentials"},
-			check: (*Error).Unauthorized},
+			check: (*forge.Error).Unauthorized},
 		{name: "404", status: http.StatusNotFound,
 			reply: `{"message":"Not Found","documentation_url":"https://docs.github.com/rest/pulls/pulls#create-a-pull-request","status":"404"}`,
 			want:  []string{"404 Not Found: POST /repos/org/app/pulls: Not Found", "does not exist"},
-			check: func(e *Error) bool { return e.StatusCode == 404 && !e.Unauthorized() && !e.RateLimited() }},
+			check: func(e *forge.Error) bool { return e.StatusCode == 404 && !e.Unauthorized() && !e.RateLimited() }},
 		{name: "422", status: http.StatusUnprocessableEntity,
 			reply: `{"message":"Validation Failed","errors":[{"resource":"PullRequest","code":"custom","message":"A pull request already exists for org:image-updates."}],` +
 				`"documentation_url":"https://docs.github.com/rest/pulls/pulls#create-a-pull-request","status":"422"}`,
 			want:  []string{"Validation Failed: A pull request already exists for org:image-updates."},
-			check: func(e *Error) bool { return e.StatusCode == 422 }},
+			check: func(e *forge.Error) bool { return e.StatusCode == 422 }},
 		{name: "422 by code", status: http.StatusUnprocessableEntity,
 			reply: `{"message":"Validation Failed","errors":[{"resource":"PullRequest","field":"base","code":"invalid"}]}`,
 			want:  []string{"Validation Failed: PullRequest base invalid"},
-			check: func(e *Error) bool { return e.StatusCode == 422 }},
+			check: func(e *forge.Error) bool { return e.StatusCode == 422 }},
 		{name: "token echoed", status: http.StatusBadRequest,
 			reply: `{"message":"Problems parsing token ` + ghToken + `"}`,
 			want:  []string{"Problems parsing token xxxxx"},
-			check: func(e *Error) bool { return e.StatusCode == 400 }},
+			check: func(e *forge.Error) bool { return e.StatusCode == 400 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := ghServer(t, replayCall{method: "POST", path: ghPulls,
 				body:   `{"title":"t","head":"image-updates","base":"main","body":"","draft":false}`,
 				status: tt.status, reply: tt.reply})
-			got, err := ghClient(t, srv, "/").Create(t.Context(), NewRequest{Head: "image-updates", Base: "main", Title: "t"})
-			var fe *Error
+			got, err := ghClient(t, srv, "/").Create(t.Context(), forge.NewRequest{Head: "image-updates", Base: "main", Title: "t"})
+			var fe *forge.Error
 			if got != nil || !errors.As(err, &fe) || !tt.check(fe) {
 				t.Fatalf("got %+v, err = %#v", got, err)
 			}
@@ -436,7 +438,7 @@ func TestGitHubRateLimitFarAhead(t *testing.T) {
 	for i := range 2 {
 		start := time.Now()
 		got, err := c.FindOpen(t.Context(), "image-updates", "main")
-		var fe *Error
+		var fe *forge.Error
 		if got != nil || !errors.As(err, &fe) || !fe.RateLimited() || fe.StatusCode != http.StatusForbidden ||
 			fe.RetryAfter < 58*time.Minute || fe.RetryAfter > time.Hour || time.Since(start) > 2*time.Second {
 			t.Fatalf("call %d: got %+v, err = %v", i+1, got, err)
@@ -466,7 +468,7 @@ func TestGitHubSecondaryRateLimit(t *testing.T) {
 				reply: `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",` +
 					`"documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`})
 			_, err := ghClient(t, srv, "/").FindOpen(t.Context(), "image-updates", "main")
-			var fe *Error
+			var fe *forge.Error
 			if !errors.As(err, &fe) || fe.StatusCode != tt.status || fe.RetryAfter != tt.wait ||
 				!strings.Contains(fe.Message, "secondary rate limit") {
 				t.Errorf("err = %#v", err)
@@ -488,28 +490,28 @@ func TestGitHubRateLimitMapping(t *testing.T) {
 	tests := []struct {
 		name       string
 		err        error
-		start      Error
+		start      forge.Error
 		wantStatus int
 		wantWait   time.Duration
 	}{
 		{name: "primary", err: &gh.RateLimitError{Rate: gh.Rate{Reset: gh.Timestamp{Time: now.Add(10 * time.Minute)}}, Response: resp(403)},
-			start: Error{StatusCode: 403}, wantStatus: 403, wantWait: 10 * time.Minute},
+			start: forge.Error{StatusCode: 403}, wantStatus: 403, wantWait: 10 * time.Minute},
 		{name: "primary, reset passed", err: &gh.RateLimitError{Rate: gh.Rate{Reset: gh.Timestamp{Time: now.Add(-time.Minute)}}, Response: resp(403)},
-			start: Error{StatusCode: 403}, wantStatus: 403, wantWait: time.Second},
+			start: forge.Error{StatusCode: 403}, wantStatus: 403, wantWait: time.Second},
 		{name: "primary, no response", err: &gh.RateLimitError{Rate: gh.Rate{Reset: gh.Timestamp{Time: now.Add(time.Minute)}}},
 			wantStatus: 403, wantWait: time.Minute},
 		{name: "secondary with retry-after", err: &gh.AbuseRateLimitError{RetryAfter: ptr(30 * time.Second), Response: resp(403)},
-			start: Error{StatusCode: 403}, wantStatus: 403, wantWait: 30 * time.Second},
+			start: forge.Error{StatusCode: 403}, wantStatus: 403, wantWait: 30 * time.Second},
 		{name: "secondary without", err: &gh.AbuseRateLimitError{Response: resp(403)},
-			start: Error{StatusCode: 403}, wantStatus: 403, wantWait: time.Minute},
+			start: forge.Error{StatusCode: 403}, wantStatus: 403, wantWait: time.Minute},
 		{name: "secondary 429", err: &gh.AbuseRateLimitError{RetryAfter: ptr(5 * time.Second), Response: resp(429)},
-			start: Error{StatusCode: 429}, wantStatus: 429, wantWait: 5 * time.Second},
+			start: forge.Error{StatusCode: 429}, wantStatus: 429, wantWait: 5 * time.Second},
 		{name: "headers say longer", err: &gh.AbuseRateLimitError{RetryAfter: ptr(5 * time.Second), Response: resp(403)},
-			start: Error{StatusCode: 403, RetryAfter: time.Minute}, wantStatus: 403, wantWait: time.Minute},
+			start: forge.Error{StatusCode: 403, RetryAfter: time.Minute}, wantStatus: 403, wantWait: time.Minute},
 		{name: "wrapped", err: fmt.Errorf("x: %w", &gh.AbuseRateLimitError{Response: resp(403)}),
-			start: Error{StatusCode: 403}, wantStatus: 403, wantWait: time.Minute},
+			start: forge.Error{StatusCode: 403}, wantStatus: 403, wantWait: time.Minute},
 		{name: "not a rate limit", err: &gh.ErrorResponse{Message: "Not Found", Response: resp(404)},
-			start: Error{StatusCode: 404}, wantStatus: 404},
+			start: forge.Error{StatusCode: 404}, wantStatus: 404},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -566,7 +568,7 @@ func TestGitHubGraphQLURL(t *testing.T) {
 
 // An API URL that is not http(s) is refused when the client is made.
 func TestGitHubBadAPIURL(t *testing.T) {
-	_, err := New(Options{Provider: GitHub, APIURL: "ftp://github.example.com/", Repository: "org/app", Token: ghToken})
+	_, err := forge.New(forge.Options{Provider: GitHub, APIURL: "ftp://github.example.com/", Repository: "org/app", Token: ghToken})
 	if err == nil || !strings.Contains(err.Error(), "is not an http(s) URL") {
 		t.Errorf("err = %v", err)
 	}
