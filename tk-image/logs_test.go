@@ -1,14 +1,13 @@
 package main
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 )
 

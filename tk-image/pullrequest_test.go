@@ -1,8 +1,6 @@
 package main
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"context"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )

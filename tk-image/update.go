@@ -1,8 +1,6 @@
 package main
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )
 

@@ -26,8 +26,6 @@
 package discover
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"bytes"
 	"cmp"
 	"fmt"
@@ -41,6 +39,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/imagename"
 	"toolkit.dev/image-toolkit/pkg/setters"
 )

@@ -1,15 +1,15 @@
 package discover
 
 import (
-	"reflect"
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // found is an image as a test names it: name, tag, and its locations as

@@ -1,8 +1,6 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"bytes"
 	"fmt"
 	"io/fs"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // Options tune UpdateDir.

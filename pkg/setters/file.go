@@ -1,8 +1,6 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"bytes"
 	"errors"
 	"fmt"
@@ -13,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // Policies maps NAMESPACE:NAME to the policy's image.

@@ -1,14 +1,14 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 func FuzzUpdate(f *testing.F) {

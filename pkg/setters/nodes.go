@@ -1,12 +1,12 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"strings"
 
 	"sigs.k8s.io/kustomize/kyaml/kio/kioutil"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // UpdateNodes applies the policies to parsed objects, e.g. the items of a

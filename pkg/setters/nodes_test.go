@@ -1,8 +1,6 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"bytes"
 	"os"
 	"path/filepath"
@@ -12,6 +10,8 @@ import (
 
 	"sigs.k8s.io/kustomize/kyaml/kio"
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // Node mode finds the same changes as byte mode on the golden inputs, and

@@ -6,13 +6,13 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"fmt"
 	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 var (

@@ -1,12 +1,12 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 func TestParseImage(t *testing.T) {

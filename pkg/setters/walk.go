@@ -1,12 +1,12 @@
 package setters
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"bytes"
 	"fmt"
 
 	"sigs.k8s.io/kustomize/kyaml/yaml"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // findTargets lists the marked scalars of the documents, in document order.

@@ -13,8 +13,6 @@
 package writeback
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"cmp"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/git/refname"
 )
 

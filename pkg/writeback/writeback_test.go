@@ -1,13 +1,13 @@
 package writeback
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"errors"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // The Plan is asked by static binaries and by every controller's events:

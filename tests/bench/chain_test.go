@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/tests/testkit/testenv"

@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +25,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 // browser starts headless chromium for the test and returns a tab.

@@ -1,8 +1,6 @@
 package dashboard
 
 import (
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-
 	"bytes"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +16,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 // The real Flux CLI installs tk-image from a catalog served here, built by

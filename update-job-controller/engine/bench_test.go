@@ -1,14 +1,13 @@
 package engine
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"context"
 	"errors"
 	"os"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )

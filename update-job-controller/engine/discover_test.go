@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"slices"
-
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )

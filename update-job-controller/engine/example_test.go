@@ -1,14 +1,13 @@
 package engine_test
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"

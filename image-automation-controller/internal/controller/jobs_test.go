@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/selection"
 )

@@ -1,11 +1,10 @@
 package controller
 
 import (
-	"time"
-
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"

@@ -1,13 +1,12 @@
 package events
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"fmt"
 	"maps"
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
 )

@@ -11,12 +11,11 @@
 package jobplan
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"path"
 	"strings"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git/refname"
 	"toolkit.dev/image-toolkit/pkg/writeback"

@@ -19,8 +19,6 @@
 package testflux
 
 import (
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-
 	"context"
 	"fmt"
 	"io"
@@ -41,6 +39,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"toolkit.dev/image-toolkit/tests/testkit/testenv"
 )
 
 // Binaries and the CRD directory under Options.Bin, as hack/tools/flux

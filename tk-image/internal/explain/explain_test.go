@@ -1,8 +1,6 @@
 package explain
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -12,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/selection"
 )
 

@@ -1,8 +1,6 @@
 package mirror
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"strings"
 
 	git2go "github.com/libgit2/git2go/v34"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // CommitDir records dir as the whole new content of the repository

@@ -1,11 +1,10 @@
 package controller
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"reflect"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )

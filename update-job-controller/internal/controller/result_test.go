@@ -1,8 +1,6 @@
 package controller
 
 import (
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
-
 	"errors"
 	"fmt"
 	"reflect"
@@ -10,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"

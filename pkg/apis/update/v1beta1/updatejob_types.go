@@ -2,11 +2,12 @@ package v1beta1
 
 import (
 	"strings"
-	"toolkit.dev/image-toolkit/pkg/apis/meta"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // UpdateJobKind is the kind name of UpdateJob.
