@@ -17,6 +17,9 @@
 //     the front ends, so an embedder links only those it registers.
 //   - No shipped binary links the test servers (tests/testkit) or anything
 //     else of the tests tree.
+//   - Every hand-written file groups its imports the one way
+//     (imports_test.go): the standard library, other modules, this
+//     repository.
 //   - The Makefile's MODULES, over which lint, vet and the tests run, are
 //     the workspace's modules, so a new module is not left out of make test.
 package deps
