@@ -7,10 +7,12 @@
 // The engine knows nothing of Kubernetes: no API types, no client, no
 // conditions, and it links none (tests/deps checks with go list -deps that
 // the engine and its mirror import nothing of k8s.io or controller-runtime
-// beyond the kube-openapi types kyaml brings itself). A front end turns its own input into a Plan (the
+// beyond the kube-openapi types kyaml brings itself, and no forge's client
+// library). A front end turns its own input into a Plan (the
 // update-job-controller with pkg/writeback/jobplan, tk-image from its
-// flags), gives Credentials, and maps the Result and errors back into its
-// own terms. This is the shape of the GitOps engine proposal (seed 002):
+// flags), gives a CredentialsStore, registers the forges it proposes on
+// (pkg/forge.Register; update-job-controller/forges has the built-in
+// ones), and maps the Result and errors back into its own terms. This is the shape of the GitOps engine proposal (seed 002):
 // one subsystem with a small API, customised through callbacks, so that
 // more than one front end can use it. Example embeds it in 50 lines; the
 // update-job-controller (internal/controller) and tk-image update
@@ -20,9 +22,11 @@
 //
 //   - An Engine is cheap: New stores its arguments. The mirror.Cache is
 //     what is shared and costly, so a front end that serves many jobs
-//     keeps one Cache and makes an Engine per job when credentials or
-//     hooks differ per job (the update-job-controller does), or one
-//     Engine for many runs when they do not (tk-image, the Example).
+//     keeps one Cache. Credentials come from a CredentialsStore asked
+//     with the repository before each fetch and push, so one Engine can
+//     serve repositories with different credentials; a Credentials value
+//     is the store of one set. A front end whose hooks differ per job
+//     makes an Engine per job (the update-job-controller does).
 //   - Hooks are plain function fields, not registrations: a run has one
 //     caller, and nil means "nothing to do". They are where a front end
 //     keeps its own state in step with the run: BeforePush lets the

@@ -36,7 +36,20 @@ type Settings struct {
 	Hooks Hooks
 }
 
-// Credentials are what a run authenticates with.
+// CredentialsStore gives a run what it authenticates with, per remote. A
+// run asks it with the plan's repository URL before each fetch and each
+// push (a long run's push may come long after its fetch: a store may
+// rotate what it gives) and before it opens a forge's client, so that one
+// Engine serves runs against repositories with different credentials. An
+// error fails the run as KindAuthentication, retryable, unless it is an
+// *Error of the store's own choosing (or wraps git.ErrInvalidCredentials:
+// then terminal KindInvalid).
+type CredentialsStore interface {
+	Lookup(ctx context.Context, repository string) (Credentials, error)
+}
+
+// Credentials are what a run authenticates with. They are the simplest
+// CredentialsStore: the same credentials for every repository.
 type Credentials struct {
 	// Git reaches the repository (HTTP basic or bearer, SSH key, TLS
 	// roots, known_hosts, proxy); nil is anonymous.
@@ -49,6 +62,9 @@ type Credentials struct {
 	// the forge's API too). Nil uses fresh's bearer token or password.
 	ForgeToken func(ctx context.Context, fresh *git.Auth) (string, error)
 }
+
+// Lookup is c, whatever the repository.
+func (c Credentials) Lookup(context.Context, string) (Credentials, error) { return c, nil }
 
 // Hooks let a front end take part in a run. Their errors end the run and
 // are returned as they are.
@@ -145,16 +161,21 @@ type Event struct {
 // Engine runs write-back plans.
 type Engine struct {
 	settings Settings
-	creds    Credentials
+	store    CredentialsStore
 	cache    *mirror.Cache
 }
 
-// New is an engine that keeps its mirrors in cache.
-func New(settings Settings, creds Credentials, cache *mirror.Cache) *Engine {
+// New is an engine that keeps its mirrors in cache and asks store for
+// each run's credentials (a Credentials value for one set; nil is
+// anonymous).
+func New(settings Settings, store CredentialsStore, cache *mirror.Cache) *Engine {
 	if settings.PushRetries <= 0 {
 		settings.PushRetries = DefaultPushRetries
 	}
-	return &Engine{settings: settings, creds: creds, cache: cache}
+	if store == nil {
+		store = Credentials{}
+	}
+	return &Engine{settings: settings, store: store, cache: cache}
 }
 
 // run is one Run: the plan, its mirror and what it found so far.
@@ -162,6 +183,9 @@ type run struct {
 	*Engine
 	plan   writeback.Plan
 	mirror *mirror.Mirror
+	// creds are the store's answer for the plan's repository, asked
+	// again before each fetch and push (credentials).
+	creds Credentials
 	// pushPlans are the indexes of a group's plans whose changes the
 	// commit carries (RunGroup).
 	pushPlans []int
@@ -179,7 +203,7 @@ func (e *Engine) Run(ctx context.Context, plan writeback.Plan) (Result, error) {
 		return Result{}, err
 	}
 	if plan.Target.PullRequest != nil {
-		fc, err := e.forgeClient(ctx, plan)
+		fc, err := r.forgeClient(ctx)
 		if err != nil {
 			return Result{}, err
 		}
@@ -310,6 +334,9 @@ func (r *run) fetchAndResolve(ctx context.Context) (*git2go.Oid, error) {
 	if r.mirror.Empty() {
 		op = OpClone
 	}
+	if err := r.credentials(ctx); err != nil {
+		return nil, err
+	}
 	fctx, cancel := context.WithTimeout(ctx, r.timeout())
 	start := time.Now()
 	err := r.mirror.Fetch(fctx, r.creds.Git)
@@ -324,6 +351,22 @@ func (r *run) fetchAndResolve(ctx context.Context) (*git2go.Oid, error) {
 	}
 	r.res.CheckoutRevision = rev
 	return oid, nil
+}
+
+// credentials asks the store for the plan's repository's credentials.
+func (r *run) credentials(ctx context.Context) error {
+	c, err := r.store.Lookup(ctx, r.plan.Repository)
+	var e *Error
+	switch {
+	case err == nil:
+		r.creds = c
+		return nil
+	case errors.As(err, &e):
+		return err
+	case errors.Is(err, git.ErrInvalidCredentials):
+		return terminal(KindInvalid, fmt.Errorf("credentials of %s: %w", git.Redact(r.plan.Repository), err))
+	}
+	return retryable(KindAuthentication, fmt.Errorf("credentials of %s: %w", git.Redact(r.plan.Repository), err))
 }
 
 // landed reports whether an earlier run's push (Plan.Resume) is on the

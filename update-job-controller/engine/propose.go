@@ -19,19 +19,22 @@ import (
 const CloseComment = "The base branch already has these image updates; closing this request. (image-toolkit)"
 
 // forgeClient is the API client of the plan's pull request.
-func (e *Engine) forgeClient(ctx context.Context, plan writeback.Plan) (forge.Client, error) {
-	pr := plan.Target.PullRequest
-	ep, err := forge.Resolve(plan.Repository, forge.Provider(pr.Provider), pr.APIURL)
+func (r *run) forgeClient(ctx context.Context) (forge.Client, error) {
+	pr := r.plan.Target.PullRequest
+	ep, err := forge.Resolve(r.plan.Repository, forge.Provider(pr.Provider), pr.APIURL)
 	if err != nil {
 		return nil, invalidf("push.pullRequest: %v", err)
 	}
-	fresh, err := e.creds.Git.Fresh(ctx)
+	if err := r.credentials(ctx); err != nil {
+		return nil, err
+	}
+	fresh, err := r.creds.Git.Fresh(ctx)
 	if err != nil {
 		return nil, retryable(KindAuthentication, err)
 	}
 	var token string
-	if e.creds.ForgeToken != nil {
-		if token, err = e.creds.ForgeToken(ctx, fresh); err != nil {
+	if r.creds.ForgeToken != nil {
+		if token, err = r.creds.ForgeToken(ctx, fresh); err != nil {
 			return nil, err
 		}
 	} else if fresh != nil {
@@ -57,8 +60,8 @@ func (e *Engine) forgeClient(ctx context.Context, plan writeback.Plan) (forge.Cl
 		Token:      token,
 		HTTPClient: hc,
 		OnResponse: func(_ string, status int) {
-			if e.settings.Hooks.OnEvent != nil {
-				e.settings.Hooks.OnEvent(Event{Kind: EventForgeResponse, Provider: provider, StatusCode: status})
+			if r.settings.Hooks.OnEvent != nil {
+				r.settings.Hooks.OnEvent(Event{Kind: EventForgeResponse, Provider: provider, StatusCode: status})
 			}
 		},
 	})
@@ -178,6 +181,9 @@ func (r *run) pushHead(ctx context.Context, head string, base, commit *git2go.Oi
 		return headCommit, false, nil
 	}
 	p := Push{Commit: commit.String(), Refs: []string{"refs/heads/" + head}, PullRequest: true}
+	if err := r.credentials(ctx); err != nil {
+		return "", false, err
+	}
 	if err := r.beforePush(ctx, p); err != nil {
 		return "", false, err
 	}

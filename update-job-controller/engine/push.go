@@ -21,6 +21,11 @@ import (
 func (r *run) push(ctx context.Context, commit *git2go.Oid) error {
 	t := r.plan.Target
 	p := Push{Commit: commit.String(), Base: r.res.CheckoutRevision, Refs: t.Refs(), Plans: r.pushPlans}
+	// Asked before BeforePush, so that a store's failure records no
+	// commit as being pushed.
+	if err := r.credentials(ctx); err != nil {
+		return err
+	}
 	if err := r.beforePush(ctx, p); err != nil {
 		return err
 	}
