@@ -8,8 +8,6 @@ import (
 	"os"
 	"time"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
@@ -250,7 +248,7 @@ func (r *run) rounds(ctx context.Context) (Result, error) {
 		if round == 0 && r.landed() {
 			return r.res, nil
 		}
-		var commit *git2go.Oid
+		var commit mirror.Hash
 		if r.plan.Update.Container != nil {
 			commit, err = r.updateByContainer(ctx, oid, round)
 		} else {
@@ -264,7 +262,7 @@ func (r *run) rounds(ctx context.Context) (Result, error) {
 			// race to retry.
 			return r.propose(ctx, oid, commit)
 		}
-		if commit == nil {
+		if commit.IsZero() {
 			return r.res, nil
 		}
 		err = r.push(ctx, commit)
@@ -329,13 +327,13 @@ func (r *run) afterPush(ctx context.Context, p Push) {
 	}
 }
 
-func (r *run) fetchAndResolve(ctx context.Context) (*git2go.Oid, error) {
+func (r *run) fetchAndResolve(ctx context.Context) (mirror.Hash, error) {
 	op := OpFetch
 	if r.mirror.Empty() {
 		op = OpClone
 	}
 	if err := r.credentials(ctx); err != nil {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	fctx, cancel := context.WithTimeout(ctx, r.timeout())
 	start := time.Now()
@@ -343,11 +341,11 @@ func (r *run) fetchAndResolve(ctx context.Context) (*git2go.Oid, error) {
 	cancel()
 	r.observe(op, start)
 	if err != nil {
-		return nil, gitError(err)
+		return mirror.Hash{}, gitError(err)
 	}
 	oid, rev, err := r.mirror.Resolve(r.plan.Checkout)
 	if err != nil {
-		return nil, retryable(KindGit, err)
+		return mirror.Hash{}, retryable(KindGit, err)
 	}
 	r.res.CheckoutRevision = rev
 	return oid, nil

@@ -8,8 +8,6 @@ import (
 	"path"
 	"strings"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
@@ -97,7 +95,7 @@ func (g *group) rounds(ctx context.Context) error {
 			g.resume()
 		}
 		commit, err := g.update(ctx, oid)
-		if err != nil || commit == nil {
+		if err != nil || commit.IsZero() {
 			return err
 		}
 		err = g.push(ctx, commit)
@@ -142,7 +140,7 @@ func (g *group) resume() {
 
 // update checks out the active plans' paths once, runs each plan's
 // setters on its own path, and commits what they changed together.
-func (g *group) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) {
+func (g *group) update(ctx context.Context, oid mirror.Hash) (mirror.Hash, error) {
 	g.res.Commit, g.res.Message, g.res.PushedRefs = "", "", nil
 	g.pushPlans = nil
 	var active []int
@@ -152,18 +150,18 @@ func (g *group) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error
 		}
 	}
 	if len(active) == 0 {
-		return nil, nil
+		return mirror.Hash{}, nil
 	}
 	tmp, err := g.workDir("checkout-")
 	if err != nil {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	plans := make([]writeback.Plan, 0, len(active))
 	for _, i := range active {
 		plans = append(plans, g.plans[i])
 	}
 	if err := g.checkoutFiltered(oid, tmp, plans...); err != nil {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	var files, messages []string
 	var msg string
@@ -199,14 +197,14 @@ func (g *group) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error
 		}
 	}
 	if len(changing) == 0 {
-		return nil, nil
+		return mirror.Hash{}, nil
 	}
 	if len(changing) > 1 {
 		msg = fmt.Sprintf("Update images of %d automations on %s\n\n%s\n", len(changing), g.plan.Target, strings.Join(messages, "\n\n"))
 	}
 	commit, err := g.commit(ctx, oid, tmp, &Change{Dir: tmp, Files: files, Message: msg})
-	if commit == nil || err != nil {
-		return nil, err
+	if commit.IsZero() || err != nil {
+		return mirror.Hash{}, err
 	}
 	g.pushPlans = changing
 	return commit, nil
@@ -232,7 +230,7 @@ func overlaps(changed map[string]bool, dir string) bool {
 // (without this it reported NoChange, though the commit changed its file).
 // What it writes here is thrown away; the group's checkout already holds
 // it.
-func (g *group) applyPristine(oid *git2go.Oid, plan writeback.Plan, out *Result) (*Change, error) {
+func (g *group) applyPristine(oid mirror.Hash, plan writeback.Plan, out *Result) (*Change, error) {
 	// Thrown away before the commit: removed now, not with the run's
 	// checkouts (workDir), so a batch's many of them do not pile up.
 	tmp, err := os.MkdirTemp(g.settings.WorkDir, "checkout-")

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/argocd"
 	"toolkit.dev/image-toolkit/pkg/hold"
@@ -40,7 +38,7 @@ type Hold struct {
 // images blames nothing.
 type holdCheck struct {
 	mirror   *mirror.Mirror
-	commit   *git2go.Oid
+	commit   mirror.Hash
 	prefix   string
 	email    string
 	released map[writeback.HoldKey]bool
@@ -52,7 +50,7 @@ type holdCheck struct {
 }
 
 // newHoldCheck is nil when the plan does not ask for holds.
-func newHoldCheck(m *mirror.Mirror, commit *git2go.Oid, p writeback.Plan) *holdCheck {
+func newHoldCheck(m *mirror.Mirror, commit mirror.Hash, p writeback.Plan) *holdCheck {
 	if p.Update.Holds == nil {
 		return nil
 	}
@@ -89,7 +87,7 @@ func (h *holdCheck) keep(site setters.MarkerSite, want string) bool {
 
 func (h *holdCheck) check(site setters.MarkerSite, want string) (*Hold, error) {
 	file := path.Join(h.prefix, site.Path)
-	return h.blame(file, site.Marker.String(), site.Line, site.Value, want, func(parent *git2go.Oid) (string, int, bool, error) {
+	return h.blame(file, site.Marker.String(), site.Line, site.Value, want, func(parent mirror.Hash) (string, int, bool, error) {
 		return h.previous(file, site, parent)
 	})
 }
@@ -99,13 +97,13 @@ func (h *holdCheck) check(site setters.MarkerSite, want string) (*Hold, error) {
 // the value it replaced, which previous finds in that commit's parent,
 // was the automation's. setter names the hold.
 func (h *holdCheck) blame(file, setter string, line int, value, want string,
-	previous func(parent *git2go.Oid) (string, int, bool, error)) (*Hold, error) {
+	previous func(parent mirror.Hash) (string, int, bool, error)) (*Hold, error) {
 	last, err := h.mirror.LastChange(h.commit, file, line)
 	if err != nil {
 		return nil, err
 	}
 	seen := hold.Seen{Automation: h.email, Last: hold.Line{Commit: last.Commit, Email: last.Email}, Value: value}
-	if !hold.ByAutomation(seen.Last, h.email) && last.Parent != nil {
+	if !hold.ByAutomation(seen.Last, h.email) && !last.Parent.IsZero() {
 		// A person's commit: what did it replace, and who wrote that?
 		prev, line, ok, err := previous(last.Parent)
 		if err != nil {
@@ -139,7 +137,7 @@ func (h *holdCheck) keepOverride(file, typ string, img argocd.Image, cur meta.Im
 	if h.err != nil {
 		return true
 	}
-	held, err := h.blame(file, img.Setter, line, cur.String(), img.ImageRef.String(), func(parent *git2go.Oid) (string, int, bool, error) {
+	held, err := h.blame(file, img.Setter, line, cur.String(), img.ImageRef.String(), func(parent mirror.Hash) (string, int, bool, error) {
 		data, err := h.mirror.File(parent, file)
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", 0, false, nil
@@ -168,7 +166,7 @@ func (h *holdCheck) keepOverride(file, typ string, img argocd.Image, cur meta.Im
 // previous finds the marker of site in the file as the commit parent had
 // it: the same marker, counted in file order (a file may mark several
 // values for one setter). ok is false when the parent has no such marker.
-func (h *holdCheck) previous(file string, site setters.MarkerSite, parent *git2go.Oid) (string, int, bool, error) {
+func (h *holdCheck) previous(file string, site setters.MarkerSite, parent mirror.Hash) (string, int, bool, error) {
 	now, err := h.markers(h.commit, file)
 	if err != nil || now == nil {
 		return "", 0, false, err
@@ -200,7 +198,7 @@ func (h *holdCheck) previous(file string, site setters.MarkerSite, parent *git2g
 
 // markers are a file's markers at a commit; nil when it has no such file
 // or it does not parse there.
-func (h *holdCheck) markers(commit *git2go.Oid, file string) ([]setters.MarkerSite, error) {
+func (h *holdCheck) markers(commit mirror.Hash, file string) ([]setters.MarkerSite, error) {
 	data, err := h.mirror.File(commit, file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"strings"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git/refname"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback"
+	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
 
 // CloseComment is left on an open request whose change the base already
@@ -72,12 +71,12 @@ func (r *run) forgeClient(ctx context.Context) (forge.Client, error) {
 }
 
 // propose keeps one request per head branch: the update was made on the
-// base (commit; nil when the base already has the plan's values). The
+// base (commit; zero when the base already has the plan's values). The
 // head branch is rebuilt as the base plus that one commit, force-pushed
 // only when it holds something else, and the open request edited only when
 // its text changed, so that an update costs one API call to find the
 // request and at most one more to change it.
-func (r *run) propose(ctx context.Context, base, commit *git2go.Oid) (Result, error) {
+func (r *run) propose(ctx context.Context, base, commit mirror.Hash) (Result, error) {
 	pr := r.plan.Target.PullRequest
 	out := &r.res
 	d := data(r.plan)
@@ -90,7 +89,7 @@ func (r *run) propose(ctx context.Context, base, commit *git2go.Oid) (Result, er
 		return Result{}, forgeFailure("finding the open request", err)
 	}
 
-	if commit == nil {
+	if commit.IsZero() {
 		if open == nil {
 			return *out, nil
 		}
@@ -175,7 +174,7 @@ func (r *run) keepRequest(ctx context.Context, open *forge.Request, head, title,
 // pushHead makes the head branch the base plus commit, pushing only when
 // it holds something else. It returns the head's commit and whether it
 // pushed.
-func (r *run) pushHead(ctx context.Context, head string, base, commit *git2go.Oid) (string, bool, error) {
+func (r *run) pushHead(ctx context.Context, head string, base, commit mirror.Hash) (string, bool, error) {
 	headCommit, upToDate := r.mirror.Proposes(head, base, commit)
 	if upToDate {
 		return headCommit, false, nil

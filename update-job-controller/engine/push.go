@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
@@ -18,7 +16,7 @@ import (
 // new head, never leaves an extra ref pointing at a commit that was
 // abandoned. A non-fast-forward rejection of the branch is returned as
 // mirror.ErrNonFastForward for the caller to retry.
-func (r *run) push(ctx context.Context, commit *git2go.Oid) error {
+func (r *run) push(ctx context.Context, commit mirror.Hash) error {
 	t := r.plan.Target
 	p := Push{Commit: commit.String(), Base: r.res.CheckoutRevision, Refs: t.Refs(), Plans: r.pushPlans}
 	// Asked before BeforePush, so that a store's failure records no
@@ -61,7 +59,7 @@ func (r *run) push(ctx context.Context, commit *git2go.Oid) error {
 }
 
 // pushRefs is one push, timed and observed.
-func (r *run) pushRefs(ctx context.Context, commit *git2go.Oid, refs []writeback.RefUpdate) error {
+func (r *run) pushRefs(ctx context.Context, commit mirror.Hash, refs []writeback.RefUpdate) error {
 	pctx, cancel := context.WithTimeout(ctx, r.timeout())
 	defer cancel()
 	start := time.Now()

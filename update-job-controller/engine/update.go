@@ -14,8 +14,6 @@ import (
 	"slices"
 	"strings"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/argocd"
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
@@ -55,19 +53,19 @@ func (r *run) beforeCommit(ctx context.Context, c *Change) (bool, error) {
 
 // update checks out oid, runs the setters and commits. A nil commit means
 // no change.
-func (r *run) update(ctx context.Context, oid *git2go.Oid) (*git2go.Oid, error) {
+func (r *run) update(ctx context.Context, oid mirror.Hash) (mirror.Hash, error) {
 	out := &r.res
 	out.Commit, out.Message, out.PushedRefs = "", "", nil
 	tmp, err := r.workDir("checkout-")
 	if err != nil {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	if err := r.checkoutFiltered(oid, tmp, r.plan); err != nil {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	c, err := apply(r.plan, tmp, out, newHoldCheck(r.mirror, oid, r.plan))
 	if c == nil || err != nil {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	return r.commit(ctx, oid, tmp, c)
 }
@@ -144,18 +142,18 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 	return &Change{Dir: dir, Files: changed, Message: msg}, nil
 }
 
-// commit gives the change to BeforeCommit and commits it on oid; nil when
+// commit gives the change to BeforeCommit and commits it on oid; zero when
 // vetoed or when the files equal the parent's.
-func (r *run) commit(ctx context.Context, oid *git2go.Oid, tmp string, change *Change) (*git2go.Oid, error) {
+func (r *run) commit(ctx context.Context, oid mirror.Hash, tmp string, change *Change) (mirror.Hash, error) {
 	if ok, err := r.beforeCommit(ctx, change); !ok {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	commit, err := r.mirror.Commit(oid, tmp, change.Files, r.commitInfo(change.Message))
 	if errors.Is(err, mirror.ErrNoChange) {
-		return nil, nil
+		return mirror.Hash{}, nil
 	}
 	if err != nil {
-		return nil, retryable(KindGit, fmt.Errorf("committing: %w", err))
+		return mirror.Hash{}, retryable(KindGit, fmt.Errorf("committing: %w", err))
 	}
 	r.res.Message = change.Message
 	return commit, nil
@@ -220,7 +218,7 @@ func writeOverrides(root string, p writeback.Plan, res *setters.Result, holds *h
 // when one of them is the root). Only files that may hold markers (or,
 // with discovery, images) are written: the others are left alone, and
 // creating thousands of files would dominate the run.
-func (r *run) checkoutFiltered(oid *git2go.Oid, tmp string, plans ...writeback.Plan) error {
+func (r *run) checkoutFiltered(oid mirror.Hash, tmp string, plans ...writeback.Plan) error {
 	var paths []string
 	discovers := false
 	for _, p := range plans {
@@ -284,20 +282,20 @@ func writeMarkers(dir, rel string, d *writeback.Discover, pols setters.Policies,
 // Container hook make the new tree and commits the difference. The git
 // side (fetch, commit, signing, push, retries) is the setters' own: only
 // this step differs.
-func (r *run) updateByContainer(ctx context.Context, oid *git2go.Oid, round int) (*git2go.Oid, error) {
+func (r *run) updateByContainer(ctx context.Context, oid mirror.Hash, round int) (mirror.Hash, error) {
 	out := &r.res
 	out.Commit, out.Message, out.PushedRefs, out.Files = "", "", nil, nil
 	if r.settings.Hooks.Container == nil {
-		return nil, invalidf("the plan updates with a container, but this engine has no Container hook to run it")
+		return mirror.Hash{}, invalidf("the plan updates with a container, but this engine has no Container hook to run it")
 	}
 	tmp, err := os.MkdirTemp(r.settings.WorkDir, "container-")
 	if err != nil {
-		return nil, retryable(KindGit, err)
+		return mirror.Hash{}, retryable(KindGit, err)
 	}
 	defer os.RemoveAll(tmp)
 	checkout, result := filepath.Join(tmp, "checkout"), filepath.Join(tmp, "result")
 	if err := os.Mkdir(result, 0o700); err != nil {
-		return nil, retryable(KindGit, err)
+		return mirror.Hash{}, retryable(KindGit, err)
 	}
 	p := r.plan
 	var paths []string
@@ -305,32 +303,32 @@ func (r *run) updateByContainer(ctx context.Context, oid *git2go.Oid, round int)
 		paths = []string{p.Path}
 	}
 	if err := r.mirror.Checkout(oid, checkout, paths...); err != nil {
-		return nil, retryable(KindGit, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
+		return mirror.Hash{}, retryable(KindGit, fmt.Errorf("checking out %s: %w", out.CheckoutRevision, err))
 	}
 	dir, err := securePath(checkout, p.Path)
 	if err != nil {
-		return nil, terminal(KindUpdate, err)
+		return mirror.Hash{}, terminal(KindUpdate, err)
 	}
 	// The container needs only its checkout: other runs of the repository
 	// use the mirror meanwhile.
 	err = r.mirror.Yield(func() error { return r.settings.Hooks.Container(ctx, round, dir, result) })
 	if err != nil {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	msg, err := r.containerMessage()
 	if err != nil {
-		return nil, terminal(KindInvalid, err)
+		return mirror.Hash{}, terminal(KindInvalid, err)
 	}
 	change := &Change{Dir: result, Message: msg}
 	if ok, err := r.beforeCommit(ctx, change); !ok {
-		return nil, err
+		return mirror.Hash{}, err
 	}
 	commit, changes, err := r.mirror.CommitDir(oid, p.Path, result, r.commitInfo(change.Message))
 	if errors.Is(err, mirror.ErrNoChange) {
-		return nil, nil
+		return mirror.Hash{}, nil
 	}
 	if err != nil {
-		return nil, retryable(KindGit, fmt.Errorf("committing: %w", err))
+		return mirror.Hash{}, retryable(KindGit, fmt.Errorf("committing: %w", err))
 	}
 	for _, c := range changes {
 		c.Path = strings.TrimPrefix(strings.TrimPrefix(c.Path, p.Path), "/")

@@ -15,8 +15,8 @@ import (
 // LineChange is the commit that last changed a line, as git blame says.
 type LineChange struct {
 	Commit string
-	// Parent is the commit's first parent; nil for a root commit.
-	Parent      *git2go.Oid
+	// Parent is the commit's first parent; zero for a root commit.
+	Parent      Hash
 	Name, Email string
 	When        time.Time
 }
@@ -32,7 +32,12 @@ type LineChange struct {
 // renames (blame_git.c, find_origin): 100,000 entries a step on a large
 // repository, 75 ms a line, minutes for a first run's 100 values over 200
 // commits, and every tree it read filled libgit2's object cache.
-func (m *Mirror) LastChange(commit *git2go.Oid, path string, line int) (LineChange, error) {
+func (m *Mirror) LastChange(commit Hash, path string, line int) (LineChange, error) {
+	return m.lastChange(commit.oid(), path, line)
+}
+
+// lastChange is LastChange on libgit2's object names.
+func (m *Mirror) lastChange(commit *git2go.Oid, path string, line int) (LineChange, error) {
 	if line < 1 || line > 1<<16-1 {
 		// libgit2 1.5's hunks number lines in 16 bits.
 		return LineChange{}, fmt.Errorf("blaming %s: line %d out of range", path, line)
@@ -56,7 +61,7 @@ func (m *Mirror) LastChange(commit *git2go.Oid, path string, line int) (LineChan
 		out.Name, out.Email, out.When = a.Name, a.Email, a.When
 	}
 	if c.ParentCount() > 0 {
-		out.Parent = c.ParentId(0)
+		out.Parent = hashOf(c.ParentId(0))
 	}
 	return out, nil
 }
@@ -471,7 +476,12 @@ func (m *Mirror) lineBefore(before, after *git2go.Oid, line int) (moved int, cha
 
 // File returns the file at path in commit; an error wrapping
 // fs.ErrNotExist when the commit has none.
-func (m *Mirror) File(commit *git2go.Oid, path string) ([]byte, error) {
+func (m *Mirror) File(commit Hash, path string) ([]byte, error) {
+	return m.file(commit.oid(), path)
+}
+
+// file is File on libgit2's object names.
+func (m *Mirror) file(commit *git2go.Oid, path string) ([]byte, error) {
 	id, err := m.blobAt(commit, path)
 	if err != nil {
 		return nil, err

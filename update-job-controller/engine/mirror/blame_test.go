@@ -73,14 +73,14 @@ func TestLastChangeAgreesWithBlame(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := m.blame(id, "apps/app.yaml", line)
+				want, err := m.blame(id.oid(), "apps/app.yaml", line)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if got.Commit != want.String() {
 					t.Errorf("%s, at %s line %d: %s, blame says %s", order, commit[:7], line, got.Commit[:7], want.String()[:7])
 				}
-				near, err := m.follow(id, "apps/app.yaml", line)
+				near, err := m.follow(id.oid(), "apps/app.yaml", line)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,14 +139,14 @@ func TestLastChangeOfNewFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		blamed, err := m.blame(id, tc.path, tc.line)
+		blamed, err := m.blame(id.oid(), tc.path, tc.line)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got.Commit != tc.want || blamed.String() != tc.want {
 			t.Errorf("%s line %d at %s: %s, blame says %s, want %s", tc.path, tc.line, tc.at[:7], got.Commit[:7], blamed.String()[:7], tc.want[:7])
 		}
-		near, err := m.follow(id, tc.path, tc.line)
+		near, err := m.follow(id.oid(), tc.path, tc.line)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestWalksShareTheirSteps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want, _ := m.blame(id, fmt.Sprintf("apps/app-%d.yaml", i), 1); got.Commit != want.String() {
+		if want, _ := m.blame(id.oid(), fmt.Sprintf("apps/app-%d.yaml", i), 1); got.Commit != want.String() {
 			t.Errorf("app-%d: %s, blame says %s", i, got.Commit, want)
 		}
 		if steps() != 60 {

@@ -41,7 +41,13 @@ type CommitInfo struct {
 // paths are written (replaceInTree), so a commit costs what it changes,
 // not what the repository holds: an index of the whole tree, as git
 // builds, read 100,000 entries for a change of a hundred.
-func (m *Mirror) Commit(parent *git2go.Oid, dir string, changed []string, info CommitInfo) (*git2go.Oid, error) {
+func (m *Mirror) Commit(parent Hash, dir string, changed []string, info CommitInfo) (Hash, error) {
+	oid, err := m.commit(parent.oid(), dir, changed, info)
+	return hashOf(oid), err
+}
+
+// commit is Commit on libgit2's object names.
+func (m *Mirror) commit(parent *git2go.Oid, dir string, changed []string, info CommitInfo) (*git2go.Oid, error) {
 	m.inMemory()
 	pc, err := m.repo.LookupCommit(parent)
 	if err != nil {
@@ -234,8 +240,13 @@ func (m *Mirror) noSpace(size int) error {
 // commit would make of base: a single commit on top of base with commit's
 // tree, which it returns. A pull request's head branch that does is up to
 // date, and pushing it again would only churn the request.
-func (m *Mirror) Proposes(branch string, base, commit *git2go.Oid) (string, bool) {
-	head, _, err := m.Resolve(writeback.Ref{Branch: branch})
+func (m *Mirror) Proposes(branch string, base, commit Hash) (string, bool) {
+	return m.proposes(branch, base.oid(), commit.oid())
+}
+
+// proposes is Proposes on libgit2's object names.
+func (m *Mirror) proposes(branch string, base, commit *git2go.Oid) (string, bool) {
+	head, _, err := m.resolve(writeback.Ref{Branch: branch})
 	if err != nil {
 		return "", false
 	}

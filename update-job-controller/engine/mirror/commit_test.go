@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
@@ -30,7 +28,7 @@ func checkout(t *testing.T, srv *testgit.Server) (*Mirror, func(), string, strin
 
 // fetched opens the fleet repository's mirror in cache, fetches it and
 // resolves main.
-func fetched(t *testing.T, cache *Cache, srv *testgit.Server) (*Mirror, func(), *git2go.Oid) {
+func fetched(t *testing.T, cache *Cache, srv *testgit.Server) (*Mirror, func(), Hash) {
 	t.Helper()
 	m, release, err := cache.Open(srv.RepoURL("fleet"))
 	if err != nil {
@@ -51,10 +49,10 @@ func fetched(t *testing.T, cache *Cache, srv *testgit.Server) (*Mirror, func(), 
 // keepForGit writes commit's objects (what it adds to parent) into the
 // mirror as a push that landed does (keep), for the git CLI to read them:
 // a job's objects are in memory until then (inMemory).
-func keepForGit(t *testing.T, m *Mirror, commit *git2go.Oid, parent string) {
+func keepForGit(t *testing.T, m *Mirror, commit Hash, parent string) {
 	t.Helper()
 	var pack bytes.Buffer
-	if err := m.pack(&pack, commit, git.Refs{"refs/heads/main": parent}); err != nil {
+	if err := m.pack(&pack, commit.oid(), git.Refs{"refs/heads/main": parent}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.keep(pack.Bytes()); err != nil {

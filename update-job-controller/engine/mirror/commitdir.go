@@ -23,7 +23,13 @@ import (
 // them. Submodules (gitlinks) under prefix are kept, since a checkout has
 // nothing for them. dir must hold only regular files, directories and
 // symbolic links (the transfer's extraction makes sure of it).
-func (m *Mirror) CommitDir(parent *git2go.Oid, prefix, dir string, info CommitInfo) (*git2go.Oid, []meta.FileResult, error) {
+func (m *Mirror) CommitDir(parent Hash, prefix, dir string, info CommitInfo) (Hash, []meta.FileResult, error) {
+	oid, files, err := m.commitDir(parent.oid(), prefix, dir, info)
+	return hashOf(oid), files, err
+}
+
+// commitDir is CommitDir on libgit2's object names.
+func (m *Mirror) commitDir(parent *git2go.Oid, prefix, dir string, info CommitInfo) (*git2go.Oid, []meta.FileResult, error) {
 	prefix = strings.Trim(path.Clean("/"+prefix), "/")
 	pc, err := m.repo.LookupCommit(parent)
 	if err != nil {

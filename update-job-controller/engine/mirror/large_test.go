@@ -97,7 +97,7 @@ func TestCommitWritesOnlyTheChangedPaths(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := m.repo.LookupCommit(id)
+	c, err := m.repo.LookupCommit(id.oid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,12 +159,12 @@ func TestPushSendsWhatTheCommitAdds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := m.repo.LookupCommit(first)
+	c, err := m.repo.LookupCommit(first.oid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Free()
-	p, err := m.repo.LookupCommit(mustOid(t, parent))
+	p, err := m.repo.LookupCommit(mustOid(t, parent).oid())
 	if err != nil {
 		t.Fatal(err)
 	}

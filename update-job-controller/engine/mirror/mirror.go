@@ -363,7 +363,13 @@ func (m *Mirror) Fetch(ctx context.Context, auth *git.Auth) error {
 
 // Resolve finds the commit a ref names in the mirror. It also returns the
 // revision string for status, e.g. main@sha1:<hash>.
-func (m *Mirror) Resolve(ref writeback.Ref) (*git2go.Oid, string, error) {
+func (m *Mirror) Resolve(ref writeback.Ref) (Hash, string, error) {
+	oid, rev, err := m.resolve(ref)
+	return hashOf(oid), rev, err
+}
+
+// resolve is Resolve on libgit2's object names.
+func (m *Mirror) resolve(ref writeback.Ref) (*git2go.Oid, string, error) {
 	var spec, label string
 	switch {
 	case ref.Commit != "":
@@ -442,8 +448,8 @@ func (m *Mirror) semverTag(rng string) (string, error) {
 // missing), without touching the mirror. With paths (repository-relative
 // directories or files, e.g. a job's update.path), only the files under
 // them are written: on a large repository this is most of a job's time.
-func (m *Mirror) Checkout(commit *git2go.Oid, dir string, paths ...string) error {
-	return m.CheckoutFiltered(commit, dir, Filter{}, paths...)
+func (m *Mirror) Checkout(commit Hash, dir string, paths ...string) error {
+	return m.checkoutFiltered(commit.oid(), dir, Filter{}, paths...)
 }
 
 // Filter chooses the regular files a filtered checkout writes.
@@ -467,7 +473,12 @@ type Filter struct {
 // name content): the next commit's checkout reads only the trees and
 // blobs that changed, so a job's cost grows with what changed, not with
 // the repository.
-func (m *Mirror) CheckoutFiltered(commit *git2go.Oid, dir string, f Filter, paths ...string) error {
+func (m *Mirror) CheckoutFiltered(commit Hash, dir string, f Filter, paths ...string) error {
+	return m.checkoutFiltered(commit.oid(), dir, f, paths...)
+}
+
+// checkoutFiltered is CheckoutFiltered on libgit2's object names.
+func (m *Mirror) checkoutFiltered(commit *git2go.Oid, dir string, f Filter, paths ...string) error {
 	sparse, err := cleanPaths(paths)
 	if err != nil {
 		return err

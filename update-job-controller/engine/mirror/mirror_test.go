@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	git2go "github.com/libgit2/git2go/v34"
-
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/tests/testkit/testgit"
@@ -181,9 +179,9 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-func mustOid(t *testing.T, s string) *git2go.Oid {
+func mustOid(t *testing.T, s string) Hash {
 	t.Helper()
-	id, err := git2go.NewOid(s)
+	id, err := ParseHash(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +303,7 @@ func TestOpenDropsPushRefsAndHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What a kill -9 during Push leaves behind.
-	if _, err := m.repo.References.Create(pushRefPrefix+second, mustOid(t, second), true, "test"); err != nil {
+	if _, err := m.repo.References.Create(pushRefPrefix+second, mustOid(t, second).oid(), true, "test"); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {

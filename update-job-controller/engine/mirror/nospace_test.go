@@ -76,7 +76,7 @@ func TestCommitIntoAFullMirrorSaysNoSpace(t *testing.T) {
 		t.Fatalf("commit on a full mirror: %v, want it made in memory", err)
 	}
 	var pack bytes.Buffer
-	if err := m.pack(&pack, commit, git.Refs{"refs/heads/main": head.String()}); err != nil {
+	if err := m.pack(&pack, commit.oid(), git.Refs{"refs/heads/main": head.String()}); err != nil {
 		t.Fatal(err)
 	}
 	err = m.keep(pack.Bytes())

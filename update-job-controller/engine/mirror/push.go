@@ -40,7 +40,12 @@ const pushRefPrefix = "refs/image-toolkit/push/"
 // job's time, whatever the job changed. The pack here holds what the
 // commit adds to its parent when the server has the parent (every job
 // commits on the head it fetched), found along the changed paths only.
-func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, refs []writeback.RefUpdate) error {
+func (m *Mirror) Push(ctx context.Context, auth *git.Auth, commit Hash, refs []writeback.RefUpdate) error {
+	return m.push(ctx, auth, commit.oid(), refs)
+}
+
+// push is Push on libgit2's object names.
+func (m *Mirror) push(ctx context.Context, auth *git.Auth, commit *git2go.Oid, refs []writeback.RefUpdate) error {
 	if len(refs) == 0 {
 		return errors.New("nothing to push: no refs")
 	}

@@ -121,7 +121,7 @@ func randomFile(t *testing.T, size int) string {
 
 // localCommit writes a commit with no parent holding content in the
 // mirror, for a push to a server the mirror never fetched from.
-func localCommit(t *testing.T, m *Mirror, content string) *git2go.Oid {
+func localCommit(t *testing.T, m *Mirror, content string) Hash {
 	t.Helper()
 	blob, err := m.repo.CreateBlobFromBuffer([]byte(content))
 	if err != nil {
@@ -149,7 +149,7 @@ func localCommit(t *testing.T, m *Mirror, content string) *git2go.Oid {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return hashOf(id)
 }
 
 // hangingServer is a remote that stops answering, and how to reach it.
