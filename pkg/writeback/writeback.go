@@ -299,15 +299,30 @@ func LocalRepository(raw string) string {
 	return ""
 }
 
-// Validate checks what the engine relies on: a repository, somewhere to
-// push, valid ref names, a clean relative path, and one kind of update.
-func (p *Plan) Validate() error {
+// Validate checks what the engine relies on: a remote repository,
+// somewhere to push, valid ref names, a clean relative path, and one kind
+// of update.
+func (p *Plan) Validate() error { return p.validate(false) }
+
+// ValidateAllowingFileURLs is Validate for a front end whose plans are its
+// own user's, run on that user's machine (a program embedding the engine
+// with Settings.FileURLs): a file:// repository is allowed too. A front
+// end whose plans come from objects others write (an UpdateJob) uses
+// Validate, since a local repository would be read from the disk of
+// whoever runs it.
+func (p *Plan) ValidateAllowingFileURLs() error { return p.validate(true) }
+
+func (p *Plan) validate(fileURLs bool) error {
 	t := p.Target
+	local := LocalRepository(p.Repository)
+	if fileURLs && strings.HasPrefix(strings.ToLower(p.Repository), "file://") {
+		local = ""
+	}
 	switch {
 	case p.Repository == "":
 		return invalid("no repository")
-	case LocalRepository(p.Repository) != "":
-		return invalid("repository %q %s: the engine fetches over https, http or ssh, and a local one would be read from the disk of whoever runs it", p.Repository, LocalRepository(p.Repository))
+	case local != "":
+		return invalid("repository %q %s: the engine fetches over https, http or ssh, and a local one would be read from the disk of whoever runs it", p.Repository, local)
 	case p.Path != path.Clean("/" + p.Path)[1:]:
 		return invalid("path %q is not clean and relative", p.Path)
 	case t.PullRequest != nil && (t.Branch != "" || len(t.Extra) > 0):

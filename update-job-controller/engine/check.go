@@ -12,9 +12,20 @@ import (
 // KindInvalid and Terminal. Run checks too; a front end calls Check to
 // refuse a plan before spending anything on it. The messages name the
 // UpdateJob's fields (push.pullRequest), the API the plan's words come
-// from.
-func Check(plan writeback.Plan) error {
-	if err := plan.Validate(); err != nil {
+// from. A file:// repository is refused here; an Engine with
+// Settings.FileURLs runs one (Engine.Check).
+func Check(plan writeback.Plan) error { return check(plan, false) }
+
+// Check is the package's Check under this Engine's settings: with
+// Settings.FileURLs, a file:// repository passes.
+func (e *Engine) Check(plan writeback.Plan) error { return check(plan, e.settings.FileURLs) }
+
+func check(plan writeback.Plan, fileURLs bool) error {
+	validate := plan.Validate
+	if fileURLs {
+		validate = plan.ValidateAllowingFileURLs
+	}
+	if err := validate(); err != nil {
 		return terminal(KindInvalid, err)
 	}
 	if pr := plan.Target.PullRequest; pr != nil {

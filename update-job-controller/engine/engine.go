@@ -32,6 +32,12 @@ type Settings struct {
 	PushRetries int
 	// Hooks are the front end's callbacks; any may be nil.
 	Hooks Hooks
+	// FileURLs lets plans name a repository on this machine's disk
+	// (file:///srv/git/fleet.git), fetched and pushed by git's own
+	// upload-pack and receive-pack. For a program whose plans are its own
+	// user's; the update-job-controller leaves it off, since an UpdateJob
+	// must not read the controller's disk.
+	FileURLs bool
 }
 
 // CredentialsStore gives a run what it authenticates with, per remote. A
@@ -197,7 +203,7 @@ type run struct {
 // not nil (as far as the run got; empty if it did not get to the checkout).
 func (e *Engine) Run(ctx context.Context, plan writeback.Plan) (Result, error) {
 	r := &run{Engine: e, plan: plan}
-	if err := Check(plan); err != nil {
+	if err := e.Check(plan); err != nil {
 		return Result{}, err
 	}
 	if plan.Target.PullRequest != nil {

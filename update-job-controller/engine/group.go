@@ -49,7 +49,7 @@ func (e *Engine) RunGroup(ctx context.Context, plans []writeback.Plan) []Outcome
 	}
 	key := plans[0].GroupKey()
 	for i, p := range plans {
-		if err := Check(p); err != nil {
+		if err := e.Check(p); err != nil {
 			outs[i].Err = err
 			continue
 		}

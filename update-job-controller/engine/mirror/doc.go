@@ -12,7 +12,11 @@
 // libgit2's. libgit2 speaks the fetch protocol over them; a push is spoken
 // here (push.go, pkg/git's receive-pack half), so that its pack holds what
 // the commit changed instead of what libgit2's walk of every tree of the
-// server's refs leaves.
+// server's refs leaves. A file:// repository (for programs whose plans
+// are their own user's: engine.Settings.FileURLs) is one more such
+// transport, which runs git's own upload-pack and receive-pack on the
+// repository as git does for a local remote (transport_file.go), so that a
+// local push is the same conversation, hooks and report included.
 //
 // This package needs cgo and libgit2 1.5.
 package mirror

@@ -113,8 +113,11 @@ func (e *nonFastForwardError) Error() string { return e.why }
 // when none is left, nothing is.
 func (m *Mirror) receivePack(s *session, commit *git2go.Oid, refs []writeback.RefUpdate, said *git.Capped, sent *bytes.Buffer) (map[string]string, error) {
 	var t git2go.SmartSubtransport = httpTransport{}
-	if strings.HasPrefix(s.remoteURL, schemeSSH+":") {
+	switch {
+	case strings.HasPrefix(s.remoteURL, schemeSSH+":"):
 		t = &sshTransport{}
+	case strings.HasPrefix(s.remoteURL, schemeFile+":"):
+		t = &fileTransport{}
 	}
 	defer t.Free()
 	ls, err := t.Action(s.remoteURL, git2go.SmartServiceActionReceivepackLs)

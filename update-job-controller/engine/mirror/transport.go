@@ -29,6 +29,7 @@ import (
 const (
 	schemeHTTP = "gitops-http" // smart HTTP(S): stateless, a request per action
 	schemeSSH  = "gitops-ssh"  // git over SSH: one session per service
+	schemeFile = "gitops-file" // a repository on this machine (file://): one process per service
 )
 
 // idleTimeout bounds the wait for the server in one read, write or
@@ -56,6 +57,7 @@ func registerTransports() error {
 		}{
 			{schemeHTTP, true, func() git2go.SmartSubtransport { return httpTransport{} }},
 			{schemeSSH, false, func() git2go.SmartSubtransport { return &sshTransport{} }},
+			{schemeFile, false, func() git2go.SmartSubtransport { return &fileTransport{} }},
 		} {
 			r, err := git2go.NewRegisteredSmartTransport(t.scheme, t.stateless,
 				func(*git2go.Remote, *git2go.Transport) (git2go.SmartSubtransport, error) { return t.new(), nil })
@@ -103,6 +105,13 @@ func newSession(ctx context.Context, a *git.Auth, repoURL string) (*session, err
 	if err := registerTransports(); err != nil {
 		return nil, err
 	}
+	if dir, local, err := localPath(repoURL); local {
+		// A repository on this disk: no credentials, nothing to dial.
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", git.ErrInvalidCredentials, err)
+		}
+		return newSessionOf(ctx, &session{url: repoURL, ep: git.Endpoint{Scheme: "file", Path: dir}, auth: a, ctx: ctx}, schemeFile), nil
+	}
 	ep, err := git.ParseEndpoint(repoURL)
 	if err != nil {
 		return nil, err
@@ -125,6 +134,12 @@ func newSession(ctx context.Context, a *git.Auth, repoURL string) (*session, err
 	} else if err := s.prepareHTTP(); err != nil {
 		return nil, err
 	}
+	return newSessionOf(ctx, s, scheme), nil
+}
+
+// newSessionOf registers s under an id of its own, for the transport of
+// scheme to find it.
+func newSessionOf(ctx context.Context, s *session, scheme string) *session {
 	s.callbacks = git2go.RemoteCallbacks{
 		// The transports end with the context; these stop libgit2's own
 		// work (indexing, packing) as soon.
@@ -135,7 +150,7 @@ func newSession(ctx context.Context, a *git.Auth, repoURL string) (*session, err
 	s.id = "op-" + strconv.FormatUint(lastID.Add(1), 10)
 	s.remoteURL = scheme + "://" + s.id + "/"
 	sessions.Store(s.id, s)
-	return s, nil
+	return s
 }
 
 // lookup finds the session of a URL libgit2 hands a transport.
