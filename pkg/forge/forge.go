@@ -167,6 +167,9 @@ type Endpoint struct {
 // or "forgejo" hosts Gitea). The API is the forge's APIURL, reached over
 // https unless the git URL is plain http (a test or a trusted network).
 func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error) {
+	if strings.HasPrefix(strings.ToLower(gitURL), "file://") {
+		return resolveLocal(gitURL, provider, apiURL)
+	}
 	u, err := git.ParseURL(gitURL)
 	if err != nil {
 		return nil, fmt.Errorf("repository URL %s is not a URL", git.Redact(gitURL))
@@ -215,6 +218,36 @@ func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error)
 		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", git.Redact(gitURL), repo)
 	}
 	return &Endpoint{Provider: f.Provider, APIURL: apiURL, Repository: repo}, nil
+}
+
+// resolveLocal is Resolve of a repository on this machine's disk
+// (file:///srv/git/team/fleet.git, which an embedder's engine may run): it
+// has no host to tell the forge by, so the provider must be named; the
+// repository is the path's last two parts (team/fleet), and the API URL is
+// the one given (http(s) or file), or none.
+func resolveLocal(gitURL string, provider Provider, apiURL string) (*Endpoint, error) {
+	f, ok := lookup(provider)
+	switch {
+	case provider == "":
+		return nil, fmt.Errorf("a repository on this machine (file://) has no host to tell its forge by: name its provider, %s", providerList())
+	case !ok:
+		return nil, fmt.Errorf("unknown forge provider %q: want %s", provider, providerList())
+	}
+	u, err := url.Parse(gitURL)
+	if err != nil {
+		return nil, fmt.Errorf("repository URL %s is not a URL", git.Redact(gitURL))
+	}
+	parts := strings.Split(strings.Trim(strings.TrimSuffix(u.Path, ".git"), "/"), "/")
+	if len(parts) < 2 || parts[len(parts)-1] == "" || parts[len(parts)-2] == "" {
+		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", git.Redact(gitURL), u.Path)
+	}
+	if apiURL != "" {
+		a, err := url.Parse(apiURL)
+		if err != nil || (a.Scheme != "https" && a.Scheme != "http" && a.Scheme != "file") {
+			return nil, fmt.Errorf("pullRequest.apiURL %q is not an http(s) or file URL", apiURL)
+		}
+	}
+	return &Endpoint{Provider: f.Provider, APIURL: apiURL, Repository: strings.Join(parts[len(parts)-2:], "/")}, nil
 }
 
 // Error is a forge's refusal of a call, or a call that got no answer.

@@ -103,3 +103,23 @@ func TestCommitURLIsTheForgesPage(t *testing.T) {
 		}
 	}
 }
+
+// A repository on this machine's disk has no host: its forge is the one
+// the plan names, its repository the path's last two parts.
+func TestResolveOfALocalRepository(t *testing.T) {
+	withForges(t, Forge{Provider: "local"})
+	ep, err := Resolve("file:///srv/git/team/fleet.git", "local", "file:///srv/reviews")
+	if err != nil || *ep != (Endpoint{Provider: "local", APIURL: "file:///srv/reviews", Repository: "team/fleet"}) {
+		t.Errorf("Resolve = %+v, %v", ep, err)
+	}
+	for _, tt := range []struct{ url, provider, api, err string }{
+		{"file:///srv/git/team/fleet.git", "", "", "has no host to tell its forge by: name its provider, local"},
+		{"file:///srv/git/team/fleet.git", "nope", "", `unknown forge provider "nope"`},
+		{"file:///fleet.git", "local", "", "cannot read the repository's owner and name"},
+		{"file:///srv/git/team/fleet.git", "local", "ftp://x", "is not an http(s) or file URL"},
+	} {
+		if _, err := Resolve(tt.url, Provider(tt.provider), tt.api); err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("Resolve(%q, %q, %q) = %v, want %q", tt.url, tt.provider, tt.api, err, tt.err)
+		}
+	}
+}

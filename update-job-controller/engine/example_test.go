@@ -9,16 +9,17 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )
 
-// Example embeds the engine: one plan (set the podinfo image on main),
-// credentials (none: the local server is anonymous), and hooks that
-// rewrite the commit message and report what the run does.
+// Example embeds the engine: one plan (set the podinfo image on main of a
+// repository on this machine's disk, which FileURLs allows), no
+// credentials, and hooks that rewrite the commit message and report what
+// the run does. examples/embed-engine is a whole program of this shape,
+// with a forge of its own.
 func Example() {
-	url, stop := exampleRepository() // a git server, deploy/app.yaml on main
+	url, stop := exampleRepository() // file://…/fleet.git, deploy/app.yaml on main
 	defer stop()
 
 	cacheDir, _ := os.MkdirTemp("", "mirrors-")
@@ -28,7 +29,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	e := engine.New(engine.Settings{Hooks: engine.Hooks{
+	e := engine.New(engine.Settings{FileURLs: true, Hooks: engine.Hooks{
 		BeforeCommit: func(_ context.Context, c *engine.Change) error {
 			fmt.Println("committing", c.Files)
 			c.Message = "chore: update podinfo\n"
@@ -40,7 +41,7 @@ func Example() {
 				fmt.Println("git", ev.Op)
 			}
 		},
-	}}, engine.Credentials{}, cache)
+	}}, nil, cache)
 
 	res, err := e.Run(context.Background(), writeback.Plan{
 		Repository: url,
@@ -69,14 +70,10 @@ func Example() {
 	// "chore: update podinfo\n"
 }
 
-// exampleRepository serves a repository with one marked Deployment on
-// main, from pkg/testgit's server (git's own http-backend).
+// exampleRepository makes a bare repository with one marked Deployment on
+// main, with git's CLI, and returns its file:// URL.
 func exampleRepository() (string, func()) {
 	root, _ := os.MkdirTemp("", "example-git-")
-	srv, stop, err := testgit.Start(root, testgit.Options{})
-	if err != nil {
-		panic(err)
-	}
 	work := filepath.Join(root, "work")
 	_ = os.MkdirAll(filepath.Join(work, "deploy"), 0o755)
 	_ = os.WriteFile(filepath.Join(work, "deploy", "app.yaml"), []byte(`apiVersion: apps/v1
@@ -90,10 +87,9 @@ spec:
       - name: podinfo
         image: ghcr.io/stefanprodan/podinfo:6.4.0 # {"$imagepolicy": "apps:podinfo"}
 `), 0o644)
-	bare := srv.BarePath("fleet")
+	bare := filepath.Join(root, "fleet.git")
 	for _, args := range [][]string{
 		{"init", "-q", "--bare", "--initial-branch=main", bare},
-		{"-C", bare, "config", "http.receivepack", "true"},
 		{"-C", work, "init", "-q", "--initial-branch=main"},
 		{"-C", work, "add", "-A"},
 		{"-C", work, "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-q", "-m", "initial"},
@@ -103,5 +99,5 @@ spec:
 			panic(fmt.Sprintf("git %v: %v\n%s", args, err, out))
 		}
 	}
-	return srv.RepoURL("fleet"), func() { stop(); os.RemoveAll(root) }
+	return "file://" + bare, func() { os.RemoveAll(root) }
 }
