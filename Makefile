@@ -16,7 +16,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 TESTENV := $(BIN)/testenv
 HELM := $(BIN)/helm
 
-MODULES := pkg image-reflector-controller image-automation-controller update-job-controller tk-image tests tests/testkit
+MODULES := pkg image-reflector-controller image-automation-controller update-job-controller tk-image tests examples/embed-engine
 CHARTS := image-reflector-controller image-automation-controller update-job-controller
 # Binaries that link libgit2 through git2go (tk-image for update --repository,
 # the write-back engine's front end); the rest build with CGO_ENABLED=0.
@@ -115,7 +115,7 @@ cluster: deps testenv node-tools images ## A single-node cluster from real parts
 
 test-integrations: deps testenv node-tools browser-tools argocd-tools flux-tools sign-tools build images ## The tests that need the heavy third-party builds (Argo CD, Flux, cosign, notation), which make test skips: minutes each to build on a new machine.
 	@IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools sign-tools" go test -race -count=1 \
-		./tests/argocd/ ./tests/testkit/testargocd/ ./tests/testkit/testflux/ ./tests/dashboard/ ./pkg/signature/ && \
+		./tests/argocd/ ./pkg/testing/testargocd/ ./pkg/testing/testflux/ ./tests/dashboard/ ./pkg/signature/ && \
 		IMAGE_TOOLKIT_BIN=$(BIN) IMAGE_TOOLKIT_REQUIRE_TOOLS="browser-tools argocd-tools flux-tools" go test -race -count=1 -run Flux ./tests/node/
 
 plugin-archives: ## tk-image as a Flux CLI plugin: an archive per platform, checksums.txt and the catalog manifest tk-image.yaml in bin/plugin (PLUGIN_BASE_URL=URL: where the release's archives will be downloaded from; nothing is uploaded).

@@ -8,7 +8,7 @@
 # runc, containernetworking-plugins, iptables, iproute2 and conntrack for the
 # real node of tests/node and `make cluster` (tests/internal/cluster),
 # busybox-static for its shell image; redis-server for Argo CD's cache in
-# tests/argocd (tests/testkit/testargocd); chromium, the headless browser
+# tests/argocd (pkg/testing/testargocd); chromium, the headless browser
 # tests/dashboard drives, and npm, which installs axe-core for it (make
 # browser-tools). Installs them
 # with apt when we are root on Debian/Ubuntu; otherwise prints the command to

@@ -19,7 +19,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // Set TK_IMAGE_UPDATE_GOLDEN=1 to rewrite testdata/migrate/golden from the

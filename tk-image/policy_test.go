@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/policy/policytest"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
-	"toolkit.dev/image-toolkit/tests/testkit/testsign"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testsign"
 )
 
 func TestPolicyEvalStdin(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
-	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 )
 
 const remoteDeployment = `apiVersion: apps/v1

@@ -18,7 +18,6 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/controller-runtime v0.25.2
 	toolkit.dev/image-toolkit/pkg v0.0.0
-	toolkit.dev/image-toolkit/tests/testkit v0.0.0
 )
 
 require (
@@ -156,5 +155,3 @@ require (
 // Every module builds on its own too (e.g. in a container build); in the
 // workspace, go.work supersedes this.
 replace toolkit.dev/image-toolkit/pkg => ../pkg
-
-replace toolkit.dev/image-toolkit/tests/testkit => ../tests/testkit

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/fluxcd/pkg/auth"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
+	"toolkit.dev/image-toolkit/pkg/testing/testcloud"
 )
 
 // TestAWSCABundle is a protocol test of AWS_CA_BUNDLE: with the stand-in's

@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testcloud"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 // saToken stands for the projected ServiceAccount token a cloud's
@@ -63,8 +63,8 @@ func controllerIdentity(t *testing.T, cloud *testcloud.Cloud, provider string) {
 // token services' documented exchanges (STS AssumeRoleWithWebIdentity then
 // ECR GetAuthorizationToken; the GCE metadata server's token; Entra's
 // client credentials grant with the federated token then ACR's
-// /oauth2/exchange), all served on loopback by tests/testkit/testcloud under the
-// clouds' real host names, that a real registry (tests/testkit/testregistry, basic
+// /oauth2/exchange), all served on loopback by pkg/testing/testcloud under the
+// clouds' real host names, that a real registry (pkg/testing/testregistry, basic
 // authentication with exactly the issued credential) lists tags with
 // them, and that a second request is served from the cache with no
 // exchange. It does not prove that a cloud accepts our requests.

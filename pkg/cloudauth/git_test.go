@@ -17,17 +17,17 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
-	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testcloud"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // TestGitHubAppProtocol is a protocol test of provider github through
 // pkg/git's one credentials layer: the App's Secret (Flux's keys) makes a
 // JWT that GitHub's installation-token endpoint, as its REST API documents
-// it (served by tests/testkit/testcloud on loopback as api.github.com or a GitHub
+// it (served by pkg/testing/testcloud on loopback as api.github.com or a GitHub
 // Enterprise /api/v3/ base URL), verifies (RS256 with the App's key, iss
 // the App ID, iat and exp within GitHub's bounds) and answers with an
-// installation token; a real git server (tests/testkit/testgit over HTTPS) then
+// installation token; a real git server (pkg/testing/testgit over HTTPS) then
 // lists refs with user x-access-token and exactly that token as the
 // password. Two listings after reading the Auth make one exchange (the
 // token is cached); a key GitHub does not know is ErrAuthentication, a

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // One Secret, one verdict: these are the rules by which both controllers

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/signature"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
-	"toolkit.dev/image-toolkit/tests/testkit/testsign"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testsign"
 )
 
 // These tests sign with the real cosign and notation CLIs (make

@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"toolkit.dev/image-toolkit/pkg/signature"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
-	"toolkit.dev/image-toolkit/tests/testkit/testsign"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testsign"
 )
 
 const (

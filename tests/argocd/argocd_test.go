@@ -1,6 +1,6 @@
 // Package argocd proves that Argo CD itself reads the override files
 // pkg/argocd writes: Argo CD's application controller and repo server
-// (tests/testkit/testargocd) render Applications from a real git server,
+// (pkg/testing/testargocd) render Applications from a real git server,
 // and a commit of .argocd-source-<app>.yaml changes the images Argo CD
 // deploys. Argo CD and its CRDs come from `make argocd-tools`.
 package argocd
@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"toolkit.dev/image-toolkit/pkg/argocd"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/argochain"
-	"toolkit.dev/image-toolkit/tests/testkit/testargocd"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testargocd"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 var env *testenv.Env

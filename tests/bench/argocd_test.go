@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/argochain"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // BenchmarkArgoCDApplications measures one automation over 1,000 Argo CD

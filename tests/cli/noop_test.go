@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // A newcomer's inputs that change nothing, run through the real binary

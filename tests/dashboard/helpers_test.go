@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 func repoRoot(t *testing.T) string {

@@ -12,9 +12,9 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
-	"toolkit.dev/image-toolkit/tests/testkit/testsign"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testsign"
 )
 
 // Keyed cosign (the legacy .sig format, as cosign v2 and older sign) and

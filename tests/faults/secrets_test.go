@@ -21,10 +21,10 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
-	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 // secretSet is every credential a scenario gave the controllers, each with

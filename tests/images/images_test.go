@@ -28,7 +28,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
 	"toolkit.dev/image-toolkit/tests/internal/imagebuild"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // images returns the directory of the image tarballs: those of `make

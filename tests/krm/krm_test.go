@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // binaries returns bin/kustomize and bin/tk-image ($IMAGE_TOOLKIT_BIN when

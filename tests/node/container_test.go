@@ -27,8 +27,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/cluster"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 const cmManifest = `apiVersion: apps/v1

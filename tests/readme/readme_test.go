@@ -19,7 +19,7 @@ import (
 	"unicode"
 
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 func read(t *testing.T, path ...string) (root, text string) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // toolEnv is a tools directory, cache and bin directory of a test's own.

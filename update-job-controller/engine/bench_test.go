@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // BenchmarkRunLargeRepo runs jobs on a repository of 10,000 manifests, 100

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // copyTree copies dir's regular files into dst, as a container that

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // unmarked is a repository without a single marker: one image in a

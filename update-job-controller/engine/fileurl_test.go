@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // A file:// repository is refused unless the Engine was made with

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // groupPlans are n plans over apps/app-N, each its own automation.

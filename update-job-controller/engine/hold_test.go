@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 const twoContainers = `apiVersion: apps/v1

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
 )
 
 // The engine's request flow against a real Gitea, for what the end-to-end

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"toolkit.dev/image-toolkit/pkg/forge"
-	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
+	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 )
 
 // TestMain registers the built-in forges, as the front ends do, and stops

@@ -8,7 +8,7 @@
 # hard-links the second name. From the same module come its CRDs
 # (manifests/crds) and hack/git-verify-wrapper.sh, which the repo server runs
 # on every checkout (Argo CD's image installs it on PATH; the module zip
-# drops its executable bit, so tests/testkit/testargocd installs it with one).
+# drops its executable bit, so pkg/testing/testargocd installs it with one).
 version=$(modversion github.com/argoproj/argo-cd/v3)
 p=github.com/argoproj/argo-cd/v3/common
 ldflags="-X $p.version=${version#v} -X $p.gitTreeState=clean"

@@ -19,8 +19,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 // testClock is the real time plus an offset a test moves forward.

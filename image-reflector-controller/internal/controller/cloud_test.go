@@ -17,8 +17,8 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testcloud"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 // installCloud starts the clouds' stand-in and points the SDKs' clients

@@ -11,8 +11,8 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 // BenchmarkBuildTimeCost measures, through the reflector's reconcilers and a

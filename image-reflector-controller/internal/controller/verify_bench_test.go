@@ -13,8 +13,8 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
-	"toolkit.dev/image-toolkit/tests/testkit/testsign"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testsign"
 )
 
 // BenchmarkVerifyCost measures what spec.verify costs, through the

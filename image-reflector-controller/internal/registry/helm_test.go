@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 func caTransport(t *testing.T, caPEM []byte) *http.Transport {

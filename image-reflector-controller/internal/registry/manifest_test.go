@@ -10,7 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 // Against a real registry holding a multi-platform index (with a buildx

@@ -20,7 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testregistry"
+	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 )
 
 func repoOf(t *testing.T, r *testregistry.Registry, repo string) name.Repository {

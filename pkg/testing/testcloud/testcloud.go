@@ -4,7 +4,7 @@
 // STS and ECR, Microsoft Entra ID and ACR's token exchange, the GitHub API)
 // and one plain HTTP server for the GCE metadata server, each speaking the
 // wire format its provider documents. Registry hosts (ECR, Artifact
-// Registry, ACR) are passed through to a real registry (tests/testkit/testregistry).
+// Registry, ACR) are passed through to a real registry (pkg/testing/testregistry).
 //
 // The real host names are kept so that the code under test, and the cloud
 // SDKs under it, resolve and validate endpoints exactly as in a cluster:
@@ -112,7 +112,7 @@ type Cloud struct {
 	// CAPEM is the CA of the HTTPS server's certificate.
 	CAPEM []byte
 	// Registry, when set, is where requests to registry hosts go (the
-	// host:port of a plain HTTP tests/testkit/testregistry).
+	// host:port of a plain HTTP pkg/testing/testregistry).
 	Registry string
 	// GitHubAppID and GitHubKey are the App the GitHub API knows:
 	// installation tokens are issued for JWTs this key signed with this
@@ -302,7 +302,7 @@ func (c *Cloud) ExpiresAt(token string) time.Time {
 
 // AzureDevOpsAuthorized is Azure DevOps' check of a git request's
 // Authorization header: a bearer token Entra ID issued for Azure DevOps's
-// scope, not expired. For tests/testkit/testgit's Options.Authorize.
+// scope, not expired. For pkg/testing/testgit's Options.Authorize.
 func (c *Cloud) AzureDevOpsAuthorized(authorization string) bool {
 	token, ok := strings.CutPrefix(authorization, "Bearer ")
 	if !ok {

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // make demo DEMO_FLAGS=--stay, as a person runs it: after the walk-through

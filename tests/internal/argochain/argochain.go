@@ -4,7 +4,7 @@
 // repository Secret for it in Argo CD's namespace, and the three
 // controllers, the automation controller told where Argo CD runs. With
 // Options.ArgoCD, Argo CD's own application controller and repo server
-// (tests/testkit/testargocd) run against the same control plane; without,
+// (pkg/testing/testargocd) run against the same control plane; without,
 // Argo CD's Application CRD of the pinned module is installed and each
 // Application's status is written as Argo CD writes it once synced. The
 // tests of tests/argocd and the benchmarks of tests/bench share it.
@@ -38,10 +38,10 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/argocd"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testargocd"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testargocd"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // Namespace is Argo CD's, where the Applications, the image objects and

@@ -30,9 +30,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
-	"toolkit.dev/image-toolkit/tests/testkit/testgitea"
 )
 
 // Image is the repository the samples follow, at the local registry.

@@ -18,8 +18,8 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // roundTrip does what a job does over the network: fetch main from url,

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // bigRepo writes a repository of files files and commits commits (the

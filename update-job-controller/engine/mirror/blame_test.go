@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // LastChange answers as libgit2's blame does, for every line, at every

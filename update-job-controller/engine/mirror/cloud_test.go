@@ -16,9 +16,9 @@ import (
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
+	"toolkit.dev/image-toolkit/pkg/testing/testcloud"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testcloud"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // azureWorkloadIdentity gives the process what Azure Workload Identity's

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // CommitDir commits what a program left under the update path: additions,

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // A filtered checkout reads each blob once per filter: the next commit's

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // rssAnonKiB is the process's anonymous resident memory: Go's heap and

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 func TestMirrorFetchResolveCheckout(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // TestCommitIntoAFullMirrorSaysNoSpace proves that a commit made while

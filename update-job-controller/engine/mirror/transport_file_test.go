@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // A repository on this machine's disk (file://) is fetched and pushed by

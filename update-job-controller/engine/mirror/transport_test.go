@@ -19,8 +19,8 @@ import (
 	git2go "github.com/libgit2/git2go/v34"
 
 	"toolkit.dev/image-toolkit/pkg/git"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/writeback"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
 )
 
 // silentServer accepts TCP connections and never answers.

@@ -6,7 +6,7 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/tests/testkit/testgit"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // A job records in status.result the markers it found per policy, also

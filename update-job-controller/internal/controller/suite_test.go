@@ -17,7 +17,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/tests/testkit/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 	"toolkit.dev/image-toolkit/update-job-controller/forges"
 	"toolkit.dev/image-toolkit/update-job-controller/internal/transfer"
