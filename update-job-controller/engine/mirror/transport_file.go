@@ -40,19 +40,9 @@ func (t *fileTransport) Action(remoteURL string, action git2go.SmartServiceActio
 	if err != nil {
 		return nil, err
 	}
-	var service string
-	ls := false
-	switch action {
-	case git2go.SmartServiceActionUploadpackLs:
-		service, ls = "git-upload-pack", true
-	case git2go.SmartServiceActionUploadpack:
-		service = "git-upload-pack"
-	case git2go.SmartServiceActionReceivepackLs:
-		service, ls = "git-receive-pack", true
-	case git2go.SmartServiceActionReceivepack:
-		service = "git-receive-pack"
-	default:
-		return nil, s.fail(fmt.Errorf("unknown git service action %d", action))
+	service, ls, err := serviceOf(action)
+	if err != nil {
+		return nil, s.fail(err)
 	}
 	if !ls {
 		if t.stream == nil || t.stream.service != service {

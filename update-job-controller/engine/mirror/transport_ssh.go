@@ -29,19 +29,9 @@ func (t *sshTransport) Action(remoteURL string, action git2go.SmartServiceAction
 	if err != nil {
 		return nil, err
 	}
-	var service string
-	ls := false
-	switch action {
-	case git2go.SmartServiceActionUploadpackLs:
-		service, ls = "git-upload-pack", true
-	case git2go.SmartServiceActionUploadpack:
-		service = "git-upload-pack"
-	case git2go.SmartServiceActionReceivepackLs:
-		service, ls = "git-receive-pack", true
-	case git2go.SmartServiceActionReceivepack:
-		service = "git-receive-pack"
-	default:
-		return nil, s.fail(fmt.Errorf("unknown git service action %d", action))
+	service, ls, err := serviceOf(action)
+	if err != nil {
+		return nil, s.fail(err)
 	}
 	if !ls {
 		// The conversation the listing started goes on.
@@ -63,6 +53,23 @@ func (t *sshTransport) Action(remoteURL string, action git2go.SmartServiceAction
 	}
 	t.stream = st
 	return st, nil
+}
+
+// serviceOf is the git program a stateful transport runs for action, and
+// whether the action is its listing of refs (the start of a conversation)
+// rather than the rest of one.
+func serviceOf(action git2go.SmartServiceAction) (service string, ls bool, err error) {
+	switch action {
+	case git2go.SmartServiceActionUploadpackLs:
+		return "git-upload-pack", true, nil
+	case git2go.SmartServiceActionUploadpack:
+		return "git-upload-pack", false, nil
+	case git2go.SmartServiceActionReceivepackLs:
+		return "git-receive-pack", true, nil
+	case git2go.SmartServiceActionReceivepack:
+		return "git-receive-pack", false, nil
+	}
+	return "", false, fmt.Errorf("unknown git service action %d", action)
 }
 
 // connect dials the server (through the proxy, if any), checks its host

@@ -23,7 +23,6 @@ package v1beta1
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
-
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1beta1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 )
