@@ -25,9 +25,9 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 func repoRoot(t *testing.T) string {

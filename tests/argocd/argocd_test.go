@@ -21,10 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"toolkit.dev/image-toolkit/pkg/argocd"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
-	"toolkit.dev/image-toolkit/tests/internal/argochain"
 	"toolkit.dev/image-toolkit/pkg/testing/testargocd"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
+	"toolkit.dev/image-toolkit/tests/internal/argochain"
 )
 
 var env *testenv.Env

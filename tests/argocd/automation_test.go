@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/argochain"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 var app = &imagev1.CrossNamespaceSourceReference{Kind: "Application", Name: "podinfo"}

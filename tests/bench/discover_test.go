@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // BenchmarkDiscoverCycle onboards a repository of 5,000 unmarked

@@ -16,8 +16,8 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // BenchmarkMonorepoAutomations: one repository with N apps under apps/,

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // A newcomer's inputs that change nothing, run through the real binary

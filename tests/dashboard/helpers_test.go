@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 func repoRoot(t *testing.T) string {

@@ -14,8 +14,8 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // The whole chain as deployed: tags in a registry become commits in git

@@ -13,9 +13,9 @@ import (
 
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // binaries returns the directory of the controller binaries to run.

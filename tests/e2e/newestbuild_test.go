@@ -7,8 +7,8 @@ import (
 	"time"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // Newest by build time through the three controllers: with policy

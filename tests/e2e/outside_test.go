@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // A user who runs a controller binary on their machine with only KUBECONFIG

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // Platform digests through the three controllers: for a multi-arch index,

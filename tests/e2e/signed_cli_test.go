@@ -11,10 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 	"toolkit.dev/image-toolkit/pkg/testing/testsign"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // Keyed cosign (the legacy .sig format, as cosign v2 and older sign) and

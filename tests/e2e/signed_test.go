@@ -15,10 +15,10 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
 	"toolkit.dev/image-toolkit/pkg/testing/testsign"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // Signed images through the three controllers, signed keylessly with

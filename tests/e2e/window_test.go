@@ -12,8 +12,8 @@ import (
 	"time"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // Update windows through the three controller binaries: with a schedule

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // fuzzKinds are the kinds TestFuzzThroughAPIServer makes, with their CRD

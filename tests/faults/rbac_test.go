@@ -28,10 +28,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // unusedGrants are the write permissions (create, update, patch, delete)

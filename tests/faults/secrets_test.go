@@ -23,8 +23,8 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // secretSet is every credential a scenario gave the controllers, each with

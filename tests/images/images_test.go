@@ -27,8 +27,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
 
-	"toolkit.dev/image-toolkit/tests/internal/imagebuild"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/imagebuild"
 )
 
 // images returns the directory of the image tarballs: those of `make

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // binaries returns bin/kustomize and bin/tk-image ($IMAGE_TOOLKIT_BIN when

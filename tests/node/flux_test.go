@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"toolkit.dev/image-toolkit/pkg/health"
+	"toolkit.dev/image-toolkit/pkg/testing/testflux"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/cluster"
-	"toolkit.dev/image-toolkit/pkg/testing/testflux"
 )
 
 // fluxTimeout is the Kustomization's spec.timeout: how long it waits for

@@ -32,11 +32,11 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/health"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testflux"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/tests/internal/cluster"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testflux"
 )
 
 // promotionObjects are the chain's objects, in namespace promo: dev

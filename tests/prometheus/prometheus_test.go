@@ -29,10 +29,10 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testregistry"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // prefixes are the metric name prefixes of our own metrics, by controller.

@@ -21,10 +21,10 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // The automation of the chart's pull request sample, and its stream.

@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
 // spec.rollback in PR mode on Gitea, the stand-in Kustomization's status

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"unicode"
 
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 func read(t *testing.T, path ...string) (root, text string) {

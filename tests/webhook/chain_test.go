@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // BenchmarkPushToCommit measures the whole chain driven by a real sender:

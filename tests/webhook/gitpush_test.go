@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
-	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 )
 
 // gitPush is the chain on a real Gitea (built from the module proxy,

@@ -18,8 +18,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // made collects the batches a batcher makes.

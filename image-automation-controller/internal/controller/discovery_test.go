@@ -13,8 +13,8 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // An automation with spec.discover makes a first UpdateJob with no setters

@@ -20,8 +20,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/receiver"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // gitWebhook creates a Secret with token and a GitWebhook of type typ

@@ -13,8 +13,8 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // In PR mode the change reaches the branch through a person's merge: the

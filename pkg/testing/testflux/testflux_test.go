@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testflux"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 // The harness on a control plane without a node: source-controller fetches

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"toolkit.dev/image-toolkit/tests/internal/localenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
 // make demo DEMO_FLAGS=--stay, as a person runs it: after the walk-through

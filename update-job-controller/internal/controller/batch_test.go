@@ -29,8 +29,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 )

@@ -20,8 +20,8 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
 
 const deployment = `apiVersion: apps/v1
