@@ -16,7 +16,7 @@ CONTROLLER_GEN := $(BIN)/controller-gen
 TESTENV := $(BIN)/testenv
 HELM := $(BIN)/helm
 
-MODULES := pkg image-reflector-controller image-automation-controller update-job-controller tk-image tests examples/embed-engine
+MODULES := pkg pkg/apis image-reflector-controller image-automation-controller update-job-controller tk-image tests examples/embed-engine
 CHARTS := image-reflector-controller image-automation-controller update-job-controller
 # Binaries that link libgit2 through git2go (tk-image for update --repository,
 # the write-back engine's front end); the rest build with CGO_ENABLED=0.

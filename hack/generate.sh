@@ -16,11 +16,11 @@ sums() { generated | sort | xargs -r sha256sum; }
 
 before=$(sums)
 
-( cd pkg && "$gen" object:headerFile="$root/hack/boilerplate.go.txt" paths=./apis/... )
+( cd pkg/apis && "$gen" object:headerFile="$root/hack/boilerplate.go.txt" paths=./... )
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-( cd pkg && "$gen" crd paths=./apis/... output:crd:artifacts:config="$tmp" )
+( cd pkg/apis && "$gen" crd paths=./... output:crd:artifacts:config="$tmp" )
 
 # One chart per controller, each carrying the CRDs of the kinds it reconciles.
 # They live in files/crds, not crds/: Helm installs crds/ once and never

@@ -15,6 +15,7 @@ require (
 	k8s.io/client-go v0.37.1
 	sigs.k8s.io/controller-runtime v0.25.2
 	toolkit.dev/image-toolkit/pkg v0.0.0
+	toolkit.dev/image-toolkit/pkg/apis v0.0.0
 )
 
 require (
@@ -197,3 +198,5 @@ require (
 // Every module builds on its own too (e.g. in a container build); in the
 // workspace, go.work supersedes this.
 replace toolkit.dev/image-toolkit/pkg => ../pkg
+
+replace toolkit.dev/image-toolkit/pkg/apis => ../pkg/apis

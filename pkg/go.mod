@@ -41,6 +41,7 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/kustomize/kyaml v0.21.2
 	sigs.k8s.io/yaml v1.6.0
+	toolkit.dev/image-toolkit/pkg/apis v0.0.0
 )
 
 require (
@@ -206,3 +207,8 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+// The API types are a module of their own, so that a project importing
+// only them does not resolve what the rest of pkg requires; in the
+// workspace, go.work supersedes this.
+replace toolkit.dev/image-toolkit/pkg/apis => ./apis

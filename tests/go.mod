@@ -16,6 +16,7 @@ require (
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/yaml v1.6.0
 	toolkit.dev/image-toolkit/pkg v0.0.0
+	toolkit.dev/image-toolkit/pkg/apis v0.0.0
 )
 
 require (
@@ -142,3 +143,5 @@ require (
 // Every module builds on its own too (e.g. in a container build); in the
 // workspace, go.work supersedes this.
 replace toolkit.dev/image-toolkit/pkg => ../pkg
+
+replace toolkit.dev/image-toolkit/pkg/apis => ../pkg/apis

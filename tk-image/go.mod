@@ -20,6 +20,7 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.21.2
 	sigs.k8s.io/yaml v1.6.0
 	toolkit.dev/image-toolkit/pkg v0.0.0
+	toolkit.dev/image-toolkit/pkg/apis v0.0.0
 	toolkit.dev/image-toolkit/update-job-controller v0.0.0
 )
 
@@ -191,5 +192,7 @@ require (
 // Every module builds on its own too (e.g. in a container build); in the
 // workspace, go.work supersedes this.
 replace toolkit.dev/image-toolkit/pkg => ../pkg
+
+replace toolkit.dev/image-toolkit/pkg/apis => ../pkg/apis
 
 replace toolkit.dev/image-toolkit/update-job-controller => ../update-job-controller

@@ -18,6 +18,7 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/controller-runtime v0.25.2
 	toolkit.dev/image-toolkit/pkg v0.0.0
+	toolkit.dev/image-toolkit/pkg/apis v0.0.0
 )
 
 require (
@@ -155,3 +156,5 @@ require (
 // Every module builds on its own too (e.g. in a container build); in the
 // workspace, go.work supersedes this.
 replace toolkit.dev/image-toolkit/pkg => ../pkg
+
+replace toolkit.dev/image-toolkit/pkg/apis => ../pkg/apis

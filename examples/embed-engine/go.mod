@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	toolkit.dev/image-toolkit/pkg v0.0.0
+	toolkit.dev/image-toolkit/pkg/apis v0.0.0
 	toolkit.dev/image-toolkit/update-job-controller v0.0.0
 )
 
@@ -52,5 +53,6 @@ require (
 
 replace (
 	toolkit.dev/image-toolkit/pkg => ../../pkg
+	toolkit.dev/image-toolkit/pkg/apis => ../../pkg/apis
 	toolkit.dev/image-toolkit/update-job-controller => ../../update-job-controller
 )

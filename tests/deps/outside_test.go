@@ -47,7 +47,7 @@ func outsideGo(t *testing.T, dir string, args ...string) string {
 }
 
 // A module of another project that embeds the engine needs a replace for
-// each of the two unpublished modules it requires and nothing else: go mod
+// each of the three unpublished modules it requires and nothing else: go mod
 // tidy resolves the tests of every package it imports (the test servers
 // are pkg/testing, in the pkg module), go list -m all loads its whole
 // graph, and it builds linking no Kubernetes package beyond kyaml's own.
@@ -56,7 +56,7 @@ func TestAnOutsideModuleEmbedsTheEngine(t *testing.T) {
 		t.Skip("resolves modules from the proxy")
 	}
 	dir := outsideModule(t, []string{module + "update-job-controller/engine", module + "update-job-controller/forges"},
-		"pkg", "update-job-controller")
+		"pkg", "pkg/apis", "update-job-controller")
 	outsideGo(t, dir, "mod", "tidy")
 	mods := strings.Fields(outsideGo(t, dir, "list", "-m", "-f", "{{.Path}}", "all"))
 	if len(mods) < 50 {
@@ -76,17 +76,63 @@ func TestAnOutsideModuleEmbedsTheEngine(t *testing.T) {
 	if len(k8s) > 0 {
 		t.Errorf("the outside module links Kubernetes packages: %s", strings.Join(k8s, ", "))
 	}
-	t.Logf("embedding the engine and the built-in forges: %d packages linked, %d modules in the graph, 2 replaces", len(linked), len(mods))
+	t.Logf("embedding the engine and the built-in forges: %d packages linked, %d modules in the graph, 3 replaces", len(linked), len(mods))
 }
 
-// A module that imports only the API types resolves with go mod tidy and
-// go list -m all too.
+// A module that imports only the API types needs the one replace of
+// their module, and its graph is no larger than that of a module importing
+// Flux's image-automation API types (testdata/fluxapi, pinned by its own
+// go.mod and go.sum): the API types' module requires apimachinery, k8s.io/api
+// and controller-runtime, not what the controllers need.
 func TestAnOutsideModuleImportsTheAPITypes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("resolves modules from the proxy")
 	}
-	dir := outsideModule(t, []string{module + "pkg/apis/image/v1beta1", module + "pkg/apis/update/v1beta1"}, "pkg")
+	fluxDir := copyDir(t, filepath.Join(root(t), "tests", "deps", "testdata", "fluxapi"))
+	dir := outsideModule(t, []string{module + "pkg/apis/image/v1beta1", module + "pkg/apis/update/v1beta1", module + "pkg/apis/meta"}, "pkg/apis")
 	outsideGo(t, dir, "mod", "tidy")
-	mods := strings.Fields(outsideGo(t, dir, "list", "-m", "-f", "{{.Path}}", "all"))
-	t.Logf("importing the API types: %d modules in the graph, 1 replace", len(mods))
+	ours := strings.Fields(outsideGo(t, dir, "list", "-m", "-f", "{{.Path}}", "all"))
+	flux := strings.Fields(outsideGo(t, fluxDir, "list", "-m", "-f", "{{.Path}}", "all"))
+	if len(flux) < 50 {
+		t.Fatalf("go list -m all listed %d modules for Flux's API types", len(flux))
+	}
+	if len(ours) > len(flux) {
+		fluxHas := map[string]bool{}
+		for _, m := range flux {
+			fluxHas[m] = true
+		}
+		var extra []string
+		for _, m := range ours {
+			if !fluxHas[m] {
+				extra = append(extra, m)
+			}
+		}
+		t.Errorf("importing the API types brings %d modules, Flux's API types %d; beyond Flux's: %s",
+			len(ours), len(flux), strings.Join(extra, ", "))
+	}
+	t.Logf("importing the API types: %d modules in the graph (Flux's image-automation api: %d), 1 replace", len(ours), len(flux))
+}
+
+// copyDir copies the files of dir (not its subdirectories) to a temporary
+// directory, so the go command may write there.
+func copyDir(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(out, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }
