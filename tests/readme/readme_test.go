@@ -1,7 +1,8 @@
 // Package readme checks that the README's and docs' commands are the
 // build's: the make targets, the tool versions, the controller flags and the
 // tk-image commands they name exist as they say, every package is in the
-// layout table, every reason is in a table, and every link leads somewhere.
+// layout table, every reason is in a table, the architecture's phase table is
+// the code's phase lists, and every link leads somewhere.
 // The README is the front door; the reference it links to lives in docs/,
 // so each check reads the page that now holds what it checks.
 package readme
