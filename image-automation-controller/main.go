@@ -31,9 +31,10 @@ func main() {
 		MetricsSubsystem: "automation",
 		LeaderElect:      true,
 		// A run mostly waits: on the API server, on a branch head read
-		// shared with the branch's other automations. 32 at once let a
-		// monorepo's 1,000 automations decide in 54 s, at 4 it took
-		// 63 to 79 s (BenchmarkMonorepoAutomations/1000, under load).
+		// shared with the branch's other automations, so a monorepo's
+		// thousand automations decide sooner with many runs at once than
+		// with controller-runtime's default (BenchmarkMonorepoAutomations;
+		// docs/performance.md has the figures).
 		Concurrent: 32,
 		Scheme:     app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme, updatev1.AddToScheme),
 		Flags:      a.bindFlags,

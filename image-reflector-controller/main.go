@@ -29,10 +29,10 @@ const name = "image-reflector-controller"
 func main() {
 	// The reflector keeps tens of thousands of small objects (the cached
 	// ImageRepositories and ImagePolicies, their series): with Go's
-	// default, a collection when the heap doubles, a cold start of 10,000
-	// of each peaked at 269 MiB for about 110 MiB live. Collecting at
-	// half again trades a little of the reflector's CPU (13% of a core
-	// there) for that memory. GOGC still overrides it.
+	// default, a collection when the heap doubles, a cold start of many
+	// thousands of each peaked at more than twice the live heap.
+	// Collecting at half again trades a little of the reflector's CPU for
+	// that memory (docs/performance.md). GOGC still overrides it.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
@@ -42,9 +42,9 @@ func main() {
 		MetricsSubsystem: "reflector",
 		LeaderElect:      true,
 		// A reconcile mostly waits: on the registry, the store's fsync and
-		// one status write. At the default 4, a cold start of 10,000
-		// repositories scanned 11 a second, each reconcile 0.36 s, the
-		// reflector at 12% of a core.
+		// one status write. At controller-runtime's default of 4, a cold
+		// start of thousands of repositories was bound by those waits,
+		// with the reflector's CPU mostly idle.
 		Concurrent: 16,
 		Scheme:     app.NewScheme(clientgoscheme.AddToScheme, imagev1.AddToScheme),
 		Flags:      r.bindFlags,

@@ -226,7 +226,7 @@ func (e *Engine) Run(ctx context.Context, plan writeback.Plan) (Result, error) {
 // workDir makes a directory for one round's checkout under the WorkDir.
 // It is removed when the run ends (removeWorkDirs), after the push, not
 // between the commit and the push: removing a hundred files and their
-// directories took 10 to 15 ms on the 2-core test machine's disk.
+// directories is disk work the push need not wait for.
 func (r *run) workDir(prefix string) (string, error) {
 	dir, err := os.MkdirTemp(r.settings.WorkDir, prefix)
 	if err != nil {

@@ -58,10 +58,11 @@ const (
 	// batchAdoptAfter: a batch that runs longer is named in its
 	// automations' statuses while it runs; one that ends sooner is only
 	// recorded, so that a thousand status writes do not compete with
-	// the batch's own on the API server. At 5 s, the second batch of a
-	// thousand automations, waiting its turn behind the first, was named
-	// in 500 statuses while it ran: 500 reconciles and writes beside
-	// its own writes of a 1 MiB object (BenchmarkMonorepoAutomations).
+	// the batch's own on the API server. With a few seconds here, the
+	// second batch of a thousand automations, waiting its turn behind the
+	// first, was named in hundreds of statuses while it ran: as many
+	// reconciles and writes beside its own writes of a large object
+	// (BenchmarkMonorepoAutomations).
 	batchAdoptAfter = 30 * time.Second
 	// batchCreateTimeout bounds the create of a batch.
 	batchCreateTimeout = 30 * time.Second

@@ -130,7 +130,7 @@ func (r *ImageUpdateAutomationReconciler) readSource(ctx context.Context, s *sco
 // the namespace (discovery follows the namespace's own policy for an
 // image, which the selector need not match). A copy of every policy of
 // the namespace for each run was the automation controller's CPU and most
-// of its memory at 30,000 policies (3.4 GiB, BenchmarkShardedScale/30000).
+// of its memory at tens of thousands of policies (BenchmarkShardedScale).
 func (r *ImageUpdateAutomationReconciler) readPolicies(ctx context.Context, s *scope) (reconcile.Result, error) {
 	list := &imagev1.ImagePolicyList{}
 	opts := []client.ListOption{client.InNamespace(s.Obj.Namespace)}

@@ -54,8 +54,8 @@ const (
 // grows with the rate of events:
 //
 //   - The broadcaster keeps a copy of every event for six minutes, to spot
-//     repeats; a cold start of 10,000 image policies (one event each) kept
-//     9.5 MB of them. A Writer remembers what a series needs (the event's
+//     repeats; a cold start of thousands of image policies (one event
+//     each) kept all of them. A Writer remembers what a series needs (the event's
 //     name, count and time) for at most 4,096 events.
 //   - It starts a goroutine per event to send it, so a burst is a burst of
 //     goroutines and requests in flight. A Writer writes in the caller's

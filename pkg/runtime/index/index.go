@@ -6,10 +6,9 @@
 //
 //   - client-go's indexer keeps, for each value, a set (a Go map) of
 //     keys, and controller-runtime indexes each value twice, under its
-//     namespace and under all namespaces: about 700 bytes an object and
-//     index, 14 MB for the reflector's two at 10,000 repositories and
-//     10,000 policies. An Index keeps the value once, with a slice of
-//     keys: about 100 bytes.
+//     namespace and under all namespaces: two maps' entries and a map
+//     for each object and index. An Index keeps the value once, with a
+//     slice of keys.
 //   - A lookup through the cache lists the objects, each a deep copy, to
 //     take their keys. An Index answers with the keys, which is all a
 //     watch's map function enqueues, and a caller that needs an object

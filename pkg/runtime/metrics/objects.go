@@ -10,11 +10,11 @@ import (
 // ObjectGauge is a gauge with a series per object, kept as a map from label
 // values to value and made into series when scraped.
 //
-// A GaugeVec keeps each series' label pairs, hash and gauge: 658 bytes a
-// series against 131 here (BenchmarkPerObjectSeriesMemory). At 10,000
-// ImageRepositories and 10,000 ImagePolicies the reflector's 30,000
-// per-object series (each object's Ready, each repository's stored tags)
-// were 15 MB of its 98 MB heap, for values read once a scrape. A scrape
+// A GaugeVec keeps each series' label pairs, hash and gauge, several times
+// what a map entry here costs (BenchmarkPerObjectSeriesMemory measures
+// both). At tens of thousands of objects the reflector's per-object series
+// (each object's Ready, each repository's stored tags) were a large part
+// of its heap, for values read once a scrape. A scrape
 // builds each series anew, as a GaugeVec's scrape builds each series'
 // protobuf anyway.
 type ObjectGauge struct {

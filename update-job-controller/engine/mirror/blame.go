@@ -29,9 +29,9 @@ type LineChange struct {
 // cannot tell (a merge that changed the file against all its parents, a
 // file new in a commit that deleted one, which may be a rename). libgit2's
 // blame diffs the whole trees of each commit and its parent to look for
-// renames (blame_git.c, find_origin): 100,000 entries a step on a large
-// repository, 75 ms a line, minutes for a first run's 100 values over 200
-// commits, and every tree it read filled libgit2's object cache.
+// renames (blame_git.c, find_origin): every entry of both trees at each
+// step, so on a large repository a first run's values took minutes, and
+// every tree it read filled libgit2's object cache.
 func (m *Mirror) LastChange(commit Hash, path string, line int) (LineChange, error) {
 	return m.lastChange(commit.oid(), path, line)
 }
@@ -238,9 +238,9 @@ type step struct {
 const maxStepPaths = 4096
 
 // step diffs commit's tree against parent's, reading the raw trees
-// (libgit2's diff allocated for every entry of both, 50 ms a step on a
-// directory of 100,000 files) and descending only into the trees that
-// differ.
+// (libgit2's diff allocated for every entry of both, so a step cost in
+// proportion to the directory's size, not to what changed) and descending
+// only into the trees that differ.
 func (m *Mirror) step(parent, commit git2go.Oid) (*step, error) {
 	if st, ok := m.steps.get(parent, commit); ok {
 		return st, nil

@@ -130,9 +130,9 @@ func (c *Cache) Open(url string) (*Mirror, func(), error) {
 }
 
 // inMemory makes the objects a job's Commit writes (its blobs, trees and
-// commit) go to memory, not to a file each, from its first Commit on: a
-// loose object cost about a millisecond of the job's way to its push,
-// 100 ms for a hundred files, and a batch of 500 apps writes a thousand. The push reads them from
+// commit) go to memory, not to a file each, from its first Commit on: each
+// loose object's file and fsync was on the job's way to its push, and a
+// batch of hundreds of apps writes a thousand objects. The push reads them from
 // memory like any other, and once the server has taken them, the pack it
 // sent is written to the mirror (keep); what no push took (a commit
 // refused, a job that changed nothing) goes with the repository handle at
@@ -299,9 +299,9 @@ func (c *Cache) Prune(maxAge time.Duration) error {
 
 // anonymousRemote makes the in-memory remote of one operation. libgit2
 // 1.5 reads the repository's config for url.*.insteadOf rules when it
-// makes a remote, and its PCRE2 regexp code leaks the match data (about
-// 20 KiB) of every config entry the rule's pattern does not match: two
-// remotes per job leaked some 400 KiB of C memory per job, without end
+// makes a remote, and its PCRE2 regexp code leaks the match data (tens of
+// KiB) of every config entry the rule's pattern does not match: two
+// remotes per job leaked hundreds of KiB of C memory per job, without end
 // (TestSoak's update-job-controller, then TestFetchLeaksNoMemory). The
 // rules could only break our URLs (gitops-http://op-N/ names a session,
 // not a server), so the remote is made while the repository holds an empty

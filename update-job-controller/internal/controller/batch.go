@@ -133,24 +133,7 @@ func (st *jobRun) runs() []*jobRun {
 // outcome.
 func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.UpdateJob, st *jobRun) {
 	runs := st.runs()
-	// Each update's automation, the key of status.carries: the job's
-	// own is its controller's (planBatch made sure there is one).
-	automations := []types.UID{""}
-	if ctl := metav1.GetControllerOf(job); ctl != nil {
-		automations[0] = ctl.UID
-	}
-	for _, m := range st.batch {
-		automations = append(automations, m.uid)
-	}
-	// The updates' specs, for their verified setters.
-	specs := []*updatev1.UpdateSpec{&job.Spec.Update}
-	for _, m := range st.batch {
-		spec := &updatev1.UpdateSpec{}
-		if i := slices.IndexFunc(job.Spec.Members, func(s updatev1.UpdateJobMember) bool { return s.UID == m.uid }); i >= 0 {
-			spec = &job.Spec.Members[i].Update
-		}
-		specs = append(specs, spec)
-	}
+	automations, specs := batchUpdates(job, st)
 	auth, signer, secrets, err := r.gitAndSigner(ctx, job)
 	var taking []*jobRun
 	var takingAutomations []types.UID
@@ -211,6 +194,26 @@ func (r *UpdateJobReconciler) attemptBatch(ctx context.Context, job *updatev1.Up
 			run.err = lastTry(run.err, "the batch's commit landed without this update")
 		}
 	}
+}
+
+// batchUpdates is, in the order of jobRun.runs, each update's automation
+// (the key of status.carries: the job's own is its controller's, which
+// planBatch made sure there is) and its spec, for its verified setters.
+func batchUpdates(job *updatev1.UpdateJob, st *jobRun) ([]types.UID, []*updatev1.UpdateSpec) {
+	automations := []types.UID{""}
+	if ctl := metav1.GetControllerOf(job); ctl != nil {
+		automations[0] = ctl.UID
+	}
+	specs := []*updatev1.UpdateSpec{&job.Spec.Update}
+	for _, m := range st.batch {
+		automations = append(automations, m.uid)
+		spec := &updatev1.UpdateSpec{}
+		if i := slices.IndexFunc(job.Spec.Members, func(s updatev1.UpdateJobMember) bool { return s.UID == m.uid }); i >= 0 {
+			spec = &job.Spec.Members[i].Update
+		}
+		specs = append(specs, spec)
+	}
+	return automations, specs
 }
 
 // resumeIfCarried keeps plan.Resume (status.pushingCommit, which each View
