@@ -20,16 +20,16 @@ func TestCurrentReadsTheImageAndItsLine(t *testing.T) {
 		line     int
 		notFound bool
 	}{
-		{"kustomize, by the manifests' name", kustomize, TypeKustomize, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/podinfo"}, KustomizeName: "podinfo"},
+		{"kustomize, by the manifests' name", kustomize, TypeKustomize, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/podinfo"}, ArgoCDImageFields: meta.ArgoCDImageFields{KustomizeName: "podinfo"}},
 			meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: "6.4.0", Digest: "sha256:aa"}, 4, false},
 		{"kustomize, not set", kustomize, TypeKustomize, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/db"}}, meta.ImageRef{}, 0, true},
 		{"helm name and tag: the tag's line", helm, TypeHelm, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/podinfo"}},
 			meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: "6.4.0"}, 7, false},
-		{"helm spec", helm, TypeHelm, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/app"}, HelmSpec: "app.image"},
+		{"helm spec", helm, TypeHelm, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/app"}, ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageSpec: "app.image"}},
 			meta.ImageRef{Name: "ghcr.io/org/app", Tag: "2", Digest: "sha256:bb"}, 10, false},
-		{"helm, not set", helm, TypeHelm, Image{ImageRef: meta.ImageRef{Name: "x"}, HelmName: "x.repository", HelmTag: "x.tag"}, meta.ImageRef{}, 0, true},
+		{"helm, not set", helm, TypeHelm, Image{ImageRef: meta.ImageRef{Name: "x"}, ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageName: "x.repository", HelmImageTag: "x.tag"}}, meta.ImageRef{}, 0, true},
 		{"no file yet", nil, TypeKustomize, Image{ImageRef: meta.ImageRef{Name: "podinfo"}}, meta.ImageRef{}, 0, true},
-		{"valuesObject is not read", helm, TypeHelm, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/podinfo"}, HelmValuesObject: true}, meta.ImageRef{}, 0, true},
+		{"valuesObject is not read", helm, TypeHelm, Image{ImageRef: meta.ImageRef{Name: "ghcr.io/org/podinfo"}, ArgoCDImageFields: meta.ArgoCDImageFields{HelmValuesObject: true}}, meta.ImageRef{}, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

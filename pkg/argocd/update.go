@@ -13,12 +13,6 @@ const (
 	TypeHelm      = "Helm"
 )
 
-// Default Helm parameters of an image, argocd-image-updater's defaults.
-const (
-	DefaultHelmName = "image.repository"
-	DefaultHelmTag  = "image.tag"
-)
-
 // Image is one image to write into an override file: its new value, and
 // where the file holds it. Which fields count depends on the source type:
 // KustomizeName for Kustomize, the Helm names for Helm.
@@ -27,19 +21,11 @@ type Image struct {
 	// changes reported.
 	Setter string
 	meta.ImageRef
-	// KustomizeName is the name the manifests give the image, which
-	// kustomize.images matches; the image's name when empty.
-	KustomizeName string
-	// HelmSpec, when set, is one parameter for the whole reference
-	// (name:tag or name@digest); HelmName and HelmTag are then unused.
-	HelmSpec string
-	// HelmName and HelmTag are the parameters of the name and the tag;
-	// DefaultHelmName and DefaultHelmTag when empty. The tag parameter
-	// holds tag@digest when the reference has a digest.
-	HelmName, HelmTag string
-	// HelmValuesObject writes the Helm names into helm.valuesObject
-	// (values.go) instead of helm.parameters.
-	HelmValuesObject bool
+	// ArgoCDImageFields is where the file holds it: with HelmImageSpec
+	// one parameter for the whole reference, else the name's and the
+	// tag's (meta's defaults when empty; the tag's holds tag@digest when
+	// the reference has a digest).
+	meta.ArgoCDImageFields
 }
 
 // Update writes images into the override file data (empty: none yet) of a
@@ -135,7 +121,7 @@ func helmParameters(img Image) []HelmParameter {
 			tag = img.Tag + "@" + img.Digest
 		}
 	}
-	if img.HelmSpec != "" {
+	if img.HelmImageSpec != "" {
 		spec := img.Name
 		if img.Tag != "" {
 			spec += ":" + img.Tag
@@ -143,14 +129,14 @@ func helmParameters(img Image) []HelmParameter {
 		if img.Digest != "" {
 			spec += "@" + img.Digest
 		}
-		return []HelmParameter{{Name: img.HelmSpec, Value: spec, ForceString: true}}
+		return []HelmParameter{{Name: img.HelmImageSpec, Value: spec, ForceString: true}}
 	}
-	name, tagName := img.HelmName, img.HelmTag
+	name, tagName := img.HelmImageName, img.HelmImageTag
 	if name == "" {
-		name = DefaultHelmName
+		name = meta.DefaultHelmImageName
 	}
 	if tagName == "" {
-		tagName = DefaultHelmTag
+		tagName = meta.DefaultHelmImageTag
 	}
 	return []HelmParameter{{Name: name, Value: img.Name, ForceString: true}, {Name: tagName, Value: tag, ForceString: true}}
 }

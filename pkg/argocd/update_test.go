@@ -25,7 +25,7 @@ func TestUpdateWritesTheSourceTypesOverride(t *testing.T) {
 		{
 			name: "kustomize, the manifests' spelling is matched and renamed", typ: TypeKustomize,
 			in:      "# kept\nkustomize:\n  images:\n  - podinfo:6.5.0\n  - redis:7\n",
-			images:  []Image{{Setter: "apps:podinfo", ImageRef: podinfo, KustomizeName: "podinfo"}},
+			images:  []Image{{Setter: "apps:podinfo", ImageRef: podinfo, ArgoCDImageFields: meta.ArgoCDImageFields{KustomizeName: "podinfo"}}},
 			want:    "# kept\nkustomize:\n  images:\n  - podinfo=ghcr.io/stefanprodan/podinfo:6.5.1\n  - redis:7\n",
 			changes: []meta.Change{{OldValue: "podinfo:6.5.0", NewValue: "podinfo=ghcr.io/stefanprodan/podinfo:6.5.1", Setter: "apps:podinfo"}},
 		},
@@ -39,7 +39,7 @@ func TestUpdateWritesTheSourceTypesOverride(t *testing.T) {
 		},
 		{
 			name: "helm, one spec parameter with a digest", typ: TypeHelm,
-			images:  []Image{{Setter: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.1", Digest: "sha256:" + sha}, HelmSpec: "podinfo.image"}},
+			images:  []Image{{Setter: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.5.1", Digest: "sha256:" + sha}, ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageSpec: "podinfo.image"}}},
 			want:    "helm:\n  parameters:\n  - name: podinfo.image\n    value: ghcr.io/stefanprodan/podinfo:6.5.1@sha256:" + sha + "\n    forcestring: true\n",
 			changes: []meta.Change{{NewValue: "ghcr.io/stefanprodan/podinfo:6.5.1@sha256:" + sha, Setter: "apps:podinfo"}},
 		},

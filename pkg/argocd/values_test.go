@@ -17,8 +17,7 @@ import (
 // read as a number quoted, and a helm.parameters entry of the same name
 // (which Argo CD would let win) removed, the list with it when it empties.
 func TestUpdateWritesHelmValuesObject(t *testing.T) {
-	img := Image{Setter: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.10"},
-		HelmName: "podinfo.image.repository", HelmTag: "podinfo.image.tag", HelmValuesObject: true}
+	img := Image{Setter: "apps:podinfo", ImageRef: meta.ImageRef{Name: "ghcr.io/stefanprodan/podinfo", Tag: "6.10"}, ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageName: "podinfo.image.repository", HelmImageTag: "podinfo.image.tag", HelmValuesObject: true}}
 	for _, tc := range []struct {
 		name, in, want string
 		changes        []meta.Change

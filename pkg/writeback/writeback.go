@@ -110,18 +110,12 @@ type ArgoCDOverride struct {
 	Images []ArgoCDImage
 }
 
-// ArgoCDImage is where an override file holds one policy's image.
+// ArgoCDImage is where an override file holds one policy's image. A
+// Helm name a map path cannot spell (with HelmValuesObject) is
+// pkg/argocd's to refuse: this package links no YAML.
 type ArgoCDImage struct {
 	Policy string
-	// KustomizeName is the kustomize.images name; the image's when empty.
-	KustomizeName string
-	// HelmName, HelmTag and HelmSpec are the Helm parameters;
-	// image.repository and image.tag when all are empty.
-	HelmName, HelmTag, HelmSpec string
-	// HelmValuesObject writes them into helm.valuesObject instead; a name
-	// a map path cannot spell is pkg/argocd's to refuse (this package
-	// links no YAML).
-	HelmValuesObject bool
+	meta.ArgoCDImageFields
 }
 
 // Discover selects the discovered images to update.
@@ -410,9 +404,9 @@ func (p *Plan) validateArgoCD() error {
 			if o.Type != "Helm" {
 				continue
 			}
-			names := []string{img.HelmSpec}
-			if img.HelmSpec == "" {
-				names = []string{cmp.Or(img.HelmName, "image.repository"), cmp.Or(img.HelmTag, "image.tag")}
+			names := []string{img.HelmImageSpec}
+			if img.HelmImageSpec == "" {
+				names = []string{cmp.Or(img.HelmImageName, meta.DefaultHelmImageName), cmp.Or(img.HelmImageTag, meta.DefaultHelmImageTag)}
 			}
 			for _, n := range names {
 				if other, ok := params[n]; ok {

@@ -86,7 +86,7 @@ func TestValidateRefusesPlansTheEngineCannotRun(t *testing.T) {
 		{"override of an unknown policy", argo("apps/web/.argocd-source-web.yaml", "Helm", ArgoCDImage{Policy: "ns:gone"}), "no image for"},
 		{"two images on one Helm parameter", func(p *Plan) {
 			p.Update.Images["ns:db"] = meta.ImageRef{Name: "reg/db", Tag: "1"}
-			argo("apps/web/.argocd-source-web.yaml", "Helm", ArgoCDImage{Policy: "ns:app"}, ArgoCDImage{Policy: "ns:db", HelmName: "db.repository"})(p)
+			argo("apps/web/.argocd-source-web.yaml", "Helm", ArgoCDImage{Policy: "ns:app"}, ArgoCDImage{Policy: "ns:db", ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageName: "db.repository"}})(p)
 		}, "both set Helm parameter image.tag"},
 	}
 	for _, tt := range tests {

@@ -28,7 +28,7 @@ func TestRunWritesArgoCDOverrideFiles(t *testing.T) {
 	p := plan(srv.RepoURL("argo"), func(p *writeback.Plan) {
 		p.Path = "apps"
 		p.Update.ArgoCD = []writeback.ArgoCDOverride{
-			{File: "apps/web/.argocd-source-web.yaml", Type: "Kustomize", Images: []writeback.ArgoCDImage{{Policy: "apps:podinfo", KustomizeName: "podinfo"}}},
+			{File: "apps/web/.argocd-source-web.yaml", Type: "Kustomize", Images: []writeback.ArgoCDImage{{Policy: "apps:podinfo", ArgoCDImageFields: meta.ArgoCDImageFields{KustomizeName: "podinfo"}}}},
 			{File: "apps/api/.argocd-source-api.yaml", Type: "Helm", Images: []writeback.ArgoCDImage{{Policy: "apps:podinfo"}}},
 		}
 	})

@@ -114,7 +114,7 @@ func TestRunLeavesAHandRollbackInAnOverrideFile(t *testing.T) {
 				"apps:sidecar": {Name: "ghcr.io/example/sidecar", Tag: sidecar},
 			}
 			p.Update.ArgoCD = []writeback.ArgoCDOverride{
-				{File: web, Type: "Kustomize", Images: []writeback.ArgoCDImage{{Policy: "apps:podinfo", KustomizeName: "podinfo"}, {Policy: "apps:sidecar"}}},
+				{File: web, Type: "Kustomize", Images: []writeback.ArgoCDImage{{Policy: "apps:podinfo", ArgoCDImageFields: meta.ArgoCDImageFields{KustomizeName: "podinfo"}}, {Policy: "apps:sidecar"}}},
 				{File: api, Type: "Helm", Images: []writeback.ArgoCDImage{{Policy: "apps:podinfo"}}},
 			}
 			p.Update.Holds = &writeback.Holds{Released: released}

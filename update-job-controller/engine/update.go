@@ -180,8 +180,7 @@ func writeOverrides(root string, p writeback.Plan, res *setters.Result, holds *h
 		images := make([]argocd.Image, 0, len(o.Images))
 		for _, img := range o.Images {
 			ai := argocd.Image{Setter: img.Policy, ImageRef: p.Update.Images[img.Policy],
-				KustomizeName: img.KustomizeName, HelmName: img.HelmName, HelmTag: img.HelmTag, HelmSpec: img.HelmSpec,
-				HelmValuesObject: img.HelmValuesObject}
+				ArgoCDImageFields: img.ArgoCDImageFields}
 			if holds != nil {
 				// A value a person set over the automation's is left, as
 				// a marked one is.

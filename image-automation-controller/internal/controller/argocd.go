@@ -116,12 +116,9 @@ func overrideImages(app *gitsource.Application, listed map[string]imagev1.ArgoCD
 		if !runs && !l.Force || runs && !l.Force && runsOnly(refs[n], s.ImageRef) {
 			continue
 		}
-		img := updatev1.ArgoCDOverrideImage{Policy: s.Policy, KustomizeName: spelled,
-			HelmImageName: l.HelmImageName, HelmImageTag: l.HelmImageTag, HelmImageSpec: l.HelmImageSpec,
-			HelmValuesObject: l.HelmValuesObject || valuesObject}
-		if l.KustomizeName != "" {
-			img.KustomizeName = l.KustomizeName
-		}
+		img := updatev1.ArgoCDOverrideImage{Policy: s.Policy, ArgoCDImageFields: l.ArgoCDImageFields}
+		img.KustomizeName = cmp.Or(l.KustomizeName, spelled)
+		img.HelmValuesObject = l.HelmValuesObject || valuesObject
 		images = append(images, img)
 	}
 	return images
@@ -182,12 +179,12 @@ func valuesObjectNames(u *imagev1.ArgoCDUpdate) (map[string]string, error) {
 			}
 			continue
 		}
-		if err := add(img.Policy, cmp.Or(img.HelmImageName, argocd.DefaultHelmName), cmp.Or(img.HelmImageTag, argocd.DefaultHelmTag)); err != nil {
+		if err := add(img.Policy, cmp.Or(img.HelmImageName, meta.DefaultHelmImageName), cmp.Or(img.HelmImageTag, meta.DefaultHelmImageTag)); err != nil {
 			return nil, err
 		}
 	}
 	if u.HelmValuesObject {
-		names[argocd.DefaultHelmName], names[argocd.DefaultHelmTag] = "", ""
+		names[meta.DefaultHelmImageName], names[meta.DefaultHelmImageTag] = "", ""
 	}
 	return names, nil
 }

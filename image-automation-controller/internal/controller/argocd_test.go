@@ -47,11 +47,11 @@ func TestArgoCDOverridesFollowWhatTheApplicationRuns(t *testing.T) {
 		{Policy: "argocd:sidecar", ImageRef: meta.ImageRef{Name: "ghcr.io/org/sidecar", Tag: "2"}},
 	}
 	spec := &imagev1.ImageUpdateAutomationSpec{Update: &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD,
-		ArgoCD: &imagev1.ArgoCDUpdate{Images: []imagev1.ArgoCDImage{{Policy: "sidecar", HelmImageSpec: "sidecar.image", Force: true}, {Policy: "other", HelmImageName: "other.image"}}}}}
+		ArgoCD: &imagev1.ArgoCDUpdate{Images: []imagev1.ArgoCDImage{{Policy: "sidecar", Force: true, ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageSpec: "sidecar.image"}}, {Policy: "other", ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageName: "other.image"}}}}}}
 	images := []updatev1.ArgoCDOverrideImage{
-		{Policy: "argocd:podinfo", KustomizeName: "podinfo"},
-		{Policy: "argocd:redis", KustomizeName: "docker.io/library/redis"},
-		{Policy: "argocd:sidecar", HelmImageSpec: "sidecar.image"},
+		{Policy: "argocd:podinfo", ArgoCDImageFields: meta.ArgoCDImageFields{KustomizeName: "podinfo"}},
+		{Policy: "argocd:redis", ArgoCDImageFields: meta.ArgoCDImageFields{KustomizeName: "docker.io/library/redis"}},
+		{Policy: "argocd:sidecar", ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageSpec: "sidecar.image"}},
 	}
 	want := []updatev1.ArgoCDOverride{
 		{File: "apps/web/.argocd-source-shop.yaml", Type: "Kustomize", Images: images},
@@ -155,7 +155,7 @@ func TestApplicationSelectorMakesOneJobWithEachOverrideFile(t *testing.T) {
 		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
 	})
 	job := waitJobs(t, f.ns, 1)[0]
-	images := []updatev1.ArgoCDOverrideImage{{Policy: f.ns + ":app", KustomizeName: "ghcr.io/org/app"}}
+	images := []updatev1.ArgoCDOverrideImage{{Policy: f.ns + ":app", ArgoCDImageFields: meta.ArgoCDImageFields{KustomizeName: "ghcr.io/org/app"}}}
 	want := []updatev1.ArgoCDOverride{
 		{File: "apps/api/.argocd-source-" + f.ns + "_api.yaml", Type: "Helm", Images: images},
 		{File: "apps/web/.argocd-source-" + f.ns + "_web.yaml", Type: "Kustomize", Images: images},
@@ -326,9 +326,9 @@ func TestHelmValuesObjectIsCheckedAndCarried(t *testing.T) {
 		{"helm.values, parameters written", spec(false), helm(func(s *argocd.Source) { s.HelmValues = true }), ""},
 		{"a parameter of the default name", spec(true), helm(func(s *argocd.Source) { s.HelmParameters = []string{"replicas", "image.tag"} }),
 			imagev1.UnsupportedUpdateStrategyReason},
-		{"a parameter of a policy's name", spec(false, imagev1.ArgoCDImage{Policy: "api", HelmImageTag: "api.tag", HelmValuesObject: true}),
+		{"a parameter of a policy's name", spec(false, imagev1.ArgoCDImage{Policy: "api", ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageTag: "api.tag", HelmValuesObject: true}}),
 			helm(func(s *argocd.Source) { s.HelmParameters = []string{"api.tag"} }), imagev1.UnsupportedUpdateStrategyReason},
-		{"a list index", spec(false, imagev1.ArgoCDImage{Policy: "api", HelmImageSpec: "images[0]", HelmValuesObject: true}),
+		{"a list index", spec(false, imagev1.ArgoCDImage{Policy: "api", ArgoCDImageFields: meta.ArgoCDImageFields{HelmImageSpec: "images[0]", HelmValuesObject: true}}),
 			helm(func(*argocd.Source) {}), conditions.InvalidSpecReason},
 	} {
 		err := checkArgoCD(tc.obj, &tc.src)
@@ -347,7 +347,7 @@ func TestHelmValuesObjectIsCheckedAndCarried(t *testing.T) {
 	if o := argoCDOverrides(&spec(true).Spec, src, setters); len(o) != 1 || !o[0].Images[0].HelmValuesObject {
 		t.Errorf("automation-wide: %+v", o)
 	}
-	if o := argoCDOverrides(&spec(false, imagev1.ArgoCDImage{Policy: "api", HelmValuesObject: true}).Spec, src, setters); len(o) != 1 || !o[0].Images[0].HelmValuesObject {
+	if o := argoCDOverrides(&spec(false, imagev1.ArgoCDImage{Policy: "api", ArgoCDImageFields: meta.ArgoCDImageFields{HelmValuesObject: true}}).Spec, src, setters); len(o) != 1 || !o[0].Images[0].HelmValuesObject {
 		t.Errorf("per policy: %+v", o)
 	}
 	if o := argoCDOverrides(&spec(false).Spec, src, setters); len(o) != 1 || o[0].Images[0].HelmValuesObject {

@@ -69,3 +69,52 @@ type AccessFrom struct {
 	// +required
 	NamespaceSelectors []NamespaceSelector `json:"namespaceSelectors"`
 }
+
+// DefaultHelmImageName and DefaultHelmImageTag are the Helm parameters of
+// an image's name and tag when ArgoCDImageFields names none, as
+// argocd-image-updater's defaults.
+const (
+	DefaultHelmImageName = "image.repository"
+	DefaultHelmImageTag  = "image.tag"
+)
+
+// ArgoCDImageFields is where an Argo CD parameter override file
+// (.argocd-source-<app>.yaml) holds one image, in the words of
+// argocd-image-updater's <alias>.kustomize.image-name and
+// <alias>.helm.image-name, image-tag and image-spec. Which fields count
+// depends on how Argo CD renders the source: KustomizeName for Kustomize,
+// the Helm names for Helm. The automation's spec, the UpdateJob's and the
+// write-back plan all carry this one type.
+type ArgoCDImageFields struct {
+	// KustomizeName is the image name the manifests use, which
+	// kustomize.images matches (then renamed to the policy's image). When
+	// empty: in an automation, the name the Application reports running,
+	// else the policy's; in an UpdateJob, the image's own name.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	KustomizeName string `json:"kustomizeName,omitempty"`
+
+	// HelmImageName is the Helm parameter of the image's name;
+	// image.repository when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	HelmImageName string `json:"helmImageName,omitempty"`
+
+	// HelmImageTag is the Helm parameter of the tag (tag@digest with a
+	// digest); image.tag when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	HelmImageTag string `json:"helmImageTag,omitempty"`
+
+	// HelmImageSpec, instead of the two, is one Helm parameter for the
+	// whole reference (name:tag or name@digest).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	HelmImageSpec string `json:"helmImageSpec,omitempty"`
+
+	// HelmValuesObject writes the Helm names into helm.valuesObject
+	// (nested maps, as the names spell them) instead of helm.parameters,
+	// for this image (update.argoCD.helmValuesObject does for every one).
+	// +optional
+	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
+}

@@ -140,8 +140,7 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 	for _, o := range spec.Update.ArgoCD {
 		w := writeback.ArgoCDOverride{File: o.File, Type: o.Type}
 		for _, img := range o.Images {
-			w.Images = append(w.Images, writeback.ArgoCDImage{Policy: img.Policy, KustomizeName: img.KustomizeName,
-				HelmName: img.HelmImageName, HelmTag: img.HelmImageTag, HelmSpec: img.HelmImageSpec, HelmValuesObject: img.HelmValuesObject})
+			w.Images = append(w.Images, writeback.ArgoCDImage{Policy: img.Policy, ArgoCDImageFields: img.ArgoCDImageFields})
 		}
 		u.ArgoCD = append(u.ArgoCD, w)
 	}

@@ -418,36 +418,8 @@ type ArgoCDImage struct {
 	// +required
 	Policy string `json:"policy"`
 
-	// KustomizeName is the image name the manifests use, which
-	// kustomize.images matches (then renamed to the policy's image); by
-	// default the name the Application reports running, else the policy's.
-	// +kubebuilder:validation:MaxLength=1024
-	// +optional
-	KustomizeName string `json:"kustomizeName,omitempty"`
-
-	// HelmImageName is the Helm parameter of the image's name;
-	// image.repository when empty.
-	// +kubebuilder:validation:MaxLength=253
-	// +optional
-	HelmImageName string `json:"helmImageName,omitempty"`
-
-	// HelmImageTag is the Helm parameter of the tag (tag@digest with a
-	// digest); image.tag when empty.
-	// +kubebuilder:validation:MaxLength=253
-	// +optional
-	HelmImageTag string `json:"helmImageTag,omitempty"`
-
-	// HelmImageSpec, instead of the two, is one Helm parameter for the
-	// whole reference (name:tag).
-	// +kubebuilder:validation:MaxLength=253
-	// +optional
-	HelmImageSpec string `json:"helmImageSpec,omitempty"`
-
-	// HelmValuesObject writes this policy's image into helm.valuesObject
-	// instead of helm.parameters (as update.argoCD.helmValuesObject does
-	// for every policy).
-	// +optional
-	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
+	// Where the override file holds the image.
+	meta.ArgoCDImageFields `json:",inline"`
 
 	// Force writes the image for every Application of the automation,
 	// whether or not Argo CD reports it running the image (as

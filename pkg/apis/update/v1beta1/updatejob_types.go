@@ -243,22 +243,8 @@ type ArgoCDOverrideImage struct {
 	// +kubebuilder:validation:MinLength=1
 	// +required
 	Policy string `json:"policy"`
-	// KustomizeName is the kustomize.images name to match; the image's
-	// name when empty.
-	// +optional
-	KustomizeName string `json:"kustomizeName,omitempty"`
-	// HelmImageName, HelmImageTag and HelmImageSpec are the Helm
-	// parameters (image.repository and image.tag when all are empty).
-	// +optional
-	HelmImageName string `json:"helmImageName,omitempty"`
-	// +optional
-	HelmImageTag string `json:"helmImageTag,omitempty"`
-	// +optional
-	HelmImageSpec string `json:"helmImageSpec,omitempty"`
-	// HelmValuesObject writes the Helm names into helm.valuesObject
-	// instead of helm.parameters.
-	// +optional
-	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
+	// Where the override file holds the image.
+	meta.ArgoCDImageFields `json:",inline"`
 }
 
 // UpdateContainer is the container of a container-mode job.
