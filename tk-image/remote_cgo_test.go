@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,6 +184,17 @@ func TestRemoteUpdateProposesAPullRequest(t *testing.T) {
 	code, out, errs = runCLI(t, "", args...)
 	if code != 0 || !strings.Contains(out, "pull request #1 unchanged") {
 		t.Errorf("again: exit %d\n%s\n%s", code, out, errs)
+	}
+	// -o json names the request as an UpdateJob's status.pullRequest does.
+	code, out, errs = runCLI(t, "", append(args, "-o", "json")...)
+	var res struct {
+		PullRequest map[string]any `json:"pullRequest"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil {
+		t.Fatalf("-o json: exit %d, %v\n%s\n%s", code, err, out, errs)
+	}
+	if pr := res.PullRequest; pr["number"] != float64(1) || pr["action"] != "unchanged" || pr["state"] != "open" || pr["headBranch"] != "image-toolkit/main" {
+		t.Errorf("-o json: pullRequest %v; want number 1, action unchanged, state open, headBranch image-toolkit/main", pr)
 	}
 	if prs, err := srv.ListPulls(ctx, "fleet", "all"); err != nil || len(prs) != 1 {
 		t.Errorf("requests %+v, %v; want exactly one", prs, err)

@@ -14,6 +14,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
+	"toolkit.dev/image-toolkit/update-job-controller/jobstatus"
 )
 
 // recordOutcome writes what the attempt did to the job while it is still
@@ -86,15 +87,15 @@ func recordFindings(job *updatev1.UpdateJob, st *jobRun) {
 			status.Result = &updatev1.UpdateResult{Files: out.Files}
 		}
 		if out.Changes != nil {
-			status.Result = apiResult(out.Changes, st.plan.Update.Images)
+			status.Result = jobstatus.Result(out.Changes, st.plan.Update.Images)
 			if d := out.Discovered; d != nil {
-				discovered(d, status.Result)
+				jobstatus.Discovered(d, status.Result)
 			}
-			status.Result.Holds = holds(out.Holds)
+			status.Result.Holds = jobstatus.Holds(out.Holds)
 		}
 	}
 	if out.PullRequest != nil {
-		status.PullRequest = pullRequestStatus(out.PullRequest)
+		status.PullRequest = jobstatus.PullRequest(out.PullRequest)
 	}
 }
 

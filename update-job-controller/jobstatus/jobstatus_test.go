@@ -1,16 +1,12 @@
-package controller
+package jobstatus
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
-	"syscall"
 	"testing"
-	"time"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
-	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 )
@@ -28,7 +24,7 @@ func TestAPIResultMarkers(t *testing.T) {
 		site("b.yaml", 4, "apps:podinfo"), site("c.yaml", 7, "apps:podinfo"), site("d.yaml", 9, "apps:podinfo"),
 	}}
 	policies := map[string]meta.ImageRef{"apps:podinfo": {}, "apps:redis": {}, "apps:nginx": {}}
-	got := apiResult(res, policies)
+	got := Result(res, policies)
 	want := &updatev1.UpdateResult{
 		Markers: []updatev1.PolicyMarkers{
 			{Policy: "apps:typo", Count: 1, Files: []string{"a.yaml"}, Lines: []int{3}, Unknown: true},
@@ -37,7 +33,7 @@ func TestAPIResultMarkers(t *testing.T) {
 		UnmarkedPolicies: []string{"apps:nginx", "apps:redis"},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("apiResult:\n got %+v\nwant %+v", got, want)
+		t.Errorf("Result:\n got %+v\nwant %+v", got, want)
 	}
 }
 
@@ -49,7 +45,7 @@ func TestAPIResultMarkersAreBounded(t *testing.T) {
 	for i := range n {
 		res.Markers = append(res.Markers, site("x.yaml", i+1, fmt.Sprintf("apps:p%03d", i)))
 	}
-	got := apiResult(res, map[string]meta.ImageRef{"apps:p050": {}})
+	got := Result(res, map[string]meta.ImageRef{"apps:p050": {}})
 	if len(got.Markers) != updatev1.MaxMarkerPolicies || got.OmittedMarkerPolicies != 7 {
 		t.Fatalf("%d entries, %d omitted; want %d and 7", len(got.Markers), got.OmittedMarkerPolicies, updatev1.MaxMarkerPolicies)
 	}
@@ -72,54 +68,14 @@ func TestDiscoveredKeepsTheStatusBound(t *testing.T) {
 		d.Images = append(d.Images, meta.DiscoveredImage{ImageRef: meta.ImageRef{Name: fmt.Sprintf("ghcr.io/acme/app%d", i), Tag: "1.0.0"}, Locations: 1})
 	}
 	res := &updatev1.UpdateResult{}
-	discovered(d, res)
+	Discovered(d, res)
 	if len(res.Discovered) != updatev1.MaxDiscovered || res.OmittedDiscovered != 3 || res.DiscoverSkipped != 2 ||
 		res.Discovered[0].Name != "ghcr.io/acme/app0" {
 		t.Errorf("listed %d, omitted %d, skipped %d", len(res.Discovered), res.OmittedDiscovered, res.DiscoverSkipped)
 	}
 	small := &updatev1.UpdateResult{}
-	discovered(&engine.Discovered{Images: d.Images[:2]}, small)
+	Discovered(&engine.Discovered{Images: d.Images[:2]}, small)
 	if len(small.Discovered) != 2 || small.OmittedDiscovered != 0 {
 		t.Errorf("listed %d, omitted %d", len(small.Discovered), small.OmittedDiscovered)
-	}
-}
-
-// The engine's failures keep the reasons the runner's had: one map, every
-// kind in it, terminal ones Stalled, rate limits retried after their
-// reset; this controller's own errors pass as they are.
-func TestFailureKeepsTheReasons(t *testing.T) {
-	cause := errors.New("boom")
-	tests := []struct {
-		err     error
-		reason  string
-		stalled bool
-	}{
-		{&engine.Error{Kind: engine.KindInvalid, Terminal: true, Err: cause}, conditions.InvalidSpecReason, true},
-		{&engine.Error{Kind: engine.KindGit, Err: cause}, conditions.GitOperationFailedReason, false},
-		{&engine.Error{Kind: engine.KindAuthentication, Err: cause}, conditions.AuthenticationFailedReason, false},
-		{&engine.Error{Kind: engine.KindUpdate, Terminal: true, Err: cause}, updatev1.UpdateFailedReason, true},
-		{&engine.Error{Kind: engine.KindUpdate, Err: cause}, updatev1.UpdateFailedReason, false},
-		{&engine.Error{Kind: engine.KindPullRequest, Err: cause}, updatev1.PullRequestFailedReason, false},
-		{&engine.Error{Kind: engine.KindRateLimited, RetryAfter: time.Minute, Err: cause}, updatev1.RateLimitedReason, false},
-		{&engine.Error{Kind: engine.KindGit, Err: syscall.ENOSPC}, conditions.StorageFullReason, false},
-		{conditions.Stall(updatev1.ContainerFailedReason, cause), updatev1.ContainerFailedReason, true},
-	}
-	for _, tt := range tests {
-		f := conditions.AsFailure(failure(tt.err))
-		if f.Reason != tt.reason || f.Stalled != tt.stalled || f.Error() != tt.err.Error() {
-			t.Errorf("failure(%v) = %+v, want reason %s, stalled %v", tt.err, f, tt.reason, tt.stalled)
-		}
-	}
-	if f := conditions.AsFailure(failure(tests[6].err)); f.RetryAfter != time.Minute {
-		t.Errorf("rate limit retried after %s, want 1m", f.RetryAfter)
-	}
-	for k := range map[engine.Kind]bool{engine.KindInvalid: true, engine.KindGit: true, engine.KindAuthentication: true,
-		engine.KindUpdate: true, engine.KindPullRequest: true, engine.KindRateLimited: true} {
-		if engineReasons[k] == "" {
-			t.Errorf("kind %s has no reason", k)
-		}
-	}
-	if failure(nil) != nil {
-		t.Error("failure(nil) is not nil")
 	}
 }

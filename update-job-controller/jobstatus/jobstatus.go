@@ -1,4 +1,10 @@
-package controller
+// Package jobstatus writes what the write-back engine returns in the
+// UpdateJob API's words, within the status's bounds: the files and the
+// markers summed up per policy, what discovery found, the holds, the pull
+// request. The engine's own types stay plain Go (time.Time, no API
+// module), so that it links no Kubernetes; this is the one conversion,
+// which the UpdateJob controller and tk-image's remote update share.
+package jobstatus
 
 import (
 	"slices"
@@ -12,11 +18,11 @@ import (
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 )
 
-// apiResult is the setters' result as the UpdateJob status stores it: the
+// Result is the setters' result as the UpdateJob status stores it: the
 // files as they are, and the markers summed up per policy within the
 // status's bounds (exact counts, lists cut), against the plan's images:
 // those no marker names, and markers naming none of them.
-func apiResult(r *setters.Result, images map[string]meta.ImageRef) *updatev1.UpdateResult {
+func Result(r *setters.Result, images map[string]meta.ImageRef) *updatev1.UpdateResult {
 	out := &updatev1.UpdateResult{Files: r.Files}
 	out.Markers, out.OmittedMarkerPolicies, out.UnmarkedPolicies = markerSummary(r.Markers, images)
 	return out
@@ -69,17 +75,17 @@ func markerSummary(markers []setters.MarkerSite, images map[string]meta.ImageRef
 	return list, omitted, unmarked
 }
 
-// discovered records what discovery found, within the status's bound:
+// Discovered records what discovery found, within the status's bound:
 // at most MaxDiscovered images.
-func discovered(d *engine.Discovered, res *updatev1.UpdateResult) {
+func Discovered(d *engine.Discovered, res *updatev1.UpdateResult) {
 	res.DiscoverSkipped = d.Skipped
 	res.Discovered = d.Images[:min(len(d.Images), updatev1.MaxDiscovered)]
 	res.OmittedDiscovered = len(d.Images) - len(res.Discovered)
 }
 
-// holds are the values the run left as a person set them, within the
+// Holds are the values the run left as a person set them, within the
 // status's bound.
-func holds(in []engine.Hold) []updatev1.Hold {
+func Holds(in []engine.Hold) []updatev1.Hold {
 	var out []updatev1.Hold
 	for _, h := range in[:min(len(in), updatev1.MaxHolds)] {
 		since := metav1.NewTime(h.Since)
@@ -89,9 +95,9 @@ func holds(in []engine.Hold) []updatev1.Hold {
 	return out
 }
 
-// pullRequestStatus is the run's request in the status form; the engine's
+// PullRequest is the run's request in the status form; the engine's
 // states and actions are the API's words.
-func pullRequestStatus(pr *engine.PullRequest) *updatev1.PullRequestStatus {
+func PullRequest(pr *engine.PullRequest) *updatev1.PullRequestStatus {
 	if pr == nil {
 		return nil
 	}
