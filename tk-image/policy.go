@@ -375,42 +375,13 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		return usageError{err}
 	}
 
-	var times fileTimes
-	var tags []string
-	if o.tagTimes != "" {
-		if tags, times, err = readTagTimes(o.tagTimes); err != nil {
-			return usageError{fmt.Errorf("--tag-times: %w", err)}
-		}
+	tags, times, err := o.readTags(ctx, stdin)
+	if err != nil {
+		return err
 	}
-	switch {
-	case o.image != "":
-		if tags, err = o.listTags(ctx); err != nil {
-			return err
-		}
-	case o.tagTimes == "":
-		sc := bufio.NewScanner(stdin)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			if t := strings.TrimSpace(sc.Text()); t != "" {
-				tags = append(tags, t)
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("reading tags: %w", err)
-		}
-	}
-	var verifier *signature.Verifier
-	if o.verify.provider != "" {
-		if o.image == "" {
-			return usageError{errors.New("--verify-provider needs --image: signatures are read from the registry")}
-		}
-		cfg, err := o.verify.config()
-		if err != nil {
-			return usageError{fmt.Errorf("--verify-*: %w", err)}
-		}
-		if verifier, err = signature.New(cfg, signature.Limits{}); err != nil {
-			return usageError{fmt.Errorf("--verify-*: %w", err)}
-		}
+	verifier, err := o.verifier()
+	if err != nil {
+		return err
 	}
 	opts := policy.Options{MinimumAge: o.minimumAge, Source: source, Now: now, Top: imagev1.MaxTopCandidates}
 	if verifier != nil {
@@ -433,21 +404,7 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 		}
 	}
 	if o.explain {
-		tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-		explain.WriteSelection(tw, "", &res.Selection, choice, filter)
-		if res.Pending != nil {
-			fmt.Fprintf(tw, "Pending:\t%s at %s (minimum age %s)\n", res.Pending.Tag, res.Pending.EligibleAt.UTC().Format(time.RFC3339), o.minimumAge)
-		}
-		if walk != nil {
-			writeWalk(tw, walk)
-			if walk.Tag == "" {
-				err = errors.Join(err, errors.New(walk.Summary()))
-			}
-		}
-		if ferr := tw.Flush(); ferr != nil || err != nil {
-			return errors.Join(err, ferr)
-		}
-		return nil
+		return o.writeExplained(stdout, res, walk, err, choice, filter)
 	}
 	if err != nil {
 		return err
@@ -461,6 +418,78 @@ func (o *evalOptions) run(ctx context.Context, stdin io.Reader, stdout io.Writer
 	}
 	_, err = fmt.Fprintln(stdout, selected)
 	return err
+}
+
+// readTags reads the tags to choose from: the registry's (--image), those
+// of --tag-times with their times, or else one a line from stdin.
+func (o *evalOptions) readTags(ctx context.Context, stdin io.Reader) ([]string, fileTimes, error) {
+	var times fileTimes
+	var tags []string
+	var err error
+	if o.tagTimes != "" {
+		if tags, times, err = readTagTimes(o.tagTimes); err != nil {
+			return nil, nil, usageError{fmt.Errorf("--tag-times: %w", err)}
+		}
+	}
+	switch {
+	case o.image != "":
+		if tags, err = o.listTags(ctx); err != nil {
+			return nil, nil, err
+		}
+	case o.tagTimes == "":
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			if t := strings.TrimSpace(sc.Text()); t != "" {
+				tags = append(tags, t)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, nil, fmt.Errorf("reading tags: %w", err)
+		}
+	}
+	return tags, times, nil
+}
+
+// verifier is the signature verifier of the --verify-* flags; nil without
+// --verify-provider.
+func (o *evalOptions) verifier() (*signature.Verifier, error) {
+	if o.verify.provider == "" {
+		return nil, nil
+	}
+	if o.image == "" {
+		return nil, usageError{errors.New("--verify-provider needs --image: signatures are read from the registry")}
+	}
+	cfg, err := o.verify.config()
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--verify-*: %w", err)}
+	}
+	v, err := signature.New(cfg, signature.Limits{})
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--verify-*: %w", err)}
+	}
+	return v, nil
+}
+
+// writeExplained is --explain's output: the selection, the pending tag and
+// the signature walk, with the evaluation's error (or the walk's, when it
+// verified no candidate) after it.
+func (o *evalOptions) writeExplained(stdout io.Writer, res policy.Result, walk *signature.Walk, err error, choice imagev1.ImagePolicyChoice, filter *imagev1.TagFilter) error {
+	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+	explain.WriteSelection(tw, "", &res.Selection, choice, filter)
+	if res.Pending != nil {
+		fmt.Fprintf(tw, "Pending:\t%s at %s (minimum age %s)\n", res.Pending.Tag, res.Pending.EligibleAt.UTC().Format(time.RFC3339), o.minimumAge)
+	}
+	if walk != nil {
+		writeWalk(tw, walk)
+		if walk.Tag == "" {
+			err = errors.Join(err, errors.New(walk.Summary()))
+		}
+	}
+	if ferr := tw.Flush(); ferr != nil || err != nil {
+		return errors.Join(err, ferr)
+	}
+	return nil
 }
 
 // verifyCandidates is how many candidates eval verifies at most, as the
