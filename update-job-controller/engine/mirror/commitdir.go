@@ -49,20 +49,60 @@ func (m *Mirror) commitDir(parent *git2go.Oid, prefix, dir string, info CommitIn
 	if err := idx.ReadTree(ptree); err != nil {
 		return nil, nil, err
 	}
+	if err := removeUnder(idx, prefix); err != nil {
+		return nil, nil, err
+	}
+	if err := m.addDir(idx, prefix, dir); err != nil {
+		return nil, nil, err
+	}
+	treeID, err := idx.WriteTreeTo(m.repo)
+	if err != nil {
+		return nil, nil, m.writeError(err, 0)
+	}
+	if treeID.Equal(ptree.Id()) {
+		return nil, nil, ErrNoChange
+	}
+	tree, err := m.repo.LookupTree(treeID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tree.Free()
+	changes, err := m.changes(ptree, tree)
+	if err != nil {
+		return nil, nil, err
+	}
+	commit, err := m.writeCommit(pc, tree, info)
+	if err != nil {
+		return nil, nil, err
+	}
+	return commit, changes, nil
+}
+
+// removeUnder drops from idx every entry under prefix ("" for all) but
+// gitlinks: the directory written after it is the whole content there,
+// while a submodule the checkout could not fill stays as it was.
+func removeUnder(idx *git2go.Index, prefix string) error {
 	under := func(p string) bool { return prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/") }
 	// Removing while counting down keeps the indexes of the rest valid.
 	for i := int(idx.EntryCount()) - 1; i >= 0; i-- {
 		e, err := idx.EntryByIndex(uint(i))
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if under(e.Path) && e.Mode != git2go.FilemodeCommit {
 			if err := idx.RemoveByPath(e.Path); err != nil {
-				return nil, nil, err
+				return err
 			}
 		}
 	}
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	return nil
+}
+
+// addDir writes dir's files into the mirror as blobs and adds them to idx
+// under prefix, keeping modes and symbolic links; anything else (a
+// device, a socket) is refused.
+func (m *Mirror) addDir(idx *git2go.Index, prefix, dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -106,30 +146,6 @@ func (m *Mirror) commitDir(parent *git2go.Oid, prefix, dir string, info CommitIn
 		}
 		return idx.Add(&git2go.IndexEntry{Path: name, Id: blob, Mode: mode})
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	treeID, err := idx.WriteTreeTo(m.repo)
-	if err != nil {
-		return nil, nil, m.writeError(err, 0)
-	}
-	if treeID.Equal(ptree.Id()) {
-		return nil, nil, ErrNoChange
-	}
-	tree, err := m.repo.LookupTree(treeID)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer tree.Free()
-	changes, err := m.changes(ptree, tree)
-	if err != nil {
-		return nil, nil, err
-	}
-	commit, err := m.writeCommit(pc, tree, info)
-	if err != nil {
-		return nil, nil, err
-	}
-	return commit, changes, nil
 }
 
 // changes lists the files that differ between two trees, by path.
