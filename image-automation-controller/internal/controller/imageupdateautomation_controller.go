@@ -131,7 +131,35 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		}
 		return j.Status.Phase, j.CreationTimestamp.Time, true
 	}
-	idx := mgr.GetFieldIndexer()
+	if err := r.indexFields(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicate.Or(predicates.SpecOrRequest(), predicates.AnnotationChanged(imagev1.ReleaseHoldsAnnotation)))).
+		// Every automation a job carries, a batch's members too.
+		Watches(&updatev1.UpdateJob{}, handler.EnqueueRequestsFromMapFunc(automationsOfJob), builder.WithPredicates(jobFinished{})).
+		WatchesRawSource(crsource.Channel(r.batches.wake, &handler.EnqueueRequestForObject{})).
+		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
+		WithOptions(opts)
+
+	b = r.watchSources(mgr, b)
+	c, err := b.Build(r.kind())
+	if err != nil {
+		return err
+	}
+	if r.apps, err = newApplications(mgr, r.WatchNamespace); err != nil {
+		return err
+	}
+	r.apps.ctrl, r.apps.handler = c, r.applicationHandler()
+	r.health = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
+		Readers: r.automationsByHealth(healthwatch.KeyOf)}
+	return nil
+}
+
+// indexFields adds the cache's indexes the automation looks up by: jobs by
+// automation, checkout target and commit; automations by policy key,
+// Application namespace, source, repository and rollback health object.
+func (r *ImageUpdateAutomationReconciler) indexFields(ctx context.Context, idx client.FieldIndexer) error {
 	if err := idx.IndexField(ctx, &updatev1.UpdateJob{}, jobOwnerIndex, jobAutomations); err != nil {
 		return err
 	}
@@ -179,18 +207,15 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	}); err != nil {
 		return err
 	}
-	b := ctrl.NewControllerManagedBy(mgr).
-		For(&imagev1.ImageUpdateAutomation{}, builder.WithPredicates(predicate.Or(predicates.SpecOrRequest(), predicates.AnnotationChanged(imagev1.ReleaseHoldsAnnotation)))).
-		// Every automation a job carries, a batch's members too.
-		Watches(&updatev1.UpdateJob{}, handler.EnqueueRequestsFromMapFunc(automationsOfJob), builder.WithPredicates(jobFinished{})).
-		WatchesRawSource(crsource.Channel(r.batches.wake, &handler.EnqueueRequestForObject{})).
-		Watches(&imagev1.ImagePolicy{}, r.policyHandler()).
-		WithOptions(opts)
+	return nil
+}
 
-	// A source kind that is not installed (no Flux, no Argo CD) has
-	// nothing to watch; automations naming it then say its kind is missing.
-	// Applications have a watch of their own, started when first read
-	// (applications.go).
+// watchSources adds a metadata watch of each installed source kind but
+// Argo CD's Application. A source kind that is not installed (no Flux, no
+// Argo CD) has nothing to watch; automations naming it then say its kind
+// is missing. Applications have a watch of their own, started when first
+// read (applications.go).
+func (r *ImageUpdateAutomationReconciler) watchSources(mgr ctrl.Manager, b *builder.Builder) *builder.Builder {
 	for _, name := range gitsource.SourceKindNames() {
 		gvk := gitsource.SourceKinds[name].GVK
 		if gvk == gitsource.ApplicationGVK {
@@ -204,17 +229,7 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 		b = b.WatchesMetadata(src, handler.EnqueueRequestsFromMapFunc(r.automationsOfSource(name)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	}
-	c, err := b.Build(r.kind())
-	if err != nil {
-		return err
-	}
-	if r.apps, err = newApplications(mgr, r.WatchNamespace); err != nil {
-		return err
-	}
-	r.apps.ctrl, r.apps.handler = c, r.applicationHandler()
-	r.health = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
-		Readers: r.automationsByHealth(healthwatch.KeyOf)}
-	return nil
+	return b
 }
 
 // kind is the automation on the reconciler skeleton. The status is written
