@@ -369,3 +369,48 @@ func TestChartsAreCarriedIntoTheJob(t *testing.T) {
 		t.Errorf("charts %+v, want %+v", job.Update.Charts, want)
 	}
 }
+
+// A target that retrying cannot fix stalls alone: an Application on a
+// second repository whose targetRevision names a tag there is
+// TargetRevisionNotBranch in its status.targets entry, while the first
+// target makes its job; the automation, whose only failed target is
+// stalled, is Stalled too, not retried as a transient failure (before the
+// targets ran on the skeleton's parts, the sum was always retried).
+func TestAStalledTargetStallsAloneAndIsNotRetried(t *testing.T) {
+	f := newFixture(t, testgit.Options{})
+	f.git.CreateRepo(t, "stage", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
+	testgit.Git(t, f.git.BarePath("stage"), "tag", "v1", "main")
+	shop := map[string]string{"team": "shop"}
+	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.applicationOf("stage", "v1", "web-stage", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.policy("app", nil, "1.1.0")
+	a := f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
+		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
+	})
+	js := waitJobs(t, f.ns, 1)
+	if js[0].Spec.Repository.URL != f.git.RepoURL("fleet") {
+		t.Errorf("the job is on %s, want the fleet repository", js[0].Spec.Repository.URL)
+	}
+	got := waitAutomation(t, a, "the stage target stalled", func(a *imagev1.ImageUpdateAutomation) bool {
+		return len(a.Status.Targets) == 2 && conditions.IsTrue(a, conditions.StalledCondition)
+	})
+	var stage imagev1.TargetStatus
+	for _, ts := range got.Status.Targets {
+		if ts.URL == f.git.RepoURL("stage") {
+			stage = ts
+		}
+	}
+	if stage.Ready == nil || stage.Ready.Status != metav1.ConditionFalse || stage.Ready.Reason != imagev1.TargetRevisionNotBranchReason {
+		t.Errorf("stage target Ready %+v, want False/%s", stage.Ready, imagev1.TargetRevisionNotBranchReason)
+	}
+	if c := ready(got); c.Reason != imagev1.TargetRevisionNotBranchReason || !strings.Contains(c.Message, "1 of 2 targets failed") {
+		t.Errorf("automation Ready %+v", c)
+	}
+	// Still one job: the fleet target's is in flight, and the stalled one
+	// makes none.
+	if js := waitJobsSettled(t, f.ns); len(js) != 1 {
+		t.Errorf("%d jobs, want the fleet target's one", len(js))
+	}
+}

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
-	"toolkit.dev/image-toolkit/pkg/runtime/events"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
 )
 
@@ -61,7 +59,12 @@ func (r *ImageUpdateAutomationReconciler) resolveTargets(ctx context.Context, ob
 }
 
 // runTargets runs every target of an automation written on several; with
-// one target it leaves the run to the phases after it.
+// one target it leaves the run to the phases after it. Each target runs
+// the targetPhases as a part of the automation (reconcile.Scope.Part): a
+// target's failure takes the skeleton's one failure path on the target's
+// view (its condition, OnFailure's event and forgotten run) and the
+// others go on; the automation fails with the sum (reconcile.PartsFailed),
+// Stalled only when every failed target is.
 func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *scope) (reconcile.Result, error) {
 	targets := s.State.src.targets
 	if len(targets) == 0 {
@@ -75,33 +78,14 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 			"%s are written on %d repositories or branches, more than the %d an automation writes: split them between automations",
 			s.State.src.Describe, len(targets), imagev1.MaxTargets)
 	}
-	// Each target's jobs, by where they check out.
-	jobs := map[string][]updatev1.UpdateJob{}
-	inFlight := map[string]*updatev1.UpdateJob{}
-	for _, j := range s.State.finished {
-		k := jobCheckoutKey(&j.Spec)
-		jobs[k] = append(jobs[k], j)
-	}
-	for _, j := range s.State.targetInFlight {
-		if k := jobCheckoutKey(&j.Spec); inFlight[k] == nil || j.CreationTimestamp.Before(&inFlight[k].CreationTimestamp) {
-			inFlight[k] = j
-		}
-	}
+	jobs, inFlight := targetJobs(s.State)
 	// Each target's finished jobs are pruned on their own (run.prune).
 	s.State.finished = nil
 	prev := map[string]imagev1.TargetStatus{}
 	for _, ts := range obj.Status.Targets {
 		prev[checkoutKey(ts.URL, ts.Branch)] = ts
 	}
-	var (
-		statuses []imagev1.TargetStatus
-		failed   []string
-		first    *conditions.Failure
-		plain    error
-		progress []string
-		ready    []string
-		requeue  time.Duration
-	)
+	var sum targetSum
 	for _, t := range targets {
 		key := checkoutKey(t.Repository.URL, t.Ref.Branch)
 		ts := prev[key]
@@ -109,43 +93,15 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 		view := obj.DeepCopy()
 		view.Status = targetView(&obj.Status, &ts)
 		view.Status.Holds = targetHolds(obj.Status.Holds, key)
-		ts2 := &scope{Obj: view, Requested: s.Requested, Start: s.Start, State: run{
+		sub := s.Part(view, run{
 			now: s.State.now, sel: s.State.sel, win: s.State.win, src: t, policies: s.State.policies,
 			selection: s.State.selection, inFlight: inFlight[key], finished: jobs[key], target: true,
-		}}
-		res, err := r.runTarget(ctx, ts2)
-		requeue = reconcile.Shortest(requeue, res.RequeueAfter)
-		name := fmt.Sprintf("%s (%s)", t.Repository.URL, t.Ref.Branch)
-		if err != nil {
-			f := conditions.AsFailure(err)
-			msg := events.Redact(err.Error(), f.Secrets...)
-			requeue = reconcile.Shortest(requeue, conditions.Record(view, f, msg))
-			var isFailure *conditions.Failure
-			if !errors.As(err, &isFailure) && plain == nil {
-				plain = err
-			}
-			if first == nil {
-				first = f
-			}
-			failed = append(failed, name+": "+msg)
-		} else if c := conditions.Get(view, conditions.ReadyCondition); c != nil {
-			switch {
-			case c.Status == metav1.ConditionFalse:
-				// A failed job recorded (the next run retries).
-				if first == nil {
-					first = failure(c.Reason, "%s", c.Message)
-				}
-				failed = append(failed, name+": "+c.Message)
-			case c.Status == metav1.ConditionUnknown:
-				progress = append(progress, name+": "+c.Message)
-			default:
-				ready = append(ready, name+": "+c.Message)
-			}
-		}
-		s.State.tally.outcomes = append(s.State.tally.outcomes, ts2.State.tally.outcomes...)
-		s.State.tally.latencies = append(s.State.tally.latencies, ts2.State.tally.latencies...)
-		s.State.prune = append(s.State.prune, ts2.State.finished)
-		statuses = append(statuses, fromView(view, ts))
+		})
+		sum.add(fmt.Sprintf("%s (%s)", t.Repository.URL, t.Ref.Branch), view, r.kind().RunPart(ctx, sub, r.targetPhases()))
+		s.State.tally.outcomes = append(s.State.tally.outcomes, sub.State.tally.outcomes...)
+		s.State.tally.latencies = append(s.State.tally.latencies, sub.State.tally.latencies...)
+		s.State.prune = append(s.State.prune, sub.State.finished)
+		sum.statuses = append(sum.statuses, fromView(view, ts))
 		// What every target shares: the history of pushes, the images
 		// found, the last pull request.
 		obj.Status.History, obj.Status.Discovered, obj.Status.LastPullRequest = view.Status.History, view.Status.Discovered, view.Status.LastPullRequest
@@ -158,39 +114,90 @@ func (r *ImageUpdateAutomationReconciler) runTargets(ctx context.Context, s *sco
 			s.State.prune = append(s.State.prune, js)
 		}
 	}
-	obj.Status.Targets = statuses
-	summarize(obj, statuses, s.State.now)
-	if len(failed) > 0 {
-		if plain != nil {
-			return reconcile.Continue, plain
-		}
-		return reconcile.Continue, (&conditions.Failure{Reason: first.Reason,
-			Err: fmt.Errorf("%d of %d targets failed: %s", len(failed), len(targets), strings.Join(failed, "; "))}).After(requeue)
-	}
-	if len(progress) > 0 {
-		markProgress("%s", strings.Join(progress, "; ")).apply(obj)
-	} else {
-		markReady(conditions.SucceededReason, "%d targets: %s", len(targets), strings.Join(ready, "; ")).apply(obj)
-	}
-	return reconcile.StopAfter(requeue), nil
+	obj.Status.Targets = sum.statuses
+	summarize(obj, sum.statuses, s.State.now)
+	return sum.result(obj, len(targets))
 }
 
-// runTarget is one target's run: its last finished job recorded, then the
-// head, decision and job phases an automation of one target runs.
-func (r *ImageUpdateAutomationReconciler) runTarget(ctx context.Context, s *scope) (reconcile.Result, error) {
+// targetPhases are what each target runs: its last finished job recorded,
+// then the head, decision and job phases an automation of one target runs.
+func (r *ImageUpdateAutomationReconciler) targetPhases() []phase {
+	return []phase{
+		{Name: "record", Run: r.recordFinished},
+		{Name: "head", Run: r.readHead},
+		{Name: "decide", Run: r.recordDecision},
+		{Name: "job", Run: r.makeJob},
+	}
+}
+
+// recordFinished records a target's last finished job, once.
+func (r *ImageUpdateAutomationReconciler) recordFinished(ctx context.Context, s *scope) (reconcile.Result, error) {
 	if f := s.State.finished; len(f) > 0 && (s.Obj.Status.LastJob == nil || s.Obj.Status.LastJob.UID != f[0].UID) {
 		s.State.tally = r.record(ctx, s.Obj, &f[0])
 		s.State.recorded = true
 	}
-	var requeue time.Duration
-	for _, p := range []func(context.Context, *scope) (reconcile.Result, error){r.readHead, r.recordDecision, r.makeJob} {
-		res, err := p(ctx, s)
-		requeue = reconcile.Shortest(requeue, res.RequeueAfter)
-		if err != nil || res.Stop {
-			return reconcile.Result{RequeueAfter: requeue, Stop: true}, err
+	return reconcile.Continue, nil
+}
+
+// targetJobs are the run's jobs by where they check out: the finished
+// ones, and the oldest in flight.
+func targetJobs(st run) (map[string][]updatev1.UpdateJob, map[string]*updatev1.UpdateJob) {
+	jobs := map[string][]updatev1.UpdateJob{}
+	inFlight := map[string]*updatev1.UpdateJob{}
+	for _, j := range st.finished {
+		k := jobCheckoutKey(&j.Spec)
+		jobs[k] = append(jobs[k], j)
+	}
+	for _, j := range st.targetInFlight {
+		if k := jobCheckoutKey(&j.Spec); inFlight[k] == nil || j.CreationTimestamp.Before(&inFlight[k].CreationTimestamp) {
+			inFlight[k] = j
 		}
 	}
-	return reconcile.StopAfter(requeue), nil
+	return jobs, inFlight
+}
+
+// targetSum gathers how each target ended into the automation's outcome.
+type targetSum struct {
+	statuses        []imagev1.TargetStatus
+	failed          []reconcile.PartResult
+	messages        []string
+	progress, ready []string
+	requeue         time.Duration
+}
+
+// add counts one target: failed (its run's failure, or a failed job it
+// recorded, which the next run retries), in progress, or ready.
+func (t *targetSum) add(name string, view *imagev1.ImageUpdateAutomation, res reconcile.PartResult) {
+	t.requeue = reconcile.Shortest(t.requeue, res.RequeueAfter)
+	c := conditions.Get(view, conditions.ReadyCondition)
+	switch {
+	case res.Failure != nil:
+		t.failed = append(t.failed, res)
+		t.messages = append(t.messages, name+": "+res.Message)
+	case c == nil:
+	case c.Status == metav1.ConditionFalse:
+		t.failed = append(t.failed, reconcile.PartResult{Failure: failure(c.Reason, "%s", c.Message), Message: c.Message})
+		t.messages = append(t.messages, name+": "+c.Message)
+	case c.Status == metav1.ConditionUnknown:
+		t.progress = append(t.progress, name+": "+c.Message)
+	default:
+		t.ready = append(t.ready, name+": "+c.Message)
+	}
+}
+
+// result is the automation's outcome of its targets: the sum of their
+// failures, else in progress or ready.
+func (t *targetSum) result(obj *imagev1.ImageUpdateAutomation, targets int) (reconcile.Result, error) {
+	if len(t.failed) > 0 {
+		return reconcile.Continue, reconcile.PartsFailed(t.failed,
+			fmt.Sprintf("%d of %d targets failed: %s", len(t.failed), targets, strings.Join(t.messages, "; ")), t.requeue)
+	}
+	if len(t.progress) > 0 {
+		markProgress("%s", strings.Join(t.progress, "; ")).apply(obj)
+	} else {
+		markReady(conditions.SucceededReason, "%d targets: %s", targets, strings.Join(t.ready, "; ")).apply(obj)
+	}
+	return reconcile.StopAfter(t.requeue), nil
 }
 
 // targetHolds are the holds of files of the target key: those its job is

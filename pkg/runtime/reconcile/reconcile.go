@@ -28,7 +28,9 @@
 // metrics) and computes when to look again. No phase marks a failure
 // itself. An error that is not a *conditions.Failure (an API server error,
 // say) is recorded with reason Failed and also returned to
-// controller-runtime, whose rate limiter backs off.
+// controller-runtime, whose rate limiter backs off. A phase that runs
+// parts of the object on their own (an automation's targets) runs each
+// with RunPart, on the same path, and returns their sum (PartsFailed).
 package reconcile
 
 import (
@@ -93,6 +95,9 @@ type Scope[T Object, S any] struct {
 // that never ran. A conflict runs the reconcile again at once; any other
 // error goes to controller-runtime's backoff. Nothing is recorded.
 func (s *Scope[T, S]) Patch(ctx context.Context) error {
+	if s.patcher == nil {
+		return errors.New("a part's phases do not write the object: the reconcile writes it once")
+	}
 	if err := s.patcher.Patch(ctx, s.Obj, s.options()...); err != nil {
 		if s.lock {
 			s.refused = err
@@ -333,17 +338,8 @@ func refusedWrite(err error) (ctrl.Result, error) {
 // fail is the one way from an error to the conditions: it records the
 // failure (redacted), tells OnFailure, and returns when to look again.
 func (k *Kind[T, S]) fail(ctx context.Context, s *Scope[T, S], err error, requeue time.Duration) (ctrl.Result, error) {
-	f := conditions.AsFailure(err)
-	msg := events.Redact(err.Error(), f.Secrets...)
-	after := conditions.Record(s.Obj, f, msg)
-	if after == 0 && !f.Stalled && k.Retry != nil {
-		after = k.Retry(s, f)
-	}
-	if k.OnFailure != nil {
-		k.OnFailure(ctx, s, f, msg)
-	}
-	var plain *conditions.Failure
-	if !errors.As(err, &plain) {
+	f, _, after := k.record(ctx, s, err)
+	if !classified(err) {
 		// Not classified: an API server or programming error. The
 		// condition says it, and controller-runtime backs off.
 		return ctrl.Result{}, err
@@ -353,6 +349,117 @@ func (k *Kind[T, S]) fail(ctx context.Context, s *Scope[T, S], err error, requeu
 	}
 	return ctrl.Result{RequeueAfter: Shortest(after, requeue)}, nil
 }
+
+// record marks err's failure on s.Obj, redacted, and tells OnFailure
+// (unless the error only sums up failures of parts already told); it
+// returns the failure, its message and when to look again.
+func (k *Kind[T, S]) record(ctx context.Context, s *Scope[T, S], err error) (*conditions.Failure, string, time.Duration) {
+	f := conditions.AsFailure(err)
+	msg := events.Redact(err.Error(), f.Secrets...)
+	after := conditions.Record(s.Obj, f, msg)
+	if after == 0 && !f.Stalled && k.Retry != nil {
+		after = k.Retry(s, f)
+	}
+	var sum *partsFailed
+	if k.OnFailure != nil && !errors.As(err, &sum) {
+		k.OnFailure(ctx, s, f, msg)
+	}
+	return f, msg, after
+}
+
+// classified reports whether err is a *conditions.Failure: a sum of
+// parts' failures is one unless a part's was not.
+func classified(err error) bool {
+	var sum *partsFailed
+	if errors.As(err, &sum) {
+		return sum.plain == nil
+	}
+	var f *conditions.Failure
+	return errors.As(err, &f)
+}
+
+// A Part is a part of the object that runs phases of its own, such as
+// one target of an automation written on several repositories: its Obj
+// is a view of the object whose status is the part's, its State the
+// part's. A part's failure takes the kind's one failure path (recorded on
+// the view, redacted, told to OnFailure with the part's scope) without
+// ending the reconcile: the phase that runs the parts copies what each
+// changed into the object, which the reconcile writes once, and sums up
+// the failures with PartsFailed. A part's phases do not write
+// (Scope.Patch fails).
+func (s *Scope[T, S]) Part(view T, state S) *Scope[T, S] {
+	return &Scope[T, S]{Obj: view, Requested: s.Requested, Start: s.Start, State: state}
+}
+
+// PartResult is how a part's phases ended.
+type PartResult struct {
+	// RequeueAfter is the shortest any of them asked for, or the
+	// failure's retry.
+	RequeueAfter time.Duration
+	// Failure is the part's failure, recorded on the part's view; nil
+	// when its phases ran.
+	Failure *conditions.Failure
+	// Message is the failure's message, redacted.
+	Message string
+	// Err is the failure's error when it was not classified (an API
+	// server error): the reconcile returns it, so controller-runtime
+	// backs off.
+	Err error
+}
+
+// RunPart runs phases over part, in order, as the kind runs its own: the
+// first error is recorded through the one failure path and ends the
+// part's list, not the reconcile.
+func (k *Kind[T, S]) RunPart(ctx context.Context, part *Scope[T, S], phases []Phase[T, S]) PartResult {
+	var requeue time.Duration
+	for _, p := range phases {
+		part.Phase = p.Name
+		res, err := p.Run(ctx, part)
+		requeue = Shortest(requeue, res.RequeueAfter)
+		if err != nil {
+			f, msg, after := k.record(ctx, part, err)
+			out := PartResult{RequeueAfter: after, Failure: f, Message: msg}
+			if !classified(err) {
+				out.Err = err
+			} else if !f.Stalled {
+				out.RequeueAfter = Shortest(after, requeue)
+			}
+			return out
+		}
+		if res.Stop {
+			break
+		}
+	}
+	return PartResult{RequeueAfter: requeue}
+}
+
+// PartsFailed is the failure of a reconcile whose parts failed, for the
+// phase that ran them to return: reason is the first failure's, the
+// message sums up all, and it is Stalled only when every failed part is
+// (retrying helps none of them), looking again after requeue all the
+// same for the parts that ran. A part's unclassified error makes the sum
+// unclassified too, so controller-runtime backs off. OnFailure, told of
+// each part's failure, is not told of the sum.
+func PartsFailed(failed []PartResult, summary string, requeue time.Duration) error {
+	sum := &partsFailed{Failure: &conditions.Failure{Reason: failed[0].Failure.Reason, Stalled: true,
+		RetryAfter: requeue, Err: errors.New(summary)}}
+	for _, p := range failed {
+		sum.Stalled = sum.Stalled && p.Failure.Stalled
+		if sum.plain == nil {
+			sum.plain = p.Err
+		}
+	}
+	return sum
+}
+
+// partsFailed marks a sum of parts' failures, already told to OnFailure;
+// plain is the first part's unclassified error.
+type partsFailed struct {
+	*conditions.Failure
+	plain error
+}
+
+func (p *partsFailed) Unwrap() error { return p.Failure }
 
 // Shortest is the earlier of two requeue times, zero meaning none.
 func Shortest(a, b time.Duration) time.Duration {
