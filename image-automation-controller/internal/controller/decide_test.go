@@ -331,7 +331,7 @@ func TestTakeTurn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			turn := takeTurn(me, &mine, tt.jobs)
+			turn := weighTurn(me, &mine, tt.jobs)
 			got := "run:" + strconv.Itoa(turn.run+1)
 			switch {
 			case turn.own != nil:
