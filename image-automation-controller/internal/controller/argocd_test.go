@@ -185,15 +185,7 @@ func TestApplicationSelectorMakesOneJobWithEachOverrideFile(t *testing.T) {
 func TestApplicationsOnSeveralRepositoriesGetAJobEach(t *testing.T) {
 	f := newFixture(t, testgit.Options{})
 	f.git.CreateRepo(t, "stage", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
-	shop := map[string]string{"team": "shop"}
-	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
-	f.applicationOf("stage", "main", "web-stage", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
-	f.policy("app", nil, "1.1.0")
-	a := f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
-		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
-		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
-		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
-	})
+	a := f.shopOnTwoRepositories("main")
 	js := waitJobs(t, f.ns, 2)
 	byRepo := map[string]updatev1.UpdateJob{}
 	for _, j := range js {
@@ -380,15 +372,7 @@ func TestAStalledTargetStallsAloneAndIsNotRetried(t *testing.T) {
 	f := newFixture(t, testgit.Options{})
 	f.git.CreateRepo(t, "stage", map[string]string{"apps/web/kustomization.yaml": "resources: []\n"})
 	testgit.Git(t, f.git.BarePath("stage"), "tag", "v1", "main")
-	shop := map[string]string{"team": "shop"}
-	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
-	f.applicationOf("stage", "v1", "web-stage", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
-	f.policy("app", nil, "1.1.0")
-	a := f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
-		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
-		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
-		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
-	})
+	a := f.shopOnTwoRepositories("v1")
 	js := waitJobs(t, f.ns, 1)
 	if js[0].Spec.Repository.URL != f.git.RepoURL("fleet") {
 		t.Errorf("the job is on %s, want the fleet repository", js[0].Spec.Repository.URL)
@@ -413,4 +397,20 @@ func TestAStalledTargetStallsAloneAndIsNotRetried(t *testing.T) {
 	if js := waitJobsSettled(t, f.ns); len(js) != 1 {
 		t.Errorf("%d jobs, want the fleet target's one", len(js))
 	}
+}
+
+// shopOnTwoRepositories is an Argo CD automation of the Applications
+// labelled team=shop: web on fleet's main, and web-stage on the stage
+// repository at stageRevision; the policy app has chosen 1.1.0.
+func (f *fixture) shopOnTwoRepositories(stageRevision string) *imagev1.ImageUpdateAutomation {
+	f.t.Helper()
+	shop := map[string]string{"team": "shop"}
+	f.application("web", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.applicationOf("stage", stageRevision, "web-stage", "apps/web", "Kustomize", shop, "ghcr.io/org/app:1.0.0")
+	f.policy("app", nil, "1.1.0")
+	return f.automation("shop", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.GitSpec.Repository, a.Spec.GitSpec.Checkout = nil, nil
+		a.Spec.ApplicationSelector = &metav1.LabelSelector{MatchLabels: shop}
+		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
+	})
 }

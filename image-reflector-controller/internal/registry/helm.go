@@ -131,25 +131,10 @@ func (c *Client) ChartVersions(ctx context.Context, index *url.URL, chart string
 	httpc := &http.Client{Transport: &politeTransport{client: c, host: index.Host, next: base, requireTLS: !o.Insecure}}
 	key := authKey(index.String(), o.Insecure, cfg) + "\x00" + chart
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, index.String(), nil)
+	cached, haveCached := c.helm.get(key)
+	req, err := indexRequest(ctx, index, cfg, cached)
 	if err != nil {
 		return nil, fetch, err
-	}
-	switch {
-	case cfg.RegistryToken != "":
-		req.Header.Set("Authorization", "Bearer "+cfg.RegistryToken)
-	case cfg.Username != "" || cfg.Password != "":
-		req.SetBasicAuth(cfg.Username, cfg.Password)
-	}
-	req.Header.Set("Accept", "application/yaml, application/x-yaml, text/yaml, application/json;q=0.9, */*;q=0.8")
-	cached, haveCached := c.helm.get(key)
-	if haveCached {
-		if cached.etag != "" {
-			req.Header.Set("If-None-Match", cached.etag)
-		}
-		if cached.lastModified != "" {
-			req.Header.Set("If-Modified-Since", cached.lastModified)
-		}
 	}
 	resp, err := httpc.Do(req)
 	if err != nil {
@@ -194,6 +179,30 @@ func (c *Client) ChartVersions(ctx context.Context, index *url.URL, chart string
 		c.helm.put(key, helmCached{etag: etag, lastModified: lastModified, versions: versions})
 	}
 	return versions, fetch, nil
+}
+
+// indexRequest is the GET of a repository's index with its credentials,
+// conditional on the copy cached (its ETag and Last-Modified, empty when
+// none), so an unchanged index costs a 304.
+func indexRequest(ctx context.Context, index *url.URL, cfg *authn.AuthConfig, cached helmCached) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, index.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.RegistryToken != "":
+		req.Header.Set("Authorization", "Bearer "+cfg.RegistryToken)
+	case cfg.Username != "" || cfg.Password != "":
+		req.SetBasicAuth(cfg.Username, cfg.Password)
+	}
+	req.Header.Set("Accept", "application/yaml, application/x-yaml, text/yaml, application/json;q=0.9, */*;q=0.8")
+	if cached.etag != "" {
+		req.Header.Set("If-None-Match", cached.etag)
+	}
+	if cached.lastModified != "" {
+		req.Header.Set("If-Modified-Since", cached.lastModified)
+	}
+	return req, nil
 }
 
 type countingReader struct {
