@@ -20,7 +20,6 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/argocd"
 	"toolkit.dev/image-toolkit/pkg/git"
-	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
 
 // ApplicationGVK is Argo CD's Application at the version read when
@@ -80,7 +79,7 @@ func fromApplication(u *unstructured.Unstructured, src *Source) error {
 	}
 	app, err := argocd.ReadApplication(data)
 	if err != nil {
-		return conditions.Stallf(imagev1.InvalidSourceReason, "%s: %s", src.Describe, err)
+		return problemf(InvalidSource, "%s: %s", src.Describe, err)
 	}
 	a := &Application{Application: app}
 	for _, s := range app.Sources {
@@ -89,7 +88,7 @@ func fromApplication(u *unstructured.Unstructured, src *Source) error {
 		}
 	}
 	if len(a.Written) == 0 {
-		return conditions.Stallf(imagev1.InvalidSourceReason, "%s has no source in a git repository to write to", src.Describe)
+		return problemf(InvalidSource, "%s has no source in a git repository to write to", src.Describe)
 	}
 	src.Applications = []*Application{a}
 	return toTargets(src)
@@ -117,7 +116,7 @@ func toTargets(src *Source) error {
 				}
 				branch, ok, why := RevisionBranch(s.TargetRevision)
 				if !ok {
-					return conditions.Stallf(imagev1.TargetRevisionNotBranchReason,
+					return problemf(NotABranch,
 						"the targetRevision %q of %s %s: a write-back pushes to a branch", s.TargetRevision, a.sourceName(s), why)
 				}
 				t.Ref = updatev1.GitRepositoryRef{Branch: branch}
@@ -169,18 +168,18 @@ func readApplications(ctx context.Context, c client.Reader, obj *imagev1.ImageUp
 	src.Describe = "spec.applicationSelector"
 	sel, err := metav1.LabelSelectorAsSelector(obj.Spec.ApplicationSelector)
 	if err != nil {
-		return conditions.Stallf(conditions.InvalidSpecReason, "invalid spec.applicationSelector: %s", err)
+		return problemf(InvalidSpec, "invalid spec.applicationSelector: %s", err)
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(ApplicationGVK.GroupVersion().WithKind(ApplicationGVK.Kind + "List"))
 	if err := c.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		if apimeta.IsNoMatchError(err) {
-			return conditions.Stallf(imagev1.SourceNotFoundReason, "the Application kind (%s) is not installed", ApplicationGVK.GroupVersion())
+			return problemf(KindMissing, "the Application kind (%s) is not installed", ApplicationGVK.GroupVersion())
 		}
 		return fmt.Errorf("listing Applications: %w", err)
 	}
 	if len(list.Items) == 0 {
-		return conditions.Retryf(imagev1.SourceNotFoundReason, "no Application in namespace %s matches spec.applicationSelector", obj.Namespace)
+		return problemf(SourceMissing, "no Application in namespace %s matches spec.applicationSelector", obj.Namespace)
 	}
 	slices.SortFunc(list.Items, func(a, b unstructured.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
 	for i := range list.Items {

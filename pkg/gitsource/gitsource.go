@@ -10,11 +10,12 @@
 // the controller does. It knows nothing of controllers: it takes a
 // client.Reader (a manager's client, or a CLI's) and the automation.
 // Source objects are read as unstructured, so that Flux's (or another
-// tool's) types are not a dependency. Problems with the automation's spec, its source or
-// its Secrets are *conditions.Failure values with the automation's
-// reasons: they are facts about the automation, which the controller
-// records as they are and explain prints; any other error (an API read
-// failing) is transient.
+// tool's) types are not a dependency. Problems with the automation's spec,
+// its source or its Secrets are *Error values (errors.go): facts about the
+// automation, each a Problem in this package's terms with one table of
+// what it means for the automation's conditions, which the controller
+// records as they are (conditions.Classify) and explain prints; any other
+// error (an API read failing) is transient.
 package gitsource
 
 import (
@@ -38,7 +39,6 @@ import (
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/git/gitsecret"
-	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/writeback/jobplan"
 )
 
@@ -108,11 +108,9 @@ func (s *Source) ReadDefaultBranch(ctx context.Context, auth *git.Auth) error {
 	defer cancel()
 	branch, err := git.DefaultBranch(ctx, s.Repository.URL, auth)
 	if err != nil {
-		reason := conditions.GitOperationFailedReason
-		if errors.Is(err, git.ErrAuthentication) {
-			reason = conditions.AuthenticationFailedReason
-		}
-		return conditions.Retryf(reason, "reading the default branch (targetRevision HEAD) of %s: %s", s.Describe, auth.Scrub(err.Error()))
+		// The message is scrubbed of the credentials; the problem is
+		// read from err itself.
+		return problemf(gitProblem(err), "reading the default branch (targetRevision HEAD) of %s: %s", s.Describe, auth.Scrub(err.Error()))
 	}
 	s.Ref = updatev1.GitRepositoryRef{Branch: branch}
 	return nil
@@ -122,7 +120,7 @@ func (s *Source) ReadDefaultBranch(ctx context.Context, auth *git.Auth) error {
 // the Flux GitRepository of spec.sourceRef, and its checkout ref
 // (spec.git.checkout wins over the GitRepository's), and checks that a job
 // could check it out and push. A problem with the spec or the source is a
-// *conditions.Failure: Stalled, or retried when the GitRepository is
+// *Error: Stalled, or retried when the GitRepository is
 // missing (it may yet be created). c reads the GitRepository.
 //
 // On a failure the Source is still returned when the spec names one, with
@@ -142,11 +140,11 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 	} else {
 		// The CRD refuses both cases; an older CRD may not.
 		if obj.Spec.GitSpec.Repository == nil {
-			return nil, conditions.Stallf(conditions.InvalidSpecReason, "set spec.sourceRef or spec.git.repository")
+			return nil, problemf(InvalidSpec, "set spec.sourceRef or spec.git.repository")
 		}
 		src.Describe = "spec.git.repository"
 		if obj.Spec.GitSpec.Checkout == nil {
-			return src, conditions.Stallf(conditions.InvalidSpecReason, "spec.git.checkout is required with spec.git.repository")
+			return src, problemf(InvalidSpec, "spec.git.checkout is required with spec.git.repository")
 		}
 		src.Repository = *obj.Spec.GitSpec.Repository.DeepCopy()
 		if err := checkURL(src.Repository.URL, src.Describe); err != nil {
@@ -158,7 +156,7 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 	}
 	if len(src.Targets) > 0 {
 		if obj.Spec.GitSpec.Checkout != nil {
-			return src, conditions.Stallf(conditions.InvalidSpecReason,
+			return src, problemf(InvalidSpec,
 				"spec.git.checkout names one ref, but %s are written on %d repositories or branches: remove it, or select the Applications of one target per automation",
 				src.Describe, len(src.Targets))
 		}
@@ -184,12 +182,12 @@ func Resolve(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutom
 		return src, nil
 	}
 	if !hasRef(src.Ref) {
-		return src, conditions.Stallf(conditions.InvalidSpecReason, "the checkout ref sets none of branch, tag, semver, name or commit")
+		return src, problemf(InvalidSpec, "the checkout ref sets none of branch, tag, semver, name or commit")
 	}
 	// Where a job pushes is jobplan's rule; a pull request has a base
 	// branch to open against, so it needs a branch checkout as well.
 	if p := obj.Spec.GitSpec.Push; src.Ref.Branch == "" && (p == nil || p.PullRequest != nil || nowhere(src.Ref, p)) {
-		return src, conditions.Stallf(conditions.InvalidSpecReason,
+		return src, problemf(InvalidSpec,
 			"the checkout ref is not a branch, so there is no branch to push to: set spec.git.push.branch or spec.git.push.refspec")
 	}
 	return src, nil
@@ -209,14 +207,14 @@ func readSourceRef(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdat
 	src.Describe = "spec.sourceRef"
 	kind, ok := SourceKinds[SourceKindOf(ref)]
 	if !ok {
-		return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.kind %q is not supported: only %s", ref.Kind, strings.Join(SourceKindNames(), ", "))
+		return problemf(InvalidSource, "spec.sourceRef.kind %q is not supported: only %s", ref.Kind, strings.Join(SourceKindNames(), ", "))
 	}
 	name := kind.GVK.Kind
 	gv := kind.GVK.GroupVersion()
 	if ref.APIVersion != "" {
 		parsed, err := schema.ParseGroupVersion(ref.APIVersion)
 		if err != nil || parsed.Group != gv.Group || parsed.Version == "" {
-			return conditions.Stallf(imagev1.InvalidSourceReason, "spec.sourceRef.apiVersion %q is not a version of %s", ref.APIVersion, gv.Group)
+			return problemf(InvalidSource, "spec.sourceRef.apiVersion %q is not a version of %s", ref.APIVersion, gv.Group)
 		}
 		gv = parsed
 	}
@@ -226,7 +224,7 @@ func readSourceRef(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdat
 	}
 	src.Describe = name + " " + key.String()
 	if key.Namespace != obj.Namespace && opts.NoCrossNamespaceRefs {
-		return conditions.Stallf(conditions.AccessDeniedReason,
+		return problemf(Denied,
 			"cannot use %s %s from namespace %s: cross-namespace references are disabled (--no-cross-namespace-refs)", name, key, obj.Namespace)
 	}
 	u := &unstructured.Unstructured{}
@@ -234,9 +232,9 @@ func readSourceRef(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdat
 	if err := c.Get(ctx, key, u); err != nil {
 		switch {
 		case apierrors.IsNotFound(err):
-			return conditions.Retryf(imagev1.SourceNotFoundReason, "%s %s not found", name, key)
+			return problemf(SourceMissing, "%s %s not found", name, key)
 		case apimeta.IsNoMatchError(err):
-			return conditions.Stallf(imagev1.SourceNotFoundReason, "the %s kind (%s) is not installed", name, gv)
+			return problemf(KindMissing, "the %s kind (%s) is not installed", name, gv)
 		}
 		return fmt.Errorf("reading %s %s: %w", name, key, err)
 	}
@@ -261,7 +259,7 @@ func fromGitRepository(u *unstructured.Unstructured, src *Source) error {
 	case "github", "azure":
 		src.Repository.Provider = p
 	default:
-		return conditions.Stallf(imagev1.InvalidSourceReason, "%s uses provider %q: only generic, github and azure are supported", src.Describe, p)
+		return problemf(InvalidSource, "%s uses provider %q: only generic, github and azure are supported", src.Describe, p)
 	}
 	src.Repository.ServiceAccountName = str("serviceAccountName")
 	if n := str("secretRef", "name"); n != "" {
@@ -273,7 +271,7 @@ func fromGitRepository(u *unstructured.Unstructured, src *Source) error {
 	if t := str("timeout"); t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 {
-			return conditions.Stallf(imagev1.InvalidSourceReason, "%s has an invalid spec.timeout %q", src.Describe, t)
+			return problemf(InvalidSource, "%s has an invalid spec.timeout %q", src.Describe, t)
 		}
 		src.Repository.Timeout = &metav1.Duration{Duration: d}
 	}
@@ -295,7 +293,7 @@ func fromGitRepository(u *unstructured.Unstructured, src *Source) error {
 // controller passes a reader past its cache, so that it needs no
 // cluster-wide list and watch of Secrets.
 //
-// A Secret that is missing is a Failure retried soon (Secrets are not
+// A Secret that is missing is an *Error retried soon (Secrets are not
 // watched), credentials that cannot work are Stalled; both wrap a
 // *CredentialsError, as does any other error, which is transient.
 func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateAutomation, src *Source) (*git.Auth, error) {
@@ -317,12 +315,12 @@ func Credentials(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdateA
 	ce := &CredentialsError{Source: src.Describe, Namespace: obj.Namespace, Err: err}
 	switch {
 	case errors.Is(err, gitsecret.ErrNotFound):
-		return nil, conditions.Retry(conditions.SecretNotFoundReason, ce)
+		return nil, &Error{Problem: SecretMissing, Err: ce}
 	case errors.Is(err, git.ErrInvalidCredentials):
-		return nil, conditions.Stall(imagev1.InvalidSecretReason, ce)
+		return nil, &Error{Problem: SecretInvalid, Err: ce}
 	case errors.Is(err, git.ErrAuthentication):
 		// A provider (GitHub, Entra ID) refused the identity.
-		return nil, conditions.Retry(conditions.AuthenticationFailedReason, ce)
+		return nil, &Error{Problem: AuthenticationRefused, Err: ce}
 	}
 	return nil, ce
 }
@@ -339,7 +337,7 @@ func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdate
 	app := src.Applications[0]
 	secrets, err := gitsecret.ListArgoCD(ctx, c, app.ArgoNamespace)
 	if apierrors.IsForbidden(err) {
-		return conditions.Stallf(conditions.AccessDeniedReason,
+		return problemf(Denied,
 			"the controller may not list Argo CD's repository Secrets in namespace %s: install the chart with argocd.namespace=%s, or start it with --argocd-namespace naming where Argo CD runs",
 			app.ArgoNamespace, app.ArgoNamespace)
 	}
@@ -351,7 +349,7 @@ func argoCDSecret(ctx context.Context, c client.Reader, obj *imagev1.ImageUpdate
 	case s == nil:
 		return nil // a public repository, as for Argo CD
 	case obj.Namespace != app.ArgoNamespace:
-		return conditions.Stallf(conditions.AccessDeniedReason,
+		return problemf(Denied,
 			"Argo CD's Secret %s/%s holds the credentials of %s, but UpdateJobs read Secrets in their own namespace, %s: put the automation in namespace %s",
 			s.Namespace, s.Name, git.Redact(src.Repository.URL), obj.Namespace, app.ArgoNamespace)
 	}
@@ -386,10 +384,10 @@ func (e *CredentialsError) Unwrap() error { return e.Err }
 // checkURL accepts the URLs an UpdateJob accepts: the one rule of pkg/git.
 func checkURL(raw, describe string) error {
 	if raw == "" {
-		return conditions.Stallf(imagev1.InvalidSourceReason, "%s has no URL", describe)
+		return problemf(InvalidSource, "%s has no URL", describe)
 	}
 	if _, err := git.ParseEndpoint(raw); err != nil {
-		return conditions.Stallf(imagev1.InvalidSourceReason, "%s: %s", describe, err)
+		return problemf(InvalidSource, "%s: %s", describe, err)
 	}
 	return nil
 }

@@ -173,8 +173,8 @@ func checkout(ref updatev1.GitRepositoryRef) *updatev1.GitCheckoutSpec {
 	return &updatev1.GitCheckoutSpec{Reference: ref}
 }
 
-// failure describes an expected *conditions.Failure; the zero value is no
-// error at all.
+// failure describes the expected Failure an error means for the
+// automation (conditions.Classify); the zero value is no error at all.
 type failure struct {
 	reason  string
 	stalled bool
@@ -192,10 +192,11 @@ func checkFailure(t *testing.T, err error, want failure) {
 	case err == nil:
 		t.Fatalf("no error, want %+v", want)
 	}
-	var f *conditions.Failure
-	if !errors.As(err, &f) {
-		t.Fatalf("%v (%T) is not a *conditions.Failure, want %+v", err, err, want)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("%v (%T) is not a *gitsource.Error, want %+v", err, err, want)
 	}
+	f, _ := conditions.Classify(err)
 	if f.Reason != want.reason || f.Stalled != want.stalled || !strings.Contains(err.Error(), want.message) {
 		t.Errorf("got reason %s, stalled %v: %v; want %+v", f.Reason, f.Stalled, err, want)
 	}
@@ -450,8 +451,8 @@ func TestResolve(t *testing.T) {
 func TestResolveTransient(t *testing.T) {
 	ns, _ := fixtures(t)
 	_, err := Resolve(context.Background(), unreachable(t), automation(ns, sourceRef("", "fleet")), Options{})
-	var f *conditions.Failure
-	if !errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &f) || !strings.Contains(err.Error(), "reading GitRepository "+ns+"/fleet") {
+	_, classified := conditions.Classify(err)
+	if !errors.Is(err, syscall.ECONNREFUSED) || classified || !strings.Contains(err.Error(), "reading GitRepository "+ns+"/fleet") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -533,7 +534,7 @@ func TestCredentials(t *testing.T) {
 			}
 			if tt.fail != (failure{}) {
 				checkFailure(t, err, tt.fail)
-			} else if f := (*conditions.Failure)(nil); errors.As(err, &f) || err.Error() != ce.Err.Error() {
+			} else if _, classified := conditions.Classify(err); classified || err.Error() != ce.Err.Error() {
 				t.Errorf("got %v, want pkg/git's error alone, transient", err)
 			}
 		})

@@ -23,7 +23,7 @@ import (
 type SourceKind struct {
 	GVK schema.GroupVersionKind
 	// Read fills src (whose Describe is set) from the object; a problem
-	// with the object is a *conditions.Failure.
+	// with the object is an *Error.
 	Read func(obj *unstructured.Unstructured, src *Source) error
 }
 

@@ -2,7 +2,6 @@ package receiver
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,8 +116,7 @@ func (r *Reconciler[T]) secret(ctx context.Context, s *reconcile.Scope[T, struct
 	obj, spec := s.Obj, r.Spec(s.Obj)
 	sec, err := ReadSecret(ctx, r.APIReader, obj.GetNamespace(), spec.Secret, spec.Keys)
 	if err != nil {
-		var f *conditions.Failure
-		if errors.As(err, &f) {
+		if f, ok := conditions.Classify(err); ok {
 			return reconcile.Continue, f.After(30 * time.Second)
 		}
 		return reconcile.Continue, err

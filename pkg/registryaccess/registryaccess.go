@@ -7,9 +7,8 @@
 //
 // Secrets are read through the reader given, which should read past any
 // cache: watching every Secret of the cluster would cost memory and RBAC
-// the controllers do not need. Credential problems are
-// AuthenticationFailed (retried); a provider that does not serve the
-// registry or an identity the controller may not use are Stalled.
+// the controllers do not need. Problems are *Error values, which say
+// what they mean for the ImageRepository's conditions (Error.Classify).
 package registryaccess
 
 import (
@@ -193,10 +192,8 @@ func cloudAuth(ctx context.Context, cloud *cloudauth.Issuer, obj *imagev1.ImageR
 		Namespace: obj.Namespace, ServiceAccountName: obj.Spec.ServiceAccountName, ProxyURL: a.Proxy,
 	})
 	switch {
-	case errors.Is(err, cloudauth.ErrProviderMismatch):
-		return conditions.Stall(conditions.ProviderMismatchReason, err)
-	case errors.Is(err, cloudauth.ErrWorkloadIdentityDisabled):
-		return conditions.Stall(conditions.WorkloadIdentityNotEnabledReason, err)
+	case errors.Is(err, cloudauth.ErrProviderMismatch), errors.Is(err, cloudauth.ErrWorkloadIdentityDisabled):
+		return &Error{Err: err}
 	case err != nil:
 		return AuthFailed(fmt.Errorf("provider %s: %w", obj.Spec.Provider, err))
 	}
@@ -280,7 +277,30 @@ func proxyFromSecret(s *corev1.Secret) (*url.URL, error) {
 	return u, nil
 }
 
-// AuthFailed marks a credential problem: AuthenticationFailed, retried.
+// Error is why the registry cannot be reached with what the
+// ImageRepository names: its Secrets, its ServiceAccount or its cloud
+// provider. It is conditions.Classified: a provider that does not serve
+// the registry and a cloud identity the controller may not use are
+// Stalled, since only the ImageRepository or the controller's set-up can
+// change them; anything else is AuthenticationFailed, retried (a Secret
+// may be fixed, a token refreshed, and neither is watched).
+type Error struct{ Err error }
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Classify is the ImageRepository's reason, and whether it is Stalled.
+func (e *Error) Classify() (string, bool) {
+	switch {
+	case errors.Is(e.Err, cloudauth.ErrProviderMismatch):
+		return conditions.ProviderMismatchReason, true
+	case errors.Is(e.Err, cloudauth.ErrWorkloadIdentityDisabled):
+		return conditions.WorkloadIdentityNotEnabledReason, true
+	}
+	return conditions.AuthenticationFailedReason, false
+}
+
+// AuthFailed is a credential problem: an *Error, AuthenticationFailed.
 func AuthFailed(err error) error {
-	return conditions.Retry(conditions.AuthenticationFailedReason, err)
+	return &Error{Err: err}
 }

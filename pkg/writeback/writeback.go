@@ -82,9 +82,10 @@ type Update struct {
 }
 
 // Chart is an Argo CD Application whose chart sources' targetRevision is
-// set to a policy's tag.
+// set to a policy's tag: Policy is the key of one of Images.
 type Chart struct {
-	Policy, Application, Namespace, Chart string
+	Policy string
+	meta.ArgoCDChart
 }
 
 // Holds is which holds a run overrides all the same.

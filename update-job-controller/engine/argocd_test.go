@@ -161,7 +161,7 @@ spec:
 	srv.CreateRepo(t, "apps", map[string]string{"apps/shop.yaml": apps, "apps/README.md": "not YAML\n"})
 	p := plan(srv.RepoURL("apps"), func(p *writeback.Plan) {
 		p.Update.Images = map[string]meta.ImageRef{"argocd:shop-chart": {Name: "https://charts.example.com/shop", Tag: "1.3.0"}}
-		p.Update.Charts = []writeback.Chart{{Policy: "argocd:shop-chart", Application: "shop", Namespace: "argocd"}}
+		p.Update.Charts = []writeback.Chart{{Policy: "argocd:shop-chart", ArgoCDChart: meta.ArgoCDChart{Application: "shop", Namespace: "argocd"}}}
 	})
 	out, err := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t)).Run(context.Background(), p)
 	if err != nil || out.Commit == "" {

@@ -351,11 +351,11 @@ func TestHelmValuesObjectIsCheckedAndCarried(t *testing.T) {
 // the automation's namespace where the entry names none.
 func TestChartsAreCarriedIntoTheJob(t *testing.T) {
 	spec := &imagev1.ImageUpdateAutomationSpec{Update: &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategySetters,
-		Charts: []imagev1.ChartUpdate{{Application: "shop", Policy: "shop-chart"}, {Application: "db", Namespace: "argocd", Chart: "redis", Policy: "redis-chart"}}}}
+		Charts: []imagev1.ChartUpdate{{ArgoCDChart: meta.ArgoCDChart{Application: "shop"}, Policy: "shop-chart"}, {ArgoCDChart: meta.ArgoCDChart{Application: "db", Namespace: "argocd", Chart: "redis"}, Policy: "redis-chart"}}}}
 	job := jobSpec("apps", spec, gitsource.Source{}, nil, nil)
 	want := []updatev1.ChartUpdate{
-		{Policy: "apps:shop-chart", Application: "shop", Namespace: "apps"},
-		{Policy: "apps:redis-chart", Application: "db", Namespace: "argocd", Chart: "redis"},
+		{Policy: "apps:shop-chart", ArgoCDChart: meta.ArgoCDChart{Application: "shop", Namespace: "apps"}},
+		{Policy: "apps:redis-chart", ArgoCDChart: meta.ArgoCDChart{Application: "db", Namespace: "argocd", Chart: "redis"}},
 	}
 	if !reflect.DeepEqual(job.Update.Charts, want) {
 		t.Errorf("charts %+v, want %+v", job.Update.Charts, want)

@@ -88,7 +88,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a chart following a policy the automation does not apply fails as DependencyNotReady, naming both",
 			spec: func(s *imagev1.ImageUpdateAutomationSpec) {
-				s.Update = &imagev1.UpdateStrategy{Charts: []imagev1.ChartUpdate{{Application: "guestbook", Policy: "chart"}}}
+				s.Update = &imagev1.UpdateStrategy{Charts: []imagev1.ChartUpdate{{ArgoCDChart: meta.ArgoCDChart{Application: "guestbook"}, Policy: "chart"}}}
 			},
 			act:     wait,
 			requeue: interval,
@@ -97,7 +97,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a chart following an applied policy makes the job",
 			spec: func(s *imagev1.ImageUpdateAutomationSpec) {
-				s.Update = &imagev1.UpdateStrategy{Charts: []imagev1.ChartUpdate{{Application: "guestbook", Policy: "app"}}}
+				s.Update = &imagev1.UpdateStrategy{Charts: []imagev1.ChartUpdate{{ArgoCDChart: meta.ArgoCDChart{Application: "guestbook"}, Policy: "app"}}}
 			},
 			act:     makeJob,
 			requeue: interval,

@@ -81,8 +81,9 @@ func jobSpec(namespace string, a *imagev1.ImageUpdateAutomationSpec, src gitsour
 	spec.Update.ArgoCD = argoCDOverrides(a, src, setters)
 	if a.Update != nil {
 		for _, c := range a.Update.Charts {
-			spec.Update.Charts = append(spec.Update.Charts, updatev1.ChartUpdate{Policy: updatev1.PolicyKey(namespace, c.Policy),
-				Application: c.Application, Namespace: cmp.Or(c.Namespace, namespace), Chart: c.Chart})
+			chart := updatev1.ChartUpdate{Policy: updatev1.PolicyKey(namespace, c.Policy), ArgoCDChart: c.ArgoCDChart}
+			chart.Namespace = cmp.Or(c.Namespace, namespace)
+			spec.Update.Charts = append(spec.Update.Charts, chart)
 		}
 	}
 	if d := a.Discover; d != nil {

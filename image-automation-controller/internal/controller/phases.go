@@ -108,12 +108,12 @@ func (r *ImageUpdateAutomationReconciler) readSource(ctx context.Context, s *sco
 		// A failure is this run's own (its phases change it): read alone.
 		src, err = r.resolveSource(ctx, obj)
 	}
-	var f *conditions.Failure
+	f, classified := conditions.Classify(err)
 	switch {
 	case err == nil:
 		s.State.src = src
 		return reconcile.Continue, nil
-	case !errors.As(err, &f):
+	case !classified:
 		return reconcile.Continue, err
 	case f.Stalled:
 		return reconcile.Continue, f.After(interval)
@@ -209,13 +209,9 @@ func (r *ImageUpdateAutomationReconciler) readHead(ctx context.Context, s *scope
 		}
 	}
 	if err != nil {
-		reason := conditions.GitOperationFailedReason
-		if errors.Is(err, git.ErrAuthentication) {
-			reason = conditions.AuthenticationFailedReason
-		}
 		s.State.tally.outcome(OutcomeFailed)
-		return reconcile.Continue, failure(reason, "reading the head of branch %s of %s: %w", src.Ref.Branch, src.Describe, err).
-			Redacting(src.remote.Secrets()...).After(min(s.Obj.Spec.Interval.Duration, time.Minute))
+		f := conditions.AsFailure(gitsource.GitError(fmt.Errorf("reading the head of branch %s of %s: %w", src.Ref.Branch, src.Describe, err)))
+		return reconcile.Continue, f.Redacting(src.remote.Secrets()...).After(min(s.Obj.Spec.Interval.Duration, time.Minute))
 	}
 	s.State.head = git.FormatRevision(src.Ref.Branch, oid)
 	// A head that only jobs of this branch moved since the last run is

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -73,8 +72,7 @@ func (r *ImageUpdateAutomationReconciler) judgeRollback(ctx context.Context, s *
 	}
 	objects, err := r.health.Read(ctx, rb.HealthOf, obj.Namespace, conditions.InvalidSpecReason, rollbackRetry)
 	if err != nil {
-		var f *conditions.Failure
-		if errors.As(err, &f) && !f.Stalled {
+		if f, ok := conditions.Classify(err); ok && !f.Stalled {
 			// The automation still writes; only the judgement waits.
 			st0 := obj.Status.Rollback
 			if st0 == nil || st0.Commit != obj.Status.AppliedRevision {

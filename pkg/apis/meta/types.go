@@ -118,3 +118,29 @@ type ArgoCDImageFields struct {
 	// +optional
 	HelmValuesObject bool `json:"helmValuesObject,omitempty"`
 }
+
+// ArgoCDChart names the chart sources of an Argo CD Application whose
+// targetRevision (the chart version) is written, found by the
+// Application's name in its manifest, without a marker. The automation's
+// spec, the UpdateJob's and the write-back plan all carry this one type.
+type ArgoCDChart struct {
+	// Application is the name of the Argo CD Application whose manifest
+	// holds the chart version.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Application string `json:"application"`
+
+	// Namespace is the Application's namespace: a manifest naming another
+	// is not written; one naming none is. In an automation, its own
+	// namespace when empty (its UpdateJobs get it filled in).
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Chart names the chart source to follow, among several of a
+	// multi-source Application; every chart source when empty.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Chart string `json:"chart,omitempty"`
+}

@@ -5,8 +5,10 @@
 //
 // A reconcile that fails says why with a *Failure: a reason, Stalled or
 // retried, when to look again, and the secrets its message must not show.
-// Domain packages return their own typed errors; a reconciler's phase turns
-// them into a Failure where it calls them, and returns it. It does not mark
+// Domain packages return their own typed errors: one that is Classified
+// says what it means for the object (its reason, whether it stalls), and
+// the skeleton reads it as it is; any other, a phase turns into a Failure
+// where it calls the package, and returns it. It does not mark
 // the failure itself: pkg/runtime/reconcile, the skeleton every reconciler
 // is built on, takes every error a phase returns the one way, AsFailure
 // then Record (redacted), then the kind's OnFailure for events and

@@ -10,9 +10,11 @@ import (
 
 // Failure is why a reconcile did not succeed, in the terms of conditions:
 // the reason to report, whether retrying can help, and when to look again.
-// Domain packages return typed errors of their own (git.ErrAuthentication,
-// policy.InvalidError); each reconciler turns them into a Failure in one
-// place, and Record records it.
+// Domain packages return typed errors of their own: a Classified error
+// says what it means and AsFailure reads it; an error that is a fact of
+// the domain alone (git.ErrAuthentication, policy.InvalidError) is turned
+// into a Failure by the phase that calls the package, in one place. Record
+// records it.
 type Failure struct {
 	Reason string
 	// Stalled: retrying cannot help until the object or something it needs
@@ -82,11 +84,42 @@ func (f *Failure) Redacting(secrets ...string) *Failure {
 	return f
 }
 
-// AsFailure finds the Failure in err's chain; any other error is a
-// retryable failure with reason Failed.
-func AsFailure(err error) *Failure {
+// Classified is implemented by a domain package's errors that know what
+// they mean for the object the package works for: the reason to report,
+// and whether retrying cannot help (stalled). The package declares its
+// errors and their classification beside them, in its own terms, and
+// builds no Failure; Classify reads them. The outermost one in an error's
+// chain wins, so a package that wraps another's error says what it means
+// for its own object.
+type Classified interface {
+	error
+	Classify() (reason string, stalled bool)
+}
+
+// Classify finds what err means for a reconcile: the Failure in its chain,
+// else the Failure a Classified error in its chain says (a retried one is
+// StorageFull when a file system is full, as with Retry). It reports false
+// for an error that is neither, which is unexpected and retried.
+func Classify(err error) (*Failure, bool) {
 	var f *Failure
 	if errors.As(err, &f) {
+		return f, true
+	}
+	var c Classified
+	if !errors.As(err, &c) {
+		return nil, false
+	}
+	reason, stalled := c.Classify()
+	if stalled {
+		return Stall(reason, err), true
+	}
+	return Retry(reason, err), true
+}
+
+// AsFailure is err's Failure (Classify); any other error is a retryable
+// failure with reason Failed.
+func AsFailure(err error) *Failure {
+	if f, ok := Classify(err); ok {
 		return f
 	}
 	return Retry(FailedReason, err)

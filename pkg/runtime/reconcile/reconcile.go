@@ -367,15 +367,15 @@ func (k *Kind[T, S]) record(ctx context.Context, s *Scope[T, S], err error) (*co
 	return f, msg, after
 }
 
-// classified reports whether err is a *conditions.Failure: a sum of
+// classified reports whether err is classified (conditions.Classify): a sum of
 // parts' failures is one unless a part's was not.
 func classified(err error) bool {
 	var sum *partsFailed
 	if errors.As(err, &sum) {
 		return sum.plain == nil
 	}
-	var f *conditions.Failure
-	return errors.As(err, &f)
+	_, ok := conditions.Classify(err)
+	return ok
 }
 
 // A Part is a part of the object that runs phases of its own, such as

@@ -135,7 +135,7 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 		return writeback.Invalidf("update.setters is empty")
 	}
 	for _, c := range spec.Update.Charts {
-		u.Charts = append(u.Charts, writeback.Chart{Policy: c.Policy, Application: c.Application, Namespace: c.Namespace, Chart: c.Chart})
+		u.Charts = append(u.Charts, writeback.Chart{Policy: c.Policy, ArgoCDChart: c.ArgoCDChart})
 	}
 	for _, o := range spec.Update.ArgoCD {
 		w := writeback.ArgoCDOverride{File: o.File, Type: o.Type}

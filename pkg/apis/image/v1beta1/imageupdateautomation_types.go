@@ -361,24 +361,7 @@ type UpdateStrategy struct {
 // ImagePolicy over the chart's repository (an OCI repository, or an
 // HTTP(S) Helm repository's REPOSITORY/CHART).
 type ChartUpdate struct {
-	// Application is the name of the Argo CD Application whose manifest
-	// holds the chart version.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=253
-	// +required
-	Application string `json:"application"`
-
-	// Namespace is the Application's namespace: a manifest naming another
-	// is not written; one naming none is. The automation's when empty.
-	// +kubebuilder:validation:MaxLength=63
-	// +optional
-	Namespace string `json:"namespace,omitempty"`
-
-	// Chart names the chart source to follow, among several of a
-	// multi-source Application; every chart source when empty.
-	// +kubebuilder:validation:MaxLength=253
-	// +optional
-	Chart string `json:"chart,omitempty"`
+	meta.ArgoCDChart `json:",inline"`
 
 	// Policy is the ImagePolicy, in the automation's namespace and
 	// selected by spec.policySelector, whose latest tag is the version.

@@ -142,18 +142,11 @@ type UpdateSpec struct {
 type ChartUpdate struct {
 	// Policy is the setter's key (NAMESPACE:NAME).
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
 	// +required
 	Policy string `json:"policy"`
-	// Application and Namespace name the Application; a manifest naming
-	// no namespace matches.
-	// +kubebuilder:validation:MinLength=1
-	// +required
-	Application string `json:"application"`
-	// +required
-	Namespace string `json:"namespace"`
-	// Chart names the chart source; every chart source when empty.
-	// +optional
-	Chart string `json:"chart,omitempty"`
+
+	meta.ArgoCDChart `json:",inline"`
 }
 
 // HoldSpec says which holds a job overrides all the same.
