@@ -451,13 +451,13 @@ func TestExplain(t *testing.T) {
 		const commit = "abc1234def5678abc1234def5678abc1234def56"
 		tests := []struct {
 			name  string
-			pr    updatev1.PullRequestStatus
+			pr    meta.PullRequestStatus
 			push  string // status.lastPushCommit: the head branch's
 			ready string
 			wants []string
 		}{
-			{"proposer", updatev1.PullRequestStatus{URL: "https://git.example.com/org/fleet/pulls/3", Number: 3, State: updatev1.PullRequestOpen,
-				HeadBranch: "image-toolkit/apps-proposer", HeadCommit: commit, Action: updatev1.PullRequestOpened},
+			{"proposer", meta.PullRequestStatus{URL: "https://git.example.com/org/fleet/pulls/3", Number: 3, State: meta.PullRequestOpen,
+				HeadBranch: "image-toolkit/apps-proposer", HeadCommit: commit, Action: meta.PullRequestOpened},
 				commit, "opened pull request #3 (UpdateJob proposer-0123456789): https://git.example.com/org/fleet/pulls/3", []string{
 					"Last push: " + commit + " to the pull request's head branch at 2026-03-01T11:00:00Z\n",
 					"Last pull request: #3 https://git.example.com/org/fleet/pulls/3\n",
@@ -465,8 +465,8 @@ func TestExplain(t *testing.T) {
 					"  Action: opened\n",
 					"  Head branch: image-toolkit/apps-proposer at abc1234\n",
 				}},
-			{"closer", updatev1.PullRequestStatus{URL: "https://git.example.com/org/fleet/pulls/4", Number: 4, State: updatev1.PullRequestClosed,
-				HeadBranch: "image-toolkit/apps-closer", Action: updatev1.PullRequestClosedNow},
+			{"closer", meta.PullRequestStatus{URL: "https://git.example.com/org/fleet/pulls/4", Number: 4, State: meta.PullRequestClosed,
+				HeadBranch: "image-toolkit/apps-closer", Action: meta.PullRequestClosedNow},
 				"", "no change needed at " + head + ": closed pull request #4 (UpdateJob closer-0123456789): https://git.example.com/org/fleet/pulls/4", []string{
 					"Last pull request: #4 https://git.example.com/org/fleet/pulls/4\n",
 					"  State: closed when its job finished\n",
@@ -500,7 +500,7 @@ func TestExplain(t *testing.T) {
 
 			code, out, _ = c.explain(t, "automation", tt.name, "-n", ns, "-o", "json")
 			var got struct {
-				LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest"`
+				LastPullRequest *meta.PullRequestStatus `json:"lastPullRequest"`
 			}
 			if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.LastPullRequest == nil || *got.LastPullRequest != tt.pr {
 				t.Errorf("%s -o json: code %d, %v, lastPullRequest %+v:\n%s", tt.name, code, err, got.LastPullRequest, out)

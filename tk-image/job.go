@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/setters"
@@ -315,7 +316,7 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 	pr := st.PullRequest
 	// A request left unchanged still proposes values the base lacks: the
 	// files do not hold them, so its own line says why nothing changed.
-	if st.Phase == updatev1.UpdateJobNoChange && (pr == nil || pr.Action == updatev1.PullRequestClosedNow) {
+	if st.Phase == updatev1.UpdateJobNoChange && (pr == nil || pr.Action == meta.PullRequestClosedNow) {
 		if job.Spec.Update.Container != nil {
 			fmt.Fprintln(out, "no change: the container left the files as they were")
 		} else {

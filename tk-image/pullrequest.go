@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 )
 
@@ -122,7 +123,7 @@ func oneOf(flag, value string, allowed []string) error {
 
 // writePullRequest says what a finished job did to its pull request, in one
 // line: the action, the address, and the head branch and commit.
-func writePullRequest(out io.Writer, pr *updatev1.PullRequestStatus) {
+func writePullRequest(out io.Writer, pr *meta.PullRequestStatus) {
 	where := "branch " + pr.HeadBranch
 	if pr.HeadCommit != "" {
 		where += ", commit " + shortCommit(pr.HeadCommit)
@@ -131,15 +132,15 @@ func writePullRequest(out io.Writer, pr *updatev1.PullRequestStatus) {
 }
 
 // pullRequestAction words what a job did to its request.
-func pullRequestAction(a updatev1.PullRequestAction) string {
+func pullRequestAction(a meta.PullRequestAction) string {
 	switch a {
-	case updatev1.PullRequestOpened:
+	case meta.PullRequestOpened:
 		return "opened"
-	case updatev1.PullRequestUpdated:
+	case meta.PullRequestUpdated:
 		return "updated"
-	case updatev1.PullRequestUnchanged:
+	case meta.PullRequestUnchanged:
 		return "unchanged, it already proposes these values"
-	case updatev1.PullRequestClosedNow:
+	case meta.PullRequestClosedNow:
 		return "closed, the base branch already has these values"
 	}
 	// An action newer than this build: the API's word is still the truth.

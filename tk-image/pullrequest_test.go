@@ -261,8 +261,8 @@ func TestJobRunPullRequest(t *testing.T) {
 		ObjectID: meta.ObjectID{Kind: "Deployment", Namespace: ns, Name: "app"},
 		Changes:  []meta.Change{{OldValue: "ghcr.io/org/podinfo:6.4.0", NewValue: "ghcr.io/org/podinfo:6.5.0", Setter: "apps:podinfo"}},
 	}}}}}
-	request := func(head string, state updatev1.PullRequestState, action updatev1.PullRequestAction, headCommit string) *updatev1.PullRequestStatus {
-		return &updatev1.PullRequestStatus{URL: url, Number: 3, State: state, HeadBranch: head, HeadCommit: headCommit, Action: action}
+	request := func(head string, state meta.PullRequestState, action meta.PullRequestAction, headCommit string) *meta.PullRequestStatus {
+		return &meta.PullRequestStatus{URL: url, Number: 3, State: state, HeadBranch: head, HeadCommit: headCommit, Action: action}
 	}
 	changes := "app.yaml\n  Deployment/apps/app\n    ghcr.io/org/podinfo:6.4.0 -> ghcr.io/org/podinfo:6.5.0 (apps:podinfo)\n"
 	tests := []struct {
@@ -273,21 +273,21 @@ func TestJobRunPullRequest(t *testing.T) {
 	}{
 		{"opened", []string{"--pr-label", "automated"}, func(st *updatev1.UpdateJobStatus, head string) {
 			st.Phase, st.PushedCommit, st.PushedRefs, st.Result = updatev1.UpdateJobSucceeded, commit, []string{"refs/heads/" + head}, result
-			st.PullRequest = request(head, updatev1.PullRequestOpen, updatev1.PullRequestOpened, commit)
+			st.PullRequest = request(head, meta.PullRequestOpen, meta.PullRequestOpened, commit)
 		}, "checked out " + checkout + "\npushed commit " + commit + " to refs/heads/image-toolkit/apps-opened\n" +
 			"pull request #3 opened: " + url + " (branch image-toolkit/apps-opened, commit abc1234)\n" + changes},
 		// Only the title or description changed: nothing was pushed.
 		{"updated", []string{"--pull-request"}, func(st *updatev1.UpdateJobStatus, head string) {
 			st.Phase, st.Result = updatev1.UpdateJobSucceeded, result
-			st.PullRequest = request(head, updatev1.PullRequestOpen, updatev1.PullRequestUpdated, commit)
+			st.PullRequest = request(head, meta.PullRequestOpen, meta.PullRequestUpdated, commit)
 		}, "checked out " + checkout + "\npull request #3 updated: " + url + " (branch image-toolkit/apps-updated, commit abc1234)\n" + changes},
 		{"unchanged", []string{"--pull-request"}, func(st *updatev1.UpdateJobStatus, head string) {
 			st.Phase, st.Result = updatev1.UpdateJobNoChange, result
-			st.PullRequest = request(head, updatev1.PullRequestOpen, updatev1.PullRequestUnchanged, commit)
+			st.PullRequest = request(head, meta.PullRequestOpen, meta.PullRequestUnchanged, commit)
 		}, "checked out " + checkout + "\npull request #3 unchanged, it already proposes these values: " + url + " (branch image-toolkit/apps-unchanged, commit abc1234)\n"},
 		{"closed", []string{"--pull-request"}, func(st *updatev1.UpdateJobStatus, head string) {
 			st.Phase = updatev1.UpdateJobNoChange
-			st.PullRequest = request(head, updatev1.PullRequestClosed, updatev1.PullRequestClosedNow, "")
+			st.PullRequest = request(head, meta.PullRequestClosed, meta.PullRequestClosedNow, "")
 		}, "checked out " + checkout + "\nno change: every marked value already holds its policy's image\n" +
 			"pull request #3 closed, the base branch already has these values: " + url + " (branch image-toolkit/apps-closed)\n"},
 		// No open request and nothing to change: as without a request.

@@ -14,13 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
 	"toolkit.dev/image-toolkit/update-job-controller/forges"
-	"toolkit.dev/image-toolkit/update-job-controller/jobstatus"
 )
 
 // linkedLibraries is the libgit2 the engine links, for tk-image version
@@ -142,14 +141,14 @@ func (o *updateOptions) reportRemote(stdout, stderr io.Writer, res engine.Result
 	res.Changes = res.Changes.In(path.Clean("/" + o.remote.path)[1:])
 	if o.output == "json" {
 		return json.NewEncoder(stdout).Encode(struct {
-			CheckoutRevision string                      `json:"checkoutRevision"`
-			Commit           string                      `json:"commit,omitempty"`
-			PushedRefs       []string                    `json:"pushedRefs,omitempty"`
-			PullRequest      *updatev1.PullRequestStatus `json:"pullRequest,omitempty"`
-			Changes          any                         `json:"changes,omitempty"`
-			Problems         []string                    `json:"problems,omitempty"`
-			Warnings         []string                    `json:"warnings,omitempty"`
-		}{res.CheckoutRevision, res.Commit, res.PushedRefs, jobstatus.PullRequest(res.PullRequest), res.Changes, res.Problems, res.Warnings})
+			CheckoutRevision string                  `json:"checkoutRevision"`
+			Commit           string                  `json:"commit,omitempty"`
+			PushedRefs       []string                `json:"pushedRefs,omitempty"`
+			PullRequest      *meta.PullRequestStatus `json:"pullRequest,omitempty"`
+			Changes          any                     `json:"changes,omitempty"`
+			Problems         []string                `json:"problems,omitempty"`
+			Warnings         []string                `json:"warnings,omitempty"`
+		}{res.CheckoutRevision, res.Commit, res.PushedRefs, res.PullRequest, res.Changes, res.Problems, res.Warnings})
 	}
 	for _, p := range res.Problems {
 		fmt.Fprintf(stderr, "tk-image: %s\n", p)
@@ -162,7 +161,7 @@ func (o *updateOptions) reportRemote(stdout, stderr io.Writer, res engine.Result
 	}
 	switch {
 	case res.PullRequest != nil:
-		writePullRequest(stdout, jobstatus.PullRequest(res.PullRequest))
+		writePullRequest(stdout, res.PullRequest)
 	case res.Commit != "":
 		fmt.Fprintf(stdout, "pushed commit %s to %s (from %s)\n", shortCommit(res.Commit), joinRefs(res.PushedRefs), res.CheckoutRevision)
 	}

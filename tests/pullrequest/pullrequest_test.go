@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
@@ -228,7 +229,7 @@ func TestPullRequestLifecycle(t *testing.T) {
 	a := e.waitAutomation("the request recorded", func(a *imagev1.ImageUpdateAutomation) bool {
 		return a.Status.LastPullRequest != nil && a.Status.LastPullRequest.Number == pr.Number
 	})
-	if lp := a.Status.LastPullRequest; lp.URL != pr.HTMLURL || lp.Action != updatev1.PullRequestOpened ||
+	if lp := a.Status.LastPullRequest; lp.URL != pr.HTMLURL || lp.Action != meta.PullRequestOpened ||
 		lp.HeadBranch != head || lp.HeadCommit != pr.Head.SHA {
 		t.Errorf("lastPullRequest %+v, request %s head %s", lp, pr.HTMLURL, pr.Head.SHA)
 	}
@@ -307,9 +308,9 @@ func TestPullRequestLifecycle(t *testing.T) {
 		t.Errorf("comments %+v, %v", comments, err)
 	}
 	a = e.waitAutomation("the close recorded", func(a *imagev1.ImageUpdateAutomation) bool {
-		return a.Status.LastPullRequest.Action == updatev1.PullRequestClosedNow
+		return a.Status.LastPullRequest.Action == meta.PullRequestClosedNow
 	})
-	if a.Status.LastPullRequest.Number != next.Number || a.Status.LastPullRequest.State != updatev1.PullRequestClosed {
+	if a.Status.LastPullRequest.Number != next.Number || a.Status.LastPullRequest.State != meta.PullRequestClosed {
 		t.Errorf("lastPullRequest %+v", a.Status.LastPullRequest)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
@@ -85,7 +86,7 @@ func TestAnEmbeddersForgeKeepsTheRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pr := out.PullRequest; pr == nil || pr.Action != ActionOpened || pr.Number != 1 || pr.HeadBranch != "image-toolkit/apps-fleet" {
+	if pr := out.PullRequest; pr == nil || pr.Action != meta.PullRequestOpened || pr.Number != 1 || pr.HeadBranch != "image-toolkit/apps-fleet" {
 		t.Fatalf("pull request %+v, want #1 opened from image-toolkit/apps-fleet", out.PullRequest)
 	}
 	if book.token != "review-token" || len(book.requests) != 1 || book.requests[0].Base != "main" {
@@ -95,7 +96,7 @@ func TestAnEmbeddersForgeKeepsTheRequest(t *testing.T) {
 		t.Errorf("head branch at %s, want the run's commit %s", head, out.Commit)
 	}
 	again, err := e.Run(context.Background(), p)
-	if err != nil || again.PullRequest == nil || again.PullRequest.Action != ActionUnchanged || len(book.requests) != 1 {
+	if err != nil || again.PullRequest == nil || again.PullRequest.Action != meta.PullRequestUnchanged || len(book.requests) != 1 {
 		t.Errorf("second run: %+v, %v; requests %d, want the one request unchanged", again.PullRequest, err, len(book.requests))
 	}
 }

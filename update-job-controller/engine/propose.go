@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git/refname"
@@ -99,7 +100,7 @@ func (r *run) propose(ctx context.Context, base, commit mirror.Hash) (Result, er
 		if err := r.forge.Close(ctx, open, CloseComment); err != nil {
 			return Result{}, forgeFailure("closing the request", err)
 		}
-		out.PullRequest = requestStatus(open, head, RequestClosed, ActionClosed)
+		out.PullRequest = requestStatus(open, head, meta.PullRequestClosed, meta.PullRequestClosedNow)
 		return *out, nil
 	}
 
@@ -129,9 +130,9 @@ func (r *run) propose(ctx context.Context, base, commit mirror.Hash) (Result, er
 
 // keepRequest opens the request, or edits the open one when its text
 // changed; what fails after the request exists is a warning.
-func (r *run) keepRequest(ctx context.Context, open *forge.Request, head, title, body string, pushed bool) (*PullRequest, error) {
+func (r *run) keepRequest(ctx context.Context, open *forge.Request, head, title, body string, pushed bool) (*meta.PullRequestStatus, error) {
 	pr := r.plan.Target.PullRequest
-	var req *PullRequest
+	var req *meta.PullRequestStatus
 	switch {
 	case open == nil:
 		created, err := r.forge.Create(ctx, forge.NewRequest{
@@ -148,13 +149,13 @@ func (r *run) keepRequest(ctx context.Context, open *forge.Request, head, title,
 			// retry never opens a second request.
 			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("request #%d: %s", created.Number, r.creds.Git.Scrub(err.Error())))
 		}
-		req = requestStatus(created, head, stateOf(created), ActionOpened)
+		req = requestStatus(created, head, stateOf(created), meta.PullRequestOpened)
 	case sameText(open.Title, title) && sameText(open.Body, body):
-		action := ActionUnchanged
+		action := meta.PullRequestUnchanged
 		if pushed {
-			action = ActionUpdated
+			action = meta.PullRequestUpdated
 		}
-		req = requestStatus(open, head, RequestOpen, action)
+		req = requestStatus(open, head, meta.PullRequestOpen, action)
 	default:
 		edited, err := r.forge.Edit(ctx, open, title, body)
 		if err != nil {
@@ -166,7 +167,7 @@ func (r *run) keepRequest(ctx context.Context, open *forge.Request, head, title,
 			r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("request #%d: %s", open.Number, r.creds.Git.Scrub(err.Error())))
 			edited = open
 		}
-		req = requestStatus(edited, head, stateOf(edited), ActionUpdated)
+		req = requestStatus(edited, head, stateOf(edited), meta.PullRequestUpdated)
 	}
 	return req, nil
 }
@@ -224,16 +225,16 @@ func sameText(a, b string) bool {
 
 // stateOf is the state the forge reported: a request auto-merged at once
 // (a forge without required checks) is merged already.
-func stateOf(r *forge.Request) RequestState {
+func stateOf(r *forge.Request) meta.PullRequestState {
 	switch r.State {
 	case forge.Merged:
-		return RequestMerged
+		return meta.PullRequestMerged
 	case forge.Closed:
-		return RequestClosed
+		return meta.PullRequestClosed
 	}
-	return RequestOpen
+	return meta.PullRequestOpen
 }
 
-func requestStatus(r *forge.Request, head string, state RequestState, action RequestAction) *PullRequest {
-	return &PullRequest{URL: r.URL, Number: r.Number, State: state, HeadBranch: head, HeadCommit: r.HeadCommit, Action: action}
+func requestStatus(r *forge.Request, head string, state meta.PullRequestState, action meta.PullRequestAction) *meta.PullRequestStatus {
+	return &meta.PullRequestStatus{URL: r.URL, Number: r.Number, State: state, HeadBranch: head, HeadCommit: r.HeadCommit, Action: action}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/testing/testgitea"
 	"toolkit.dev/image-toolkit/pkg/writeback"
@@ -46,7 +47,7 @@ func TestProposeAgainstGitea(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr := out.PullRequest
-	if pr == nil || pr.Action != ActionOpened || pr.HeadBranch != "image-toolkit/apps-fleet" || out.Commit == "" {
+	if pr == nil || pr.Action != meta.PullRequestOpened || pr.HeadBranch != "image-toolkit/apps-fleet" || out.Commit == "" {
 		t.Fatalf("first run: %+v, commit %q", pr, out.Commit)
 	}
 	if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "request #") {
@@ -58,7 +59,7 @@ func TestProposeAgainstGitea(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.PullRequest == nil || again.PullRequest.Action != ActionUnchanged ||
+	if again.PullRequest == nil || again.PullRequest.Action != meta.PullRequestUnchanged ||
 		again.PullRequest.Number != pr.Number || again.Commit != "" || again.PullRequest.HeadCommit != out.Commit {
 		t.Errorf("second run: %+v, commit %q (first pushed %s)", again.PullRequest, again.Commit, out.Commit)
 	}

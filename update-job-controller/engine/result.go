@@ -23,7 +23,7 @@ type Result struct {
 	Retries int
 	// PullRequest is the request opened, updated, found up to date or
 	// closed.
-	PullRequest *PullRequest
+	PullRequest *meta.PullRequestStatus
 	// Warnings are what failed on the request after the update was made
 	// (labels, reviewers, auto-merge, an edit of its text).
 	Warnings []string
@@ -43,35 +43,4 @@ type Result struct {
 type Discovered struct {
 	Images  []meta.DiscoveredImage
 	Skipped int
-}
-
-// RequestState is a pull request's state; the values are the UpdateJob
-// API's.
-type RequestState string
-
-const (
-	RequestOpen   RequestState = "open"
-	RequestClosed RequestState = "closed"
-	RequestMerged RequestState = "merged"
-)
-
-// RequestAction is what a run did to its pull request; the values are the
-// UpdateJob API's.
-type RequestAction string
-
-const (
-	ActionOpened    RequestAction = "opened"
-	ActionUpdated   RequestAction = "updated"
-	ActionUnchanged RequestAction = "unchanged"
-	ActionClosed    RequestAction = "closed"
-)
-
-// PullRequest is a run's pull request.
-type PullRequest struct {
-	URL        string
-	Number     int
-	State      RequestState
-	HeadBranch string
-	HeadCommit string
-	Action     RequestAction
 }

@@ -1,9 +1,9 @@
 // Package jobstatus writes what the write-back engine returns in the
 // UpdateJob API's words, within the status's bounds: the files and the
-// markers summed up per policy, what discovery found, the holds, the pull
-// request. The engine's own types stay plain Go (time.Time, no API
-// module), so that it links no Kubernetes; this is the one conversion,
-// which the UpdateJob controller and tk-image's remote update share.
+// markers summed up per policy, what discovery found, the holds. The
+// engine's own types stay plain Go (time.Time, no apimachinery), so that
+// it links no Kubernetes; this is the one conversion. (The pull request
+// needs none: the engine returns the API's own meta.PullRequestStatus.)
 package jobstatus
 
 import (
@@ -93,14 +93,4 @@ func Holds(in []engine.Hold) []updatev1.Hold {
 			Line: h.Line, Value: h.Value, From: h.From, Want: h.Want, Author: h.Author, Since: &since})
 	}
 	return out
-}
-
-// PullRequest is the run's request in the status form; the engine's
-// states and actions are the API's words.
-func PullRequest(pr *engine.PullRequest) *updatev1.PullRequestStatus {
-	if pr == nil {
-		return nil
-	}
-	return &updatev1.PullRequestStatus{URL: pr.URL, Number: pr.Number, State: updatev1.PullRequestState(pr.State),
-		HeadBranch: pr.HeadBranch, HeadCommit: pr.HeadCommit, Action: updatev1.PullRequestAction(pr.Action)}
 }

@@ -268,7 +268,7 @@ func merged(obj *imagev1.ImageUpdateAutomation, job *updatev1.UpdateJob) {
 	if last.PullRequest == 0 || last.Merged != "" || len(last.Images) == 0 || last.MoreImages > 0 || !ok {
 		return
 	}
-	if pr := obj.Status.LastPullRequest; pr != nil && pr.Number == last.PullRequest && pr.Action == updatev1.PullRequestClosedNow {
+	if pr := obj.Status.LastPullRequest; pr != nil && pr.Number == last.PullRequest && pr.Action == meta.PullRequestClosedNow {
 		return
 	}
 	want := policiesOf(job)
@@ -285,7 +285,7 @@ func recordNoChange(ctx context.Context, ev *events.Recorder, obj *imagev1.Image
 	switch pr := job.Status.PullRequest; {
 	case pr == nil:
 		conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s (UpdateJob %s)", job.Status.CheckoutRevision, job.Name)
-	case pr.Action == updatev1.PullRequestClosedNow:
+	case pr.Action == meta.PullRequestClosedNow:
 		conditions.MarkReady(obj, conditions.SucceededReason, "no change needed at %s: closed pull request #%d (UpdateJob %s): %s",
 			job.Status.CheckoutRevision, pr.Number, job.Name, pr.URL)
 		ev.Normal(ctx, obj, "PullRequest", "Push", fmt.Sprintf("UpdateJob %s closed pull request #%d: the base has its changes: %s",
@@ -343,7 +343,7 @@ func revisionAfterPush(job *updatev1.UpdateJob) string {
 // found up to date; "" when the images are only proposed (a pull request
 // still open, another push branch).
 func appliedRevision(job *updatev1.UpdateJob) string {
-	if pr := job.Status.PullRequest; pr != nil && pr.Action != updatev1.PullRequestClosedNow {
+	if pr := job.Status.PullRequest; pr != nil && pr.Action != meta.PullRequestClosedNow {
 		return ""
 	}
 	if job.Status.Phase == updatev1.UpdateJobNoChange {

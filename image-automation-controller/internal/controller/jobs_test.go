@@ -85,7 +85,7 @@ func TestRevisionAfterPush(t *testing.T) {
 // not change.
 func TestAppliedRevision(t *testing.T) {
 	pushed, head := strings.Repeat("a", 40), "main@sha1:"+strings.Repeat("c", 40)
-	job := func(phase updatev1.UpdateJobPhase, push *updatev1.PushSpec, commit string, pr *updatev1.PullRequestStatus) *updatev1.UpdateJob {
+	job := func(phase updatev1.UpdateJobPhase, push *updatev1.PushSpec, commit string, pr *meta.PullRequestStatus) *updatev1.UpdateJob {
 		return &updatev1.UpdateJob{
 			Spec:   updatev1.UpdateJobSpec{Checkout: updatev1.GitCheckoutSpec{Reference: updatev1.GitRepositoryRef{Branch: "main"}}, Push: push},
 			Status: updatev1.UpdateJobStatus{Phase: phase, CheckoutRevision: head, PushedCommit: commit, PullRequest: pr},
@@ -100,11 +100,11 @@ func TestAppliedRevision(t *testing.T) {
 		{"found up to date", job(updatev1.UpdateJobNoChange, nil, "", nil), head},
 		{"pushed to another branch", job(updatev1.UpdateJobSucceeded, &updatev1.PushSpec{Branch: "auto"}, pushed, nil), ""},
 		{"pull request opened", job(updatev1.UpdateJobSucceeded, &updatev1.PushSpec{Branch: "auto"}, pushed,
-			&updatev1.PullRequestStatus{Action: updatev1.PullRequestOpened, Number: 1}), ""},
+			&meta.PullRequestStatus{Action: meta.PullRequestOpened, Number: 1}), ""},
 		{"pull request up to date", job(updatev1.UpdateJobNoChange, &updatev1.PushSpec{Branch: "auto"}, "",
-			&updatev1.PullRequestStatus{Action: updatev1.PullRequestUnchanged, Number: 1}), ""},
+			&meta.PullRequestStatus{Action: meta.PullRequestUnchanged, Number: 1}), ""},
 		{"pull request closed: the base has the change", job(updatev1.UpdateJobNoChange, &updatev1.PushSpec{Branch: "auto"}, "",
-			&updatev1.PullRequestStatus{Action: updatev1.PullRequestClosedNow, Number: 1}), head},
+			&meta.PullRequestStatus{Action: meta.PullRequestClosedNow, Number: 1}), head},
 	}
 	for _, tt := range tests {
 		if got := appliedRevision(tt.job); got != tt.want {

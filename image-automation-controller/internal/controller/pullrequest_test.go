@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
@@ -29,8 +30,8 @@ func TestPullRequestRecordedAndShortCircuit(t *testing.T) {
 	if pr := job.Spec.Push.PullRequest; pr == nil || pr.TitleTemplate != "Bump {{ len .Changed.Changes }}" {
 		t.Fatalf("job push %+v", job.Spec.Push)
 	}
-	pr := &updatev1.PullRequestStatus{URL: "http://forge/o/fleet/pulls/7", Number: 7, State: updatev1.PullRequestOpen,
-		HeadBranch: "image-toolkit/" + f.ns + "-fleet", HeadCommit: strings.Repeat("b", 40), Action: updatev1.PullRequestOpened}
+	pr := &meta.PullRequestStatus{URL: "http://forge/o/fleet/pulls/7", Number: 7, State: meta.PullRequestOpen,
+		HeadBranch: "image-toolkit/" + f.ns + "-fleet", HeadCommit: strings.Repeat("b", 40), Action: meta.PullRequestOpened}
 	finish(t, &job, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
 		j.Status.CheckoutRevision = base
 		j.Status.PushedCommit = pr.HeadCommit

@@ -52,12 +52,12 @@ func TestRollbackJudgesTheCommitThatMergedTheRequest(t *testing.T) {
 	// A person wrote the image by hand and a job closed the request: no
 	// commit after is the automation's, neither that job's nor a later
 	// one's.
-	obj.Status.LastPullRequest = &updatev1.PullRequestStatus{Number: 7, Action: updatev1.PullRequestClosedNow}
+	obj.Status.LastPullRequest = &meta.PullRequestStatus{Number: 7, Action: meta.PullRequestClosedNow}
 	merged(obj, noChange(merge, "1.1.0"))
 	if m := obj.Status.History[0].Merged; m != "" {
 		t.Fatalf("merged at %s, a commit made by hand", m)
 	}
-	obj.Status.LastPullRequest.Action = updatev1.PullRequestOpened
+	obj.Status.LastPullRequest.Action = meta.PullRequestOpened
 	// The branch carries the request's image: that commit is judged.
 	merged(obj, noChange(merge, "1.1.0"))
 	obj.Status.AppliedRevision = "main@sha1:" + merge

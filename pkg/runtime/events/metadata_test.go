@@ -66,13 +66,13 @@ func TestUpdateJobMetadata(t *testing.T) {
 		}, map[string]string{MetaCommit: sha, MetaRevision: "refs/for/main@sha1:" + sha}},
 		{"pull request", request, updatev1.UpdateJobStatus{
 			PushedCommit: sha,
-			PullRequest:  &updatev1.PullRequestStatus{URL: "https://git.example.com/fleet/pulls/3", Number: 3, HeadBranch: "image-updates", Action: updatev1.PullRequestOpened},
+			PullRequest:  &meta.PullRequestStatus{URL: "https://git.example.com/fleet/pulls/3", Number: 3, HeadBranch: "image-updates", Action: meta.PullRequestOpened},
 		}, map[string]string{
 			MetaCommit: sha, MetaRevision: "image-updates@sha1:" + sha, MetaPullRequest: "https://git.example.com/fleet/pulls/3",
 		}},
 		{"closed request, nothing pushed", request, updatev1.UpdateJobStatus{
 			CheckoutRevision: "main@sha1:" + sha,
-			PullRequest:      &updatev1.PullRequestStatus{URL: "https://git.example.com/fleet/pulls/3", Action: updatev1.PullRequestClosedNow},
+			PullRequest:      &meta.PullRequestStatus{URL: "https://git.example.com/fleet/pulls/3", Action: meta.PullRequestClosedNow},
 		}, map[string]string{MetaRevision: "main@sha1:" + sha, MetaPullRequest: "https://git.example.com/fleet/pulls/3"}},
 		{"many changes", branch, updatev1.UpdateJobStatus{Result: result(many...)},
 			map[string]string{MetaChanges: strings.Join(append(manyWant, "and 3 more"), "\n")}},

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
@@ -220,7 +221,7 @@ func (d *demo) follow(ctx context.Context, head, tag string) error {
 
 // showRequest prints the request the job opened or updated on Gitea, and
 // its diff.
-func (d *demo) showRequest(ctx context.Context, pr *updatev1.PullRequestStatus) error {
+func (d *demo) showRequest(ctx context.Context, pr *meta.PullRequestStatus) error {
 	p, err := d.env.Gitea.GetPull(ctx, "fleet", pr.Number)
 	if err != nil {
 		return err

@@ -40,7 +40,7 @@ type JobRow struct {
 	Duration    string
 	Commit      string
 	CommitURL   string
-	PullRequest *updatev1.PullRequestStatus
+	PullRequest *meta.PullRequestStatus
 	Files       int
 	Message     string
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/git"
@@ -84,7 +85,7 @@ type FleetRow struct {
 	// when the repository is on one.
 	Commit, CommitURL string
 	CommitTime        *metav1.Time
-	PullRequest       *updatev1.PullRequestStatus
+	PullRequest       *meta.PullRequestStatus
 	LastRun           *metav1.Time
 	Suspended         bool
 	// Holds is whether a person holds a value the automation would
@@ -279,7 +280,7 @@ func waiting(a *imagev1.ImageUpdateAutomation, images []ImageRow, ready *metav1.
 		}
 		return State{Kind: StatePending, Reason: "next run", Detail: "not applied yet: " + strings.Join(outdated, ", ")}, true
 	}
-	if pr := a.Status.LastPullRequest; pr != nil && pr.State == updatev1.PullRequestOpen {
+	if pr := a.Status.LastPullRequest; pr != nil && pr.State == meta.PullRequestOpen {
 		return State{Kind: StatePending, Reason: "pull request open", Detail: fmt.Sprintf("pull request #%d waits to be merged: %s", pr.Number, pr.URL)}, true
 	}
 	for _, img := range images {

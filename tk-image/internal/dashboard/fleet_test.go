@@ -90,7 +90,7 @@ func TestFleetRowState(t *testing.T) {
 			p.Status.PendingRef = &imagev1.PendingRef{Tag: "1.2.0", EligibleAt: new(metav1.NewTime(now.Add(90 * time.Minute)))}
 		}), nil, StatePending, "minimum age", "podinfo 1.2.0 is old enough in 1h30m (at 2026-11-26T13:30:00Z)"},
 		{"an open pull request waits to be merged", automationWith(func(a *imagev1.ImageUpdateAutomation) {
-			a.Status.LastPullRequest = &updatev1.PullRequestStatus{URL: "https://github.com/org/fleet/pull/7", Number: 7, State: updatev1.PullRequestOpen}
+			a.Status.LastPullRequest = &meta.PullRequestStatus{URL: "https://github.com/org/fleet/pull/7", Number: 7, State: meta.PullRequestOpen}
 		}), policyWith("1.0.0", nil), nil, StatePending, "pull request open", "pull request #7 waits to be merged: https://github.com/org/fleet/pull/7"},
 		{"policies still choosing are a wait, with the minimum age's time left", automationWith(func(a *imagev1.ImageUpdateAutomation) {
 			a.Status.Conditions = []metav1.Condition{ready(metav1.ConditionFalse, conditions.DependencyNotReadyReason, "no policy has a latest image yet")}

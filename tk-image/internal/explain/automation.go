@@ -53,8 +53,8 @@ type AutomationExplanation struct {
 	LastPushTime   *metav1.Time            `json:"lastPushTime,omitempty"`
 	// LastPullRequest is the request the last job that proposed, updated
 	// or closed one left (status.lastPullRequest), as it was then.
-	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
-	Ready           *metav1.Condition           `json:"ready,omitempty"`
+	LastPullRequest *meta.PullRequestStatus `json:"lastPullRequest,omitempty"`
+	Ready           *metav1.Condition       `json:"ready,omitempty"`
 	// InFlightJob is an UpdateJob that has not finished yet.
 	InFlightJob *jobFacts   `json:"inFlightJob,omitempty"`
 	LastJob     *jobFacts   `json:"lastJob,omitempty"`

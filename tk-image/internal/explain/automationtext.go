@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
-	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // The ImageUpdateAutomation explanation as text.
@@ -269,10 +269,10 @@ func writeSchedule(w io.Writer, sf *scheduleFacts) {
 // writeLastPullRequest writes an automation's last pull request. Its state
 // is the one the job saw: explain asks no forge, so a request merged or
 // closed by hand since still shows open.
-func writeLastPullRequest(w io.Writer, pr *updatev1.PullRequestStatus) {
+func writeLastPullRequest(w io.Writer, pr *meta.PullRequestStatus) {
 	fmt.Fprintf(w, "Last pull request:\t#%d %s\n", pr.Number, pr.URL)
 	state := fmt.Sprintf("%s when its job finished", pr.State)
-	if pr.State == updatev1.PullRequestOpen {
+	if pr.State == meta.PullRequestOpen {
 		// The automation makes no job while the base and the policies
 		// are as they were, so a request closed unmerged since waits.
 		state += " (explain asks no forge; closed unmerged since, it is proposed again only once the base branch or a policy changes)"
@@ -287,15 +287,15 @@ func writeLastPullRequest(w io.Writer, pr *updatev1.PullRequestStatus) {
 }
 
 // explainPullRequestAction says what a job did to its request, and why.
-func explainPullRequestAction(a updatev1.PullRequestAction) string {
+func explainPullRequestAction(a meta.PullRequestAction) string {
 	switch a {
-	case updatev1.PullRequestOpened:
+	case meta.PullRequestOpened:
 		return "opened"
-	case updatev1.PullRequestUpdated:
+	case meta.PullRequestUpdated:
 		return "updated: a new commit on the head branch, or a new title or description"
-	case updatev1.PullRequestUnchanged:
+	case meta.PullRequestUnchanged:
 		return "unchanged: it already proposed the policies' values"
-	case updatev1.PullRequestClosedNow:
+	case meta.PullRequestClosedNow:
 		return "closed: the base branch already had the policies' values"
 	}
 	return string(a)

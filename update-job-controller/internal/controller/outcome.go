@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
@@ -95,7 +96,7 @@ func recordFindings(job *updatev1.UpdateJob, st *jobRun) {
 		}
 	}
 	if out.PullRequest != nil {
-		status.PullRequest = jobstatus.PullRequest(out.PullRequest)
+		status.PullRequest = out.PullRequest
 	}
 }
 
@@ -108,7 +109,7 @@ func (r *UpdateJobReconciler) proposed(job *updatev1.UpdateJob, st *jobRun) {
 	status.PushedCommit = out.Commit
 	status.PushedRefs = out.PushedRefs
 	msg := requestMessage(pr, out.Commit)
-	if pr.Action == updatev1.PullRequestOpened || pr.Action == updatev1.PullRequestUpdated {
+	if pr.Action == meta.PullRequestOpened || pr.Action == meta.PullRequestUpdated {
 		st.outcome = OutcomeSucceeded
 		status.Phase = updatev1.UpdateJobSucceeded
 		conditions.MarkReady(job, conditions.SucceededReason, "%s", msg)
@@ -224,16 +225,16 @@ func (r *UpdateJobReconciler) jobEvents(job *updatev1.UpdateJob) *events.Recorde
 }
 
 // requestMessage says what a job did to its request, with its address.
-func requestMessage(pr *updatev1.PullRequestStatus, pushed string) string {
+func requestMessage(pr *meta.PullRequestStatus, pushed string) string {
 	switch pr.Action {
-	case updatev1.PullRequestOpened:
+	case meta.PullRequestOpened:
 		return fmt.Sprintf("opened pull request #%d from %s: %s", pr.Number, pr.HeadBranch, pr.URL)
-	case updatev1.PullRequestUpdated:
+	case meta.PullRequestUpdated:
 		if pushed != "" {
 			return fmt.Sprintf("updated pull request #%d: pushed commit %s to %s: %s", pr.Number, short(pushed), pr.HeadBranch, pr.URL)
 		}
 		return fmt.Sprintf("updated the title and description of pull request #%d: %s", pr.Number, pr.URL)
-	case updatev1.PullRequestClosedNow:
+	case meta.PullRequestClosedNow:
 		return fmt.Sprintf("no change: the base already has the policies' values; closed pull request #%d: %s", pr.Number, pr.URL)
 	}
 	return fmt.Sprintf("no change: pull request #%d already proposes these values: %s", pr.Number, pr.URL)

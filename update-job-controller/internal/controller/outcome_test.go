@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/reconcile"
@@ -46,13 +47,13 @@ func TestAttemptOutcomeIsTheJobsStatus(t *testing.T) {
 		{
 			name: "an opened pull request succeeds", attempts: 1,
 			out: engine.Result{CheckoutRevision: "main@sha1:1", Commit: commit,
-				PullRequest: &engine.PullRequest{Number: 7, HeadBranch: "auto", URL: "https://forge/pr/7", Action: engine.ActionOpened}},
+				PullRequest: &meta.PullRequestStatus{Number: 7, HeadBranch: "auto", URL: "https://forge/pr/7", Action: meta.PullRequestOpened}},
 			phase: updatev1.UpdateJobSucceeded, outcome: OutcomeSucceeded, ready: "True/Succeeded", message: "opened pull request #7",
 		},
 		{
 			name: "a pull request already proposing the values is no change", attempts: 1,
 			out: engine.Result{CheckoutRevision: "main@sha1:1",
-				PullRequest: &engine.PullRequest{Number: 7, URL: "https://forge/pr/7", Action: engine.ActionUnchanged}},
+				PullRequest: &meta.PullRequestStatus{Number: 7, URL: "https://forge/pr/7", Action: meta.PullRequestUnchanged}},
 			phase: updatev1.UpdateJobNoChange, outcome: OutcomeNoChange, ready: "True/NoChange", message: "already proposes",
 		},
 		{

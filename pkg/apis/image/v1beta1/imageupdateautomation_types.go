@@ -494,7 +494,7 @@ type ImageUpdateAutomationStatus struct {
 	// LastPullRequest is the pull request the last job that proposed,
 	// updated or closed one left (spec.git.push.pullRequest).
 	// +optional
-	LastPullRequest *updatev1.PullRequestStatus `json:"lastPullRequest,omitempty"`
+	LastPullRequest *meta.PullRequestStatus `json:"lastPullRequest,omitempty"`
 
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`

@@ -895,7 +895,7 @@ func (in *ImageUpdateAutomationStatus) DeepCopyInto(out *ImageUpdateAutomationSt
 	}
 	if in.LastPullRequest != nil {
 		in, out := &in.LastPullRequest, &out.LastPullRequest
-		*out = new(updatev1beta1.PullRequestStatus)
+		*out = new(meta.PullRequestStatus)
 		**out = **in
 	}
 	if in.Conditions != nil {
