@@ -98,11 +98,11 @@ func (r *remoteFlags) credentials() (engine.Credentials, error) {
 		}
 	}
 	if env := r.forgeTokenEnv; env != "" {
-		c.ForgeToken = func(context.Context, *git.Auth) (string, error) {
+		c.Forge = func(context.Context, *git.Auth) (engine.ForgeAuth, error) {
 			if t := os.Getenv(env); t != "" {
-				return t, nil
+				return engine.ForgeAuth{Token: t}, nil
 			}
-			return "", usageError{fmt.Errorf("environment variable %s (--forge-token-env) is empty or not set", env)}
+			return engine.ForgeAuth{}, usageError{fmt.Errorf("environment variable %s (--forge-token-env) is empty or not set", env)}
 		}
 	}
 	return c, nil

@@ -118,7 +118,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 type store struct{}
 
 func (store) Lookup(context.Context, string) (engine.Credentials, error) {
-	return engine.Credentials{ForgeToken: func(context.Context, *git.Auth) (string, error) { return "local", nil }}, nil
+	return engine.Credentials{Forge: func(context.Context, *git.Auth) (engine.ForgeAuth, error) {
+		return engine.ForgeAuth{Token: "local"}, nil
+	}}, nil
 }
 
 // notebookForge is a forge of this program's own: review requests kept as

@@ -113,9 +113,15 @@ type Options struct {
 	// https://gitlab.example.com/ or https://gitea.example.com/.
 	APIURL string
 	// Repository is owner/name, or GitLab's full project path
-	// (group/subgroup/project).
+	// (group/subgroup/project), or what the forge's Forge.Repository made
+	// of the git URL's path.
 	Repository string
 	Token      string
+	// Username is the user the token is the password of (the Secret's
+	// username beside its password), for a forge whose API takes such a
+	// token by basic authentication (a Bitbucket app password, an Azure
+	// DevOps personal access token); empty for a bearer token.
+	Username string
 	// HTTPClient carries TLS trust and the proxy; New wraps its transport
 	// with the rate-limit handling and a per-request timeout.
 	HTTPClient *http.Client
@@ -213,6 +219,11 @@ func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error)
 			apiURL += "/"
 		}
 	}
+	if f.Repository != nil {
+		if repo, err = f.Repository(host, repo); err != nil {
+			return nil, fmt.Errorf("%s: %w", git.Redact(gitURL), err)
+		}
+	}
 	parts := strings.Split(repo, "/")
 	if len(parts) < 2 || slices.Contains(parts, "") || (!f.Subgroups && len(parts) != 2) {
 		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", git.Redact(gitURL), repo)
@@ -249,6 +260,11 @@ func resolveLocal(gitURL string, provider Provider, apiURL string) (*Endpoint, e
 	}
 	return &Endpoint{Provider: f.Provider, APIURL: apiURL, Repository: strings.Join(parts[len(parts)-2:], "/")}, nil
 }
+
+// ErrUnsupported is wrapped by an adapter's refusal of what its forge
+// cannot do as asked (labels on a forge without them): only a change to
+// the spec helps, so the engine does not retry it.
+var ErrUnsupported = errors.New("the forge has no such feature")
 
 // Error is a forge's refusal of a call, or a call that got no answer.
 type Error struct {

@@ -36,6 +36,12 @@ type Forge struct {
 	// Subgroups is set when repositories may be nested deeper than
 	// owner/name (GitLab's groups).
 	Subgroups bool
+	// Repository reads the repository's path, as Options.Repository, from
+	// the git URL's host and path (no slashes or .git at its ends) where
+	// the forge serves git under another path than its API names
+	// (Bitbucket Data Center's scm/KEY/slug is KEY/slug, Azure DevOps'
+	// org/project/_git/repo is org/project/repo); nil keeps the path.
+	Repository func(host, path string) (string, error)
 	// New makes the client; hc is Options.HTTPClient wrapped with the
 	// rate-limit handling and timeouts.
 	New func(opts Options, hc *http.Client) (Client, error)

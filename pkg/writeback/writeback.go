@@ -175,7 +175,7 @@ type RefUpdate struct {
 
 // PullRequest is where a change is proposed.
 type PullRequest struct {
-	// Provider is the forge (github, gitlab, gitea); empty is told from
+	// Provider is the forge (a pkg/forge registered name); empty is told from
 	// the host. APIURL is the forge's API; empty is derived from the
 	// repository URL.
 	Provider, APIURL string

@@ -60,11 +60,30 @@ type Credentials struct {
 	Git *git.Auth
 	// Signer signs the commit; nil leaves it unsigned.
 	Signer mirror.Signer
-	// ForgeToken gives the API token of a plan's pull request. It is
-	// called once per run of such a plan, before any network call, with
-	// Git refreshed (a provider's token, such as a GitHub App's, serves
-	// the forge's API too). Nil uses fresh's bearer token or password.
-	ForgeToken func(ctx context.Context, fresh *git.Auth) (string, error)
+	// Forge gives what the forge's API of a plan's pull request is
+	// reached with. It is called once per run of such a plan, before any
+	// network call, with Git refreshed (a provider's token, such as a
+	// GitHub App's, serves the forge's API too). Nil is ForgeAuthOf(fresh).
+	Forge func(ctx context.Context, fresh *git.Auth) (ForgeAuth, error)
+}
+
+// ForgeAuth reaches a forge's API: a token, and the user it is the
+// password of, for the forges that take a password by basic
+// authentication (a Bitbucket app password); no user: a bearer token.
+type ForgeAuth struct {
+	Token, Username string
+}
+
+// ForgeAuthOf is the forge's credentials from the repository's: its
+// bearer token, else its password with its user; none for nil.
+func ForgeAuthOf(git *git.Auth) ForgeAuth {
+	switch {
+	case git == nil:
+		return ForgeAuth{}
+	case git.BearerToken != "":
+		return ForgeAuth{Token: git.BearerToken}
+	}
+	return ForgeAuth{Token: git.Password, Username: git.Username}
 }
 
 // Lookup is c, whatever the repository.

@@ -65,12 +65,15 @@ func gitError(err error) *Error {
 
 // forgeFailure classifies a forge's refusal: a refused token is
 // KindAuthentication, a rate limit is retried after its reset, anything
-// else is KindPullRequest with what the forge said. None is Terminal: a
-// token or a permission may be fixed meanwhile.
+// else is KindPullRequest with what the forge said, none of them Terminal
+// (a token or a permission may be fixed meanwhile); only a feature the
+// forge does not have (forge.ErrUnsupported) is KindInvalid, Terminal.
 func forgeFailure(op string, err error) *Error {
 	err = fmt.Errorf("%s: %w", op, err)
 	var fe *forge.Error
 	switch {
+	case errors.Is(err, forge.ErrUnsupported):
+		return terminal(KindInvalid, err)
 	case !errors.As(err, &fe):
 	case fe.Unauthorized():
 		return retryable(KindAuthentication, err)

@@ -19,9 +19,9 @@ import (
 // as a program with an in-house review tool would keep them in its own
 // system.
 type notebook struct {
-	mu       sync.Mutex
-	token    string
-	requests []forge.Request
+	mu              sync.Mutex
+	token, username string
+	requests        []forge.Request
 }
 
 func (n *notebook) FindOpen(_ context.Context, head, base string) (*forge.Request, error) {
@@ -63,12 +63,13 @@ func (n *notebook) Close(_ context.Context, current *forge.Request, _ string) er
 // A forge that a program embedding the engine registers is one entry: the
 // engine checks a plan naming it, pushes the head branch and keeps the
 // request through it, with the token from the credentials, as it does
-// with the built-in forges.
+// with the built-in forges (a password with its user, for the forges that
+// take it by basic authentication).
 func TestAnEmbeddersForgeKeepsTheRequest(t *testing.T) {
 	book := &notebook{}
 	forge.Register(forge.Forge{Provider: "notebook", Hosts: []string{"review.example"},
 		New: func(opts forge.Options, _ *http.Client) (forge.Client, error) {
-			book.token = opts.Token
+			book.token, book.username = opts.Token, opts.Username
 			return book, nil
 		}})
 	srv := testgit.New(t, testgit.Options{})
@@ -81,7 +82,7 @@ func TestAnEmbeddersForgeKeepsTheRequest(t *testing.T) {
 	if err := Check(p); err != nil {
 		t.Fatalf("Check of a plan naming the registered forge: %v", err)
 	}
-	e := New(Settings{WorkDir: t.TempDir()}, Credentials{Git: &git.Auth{Password: "review-token"}}, newCache(t))
+	e := New(Settings{WorkDir: t.TempDir()}, Credentials{Git: &git.Auth{Username: "deploy-bot", Password: "review-token"}}, newCache(t))
 	out, err := e.Run(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
@@ -89,8 +90,8 @@ func TestAnEmbeddersForgeKeepsTheRequest(t *testing.T) {
 	if pr := out.PullRequest; pr == nil || pr.Action != meta.PullRequestOpened || pr.Number != 1 || pr.HeadBranch != "image-toolkit/apps-fleet" {
 		t.Fatalf("pull request %+v, want #1 opened from image-toolkit/apps-fleet", out.PullRequest)
 	}
-	if book.token != "review-token" || len(book.requests) != 1 || book.requests[0].Base != "main" {
-		t.Errorf("the forge got token %q and requests %+v", book.token, book.requests)
+	if book.token != "review-token" || book.username != "deploy-bot" || len(book.requests) != 1 || book.requests[0].Base != "main" {
+		t.Errorf("the forge got token %q of user %q and requests %+v", book.token, book.username, book.requests)
 	}
 	if head := strings.TrimSpace(testgit.Git(t, srv.BarePath("team/fleet"), "rev-parse", "refs/heads/image-toolkit/apps-fleet")); head != out.Commit {
 		t.Errorf("head branch at %s, want the run's commit %s", head, out.Commit)

@@ -32,18 +32,13 @@ func (r *run) forgeClient(ctx context.Context) (forge.Client, error) {
 	if err != nil {
 		return nil, retryable(KindAuthentication, err)
 	}
-	var token string
-	if r.creds.ForgeToken != nil {
-		if token, err = r.creds.ForgeToken(ctx, fresh); err != nil {
+	fa := ForgeAuthOf(fresh)
+	if r.creds.Forge != nil {
+		if fa, err = r.creds.Forge(ctx, fresh); err != nil {
 			return nil, err
 		}
-	} else if fresh != nil {
-		token = fresh.BearerToken
-		if token == "" {
-			token = fresh.Password
-		}
 	}
-	if token == "" {
+	if fa.Token == "" {
 		return nil, invalidf("the pull request needs an API token")
 	}
 	// TLS trust and the proxy are the repository's, as the forge usually
@@ -57,7 +52,8 @@ func (r *run) forgeClient(ctx context.Context) (forge.Client, error) {
 		Provider:   ep.Provider,
 		APIURL:     ep.APIURL,
 		Repository: ep.Repository,
-		Token:      token,
+		Token:      fa.Token,
+		Username:   fa.Username,
 		HTTPClient: hc,
 		OnResponse: func(_ string, status int) {
 			if r.settings.Hooks.OnEvent != nil {

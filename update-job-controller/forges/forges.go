@@ -1,11 +1,14 @@
-// Package forges are image-toolkit's built-in forge adapters, over each
-// forge's official client library: GitHub (google/go-github), GitLab
-// (gitlab.com/gitlab-org/api/client-go) and Gitea, which covers Forgejo
-// (code.gitea.io/sdk/gitea). The libraries are used rather than
-// hand-written REST because they track the APIs' shapes and pagination;
-// fluxcd/go-git-providers was not chosen because its common interface has
-// no labels, reviewers, draft, close or comments, so every adapter would
-// have gone around it to the same clients.
+// Package forges are image-toolkit's built-in forge adapters. GitHub
+// (google/go-github), GitLab (gitlab.com/gitlab-org/api/client-go) and
+// Gitea, which covers Forgejo (code.gitea.io/sdk/gitea), go through each
+// forge's official client library, which tracks the API's shapes and
+// pagination; fluxcd/go-git-providers was not chosen because its common
+// interface has no labels, reviewers, draft, close or comments, so every
+// adapter would have gone around it to the same clients. Bitbucket Cloud,
+// Bitbucket Data Center and Azure DevOps speak their REST APIs directly
+// (rest.go): Bitbucket has no official Go library, and Azure DevOps'
+// generated one would weigh more in the job controller than the few calls
+// an update stream makes.
 //
 // Each adapter is one pkg/forge.Forge value. The write-back engine imports
 // only pkg/forge, so that a program embedding it links none of these
@@ -21,7 +24,7 @@ import (
 
 // Builtin are the built-in forges' entries.
 func Builtin() []forge.Forge {
-	return []forge.Forge{GitHubForge, GitLabForge, GiteaForge}
+	return []forge.Forge{GitHubForge, GitLabForge, GiteaForge, BitbucketForge, BitbucketServerForge, AzureDevOpsForge}
 }
 
 var registerOnce sync.Once

@@ -14,7 +14,7 @@ import (
 // what the controllers can open requests on.
 func TestTheBuiltInForgesAreTheAPIsEnum(t *testing.T) {
 	Register()
-	if got, want := forge.Providers(), []forge.Provider{Gitea, GitHub, GitLab}; !slices.Equal(got, want) {
+	if got, want := forge.Providers(), []forge.Provider{AzureDevOps, Bitbucket, BitbucketServer, Gitea, GitHub, GitLab}; !slices.Equal(got, want) {
 		t.Errorf("Providers() = %v, want %v", got, want)
 	}
 	var api []forge.Provider
@@ -42,8 +42,10 @@ func TestTheBuiltInForgesTellTheirHosts(t *testing.T) {
 		{"codeberg.org", Gitea, ""},
 		{"gitea.example.com", Gitea, ""},
 		{"forgejo.example.org", Gitea, ""},
-		{"git.example.com", "", "cannot tell which forge git.example.com is: name its provider, gitea, github or gitlab (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)"},
+		{"git.example.com", "", "cannot tell which forge git.example.com is: name its provider, azuredevops, bitbucket, bitbucketserver, gitea, github or gitlab (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)"},
 		{"gitea-mirror-of-github.example.com", "", "fits both gitea and github"},
+		{"bitbucket.org", Bitbucket, ""},
+		{"bitbucket.example.com", BitbucketServer, ""},
 	}
 	for _, tt := range tests {
 		ep, err := forge.Resolve("https://"+tt.host+"/org/app.git", "", "")

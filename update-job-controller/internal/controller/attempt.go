@@ -109,11 +109,11 @@ func (r *UpdateJobReconciler) attempt(ctx context.Context, job *updatev1.UpdateJ
 	if err != nil {
 		return engine.Result{}, secrets, err
 	}
-	creds := engine.Credentials{Git: auth, Signer: signer, ForgeToken: func(ctx context.Context, fresh *git.Auth) (string, error) {
+	creds := engine.Credentials{Git: auth, Signer: signer, Forge: func(ctx context.Context, fresh *git.Auth) (engine.ForgeAuth, error) {
 		secrets = append(secrets, fresh.Secrets()...)
-		token, s, err := r.forgeToken(ctx, job, fresh)
+		fa, s, err := r.forgeAuth(ctx, job, fresh)
 		secrets = append(secrets, s...)
-		return token, err
+		return fa, err
 	}}
 	eng := engine.New(engine.Settings{WorkDir: r.WorkDir, PushRetries: r.PushRetries, Hooks: r.hooks(job, plan, l)}, creds, r.Cache)
 	out, err := eng.Run(ctx, plan)
@@ -252,34 +252,30 @@ func (r *UpdateJobReconciler) observe(e engine.Event) {
 	}
 }
 
-// forgeToken is the API token of the job's pull request: the key token of
-// pullRequest.secretRef, else the repository Secret's bearerToken or
-// password (fresh: a provider's token, a GitHub App's, serves the forge's
-// API too).
-func (r *UpdateJobReconciler) forgeToken(ctx context.Context, job *updatev1.UpdateJob, fresh *git.Auth) (string, []string, error) {
-	var token string
+// forgeAuth is what reaches the forge of the job's pull request: the keys
+// token (and username, for a forge that takes a password by basic
+// authentication) of pullRequest.secretRef, else the repository Secret's
+// bearerToken, or password with its username (fresh: a provider's token,
+// a GitHub App's, serves the forge's API too).
+func (r *UpdateJobReconciler) forgeAuth(ctx context.Context, job *updatev1.UpdateJob, fresh *git.Auth) (engine.ForgeAuth, []string, error) {
+	fa := engine.ForgeAuthOf(fresh)
 	var secrets []string
 	if ref := job.Spec.Push.PullRequest.SecretRef; ref != nil && ref.Name != "" {
 		data, s, err := r.secretData(ctx, job.Namespace, ref)
 		if err != nil {
-			return "", s, err
+			return engine.ForgeAuth{}, s, err
 		}
-		secrets, token = s, string(data["token"])
-		if token == "" {
-			return "", secrets, conditions.Stallf(conditions.InvalidSpecReason,
+		secrets, fa = s, engine.ForgeAuth{Token: string(data["token"]), Username: string(data["username"])}
+		if fa.Token == "" {
+			return fa, secrets, conditions.Stallf(conditions.InvalidSpecReason,
 				"secret %s/%s (push.pullRequest.secretRef) has no key token", job.Namespace, ref.Name)
 		}
-	} else if fresh != nil {
-		token = fresh.BearerToken
-		if token == "" {
-			token = fresh.Password
-		}
 	}
-	if token == "" {
-		return "", secrets, conditions.Stallf(conditions.InvalidSpecReason,
+	if fa.Token == "" {
+		return fa, secrets, conditions.Stallf(conditions.InvalidSpecReason,
 			"push.pullRequest needs an API token: set push.pullRequest.secretRef to a Secret with key token, or give the repository Secret a bearerToken or password")
 	}
-	return token, secrets, nil
+	return fa, secrets, nil
 }
 
 // secretData reads a Secret of the job's namespace; the values it returns

@@ -179,14 +179,14 @@ type PushSpec struct {
 }
 
 // ForgeProvider names a forge's API.
-// +kubebuilder:validation:Enum=github;gitlab;gitea
+// +kubebuilder:validation:Enum=github;gitlab;gitea;bitbucket;bitbucketserver;azuredevops
 type ForgeProvider string
 
 // ForgeProviders are the enum's values, in its order, for the front ends'
 // flags and completion. update-job-controller's forge registry holds one
 // entry for each (its test checks both ways), and a test here holds the
 // list equal to the enum marker above.
-var ForgeProviders = []ForgeProvider{"github", "gitlab", "gitea"}
+var ForgeProviders = []ForgeProvider{"github", "gitlab", "gitea", "bitbucket", "bitbucketserver", "azuredevops"}
 
 // MergeMethod is how an auto-merged request is merged.
 // +kubebuilder:validation:Enum=merge;squash;rebase
@@ -194,26 +194,36 @@ type MergeMethod string
 
 // PullRequestSpec says how to propose an update as a pull request.
 type PullRequestSpec struct {
-	// Provider of the forge: github, gitlab or gitea (which covers
-	// Forgejo). When empty it is told from the repository's host:
-	// github.com or a host with "github" in its name, gitlab.com or
-	// "gitlab", codeberg.org or "gitea" or "forgejo".
+	// Provider of the forge: github, gitlab, gitea (which covers
+	// Forgejo), bitbucket (Bitbucket Cloud), bitbucketserver (Bitbucket
+	// Data Center) or azuredevops. When empty it is told from the
+	// repository's host: github.com or a host with "github" in its name,
+	// gitlab.com or "gitlab", codeberg.org or "gitea" or "forgejo",
+	// bitbucket.org (Cloud) or another host with "bitbucket" (Data
+	// Center), dev.azure.com, ssh.dev.azure.com or "visualstudio.com".
 	// +optional
 	Provider ForgeProvider `json:"provider,omitempty"`
 
 	// APIURL is the forge API's base URL, e.g. https://github.example.com/api/v3/.
 	// When empty it is derived from the repository URL: https://api.github.com/
 	// for github.com, https://HOST/api/v3/ for other GitHub hosts,
-	// https://HOST/ for GitLab and Gitea (http:// when the repository URL
-	// is http://).
+	// https://HOST/ for GitLab, Gitea and Azure DevOps Server,
+	// https://api.bitbucket.org/2.0/ for Bitbucket Cloud,
+	// https://HOST/rest/api/1.0/ for Bitbucket Data Center and
+	// https://dev.azure.com/ for Azure DevOps (http:// when the repository
+	// URL is http://).
 	// +kubebuilder:validation:Pattern="^https?://.*$"
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	APIURL string `json:"apiURL,omitempty"`
 
 	// SecretRef names a Secret in the same namespace whose key token holds
-	// the API token. When empty, the repository's Secret is used: its
-	// bearerToken, else its password.
+	// the API token (and key username, when the token is a password the
+	// forge takes by basic authentication, as a Bitbucket app password).
+	// When empty, the repository's Secret is used: its
+	// bearerToken, else its password (with its username, for the forges
+	// that take a password by basic authentication: a Bitbucket app
+	// password, an Azure DevOps personal access token).
 	// +optional
 	SecretRef *meta.LocalObjectReference `json:"secretRef,omitempty"`
 
@@ -244,18 +254,21 @@ type PullRequestSpec struct {
 	// +optional
 	BodyTemplate string `json:"bodyTemplate,omitempty"`
 
-	// Labels are put on a new request.
+	// Labels are put on a new request (Azure DevOps' tags); Bitbucket has
+	// none, and refuses them.
 	// +kubebuilder:validation:MaxItems=20
 	// +optional
 	Labels []string `json:"labels,omitempty"`
 
 	// Reviewers are user names asked to review a new request (on GitHub,
-	// ORG/TEAM asks a team).
+	// ORG/TEAM asks a team; on Bitbucket Cloud, account ids or {uuid}s;
+	// on Azure DevOps, identity ids).
 	// +kubebuilder:validation:MaxItems=20
 	// +optional
 	Reviewers []string `json:"reviewers,omitempty"`
 
-	// Assignees are user names a new request is assigned to.
+	// Assignees are user names a new request is assigned to; Bitbucket and
+	// Azure DevOps have none, and refuse them.
 	// +kubebuilder:validation:MaxItems=20
 	// +optional
 	Assignees []string `json:"assignees,omitempty"`
@@ -266,8 +279,9 @@ type PullRequestSpec struct {
 
 	// AutoMerge asks the forge to merge a new request, with this method,
 	// once its checks pass (GitHub's auto-merge, GitLab's merge when the
-	// pipeline succeeds, Gitea's merge when checks succeed). Unset: a
-	// person merges.
+	// pipeline succeeds, Gitea's merge when checks succeed, Bitbucket Data
+	// Center's auto-merge, Azure DevOps' auto-complete); Bitbucket Cloud's
+	// API has none, and refuses it. Unset: a person merges.
 	// +optional
 	AutoMerge MergeMethod `json:"autoMerge,omitempty"`
 }
