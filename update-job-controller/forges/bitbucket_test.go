@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -86,27 +85,8 @@ func TestBitbucketKeepsOneRequestPerStream(t *testing.T) {
 			status: http.StatusCreated, reply: `{"id": 1}`},
 		replayCall{method: "POST", path: bbPRs + "/7/decline", reply: bbPR(7, "DECLINED", "Update app to 1.2.5")},
 	)
-	c := bbNew(t, srv, "deploy-bot")
-	ctx := context.Background()
-	if got, err := c.FindOpen(ctx, "image-update/app", "main"); err != nil || got != nil {
-		t.Fatalf("FindOpen = %+v, %v; want none", got, err)
-	}
-	created, err := c.Create(ctx, forge.NewRequest{Head: "image-update/app", Base: "main", Title: "Update app",
-		Body: "Bumps app to 1.2.4", Reviewers: []string{"557058:3f2a", "{b1e2c3d4-0000-4a5b-9c8d-1e2f3a4b5c6d}"}})
-	if err != nil || !reflect.DeepEqual(created, bbWant(7, "Update app")) {
-		t.Fatalf("Create = %+v, %v", created, err)
-	}
-	found, err := c.FindOpen(ctx, "image-update/app", "main")
-	if err != nil || !reflect.DeepEqual(found, created) {
-		t.Fatalf("FindOpen = %+v, %v; want %+v", found, err, created)
-	}
-	edited, err := c.Edit(ctx, found, "Update app to 1.2.5", "Bumps app to 1.2.4")
-	if err != nil || edited.Title != "Update app to 1.2.5" {
-		t.Fatalf("Edit = %+v, %v", edited, err)
-	}
-	if err := c.Close(ctx, edited, "main has the change"); err != nil {
-		t.Fatal(err)
-	}
+	playStream(t, bbNew(t, srv, "deploy-bot"), forge.NewRequest{Head: "image-update/app", Base: "main", Title: "Update app",
+		Body: "Bumps app to 1.2.4", Reviewers: []string{"557058:3f2a", "{b1e2c3d4-0000-4a5b-9c8d-1e2f3a4b5c6d}"}}, bbWant(7, "Update app"))
 }
 
 // What Bitbucket Cloud's pull requests do not have is refused before

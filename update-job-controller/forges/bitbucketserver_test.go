@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -82,29 +81,10 @@ func TestBitbucketServerKeepsOneRequestPerStream(t *testing.T) {
 		replayCall{method: "POST", path: bbsPRs + "/7/decline", query: url.Values{"version": {"2"}}, body: `{"version": 2}`,
 			reply: bbsPR(7, 3, "DECLINED", "Update app to 1.2.5")},
 	)
-	c := bbsNew(t, srv)
-	ctx := context.Background()
-	if got, err := c.FindOpen(ctx, "image-update/app", "main"); err != nil || got != nil {
-		t.Fatalf("FindOpen = %+v, %v; want none", got, err)
-	}
-	created, err := c.Create(ctx, forge.NewRequest{Head: "image-update/app", Base: "main", Title: "Update app",
-		Body: "Bumps app to 1.2.4", Reviewers: []string{"jdoe"}, AutoMerge: forge.Squash})
 	want := &forge.Request{Number: 7, URL: "https://bitbucket.example.com/projects/OPS/repos/fleet/pull-requests/7", State: forge.Open,
 		Title: "Update app", Body: "Bumps app to 1.2.4", Head: "image-update/app", Base: "main", HeadCommit: bbSHA}
-	if err != nil || !reflect.DeepEqual(created, want) {
-		t.Fatalf("Create = %+v, %v", created, err)
-	}
-	found, err := c.FindOpen(ctx, "image-update/app", "main")
-	if err != nil || !reflect.DeepEqual(found, want) {
-		t.Fatalf("FindOpen = %+v, %v", found, err)
-	}
-	edited, err := c.Edit(ctx, found, "Update app to 1.2.5", "Bumps app to 1.2.4")
-	if err != nil || edited.Title != "Update app to 1.2.5" {
-		t.Fatalf("Edit = %+v, %v", edited, err)
-	}
-	if err := c.Close(ctx, edited, "main has the change"); err != nil {
-		t.Fatal(err)
-	}
+	playStream(t, bbsNew(t, srv), forge.NewRequest{Head: "image-update/app", Base: "main", Title: "Update app",
+		Body: "Bumps app to 1.2.4", Reviewers: []string{"jdoe"}, AutoMerge: forge.Squash}, want)
 }
 
 // Labels and assignees are refused before anything is opened; a stale

@@ -5,6 +5,7 @@ package forges
 // against the next expected one and answers it as the forge would.
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/forge"
 )
 
 // replayCall is one expected request and the forge's answer to it.
@@ -151,5 +154,32 @@ func checkGraphQL(t *testing.T, n int, sent []byte, vars map[string]any) {
 	}
 	if !reflect.DeepEqual(req.Variables, vars) {
 		t.Errorf("request %d: GraphQL variables %v, want %v", n, req.Variables, vars)
+	}
+}
+
+// playStream plays one update stream's life on c, against the calls its
+// replay server expects: no open request from image-update/app into main;
+// req opened as want; found again as want; its title edited to
+// "Update app to 1.2.5"; closed with the comment "main has the change".
+func playStream(t *testing.T, c forge.Client, req forge.NewRequest, want *forge.Request) {
+	t.Helper()
+	ctx := context.Background()
+	if got, err := c.FindOpen(ctx, "image-update/app", "main"); err != nil || got != nil {
+		t.Fatalf("FindOpen = %+v, %v; want none", got, err)
+	}
+	created, err := c.Create(ctx, req)
+	if err != nil || !reflect.DeepEqual(created, want) {
+		t.Fatalf("Create = %+v, %v\nwant %+v", created, err, want)
+	}
+	found, err := c.FindOpen(ctx, "image-update/app", "main")
+	if err != nil || !reflect.DeepEqual(found, want) {
+		t.Fatalf("FindOpen = %+v, %v\nwant %+v", found, err, want)
+	}
+	edited, err := c.Edit(ctx, found, "Update app to 1.2.5", want.Body)
+	if err != nil || edited.Title != "Update app to 1.2.5" {
+		t.Fatalf("Edit = %+v, %v", edited, err)
+	}
+	if err := c.Close(ctx, edited, "main has the change"); err != nil {
+		t.Fatal(err)
 	}
 }
