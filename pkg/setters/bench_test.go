@@ -75,3 +75,42 @@ func BenchmarkUpdateDir(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUpdateDirFormats: 10,000 files of the formats besides YAML (a
+// Dockerfile and a .env file in each of 5,000 directories), 100 of them
+// marked; every iteration moves all 100 to a new tag, as
+// BenchmarkUpdateDir does for YAML.
+func BenchmarkUpdateDirFormats(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 5000 {
+		sub := filepath.Join(dir, fmt.Sprintf("team-%02d", i%100), fmt.Sprintf("app-%04d", i))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		marker := ""
+		if i%100 == 0 {
+			marker = "# {\"$imagepolicy\": \"apps:app\"}\n"
+		}
+		dockerfile := fmt.Sprintf("# syntax=docker/dockerfile:1\nFROM golang:1.26 AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /app .\n%sFROM ghcr.io/org/app-%d:1.0.0\nCOPY --from=build /app /app\nENTRYPOINT [\"/app\"]\n", marker, i)
+		env := fmt.Sprintf("LOG_LEVEL=info\nPORT=8080\n%sAPP_IMAGE=ghcr.io/org/app-%d:1.0.0\n", marker, i)
+		if err := os.WriteFile(filepath.Join(sub, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sub, ".env"), []byte(env), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		i++
+		pol := Policies{"apps:app": {Name: "ghcr.io/org/app", Tag: fmt.Sprintf("2.0.%d", i)}}
+		res, err := UpdateDir(dir, pol, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n := len(res.Files); n != 100 {
+			b.Fatalf("%d files changed, want 100", n)
+		}
+	}
+}

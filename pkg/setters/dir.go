@@ -40,8 +40,9 @@ var needle = []byte(`"$imagepolicy"`)
 // directory for it may leave them out.
 func MayHaveMarkers(data []byte) bool { return bytes.Contains(data, needle) }
 
-// UpdateDir applies the policies to the YAML files under dir: files named
-// *.yaml, *.yml or Kustomization, in any subdirectory but .git. Symbolic
+// UpdateDir applies the policies to the YAML files under dir (files named
+// *.yaml, *.yml or Kustomization) and to the files of Formats (Dockerfiles,
+// .env files), in any subdirectory but .git. Symbolic
 // links are followed only while they stay inside dir. A file that does not
 // parse is reported in Result.Problems and the others are still updated;
 // files without a change are not written.
@@ -52,7 +53,7 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 	}
 	defer root.Close()
 
-	files, problems, err := candidates(root)
+	files, problems, err := candidates(root, isTarget)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +101,15 @@ func isManifest(name string) bool {
 	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || name == "Kustomization"
 }
 
-// candidates walks the root for manifest files. A symlink to a file counts
+// isTarget tells the files UpdateDir reads: manifests, and the files of
+// Formats.
+func isTarget(name string) bool { return isManifest(name) || FormatOf(name) != nil }
+
+// candidates walks the root for the files want names. A symlink to a file counts
 // when it resolves inside the root and to a file not otherwise walked;
 // symlinks to directories are not followed (their targets inside the root
 // are walked anyway).
-func candidates(root *os.Root) ([]string, []Problem, error) {
+func candidates(root *os.Root, want func(name string) bool) ([]string, []Problem, error) {
 	var files, links []string
 	var problems []Problem
 	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
@@ -120,7 +125,7 @@ func candidates(root *os.Root) ([]string, []Problem, error) {
 			if d.Name() == ".git" {
 				return fs.SkipDir
 			}
-		case !isManifest(d.Name()):
+		case !want(d.Name()):
 		case d.Type()&fs.ModeSymlink != 0:
 			links = append(links, p)
 		case d.Type().IsRegular():
@@ -194,7 +199,15 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 			return opts.Keep(m, value)
 		}
 	}
-	out, objs, skipped, _, markers, err := update(data, policies, keep, sites...)
+	var out []byte
+	var objs []meta.ObjectResult
+	var skipped []error
+	var markers []MarkerSite
+	if f := FormatOf(p); f != nil {
+		out, objs, skipped, markers, err = updateFormat(f, data, policies, keep)
+	} else {
+		out, objs, skipped, _, markers, err = update(data, policies, keep, sites...)
+	}
 	for i := range markers {
 		markers[i].Path = clean
 	}
@@ -220,6 +233,6 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 	return &meta.FileResult{Path: clean, Objects: objs}, markers, problems
 }
 
-// ManifestFiles lists the files UpdateDir reads under root, and the paths
-// it could not read; pkg/discover walks a repository the same way.
-func ManifestFiles(root *os.Root) ([]string, []Problem, error) { return candidates(root) }
+// ManifestFiles lists the YAML files UpdateDir reads under root, and the
+// paths it could not read; pkg/discover walks a repository the same way.
+func ManifestFiles(root *os.Root) ([]string, []Problem, error) { return candidates(root, isManifest) }

@@ -61,6 +61,16 @@ func Markers(data []byte) ([]MarkerSite, error) {
 	return markers, err
 }
 
+// FileMarkers is Markers of a file of any kind UpdateDir reads, told by
+// its name: YAML, or one of Formats.
+func FileMarkers(name string, data []byte) ([]MarkerSite, error) {
+	if f := FormatOf(name); f != nil {
+		_, _, _, markers, err := updateFormat(f, data, nil, nil)
+		return markers, err
+	}
+	return Markers(data)
+}
+
 type planned struct {
 	index  int // into the targets
 	change meta.Change

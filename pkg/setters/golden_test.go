@@ -63,13 +63,20 @@ func readTree(t testing.TB, dir string) map[string][]byte {
 	return files
 }
 
-// The golden tree: testdata/golden/in is updated with testPolicies and must
-// equal testdata/golden/out byte for byte; result.json and problems.txt hold
-// the expected result. Run `go test -run TestGolden -update` to rewrite the
+// The golden trees: testdata/golden (Kubernetes YAML) and testdata/formats
+// (the other Formats), whose in/ is updated with testPolicies and must
+// equal out/ byte for byte; result.json and problems.txt hold the expected
+// result. Run `go test -run TestGolden -update` to rewrite the
 // expectations, then review the diff between in/ and out/.
 func TestGolden(t *testing.T) {
+	for _, tree := range []string{"testdata/golden", "testdata/formats"} {
+		t.Run(filepath.Base(tree), func(t *testing.T) { goldenTree(t, tree) })
+	}
+}
+
+func goldenTree(t *testing.T, dir string) {
 	work := t.TempDir()
-	copyTree(t, "testdata/golden/in", work)
+	copyTree(t, dir+"/in", work)
 	// git cannot track a .git directory; make one that must be skipped.
 	if err := os.MkdirAll(filepath.Join(work, ".git"), 0o755); err != nil {
 		t.Fatal(err)
@@ -107,11 +114,11 @@ func TestGolden(t *testing.T) {
 	}
 
 	if *updateGolden {
-		if err := os.RemoveAll("testdata/golden/out"); err != nil {
+		if err := os.RemoveAll(dir + "/out"); err != nil {
 			t.Fatal(err)
 		}
 		for p, b := range got {
-			dst := filepath.Join("testdata/golden/out", p)
+			dst := filepath.Join(dir+"/out", p)
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -119,12 +126,12 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		_ = os.WriteFile("testdata/golden/result.json", append(resultJSON, '\n'), 0o644)
-		_ = os.WriteFile("testdata/golden/problems.txt", []byte(problems.String()), 0o644)
+		_ = os.WriteFile(dir+"/result.json", append(resultJSON, '\n'), 0o644)
+		_ = os.WriteFile(dir+"/problems.txt", []byte(problems.String()), 0o644)
 		return
 	}
 
-	want := readTree(t, "testdata/golden/out")
+	want := readTree(t, dir+"/out")
 	for p, w := range want {
 		if !bytes.Equal(got[p], w) {
 			t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", p, got[p], w)
@@ -135,11 +142,11 @@ func TestGolden(t *testing.T) {
 			t.Errorf("unexpected file %s", p)
 		}
 	}
-	wantJSON, _ := os.ReadFile("testdata/golden/result.json")
+	wantJSON, _ := os.ReadFile(dir + "/result.json")
 	if string(resultJSON)+"\n" != string(wantJSON) {
 		t.Errorf("result:\n%s\nwant:\n%s", resultJSON, wantJSON)
 	}
-	wantProblems, _ := os.ReadFile("testdata/golden/problems.txt")
+	wantProblems, _ := os.ReadFile(dir + "/problems.txt")
 	if problems.String() != string(wantProblems) {
 		t.Errorf("problems:\n%s\nwant:\n%s", problems.String(), wantProblems)
 	}

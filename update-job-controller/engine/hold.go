@@ -206,7 +206,7 @@ func (h *holdCheck) markers(commit mirror.Hash, file string) ([]setters.MarkerSi
 	if err != nil {
 		return nil, err
 	}
-	ms, err := setters.Markers(data)
+	ms, err := setters.FileMarkers(file, data)
 	if err != nil {
 		return nil, nil
 	}

@@ -1,0 +1,2 @@
+﻿# {"$imagepolicy": "apps:podinfo"}
+FROM podinfo:5.0.0

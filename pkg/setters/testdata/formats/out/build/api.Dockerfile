@@ -1,0 +1,2 @@
+﻿# {"$imagepolicy": "apps:podinfo"}
+FROM ghcr.io/stefanprodan/podinfo:5.0.3

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/testing/testgit"
+	"toolkit.dev/image-toolkit/pkg/writeback"
+)
+
+const (
+	dockerfile = "FROM golang:1.26 AS build\nRUN go build -o /app .\n# {\"$imagepolicy\": \"apps:base\"}\nFROM ghcr.io/acme/base:1.0.0\nCOPY --from=build /app /app\n"
+	dotenv     = "PORT=8080\nAPP_IMAGE=ghcr.io/acme/app:1.0.0 # {\"$imagepolicy\": \"apps:app\"}\n"
+)
+
+// A Dockerfile's FROM and a .env value are committed and pushed like
+// YAML's, with their changes in the result; a person's rollback of the
+// Dockerfile's image is then held, as a YAML value's is, while the .env
+// value goes on updating.
+func TestRunUpdatesDockerfilesAndDotenvFiles(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	clone := srv.CreateRepo(t, "images", map[string]string{"app/Dockerfile": dockerfile, "app/.env": dotenv})
+	e := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t))
+	run := func(base, app string) Result {
+		t.Helper()
+		res, err := e.Run(context.Background(), plan(srv.RepoURL("images"), func(p *writeback.Plan) {
+			p.Path = "app"
+			p.Update.Images = map[string]meta.ImageRef{
+				"apps:base": {Name: "ghcr.io/acme/base", Tag: base},
+				"apps:app":  {Name: "ghcr.io/acme/app", Tag: app},
+			}
+			p.Update.Holds = &writeback.Holds{}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	read := func(name string) string {
+		t.Helper()
+		testgit.Git(t, clone.Dir, "pull", "-q", "origin", "main")
+		b, err := os.ReadFile(filepath.Join(clone.Dir, "app", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	res := run("1.1.0", "1.1.0")
+	if res.Commit == "" || len(res.Changes.Files) != 2 {
+		t.Fatalf("first run: commit %q, files %+v", res.Commit, res.Changes.Files)
+	}
+	if got, want := read("Dockerfile"), strings.Replace(dockerfile, "base:1.0.0", "base:1.1.0", 1); got != want {
+		t.Errorf("Dockerfile:\n%s\nwant:\n%s", got, want)
+	}
+	if got := read(".env"); got != strings.Replace(dotenv, "app:1.0.0", "app:1.1.0", 1) {
+		t.Errorf(".env:\n%s", got)
+	}
+	for _, f := range res.Changes.Files {
+		if len(f.Objects) != 1 || len(f.Objects[0].Changes) != 1 || (f.Objects[0].Kind != "Dockerfile" && f.Objects[0].Kind != "dotenv") {
+			t.Errorf("result of %s: %+v", f.Path, f.Objects)
+		}
+	}
+
+	rolled := strings.Replace(read("Dockerfile"), "base:1.1.0", "base:1.0.0", 1)
+	hand := clone.Commit("roll the base image back", map[string]string{"app/Dockerfile": rolled})
+	clone.Push()
+	res = run("1.1.0", "1.2.0")
+	if len(res.Holds) != 1 || res.Holds[0].Path != "app/Dockerfile" || res.Holds[0].Commit != hand || res.Holds[0].Line != 4 ||
+		res.Holds[0].Value != "ghcr.io/acme/base:1.0.0" {
+		t.Fatalf("holds %+v, want the Dockerfile's rollback at line 4", res.Holds)
+	}
+	if got := read("Dockerfile"); got != rolled {
+		t.Errorf("the held Dockerfile was rewritten:\n%s", got)
+	}
+	if got := read(".env"); !strings.Contains(got, "ghcr.io/acme/app:1.2.0") {
+		t.Errorf(".env not updated beside the hold:\n%s", got)
+	}
+}
