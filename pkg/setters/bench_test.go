@@ -77,27 +77,30 @@ func BenchmarkUpdateDir(b *testing.B) {
 }
 
 // BenchmarkUpdateDirFormats: 10,000 files of the formats besides YAML (a
-// Dockerfile and a .env file in each of 5,000 directories), 100 of them
-// marked; every iteration moves all 100 to a new tag, as
-// BenchmarkUpdateDir does for YAML.
+// Dockerfile, a .env, a Terraform and a TOML file in each of 2,500
+// directories), 100 of them marked; every iteration moves all 100 to a new
+// tag, as BenchmarkUpdateDir does for YAML.
 func BenchmarkUpdateDirFormats(b *testing.B) {
 	dir := b.TempDir()
-	for i := range 5000 {
+	for i := range 2500 {
 		sub := filepath.Join(dir, fmt.Sprintf("team-%02d", i%100), fmt.Sprintf("app-%04d", i))
 		if err := os.MkdirAll(sub, 0o755); err != nil {
 			b.Fatal(err)
 		}
 		marker := ""
 		if i%100 == 0 {
-			marker = "# {\"$imagepolicy\": \"apps:app\"}\n"
+			marker = `{"$imagepolicy": "apps:app"}`
 		}
-		dockerfile := fmt.Sprintf("# syntax=docker/dockerfile:1\nFROM golang:1.26 AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /app .\n%sFROM ghcr.io/org/app-%d:1.0.0\nCOPY --from=build /app /app\nENTRYPOINT [\"/app\"]\n", marker, i)
-		env := fmt.Sprintf("LOG_LEVEL=info\nPORT=8080\n%sAPP_IMAGE=ghcr.io/org/app-%d:1.0.0\n", marker, i)
-		if err := os.WriteFile(filepath.Join(sub, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-			b.Fatal(err)
+		files := map[string]string{
+			"Dockerfile": fmt.Sprintf("# syntax=docker/dockerfile:1\nFROM golang:1.26 AS build\nWORKDIR /src\nCOPY . .\nRUN go build -o /app .\n# %s\nFROM ghcr.io/org/app-%d:1.0.0\nCOPY --from=build /app /app\nENTRYPOINT [\"/app\"]\n", marker, i),
+			".env":       fmt.Sprintf("LOG_LEVEL=info\nPORT=8080\nAPP_IMAGE=ghcr.io/org/app-%d:1.0.0 # %s\n", i, marker),
+			"main.tf":    fmt.Sprintf("resource \"aws_ecs_task_definition\" \"app\" {\n  family = \"app-%d\"\n  container {\n    name  = \"app\"\n    image = \"ghcr.io/org/app-%d:1.0.0\" # %s\n  }\n}\n", i, i, marker),
+			"fly.toml":   fmt.Sprintf("app = \"app-%d\"\n\n[build]\n  image = \"ghcr.io/org/app-%d:1.0.0\" # %s\n", i, i, marker),
 		}
-		if err := os.WriteFile(filepath.Join(sub, ".env"), []byte(env), 0o644); err != nil {
-			b.Fatal(err)
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(sub, name), []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 	i := 0

@@ -42,8 +42,9 @@ type Target struct {
 	Ref        bool
 }
 
-// Formats are the file formats besides YAML, tried in order.
-var Formats = []Format{DockerfileFormat, DotenvFormat}
+// Formats are the file formats besides YAML, tried in order:
+// Dockerfiles, .env files, HCL (Terraform, OpenTofu) and TOML.
+var Formats = []Format{DockerfileFormat, DotenvFormat, HCLFormat, TOMLFormat}
 
 // FormatOf is the format of a file by its base name, or nil for YAML or a
 // file the setters do not read.

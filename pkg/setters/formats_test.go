@@ -12,7 +12,8 @@ func TestFormatsTellTheirFiles(t *testing.T) {
 		"Dockerfile": "Dockerfile", "build/Containerfile": "Dockerfile", "api.Dockerfile": "Dockerfile",
 		"Dockerfile.prod": "Dockerfile", "dockerfile": "Dockerfile", ".env": "dotenv", "deploy/.env.production": "dotenv",
 		"prod.env": "dotenv", "Dockerfile.yaml": "", "Dockerfile.md": "", "docs/Dockerfile.txt": "", "app.yaml": "",
-		"environment": "", "README.md": "",
+		"environment": "", "README.md": "", "infra/ecs.tf": "HCL", "main.tofu": "HCL", "prod.tfvars": "HCL",
+		"packer.pkr.hcl": "HCL", "fly.toml": "TOML", "main.tf.json": "",
 	} {
 		got := ""
 		if f := FormatOf(name); f != nil {
