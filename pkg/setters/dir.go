@@ -2,11 +2,13 @@ package setters
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,6 +31,11 @@ type Options struct {
 	// how a person's hand edit wins over a policy (the job's holds). It
 	// may be called from several goroutines at once.
 	Keep func(site MarkerSite, value string) bool
+	// Named are values set by a JSON Pointer in JSON files, by path
+	// relative to dir (NamedFiles): files that cannot carry a marker. A
+	// named file that does not exist, a pointer to no string, and a
+	// policy not among those given are reported.
+	Named map[string][]Named
 }
 
 // needle is what a file must contain to be parsed at all: most files of a
@@ -57,6 +64,12 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	for p := range opts.Named {
+		if !slices.Contains(files, p) {
+			files = append(files, p)
+		}
+	}
+	sort.Strings(files)
 
 	type outcome struct {
 		file     *meta.FileResult
@@ -183,12 +196,16 @@ func statID(info fs.FileInfo) ([2]uint64, bool) {
 // updateFile updates one file; it returns nil when nothing changed, and
 // the markers it found.
 func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta.FileResult, []MarkerSite, []Problem) {
+	named, isNamed := opts.Named[p]
 	data, err := root.ReadFile(p)
+	if isNamed && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, []Problem{{Path: p, Err: errors.New("named in update.files, but the update path has no such file")}}
+	}
 	if err != nil {
 		return nil, nil, []Problem{{Path: p, Err: err}}
 	}
 	sites := opts.Sites[p]
-	if !bytes.Contains(data, needle) && len(sites) == 0 {
+	if !bytes.Contains(data, needle) && len(sites) == 0 && !isNamed {
 		return nil, nil, nil
 	}
 	clean := path.Clean(p)
@@ -203,9 +220,19 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 	var objs []meta.ObjectResult
 	var skipped []error
 	var markers []MarkerSite
-	if f := FormatOf(p); f != nil {
+	switch f := FormatOf(p); {
+	case isNamed:
+		for _, n := range named {
+			if _, ok := policies[n.Marker.Policy]; !ok {
+				skipped = append(skipped, fmt.Errorf("%s (update.files): no policy %s is applied here", n.Pointer, n.Marker.Policy))
+			}
+		}
+		var more []error
+		out, objs, more, markers, err = updateFormat(namedFormat(named), data, policies, keep)
+		skipped = append(skipped, more...)
+	case f != nil:
 		out, objs, skipped, markers, err = updateFormat(f, data, policies, keep)
-	} else {
+	default:
 		out, objs, skipped, _, markers, err = update(data, policies, keep, sites...)
 	}
 	for i := range markers {

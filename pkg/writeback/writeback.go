@@ -75,6 +75,9 @@ type Update struct {
 	// Charts are Argo CD Applications whose chart versions (the tags of
 	// Images) are written into their manifests.
 	Charts []Chart
+	// Files are values set by a JSON Pointer in files that cannot carry a
+	// marker; each Policy is a key of Images, with its field.
+	Files []meta.FileUpdate
 	// Holds, when set, leaves the marked values a person set over the
 	// automation's (pkg/hold), but the released ones, and the result
 	// lists them.

@@ -81,3 +81,73 @@ func TestRunUpdatesDockerfilesAndDotenvFiles(t *testing.T) {
 		t.Errorf(".env not updated beside the hold:\n%s", got)
 	}
 }
+
+const taskDefinition = `{
+  "family": "app",
+  "containerDefinitions": [
+    {"name": "app", "image": "ghcr.io/acme/app:1.0.0", "essential": true}
+  ]
+}
+`
+
+// One commit changes a Dockerfile's FROM (by its marker) and an ECS task
+// definition's image (named by update.files, as JSON has no comments);
+// the JSON file is checked out though it holds no marker, and a person's
+// rollback of its image is then held as a marked value's is.
+func TestRunUpdatesADockerfileAndATaskDefinitionInOneCommit(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	clone := srv.CreateRepo(t, "ecs", map[string]string{"app/Dockerfile": dockerfile, "app/task.json": taskDefinition})
+	e := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t))
+	run := func(tag string) Result {
+		t.Helper()
+		res, err := e.Run(context.Background(), plan(srv.RepoURL("ecs"), func(p *writeback.Plan) {
+			p.Path = "app"
+			p.Update.Images = map[string]meta.ImageRef{
+				"apps:base": {Name: "ghcr.io/acme/base", Tag: tag},
+				"apps:app":  {Name: "ghcr.io/acme/app", Tag: tag},
+			}
+			p.Update.Files = []meta.FileUpdate{{Path: "task.json", Pointer: "/containerDefinitions/0/image", Policy: "apps:app"}}
+			p.Update.Holds = &writeback.Holds{}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	read := func(name string) string {
+		t.Helper()
+		testgit.Git(t, clone.Dir, "pull", "-q", "origin", "main")
+		b, err := os.ReadFile(filepath.Join(clone.Dir, "app", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	res := run("1.1.0")
+	if res.Commit == "" || len(res.Changes.Files) != 2 || len(res.Problems) != 0 {
+		t.Fatalf("commit %q, files %+v, problems %v", res.Commit, res.Changes.Files, res.Problems)
+	}
+	if got := read("task.json"); got != strings.Replace(taskDefinition, "app:1.0.0", "app:1.1.0", 1) {
+		t.Errorf("task.json:\n%s", got)
+	}
+	if got := read("Dockerfile"); !strings.Contains(got, "FROM ghcr.io/acme/base:1.1.0\n") {
+		t.Errorf("Dockerfile:\n%s", got)
+	}
+	if files := testgit.Git(t, clone.Dir, "show", "--name-only", "--format=", res.Commit); files != "app/Dockerfile\napp/task.json\n" {
+		t.Errorf("commit %s changed %q, want the Dockerfile and the task definition", res.Commit, files)
+	}
+
+	rolled := strings.Replace(read("task.json"), "app:1.1.0", "app:1.0.0", 1)
+	hand := clone.Commit("roll the task's image back", map[string]string{"app/task.json": rolled})
+	clone.Push()
+	res = run("1.2.0")
+	if len(res.Holds) != 1 || res.Holds[0].Path != "app/task.json" || res.Holds[0].Commit != hand || res.Holds[0].Line != 4 {
+		t.Fatalf("holds %+v, want the task definition's rollback", res.Holds)
+	}
+	if got := read("task.json"); got != rolled {
+		t.Errorf("the held task definition was rewritten:\n%s", got)
+	}
+	if got := read("Dockerfile"); !strings.Contains(got, "FROM ghcr.io/acme/base:1.2.0\n") {
+		t.Errorf("the Dockerfile was not updated beside the hold:\n%s", got)
+	}
+}

@@ -42,6 +42,9 @@ type holdCheck struct {
 	prefix   string
 	email    string
 	released map[writeback.HoldKey]bool
+	// named are the plan's update.files, by path from the repository's
+	// root: their values have no marker to find in a parent.
+	named map[string][]setters.Named
 
 	// mu serializes the setters' goroutines: one libgit2 repository.
 	mu    sync.Mutex
@@ -57,6 +60,12 @@ func newHoldCheck(m *mirror.Mirror, commit mirror.Hash, p writeback.Plan) *holdC
 	h := &holdCheck{mirror: m, commit: commit, prefix: p.Path, email: p.Commit.AuthorEmail, released: map[writeback.HoldKey]bool{}}
 	for _, k := range p.Update.Holds.Released {
 		h.released[k] = true
+	}
+	if named, err := setters.NamedFiles(p.Update.Files); err == nil && len(named) > 0 {
+		h.named = map[string][]setters.Named{}
+		for f, n := range named {
+			h.named[path.Join(p.Path, f)] = n
+		}
 	}
 	return h
 }
@@ -206,7 +215,12 @@ func (h *holdCheck) markers(commit mirror.Hash, file string) ([]setters.MarkerSi
 	if err != nil {
 		return nil, err
 	}
-	ms, err := setters.FileMarkers(file, data)
+	var ms []setters.MarkerSite
+	if named, ok := h.named[file]; ok {
+		ms, err = setters.NamedMarkers(data, named)
+	} else {
+		ms, err = setters.FileMarkers(file, data)
+	}
 	if err != nil {
 		return nil, nil
 	}

@@ -92,7 +92,11 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 			return nil, terminal(KindUpdate, fmt.Errorf("finding the chart versions of Argo CD Applications under %s: %w", p.Path, err))
 		}
 	}
-	opts := setters.Options{Sites: sites}
+	named, err := setters.NamedFiles(p.Update.Files)
+	if err != nil {
+		return nil, terminal(KindInvalid, err)
+	}
+	opts := setters.Options{Sites: sites, Named: named}
 	if holds != nil {
 		opts.Keep = holds.keep
 	}
@@ -247,6 +251,10 @@ func (r *run) checkoutFiltered(oid mirror.Hash, tmp string, plans ...writeback.P
 	for _, p := range plans {
 		for _, o := range p.Update.ArgoCD {
 			files = append(files, o.File)
+		}
+		// So are the files update.files names.
+		for _, f := range p.Update.Files {
+			files = append(files, path.Join(p.Path, f.Path))
 		}
 	}
 	if len(files) > 0 {

@@ -414,3 +414,13 @@ func (f *fixture) shopOnTwoRepositories(stageRevision string) *imagev1.ImageUpda
 		a.Spec.Update = &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategyArgoCD}
 	})
 }
+
+// spec.update.files becomes the job's files as written: the policy is
+// already the setter's key, as a marker names it.
+func TestFilesAreCarriedIntoTheJob(t *testing.T) {
+	files := []meta.FileUpdate{{Path: "ecs/task.json", Pointer: "/containerDefinitions/0/image", Policy: "apps:app:tag"}}
+	spec := &imagev1.ImageUpdateAutomationSpec{Update: &imagev1.UpdateStrategy{Strategy: imagev1.UpdateStrategySetters, Files: files}}
+	if job := jobSpec("apps", spec, gitsource.Source{}, nil, nil); !reflect.DeepEqual(job.Update.Files, files) {
+		t.Errorf("files %+v, want %+v", job.Update.Files, files)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/schedule"
 	"toolkit.dev/image-toolkit/pkg/selection"
+	"toolkit.dev/image-toolkit/pkg/setters"
 )
 
 // inputs is what the phases before the decision read for one run of an
@@ -120,6 +121,11 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 			"spec.update.charts: Application %s follows policy %s, which is not among this automation's policies with a latest image (spec.policySelector)",
 			c.Application, c.Policy)}
 	}
+	if f := unappliedFile(job.Update); f != nil {
+		return decision{requeue: interval, fail: failure(conditions.DependencyNotReadyReason,
+			"spec.update.files: %s %s follows policy %s, which is not among this automation's policies with a latest image (spec.policySelector)",
+			f.Path, f.Pointer, f.Policy)}
+	}
 	hash := inputsHash(job, in.Head, in.Generation)
 	next, due := dueIn(status, interval, in.Requested, now)
 	// The last run had these very inputs (it failed, or pushed somewhere
@@ -155,11 +161,27 @@ func decide(spec *imagev1.ImageUpdateAutomationSpec, status *imagev1.ImageUpdate
 // a job that fails.
 func unappliedChart(u updatev1.UpdateSpec) *updatev1.ChartUpdate {
 	for i, c := range u.Charts {
-		if !slices.ContainsFunc(u.Setters, func(s updatev1.PolicySetter) bool { return s.Policy == c.Policy }) {
+		if !applies(u, c.Policy) {
 			return &u.Charts[i]
 		}
 	}
 	return nil
+}
+
+// unappliedFile is the first of update.files whose policy (a marker's
+// value, its field left out) the job has no image for.
+func unappliedFile(u updatev1.UpdateSpec) *meta.FileUpdate {
+	for i, f := range u.Files {
+		if m, ok := setters.ParseMarkerValue(f.Policy); !ok || !applies(u, m.Policy) {
+			return &u.Files[i]
+		}
+	}
+	return nil
+}
+
+// applies reports whether the job has an image for the policy key.
+func applies(u updatev1.UpdateSpec, key string) bool {
+	return slices.ContainsFunc(u.Setters, func(s updatev1.PolicySetter) bool { return s.Policy == key })
 }
 
 // dueIn says whether a run is due now (requested, the first, or an

@@ -95,6 +95,23 @@ func TestDecide(t *testing.T) {
 			cond:    "False/DependencyNotReady: spec.update.charts: Application guestbook follows policy ns:chart, which is not among this automation's policies with a latest image (spec.policySelector)",
 		},
 		{
+			name: "a file value following a policy the automation does not apply fails as DependencyNotReady, naming both",
+			spec: func(s *imagev1.ImageUpdateAutomationSpec) {
+				s.Update = &imagev1.UpdateStrategy{Files: []meta.FileUpdate{{Path: "task.json", Pointer: "/image", Policy: "ns:chart:tag"}}}
+			},
+			act:     wait,
+			requeue: interval,
+			cond:    "False/DependencyNotReady: spec.update.files: task.json /image follows policy ns:chart:tag, which is not among this automation's policies with a latest image (spec.policySelector)",
+		},
+		{
+			name: "a file value following an applied policy makes the job",
+			spec: func(s *imagev1.ImageUpdateAutomationSpec) {
+				s.Update = &imagev1.UpdateStrategy{Files: []meta.FileUpdate{{Path: "task.json", Pointer: "/image", Policy: "ns:app:tag"}}}
+			},
+			act:     makeJob,
+			requeue: interval,
+		},
+		{
 			name: "a chart following an applied policy makes the job",
 			spec: func(s *imagev1.ImageUpdateAutomationSpec) {
 				s.Update = &imagev1.UpdateStrategy{Charts: []imagev1.ChartUpdate{{ArgoCDChart: meta.ArgoCDChart{Application: "guestbook"}, Policy: "app"}}}

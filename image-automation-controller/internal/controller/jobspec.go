@@ -80,6 +80,7 @@ func jobSpec(namespace string, a *imagev1.ImageUpdateAutomationSpec, src gitsour
 	}
 	spec.Update.ArgoCD = argoCDOverrides(a, src, setters)
 	if a.Update != nil {
+		spec.Update.Files = a.Update.Files
 		for _, c := range a.Update.Charts {
 			chart := updatev1.ChartUpdate{Policy: updatev1.PolicyKey(namespace, c.Policy), ArgoCDChart: c.ArgoCDChart}
 			chart.Namespace = cmp.Or(c.Namespace, namespace)

@@ -144,3 +144,33 @@ type ArgoCDChart struct {
 	// +optional
 	Chart string `json:"chart,omitempty"`
 }
+
+// FileUpdate names a value to set in a file that cannot carry a marker
+// (JSON has no comments): the file, the value's place in it, and the
+// policy whose image it gets, as a marker would name it. The automation's
+// spec, the UpdateJob's and the write-back plan all carry this one type.
+type FileUpdate struct {
+	// Path of the file, relative to the update path. Only JSON files are
+	// named this way; values of the other formats are marked.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	// +kubebuilder:validation:Pattern=`^[^/].*\.json$`
+	// +required
+	Path string `json:"path"`
+
+	// Pointer is the value's JSON Pointer (RFC 6901), e.g.
+	// /containerDefinitions/0/image. It must name a string.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	// +required
+	Pointer string `json:"pointer"`
+
+	// Policy is what a marker would say: NAMESPACE:NAME of an ImagePolicy
+	// the automation applies, and :tag, :name or :digest to set only that
+	// part (the whole reference when none).
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:(tag|name|digest))?$`
+	// +required
+	Policy string `json:"policy"`
+}

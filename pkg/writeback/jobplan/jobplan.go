@@ -134,6 +134,7 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 	} else if len(u.Images) == 0 {
 		return writeback.Invalidf("update.setters is empty")
 	}
+	u.Files = spec.Update.Files
 	for _, c := range spec.Update.Charts {
 		u.Charts = append(u.Charts, writeback.Chart{Policy: c.Policy, ArgoCDChart: c.ArgoCDChart})
 	}

@@ -355,6 +355,14 @@ type UpdateStrategy struct {
 	// +listType=atomic
 	// +optional
 	Charts []ChartUpdate `json:"charts,omitempty"`
+
+	// Files are values set in files that cannot carry a marker (JSON:
+	// an ECS task definition's image, a devcontainer.json's), by a JSON
+	// Pointer and the policy a marker would name. With any strategy.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Files []meta.FileUpdate `json:"files,omitempty"`
 }
 
 // ChartUpdate follows one Application's chart version through an

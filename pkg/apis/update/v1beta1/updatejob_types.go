@@ -134,6 +134,13 @@ type UpdateSpec struct {
 	// +listType=atomic
 	// +optional
 	Charts []ChartUpdate `json:"charts,omitempty"`
+
+	// Files are values set in files that cannot carry a marker, by a JSON
+	// Pointer and a setter's key.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=atomic
+	// +optional
+	Files []meta.FileUpdate `json:"files,omitempty"`
 }
 
 // ChartUpdate writes a setter's tag (the chart version) into the
