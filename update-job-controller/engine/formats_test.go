@@ -22,35 +22,8 @@ const (
 // Dockerfile's image is then held, as a YAML value's is, while the .env
 // value goes on updating.
 func TestRunUpdatesDockerfilesAndDotenvFiles(t *testing.T) {
-	srv := testgit.New(t, testgit.Options{})
-	clone := srv.CreateRepo(t, "images", map[string]string{"app/Dockerfile": dockerfile, "app/.env": dotenv})
-	e := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t))
-	run := func(base, app string) Result {
-		t.Helper()
-		res, err := e.Run(context.Background(), plan(srv.RepoURL("images"), func(p *writeback.Plan) {
-			p.Path = "app"
-			p.Update.Images = map[string]meta.ImageRef{
-				"apps:base": {Name: "ghcr.io/acme/base", Tag: base},
-				"apps:app":  {Name: "ghcr.io/acme/app", Tag: app},
-			}
-			p.Update.Holds = &writeback.Holds{}
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	read := func(name string) string {
-		t.Helper()
-		testgit.Git(t, clone.Dir, "pull", "-q", "origin", "main")
-		b, err := os.ReadFile(filepath.Join(clone.Dir, "app", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-
-	res := run("1.1.0", "1.1.0")
+	run, read, clone := formatsRepo(t, map[string]string{"app/Dockerfile": dockerfile, "app/.env": dotenv}, nil)
+	res := run(map[string]string{"apps:base": "1.1.0", "apps:app": "1.1.0"})
 	if res.Commit == "" || len(res.Changes.Files) != 2 {
 		t.Fatalf("first run: commit %q, files %+v", res.Commit, res.Changes.Files)
 	}
@@ -69,7 +42,7 @@ func TestRunUpdatesDockerfilesAndDotenvFiles(t *testing.T) {
 	rolled := strings.Replace(read("Dockerfile"), "base:1.1.0", "base:1.0.0", 1)
 	hand := clone.Commit("roll the base image back", map[string]string{"app/Dockerfile": rolled})
 	clone.Push()
-	res = run("1.1.0", "1.2.0")
+	res = run(map[string]string{"apps:base": "1.1.0", "apps:app": "1.2.0"})
 	if len(res.Holds) != 1 || res.Holds[0].Path != "app/Dockerfile" || res.Holds[0].Commit != hand || res.Holds[0].Line != 4 ||
 		res.Holds[0].Value != "ghcr.io/acme/base:1.0.0" {
 		t.Fatalf("holds %+v, want the Dockerfile's rollback at line 4", res.Holds)
@@ -95,35 +68,9 @@ const taskDefinition = `{
 // the JSON file is checked out though it holds no marker, and a person's
 // rollback of its image is then held as a marked value's is.
 func TestRunUpdatesADockerfileAndATaskDefinitionInOneCommit(t *testing.T) {
-	srv := testgit.New(t, testgit.Options{})
-	clone := srv.CreateRepo(t, "ecs", map[string]string{"app/Dockerfile": dockerfile, "app/task.json": taskDefinition})
-	e := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t))
-	run := func(tag string) Result {
-		t.Helper()
-		res, err := e.Run(context.Background(), plan(srv.RepoURL("ecs"), func(p *writeback.Plan) {
-			p.Path = "app"
-			p.Update.Images = map[string]meta.ImageRef{
-				"apps:base": {Name: "ghcr.io/acme/base", Tag: tag},
-				"apps:app":  {Name: "ghcr.io/acme/app", Tag: tag},
-			}
-			p.Update.Files = []meta.FileUpdate{{Path: "task.json", Pointer: "/containerDefinitions/0/image", Policy: "apps:app"}}
-			p.Update.Holds = &writeback.Holds{}
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	read := func(name string) string {
-		t.Helper()
-		testgit.Git(t, clone.Dir, "pull", "-q", "origin", "main")
-		b, err := os.ReadFile(filepath.Join(clone.Dir, "app", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	res := run("1.1.0")
+	files := []meta.FileUpdate{{Path: "task.json", Pointer: "/containerDefinitions/0/image", Policy: "apps:app"}}
+	run, read, clone := formatsRepo(t, map[string]string{"app/Dockerfile": dockerfile, "app/task.json": taskDefinition}, files)
+	res := run(map[string]string{"apps:base": "1.1.0", "apps:app": "1.1.0"})
 	if res.Commit == "" || len(res.Changes.Files) != 2 || len(res.Problems) != 0 {
 		t.Fatalf("commit %q, files %+v, problems %v", res.Commit, res.Changes.Files, res.Problems)
 	}
@@ -140,7 +87,7 @@ func TestRunUpdatesADockerfileAndATaskDefinitionInOneCommit(t *testing.T) {
 	rolled := strings.Replace(read("task.json"), "app:1.1.0", "app:1.0.0", 1)
 	hand := clone.Commit("roll the task's image back", map[string]string{"app/task.json": rolled})
 	clone.Push()
-	res = run("1.2.0")
+	res = run(map[string]string{"apps:base": "1.2.0", "apps:app": "1.2.0"})
 	if len(res.Holds) != 1 || res.Holds[0].Path != "app/task.json" || res.Holds[0].Commit != hand || res.Holds[0].Line != 4 {
 		t.Fatalf("holds %+v, want the task definition's rollback", res.Holds)
 	}
@@ -150,4 +97,40 @@ func TestRunUpdatesADockerfileAndATaskDefinitionInOneCommit(t *testing.T) {
 	if got := read("Dockerfile"); !strings.Contains(got, "FROM ghcr.io/acme/base:1.2.0\n") {
 		t.Errorf("the Dockerfile was not updated beside the hold:\n%s", got)
 	}
+}
+
+// formatsRepo is a repository of files under app/ on a real git server,
+// a run of a plan with holds that gives ghcr.io/acme/<name> its tag for
+// each apps:<name> (and sets files), and a reader of app/'s files as the
+// server has them.
+func formatsRepo(t *testing.T, files map[string]string, named []meta.FileUpdate) (func(map[string]string) Result, func(string) string, *testgit.Clone) {
+	srv := testgit.New(t, testgit.Options{})
+	clone := srv.CreateRepo(t, "formats", files)
+	e := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t))
+	run := func(tags map[string]string) Result {
+		t.Helper()
+		res, err := e.Run(context.Background(), plan(srv.RepoURL("formats"), func(p *writeback.Plan) {
+			p.Path = "app"
+			p.Update.Images = map[string]meta.ImageRef{}
+			for key, tag := range tags {
+				p.Update.Images[key] = meta.ImageRef{Name: "ghcr.io/acme/" + strings.TrimPrefix(key, "apps:"), Tag: tag}
+			}
+			p.Update.Files = named
+			p.Update.Holds = &writeback.Holds{}
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	read := func(name string) string {
+		t.Helper()
+		testgit.Git(t, clone.Dir, "pull", "-q", "origin", "main")
+		b, err := os.ReadFile(filepath.Join(clone.Dir, "app", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	return run, read, clone
 }
