@@ -42,6 +42,9 @@ func (o *updateOptions) runRemote(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if plan.Update.Files, err = o.jsonFiles(); err != nil {
+		return err
+	}
 	if err := engine.Check(plan); err != nil {
 		// The engine names the UpdateJob's field; here it is the flag.
 		return usageError{errors.New(strings.Replace(err.Error(), "push.pullRequest: ", "--pull-request: ", 1))}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -24,9 +25,11 @@ type updateOptions struct {
 	dir          string
 	policies     []string
 	policiesFrom string
-	dryRun       bool
-	output       string
-	krm          bool
+	// json are --json values: FILE#POINTER=POLICY.
+	json   []string
+	dryRun bool
+	output string
+	krm    bool
 	// remote updates a repository (--repository) instead of a directory.
 	remote remoteFlags
 }
@@ -36,11 +39,14 @@ func newUpdateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "update",
 		Short: "Set the image references marked with $imagepolicy comments",
-		Long: `Set every YAML value marked with a comment such as
+		Long: `Set every value marked with a comment such as
   image: ghcr.io/org/app:1.0 # {"$imagepolicy": "apps:app"}
 to the value of the named policy: the whole reference, or with :tag, :name
-or :digest after the policy, that part. Only the replaced values change in
-the files; everything else stays byte for byte.
+or :digest after the policy, that part. YAML, Dockerfiles, .env files,
+Terraform/OpenTofu (HCL) and TOML files are read, each with markers in its
+own comment syntax; JSON, which has no comments, gets its values named with
+--json. Only the replaced values change in the files; everything else stays
+byte for byte.
 
 With --krm, runs as a KRM function: a ResourceList on stdin, policies in the
 functionConfig ConfigMap's data (NAMESPACE:NAME: IMAGE:TAG[@DIGEST]).
@@ -54,6 +60,7 @@ certificates and SSH host keys (known_hosts) are always verified.`,
 		Example: `  tk-image update --dir ./clusters/prod --policy apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
   kubectl get imagepolicy -A -o yaml > policies.yaml
   tk-image update --dir . --policies-from policies.yaml --dry-run --output json
+  tk-image update --dir ./ecs --json 'task.json#/containerDefinitions/0/image=apps:app' --policy apps:app=ghcr.io/org/app:1.4.0
   kpt fn eval --exec "tk-image update --krm" -- apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0
   tk-image update --repository https://github.com/org/fleet.git --path clusters/prod \
     --policy apps:podinfo=ghcr.io/stefanprodan/podinfo:6.5.0 --author-email bot@example.com \
@@ -73,6 +80,7 @@ certificates and SSH host keys (known_hosts) are always verified.`,
 	f.StringVar(&o.dir, "dir", ".", "directory to update")
 	f.StringArrayVar(&o.policies, "policy", nil, "a policy value, NAMESPACE:NAME=IMAGE:TAG[@DIGEST] (repeatable)")
 	f.StringVar(&o.policiesFrom, "policies-from", "", "a file of ImagePolicy objects (YAML or JSON, e.g. kubectl get imagepolicy -o yaml); their status.latestRef is used")
+	f.StringArrayVar(&o.json, "json", nil, "a value of a JSON file to set as a marker would, FILE#POINTER=NAMESPACE:NAME[:tag|:name|:digest], the FILE under --dir (or --path), the POINTER a JSON Pointer such as /containerDefinitions/0/image (repeatable)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "print what would change without writing files")
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text or json")
 	f.BoolVar(&o.krm, "krm", false, "run as a KRM function (ResourceList on stdin and stdout)")
@@ -89,7 +97,15 @@ func (o *updateOptions) run(stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--dir %q is not a directory", o.dir)}
 	}
 
-	res, err := setters.UpdateDir(o.dir, policies, setters.Options{DryRun: o.dryRun})
+	files, err := o.jsonFiles()
+	if err != nil {
+		return err
+	}
+	named, err := setters.NamedFiles(files)
+	if err != nil {
+		return usageError{err}
+	}
+	res, err := setters.UpdateDir(o.dir, policies, setters.Options{DryRun: o.dryRun, Named: named})
 	if err != nil {
 		return err
 	}
@@ -126,6 +142,29 @@ func (o *updateOptions) unnamed(stderr io.Writer, res *setters.Result) {
 			fmt.Fprintf(stderr, "tk-image: --policy %s: no marker under --dir %s names %s; the markers there name %s\n", arg, o.dir, name, strings.Join(names, ", "))
 		}
 	}
+}
+
+// jsonFiles are the --json values as the API's update.files.
+func (o *updateOptions) jsonFiles() ([]meta.FileUpdate, error) {
+	var out []meta.FileUpdate
+	for _, arg := range o.json {
+		i := strings.LastIndexByte(arg, '=')
+		file, pointer, ok := strings.Cut(arg[:max(i, 0)], "#")
+		if i < 0 || !ok || file == "" || !strings.HasPrefix(pointer, "/") {
+			return nil, usageError{fmt.Errorf("--json %q: want FILE#POINTER=NAMESPACE:NAME[:tag|:name|:digest], e.g. task.json#/containerDefinitions/0/image=apps:app", arg)}
+		}
+		if _, ok := setters.ParseMarkerValue(arg[i+1:]); !ok {
+			return nil, usageError{fmt.Errorf("--json %q: %q is not NAMESPACE:NAME[:tag|:name|:digest]", arg, arg[i+1:])}
+		}
+		if file = path.Clean(file); path.IsAbs(file) || file == ".." || strings.HasPrefix(file, "../") {
+			return nil, usageError{fmt.Errorf("--json %q: %s is not under the directory updated", arg, file)}
+		}
+		if path.Ext(file) != ".json" {
+			return nil, usageError{fmt.Errorf("--json %q: %s is not a .json file; mark the values of YAML, Dockerfiles, .env, HCL and TOML files with a comment", arg, file)}
+		}
+		out = append(out, meta.FileUpdate{Path: file, Pointer: pointer, Policy: arg[i+1:]})
+	}
+	return out, nil
 }
 
 // readPolicies are the policy values of --policies-from and --policy, for

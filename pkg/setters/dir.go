@@ -199,7 +199,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 	named, isNamed := opts.Named[p]
 	data, err := root.ReadFile(p)
 	if isNamed && errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, []Problem{{Path: p, Err: errors.New("named in update.files, but the update path has no such file")}}
+		return nil, nil, []Problem{{Path: p, Err: errors.New("no such file to set the named values of")}}
 	}
 	if err != nil {
 		return nil, nil, []Problem{{Path: p, Err: err}}
@@ -224,7 +224,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 	case isNamed:
 		for _, n := range named {
 			if _, ok := policies[n.Marker.Policy]; !ok {
-				skipped = append(skipped, fmt.Errorf("%s (update.files): no policy %s is applied here", n.Pointer, n.Marker.Policy))
+				skipped = append(skipped, fmt.Errorf("%s: no value is given for policy %s", n.Pointer, n.Marker.Policy))
 			}
 		}
 		var more []error

@@ -75,7 +75,7 @@ func jsonTargets(data []byte, named []Named) ([]Target, []error, error) {
 	}
 	for _, n := range named {
 		if !w.found[n.Pointer] {
-			w.skipped = append(w.skipped, fmt.Errorf("%s (update.files, %s): the document has no value there", n.Pointer, n.Marker))
+			w.skipped = append(w.skipped, fmt.Errorf("%s: the document has no value there to set for %s", n.Pointer, n.Marker))
 			w.found[n.Pointer] = true
 		}
 	}
@@ -108,7 +108,7 @@ func (w *jsonWalk) value(ptr string) error {
 	case json.Delim:
 		if len(markers) > 0 {
 			w.found[ptr] = true
-			w.skipped = append(w.skipped, fmt.Errorf("%s (update.files): the value there is an object or array, not a string", ptr))
+			w.skipped = append(w.skipped, fmt.Errorf("%s: the value there is an object or array, not a string", ptr))
 		}
 		if t == '{' {
 			for w.dec.More() {
@@ -138,7 +138,7 @@ func (w *jsonWalk) value(ptr string) error {
 		start := bytes.IndexByte(w.data[before:end], '"') + before
 		raw := w.data[start+1 : end-1]
 		if bytes.IndexByte(raw, '\\') >= 0 || string(raw) != t {
-			w.skipped = append(w.skipped, fmt.Errorf("%s (update.files): the string there has escapes", ptr))
+			w.skipped = append(w.skipped, fmt.Errorf("%s: the string there has escapes", ptr))
 			return nil
 		}
 		line := bytes.Count(w.data[:start], []byte("\n")) + 1
@@ -148,7 +148,7 @@ func (w *jsonWalk) value(ptr string) error {
 	default:
 		if len(markers) > 0 {
 			w.found[ptr] = true
-			w.skipped = append(w.skipped, fmt.Errorf("%s (update.files): the value there is not a string", ptr))
+			w.skipped = append(w.skipped, fmt.Errorf("%s: the value there is not a string", ptr))
 		}
 	}
 	return nil

@@ -74,10 +74,10 @@ func TestNamedJSONValues(t *testing.T) {
 	}
 	for _, w := range []string{
 		"broken.json: line 3: invalid character '}'",
-		"gone.json: named in update.files, but the update path has no such file",
-		"task.json: /containerDefinitions/1/portMappings/0/containerPort (update.files): the value there is not a string",
-		"task.json: /containerDefinitions/2/image (update.files, apps:numbers): the document has no value there",
-		"task.json: /family (update.files): no policy apps:unknown is applied here",
+		"gone.json: no such file to set the named values of",
+		"task.json: /containerDefinitions/1/portMappings/0/containerPort: the value there is not a string",
+		"task.json: /containerDefinitions/2/image: the document has no value there to set for apps:numbers",
+		"task.json: /family: no value is given for policy apps:unknown",
 	} {
 		if !strings.Contains(strings.Join(problems, "\n"), w) {
 			t.Errorf("problems\n%s\nlack %q", strings.Join(problems, "\n"), w)
