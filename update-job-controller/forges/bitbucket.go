@@ -33,8 +33,9 @@ var BitbucketForge = forge.Forge{
 // bitbucketForge keeps pull requests of one Bitbucket Cloud repository
 // through its REST API 2.0 (developer.atlassian.com/cloud/bitbucket/rest).
 // A token with a user (an app password, or an Atlassian API token with
-// the account's email) is sent by basic authentication; one without (a
-// workspace, project or repository access token) as a bearer token.
+// the account's email) is sent by basic authentication; one without, or
+// with git's x-token-auth user (a workspace, project or repository access
+// token), as a bearer token.
 //
 // Bitbucket Cloud's pull requests have no labels, no assignees and no
 // auto-merge in the API: asking for them is refused (forge.ErrUnsupported)
@@ -46,6 +47,9 @@ type bitbucketForge struct {
 	pageSize, maxPages int
 }
 
+// bitbucketTokenUser is the user git names for an access token.
+const bitbucketTokenUser = "x-token-auth"
+
 const (
 	bitbucketPageSize = 50
 	bitbucketMaxPages = 10
@@ -56,6 +60,9 @@ func newBitbucket(opts forge.Options, hc *http.Client) (forge.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// git takes an access token as the password of x-token-auth; the API
+	// takes it as a bearer token.
+	api.basic = opts.Username != "" && opts.Username != bitbucketTokenUser
 	ws, repo, _ := strings.Cut(opts.Repository, "/")
 	return &bitbucketForge{api: api, workspace: ws, repo: repo, pageSize: bitbucketPageSize, maxPages: bitbucketMaxPages}, nil
 }

@@ -91,10 +91,15 @@ func TestBitbucketKeepsOneRequestPerStream(t *testing.T) {
 
 // What Bitbucket Cloud's pull requests do not have is refused before
 // anything is opened, as a refusal the engine does not retry; an access
-// token (no user) is a bearer token.
+// token (no user, or git's x-token-auth) is a bearer token.
 func TestBitbucketRefusesWhatItHasNot(t *testing.T) {
-	srv := replayer{authHeader: "Authorization", auth: "Bearer " + bbToken}.serve(t)
+	srv := replayer{authHeader: "Authorization", auth: "Bearer " + bbToken}.serve(t,
+		replayCall{method: "GET", path: bbPRs, reply: `{"values": []}`})
 	c := bbNew(t, srv, "")
+	// git's user for an access token does not make it a password.
+	if got, err := bbNew(t, srv, "x-token-auth").FindOpen(context.Background(), "h", "main"); err != nil || got != nil {
+		t.Errorf("FindOpen with an access token as x-token-auth's password: %+v, %v", got, err)
+	}
 	for _, req := range []forge.NewRequest{
 		{Labels: []string{"images"}}, {Assignees: []string{"me"}}, {AutoMerge: forge.Squash},
 	} {
