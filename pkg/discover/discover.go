@@ -1,5 +1,6 @@
-// Package discover finds the image references in a directory of YAML files:
-// the images a repository deploys, each with every place it is written.
+// Package discover finds the image references in a directory of YAML files
+// and Dockerfiles: the images a repository deploys or builds on, each with
+// every place it is written.
 // The CLI (`tk-image discover`) and the automation controller read a
 // repository through it, so both find the same images in the same places.
 //
@@ -9,9 +10,9 @@
 //     by what a string looks like: the image of a container in a pod
 //     template (any kind with the shape: Deployment, CronJob, a Knative
 //     Service, an Argo Rollout), a kustomization's images entry, and the
-//     image.repository/image.tag convention of Helm values. A string that
-//     looks like an image in a ConfigMap, an env value or an annotation is
-//     never one.
+//     image.repository/image.tag convention of Helm values, a Dockerfile's
+//     FROM and COPY --from. A string that looks like an image in a
+//     ConfigMap, an env value, an annotation or a .env file is never one.
 //   - A reference that cannot be automated as it stands (no tag, latest, a
 //     digest alone, a template expression) is reported as skipped with the
 //     reason, not guessed at; a file that does not parse is reported and
@@ -124,19 +125,21 @@ const (
 	ReasonInvalid      = "not an image reference"
 	ReasonNoTagField   = "kustomization image without newTag: no field to update"
 	ReasonParse        = "does not parse as YAML"
+	ReasonDockerfile   = "does not parse as a Dockerfile"
+	ReasonBuildArg     = "build argument: set when the image is built"
 	ReasonUnreadable   = "cannot be read"
 )
 
-// Dir discovers the images in the YAML files under dir (as setters.UpdateDir
-// walks them: *.yaml, *.yml and Kustomization files, .git left out,
-// symlinks followed only inside dir).
+// Dir discovers the images in the YAML files and Dockerfiles under dir (as
+// setters.UpdateDir walks them: .git left out, symlinks followed only
+// inside dir).
 func Dir(dir string) (*Result, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	files, problems, err := setters.ManifestFiles(root)
+	files, problems, err := setters.DiscoverFiles(root)
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +221,10 @@ func (d *discoverer) skip(s Skipped) { d.skipped = append(d.skipped, s) }
 
 // file reads one file's documents.
 func (d *discoverer) file(file string, data []byte) {
+	if f := setters.FormatOf(file); f != nil && f.Kind == setters.DockerfileFormat.Kind {
+		d.dockerfile(file, data)
+		return
+	}
 	if d.isHelmTemplate(file) {
 		d.skip(Skipped{File: file, Reason: ReasonHelmTemplate})
 		return
@@ -579,10 +586,16 @@ func (d *discoverer) isHelmTemplate(file string) bool {
 }
 
 // MayHaveImages reports whether a file could hold an image Dir finds:
-// every such field's key, or its parent's, contains "image" or "Image". A
-// checkout for discovery may leave the other files out.
+// every such YAML field's key, or its parent's, contains "image" or
+// "Image", and a Dockerfile's images follow FROM or --from. A checkout for
+// discovery may leave the other files out.
 func MayHaveImages(data []byte) bool {
-	return bytes.Contains(data, []byte("image")) || bytes.Contains(data, []byte("Image"))
+	for _, w := range []string{"image", "Image", "FROM", "from"} {
+		if bytes.Contains(data, []byte(w)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Filter keeps the images whose names match an include pattern (all when

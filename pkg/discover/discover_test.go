@@ -286,3 +286,44 @@ func TestSummaryCountsLocationsAndListsFilesOnce(t *testing.T) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
+
+// A Dockerfile's images are found where docker build pulls them (FROM,
+// COPY --from), as one image with the manifests' locations of the same
+// image; a reference made of build arguments and one that is no version
+// are skipped with the reason, and so is a Dockerfile that does not parse;
+// stages and scratch are no images.
+func TestDirReadsDockerfiles(t *testing.T) {
+	dir := t.TempDir()
+	for p, s := range map[string]string{
+		"deploy.yaml": "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/acme/app:1.4.2\n",
+		"Dockerfile":  "ARG GO=1.26\nFROM golang:${GO} AS build\nFROM ghcr.io/acme/app:1.4.2 AS run\nCOPY --from=build /a /a\nFROM run\nFROM scratch\nFROM alpine:latest\n",
+		"broken/Dockerfile": "# escape=x\nFROM a:1\n",
+		"Dockerfile.md":     "FROM ghcr.io/acme/app:0.0.1\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []found{{"ghcr.io/acme/app", "1.4.2", []string{"Dockerfile:003:FROM", "deploy.yaml:007:spec.template.spec.containers[app].image"}}}
+	if got := summarize(res); !equalFound(got, want) {
+		t.Errorf("images\n got %+v\nwant %+v", got, want)
+	}
+	var reasons []string
+	for _, s := range res.Skipped {
+		reasons = append(reasons, fmt.Sprintf("%s:%d: %s", s.File, s.Line, strings.SplitN(s.Reason, ":", 2)[0]))
+	}
+	wantSkipped := []string{"Dockerfile:2: " + strings.SplitN(ReasonBuildArg, ":", 2)[0], "Dockerfile:7: latest", "broken/Dockerfile:0: " + ReasonDockerfile}
+	if !slices.Equal(reasons, wantSkipped) {
+		t.Errorf("skipped\n got %q\nwant %q", reasons, wantSkipped)
+	}
+	if img := res.Images[0]; img.Locations[0].Object.Kind != "Dockerfile" || img.Locations[0].Column != 6 {
+		t.Errorf("the Dockerfile's location: %+v", img.Locations[0])
+	}
+}

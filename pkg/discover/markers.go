@@ -29,12 +29,17 @@ func (r *Result) Sites(policy func(Image) string) map[string][]setters.Site {
 }
 
 // WriteMarkers writes the sites' markers into the files under dir with
-// setters.AddMarkers, changing nothing else, and writes only the files
+// setters.AddMarkers (AddDockerfileMarkers for a Dockerfile), changing
+// nothing else, and writes only the files
 // that change (keeping their modes). It returns the files written and the
 // sites it could not mark, with the reason.
 func WriteMarkers(dir string, sites map[string][]setters.Site) (written []string, skipped []Skipped, err error) {
-	written, _, skipped, err = rewrite(dir, sites, func(data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
-		out, added, notMarked, err := setters.AddMarkers(data, ss)
+	written, _, skipped, err = rewrite(dir, sites, func(file string, data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
+		add := setters.AddMarkers
+		if f := setters.FormatOf(file); f != nil && f.Kind == setters.DockerfileFormat.Kind {
+			add = setters.AddDockerfileMarkers
+		}
+		out, added, notMarked, err := add(data, ss)
 		if len(added) == 0 {
 			out = data
 		}
@@ -48,7 +53,10 @@ func WriteMarkers(dir string, sites map[string][]setters.Site) (written []string
 // (--expand-flow). It returns the files written, every site at its
 // position after them, and the mappings it left alone, with the reason.
 func ExpandFlow(dir string, sites map[string][]setters.Site) (written []string, moved map[string][]setters.Site, skipped []Skipped, err error) {
-	return rewrite(dir, sites, func(data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
+	return rewrite(dir, sites, func(file string, data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
+		if setters.FormatOf(file) != nil {
+			return data, ss, nil, nil // not YAML: no flow style
+		}
 		out, m, _, notExpanded, err := setters.ExpandFlow(data, ss)
 		return out, m, notExpanded, err
 	})
@@ -59,7 +67,7 @@ func ExpandFlow(dir string, sites map[string][]setters.Site) (written []string, 
 // the file's new bytes, its sites after the change, and what it left
 // alone as "line N: reason" errors.
 func rewrite(dir string, sites map[string][]setters.Site,
-	change func([]byte, []setters.Site) ([]byte, []setters.Site, []error, error)) (written []string, after map[string][]setters.Site, skipped []Skipped, err error) {
+	change func(string, []byte, []setters.Site) ([]byte, []setters.Site, []error, error)) (written []string, after map[string][]setters.Site, skipped []Skipped, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, nil, nil, err
@@ -79,7 +87,7 @@ func rewrite(dir string, sites map[string][]setters.Site,
 		if err != nil {
 			return written, after, skipped, err
 		}
-		out, ss, left, err := change(data, sites[f])
+		out, ss, left, err := change(f, data, sites[f])
 		if err != nil {
 			return written, after, skipped, fmt.Errorf("%s: %w", f, err)
 		}

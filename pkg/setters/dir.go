@@ -231,7 +231,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 		out, objs, more, markers, err = updateFormat(namedFormat(named), data, policies, keep)
 		skipped = append(skipped, more...)
 	case f != nil:
-		out, objs, skipped, markers, err = updateFormat(f, data, policies, keep)
+		out, objs, skipped, markers, err = updateFormat(f, data, policies, keep, sites...)
 	default:
 		out, objs, skipped, _, markers, err = update(data, policies, keep, sites...)
 	}
@@ -260,6 +260,13 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 	return &meta.FileResult{Path: clean, Objects: objs}, markers, problems
 }
 
+// DiscoverFiles lists the files pkg/discover reads under root: the YAML
+// files and the Dockerfiles UpdateDir reads, and the paths it could not
+// read.
+func DiscoverFiles(root *os.Root) ([]string, []Problem, error) {
+	return candidates(root, func(name string) bool { return isManifest(name) || isDockerfile(name) && FormatOf(name) != nil })
+}
+
 // ManifestFiles lists the YAML files UpdateDir reads under root, and the
-// paths it could not read; pkg/discover walks a repository the same way.
+// paths it could not read.
 func ManifestFiles(root *os.Root) ([]string, []Problem, error) { return candidates(root, isManifest) }

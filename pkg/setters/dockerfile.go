@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
@@ -19,7 +20,7 @@ import (
 // heredoc or a continued RUN is no instruction, and the escape directive
 // is honoured. The value is then found in the instruction's first line,
 // and must be there, unquoted or in plain double quotes.
-var DockerfileFormat = Format{Kind: "Dockerfile", Matches: isDockerfile, Targets: dockerfileTargets}
+var DockerfileFormat = Format{Kind: "Dockerfile", Matches: isDockerfile, Targets: dockerfileTargets, Sites: dockerfileSites}
 
 func isDockerfile(name string) bool {
 	lower := strings.ToLower(name)
@@ -165,4 +166,122 @@ func fieldsAt(line []byte) [][2]int {
 		out = append(out, [2]int{start, len(line)})
 	}
 	return out
+}
+
+// DockerfileImage is an image a Dockerfile pulls: its line and column
+// (1-based, the column in bytes), its instruction (FROM, COPY) and its
+// reference as written.
+type DockerfileImage struct {
+	Line, Column int
+	Instruction  string
+	Value        string
+}
+
+// DockerfileImages are the images a Dockerfile's FROM and COPY --from
+// instructions pull, in file order: what discovery finds in it. A name of
+// an earlier stage, a stage's number, scratch and a value not on its
+// instruction's line are none.
+func DockerfileImages(data []byte) ([]DockerfileImage, error) {
+	res, err := parser.Parse(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	lines := lineStarts(data)
+	stages := map[string]bool{"scratch": true}
+	var out []DockerfileImage
+	for _, n := range res.AST.Children {
+		instr := strings.ToUpper(n.Value)
+		if (instr != "FROM" && instr != "COPY") || n.StartLine < 1 || n.StartLine > len(lines) {
+			continue
+		}
+		off := lines[n.StartLine-1]
+		start, end, err := dockerfileValue(n, data[off:lineEnd(data, off)])
+		if err != nil {
+			continue
+		}
+		value := string(data[off+start : off+end])
+		if !stages[strings.ToLower(value)] && strings.Trim(value, "0123456789") != "" {
+			out = append(out, DockerfileImage{Line: n.StartLine, Column: start + 1, Instruction: instr, Value: value})
+		}
+		if instr == "FROM" {
+			// FROM IMAGE AS NAME names a stage; stages are also known by
+			// their number, which the check above leaves out.
+			if as := n.Next; as != nil && as.Next != nil && strings.EqualFold(as.Next.Value, "as") && as.Next.Next != nil {
+				stages[strings.ToLower(as.Next.Next.Value)] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// dockerfileSites are the targets of the discovered images sites name, by
+// their line and column.
+func dockerfileSites(data []byte, sites []Site) ([]Target, []error, error) {
+	images, err := DockerfileImages(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	lines := lineStarts(data)
+	var targets []Target
+	var skipped []error
+	for _, s := range sites {
+		i := slices.IndexFunc(images, func(img DockerfileImage) bool { return img.Line == s.Line && img.Column == s.Column })
+		if i < 0 {
+			skipped = append(skipped, fmt.Errorf("line %d: no image at column %d to set", s.Line, s.Column))
+			continue
+		}
+		start := lines[s.Line-1] + s.Column - 1
+		targets = append(targets, Target{Start: start, End: start + len(images[i].Value), Line: s.Line, Marker: s.Marker, Ref: true})
+	}
+	return targets, skipped, nil
+}
+
+// AddDockerfileMarkers writes each site's marker as a comment line just
+// before its instruction (with the instruction's indentation and line
+// break), as AddMarkers does for YAML: nothing else changes, an image
+// already marked keeps its marker, and the result must find every marker
+// it wrote on its image.
+func AddDockerfileMarkers(data []byte, sites []Site) (out []byte, added []Site, skipped []error, err error) {
+	marked, _, err := dockerfileTargets(data)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	lines := lineStarts(data)
+	sites = slices.Clone(sites)
+	slices.SortFunc(sites, func(a, b Site) int { return a.Line - b.Line })
+	var edits []edit
+	for _, s := range sites {
+		if s.Line < 1 || s.Line > len(lines) {
+			skipped = append(skipped, fmt.Errorf("line %d: not in the file", s.Line))
+			continue
+		}
+		if slices.ContainsFunc(marked, func(t Target) bool { return t.Line == s.Line }) {
+			continue
+		}
+		off := lines[s.Line-1]
+		line := data[off:lineEnd(data, off)]
+		indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
+		eol := "\n"
+		if bytes.HasSuffix(line, []byte("\r")) {
+			eol = "\r\n"
+		}
+		edits = append(edits, edit{start: off, end: off, text: string(indent) + s.Marker.Comment() + eol})
+		added = append(added, s)
+	}
+	if len(edits) == 0 {
+		return data, nil, skipped, nil
+	}
+	out = splice(data, edits)
+	again, _, err := dockerfileTargets(out)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("the marked file does not parse: %w", err)
+	}
+	for i, s := range added {
+		// Each marker written before it moves a site one line down.
+		line := s.Line + i + 1
+		if !slices.ContainsFunc(again, func(t Target) bool { return t.Line == line && t.Marker == s.Marker }) {
+			return nil, nil, nil, fmt.Errorf("line %d: the marker written is not found on its image", s.Line)
+		}
+	}
+	return out, added, skipped, nil
 }

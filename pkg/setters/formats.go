@@ -28,6 +28,10 @@ type Format struct {
 	// the format cannot rewrite in place is a skip (reported; the others
 	// are updated); err is a file that does not parse.
 	Targets func(data []byte) (targets []Target, skipped []error, err error)
+	// Sites, when the format has discovery (pkg/discover), are the
+	// targets of the values sites name without a marker (a discovered
+	// image's line and column), in file order.
+	Sites func(data []byte, sites []Site) (targets []Target, skipped []error, err error)
 }
 
 // Target is a marked value of a file: its bytes data[Start:End], without
@@ -64,8 +68,8 @@ func FormatOf(name string) *Format {
 // updateFormat is update for a file of format f: each marked value whose
 // policy is given is set (unless keep says a person's value stays), and
 // the file is checked to differ from data in those values alone.
-func updateFormat(f *Format, data []byte, policies Policies, keep func(MarkerSite, string) bool) ([]byte, []meta.ObjectResult, []error, []MarkerSite, error) {
-	targets, skipped, err := f.Targets(data)
+func updateFormat(f *Format, data []byte, policies Policies, keep func(MarkerSite, string) bool, sites ...Site) ([]byte, []meta.ObjectResult, []error, []MarkerSite, error) {
+	targets, skipped, err := formatTargets(f, data, sites)
 	if err != nil {
 		return nil, nil, skipped, nil, err
 	}
@@ -102,7 +106,7 @@ func updateFormat(f *Format, data []byte, policies Policies, keep func(MarkerSit
 		return data, nil, skipped, markers, nil
 	}
 	out := splice(data, edits)
-	if err := verifyFormat(f, out, want); err != nil {
+	if err := verifyFormat(f, out, want, sites); err != nil {
 		return nil, nil, skipped, markers, err
 	}
 	return out, []meta.ObjectResult{{ObjectID: meta.ObjectID{Kind: f.Kind}, Changes: changes}}, skipped, markers, nil
@@ -145,8 +149,8 @@ func bareWord(value string) bool {
 
 // verifyFormat finds out's targets again: they must be data's, holding
 // want, so that a rewrite changed nothing but the values.
-func verifyFormat(f *Format, out []byte, want []string) error {
-	targets, _, err := f.Targets(out)
+func verifyFormat(f *Format, out []byte, want []string, sites []Site) error {
+	targets, _, err := formatTargets(f, out, sites)
 	if err != nil {
 		return fmt.Errorf("the rewritten file does not parse: %w", err)
 	}
@@ -158,6 +162,29 @@ func verifyFormat(f *Format, out []byte, want []string) error {
 		return errors.New("the rewritten file's marked values are not the ones written")
 	}
 	return nil
+}
+
+// formatTargets are data's marked targets and its sites', in file order;
+// a site of a value a marker already names is that marker's.
+func formatTargets(f *Format, data []byte, sites []Site) ([]Target, []error, error) {
+	targets, skipped, err := f.Targets(data)
+	if err != nil || len(sites) == 0 {
+		return targets, skipped, err
+	}
+	if f.Sites == nil {
+		return nil, skipped, fmt.Errorf("%s files have no discovered values to set", f.Kind)
+	}
+	more, left, err := f.Sites(data, sites)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, t := range more {
+		if !slices.ContainsFunc(targets, func(m Target) bool { return m.Start == t.Start }) {
+			targets = append(targets, t)
+		}
+	}
+	slices.SortFunc(targets, func(a, b Target) int { return a.Start - b.Start })
+	return targets, append(skipped, left...), nil
 }
 
 // markerComment is the marker of a comment's text without its comment

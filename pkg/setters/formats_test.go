@@ -1,6 +1,8 @@
 package setters
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,5 +62,39 @@ func TestALargeDockerfile(t *testing.T) {
 	if err != nil || len(markers) != 50_000 || len(objs) != 1 || len(objs[0].Changes) != 50_000 ||
 		strings.Count(string(out), "example.com/app:1.10\n") != 50_000 {
 		t.Fatalf("%d markers, %v, %v", len(markers), len(objs), err)
+	}
+}
+
+// Discovery's view of a Dockerfile: the images FROM and COPY --from pull,
+// not stages (by name or number) or scratch; the markers written for them
+// are comment lines before their instructions, indented and with the
+// line's own break, and written once; the values discovered without a
+// marker are set in place.
+func TestDockerfileDiscovery(t *testing.T) {
+	data := []byte("FROM golang:1.26 AS build\r\nFROM build AS test\r\n  FROM example.com/app:1.0\r\nCOPY --from=0 /a /a\r\nCOPY --from=build /b /b\r\nCOPY --from=example.com/assets:2.0 /c /c\r\nFROM scratch\r\n")
+	images, err := DockerfileImages(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, img := range images {
+		got = append(got, fmt.Sprintf("%d:%d %s %s", img.Line, img.Column, img.Instruction, img.Value))
+	}
+	if want := []string{"1:6 FROM golang:1.26", "3:8 FROM example.com/app:1.0", "6:13 COPY example.com/assets:2.0"}; !slices.Equal(got, want) {
+		t.Fatalf("images %q, want %q", got, want)
+	}
+	sites := []Site{{Line: 6, Column: 13, Marker: Marker{Policy: "apps:numbers"}}, {Line: 3, Column: 8, Marker: Marker{Policy: "apps:numbers", Field: FieldTag}}}
+	out, added, skipped, err := AddDockerfileMarkers(data, sites)
+	want := "FROM golang:1.26 AS build\r\nFROM build AS test\r\n  # {\"$imagepolicy\": \"apps:numbers:tag\"}\r\n  FROM example.com/app:1.0\r\nCOPY --from=0 /a /a\r\nCOPY --from=build /b /b\r\n# {\"$imagepolicy\": \"apps:numbers\"}\r\nCOPY --from=example.com/assets:2.0 /c /c\r\nFROM scratch\r\n"
+	if err != nil || len(added) != 2 || len(skipped) != 0 || string(out) != want {
+		t.Fatalf("AddDockerfileMarkers: %q %v %v %v", out, added, skipped, err)
+	}
+	if again, added, _, err := AddDockerfileMarkers(out, []Site{{Line: 4, Column: 8, Marker: Marker{Policy: "apps:numbers"}}}); err != nil || len(added) != 0 || string(again) != string(out) {
+		t.Errorf("marking a marked image again: %q %v %v", again, added, err)
+	}
+	set, objs, skipped, _, err := updateFormat(&DockerfileFormat, data, testPolicies, nil, sites...)
+	if err != nil || len(skipped) != 0 || len(objs) != 1 || len(objs[0].Changes) != 2 ||
+		!strings.Contains(string(set), "  FROM example.com/app:1.10\r\n") || !strings.Contains(string(set), "COPY --from=example.com/app:1.10 /c /c") {
+		t.Errorf("sites set: %q %v %v %v", set, objs, skipped, err)
 	}
 }

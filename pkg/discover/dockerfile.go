@@ -1,0 +1,32 @@
+package discover
+
+import (
+	"strings"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/setters"
+)
+
+// dockerfile reads a Dockerfile's images: FROM's and COPY --from's, where
+// docker build pulls them (setters.DockerfileImages, with BuildKit's
+// parser). A reference made of build arguments is skipped: what it names is
+// known only when the image is built.
+func (d *discoverer) dockerfile(file string, data []byte) {
+	images, err := setters.DockerfileImages(data)
+	if err != nil {
+		d.skip(Skipped{File: file, Reason: ReasonDockerfile + ": " + firstLine(err.Error())})
+		return
+	}
+	for _, img := range images {
+		if strings.Contains(img.Value, "$") {
+			d.skip(Skipped{File: file, Line: img.Line, Value: img.Value, Reason: ReasonBuildArg})
+			continue
+		}
+		path := img.Instruction
+		if img.Instruction == "COPY" {
+			path = "COPY --from"
+		}
+		d.reference(Location{File: file, Line: img.Line, Column: img.Column, Path: path, Value: img.Value,
+			Object: meta.ObjectID{Kind: setters.DockerfileFormat.Kind}})
+	}
+}
