@@ -295,8 +295,8 @@ func TestSummaryCountsLocationsAndListsFilesOnce(t *testing.T) {
 func TestDirReadsDockerfiles(t *testing.T) {
 	dir := t.TempDir()
 	for p, s := range map[string]string{
-		"deploy.yaml": "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/acme/app:1.4.2\n",
-		"Dockerfile":  "ARG GO=1.26\nFROM golang:${GO} AS build\nFROM ghcr.io/acme/app:1.4.2 AS run\nCOPY --from=build /a /a\nFROM run\nFROM scratch\nFROM alpine:latest\n",
+		"deploy.yaml":       "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/acme/app:1.4.2\n",
+		"Dockerfile":        "ARG GO=1.26\nFROM golang:${GO} AS build\nFROM ghcr.io/acme/app:1.4.2 AS run\nCOPY --from=build /a /a\nFROM run\nFROM scratch\nFROM alpine:latest\n",
 		"broken/Dockerfile": "# escape=x\nFROM a:1\n",
 		"Dockerfile.md":     "FROM ghcr.io/acme/app:0.0.1\n",
 	} {
