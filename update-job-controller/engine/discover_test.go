@@ -65,3 +65,32 @@ func TestRunDiscover(t *testing.T) {
 		}
 	}
 }
+
+// With discover, a Dockerfile's FROM is updated by image name without a
+// marker, and with writeMarkers marked on the line before, in the commit
+// that updates it.
+func TestRunDiscoverUpdatesADockerfile(t *testing.T) {
+	for _, writeMarkers := range []bool{false, true} {
+		srv := testgit.New(t, testgit.Options{})
+		srv.CreateRepo(t, "fleet", map[string]string{"build/Dockerfile": "FROM golang:1.26 AS build\nFROM ghcr.io/acme/app:1.4.2\nCOPY --from=build /app /app\n"})
+		p := plan(srv.RepoURL("fleet"), func(p *writeback.Plan) {
+			p.Path = "build"
+			p.Update.Images = map[string]meta.ImageRef{"apps:app": {Name: "ghcr.io/acme/app", Tag: "1.5.0"}}
+			p.Update.Discover = &writeback.Discover{Exclude: []string{"docker.io/*/*"}, WriteMarkers: writeMarkers}
+		})
+		out, err := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t)).Run(context.Background(), p)
+		if err != nil || out.Commit == "" {
+			t.Fatalf("commit %q, %v", out.Commit, err)
+		}
+		want := "FROM golang:1.26 AS build\nFROM ghcr.io/acme/app:1.5.0\nCOPY --from=build /app /app\n"
+		if writeMarkers {
+			want = strings.Replace(want, "FROM ghcr.io", "# {\"$imagepolicy\": \"apps:app\"}\nFROM ghcr.io", 1)
+		}
+		if got := testgit.Git(t, srv.BarePath("fleet"), "show", "main:build/Dockerfile"); got != want {
+			t.Errorf("writeMarkers %v:\n%s\nwant:\n%s", writeMarkers, got, want)
+		}
+		if d := out.Discovered; d == nil || len(d.Images) != 1 || d.Images[0].Name != "ghcr.io/acme/app" {
+			t.Errorf("discovered %+v", d)
+		}
+	}
+}
