@@ -221,7 +221,7 @@ func (d *discoverer) skip(s Skipped) { d.skipped = append(d.skipped, s) }
 
 // file reads one file's documents.
 func (d *discoverer) file(file string, data []byte) {
-	if f := setters.FormatOf(file); f != nil && f.Kind == setters.DockerfileFormat.Kind {
+	if setters.IsDockerfile(file) {
 		d.dockerfile(file, data)
 		return
 	}

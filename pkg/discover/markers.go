@@ -36,7 +36,7 @@ func (r *Result) Sites(policy func(Image) string) map[string][]setters.Site {
 func WriteMarkers(dir string, sites map[string][]setters.Site) (written []string, skipped []Skipped, err error) {
 	written, _, skipped, err = rewrite(dir, sites, func(file string, data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
 		add := setters.AddMarkers
-		if f := setters.FormatOf(file); f != nil && f.Kind == setters.DockerfileFormat.Kind {
+		if setters.IsDockerfile(file) {
 			add = setters.AddDockerfileMarkers
 		}
 		out, added, notMarked, err := add(data, ss)

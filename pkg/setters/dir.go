@@ -264,7 +264,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 // files and the Dockerfiles UpdateDir reads, and the paths it could not
 // read.
 func DiscoverFiles(root *os.Root) ([]string, []Problem, error) {
-	return candidates(root, func(name string) bool { return isManifest(name) || isDockerfile(name) && FormatOf(name) != nil })
+	return candidates(root, func(name string) bool { return isManifest(name) || IsDockerfile(name) })
 }
 
 // ManifestFiles lists the YAML files UpdateDir reads under root, and the

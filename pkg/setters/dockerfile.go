@@ -22,6 +22,13 @@ import (
 // and must be there, unquoted or in plain double quotes.
 var DockerfileFormat = Format{Kind: "Dockerfile", Matches: isDockerfile, Targets: dockerfileTargets, Sites: dockerfileSites}
 
+// IsDockerfile reports whether UpdateDir and pkg/discover read a file of
+// this name as a Dockerfile (Dockerfile.yaml is YAML).
+func IsDockerfile(name string) bool {
+	f := FormatOf(name)
+	return f != nil && f.Kind == DockerfileFormat.Kind
+}
+
 func isDockerfile(name string) bool {
 	lower := strings.ToLower(name)
 	switch path.Ext(lower) {

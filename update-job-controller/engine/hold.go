@@ -43,7 +43,8 @@ type holdCheck struct {
 	email    string
 	released map[writeback.HoldKey]bool
 	// named are the plan's update.files, by path from the repository's
-	// root: their values have no marker to find in a parent.
+	// root (apply sets them, as it reads them): their values have no
+	// marker to find in a parent.
 	named map[string][]setters.Named
 
 	// mu serializes the setters' goroutines: one libgit2 repository.
@@ -60,12 +61,6 @@ func newHoldCheck(m *mirror.Mirror, commit mirror.Hash, p writeback.Plan) *holdC
 	h := &holdCheck{mirror: m, commit: commit, prefix: p.Path, email: p.Commit.AuthorEmail, released: map[writeback.HoldKey]bool{}}
 	for _, k := range p.Update.Holds.Released {
 		h.released[k] = true
-	}
-	if named, err := setters.NamedFiles(p.Update.Files); err == nil && len(named) > 0 {
-		h.named = map[string][]setters.Named{}
-		for f, n := range named {
-			h.named[path.Join(p.Path, f)] = n
-		}
 	}
 	return h
 }

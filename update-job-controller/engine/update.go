@@ -98,6 +98,10 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 	}
 	opts := setters.Options{Sites: sites, Named: named}
 	if holds != nil {
+		holds.named = map[string][]setters.Named{}
+		for f, n := range named {
+			holds.named[path.Join(p.Path, f)] = n
+		}
 		opts.Keep = holds.keep
 	}
 	res, err := setters.UpdateDir(dir, pols, opts)

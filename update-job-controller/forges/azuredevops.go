@@ -196,7 +196,7 @@ func description(body string) string {
 
 func (a *azureDevOpsForge) Create(ctx context.Context, req forge.NewRequest) (*forge.Request, error) {
 	if len(req.Assignees) > 0 {
-		return nil, unsupported(AzureDevOps, "Azure DevOps pull requests have no assignees: use pullRequest.reviewers")
+		return nil, unsupported(AzureDevOps, "Azure DevOps pull requests have no assignees (pullRequest.assignees, --pr-assignee): ask reviewers instead (pullRequest.reviewers, --pr-reviewer)")
 	}
 	strategy, ok := azureDevOpsStrategies[req.AutoMerge]
 	if req.AutoMerge != "" && !ok {

@@ -161,11 +161,11 @@ func (b *bitbucketForge) FindOpen(ctx context.Context, head, base string) (*forg
 func (b *bitbucketForge) Create(ctx context.Context, req forge.NewRequest) (*forge.Request, error) {
 	switch {
 	case len(req.Labels) > 0:
-		return nil, unsupported(Bitbucket, "Bitbucket Cloud pull requests have no labels: remove pullRequest.labels")
+		return nil, unsupported(Bitbucket, "Bitbucket Cloud pull requests have no labels: ask for no labels (an automation's spec.git.push.pullRequest.labels, tk-image's --pr-label)")
 	case len(req.Assignees) > 0:
-		return nil, unsupported(Bitbucket, "Bitbucket Cloud pull requests have no assignees: use pullRequest.reviewers")
+		return nil, unsupported(Bitbucket, "Bitbucket Cloud pull requests have no assignees (pullRequest.assignees, --pr-assignee): ask reviewers instead (pullRequest.reviewers, --pr-reviewer)")
 	case req.AutoMerge != "":
-		return nil, unsupported(Bitbucket, "Bitbucket Cloud's API cannot set a pull request to merge itself: remove pullRequest.autoMerge")
+		return nil, unsupported(Bitbucket, "Bitbucket Cloud's API cannot set a pull request to merge itself: ask for no auto-merge (pullRequest.autoMerge, --pr-auto-merge)")
 	}
 	type ref struct {
 		Branch struct {

@@ -184,9 +184,9 @@ var bitbucketServerStrategies = map[forge.MergeMethod]string{forge.Merge: "no-ff
 func (b *bitbucketServerForge) Create(ctx context.Context, req forge.NewRequest) (*forge.Request, error) {
 	switch {
 	case len(req.Labels) > 0:
-		return nil, unsupported(BitbucketServer, "Bitbucket Data Center pull requests have no labels: remove pullRequest.labels")
+		return nil, unsupported(BitbucketServer, "Bitbucket Data Center pull requests have no labels: ask for no labels (an automation's spec.git.push.pullRequest.labels, tk-image's --pr-label)")
 	case len(req.Assignees) > 0:
-		return nil, unsupported(BitbucketServer, "Bitbucket Data Center pull requests have no assignees: use pullRequest.reviewers")
+		return nil, unsupported(BitbucketServer, "Bitbucket Data Center pull requests have no assignees (pullRequest.assignees, --pr-assignee): ask reviewers instead (pullRequest.reviewers, --pr-reviewer)")
 	}
 	strategy, ok := bitbucketServerStrategies[req.AutoMerge]
 	if req.AutoMerge != "" && !ok {
