@@ -329,7 +329,11 @@ func jobOutcome(job *updatev1.UpdateJob, out io.Writer) error {
 		fmt.Fprintf(out, "pushed commit %s to %s\n", st.PushedCommit, strings.Join(st.PushedRefs, ", "))
 	}
 	if pr != nil {
-		writePullRequest(out, pr)
+		var provider, apiURL string
+		if p := job.Spec.Push; p != nil && p.PullRequest != nil {
+			provider, apiURL = string(p.PullRequest.Provider), p.PullRequest.APIURL
+		}
+		writePullRequest(out, pr, job.Spec.Repository.URL, provider, apiURL)
 	}
 	if st.Phase == updatev1.UpdateJobSucceeded && st.Result != nil {
 		// The status names files from the update path; print them from

@@ -11,6 +11,7 @@ import (
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/forge"
 )
 
 // The values the API takes for a forge and a merge method. They are checked
@@ -122,13 +123,18 @@ func oneOf(flag, value string, allowed []string) error {
 }
 
 // writePullRequest says what a finished job did to its pull request, in one
-// line: the action, the address, and the head branch and commit.
-func writePullRequest(out io.Writer, pr *meta.PullRequestStatus) {
-	where := "branch " + pr.HeadBranch
+// line: the action, the address, and the head branch and commit, in the
+// words of the forge of repository (Gerrit's change and topic: it has no
+// head branch).
+func writePullRequest(out io.Writer, pr *meta.PullRequestStatus, repository, provider, apiURL string) {
+	what, where := "pull request", "branch "+pr.HeadBranch
+	if ep, err := forge.Resolve(repository, forge.Provider(provider), apiURL); err == nil && ep.Provider == "gerrit" {
+		what, where = "change", "topic "+pr.HeadBranch
+	}
 	if pr.HeadCommit != "" {
 		where += ", commit " + shortCommit(pr.HeadCommit)
 	}
-	fmt.Fprintf(out, "pull request #%d %s: %s (%s)\n", pr.Number, pullRequestAction(pr.Action), pr.URL, where)
+	fmt.Fprintf(out, "%s #%d %s: %s (%s)\n", what, pr.Number, pullRequestAction(pr.Action), pr.URL, where)
 }
 
 // pullRequestAction words what a job did to its request.

@@ -80,7 +80,7 @@ func (o *updateOptions) runRemote(cmd *cobra.Command) error {
 	if err != nil {
 		return remoteError(err, plan)
 	}
-	return o.reportRemote(stdout, stderr, res)
+	return o.reportRemote(stdout, stderr, res, plan)
 }
 
 // credentials are what the flags name, read from files and the
@@ -139,7 +139,7 @@ func remoteError(err error, plan writeback.Plan) error {
 }
 
 // reportRemote prints the changes, then what was pushed or proposed.
-func (o *updateOptions) reportRemote(stdout, stderr io.Writer, res engine.Result) error {
+func (o *updateOptions) reportRemote(stdout, stderr io.Writer, res engine.Result, plan writeback.Plan) error {
 	// Files from the repository's root, as the commit names them.
 	res.Changes = res.Changes.In(path.Clean("/" + o.remote.path)[1:])
 	if o.output == "json" {
@@ -164,7 +164,8 @@ func (o *updateOptions) reportRemote(stdout, stderr io.Writer, res engine.Result
 	}
 	switch {
 	case res.PullRequest != nil:
-		writePullRequest(stdout, res.PullRequest)
+		pr := plan.Target.PullRequest
+		writePullRequest(stdout, res.PullRequest, plan.Repository, pr.Provider, pr.APIURL)
 	case res.Commit != "":
 		fmt.Fprintf(stdout, "pushed commit %s to %s (from %s)\n", shortCommit(res.Commit), joinRefs(res.PushedRefs), res.CheckoutRevision)
 	}

@@ -74,6 +74,26 @@ type Request struct {
 	// HeadCommit is the head branch's commit the forge knows of.
 	HeadCommit string
 	Draft      bool
+	// Pushed is the review's current commit as a forge that reviews
+	// pushed commits (PushReviewer) tells it: HeadCommit's parent, people
+	// and message, from which the engine tells whether its own commit
+	// would be the same one. Nil on the other forges.
+	Pushed *PushedCommit
+}
+
+// PushedCommit is what a forge says of a commit under review.
+type PushedCommit struct {
+	Parent            string
+	Author, Committer Signature
+	Message           string
+	// Trailer ties the review's commits to it ("Change-Id: I…").
+	Trailer string
+}
+
+// Signature is a commit's author or committer.
+type Signature struct {
+	Name, Email string
+	When        time.Time
 }
 
 // NewRequest is a request to open.
@@ -104,6 +124,24 @@ type Client interface {
 	Edit(ctx context.Context, current *Request, title, body string) (*Request, error)
 	// Close comments on an open request with comment, then closes it.
 	Close(ctx context.Context, current *Request, comment string) error
+}
+
+// PushReviewer is a Client of a forge on which a review is opened and
+// updated by pushing a commit to a ref of the forge's own (Gerrit's
+// refs/for/BRANCH), not from a head branch: the engine pushes its commit
+// there, with the trailer in its message that ties it to the stream's
+// review, and calls neither Create nor Edit. A review's text is its
+// commit's message, so a new message is a new patch set.
+type PushReviewer interface {
+	Client
+	// ReviewRef is the ref to push req's commit to; what it cannot carry
+	// (a feature the forge lacks) is refused with ErrUnsupported.
+	ReviewRef(req NewRequest) (string, error)
+	// Trailer is the trailer, as "Key: value", that ties a commit to the
+	// review of head into base: the open review's (open, from FindOpen),
+	// so that the commit updates it, else a new review's, made from seed
+	// (which differs for each new review of a stream).
+	Trailer(open *Request, head, base, seed string) string
 }
 
 // Options say which forge and repository a Client talks to.
@@ -146,13 +184,13 @@ func New(opts Options) (Client, error) {
 	if opts.Token == "" {
 		return nil, errors.New("no API token: the Secret needs token, password or bearerToken")
 	}
-	owner, name, ok := strings.Cut(opts.Repository, "/")
-	if !ok || owner == "" || name == "" {
-		return nil, fmt.Errorf("repository %q is not owner/name", opts.Repository)
-	}
 	f, ok := lookup(opts.Provider)
 	if !ok {
 		return nil, fmt.Errorf("unknown forge provider %q: want %s", opts.Provider, providerList())
+	}
+	owner, name, ok := strings.Cut(opts.Repository, "/")
+	if (!ok && !f.Flat) || owner == "" || (ok && name == "") {
+		return nil, fmt.Errorf("repository %q is not owner/name", opts.Repository)
 	}
 	return f.New(opts, Wrap(opts.HTTPClient, opts))
 }
@@ -225,7 +263,7 @@ func Resolve(gitURL string, provider Provider, apiURL string) (*Endpoint, error)
 		}
 	}
 	parts := strings.Split(repo, "/")
-	if len(parts) < 2 || slices.Contains(parts, "") || (!f.Subgroups && len(parts) != 2) {
+	if (len(parts) < 2 && !f.Flat) || slices.Contains(parts, "") || (!f.Subgroups && len(parts) > 2) {
 		return nil, fmt.Errorf("cannot read the repository's owner and name from %s (path %q)", git.Redact(gitURL), repo)
 	}
 	return &Endpoint{Provider: f.Provider, APIURL: apiURL, Repository: repo}, nil

@@ -33,9 +33,18 @@ type Forge struct {
 	// Gitea, "/-/commit/" on GitLab); empty when the forge has none to
 	// link to.
 	CommitPage string
+	// Web is the host and path (no slashes at its ends) of the
+	// repository's web page, from its git URL's (an https page's host,
+	// or an SSH URL's), where the forge serves git under another path
+	// (Bitbucket Data Center's scm/KEY/slug is projects/KEY/repos/slug on
+	// the web); nil keeps them.
+	Web func(host, path string) (string, string)
 	// Subgroups is set when repositories may be nested deeper than
 	// owner/name (GitLab's groups).
 	Subgroups bool
+	// Flat is set when a repository may be one name alone, not under an
+	// owner (Gerrit's projects).
+	Flat bool
 	// Repository reads the repository's path, as Options.Repository, from
 	// the git URL's host and path (no slashes or .git at its ends) where
 	// the forge serves git under another path than its API names
@@ -144,6 +153,15 @@ func CommitURL(address string, provider Provider, commit string) string {
 	}
 	if !ok || f.CommitPage == "" {
 		return ""
+	}
+	if f.Web != nil {
+		u, err := url.Parse(base)
+		if err != nil {
+			return ""
+		}
+		host, path := f.Web(u.Host, strings.Trim(u.Path, "/"))
+		u.Host, u.Path = host, "/"+path
+		base = u.String()
 	}
 	return base + f.CommitPage + url.PathEscape(commit)
 }

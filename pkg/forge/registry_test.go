@@ -85,7 +85,9 @@ func TestDetectByHostThenWord(t *testing.T) {
 func TestCommitURLIsTheForgesPage(t *testing.T) {
 	withForges(t,
 		Forge{Provider: "pages", Hosts: []string{"code.example"}, CommitPage: "/c/"},
-		Forge{Provider: "bare", Hosts: []string{"bare.example"}})
+		Forge{Provider: "bare", Hosts: []string{"bare.example"}},
+		Forge{Provider: "moved", Hosts: []string{"git.moved.example"}, CommitPage: "/commits/",
+			Web: func(host, path string) (string, string) { return "web.moved.example", "repos/" + path }})
 	for _, tt := range []struct {
 		address  string
 		provider Provider
@@ -97,6 +99,7 @@ func TestCommitURLIsTheForgesPage(t *testing.T) {
 		{"https://bare.example/team/app.git", "", ""},
 		{"https://elsewhere.example/team/app.git", "", ""},
 		{"/srv/git/app.git", "pages", ""},
+		{"ssh://git@git.moved.example:7999/team/app.git", "", "https://web.moved.example/repos/team/app/commits/a%2Fb"},
 	} {
 		if got := CommitURL(tt.address, tt.provider, "a/b"); got != tt.want {
 			t.Errorf("CommitURL(%q, %q) = %q, want %q", tt.address, tt.provider, got, tt.want)

@@ -98,3 +98,29 @@ func TestDockerfileDiscovery(t *testing.T) {
 		t.Errorf("sites set: %q %v %v %v", set, objs, skipped, err)
 	}
 }
+
+// HCL nested 5,000 blocks deep, with marked values at the bottom, is
+// parsed and set in place: the values change and nothing else; a file cut off inside that nesting is reported with the
+// parser's words, not rewritten.
+func TestDeeplyNestedHCL(t *testing.T) {
+	const depth = 5_000
+	var b strings.Builder
+	for i := range depth {
+		fmt.Fprintf(&b, "%sblock_%d {\n", strings.Repeat(" ", i%8), i)
+	}
+	b.WriteString("image = \"example.com/app:1.0\" # {\"$imagepolicy\": \"apps:numbers\"}\n")
+	b.WriteString("  also = \"example.com/app:1.0\" # {\"$imagepolicy\": \"apps:numbers\"}\n")
+	b.WriteString(strings.Repeat("}\n", depth))
+	data := []byte(b.String())
+	out, objs, skipped, markers, err := updateFormat(&HCLFormat, data, testPolicies, nil)
+	if err != nil || len(skipped) != 0 || len(markers) != 2 || len(objs) != 1 {
+		t.Fatalf("%d markers, %v, skipped %v, %v", len(markers), objs, skipped, err)
+	}
+	if want := strings.ReplaceAll(string(data), "example.com/app:1.0\"", "example.com/app:1.10\""); string(out) != want {
+		t.Error("more than the two values changed")
+	}
+	cut := data[:len(data)-depth]
+	if out, _, _, _, err := updateFormat(&HCLFormat, cut, testPolicies, nil); err == nil || !strings.Contains(err.Error(), "closing brace") || out != nil {
+		t.Errorf("a file cut off inside its blocks: %q, %v", out, err)
+	}
+}

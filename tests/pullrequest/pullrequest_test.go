@@ -47,24 +47,7 @@ type Env struct {
 // Start starts the chain on Gitea and applies the samples.
 func Start(ctx context.Context, t testing.TB) *Env {
 	t.Helper()
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := localenv.BinDir(root)
-	if _, err := testgitea.Binary(bin); err != nil {
-		t.Fatalf("%v: run `make testenv` (or hack/tools.sh gitea) first", err)
-	}
-	c, err := chain.StartWith(ctx, t.TempDir(), bin, []string{"6.3.0"}, func(s string) { t.Log(s) }, chain.Options{Gitea: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &Env{Env: c, t: t, ctx: ctx}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	root, c := startChain(ctx, t, chain.Options{Gitea: true})
 	if _, err := c.Gitea.CreateLabel(ctx, "fleet", "image-update", "#00aabb"); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +55,40 @@ func Start(ctx context.Context, t testing.TB) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return settle(ctx, t, c, samples)
+}
+
+// startChain starts the chain with opts at 6.3.0, stopped at the end of
+// the test, and returns the repository's root.
+func startChain(ctx context.Context, t testing.TB, opts chain.Options) (string, *chain.Env) {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := localenv.BinDir(root)
+	if opts.Gitea {
+		if _, err := testgitea.Binary(bin); err != nil {
+			t.Fatalf("%v: run `make testenv` (or hack/tools.sh gitea) first", err)
+		}
+	}
+	c, err := chain.StartWith(ctx, t.TempDir(), bin, []string{"6.3.0"}, func(s string) { t.Log(s) }, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return root, c
+}
+
+// settle applies the samples and waits until the first job found nothing
+// to change (6.3.0 everywhere).
+func settle(ctx context.Context, t testing.TB, c *chain.Env, samples string) *Env {
+	t.Helper()
+	e := &Env{Env: c, t: t, ctx: ctx}
 	if err := c.Apply(ctx, samples); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +96,6 @@ func Start(ctx context.Context, t testing.TB) *Env {
 	e.repo.Name, e.repo.Namespace = "podinfo", "default"
 	e.auto = &imagev1.ImageUpdateAutomation{}
 	e.auto.Name, e.auto.Namespace = automation, "default"
-	// Settled: the first job found nothing to change.
 	e.waitAutomation("the first run", func(a *imagev1.ImageUpdateAutomation) bool {
 		return a.Status.LastJob != nil && a.Status.LastJob.Phase == updatev1.UpdateJobNoChange
 	})

@@ -213,7 +213,10 @@ type run struct {
 	// commit carries (RunGroup).
 	pushPlans []int
 	forge     forge.Client
-	res       Result
+	// review is the open review found before the commit, on a forge that
+	// reviews pushed commits (findReview).
+	review *review
+	res    Result
 	// workDirs are the run's checkouts, removed when it ends.
 	workDirs []string
 }
@@ -272,6 +275,9 @@ func (r *run) rounds(ctx context.Context) (Result, error) {
 		}
 		if round == 0 && r.landed() {
 			return r.res, nil
+		}
+		if err := r.findReview(ctx, oid); err != nil {
+			return Result{}, err
 		}
 		var commit mirror.Hash
 		if r.plan.Update.Container != nil {

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -81,11 +84,10 @@ func (r *run) propose(ctx context.Context, base, commit mirror.Hash) (Result, er
 	if err != nil {
 		return Result{}, terminal(KindInvalid, err)
 	}
-	open, err := r.forge.FindOpen(ctx, head, pr.Base)
+	open, err := r.findOpen(ctx, head)
 	if err != nil {
-		return Result{}, forgeFailure("finding the open request", err)
+		return Result{}, err
 	}
-
 	if commit.IsZero() {
 		if open == nil {
 			return *out, nil
@@ -98,6 +100,9 @@ func (r *run) propose(ctx context.Context, base, commit mirror.Hash) (Result, er
 		}
 		out.PullRequest = requestStatus(open, head, meta.PullRequestClosed, meta.PullRequestClosedNow)
 		return *out, nil
+	}
+	if rp, ok := r.forge.(forge.PushReviewer); ok {
+		return r.proposeByPush(ctx, rp, open, head, base, commit)
 	}
 
 	if out.Changes != nil {
@@ -122,6 +127,118 @@ func (r *run) propose(ctx context.Context, base, commit mirror.Hash) (Result, er
 	out.PullRequest.HeadCommit = headCommit
 	out.Message = title
 	return *out, nil
+}
+
+// review is the open review (nil: none) and the trailer of the commit
+// for a forge that reviews pushed commits: the commit's message names its
+// review, so the review is found before the commit is made.
+type review struct {
+	open    *forge.Request
+	trailer string
+}
+
+// findReview finds the review a forge.PushReviewer's commit on base goes
+// to. A new review's trailer is seeded with base and the plan's update,
+// which differ for every new review of the stream.
+func (r *run) findReview(ctx context.Context, base mirror.Hash) error {
+	rp, ok := r.forge.(forge.PushReviewer)
+	if !ok {
+		return nil
+	}
+	pr := r.plan.Target.PullRequest
+	head, err := headBranch(pr, data(r.plan))
+	if err != nil {
+		return terminal(KindInvalid, err)
+	}
+	open, err := r.forge.FindOpen(ctx, head, pr.Base)
+	if err != nil {
+		return forgeFailure("finding the open request", err)
+	}
+	update, err := json.Marshal(r.plan.Update)
+	if err != nil {
+		return terminal(KindInvalid, err)
+	}
+	sum := sha256.Sum256(update)
+	r.review = &review{open: open, trailer: rp.Trailer(open, head, pr.Base, base.String()+":"+hex.EncodeToString(sum[:]))}
+	return nil
+}
+
+// findOpen is the open request of head, as findReview found it when it
+// did.
+func (r *run) findOpen(ctx context.Context, head string) (*forge.Request, error) {
+	if r.review != nil {
+		return r.review.open, nil
+	}
+	open, err := r.forge.FindOpen(ctx, head, r.plan.Target.PullRequest.Base)
+	if err != nil {
+		return nil, forgeFailure("finding the open request", err)
+	}
+	return open, nil
+}
+
+// proposeByPush keeps the stream's review on a forge that reviews pushed
+// commits (Gerrit): the commit, whose message carries the stream's
+// trailer, goes to the forge's review ref, which opens the review or adds
+// a patch set to it; unless the open review's current commit is this
+// commit made again (the same parent, tree and message: samePatchSet),
+// which would only add an empty patch set.
+func (r *run) proposeByPush(ctx context.Context, rp forge.PushReviewer, open *forge.Request, head string, base, commit mirror.Hash) (Result, error) {
+	pr := r.plan.Target.PullRequest
+	out := &r.res
+	if open != nil && r.samePatchSet(open, base, commit) {
+		out.PullRequest = requestStatus(open, head, meta.PullRequestOpen, meta.PullRequestUnchanged)
+		return *out, nil
+	}
+	ref, err := rp.ReviewRef(forge.NewRequest{Head: head, Base: pr.Base, Draft: pr.Draft,
+		Labels: pr.Labels, Reviewers: pr.Reviewers, Assignees: pr.Assignees, AutoMerge: forge.MergeMethod(pr.AutoMerge)})
+	if err != nil {
+		return Result{}, forgeFailure("pushing for review", err)
+	}
+	p := Push{Commit: commit.String(), Refs: []string{ref}, PullRequest: true}
+	if err := r.credentials(ctx); err != nil {
+		return Result{}, err
+	}
+	if err := r.beforePush(ctx, p); err != nil {
+		return Result{}, err
+	}
+	// The review ref is the forge's, never a branch: there is nothing of
+	// ours to fast-forward from.
+	if err := r.pushRefs(ctx, commit, []writeback.RefUpdate{{Dst: ref, Force: true}}); err != nil {
+		return Result{}, gitError(err)
+	}
+	r.afterPush(ctx, p)
+	r.res.Commit, r.res.PushedRefs = p.Commit, p.Refs
+	action := meta.PullRequestOpened
+	if open != nil {
+		action = meta.PullRequestUpdated
+	}
+	// The push made the review: finding it only gives its number and page.
+	found, err := r.forge.FindOpen(ctx, head, pr.Base)
+	if err == nil && found == nil {
+		err = fmt.Errorf("the forge took the push but lists no open review of it yet")
+	}
+	if err != nil {
+		r.res.Warnings = append(r.res.Warnings, r.creds.Git.Scrub(err.Error()))
+		if found = open; found == nil {
+			found = &forge.Request{}
+		}
+	}
+	out.PullRequest = requestStatus(found, head, meta.PullRequestOpen, action)
+	out.PullRequest.HeadCommit = commit.String()
+	return *out, nil
+}
+
+// samePatchSet reports whether the open review's current commit is commit
+// made again: on base, by the same people at the same times, with the
+// same tree and message. A signed commit is never found the same (the
+// forge does not give the signature), so it gets a new patch set.
+func (r *run) samePatchSet(open *forge.Request, base, commit mirror.Hash) bool {
+	pc := open.Pushed
+	if pc == nil || pc.Parent != base.String() || open.HeadCommit == "" {
+		return false
+	}
+	again, err := r.mirror.Remade(commit, pc.Author, pc.Committer)
+	return err == nil && again.String() == open.HeadCommit
 }
 
 // keepRequest opens the request, or edits the open one when its text

@@ -31,6 +31,9 @@ func data(p writeback.Plan) commitmsg.Data {
 }
 
 func (r *run) commitInfo(msg string) mirror.CommitInfo {
+	if r.review != nil {
+		msg = commitmsg.AddTrailer(msg, r.review.trailer)
+	}
 	return mirror.CommitInfo{
 		Author:  mirror.Author{Name: r.plan.Commit.AuthorName, Email: r.plan.Commit.AuthorEmail},
 		Message: msg,

@@ -35,7 +35,18 @@ var AzureDevOpsForge = forge.Forge{
 	},
 	Subgroups:  true,
 	Repository: azureDevOpsRepository,
+	CommitPage: "/commit/",
+	Web:        azureDevOpsWeb,
 	New:        newAzureDevOps,
+}
+
+// azureDevOpsWeb is the repository's page: an https git URL's own, and
+// for an SSH URL of dev.azure.com (v3/ORG/PROJECT/REPO), the https one.
+func azureDevOpsWeb(host, path string) (string, string) {
+	if parts := strings.Split(path, "/"); host == "ssh.dev.azure.com" && len(parts) == 4 && parts[0] == "v3" {
+		return "dev.azure.com", parts[1] + "/" + parts[2] + "/_git/" + parts[3]
+	}
+	return host, path
 }
 
 // azureDevOpsRepository is ORG/PROJECT/REPO of a git URL's path. A

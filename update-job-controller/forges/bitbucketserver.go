@@ -28,7 +28,28 @@ var BitbucketServerForge = forge.Forge{
 		return scheme + "://" + hostport + "/rest/api/1.0/"
 	},
 	Repository: bitbucketServerRepository,
+	CommitPage: "/commits/",
+	Web:        bitbucketServerWeb,
 	New:        newBitbucketServer,
+}
+
+// bitbucketServerWeb is the repository's page: [CONTEXT/]scm/KEY/slug
+// (https) and KEY/slug (ssh) are [CONTEXT/]projects/KEY/repos/slug, a
+// personal ~USER/slug is users/USER/repos/slug.
+func bitbucketServerWeb(host, path string) (string, string) {
+	parts := strings.Split(path, "/")
+	var context []string
+	if i := slices.Index(parts, "scm"); i >= 0 {
+		context, parts = parts[:i], parts[i+1:]
+	}
+	if len(parts) != 2 {
+		return host, path
+	}
+	kind, key := "projects", parts[0]
+	if user, ok := strings.CutPrefix(key, "~"); ok {
+		kind, key = "users", user
+	}
+	return host, strings.Join(append(context, kind, key, "repos", parts[1]), "/")
 }
 
 // bitbucketServerRepository is KEY/slug of an https path (under any

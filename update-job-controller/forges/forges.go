@@ -24,7 +24,7 @@ import (
 
 // Builtin are the built-in forges' entries.
 func Builtin() []forge.Forge {
-	return []forge.Forge{GitHubForge, GitLabForge, GiteaForge, BitbucketForge, BitbucketServerForge, AzureDevOpsForge}
+	return []forge.Forge{GitHubForge, GitLabForge, GiteaForge, BitbucketForge, BitbucketServerForge, AzureDevOpsForge, GerritForge}
 }
 
 var registerOnce sync.Once

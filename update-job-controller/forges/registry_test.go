@@ -14,7 +14,7 @@ import (
 // what the controllers can open requests on.
 func TestTheBuiltInForgesAreTheAPIsEnum(t *testing.T) {
 	Register()
-	if got, want := forge.Providers(), []forge.Provider{AzureDevOps, Bitbucket, BitbucketServer, Gitea, GitHub, GitLab}; !slices.Equal(got, want) {
+	if got, want := forge.Providers(), []forge.Provider{AzureDevOps, Bitbucket, BitbucketServer, Gerrit, Gitea, GitHub, GitLab}; !slices.Equal(got, want) {
 		t.Errorf("Providers() = %v, want %v", got, want)
 	}
 	var api []forge.Provider
@@ -42,10 +42,12 @@ func TestTheBuiltInForgesTellTheirHosts(t *testing.T) {
 		{"codeberg.org", Gitea, ""},
 		{"gitea.example.com", Gitea, ""},
 		{"forgejo.example.org", Gitea, ""},
-		{"git.example.com", "", "cannot tell which forge git.example.com is: name its provider, azuredevops, bitbucket, bitbucketserver, gitea, github or gitlab (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)"},
+		{"git.example.com", "", "cannot tell which forge git.example.com is: name its provider, azuredevops, bitbucket, bitbucketserver, gerrit, gitea, github or gitlab (an automation's spec.git.push.pullRequest.provider, tk-image's --pr-provider)"},
 		{"gitea-mirror-of-github.example.com", "", "fits both gitea and github"},
 		{"bitbucket.org", Bitbucket, ""},
 		{"bitbucket.example.com", BitbucketServer, ""},
+		{"gerrit.example.com", Gerrit, ""},
+		{"android-review.googlesource.com", Gerrit, ""},
 	}
 	for _, tt := range tests {
 		ep, err := forge.Resolve("https://"+tt.host+"/org/app.git", "", "")
@@ -124,6 +126,14 @@ func TestTheBuiltInForgesLinkCommits(t *testing.T) {
 		{"a self-managed GitLab by its provider", "https://code.example.com/group/repo.git", "gitlab", "https://code.example.com/group/repo/-/commit/c1"},
 		{"a local path has no page", "/srv/git/repo.git", "", ""},
 		{"file URLs have no page", "file:///srv/git/repo.git", "", ""},
+		{"Bitbucket Cloud", "git@bitbucket.org:team/fleet.git", "", "https://bitbucket.org/team/fleet/commits/c1"},
+		{"Bitbucket Data Center serves git under scm/", "https://bitbucket.example.com/scm/OPS/fleet.git", "", "https://bitbucket.example.com/projects/OPS/repos/fleet/commits/c1"},
+		{"Bitbucket Data Center under a context path", "https://git.example.com/bb/scm/OPS/fleet.git", "bitbucketserver", "https://git.example.com/bb/projects/OPS/repos/fleet/commits/c1"},
+		{"Bitbucket Data Center over ssh, a personal repository", "ssh://git@bitbucket.example.com:7999/~jdoe/fleet.git", "", "https://bitbucket.example.com/users/jdoe/repos/fleet/commits/c1"},
+		{"Azure DevOps", "https://acme@dev.azure.com/acme/ops/_git/fleet", "", "https://dev.azure.com/acme/ops/_git/fleet/commit/c1"},
+		{"Azure DevOps over ssh", "git@ssh.dev.azure.com:v3/acme/ops/fleet", "", "https://dev.azure.com/acme/ops/_git/fleet/commit/c1"},
+		{"Azure DevOps at visualstudio.com", "https://acme.visualstudio.com/ops/_git/fleet", "", "https://acme.visualstudio.com/ops/_git/fleet/commit/c1"},
+		{"Gerrit has no commit pages of its own", "https://gerrit.example.com/a/fleet", "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,9 @@ type rest struct {
 	basic           bool
 	username, token string
 	message         func(body []byte) (string, error)
+	// guard is what the API puts before its JSON to keep browsers from
+	// running it as a script (Gerrit's ")]}'"), removed before decoding.
+	guard string
 }
 
 // maxAnswer bounds what is read of an answer: a page of requests is a
@@ -105,6 +108,7 @@ func (c *rest) call(ctx context.Context, op, method, path string, query url.Valu
 		}
 		return forge.NewError(c.provider, op, resp, errors.New(msg), c.token)
 	}
+	data = bytes.TrimPrefix(bytes.TrimSpace(data), []byte(c.guard))
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}

@@ -196,6 +196,10 @@ func StartWith(ctx context.Context, dir, bin string, tags []string, say func(str
 	return e, nil
 }
 
+// GitCredentials are the user and password of the fleet repository's
+// Secret.
+func (e *Env) GitCredentials() (user, password string) { return e.gitUser, e.gitPassword }
+
 // Stop stops the controllers, the control plane and the servers.
 func (e *Env) Stop() error {
 	var errs []error

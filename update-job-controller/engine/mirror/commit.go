@@ -11,6 +11,7 @@ import (
 
 	git2go "github.com/libgit2/git2go/v34"
 
+	"toolkit.dev/image-toolkit/pkg/forge"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 )
 
@@ -264,4 +265,49 @@ func (m *Mirror) proposes(branch string, base, commit *git2go.Oid) (string, bool
 		return "", false
 	}
 	return head.String(), true
+}
+
+// Remade is the name commit would have made by author and committer at
+// their times, unsigned: the same tree, parents and message. A forge that
+// knows a commit by its metadata alone (a Gerrit patch set: its parent,
+// people, times and message, not its tree) holds commit's change exactly
+// when its commit's name is Remade's, so pushing commit again would only
+// add an empty patch set. Nothing is written.
+func (m *Mirror) Remade(commit Hash, author, committer forge.Signature) (Hash, error) {
+	c, err := m.repo.LookupCommit(commit.oid())
+	if err != nil {
+		return Hash{}, err
+	}
+	defer c.Free()
+	tree, err := c.Tree()
+	if err != nil {
+		return Hash{}, err
+	}
+	defer tree.Free()
+	parents := make([]*git2go.Commit, 0, c.ParentCount())
+	for i := range c.ParentCount() {
+		p := c.Parent(i)
+		if p == nil {
+			return Hash{}, fmt.Errorf("reading the parents of %s", commit)
+		}
+		defer p.Free()
+		parents = append(parents, p)
+	}
+	sig := func(s forge.Signature) *git2go.Signature {
+		return &git2go.Signature{Name: s.Name, Email: s.Email, When: s.When}
+	}
+	content, err := m.repo.CreateCommitBuffer(sig(author), sig(committer), git2go.MessageEncodingUTF8, c.Message(), tree, parents...)
+	if err != nil {
+		return Hash{}, err
+	}
+	odb, err := m.repo.Odb()
+	if err != nil {
+		return Hash{}, err
+	}
+	defer odb.Free()
+	id, err := odb.Hash(content, git2go.ObjectCommit)
+	if err != nil {
+		return Hash{}, err
+	}
+	return hashOf(id), nil
 }

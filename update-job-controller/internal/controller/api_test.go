@@ -124,7 +124,7 @@ func TestValidationRejects(t *testing.T) {
 			j.Spec.Push = &updatev1.PushSpec{Branch: "auto", PullRequest: &updatev1.PullRequestSpec{}}
 		}, "push.branch and push.refspec cannot be set with it"},
 		{"unknown forge", func(j *updatev1.UpdateJob) {
-			j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{Provider: "gerrit"}}
+			j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{Provider: "phabricator"}}
 		}, "spec.push.pullRequest.provider"},
 		{"unknown merge method", func(j *updatev1.UpdateJob) {
 			j.Spec.Push = &updatev1.PushSpec{PullRequest: &updatev1.PullRequestSpec{AutoMerge: "fast-forward"}}

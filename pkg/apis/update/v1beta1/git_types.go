@@ -179,14 +179,14 @@ type PushSpec struct {
 }
 
 // ForgeProvider names a forge's API.
-// +kubebuilder:validation:Enum=github;gitlab;gitea;bitbucket;bitbucketserver;azuredevops
+// +kubebuilder:validation:Enum=github;gitlab;gitea;bitbucket;bitbucketserver;azuredevops;gerrit
 type ForgeProvider string
 
 // ForgeProviders are the enum's values, in its order, for the front ends'
 // flags and completion. update-job-controller's forge registry holds one
 // entry for each (its test checks both ways), and a test here holds the
 // list equal to the enum marker above.
-var ForgeProviders = []ForgeProvider{"github", "gitlab", "gitea", "bitbucket", "bitbucketserver", "azuredevops"}
+var ForgeProviders = []ForgeProvider{"github", "gitlab", "gitea", "bitbucket", "bitbucketserver", "azuredevops", "gerrit"}
 
 // MergeMethod is how an auto-merged request is merged.
 // +kubebuilder:validation:Enum=merge;squash;rebase
@@ -196,11 +196,14 @@ type MergeMethod string
 type PullRequestSpec struct {
 	// Provider of the forge: github, gitlab, gitea (which covers
 	// Forgejo), bitbucket (Bitbucket Cloud), bitbucketserver (Bitbucket
-	// Data Center) or azuredevops. When empty it is told from the
+	// Data Center), azuredevops or gerrit. When empty it is told from the
 	// repository's host: github.com or a host with "github" in its name,
 	// gitlab.com or "gitlab", codeberg.org or "gitea" or "forgejo",
 	// bitbucket.org (Cloud) or another host with "bitbucket" (Data
-	// Center), dev.azure.com, ssh.dev.azure.com or "visualstudio.com".
+	// Center), dev.azure.com, ssh.dev.azure.com or "visualstudio.com",
+	// "gerrit" or "-review.googlesource.com". On Gerrit the update is
+	// pushed to refs/for/BASE with the head branch's name as its topic,
+	// and every update of the stream is a patch set of one change.
 	// +optional
 	Provider ForgeProvider `json:"provider,omitempty"`
 
@@ -209,9 +212,9 @@ type PullRequestSpec struct {
 	// for github.com, https://HOST/api/v3/ for other GitHub hosts,
 	// https://HOST/ for GitLab, Gitea and Azure DevOps Server,
 	// https://api.bitbucket.org/2.0/ for Bitbucket Cloud,
-	// https://HOST/rest/api/1.0/ for Bitbucket Data Center and
-	// https://dev.azure.com/ for Azure DevOps (http:// when the repository
-	// URL is http://).
+	// https://HOST/rest/api/1.0/ for Bitbucket Data Center,
+	// https://dev.azure.com/ for Azure DevOps and https://HOST/a/ for
+	// Gerrit (http:// when the repository URL is http://).
 	// +kubebuilder:validation:Pattern="^https?://.*$"
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
