@@ -47,7 +47,7 @@ const azRepositoryID = "3411ebc1-d5aa-464f-9615-0b527bc66719"
 func azError(typeKey, message string) any {
 	return map[string]any{"$id": "1", "innerException": nil, "message": message,
 		"typeName": "Microsoft.TeamFoundation.SourceControl.WebServer." + typeKey + ", Microsoft.TeamFoundation.SourceControl.WebServer",
-		"typeKey": typeKey, "errorCode": 0, "eventId": 3000}
+		"typeKey":  typeKey, "errorCode": 0, "eventId": 3000}
 }
 
 func (a *azureDevOps) route(s *Server, w http.ResponseWriter, r *http.Request) {

@@ -20,7 +20,8 @@ import (
 // /repositories/{workspace}/{repo_slug}/pullrequests (the list filtered by
 // state, repeatable, OPEN by default, and by the q query language's
 // "field = \"value\"" terms joined with AND; paged by page and pagelen, at
-// most 50, with a next link while more remain); GET and PUT …/{id}; POST
+// most 50, with a next link while more remain); GET and PUT …/{id}, PUT
+// with the title and replacing the reviewers, none when it names none; POST
 // …/{id}/comments (content.raw); POST …/{id}/decline; errors as
 // {"type": "error", "error": {"message": …, "detail": …}}. Pull requests
 // here have no labels, assignees or auto-merge, as on Bitbucket Cloud.
@@ -381,16 +382,21 @@ func (bb *bitbucket) edit(s *Server, w http.ResponseWriter, r *http.Request, p *
 		s.refuse(w, r, http.StatusBadRequest, bbError("Bad request", "only an open pull request can be updated"), "edit of a "+p.State+" request")
 		return
 	}
-	if in.Title != nil {
-		if *in.Title == "" {
-			s.refuse(w, r, http.StatusBadRequest, bbError("Bad request", "title: This field may not be blank."), "blank title")
-			return
-		}
-		p.Title = *in.Title
+	// An update names the title, which it must, as Atlassian's answers on
+	// the endpoint say.
+	if in.Title == nil || *in.Title == "" {
+		s.refuse(w, r, http.StatusBadRequest, bbError("Bad request", "title: This field is required."), "no title")
+		return
 	}
+	p.Title = *in.Title
 	if in.Description != nil {
 		p.Body = *in.Description
 	}
+	// PUT replaces the reviewers: an update that leaves them out leaves
+	// the request with none, as the endpoint's documentation has it
+	// ("omitting a parameter causes the server to drop the existing
+	// value") and Bitbucket does.
+	p.Reviewers = nil
 	if in.Reviewers != nil {
 		reviewers, err := bb.reviewers(s, *in.Reviewers)
 		if err != nil {

@@ -22,7 +22,8 @@ import (
 // default, those into it; paged by start and limit with isLastPage and
 // nextPageStart); GET and PUT …/{id}, PUT with the version it changes
 // (optimistic locking: a stale version is refused with 409,
-// PullRequestOutOfDateException); POST …/{id}/comments (text); POST
+// PullRequestOutOfDateException) and replacing the reviewers, none when
+// it names none; POST …/{id}/comments (text); POST
 // …/{id}/decline and …/{id}/merge with the version, as query parameter or
 // in the body, merge with autoMerge and a strategyId to ask the request to
 // merge itself; errors as {"errors": [{"context", "message",
@@ -351,6 +352,10 @@ func (b *bitbucketServer) edit(s *Server, w http.ResponseWriter, r *http.Request
 	if in.Description != nil {
 		p.Body = *in.Description
 	}
+	// PUT replaces the reviewers ("the reviewers list may be updated using
+	// this resource"): an update without them leaves the request with
+	// none, as Data Center does.
+	p.Reviewers = nil
 	if in.Reviewers != nil {
 		reviewers, err := b.reviewers(s, *in.Reviewers)
 		if err != nil {
@@ -421,7 +426,7 @@ func (b *bitbucketServer) merge(s *Server, w http.ResponseWriter, r *http.Reques
 	var in struct {
 		Version     *int   `json:"version"`
 		AutoMerge   bool   `json:"autoMerge"`
-		AutoSubject *bool  `json:"autoSubject"`
+		AutoSubject any    `json:"autoSubject"`
 		Message     string `json:"message"`
 		StrategyID  string `json:"strategyId"`
 	}
