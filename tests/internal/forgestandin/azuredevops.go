@@ -36,7 +36,7 @@ import (
 func NewAzureDevOps(t testing.TB, org, project, repo, self string, cfg Config) *Server {
 	t.Helper()
 	a := &azureDevOps{org: org, project: project, repo: repo, self: self}
-	return start(t, "azuredevops", "/", cfg, a.route)
+	return start(t, "/", cfg, a.route)
 }
 
 type azureDevOps struct{ org, project, repo, self string }

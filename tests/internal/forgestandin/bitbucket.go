@@ -28,7 +28,7 @@ import (
 func NewBitbucket(t testing.TB, workspace, repo string, cfg Config) *Server {
 	t.Helper()
 	bb := &bitbucket{workspace: workspace, repo: repo}
-	return start(t, "bitbucket", "/2.0/", cfg, bb.route)
+	return start(t, "/2.0/", cfg, bb.route)
 }
 
 type bitbucket struct{ workspace, repo string }
@@ -184,8 +184,7 @@ func (bb *bitbucket) list(s *Server, w http.ResponseWriter, r *http.Request) {
 			match = append(match, p)
 		}
 	}
-	// Newest first, as the API lists them unless sorted otherwise.
-	slices.Reverse(match)
+	slices.Reverse(match) // newest first
 	from := min((page-1)*pagelen, len(match))
 	to := min(from+pagelen, len(match))
 	values := []any{}

@@ -35,7 +35,7 @@ import (
 func NewBitbucketServer(t testing.TB, project, slug string, cfg Config) *Server {
 	t.Helper()
 	b := &bitbucketServer{project: project, slug: slug}
-	return start(t, "bitbucketserver", "/rest/api/1.0/", cfg, b.route)
+	return start(t, "/rest/api/1.0/", cfg, b.route)
 }
 
 type bitbucketServer struct{ project, slug string }
@@ -163,7 +163,7 @@ func (b *bitbucketServer) list(s *Server, w http.ResponseWriter, r *http.Request
 			return
 		}
 	}
-	// The server caps a page at its page.max.pullrequests, 100 by default.
+	// A server gives at most its own page size, whatever the limit.
 	limit = min(limit, 100)
 	var match []*Pull
 	for _, p := range s.pulls {
@@ -175,7 +175,7 @@ func (b *bitbucketServer) list(s *Server, w http.ResponseWriter, r *http.Request
 			match = append(match, p)
 		}
 	}
-	slices.Reverse(match) // newest first
+	slices.Reverse(match) // newest first, the documented default order
 	from := min(start, len(match))
 	to := min(from+limit, len(match))
 	values := []any{}

@@ -97,7 +97,6 @@ type Server struct {
 	Web string
 
 	cfg   Config
-	forge string
 	route func(s *Server, w http.ResponseWriter, r *http.Request)
 
 	mu       sync.Mutex
@@ -106,9 +105,9 @@ type Server struct {
 	calls    []string
 }
 
-func start(t testing.TB, forge, apiPath string, cfg Config, route func(*Server, http.ResponseWriter, *http.Request)) *Server {
+func start(t testing.TB, apiPath string, cfg Config, route func(*Server, http.ResponseWriter, *http.Request)) *Server {
 	t.Helper()
-	s := &Server{cfg: cfg, forge: forge, route: route}
+	s := &Server{cfg: cfg, route: route}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
 	s.Web = srv.URL

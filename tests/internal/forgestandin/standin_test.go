@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -147,6 +149,162 @@ func TestStandInsRefuseWhatTheForgeWould(t *testing.T) {
 			status, data = post(tc.create, testToken, tc.body)
 			if status < 400 || tc.message(data) == "" || len(s.Pulls()) != 1 {
 				t.Errorf("a second open request of the pair: %d %s, %d requests", status, data, len(s.Pulls()))
+			}
+		})
+	}
+}
+
+// The lists page and filter as documented: one request a page, the next
+// page linked or numbered until the last, and a branch's requests alone
+// when the query names it.
+func TestStandInsPageAndFilter(t *testing.T) {
+	type page struct {
+		heads []string
+		more  bool
+	}
+	for _, tc := range []struct {
+		name string
+		// list is the path of page (from 0) of size 1, of head's
+		// requests when head is set.
+		list func(s *Server, page int, head string) string
+		read func(t *testing.T, body []byte) page
+	}{
+		{
+			name: "bitbucket",
+			list: func(s *Server, p int, head string) string {
+				q := "pagelen=1&page=" + strconv.Itoa(p+1)
+				if head != "" {
+					q += "&q=" + url.QueryEscape(`source.branch.name = "`+head+`" AND destination.branch.name = "main"`)
+				}
+				return "repositories/acme/fleet/pullrequests?" + q
+			},
+			read: func(t *testing.T, b []byte) page {
+				var l struct {
+					Values []struct {
+						Source struct {
+							Branch struct{ Name string } `json:"branch"`
+						} `json:"source"`
+					} `json:"values"`
+					Next string `json:"next"`
+				}
+				if err := json.Unmarshal(b, &l); err != nil {
+					t.Fatal(err)
+				}
+				var p page
+				for _, v := range l.Values {
+					p.heads = append(p.heads, v.Source.Branch.Name)
+				}
+				p.more = l.Next != ""
+				return p
+			},
+		},
+		{
+			name: "bitbucketserver",
+			list: func(s *Server, p int, head string) string {
+				q := "limit=1&start=" + strconv.Itoa(p)
+				if head != "" {
+					q += "&direction=OUTGOING&at=refs/heads/" + head
+				}
+				return "projects/OPS/repos/fleet/pull-requests?" + q
+			},
+			read: func(t *testing.T, b []byte) page {
+				var l struct {
+					Values []struct {
+						FromRef struct {
+							DisplayID string `json:"displayId"`
+						} `json:"fromRef"`
+					} `json:"values"`
+					IsLastPage bool `json:"isLastPage"`
+				}
+				if err := json.Unmarshal(b, &l); err != nil {
+					t.Fatal(err)
+				}
+				var p page
+				for _, v := range l.Values {
+					p.heads = append(p.heads, v.FromRef.DisplayID)
+				}
+				p.more = !l.IsLastPage
+				return p
+			},
+		},
+		{
+			name: "azuredevops",
+			list: func(s *Server, p int, head string) string {
+				q := "api-version=7.1&$top=1&$skip=" + strconv.Itoa(p)
+				if head != "" {
+					q += "&searchCriteria.sourceRefName=refs/heads/" + head
+				}
+				return "acme/platform/_apis/git/repositories/fleet/pullrequests?" + q
+			},
+			read: func(t *testing.T, b []byte) page {
+				var l struct {
+					Value []struct {
+						SourceRefName string `json:"sourceRefName"`
+					} `json:"value"`
+				}
+				if err := json.Unmarshal(b, &l); err != nil {
+					t.Fatal(err)
+				}
+				var p page
+				for _, v := range l.Value {
+					p.heads = append(p.heads, strings.TrimPrefix(v.SourceRefName, "refs/heads/"))
+				}
+				// Azure DevOps says nothing of more: a full page may have
+				// a next one.
+				p.more = len(p.heads) == 1
+				return p
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sc standinCase
+			for _, c := range standinCases {
+				if c.name == tc.name {
+					sc = c
+				}
+			}
+			s := sc.start(t)
+			state := "OPEN"
+			if tc.name == "azuredevops" {
+				state = "active"
+			}
+			for _, h := range []string{"a", "b", "c"} {
+				s.Seed(Pull{Title: h, Head: h, Base: "main", State: state})
+			}
+			get := func(path string) []byte {
+				t.Helper()
+				req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sc.auth(req, testToken)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				data, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("GET %s: %d %s", path, resp.StatusCode, data)
+				}
+				return data
+			}
+			var all []string
+			for p := 0; p < 3; p++ {
+				pg := tc.read(t, get(tc.list(s, p, "")))
+				if len(pg.heads) != 1 || pg.more != (p < 2 || tc.name == "azuredevops") {
+					t.Errorf("page %d: %+v", p, pg)
+				}
+				all = append(all, pg.heads...)
+			}
+			if strings.Join(all, ",") != "c,b,a" {
+				t.Errorf("pages list %q, want the three requests newest first", all)
+			}
+			if pg := tc.read(t, get(tc.list(s, 0, "b"))); len(pg.heads) != 1 || pg.heads[0] != "b" || (pg.more && tc.name != "azuredevops") {
+				t.Errorf("b's requests: %+v", pg)
+			}
+			if r := s.Refusals(); len(r) != 0 {
+				t.Errorf("refused %q", r)
 			}
 		})
 	}
