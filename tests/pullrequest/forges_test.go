@@ -58,6 +58,8 @@ type forgeCase struct {
 	wantAutoMerge string
 	// closed is the forge's state of a closed request.
 	closed string
+	// refusal is what the forge says of a token it does not take.
+	refusal string
 }
 
 const azureSelf = "d6245f20-2af8-44f4-9451-8107cb2767db"
@@ -74,7 +76,7 @@ var forgeCases = []forgeCase{
 		},
 		username: "imagebot@example.com", token: "ATATT3xFfGF0bitbucket-api-token",
 		reviewers: []string{"557058:3f2a6c1e-8d4b-4a5e-9c1f-2b3a4c5d6e7f", "{b1e2c3d4-0000-4a5b-9c8d-1e2f3a4b5c6d}"},
-		closed:    "DECLINED",
+		closed:    "DECLINED", refusal: "Token is invalid, expired, or not supported for this endpoint.",
 	},
 	{
 		// Bitbucket Data Center: https://HOST/scm/KEY/slug.git; an HTTP
@@ -87,7 +89,7 @@ var forgeCases = []forgeCase{
 		},
 		token:     "BBDC-NzQ3MzE1NjU4OTk6standin-token",
 		reviewers: []string{"jdoe"}, autoMerge: "squash", wantAutoMerge: "squash",
-		closed: "DECLINED",
+		closed: "DECLINED", refusal: "Authentication failed. Please check your credentials and try again.",
 	},
 	{
 		// Azure DevOps: https://dev.azure.com/ORG/PROJECT/_git/REPO,
@@ -102,7 +104,7 @@ var forgeCases = []forgeCase{
 		username: "imagebot", token: "7kq3stpat0ken4zure5valuex2mplezzzzzzzzzzzzzzzzzzzzzz",
 		reviewers: []string{"0b7a5f3e-1c2d-4e5f-8a9b-0c1d2e3f4a5b"}, labels: []string{"image-update"},
 		autoMerge: "squash", wantAutoMerge: "squash",
-		closed: "abandoned",
+		closed: "abandoned", refusal: "TF400813: The user '' is not authorized to access this resource.",
 	},
 }
 
@@ -136,7 +138,9 @@ type forgeRun struct {
 // second tag updates the same request in place; the automation and job
 // statuses report the request's URL and number as the stand-in gave them;
 // when main gets the change by hand, the request is closed (declined,
-// abandoned) with a comment. The forges' flows run in parallel.
+// abandoned) with a comment; a token the forge refuses fails a job as
+// AuthenticationFailed in the forge's words, pushing nothing. The forges'
+// flows run in parallel.
 func TestForgePullRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	// Not deferred: the parallel subtests run after this function returns,
@@ -168,6 +172,7 @@ func TestForgePullRequests(t *testing.T) {
 			r := &forgeRun{forgeCase: fc, t: t, ctx: ctx, chain: c, img: img}
 			r.setUp()
 			r.lifecycle()
+			r.refusedToken()
 		})
 	}
 }
@@ -364,6 +369,72 @@ func (r *forgeRun) lifecycle() {
 		t.Errorf("%d requests, want %d: %+v", len(pulls), len(r.seeded)+1, pulls)
 	}
 	t.Logf("the %s stand-in served:\n%s", r.name, strings.Join(r.forge.Calls(), "\n"))
+}
+
+// refusedToken runs a job whose forge takes another token than the
+// Secret's: a second stand-in of the forge, on the same repository. The
+// job fails as AuthenticationFailed with the forge's own words, read from
+// its error shape, before anything is pushed; the token appears in no
+// status or event.
+func (r *forgeRun) refusedToken() {
+	t := r.t
+	other := r.start(t, forgestandin.Config{Username: r.username, Token: "not-" + r.token, Branch: r.branch})
+	job := "refused-" + r.name
+	yaml := fmt.Sprintf(`apiVersion: update.toolkit.dev/v1beta1
+kind: UpdateJob
+metadata:
+  name: %s
+spec:
+  repository:
+    url: %s
+    secretRef:
+      name: git-credentials
+  checkout:
+    ref:
+      branch: main
+  update:
+    setters:
+    - policy: default:podinfo-%s
+      name: %s
+      tag: 6.3.9
+  commit:
+    author:
+      email: bot@example.com
+  push:
+    pullRequest:
+      provider: %s
+      apiURL: %s
+      secretRef:
+        name: forge-%s
+  backoffLimit: 0
+`, job, r.gitURL(r.chain.Git.URL), r.name, r.image, r.name, other.URL, r.name)
+	if err := r.chain.Apply(r.ctx, yaml); err != nil {
+		t.Fatal(err)
+	}
+	j := &updatev1.UpdateJob{}
+	r.wait("job "+job+" failed", func() bool {
+		err := r.chain.Cluster.Client.Get(r.ctx, client.ObjectKey{Namespace: "default", Name: job}, j)
+		return err == nil && j.Status.Phase == updatev1.UpdateJobFailed
+	})
+	status := dump(j.Status)
+	if c := j.Status.Conditions; len(c) == 0 || c[0].Reason != "AuthenticationFailed" || !strings.Contains(c[0].Message, r.refusal) {
+		t.Errorf("job status %s\nwant AuthenticationFailed quoting %q", status, r.refusal)
+	} else {
+		t.Logf("%s: %s", c[0].Reason, c[0].Message)
+	}
+	if refused := other.Refusals(); len(refused) == 0 || len(other.Pulls()) != 0 {
+		t.Errorf("the stand-in refused %q and has %d requests; want the token refused, nothing opened", refused, len(other.Pulls()))
+	}
+	if h := r.gitHead("image-toolkit/default-" + job); h != "" {
+		t.Errorf("the head branch was pushed (%s) though the forge refused the token", h)
+	}
+	out, err := r.chain.Cluster.KubectlCmd(r.ctx, "get", "events,updatejobs,imageupdateautomations", "-n", "default", "-o", "json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.Contains(string(out), r.token) || strings.Contains(status, r.token) {
+		t.Errorf("the forge token appears in the objects or events")
+	}
 }
 
 // manifest is the fleet's deployment at tag, marked for the forge's policy.
