@@ -108,8 +108,25 @@ func pathParts(r *http.Request, prefix string) ([]string, error) {
 }
 
 // json is a pull request as the API answers it, trimmed to what a client
-// of the documented schema reads.
+// of the documented schema reads. A list leaves out the reviewers: "for
+// performance reasons, the API only includes this list on a pull
+// request's self URL".
 func (bb *bitbucket) json(s *Server, p *Pull) map[string]any {
+	m := bb.listed(s, p)
+	var reviewers []any
+	for _, r := range p.Reviewers {
+		key := "account_id"
+		if strings.HasPrefix(r, "{") {
+			key = "uuid"
+		}
+		reviewers = append(reviewers, map[string]any{"type": "user", key: r})
+	}
+	m["reviewers"] = reviewers
+	return m
+}
+
+// listed is a pull request as a list has it.
+func (bb *bitbucket) listed(s *Server, p *Pull) map[string]any {
 	ref := func(branch string) map[string]any {
 		m := map[string]any{"branch": map[string]any{"name": branch},
 			"repository": map[string]any{"type": "repository", "full_name": bb.workspace + "/" + bb.repo}}
@@ -120,20 +137,12 @@ func (bb *bitbucket) json(s *Server, p *Pull) map[string]any {
 		}
 		return m
 	}
-	var reviewers []any
-	for _, r := range p.Reviewers {
-		key := "account_id"
-		if strings.HasPrefix(r, "{") {
-			key = "uuid"
-		}
-		reviewers = append(reviewers, map[string]any{"type": "user", key: r})
-	}
 	self := fmt.Sprintf("%srepositories/%s/%s/pullrequests/%d", s.URL, bb.workspace, bb.repo, p.Number)
 	return map[string]any{
 		"type": "pullrequest", "id": p.Number, "title": p.Title, "description": p.Body,
 		"summary": map[string]any{"raw": p.Body, "markup": "markdown"},
 		"state":   p.State, "draft": p.Draft, "source": ref(p.Head), "destination": ref(p.Base),
-		"reviewers": reviewers, "comment_count": len(p.Comments), "task_count": 0, "close_source_branch": false,
+		"comment_count": len(p.Comments), "task_count": 0, "close_source_branch": false,
 		"links": map[string]any{
 			"self":     map[string]any{"href": self},
 			"html":     map[string]any{"href": p.URL},
@@ -189,7 +198,7 @@ func (bb *bitbucket) list(s *Server, w http.ResponseWriter, r *http.Request) {
 	to := min(from+pagelen, len(match))
 	values := []any{}
 	for _, p := range match[from:to] {
-		values = append(values, bb.json(s, p))
+		values = append(values, bb.listed(s, p))
 	}
 	out := map[string]any{"size": len(match), "page": page, "pagelen": pagelen, "values": values}
 	if to < len(match) {
