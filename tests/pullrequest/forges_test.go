@@ -343,6 +343,13 @@ func (r *forgeRun) lifecycle() {
 	if !strings.Contains(again.Body, "`"+r.image+":6.3.2`") || again.Edits != pr.Edits+1 {
 		t.Errorf("after %d edits (was %d), body:\n%s", again.Edits, pr.Edits, again.Body)
 	}
+	// An update changes the title and body only: the reviewers, labels
+	// and auto-merge asked for at the opening stay. (Bitbucket's PUT
+	// replaces the reviewers: an update must send them again.)
+	if !equal(again.Reviewers, r.reviewers) || !equal(again.Labels, r.labels) || again.AutoMerge != r.wantAutoMerge {
+		t.Errorf("after the update: reviewers %q, labels %q, auto-merge %q; want %q, %q, %q as opened",
+			again.Reviewers, again.Labels, again.AutoMerge, r.reviewers, r.labels, r.wantAutoMerge)
+	}
 	r.headIsMainPlusOne("6.3.2")
 
 	// main gets the change by hand: the request is closed with a comment.
