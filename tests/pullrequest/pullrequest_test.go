@@ -4,7 +4,9 @@
 // controller binaries) proposes updates to it with the chart's pull request
 // sample. GitHub and GitLab cannot run here; their API calls are tested in
 // update-job-controller/forges against exchanges written from their
-// documentation.
+// documentation. Bitbucket Cloud, Bitbucket Data Center and Azure DevOps
+// cannot run here either: forges_test.go runs the flow through the
+// controllers against stand-ins of their APIs.
 package pullrequest
 
 import (

@@ -95,9 +95,19 @@ type bitbucketBranch struct {
 }
 
 type bitbucketPR struct {
-	ID          int             `json:"id"`
-	Title       string          `json:"title"`
-	Description string          `json:"description"`
+	ID          int    `json:"id"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	// Summary is the description as the 2.0 schema names it; its raw
+	// text stands in when description is absent.
+	Summary *struct {
+		Raw string `json:"raw"`
+	} `json:"summary"`
+	// Reviewers come with a request read alone, not in lists.
+	Reviewers []struct {
+		UUID      string `json:"uuid"`
+		AccountID string `json:"account_id"`
+	} `json:"reviewers"`
 	State       string          `json:"state"`
 	Draft       bool            `json:"draft"`
 	Source      bitbucketBranch `json:"source"`
@@ -112,6 +122,9 @@ type bitbucketPR struct {
 func (pr *bitbucketPR) request() *forge.Request {
 	r := &forge.Request{Number: pr.ID, URL: pr.Links.HTML.Href, Title: pr.Title, Body: pr.Description,
 		Head: pr.Source.Branch.Name, Base: pr.Destination.Branch.Name, Draft: pr.Draft, State: forge.Open}
+	if r.Body == "" && pr.Summary != nil {
+		r.Body = pr.Summary.Raw
+	}
 	switch pr.State {
 	case "MERGED":
 		r.State = forge.Merged
@@ -195,11 +208,27 @@ func (b *bitbucketForge) Create(ctx context.Context, req forge.NewRequest) (*for
 	return pr.request(), nil
 }
 
+// Edit sets the title and description. An update replaces the request's
+// reviewers with those it names (none: all removed), and lists leave them
+// out, so the request is read first and its reviewers sent back.
 func (b *bitbucketForge) Edit(ctx context.Context, current *forge.Request, title, body string) (*forge.Request, error) {
+	id := strconv.Itoa(current.Number)
+	var now bitbucketPR
+	if err := b.api.call(ctx, fmt.Sprintf("reading pull request #%d", current.Number), http.MethodGet, b.path(id), nil, nil, &now); err != nil {
+		return nil, err
+	}
+	reviewers := []map[string]string{}
+	for _, r := range now.Reviewers {
+		if r.UUID != "" {
+			reviewers = append(reviewers, map[string]string{"uuid": r.UUID})
+		} else if r.AccountID != "" {
+			reviewers = append(reviewers, map[string]string{"account_id": r.AccountID})
+		}
+	}
 	var pr bitbucketPR
-	in := map[string]string{"title": title, "description": body}
+	in := map[string]any{"title": title, "description": body, "reviewers": reviewers}
 	if err := b.api.call(ctx, fmt.Sprintf("editing pull request #%d", current.Number), http.MethodPut,
-		b.path(strconv.Itoa(current.Number)), nil, in, &pr); err != nil {
+		b.path(id), nil, in, &pr); err != nil {
 		return nil, err
 	}
 	return pr.request(), nil

@@ -15,6 +15,7 @@ package forges
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -63,7 +64,8 @@ func bbWant(id int, title string) *forge.Request {
 
 // One update stream's life on Bitbucket Cloud: no open request is found,
 // one is opened with its reviewers (an account id and a {uuid}), found
-// again on a later page, edited in place, then commented on and declined.
+// again on a later page, edited in place keeping its reviewers, then
+// commented on and declined.
 // An app password goes with its user by basic authentication.
 func TestBitbucketKeepsOneRequestPerStream(t *testing.T) {
 	filter := `source.branch.name = "image-update/app" AND destination.branch.name = "main"`
@@ -79,7 +81,12 @@ func TestBitbucketKeepsOneRequestPerStream(t *testing.T) {
 		replayCall{method: "GET", path: bbPRs, query: list,
 			reply: `{"values": [` + strings.Replace(bbPR(3, "OPEN", "x"), `"name": "main"`, `"name": "release"`, 1) + `], "next": "https://api.bitbucket.org/2.0/repositories/acme/fleet/pullrequests?page=2"}`},
 		replayCall{method: "GET", path: bbPRs, query: page2, reply: `{"values": [` + bbPR(7, "OPEN", "Update app") + `]}`},
-		replayCall{method: "PUT", path: bbPRs + "/7", body: `{"title": "Update app to 1.2.5", "description": "Bumps app to 1.2.4"}`,
+		// An update replaces the reviewers, and lists leave them out: the
+		// request is read alone, and its reviewers sent back.
+		replayCall{method: "GET", path: bbPRs + "/7", reply: strings.Replace(bbPR(7, "OPEN", "Update app"), `"state"`,
+			`"reviewers": [{"type": "user", "account_id": "557058:3f2a", "uuid": "{9c0d7e6f-1111-4a5b-9c8d-1e2f3a4b5c6d}"}, {"type": "user", "uuid": "{b1e2c3d4-0000-4a5b-9c8d-1e2f3a4b5c6d}"}], "state"`, 1)},
+		replayCall{method: "PUT", path: bbPRs + "/7", body: `{"title": "Update app to 1.2.5", "description": "Bumps app to 1.2.4",
+				"reviewers": [{"uuid": "{9c0d7e6f-1111-4a5b-9c8d-1e2f3a4b5c6d}"}, {"uuid": "{b1e2c3d4-0000-4a5b-9c8d-1e2f3a4b5c6d}"}]}`,
 			reply: bbPR(7, "OPEN", "Update app to 1.2.5")},
 		replayCall{method: "POST", path: bbPRs + "/7/comments", body: `{"content": {"raw": "main has the change"}}`,
 			status: http.StatusCreated, reply: `{"id": 1}`},
@@ -136,5 +143,18 @@ func TestBitbucketSaysWhatItAnswered(t *testing.T) {
 	_, err = c.FindOpen(ctx, "h", "main")
 	if !errors.As(err, &fe) || !fe.RateLimited() || fe.RetryAfter != 2*time.Minute {
 		t.Errorf("FindOpen, rate limited: %v", err)
+	}
+}
+
+// The 2.0 schema names the description summary.raw: a request that comes
+// without description still has its body, so an unchanged body is not
+// edited at every update.
+func TestBitbucketReadsTheSummaryAsTheBody(t *testing.T) {
+	var pr bitbucketPR
+	if err := json.Unmarshal([]byte(`{"id": 7, "title": "t", "summary": {"raw": "Bumps app", "markup": "markdown"}, "state": "OPEN"}`), &pr); err != nil {
+		t.Fatal(err)
+	}
+	if r := pr.request(); r.Body != "Bumps app" {
+		t.Errorf("body %q", r.Body)
 	}
 }

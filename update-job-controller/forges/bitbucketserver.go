@@ -123,19 +123,27 @@ type bitbucketServerRef struct {
 }
 
 type bitbucketServerPR struct {
-	ID          int                `json:"id"`
-	Version     int                `json:"version"`
-	Title       string             `json:"title"`
-	Description string             `json:"description"`
-	State       string             `json:"state"`
-	Draft       bool               `json:"draft"`
-	FromRef     bitbucketServerRef `json:"fromRef"`
-	ToRef       bitbucketServerRef `json:"toRef"`
+	ID      int `json:"id"`
+	Version int `json:"version"`
+	// Reviewers are sent back by an edit, which replaces them.
+	Reviewers   []bitbucketServerReviewer `json:"reviewers"`
+	Title       string                    `json:"title"`
+	Description string                    `json:"description"`
+	State       string                    `json:"state"`
+	Draft       bool                      `json:"draft"`
+	FromRef     bitbucketServerRef        `json:"fromRef"`
+	ToRef       bitbucketServerRef        `json:"toRef"`
 	Links       struct {
 		Self []struct {
 			Href string `json:"href"`
 		} `json:"self"`
 	} `json:"links"`
+}
+
+type bitbucketServerReviewer struct {
+	User struct {
+		Name string `json:"name"`
+	} `json:"user"`
 }
 
 func (pr *bitbucketServerPR) request() *forge.Request {
@@ -260,8 +268,14 @@ func (b *bitbucketServerForge) Edit(ctx context.Context, current *forge.Request,
 	if err != nil {
 		return nil, err
 	}
+	// An update replaces the reviewers with those it lists: the ones the
+	// request has go back.
+	reviewers := []bitbucketServerReviewer{}
+	for _, r := range now.Reviewers {
+		reviewers = append(reviewers, bitbucketServerReviewer{User: r.User})
+	}
 	var pr bitbucketServerPR
-	in := map[string]any{"version": now.Version, "title": title, "description": body}
+	in := map[string]any{"version": now.Version, "title": title, "description": body, "reviewers": reviewers}
 	if err := b.api.call(ctx, fmt.Sprintf("editing pull request #%d", current.Number), http.MethodPut,
 		b.path(strconv.Itoa(current.Number)), nil, in, &pr); err != nil {
 		return nil, err

@@ -42,6 +42,7 @@ func bbsNew(t *testing.T, srv *httptest.Server) forge.Client {
 func bbsPR(id, version int, state, title string) string {
 	return fmt.Sprintf(`{"id": %d, "version": %d, "title": %q, "description": "Bumps app to 1.2.4",
 		"state": %q, "open": %t, "closed": %t, "draft": false,
+		"reviewers": [{"user": {"name": "jdoe", "slug": "jdoe"}, "role": "REVIEWER", "approved": false, "status": "UNAPPROVED"}],
 		"fromRef": {"id": "refs/heads/image-update/app", "displayId": "image-update/app", "latestCommit": %q,
 			"repository": {"slug": "fleet", "project": {"key": "OPS"}}},
 		"toRef": {"id": "refs/heads/main", "displayId": "main", "latestCommit": "0f1e2d3c",
@@ -74,7 +75,9 @@ func TestBitbucketServerKeepsOneRequestPerStream(t *testing.T) {
 			reply: `{"values": [` + other + `], "isLastPage": false, "nextPageStart": 1}`},
 		replayCall{method: "GET", path: bbsPRs, query: list("1"), reply: `{"values": [` + bbsPR(7, 1, "OPEN", "Update app") + `], "isLastPage": true}`},
 		replayCall{method: "GET", path: bbsPRs + "/7", reply: bbsPR(7, 1, "OPEN", "Update app")},
-		replayCall{method: "PUT", path: bbsPRs + "/7", body: `{"version": 1, "title": "Update app to 1.2.5", "description": "Bumps app to 1.2.4"}`,
+		// An update replaces the reviewers: the request's go back.
+		replayCall{method: "PUT", path: bbsPRs + "/7", body: `{"version": 1, "title": "Update app to 1.2.5", "description": "Bumps app to 1.2.4",
+				"reviewers": [{"user": {"name": "jdoe"}}]}`,
 			reply: bbsPR(7, 2, "OPEN", "Update app to 1.2.5")},
 		replayCall{method: "POST", path: bbsPRs + "/7/comments", body: `{"text": "main has the change"}`, status: http.StatusCreated, reply: `{"id": 11}`},
 		replayCall{method: "GET", path: bbsPRs + "/7", reply: bbsPR(7, 2, "OPEN", "Update app to 1.2.5")},

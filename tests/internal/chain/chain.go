@@ -502,16 +502,22 @@ func (e *Env) Samples(root string, automation ...string) (string, error) {
 	if !strings.Contains(out, e.RegistryHost) || !strings.Contains(out, e.RepoURL) {
 		return "", errors.New("the chart samples no longer name ghcr.io/stefanprodan/podinfo and https://git.example.com/org/fleet.git")
 	}
-	return out + fmt.Sprintf(`---
-apiVersion: v1
+	return out + "---\n" + e.CredentialsSecret("git-credentials"), nil
+}
+
+// CredentialsSecret is a Secret named name, in namespace default, with the
+// git server's username and password: the samples' git-credentials, for a
+// test that writes its own objects instead of applying the samples.
+func (e *Env) CredentialsSecret(name string) string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata:
-  name: git-credentials
+  name: %s
   namespace: default
 stringData:
   username: %s
   password: %s
-`, e.gitUser, e.gitPassword), nil
+`, name, e.gitUser, e.gitPassword)
 }
 
 // Apply applies YAML with the cluster's kubectl.
