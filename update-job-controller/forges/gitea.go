@@ -21,11 +21,12 @@ const Gitea forge.Provider = "gitea"
 
 // GiteaForge is the registry entry of Gitea, and Forgejo (codeberg.org), whose API is Gitea's.
 var GiteaForge = forge.Forge{
-	Provider:   Gitea,
-	Hosts:      []string{"codeberg.org"},
-	Words:      []string{"gitea", "forgejo"},
-	CommitPage: "/commit/",
-	New:        newGitea,
+	Provider:    Gitea,
+	Hosts:       []string{"codeberg.org"},
+	Words:       []string{"gitea", "forgejo"},
+	CommitPage:  "/commit/",
+	ComparePage: func(from, to string) string { return "/compare/" + from + "..." + to },
+	New:         newGitea,
 }
 
 // giteaForge keeps pull requests of one Gitea (or Forgejo) repository

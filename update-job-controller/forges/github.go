@@ -32,8 +32,9 @@ var GitHubForge = forge.Forge{
 		}
 		return scheme + "://" + hostport + "/api/v3/"
 	},
-	CommitPage: "/commit/",
-	New:        newGitHub,
+	CommitPage:  "/commit/",
+	ComparePage: func(from, to string) string { return "/compare/" + from + "..." + to },
+	New:         newGitHub,
 }
 
 // gitHub keeps pull requests of one GitHub (or GitHub Enterprise Server)

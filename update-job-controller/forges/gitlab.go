@@ -21,12 +21,13 @@ const GitLab forge.Provider = "gitlab"
 
 // GitLabForge is the registry entry of GitLab: gitlab.com and self-managed GitLab.
 var GitLabForge = forge.Forge{
-	Provider:   GitLab,
-	Hosts:      []string{"gitlab.com"},
-	Words:      []string{"gitlab"},
-	Subgroups:  true,
-	CommitPage: "/-/commit/",
-	New:        newGitLab,
+	Provider:    GitLab,
+	Hosts:       []string{"gitlab.com"},
+	Words:       []string{"gitlab"},
+	Subgroups:   true,
+	CommitPage:  "/-/commit/",
+	ComparePage: func(from, to string) string { return "/-/compare/" + from + "..." + to },
+	New:         newGitLab,
 }
 
 // gitLab keeps merge requests of one GitLab project. The project is named
