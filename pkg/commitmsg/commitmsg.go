@@ -115,7 +115,9 @@ Source changes:
 
 {{ range . -}}
 - {{ .URL }}: {{ with .PreviousRevision }}` + "`{{ . }}`" + ` to {{ end }}` + "`{{ .Revision }}`" + `{{ with .CompareURL }} ({{ . }}){{ end }}
-{{ end }}
+{{ range .Commits }}  - ` + "`{{ trunc 12 .SHA }}`" + ` {{ .Subject }}
+{{ end }}{{ if gt .TotalCommits (len .Commits) }}  - and {{ sub .TotalCommits (len .Commits) }} more
+{{ end }}{{ end }}
 {{ end -}}
 This request is kept up to date by image-toolkit: its branch is rebuilt from the base at every update, so commits pushed to it are replaced. It is closed when the base already has these changes.
 `

@@ -194,7 +194,8 @@ func TestPullRequestDefaults(t *testing.T) {
 // them.
 func TestDefaultsListTheSourceChanges(t *testing.T) {
 	src := &meta.ChangeSource{URL: "https://github.com/acme/api", Revision: "bbbbbbb", PreviousRevision: "aaaaaaa",
-		CompareURL: "https://github.com/acme/api/compare/aaaaaaa...bbbbbbb"}
+		CompareURL: "https://github.com/acme/api/compare/aaaaaaa...bbbbbbb",
+		Commits: []meta.SourceCommit{{SHA: "1111111111111111", Subject: "feat: one"}, {SHA: "2222222222222222", Subject: `fix: \*two\*`}}, TotalCommits: 60}
 	only := &meta.ChangeSource{URL: "https://gitlab.com/acme/web", Revision: "ccccccc"}
 	r := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: []meta.Change{
 		{OldValue: "api:1", NewValue: "api:2", Setter: "default:api", Source: src},
@@ -212,7 +213,9 @@ func TestDefaultsListTheSourceChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "Source changes:\n\n- https://github.com/acme/api: `aaaaaaa` to `bbbbbbb` (https://github.com/acme/api/compare/aaaaaaa...bbbbbbb)\n- https://gitlab.com/acme/web: `ccccccc`\n\nThis request"; !strings.Contains(body, want) {
+	if want := "Source changes:\n\n- https://github.com/acme/api: `aaaaaaa` to `bbbbbbb` (https://github.com/acme/api/compare/aaaaaaa...bbbbbbb)\n" +
+		"  - `111111111111` feat: one\n  - `222222222222` fix: \\*two\\*\n  - and 58 more\n" +
+		"- https://gitlab.com/acme/web: `ccccccc`\n\nThis request"; !strings.Contains(body, want) {
 		t.Errorf("body:\n%s\nwant\n%s", body, want)
 	}
 	plain := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: []meta.Change{{OldValue: "a:1", NewValue: "a:2", Setter: "default:a"}}}}}}}

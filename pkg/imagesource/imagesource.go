@@ -167,3 +167,26 @@ func replaces(oldValue string, ref meta.ImageRef) bool {
 	return oldValue != "" && (oldValue == ref.String() || oldValue == ref.Name+":"+ref.Tag ||
 		oldValue == ref.Tag || (ref.Digest != "" && oldValue == ref.Digest))
 }
+
+// markdownSpecial are the characters that mean something to Markdown or
+// HTML in a line of text.
+var markdownSpecial = strings.NewReplacer(
+	"\\", "\\\\", "`", "\\`", "*", "\\*", "_", "\\_", "[", "\\[", "]", "\\]", "|", "\\|",
+	"#", "\\#", "~", "\\~", "!", "\\!", "<", "&lt;", ">", "&gt;", "&", "&amp;")
+
+// Subject is a commit subject as a line of Markdown: its first line, at
+// most 200 characters, every character Markdown or HTML reads escaped. A
+// source repository's commit messages are anyone's text.
+func Subject(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return markdownSpecial.Replace(s)
+}

@@ -99,3 +99,23 @@ func TestChangeComparesOnlyWhatItReplaced(t *testing.T) {
 		t.Errorf("an image that says nothing: %+v", c)
 	}
 }
+
+// A source commit's subject is one line of plain text in Markdown: links,
+// HTML, emphasis and table pipes are escaped, control characters dropped,
+// and a long one cut.
+func TestSubjectIsEscapedMarkdown(t *testing.T) {
+	for in, want := range map[string]string{
+		"fix: the typo":                             "fix: the typo",
+		"feat: [click](javascript:alert(1))":        `feat: \[click\](javascript:alert(1))`,
+		"<img src=x onerror=alert(1)> & more\nbody": `&lt;img src=x onerror=alert(1)&gt; &amp; more`,
+		"**bold** _it_ `code` a|b #1 ~x~ !":         `\*\*bold\*\* \_it\_ \` + "`code\\`" + ` a\|b \#1 \~x\~ \!`,
+		"bell\a\x1b[31m":                            `bell\[31m`,
+	} {
+		if got := Subject(in); got != want {
+			t.Errorf("Subject(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Subject(strings.Repeat("a", 300)); len([]rune(got)) != 201 {
+		t.Errorf("a long subject is %d characters", len([]rune(got)))
+	}
+}

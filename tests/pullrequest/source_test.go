@@ -16,9 +16,9 @@ import (
 // images are labelled with the commits of a source repository on the same
 // Gitea they were built from. The first request (from the unlabelled
 // 6.3.0 on main) names 6.3.1's source revision; once it is merged, the
-// next names both revisions with Gitea's compare page, which lists the
-// source commit between them, and its commit ends in an Image-Source
-// trailer.
+// next names both revisions with Gitea's compare page and lists the
+// source commit between them (read with the request's token: the source is
+// on the same Gitea), and its commit ends in an Image-Source trailer.
 func TestPullRequestNamesTheSourceChanges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -65,7 +65,9 @@ func TestPullRequestNamesTheSourceChanges(t *testing.T) {
 	push("6.3.2", rev2)
 	second := e.open("Update podinfo to 6.3.2")
 	compare := web + "/compare/" + rev1 + "..." + rev2
-	if want := "- " + web + ": `" + rev1 + "` to `" + rev2 + "` (" + compare + ")"; !strings.Contains(second.Body, want) {
+	// The source repository is on the fleet's Gitea: the request's token
+	// lists the commit between the two revisions.
+	if want := "- " + web + ": `" + rev1 + "` to `" + rev2 + "` (" + compare + ")\n  - `" + rev2[:12] + "` fix: the typo on the third page\n"; !strings.Contains(second.Body, want) {
 		t.Fatalf("request #%d's body lacks %q:\n%s", second.Number, want, second.Body)
 	}
 	msg, err := e.FleetGit("log", "-1", "--format=%B", second.Head.SHA)

@@ -388,3 +388,23 @@ func gitLabState(s string) forge.State {
 
 // GitLab marks a draft by its title: these prefixes, in any case.
 var gitLabDraft = forge.DraftPrefixes{Known: []string{"draft:", "[draft]", "(draft)", "draft -"}, Add: "Draft: "}
+
+// Commits compares two revisions (GET /projects/:id/repository/compare
+// with from and to).
+func (g *gitLab) Commits(ctx context.Context, from, to string, limit int) ([]forge.Commit, int, error) {
+	var cmp *gitlab.Compare
+	err := g.call(ctx, fmt.Sprintf("comparing %s...%s", from, to), func(o gitlab.RequestOptionFunc) (resp *gitlab.Response, err error) {
+		cmp, resp, err = g.api.Repositories.Compare(g.project, &gitlab.CompareOptions{From: gitlab.Ptr(from), To: gitlab.Ptr(to)}, o)
+		return resp, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []forge.Commit
+	for _, c := range cmp.Commits {
+		if c != nil && len(out) < limit {
+			out = append(out, forge.Commit{SHA: c.ID, Subject: subject(c.Title)})
+		}
+	}
+	return out, len(cmp.Commits), nil
+}

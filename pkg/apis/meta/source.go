@@ -66,4 +66,19 @@ type ChangeSource struct {
 	CompareURL string `json:"compareURL,omitempty"`
 	// +optional
 	Version string `json:"version,omitempty"`
+	// Commits are the source's commits from PreviousRevision to
+	// Revision, oldest first and at most MaxSourceCommits, when the pull
+	// request's forge serves the source repository too; Subjects are
+	// escaped for Markdown. For the request's body only: not stored.
+	Commits []SourceCommit `json:"-"`
+	// TotalCommits counts all of them.
+	TotalCommits int `json:"-"`
+}
+
+// MaxSourceCommits is how many source commits a request lists per image.
+const MaxSourceCommits = 50
+
+// SourceCommit is one commit of a source repository.
+type SourceCommit struct {
+	SHA, Subject string
 }
