@@ -195,7 +195,7 @@ func TestPullRequestDefaults(t *testing.T) {
 func TestDefaultsListTheSourceChanges(t *testing.T) {
 	src := &meta.ChangeSource{URL: "https://github.com/acme/api", Revision: "bbbbbbb", PreviousRevision: "aaaaaaa",
 		CompareURL: "https://github.com/acme/api/compare/aaaaaaa...bbbbbbb",
-		Commits: []meta.SourceCommit{{SHA: "1111111111111111", Subject: "feat: one"}, {SHA: "2222222222222222", Subject: `fix: \*two\*`}}, TotalCommits: 60}
+		Commits:    []meta.SourceCommit{{SHA: "1111111111111111", Subject: "feat: one"}, {SHA: "2222222222222222", Subject: `fix: \*two\*`}}, TotalCommits: 60}
 	only := &meta.ChangeSource{URL: "https://gitlab.com/acme/web", Revision: "ccccccc"}
 	r := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: []meta.Change{
 		{OldValue: "api:1", NewValue: "api:2", Setter: "default:api", Source: src},
