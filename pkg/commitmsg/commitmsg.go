@@ -50,7 +50,9 @@ func (d Data) WithAutomation(namespace, name string) Data {
 }
 
 // DefaultTemplate is used when a commit has no template: a subject,
-// then every change by file and object.
+// then every change by file and object, then the source revisions the
+// new images were built from, with the forge's compare page where the
+// previous revision is known.
 const DefaultTemplate = `Update images
 {{- with .AutomationObject.Name }} ({{ $.AutomationObject }}){{ end }}
 {{ range $file, $objects := .Changed.FileChanges }}
@@ -61,6 +63,12 @@ const DefaultTemplate = `Update images
 {{- range $changes }}
     - {{ .OldValue }} -> {{ .NewValue }}
 {{- end }}
+{{- end }}
+{{ end -}}
+{{- with .Changed.Sources }}
+Source changes:
+{{- range . }}
+- {{ .URL }} {{ with .PreviousRevision }}{{ . }}..{{ end }}{{ .Revision }}{{ with .CompareURL }}: {{ . }}{{ end }}
 {{- end }}
 {{ end -}}
 `
@@ -88,7 +96,8 @@ Update {{ range $i, $n := $names }}{{ if $i }}, {{ end }}{{ $n }} to {{ get $tag
 {{- end -}}
 `
 
-// DefaultBodyTemplate is a table of the changes, and a word on the branch:
+// DefaultBodyTemplate is a table of the changes, the source revisions
+// they bring (with compare pages), and a word on the branch:
 // it is rebuilt at every update, so a commit pushed to it is lost.
 const DefaultBodyTemplate = `Image updates{{ with .AutomationObject.Name }} from ImageUpdateAutomation {{ $.AutomationObject }}{{ end }}:
 
@@ -101,6 +110,15 @@ const DefaultBodyTemplate = `Image updates{{ with .AutomationObject.Name }} from
 {{ end -}}
 {{ end -}}
 {{ end }}
+{{- with .Changed.Sources }}
+Source changes:
+
+{{ range . -}}
+- {{ .URL }}: {{ with .PreviousRevision }}` + "`{{ . }}`" + ` to {{ end }}` + "`{{ .Revision }}`" + `{{ with .CompareURL }} ({{ . }}){{ end }}
+{{ range .Commits }}  - ` + "`{{ trunc 12 .SHA }}`" + ` {{ .Subject }}
+{{ end }}{{ if gt .TotalCommits (len .Commits) }}  - and {{ sub .TotalCommits (len .Commits) }} more
+{{ end }}{{ end }}
+{{ end -}}
 This request is kept up to date by image-toolkit: its branch is rebuilt from the base at every update, so commits pushed to it are replaced. It is closed when the base already has these changes.
 `
 

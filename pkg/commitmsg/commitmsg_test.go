@@ -187,3 +187,41 @@ func TestPullRequestDefaults(t *testing.T) {
 		t.Errorf("two-line title: err = %v", err)
 	}
 }
+
+// The default message and request body list the source revisions the
+// changes bring, once each however many values an image sets, with the
+// compare page when there is one; without sources they say nothing of
+// them.
+func TestDefaultsListTheSourceChanges(t *testing.T) {
+	src := &meta.ChangeSource{URL: "https://github.com/acme/api", Revision: "bbbbbbb", PreviousRevision: "aaaaaaa",
+		CompareURL: "https://github.com/acme/api/compare/aaaaaaa...bbbbbbb",
+		Commits:    []meta.SourceCommit{{SHA: "1111111111111111", Subject: "feat: one"}, {SHA: "2222222222222222", Subject: `fix: \*two\*`}}, TotalCommits: 60}
+	only := &meta.ChangeSource{URL: "https://gitlab.com/acme/web", Revision: "ccccccc"}
+	r := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: []meta.Change{
+		{OldValue: "api:1", NewValue: "api:2", Setter: "default:api", Source: src},
+		{OldValue: "api:1", NewValue: "api:2", Setter: "default:api", Source: src},
+		{OldValue: "web:1", NewValue: "web:2", Setter: "default:web", Source: only},
+	}}}}}}
+	msg, err := Render("", Data{Changed: r.V2()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Source changes:\n- https://github.com/acme/api aaaaaaa..bbbbbbb: https://github.com/acme/api/compare/aaaaaaa...bbbbbbb\n- https://gitlab.com/acme/web ccccccc\n"; !strings.HasSuffix(msg, want) {
+		t.Errorf("message:\n%s\nwant it to end in\n%s", msg, want)
+	}
+	body, err := PullRequestBody.Render("", Data{Changed: r.V2()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Source changes:\n\n- https://github.com/acme/api: `aaaaaaa` to `bbbbbbb` (https://github.com/acme/api/compare/aaaaaaa...bbbbbbb)\n" +
+		"  - `111111111111` feat: one\n  - `222222222222` fix: \\*two\\*\n  - and 58 more\n" +
+		"- https://gitlab.com/acme/web: `ccccccc`\n\nThis request"; !strings.Contains(body, want) {
+		t.Errorf("body:\n%s\nwant\n%s", body, want)
+	}
+	plain := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: []meta.Change{{OldValue: "a:1", NewValue: "a:2", Setter: "default:a"}}}}}}}
+	for _, tmpl := range []Template{CommitMessage, PullRequestBody} {
+		if out, err := tmpl.Render("", Data{Changed: plain.V2()}); err != nil || strings.Contains(out, "Source") {
+			t.Errorf("%s without sources: %q, %v", tmpl.Name, out, err)
+		}
+	}
+}

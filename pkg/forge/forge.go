@@ -144,6 +144,21 @@ type PushReviewer interface {
 	Trailer(open *Request, head, base, seed string) string
 }
 
+// CommitLister is a Client that lists the commits from one revision to
+// another (a compare), so that a pull request can name the source changes
+// an image brings; a forge without it gets none listed.
+type CommitLister interface {
+	// Commits are the commits reachable from to and not from from,
+	// oldest first, at most max; the count of all of them beside.
+	Commits(ctx context.Context, from, to string, max int) ([]Commit, int, error)
+}
+
+// Commit is one commit a forge lists: its name and its message's first
+// line, as the forge gave it.
+type Commit struct {
+	SHA, Subject string
+}
+
 // Options say which forge and repository a Client talks to.
 type Options struct {
 	Provider Provider

@@ -33,6 +33,10 @@ type Forge struct {
 	// Gitea, "/-/commit/" on GitLab); empty when the forge has none to
 	// link to.
 	CommitPage string
+	// ComparePage is the path (and query) under the repository's page of
+	// the changes from commit from to commit to; nil when the forge has
+	// no such page to link to.
+	ComparePage func(from, to string) string
 	// Web is the host and path (no slashes at its ends) of the
 	// repository's web page, from its git URL's (an https page's host,
 	// or an SSH URL's), where the forge serves git under another path
@@ -164,6 +168,34 @@ func CommitURL(address string, provider Provider, commit string) string {
 		base = u.String()
 	}
 	return base + f.CommitPage + url.PathEscape(commit)
+}
+
+// CompareURL is the web page of the changes from commit from to commit
+// to in the repository at address: on the forge of provider when it is
+// set, else the registered forge its host tells; empty when none does, or
+// the forge has no such page.
+func CompareURL(address string, provider Provider, from, to string) string {
+	base := WebURL(address)
+	if base == "" || from == "" || to == "" {
+		return ""
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	f, ok := lookup(provider)
+	if provider == "" {
+		f, err = detect(strings.ToLower(u.Hostname()))
+		ok = err == nil
+	}
+	if !ok || f.ComparePage == nil {
+		return ""
+	}
+	if f.Web != nil {
+		host, path := f.Web(u.Host, strings.Trim(u.Path, "/"))
+		u.Host, u.Path = host, "/"+path
+	}
+	return u.String() + f.ComparePage(url.PathEscape(from), url.PathEscape(to))
 }
 
 // WebURL is a git address as a web address: https for SSH (on the host's

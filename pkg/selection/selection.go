@@ -129,6 +129,7 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 		ref := *p.Status.LatestRef
 		setter := updatev1.PolicySetter{Policy: row.Key, ImageRef: ref}
 		setter.Verified = verified(p, ref)
+		setter.Source = source(p)
 		s.Setters = append(s.Setters, setter)
 		s.Observed[p.Name] = ref
 		if p.Status.LatestRefTime != nil {
@@ -138,6 +139,24 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 	slices.SortFunc(s.Setters, func(x, y updatev1.PolicySetter) int { return strings.Compare(x.Policy, y.Policy) })
 	slices.SortFunc(s.Policies, func(x, y Policy) int { return strings.Compare(x.Key, y.Key) })
 	return s
+}
+
+// source is what p's latest image says of its source, with the image p
+// chose before and its source; nil when the image says nothing. What was
+// dropped stays in the policy's status: a job has no use for it.
+func source(p *imagev1.ImagePolicy) *meta.ImageSourceChange {
+	st := p.Status
+	if st.LatestSource.IsZero() {
+		return nil
+	}
+	out := &meta.ImageSourceChange{Source: *st.LatestSource}
+	out.Source.Dropped = nil
+	if st.ObservedPreviousRef != nil && !st.ObservedPreviousSource.IsZero() {
+		prev, ps := *st.ObservedPreviousRef, *st.ObservedPreviousSource
+		ps.Dropped = nil
+		out.Previous, out.PreviousSource = &prev, &ps
+	}
+	return out
 }
 
 // verified says how the job checks, right before its commit, that ref's

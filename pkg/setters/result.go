@@ -2,6 +2,7 @@ package setters
 
 import (
 	"path"
+	"slices"
 
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
@@ -115,4 +116,22 @@ func (v ResultV2) Objects() map[meta.ObjectID][]meta.Change {
 		return map[meta.ObjectID][]meta.Change{}
 	}
 	return v.result.Objects()
+}
+
+// Sources are the source revisions the changes bring, once each (by
+// source URL and revision), in the order of the changes: what commit
+// messages and pull requests list as the source changes
+// (.Changed.Sources), empty when no image says where it was built from.
+func (v ResultV2) Sources() []meta.ChangeSource {
+	var out []meta.ChangeSource
+	for _, c := range v.Changes() {
+		s := c.Source
+		if s == nil || s.URL == "" || s.Revision == "" {
+			continue
+		}
+		if !slices.ContainsFunc(out, func(o meta.ChangeSource) bool { return o.URL == s.URL && o.Revision == s.Revision }) {
+			out = append(out, *s)
+		}
+	}
+	return out
 }

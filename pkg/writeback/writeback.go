@@ -82,6 +82,10 @@ type Update struct {
 	// automation's (pkg/hold), but the released ones, and the result
 	// lists them.
 	Holds *Holds
+	// Sources are what the images of Images say they were built from, by
+	// the same keys (where they say): the changes, the commit and the
+	// pull request name the source revisions each brings.
+	Sources map[string]*meta.ImageSourceChange
 }
 
 // Chart is an Argo CD Application whose chart sources' targetRevision is

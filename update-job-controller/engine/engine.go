@@ -213,6 +213,9 @@ type run struct {
 	// commit carries (RunGroup).
 	pushPlans []int
 	forge     forge.Client
+	// forgeOpts are forge's options, for clients of the source
+	// repositories the same forge serves (sourceCommits).
+	forgeOpts *forge.Options
 	// review is the open review found before the commit, on a forge that
 	// reviews pushed commits (findReview).
 	review *review

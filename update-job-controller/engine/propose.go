@@ -11,7 +11,9 @@ import (
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/forge"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/git/refname"
+	"toolkit.dev/image-toolkit/pkg/imagesource"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
@@ -51,7 +53,7 @@ func (r *run) forgeClient(ctx context.Context) (forge.Client, error) {
 		return nil, terminal(KindInvalid, err)
 	}
 	provider := string(ep.Provider)
-	fc, err := forge.New(forge.Options{
+	opts := forge.Options{
 		Provider:   ep.Provider,
 		APIURL:     ep.APIURL,
 		Repository: ep.Repository,
@@ -63,11 +65,82 @@ func (r *run) forgeClient(ctx context.Context) (forge.Client, error) {
 				r.settings.Hooks.OnEvent(Event{Kind: EventForgeResponse, Provider: provider, StatusCode: status})
 			}
 		},
-	})
+	}
+	fc, err := forge.New(opts)
 	if err != nil {
 		return nil, invalidf("push.pullRequest: %v", err)
 	}
+	r.forgeOpts = &opts
 	return fc, nil
+}
+
+// sourceCommits gives each source change whose repository the request's
+// forge serves (on the plan repository's host) the commits between its
+// two revisions, read with the request's credentials: a team's images are
+// mostly built from its own forge's repositories. Each compare is asked
+// once; what fails is a warning, and the request goes out without it.
+func (r *run) sourceCommits(ctx context.Context, res *setters.Result) {
+	if r.forgeOpts == nil || res == nil {
+		return
+	}
+	repo, err := git.ParseURL(r.plan.Repository)
+	if err != nil {
+		return
+	}
+	type listed struct {
+		commits []meta.SourceCommit
+		total   int
+	}
+	seen := map[string]*listed{}
+	for i := range res.Files {
+		for j := range res.Files[i].Objects {
+			for _, c := range res.Files[i].Objects[j].Changes {
+				s := c.Source
+				if s == nil || s.PreviousRevision == "" || s.Revision == "" {
+					continue
+				}
+				key := s.URL + "@" + s.PreviousRevision + ".." + s.Revision
+				l, ok := seen[key]
+				if !ok {
+					l = &listed{}
+					seen[key] = l
+					if src, err := git.ParseURL(s.URL); err == nil && strings.EqualFold(src.Host, repo.Host) {
+						l.commits, l.total = r.listCommits(ctx, s)
+					}
+				}
+				s.Commits, s.TotalCommits = l.commits, l.total
+			}
+		}
+	}
+}
+
+// listCommits reads the commits of one source change through the
+// request's forge, as a client of the source repository.
+func (r *run) listCommits(ctx context.Context, s *meta.ChangeSource) ([]meta.SourceCommit, int) {
+	o := *r.forgeOpts
+	ep, err := forge.Resolve(s.URL, o.Provider, o.APIURL)
+	if err != nil {
+		return nil, 0
+	}
+	o.Repository = ep.Repository
+	c, err := forge.New(o)
+	if err != nil {
+		return nil, 0
+	}
+	lister, ok := c.(forge.CommitLister)
+	if !ok {
+		return nil, 0
+	}
+	commits, total, err := lister.Commits(ctx, s.PreviousRevision, s.Revision, meta.MaxSourceCommits)
+	if err != nil {
+		r.res.Warnings = append(r.res.Warnings, fmt.Sprintf("listing the source commits of %s: %s", s.URL, r.creds.Git.Scrub(err.Error())))
+		return nil, 0
+	}
+	out := make([]meta.SourceCommit, 0, len(commits))
+	for _, cm := range commits {
+		out = append(out, meta.SourceCommit{SHA: cm.SHA, Subject: imagesource.Subject(cm.Subject)})
+	}
+	return out, total
 }
 
 // propose keeps one request per head branch: the update was made on the
@@ -106,6 +179,7 @@ func (r *run) propose(ctx context.Context, base, commit mirror.Hash) (Result, er
 	}
 
 	if out.Changes != nil {
+		r.sourceCommits(ctx, out.Changes)
 		d.Changed = out.Changes.In(r.plan.Path).V2()
 	}
 	title, err := commitmsg.PullRequestTitle.Render(pr.TitleTemplate, d)

@@ -18,7 +18,10 @@ import (
 	"toolkit.dev/image-toolkit/pkg/argocd"
 	"toolkit.dev/image-toolkit/pkg/commitmsg"
 	"toolkit.dev/image-toolkit/pkg/discover"
+	"toolkit.dev/image-toolkit/pkg/forge"
+	"toolkit.dev/image-toolkit/pkg/git"
 	"toolkit.dev/image-toolkit/pkg/imagename"
+	"toolkit.dev/image-toolkit/pkg/imagesource"
 	"toolkit.dev/image-toolkit/pkg/setters"
 	"toolkit.dev/image-toolkit/pkg/writeback"
 	"toolkit.dev/image-toolkit/update-job-controller/engine/mirror"
@@ -124,6 +127,7 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 			return cmp.Or(strings.Compare(a.Path, b.Path), a.Line-b.Line)
 		})
 	}
+	withSources(res, p.Update.Sources, func(u, from, to string) string { return compareURL(p, u, from, to) })
 	out.Changes = res
 	out.Problems = nil
 	for _, pr := range res.Problems {
@@ -150,7 +154,60 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 	if err != nil {
 		return nil, terminal(KindInvalid, err)
 	}
+	// A commit says which source changes it ships, whatever its
+	// template: an Image-Source trailer per source revision.
+	for _, s := range d.Changed.Sources() {
+		msg = commitmsg.AddTrailer(msg, "Image-Source: "+s.URL+"@"+s.Revision)
+	}
 	return &Change{Dir: dir, Files: changed, Message: msg}, nil
+}
+
+// withSources gives each change the source side of its image (what the
+// new image was built from, and against the image it replaces, the
+// revisions to compare), from the plan's sources by the change's policy.
+func withSources(res *setters.Result, sources map[string]*meta.ImageSourceChange, compare func(url, from, to string) string) {
+	if len(sources) == 0 {
+		return
+	}
+	for i := range res.Files {
+		for j := range res.Files[i].Objects {
+			changes := res.Files[i].Objects[j].Changes
+			for k := range changes {
+				c := &changes[k]
+				c.Source = imagesource.Change(sources[policyOf(c.Setter)], c.OldValue, compare)
+			}
+		}
+	}
+}
+
+// compareURL is the forge's page comparing two revisions of a source
+// repository: the forge its host tells, else, for a source on the host of
+// the plan's repository, the forge the plan's pull request names (a team's
+// Gitea or GitLab that holds both).
+func compareURL(p writeback.Plan, source, from, to string) string {
+	if u := forge.CompareURL(source, "", from, to); u != "" {
+		return u
+	}
+	pr := p.Target.PullRequest
+	if pr == nil || pr.Provider == "" {
+		return ""
+	}
+	src, err1 := git.ParseURL(source)
+	repo, err2 := git.ParseURL(p.Repository)
+	if err1 != nil || err2 != nil || !strings.EqualFold(src.Host, repo.Host) {
+		return ""
+	}
+	return forge.CompareURL(source, forge.Provider(pr.Provider), from, to)
+}
+
+// policyOf is the policy key (NAMESPACE:NAME) of a marker's setter, which
+// may name a field after it (apps:podinfo:tag).
+func policyOf(setter string) string {
+	if ns, rest, ok := strings.Cut(setter, ":"); ok {
+		name, _, _ := strings.Cut(rest, ":")
+		return ns + ":" + name
+	}
+	return setter
 }
 
 // commit gives the change to BeforeCommit and commits it on oid; zero when

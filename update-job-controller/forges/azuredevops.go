@@ -36,8 +36,10 @@ var AzureDevOpsForge = forge.Forge{
 	Subgroups:  true,
 	Repository: azureDevOpsRepository,
 	CommitPage: "/commit/",
-	Web:        azureDevOpsWeb,
-	New:        newAzureDevOps,
+	// GC marks a commit (GB a branch) in branchCompare's versions.
+	ComparePage: func(from, to string) string { return "/branchCompare?baseVersion=GC" + from + "&targetVersion=GC" + to },
+	Web:         azureDevOpsWeb,
+	New:         newAzureDevOps,
 }
 
 // azureDevOpsWeb is the repository's page: an https git URL's own, and

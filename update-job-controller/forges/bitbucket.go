@@ -27,7 +27,9 @@ var BitbucketForge = forge.Forge{
 		return scheme + "://" + hostport + "/2.0/"
 	},
 	CommitPage: "/commits/",
-	New:        newBitbucket,
+	// Bitbucket Cloud names the newer side first, the older after a CR.
+	ComparePage: func(from, to string) string { return "/branches/compare/" + to + "%0D" + from },
+	New:         newBitbucket,
 }
 
 // bitbucketForge keeps pull requests of one Bitbucket Cloud repository

@@ -21,11 +21,12 @@ const Gitea forge.Provider = "gitea"
 
 // GiteaForge is the registry entry of Gitea, and Forgejo (codeberg.org), whose API is Gitea's.
 var GiteaForge = forge.Forge{
-	Provider:   Gitea,
-	Hosts:      []string{"codeberg.org"},
-	Words:      []string{"gitea", "forgejo"},
-	CommitPage: "/commit/",
-	New:        newGitea,
+	Provider:    Gitea,
+	Hosts:       []string{"codeberg.org"},
+	Words:       []string{"gitea", "forgejo"},
+	CommitPage:  "/commit/",
+	ComparePage: func(from, to string) string { return "/compare/" + from + "..." + to },
+	New:         newGitea,
 }
 
 // giteaForge keeps pull requests of one Gitea (or Forgejo) repository
@@ -527,4 +528,35 @@ func giteaMessage(body []byte) (string, error) {
 		}
 	}
 	return strings.Trim(strings.Join(parts, ": "), ": "), nil
+}
+
+// Commits compares two revisions (GET /repos/{owner}/{repo}/compare/
+// {from}...{to}, Gitea 1.22 and later).
+func (g *giteaForge) Commits(ctx context.Context, from, to string, limit int) ([]forge.Commit, int, error) {
+	var cmp *gitea.Compare
+	err := g.call(ctx, fmt.Sprintf("comparing %s...%s", from, to), func(api *gitea.Client) (resp *gitea.Response, err error) {
+		cmp, resp, err = api.CompareCommits(g.owner, g.name, from, to)
+		return resp, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []forge.Commit
+	for _, c := range cmp.Commits {
+		if c == nil || c.CommitMeta == nil || len(out) >= limit {
+			continue
+		}
+		msg := ""
+		if c.RepoCommit != nil {
+			msg = c.RepoCommit.Message
+		}
+		out = append(out, forge.Commit{SHA: c.SHA, Subject: subject(msg)})
+	}
+	return out, max(cmp.TotalCommits, len(cmp.Commits)), nil
+}
+
+// subject is a commit message's first line.
+func subject(message string) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(message), "\n")
+	return strings.TrimSpace(s)
 }

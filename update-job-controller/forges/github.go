@@ -32,8 +32,9 @@ var GitHubForge = forge.Forge{
 		}
 		return scheme + "://" + hostport + "/api/v3/"
 	},
-	CommitPage: "/commit/",
-	New:        newGitHub,
+	CommitPage:  "/commit/",
+	ComparePage: func(from, to string) string { return "/compare/" + from + "..." + to },
+	New:         newGitHub,
 }
 
 // gitHub keeps pull requests of one GitHub (or GitHub Enterprise Server)
@@ -392,4 +393,20 @@ func (g *gitHub) postGraphQL(ctx context.Context, payload []byte) (*http.Respons
 		return nil, nil, fmt.Errorf("GitHub's GraphQL answer is not JSON: %w", err)
 	}
 	return resp, answer, nil
+}
+
+// Commits compares two revisions (GET /repos/{owner}/{repo}/compare/
+// {from}...{to}: up to 250 commits, oldest first, on the first page).
+func (g *gitHub) Commits(ctx context.Context, from, to string, limit int) ([]forge.Commit, int, error) {
+	cmp, resp, err := g.api.Repositories.CompareCommits(ctx, g.owner, g.name, from, to, &gh.ListOptions{PerPage: min(limit, 100)})
+	if err != nil {
+		return nil, 0, g.fail(fmt.Sprintf("comparing %s...%s", from, to), resp, err)
+	}
+	var out []forge.Commit
+	for _, c := range cmp.Commits {
+		if len(out) < limit {
+			out = append(out, forge.Commit{SHA: c.GetSHA(), Subject: subject(c.GetCommit().GetMessage())})
+		}
+	}
+	return out, max(cmp.GetTotalCommits(), len(cmp.Commits)), nil
 }

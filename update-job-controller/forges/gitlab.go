@@ -21,12 +21,13 @@ const GitLab forge.Provider = "gitlab"
 
 // GitLabForge is the registry entry of GitLab: gitlab.com and self-managed GitLab.
 var GitLabForge = forge.Forge{
-	Provider:   GitLab,
-	Hosts:      []string{"gitlab.com"},
-	Words:      []string{"gitlab"},
-	Subgroups:  true,
-	CommitPage: "/-/commit/",
-	New:        newGitLab,
+	Provider:    GitLab,
+	Hosts:       []string{"gitlab.com"},
+	Words:       []string{"gitlab"},
+	Subgroups:   true,
+	CommitPage:  "/-/commit/",
+	ComparePage: func(from, to string) string { return "/-/compare/" + from + "..." + to },
+	New:         newGitLab,
 }
 
 // gitLab keeps merge requests of one GitLab project. The project is named
@@ -387,3 +388,23 @@ func gitLabState(s string) forge.State {
 
 // GitLab marks a draft by its title: these prefixes, in any case.
 var gitLabDraft = forge.DraftPrefixes{Known: []string{"draft:", "[draft]", "(draft)", "draft -"}, Add: "Draft: "}
+
+// Commits compares two revisions (GET /projects/:id/repository/compare
+// with from and to).
+func (g *gitLab) Commits(ctx context.Context, from, to string, limit int) ([]forge.Commit, int, error) {
+	var cmp *gitlab.Compare
+	err := g.call(ctx, fmt.Sprintf("comparing %s...%s", from, to), func(o gitlab.RequestOptionFunc) (resp *gitlab.Response, err error) {
+		cmp, resp, err = g.api.Repositories.Compare(g.project, &gitlab.CompareOptions{From: gitlab.Ptr(from), To: gitlab.Ptr(to)}, o)
+		return resp, err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []forge.Commit
+	for _, c := range cmp.Commits {
+		if c != nil && len(out) < limit {
+			out = append(out, forge.Commit{SHA: c.ID, Subject: subject(c.Title)})
+		}
+	}
+	return out, len(cmp.Commits), nil
+}

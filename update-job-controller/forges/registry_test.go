@@ -143,3 +143,22 @@ func TestTheBuiltInForgesLinkCommits(t *testing.T) {
 		})
 	}
 }
+
+// A source repository's compare page, as each built-in forge spells it,
+// from the host alone; Gerrit and plain git servers have none.
+func TestTheBuiltInForgesCompareCommits(t *testing.T) {
+	Register()
+	for _, tt := range []struct{ address, want string }{
+		{"https://github.com/acme/api", "https://github.com/acme/api/compare/aaa...bbb"},
+		{"https://gitlab.com/group/sub/api", "https://gitlab.com/group/sub/api/-/compare/aaa...bbb"},
+		{"https://codeberg.org/acme/api", "https://codeberg.org/acme/api/compare/aaa...bbb"},
+		{"https://bitbucket.org/acme/api", "https://bitbucket.org/acme/api/branches/compare/bbb%0Daaa"},
+		{"https://dev.azure.com/acme/ops/_git/api", "https://dev.azure.com/acme/ops/_git/api/branchCompare?baseVersion=GCaaa&targetVersion=GCbbb"},
+		{"https://gerrit.example.com/api", ""},
+		{"http://127.0.0.1:8080/api", ""},
+	} {
+		if got := forge.CompareURL(tt.address, "", "aaa", "bbb"); got != tt.want {
+			t.Errorf("CompareURL(%q) = %q, want %q", tt.address, got, tt.want)
+		}
+	}
+}

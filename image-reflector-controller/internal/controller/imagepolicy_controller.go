@@ -31,6 +31,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
+	"toolkit.dev/image-toolkit/pkg/imagesource"
 	"toolkit.dev/image-toolkit/pkg/policy"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
@@ -228,6 +229,8 @@ type policyState struct {
 	walk       *signature.Walk
 	// requeue is when to look again once the choice is recorded.
 	requeue time.Duration
+	// source is what latest says it was built from; nil when unknown.
+	source *meta.ImageSource
 }
 
 // Reconcile selects the latest image of one ImagePolicy.
@@ -265,6 +268,7 @@ func (r *ImagePolicyReconciler) newKind() *reconcile.Kind[*imagev1.ImagePolicy, 
 			{Name: "hold", Run: r.hold},
 			{Name: "verify", Run: r.verifySignatures},
 			{Name: "digest", Run: r.reflectDigest},
+			{Name: "source", Run: r.readSource},
 			{Name: "record", Run: r.recordLatest},
 		},
 	}
@@ -508,6 +512,41 @@ func (r *ImagePolicyReconciler) reflectDigest(ctx context.Context, s *policyScop
 	return reconcile.Continue, nil
 }
 
+// readSource reads what the chosen image says it was built from, once per
+// image: while latestRef stays, the status keeps what was read. A failed
+// read is not the policy's failure (the image is chosen; only the words of
+// the commit that brings it lack its source): it is logged and tried again
+// at the policy's next reconcile. Chart versions carry no such labels.
+func (r *ImagePolicyReconciler) readSource(ctx context.Context, s *policyScope) (reconcile.Result, error) {
+	obj, st := s.Obj, &s.State
+	if prev := obj.Status.LatestRef; st.held || isHelmChart(st.repo) || (prev != nil && *prev == st.latest && obj.Status.LatestSource != nil) {
+		st.source = obj.Status.LatestSource
+		return reconcile.Continue, nil
+	}
+	reference := st.latest.Digest
+	if reference == "" {
+		reference = st.latest.Tag
+	}
+	annotations, labels, err := r.labels(ctx, st.repo, reference, st.platform)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("reading the image's source labels", "image", st.latest.String(), "error", err.Error())
+		return reconcile.Continue, nil
+	}
+	src := imagesource.Read(annotations, labels)
+	st.source = &src
+	return reconcile.Continue, nil
+}
+
+// labels reads the annotations and config labels of repo's image at
+// reference (a tag or a digest) with the repository's credentials.
+func (r *ImagePolicyReconciler) labels(ctx context.Context, repo *imagev1.ImageRepository, reference string, platform *v1.Platform) (annotations, labels map[string]string, err error) {
+	err = r.withAccess(ctx, repo, func(ctx context.Context, ref name.Repository, a *access) error {
+		annotations, labels, err = r.Registry.Labels(ctx, ref, reference, platform, a.opts)
+		return err
+	})
+	return annotations, labels, err
+}
+
 // digestErr is the condition of a failed digest lookup.
 func digestErr(err error) error {
 	var notFound *registry.PlatformNotFoundError
@@ -527,14 +566,19 @@ func (r *ImagePolicyReconciler) recordLatest(ctx context.Context, s *policyScope
 		if prev != nil {
 			p := *prev
 			obj.Status.ObservedPreviousRef = &p
+			obj.Status.ObservedPreviousSource = obj.Status.LatestSource
 			ev.WithMetadata(map[string]string{events.MetaPreviousImage: p.String()}).Normal(ctx, obj, "NewImage", "Select",
 				"latest image for "+latest.Name+" changed from "+prev.String()+" to "+latest.String())
 		} else {
 			ev.Normal(ctx, obj, "NewImage", "Select", "latest image for "+latest.Name+" is "+latest.String())
 		}
 		obj.Status.LatestRef = &latest
+		obj.Status.LatestSource = s.State.source
 		now := metav1.NowMicro()
 		obj.Status.LatestRefTime = &now
+	}
+	if s.State.source != nil {
+		obj.Status.LatestSource = s.State.source
 	}
 	if w := s.State.walk; w != nil && len(w.Skipped) > 0 {
 		conditions.MarkReady(obj, imagev1.SignatureVerificationFailedReason, "latest image tag for %s resolved to %s: %s",
@@ -751,38 +795,45 @@ func (r *ImagePolicyReconciler) allowed(ctx context.Context, repo *imagev1.Image
 // of the manifest the tag points to, or with a platform, of that
 // platform's manifest in it. With a platform, tag may be a digest (of a
 // verified index).
-func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageRepository, tag string, platform *v1.Platform) (string, error) {
+func (r *ImagePolicyReconciler) digest(ctx context.Context, repo *imagev1.ImageRepository, tag string, platform *v1.Platform) (d string, err error) {
+	err = r.withAccess(ctx, repo, func(ctx context.Context, ref name.Repository, a *access) error {
+		if platform == nil {
+			d, err = r.Registry.Digest(ctx, ref.Tag(tag), a.opts)
+			return err
+		}
+		var at name.Reference = ref.Tag(tag)
+		if strings.HasPrefix(tag, "sha256:") {
+			at = ref.Digest(tag)
+		}
+		d, err = r.Registry.PlatformDigest(ctx, at, *platform, a.opts)
+		return err
+	})
+	return d, err
+}
+
+// withAccess runs call with repo's name and access (its credentials and
+// transport), under the repository's timeout. Its errors are redacted of
+// the credentials, but a missing platform, which is returned as it is.
+func (r *ImagePolicyReconciler) withAccess(ctx context.Context, repo *imagev1.ImageRepository, call func(context.Context, name.Repository, *access) error) error {
 	ref, err := parseImage(repo)
 	if err != nil {
-		return "", err
+		return err
 	}
 	a, err := resolveAccess(ctx, r.APIReader, repo, ref, nil, r.Cloud)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if tr, ok := a.opts.Transport.(*http.Transport); ok && tr != defaultTransport {
 		defer tr.CloseIdleConnections()
 	}
 	ctx, cancel := context.WithTimeout(ctx, repositoryTimeout(repo))
 	defer cancel()
-	var d string
-	if platform != nil {
-		var at name.Reference = ref.Tag(tag)
-		if strings.HasPrefix(tag, "sha256:") {
-			at = ref.Digest(tag)
-		}
-		d, err = r.Registry.PlatformDigest(ctx, at, *platform, a.opts)
-		var nf *registry.PlatformNotFoundError
-		if errors.As(err, &nf) {
-			return "", err
-		}
-	} else {
-		d, err = r.Registry.Digest(ctx, ref.Tag(tag), a.opts)
+	err = call(ctx, ref, a)
+	var nf *registry.PlatformNotFoundError
+	if err == nil || errors.As(err, &nf) {
+		return err
 	}
-	if err != nil {
-		return "", errors.New(events.Redact(err.Error(), a.secrets...))
-	}
-	return d, nil
+	return errors.New(events.Redact(err.Error(), a.secrets...))
 }
 
 func ptrTime(t time.Time) *metav1.Time {

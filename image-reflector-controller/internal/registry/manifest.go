@@ -22,6 +22,7 @@ import (
 const (
 	PurposeDigest    = "digest"
 	PurposeBuildTime = "build_time"
+	PurposeSource    = "source"
 )
 
 // PlatformNotFoundError: a tag has no image for the platform asked.
@@ -42,8 +43,9 @@ func (e *PlatformNotFoundError) Error() string {
 // manifestDoc is what is read of a manifest or an index: enough to tell
 // them apart, pick a platform and find the config.
 type manifestDoc struct {
-	Manifests []v1.Descriptor `json:"manifests"`
-	Config    v1.Descriptor   `json:"config"`
+	Manifests   []v1.Descriptor   `json:"manifests"`
+	Config      v1.Descriptor     `json:"config"`
+	Annotations map[string]string `json:"annotations"`
 }
 
 func (d manifestDoc) isIndex() bool { return d.Manifests != nil }
@@ -212,13 +214,40 @@ func (c *Client) PlatformDigest(ctx context.Context, ref name.Reference, platfor
 // requests for an image, three for an index. The zero time when the config
 // has none.
 func (c *Client) Created(ctx context.Context, ref name.Tag, platform *v1.Platform, o Options) (time.Time, error) {
-	m, err := c.metadata(ctx, ref.Repository, o, PurposeBuildTime)
+	_, cfg, err := c.image(ctx, ref.Repository, ref.TagStr(), platform, o, PurposeBuildTime)
 	if err != nil {
 		return time.Time{}, err
 	}
-	doc, _, err := m.manifest(ctx, ref.TagStr())
+	return cfg.Created.Time, nil
+}
+
+// Labels are the annotations of the image at reference (a tag or a
+// digest) for platform (an index's, then its platform manifest's over
+// them) and its config's labels: where builders say what the image was
+// built from.
+func (c *Client) Labels(ctx context.Context, repo name.Repository, reference string, platform *v1.Platform, o Options) (annotations, labels map[string]string, err error) {
+	annotations, cfg, err := c.image(ctx, repo, reference, platform, o, PurposeSource)
 	if err != nil {
-		return time.Time{}, err
+		return nil, nil, err
+	}
+	return annotations, cfg.Config.Labels, nil
+}
+
+// image reads the manifest at reference (a tag or a digest; through an
+// index, the platform's) and its config, returning the annotations of both
+// manifests (the platform manifest's over the index's).
+func (c *Client) image(ctx context.Context, repo name.Repository, reference string, platform *v1.Platform, o Options, purpose string) (map[string]string, *v1.ConfigFile, error) {
+	m, err := c.metadata(ctx, repo, o, purpose)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, _, err := m.manifest(ctx, reference)
+	if err != nil {
+		return nil, nil, err
+	}
+	annotations := map[string]string{}
+	for k, v := range doc.Annotations {
+		annotations[k] = v
 	}
 	if doc.isIndex() {
 		d, ok := pick(doc.Manifests, platform)
@@ -227,15 +256,22 @@ func (c *Client) Created(ctx context.Context, ref name.Tag, platform *v1.Platfor
 			if platform != nil {
 				p = platform.String()
 			}
-			return time.Time{}, &PlatformNotFoundError{Ref: ref.String(), Platform: p, Have: platforms(doc.Manifests)}
+			at := ":"
+			if strings.Contains(reference, ":") {
+				at = "@"
+			}
+			return nil, nil, &PlatformNotFoundError{Ref: repo.String() + at + reference, Platform: p, Have: platforms(doc.Manifests)}
 		}
 		if doc, _, err = m.manifest(ctx, d.Digest.String()); err != nil {
-			return time.Time{}, err
+			return nil, nil, err
+		}
+		for k, v := range doc.Annotations {
+			annotations[k] = v
 		}
 	}
 	cfg, err := m.config(ctx, doc.Config)
 	if err != nil {
-		return time.Time{}, err
+		return nil, nil, err
 	}
-	return cfg.Created.Time, nil
+	return annotations, cfg, nil
 }

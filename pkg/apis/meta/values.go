@@ -117,6 +117,10 @@ type Change struct {
 	// Setter is the marker that caused the change, e.g. apps:podinfo or
 	// apps:podinfo:tag.
 	Setter string `json:"setter"`
+	// Source is what the new image says of its source, and what changed
+	// in it since the value replaced, when the image says.
+	// +optional
+	Source *ChangeSource `json:"source,omitempty"`
 }
 
 // DiscoveredImage is an image found in a repository: the value most of

@@ -254,6 +254,33 @@ func (r *Registry) PushIndex(t testing.TB, repo, tag string, created time.Time, 
 	return d.String(), digests
 }
 
+// PushLabelled pushes a small random image for linux/amd64 as repo:tag,
+// with labels in its config and annotations on its manifest (either may
+// be nil), as docker/metadata-action writes the OCI image keys, and
+// returns its digest.
+func (r *Registry) PushLabelled(t testing.TB, repo, tag string, labels, annotations map[string]string) string {
+	t.Helper()
+	img := r.platformImage(t, v1.Platform{OS: "linux", Architecture: "amd64"}, time.Now())
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Config.Labels = labels
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if annotations != nil {
+		img = mutate.Annotations(img, annotations).(v1.Image)
+	}
+	r.write(t, repo, tag, img)
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
 // platformImage is a small random image whose config names a platform and
 // a build time.
 func (r *Registry) platformImage(t testing.TB, p v1.Platform, created time.Time) v1.Image {

@@ -110,6 +110,12 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 			return writeback.Invalidf("setter %s is listed twice", s.Policy)
 		}
 		u.Images[s.Policy] = s.ImageRef
+		if s.Source != nil {
+			if u.Sources == nil {
+				u.Sources = map[string]*meta.ImageSourceChange{}
+			}
+			u.Sources[s.Policy] = s.Source
+		}
 	}
 	if c := spec.Update.Container; c != nil {
 		if len(u.Images) > 0 || spec.Update.Discover != nil || len(spec.Update.ArgoCD) > 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -226,6 +227,26 @@ func (e *Env) PushTag(ctx context.Context, tag string) error {
 		return err
 	}
 	return remote.Write(ref, e.img, remote.WithContext(ctx))
+}
+
+// PushLabelled pushes the image under another tag with labels in its
+// config, as an image builder writes the org.opencontainers.image keys.
+func (e *Env) PushLabelled(ctx context.Context, tag string, labels map[string]string) error {
+	cfg, err := e.img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Config.Labels = labels
+	img, err := mutate.ConfigFile(e.img, cfg)
+	if err != nil {
+		return err
+	}
+	ref, err := name.NewTag(e.RegistryHost+"/"+Image+":"+tag, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return remote.Write(ref, img, remote.WithContext(ctx))
 }
 
 // fleetFiles are the fleet repository's first commit.

@@ -34,6 +34,9 @@ type PolicyExplanation struct {
 	// PendingRef is the tag a minimum age holds back (status.pendingRef).
 	PendingRef  *imagev1.PendingRef `json:"pendingRef,omitempty"`
 	PreviousRef *meta.ImageRef      `json:"previousRef,omitempty"`
+	// Source is what the latest image says it was built from
+	// (status.latestSource).
+	Source *meta.ImageSource `json:"source,omitempty"`
 	// Verify is spec.verify; Verification and UnverifiedRef what it
 	// found (status.verification, status.unverifiedRef).
 	Verify        *imagev1.ImageVerification  `json:"verify,omitempty"`
@@ -72,6 +75,7 @@ func Policy(ctx context.Context, c client.Client, key types.NamespacedName) (*Po
 		LatestRefTime: p.Status.LatestRefTime,
 		PendingRef:    p.Status.PendingRef,
 		PreviousRef:   p.Status.ObservedPreviousRef,
+		Source:        p.Status.LatestSource,
 		Verify:        p.Spec.Verify,
 		Verification:  p.Status.Verification,
 		UnverifiedRef: p.Status.UnverifiedRef,

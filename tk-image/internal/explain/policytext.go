@@ -118,6 +118,7 @@ func (e *PolicyExplanation) Text(w io.Writer) {
 		} else {
 			fmt.Fprintf(w, "  Previous:\tnone\n")
 		}
+		e.writeSource(w)
 	}
 	writeCondition(w, "Ready:", e.Ready)
 }
@@ -222,4 +223,26 @@ func writeDrop(w io.Writer, indent string, d policy.Drop) {
 		return
 	}
 	fmt.Fprintf(w, "%s%s:\t%d %s\n", indent, d.Label, d.Count, d.Detail)
+}
+
+// writeSource says where the latest image says it was built from, and
+// which of its labels were not taken.
+func (e *PolicyExplanation) writeSource(w io.Writer) {
+	s := e.Source
+	if s == nil {
+		return
+	}
+	switch {
+	case s.URL != "" && s.Revision != "":
+		fmt.Fprintf(w, "  Built from:\t%s at %s\n", s.URL, s.Revision)
+	case s.URL != "":
+		fmt.Fprintf(w, "  Built from:\t%s (no revision label)\n", s.URL)
+	case s.Revision != "":
+		fmt.Fprintf(w, "  Built from:\trevision %s (no source label)\n", s.Revision)
+	case len(s.Dropped) == 0:
+		fmt.Fprintf(w, "  Built from:\tnot said (no org.opencontainers.image.source or .revision label)\n")
+	}
+	for _, d := range s.Dropped {
+		fmt.Fprintf(w, "  Label not taken:\t%s\n", d)
+	}
 }

@@ -46,6 +46,9 @@ func TestTextIsAsRecorded(t *testing.T) {
 			LastSelection: selection("1.2.0", "1.1.0"), SelectionIsCurrent: true, LatestRef: ref("1.2.0"),
 			LatestRefTime: micro, PreviousRef: ref("1.1.0"), Ready: ready, choice: choice, filter: f}
 	}
+	semver := policy(imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}, filter)
+	semver.Source = &meta.ImageSource{URL: "https://github.com/acme/web", Revision: "3a91042c0ffee",
+		Dropped: []string{`org.opencontainers.image.version: "1.2.0 final" holds characters other than letters, digits and ._+~-`}}
 	stale := policy(imagev1.ImagePolicyChoice{Numerical: &imagev1.NumericalPolicy{}}, nil)
 	stale.Suspended, stale.SelectionIsCurrent, stale.PreviousRef = true, false, nil
 	stale.LastSelection = &imagev1.TagSelection{ScanRevision: "sha256:fedcba9876543210fedc", Considered: 3, Kept: 2, TooNew: 2}
@@ -138,7 +141,7 @@ func TestTextIsAsRecorded(t *testing.T) {
 	for name, e := range map[string]Explanation{
 		"automation-argocd":   argo,
 		"automation-targets":  targets,
-		"policy-semver":       policy(imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=1.0.0"}}, filter),
+		"policy-semver":       semver,
 		"policy-alphabetical": policy(imagev1.ImagePolicyChoice{Alphabetical: &imagev1.AlphabeticalPolicy{Order: "desc"}}, &imagev1.TagFilter{Pattern: "^main-"}),
 		"policy-numerical":    stale,
 		"policy-newestbuild":  policy(imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 50}}, nil),

@@ -389,6 +389,17 @@ type ImagePolicyStatus struct {
 	// +optional
 	ObservedPreviousRef *meta.ImageRef `json:"observedPreviousRef,omitempty"`
 
+	// LatestSource is what latestRef's image says it was built from (its
+	// org.opencontainers.image.* annotations or labels), read once per
+	// image; commits and pull requests that bring the image name it.
+	// +optional
+	LatestSource *meta.ImageSource `json:"latestSource,omitempty"`
+
+	// ObservedPreviousSource is observedPreviousRef's, for the changes
+	// between the two.
+	// +optional
+	ObservedPreviousSource *meta.ImageSource `json:"observedPreviousSource,omitempty"`
+
 	// LatestRefTime is when latestRef last changed, to the microsecond; the
 	// automation controller measures the time from here to the push.
 	// +optional

@@ -524,6 +524,16 @@ func (in *ImagePolicyStatus) DeepCopyInto(out *ImagePolicyStatus) {
 		*out = new(meta.ImageRef)
 		**out = **in
 	}
+	if in.LatestSource != nil {
+		in, out := &in.LatestSource, &out.LatestSource
+		*out = new(meta.ImageSource)
+		(*in).DeepCopyInto(*out)
+	}
+	if in.ObservedPreviousSource != nil {
+		in, out := &in.ObservedPreviousSource, &out.ObservedPreviousSource
+		*out = new(meta.ImageSource)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.LatestRefTime != nil {
 		in, out := &in.LatestRefTime, &out.LatestRefTime
 		*out = (*in).DeepCopy()

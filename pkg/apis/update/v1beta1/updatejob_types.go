@@ -387,6 +387,13 @@ type PolicySetter struct {
 	// write the tag only.
 	// +optional
 	Verified *VerifiedImage `json:"verified,omitempty"`
+
+	// Source is what the image says it was built from, and the image the
+	// policy chose before with its source (the ImagePolicy's
+	// status.latestSource and observedPrevious*): the commit and the pull
+	// request name the source revisions a change brings.
+	// +optional
+	Source *meta.ImageSourceChange `json:"source,omitempty"`
 }
 
 // VerifiedImage says how to read a verified image's tag again.
