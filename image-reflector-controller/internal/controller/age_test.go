@@ -225,20 +225,24 @@ func TestBuildTimes(t *testing.T) {
 		policy  func(*imagev1.ImagePolicy)
 		want    string
 		pending string
-		reads   int64 // manifests and configs read by the first evaluation
+		// reads are the manifests and configs the first evaluation reads:
+		// build times, and the chosen image's source labels (a manifest and
+		// its config, once per chosen image).
+		reads int64
 	}{
 		// 1.4.0 (an index: 3 reads) and 1.3.0 are younger than 72 h by
-		// build time: 1.2.0 is the first old enough (2 + 3 + 2 reads).
-		{name: "created", policy: withMinimumAge(72*time.Hour, imagev1.AgeCreated), want: "1.2.0", pending: "1.4.0", reads: 7},
+		// build time: 1.2.0 is the first old enough (2 + 3 + 2 reads),
+		// and its labels are read (2).
+		{name: "created", policy: withMinimumAge(72*time.Hour, imagev1.AgeCreated), want: "1.2.0", pending: "1.4.0", reads: 9},
 		// By first sighting every tag is minutes old.
 		{name: "seen", policy: withMinimumAge(72*time.Hour, imagev1.AgeSeen), pending: "1.4.0"},
 		{name: "newest build", policy: func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy = imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{}}
-		}, want: "1.3.0", reads: 4}, // 1.0.0 and 1.1.0; the others are cached
+		}, want: "1.3.0", reads: 6}, // 1.0.0 and 1.1.0, the others are cached; 1.3.0's labels
 		{name: "newest build at least a day old", policy: func(p *imagev1.ImagePolicy) {
 			p.Spec.Policy = imagev1.ImagePolicyChoice{NewestBuild: &imagev1.NewestBuildPolicy{MaxCandidates: 4}}
 			withMinimumAge(24*time.Hour, imagev1.AgeCreated)(p)
-		}, want: "1.1.0", pending: "1.3.0", reads: 0},
+		}, want: "1.1.0", pending: "1.3.0", reads: 2}, // 1.1.0's labels
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -275,19 +279,27 @@ func TestBuildTimes(t *testing.T) {
 		t.Errorf("build-time config requests counted: %v; want 5, one per tag", n)
 	}
 
-	// A new tag costs its own lookup, once.
+	// A new tag costs its own lookup, once; the policies it moves read
+	// their new image's labels: newest-build's 0.9.0, and the day-old
+	// policy's 1.4.0 (an index: 3 reads), which 0.9.0 brought into its
+	// four newest builds' reach.
 	nb := &imagev1.ImagePolicy{}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "newest-build"}, nb); err != nil {
 		t.Fatal(err)
 	}
 	reg.PushBuilt(t, "app", "0.9.0", now.Add(-time.Hour))
 	before := reads()
+	buildReads := func() float64 {
+		return testutil.ToFloat64(c.metrics.Metadata.WithLabelValues(registry.PurposeBuildTime, "manifest")) +
+			testutil.ToFloat64(c.metrics.Metadata.WithLabelValues(registry.PurposeBuildTime, "config"))
+	}
+	buildBefore := buildReads()
 	reconcileNow(t, repo, conditions.SucceededReason)
 	testenv.Eventually(t, waitFor, func() (bool, error) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(nb), nb)
 		return nb.Status.LatestRef.Tag == "0.9.0", err
 	})
-	if n := reads() - before; n != 2 {
-		t.Errorf("a new tag cost %d manifest and config reads; want 2", n)
+	if n, b := reads()-before, buildReads()-buildBefore; n != 7 || b != 2 {
+		t.Errorf("a new tag cost %d manifest and config reads, %v of them for build times; want 7 and 2", n, b)
 	}
 }

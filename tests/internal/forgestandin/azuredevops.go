@@ -2,6 +2,7 @@ package forgestandin
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -186,17 +187,11 @@ func (a *azureDevOps) list(s *Server, w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	top, skip := 101, 0
-	var err error
-	if v := q.Get("$top"); v != "" {
-		if top, err = strconv.Atoi(v); err != nil || top < 0 {
-			s.refuse(w, r, http.StatusBadRequest, azError("InvalidArgumentValueException", "$top "+v), "$top "+v)
-			return
-		}
-	}
-	if v := q.Get("$skip"); v != "" {
-		if skip, err = strconv.Atoi(v); err != nil || skip < 0 {
-			s.refuse(w, r, http.StatusBadRequest, azError("InvalidArgumentValueException", "$skip "+v), "$skip "+v)
+	top, okTop := intParam(q, "$top", 101, 0, math.MaxInt)
+	skip, okSkip := intParam(q, "$skip", 0, 0, math.MaxInt)
+	for name, ok := range map[string]bool{"$top": okTop, "$skip": okSkip} {
+		if !ok {
+			s.refuse(w, r, http.StatusBadRequest, azError("InvalidArgumentValueException", name+" "+q.Get(name)), name+" "+q.Get(name))
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package forgestandin
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -168,19 +169,15 @@ func (bb *bitbucket) list(s *Server, w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	pagelen, page := 10, 1
-	var err error
-	if v := q.Get("pagelen"); v != "" {
-		if pagelen, err = strconv.Atoi(v); err != nil || pagelen < 1 || pagelen > bitbucketMaxPagelen {
-			s.refuse(w, r, http.StatusBadRequest, bbError("Invalid pagelen", fmt.Sprintf("pagelen must be between 1 and %d", bitbucketMaxPagelen)), "pagelen "+v)
-			return
-		}
+	pagelen, ok := intParam(q, "pagelen", 10, 1, bitbucketMaxPagelen)
+	if !ok {
+		s.refuse(w, r, http.StatusBadRequest, bbError("Invalid pagelen", fmt.Sprintf("pagelen must be between 1 and %d", bitbucketMaxPagelen)), "pagelen "+q.Get("pagelen"))
+		return
 	}
-	if v := q.Get("page"); v != "" {
-		if page, err = strconv.Atoi(v); err != nil || page < 1 {
-			s.refuse(w, r, http.StatusBadRequest, bbError("Invalid page", v), "page "+v)
-			return
-		}
+	page, ok := intParam(q, "page", 1, 1, math.MaxInt)
+	if !ok {
+		s.refuse(w, r, http.StatusBadRequest, bbError("Invalid page", q.Get("page")), "page "+q.Get("page"))
+		return
 	}
 	filter, err := parseBBQL(q.Get("q"))
 	if err != nil {

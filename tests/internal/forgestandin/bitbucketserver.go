@@ -2,6 +2,7 @@ package forgestandin
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -149,17 +150,11 @@ func (b *bitbucketServer) list(s *Server, w http.ResponseWriter, r *http.Request
 		s.refuse(w, r, http.StatusBadRequest, bbsError("rest.BadRequestException", "at must be a fully qualified ref: "+at), "at "+at)
 		return
 	}
-	start, limit := 0, 25
-	var err error
-	if v := q.Get("start"); v != "" {
-		if start, err = strconv.Atoi(v); err != nil || start < 0 {
-			s.refuse(w, r, http.StatusBadRequest, bbsError("rest.BadRequestException", "start "+v), "start "+v)
-			return
-		}
-	}
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 {
-			s.refuse(w, r, http.StatusBadRequest, bbsError("rest.BadRequestException", "limit "+v), "limit "+v)
+	start, okStart := intParam(q, "start", 0, 0, math.MaxInt)
+	limit, okLimit := intParam(q, "limit", 25, 1, math.MaxInt)
+	for name, ok := range map[string]bool{"start": okStart, "limit": okLimit} {
+		if !ok {
+			s.refuse(w, r, http.StatusBadRequest, bbsError("rest.BadRequestException", name+" "+q.Get(name)), name+" "+q.Get(name))
 			return
 		}
 	}

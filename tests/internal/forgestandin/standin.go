@@ -31,7 +31,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -267,4 +269,15 @@ func queryOnly(r *http.Request, allowed ...string) error {
 		}
 	}
 	return nil
+}
+
+// intParam is query parameter name as a number from lo to hi, def when
+// absent; ok is false when it is not one (the stand-in refuses it).
+func intParam(q url.Values, name string, def, lo, hi int) (n int, ok bool) {
+	v := q.Get(name)
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	return n, err == nil && n >= lo && n <= hi
 }
