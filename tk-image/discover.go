@@ -204,6 +204,14 @@ func (o *discoverOptions) markAutomated(res *discover.Result, automated []automa
 	for _, f := range written {
 		fmt.Fprintf(stderr, "marked %s\n", f)
 	}
+	if err == nil && len(written) == 0 && len(skipped) == 0 {
+		// Said, not left silent: a second run finds every marker written.
+		what := fmt.Sprintf("the %d automated images", len(automated))
+		if len(automated) == 1 {
+			what = "the automated image"
+		}
+		fmt.Fprintf(stderr, "nothing to mark: every location of %s already has its marker\n", what)
+	}
 	flow := 0
 	for _, s := range skipped {
 		fmt.Fprintf(stderr, "tk-image: %s:%d: not marked: %s\n", s.File, s.Line, s.Reason)

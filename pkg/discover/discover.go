@@ -126,6 +126,7 @@ const (
 	ReasonNoTagField   = "kustomization image without newTag: no field to update"
 	ReasonParse        = "does not parse as YAML"
 	ReasonDockerfile   = "does not parse as a Dockerfile"
+	ReasonFormat       = "does not parse as its format (HCL, TOML or .env)"
 	ReasonBuildArg     = "build argument: set when the image is built"
 	ReasonUnreadable   = "cannot be read"
 )
@@ -223,6 +224,10 @@ func (d *discoverer) skip(s Skipped) { d.skipped = append(d.skipped, s) }
 func (d *discoverer) file(file string, data []byte) {
 	if setters.IsDockerfile(file) {
 		d.dockerfile(file, data)
+		return
+	}
+	if f := setters.FormatOf(file); f != nil && f.Values != nil {
+		d.values(file, f, data)
 		return
 	}
 	if d.isHelmTemplate(file) {
@@ -590,7 +595,7 @@ func (d *discoverer) isHelmTemplate(file string) bool {
 // "Image", and a Dockerfile's images follow FROM or --from. A checkout for
 // discovery may leave the other files out.
 func MayHaveImages(data []byte) bool {
-	for _, w := range []string{"image", "Image", "FROM", "from"} {
+	for _, w := range []string{"image", "Image", "IMAGE", "FROM", "from"} {
 		if bytes.Contains(data, []byte(w)) {
 			return true
 		}

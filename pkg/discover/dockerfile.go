@@ -30,3 +30,23 @@ func (d *discoverer) dockerfile(file string, data []byte) {
 			Object: meta.ObjectID{Kind: setters.DockerfileFormat.Kind}})
 	}
 }
+
+// values reads the images of an HCL, TOML or .env file: the plain strings
+// of keys that name an image (image, container_image, APP_IMAGE), which
+// Terraform's ECS and Cloud Run resources, fly.toml and compose's .env
+// files use. Other strings are not read as images: in these formats
+// nothing but the key tells an image from any other string.
+func (d *discoverer) values(file string, f *setters.Format, data []byte) {
+	vals, err := f.Values(data)
+	if err != nil {
+		d.skip(Skipped{File: file, Reason: ReasonFormat + ": " + firstLine(err.Error())})
+		return
+	}
+	for _, v := range vals {
+		if !setters.ImageKey(v.Key) {
+			continue
+		}
+		value := string(data[v.Start:v.End])
+		d.reference(Location{File: file, Line: v.Line, Column: v.Column, Path: v.Key, Value: value, Object: meta.ObjectID{Kind: f.Kind}})
+	}
+}

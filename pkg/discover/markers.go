@@ -29,15 +29,15 @@ func (r *Result) Sites(policy func(Image) string) map[string][]setters.Site {
 }
 
 // WriteMarkers writes the sites' markers into the files under dir with
-// setters.AddMarkers (AddDockerfileMarkers for a Dockerfile), changing
+// setters.AddMarkers (the format's AddMarkers for the other formats), changing
 // nothing else, and writes only the files
 // that change (keeping their modes). It returns the files written and the
 // sites it could not mark, with the reason.
 func WriteMarkers(dir string, sites map[string][]setters.Site) (written []string, skipped []Skipped, err error) {
 	written, _, skipped, err = rewrite(dir, sites, func(file string, data []byte, ss []setters.Site) ([]byte, []setters.Site, []error, error) {
 		add := setters.AddMarkers
-		if setters.IsDockerfile(file) {
-			add = setters.AddDockerfileMarkers
+		if f := setters.FormatOf(file); f != nil {
+			add = f.AddMarkers
 		}
 		out, added, notMarked, err := add(data, ss)
 		if len(added) == 0 {

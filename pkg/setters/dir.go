@@ -261,10 +261,13 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 }
 
 // DiscoverFiles lists the files pkg/discover reads under root: the YAML
-// files and the Dockerfiles UpdateDir reads, and the paths it could not
-// read.
+// files, Dockerfiles and HCL, TOML and .env files UpdateDir reads, and
+// the paths it could not read.
 func DiscoverFiles(root *os.Root) ([]string, []Problem, error) {
-	return candidates(root, func(name string) bool { return isManifest(name) || IsDockerfile(name) })
+	return candidates(root, func(name string) bool {
+		f := FormatOf(name)
+		return isManifest(name) || IsDockerfile(name) || (f != nil && f.Values != nil)
+	})
 }
 
 // ManifestFiles lists the YAML files UpdateDir reads under root, and the

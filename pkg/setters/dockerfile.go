@@ -243,13 +243,19 @@ func dockerfileSites(data []byte, sites []Site) ([]Target, []error, error) {
 	return targets, skipped, nil
 }
 
-// AddDockerfileMarkers writes each site's marker as a comment line just
-// before its instruction (with the instruction's indentation and line
-// break), as AddMarkers does for YAML: nothing else changes, an image
-// already marked keeps its marker, and the result must find every marker
-// it wrote on its image.
-func AddDockerfileMarkers(data []byte, sites []Site) (out []byte, added []Site, skipped []error, err error) {
-	marked, _, err := dockerfileTargets(data)
+// AddDockerfileMarkers is DockerfileFormat's AddMarkers.
+func AddDockerfileMarkers(data []byte, sites []Site) ([]byte, []Site, []error, error) {
+	return DockerfileFormat.AddMarkers(data, sites)
+}
+
+// AddMarkers writes each site's marker as a comment line just before its
+// line (with the line's indentation and line break; every format here
+// takes a # comment on the line before as the marker of the next), as
+// setters.AddMarkers does for YAML: nothing else changes, a value already
+// marked keeps its marker, and the result must find every marker it wrote
+// on its value.
+func (f *Format) AddMarkers(data []byte, sites []Site) (out []byte, added []Site, skipped []error, err error) {
+	marked, _, err := f.Targets(data)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -279,7 +285,7 @@ func AddDockerfileMarkers(data []byte, sites []Site) (out []byte, added []Site, 
 		return data, nil, skipped, nil
 	}
 	out = splice(data, edits)
-	again, _, err := dockerfileTargets(out)
+	again, _, err := f.Targets(out)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("the marked file does not parse: %w", err)
 	}
@@ -287,7 +293,7 @@ func AddDockerfileMarkers(data []byte, sites []Site) (out []byte, added []Site, 
 		// Each marker written before it moves a site one line down.
 		line := s.Line + i + 1
 		if !slices.ContainsFunc(again, func(t Target) bool { return t.Line == line && t.Marker == s.Marker }) {
-			return nil, nil, nil, fmt.Errorf("line %d: the marker written is not found on its image", s.Line)
+			return nil, nil, nil, fmt.Errorf("line %d: the marker written is not found on its value", s.Line)
 		}
 	}
 	return out, added, skipped, nil

@@ -32,6 +32,9 @@ type Format struct {
 	// targets of the values sites name without a marker (a discovered
 	// image's line and column), in file order.
 	Sites func(data []byte, sites []Site) (targets []Target, skipped []error, err error)
+	// Values, for a format whose images discovery tells by their keys
+	// (HCL, TOML, .env), are its plain string values.
+	Values func(data []byte) ([]Value, error)
 }
 
 // Target is a marked value of a file: its bytes data[Start:End], without

@@ -66,13 +66,14 @@ func TestRunDiscover(t *testing.T) {
 	}
 }
 
-// With discover, a Dockerfile's FROM is updated by image name without a
-// marker, and with writeMarkers marked on the line before, in the commit
-// that updates it.
-func TestRunDiscoverUpdatesADockerfile(t *testing.T) {
+// With discover, a Dockerfile's FROM and a Terraform file's image = "…"
+// are updated by image name without a marker, and with writeMarkers
+// marked on the line before, in the commit that updates them.
+func TestRunDiscoverUpdatesADockerfileAndTerraform(t *testing.T) {
 	for _, writeMarkers := range []bool{false, true} {
 		srv := testgit.New(t, testgit.Options{})
-		srv.CreateRepo(t, "fleet", map[string]string{"build/Dockerfile": "FROM golang:1.26 AS build\nFROM ghcr.io/acme/app:1.4.2\nCOPY --from=build /app /app\n"})
+		srv.CreateRepo(t, "fleet", map[string]string{"build/Dockerfile": "FROM golang:1.26 AS build\nFROM ghcr.io/acme/app:1.4.2\nCOPY --from=build /app /app\n",
+			"build/task.tf": "resource \"x\" \"y\" {\n  image = \"ghcr.io/acme/app:1.4.2\"\n}\n"})
 		p := plan(srv.RepoURL("fleet"), func(p *writeback.Plan) {
 			p.Path = "build"
 			p.Update.Images = map[string]meta.ImageRef{"apps:app": {Name: "ghcr.io/acme/app", Tag: "1.5.0"}}
@@ -88,6 +89,14 @@ func TestRunDiscoverUpdatesADockerfile(t *testing.T) {
 		}
 		if got := testgit.Git(t, srv.BarePath("fleet"), "show", "main:build/Dockerfile"); got != want {
 			t.Errorf("writeMarkers %v:\n%s\nwant:\n%s", writeMarkers, got, want)
+		}
+		// An HCL file's image = "…" is discovered and set the same way.
+		wantTF := "resource \"x\" \"y\" {\n  image = \"ghcr.io/acme/app:1.5.0\"\n}\n"
+		if writeMarkers {
+			wantTF = strings.Replace(wantTF, "  image", "  # {\"$imagepolicy\": \"apps:app\"}\n  image", 1)
+		}
+		if got := testgit.Git(t, srv.BarePath("fleet"), "show", "main:build/task.tf"); got != wantTF {
+			t.Errorf("writeMarkers %v, task.tf:\n%s\nwant:\n%s", writeMarkers, got, wantTF)
 		}
 		if d := out.Discovered; d == nil || len(d.Images) != 1 || d.Images[0].Name != "ghcr.io/acme/app" {
 			t.Errorf("discovered %+v", d)
