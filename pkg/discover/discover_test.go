@@ -293,20 +293,12 @@ func TestSummaryCountsLocationsAndListsFilesOnce(t *testing.T) {
 // are skipped with the reason, and so is a Dockerfile that does not parse;
 // stages and scratch are no images.
 func TestDirReadsDockerfiles(t *testing.T) {
-	dir := t.TempDir()
-	for p, s := range map[string]string{
+	dir := writeTree(t, map[string]string{
 		"deploy.yaml":       "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: ghcr.io/acme/app:1.4.2\n",
 		"Dockerfile":        "ARG GO=1.26\nFROM golang:${GO} AS build\nFROM ghcr.io/acme/app:1.4.2 AS run\nCOPY --from=build /a /a\nFROM run\nFROM scratch\nFROM alpine:latest\n",
 		"broken/Dockerfile": "# escape=x\nFROM a:1\n",
 		"Dockerfile.md":     "FROM ghcr.io/acme/app:0.0.1\n",
-	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	res, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -22,16 +22,7 @@ func TestWriteMarkersThenUpdate(t *testing.T) {
 		"apps/kustomization.yaml": "images:\n- name: ghcr.io/acme/app\n  newTag: '1.4.2'\n- {name: ghcr.io/acme/side, newTag: 2.0.0}\n",
 		"apps/values.yaml":        "image:\n  repository: ghcr.io/acme/app\n  tag: 1.4.2 # {\"$imagepolicy\": \"prod:app:tag\"}\n",
 	}
-	dir := t.TempDir()
-	for p, s := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeTree(t, files)
 	res, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -22,16 +22,7 @@ func TestDiscoveryReadsImageKeysOfHCLTOMLAndDotenv(t *testing.T) {
 		".env":        "# compose\nAPP_IMAGE=ghcr.io/acme/app:1.4.2\nexport SIDE_IMAGE=\"ghcr.io/acme/side:2.0.0\" # pinned\nNOT_AN_IMAGE_TAG=ghcr.io/acme/app:0.1\n",
 		"broken.toml": "image = \"ghcr.io/acme/app:1.4.2\n",
 	}
-	dir := t.TempDir()
-	for p, s := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := writeTree(t, files)
 	res, err := Dir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -96,4 +87,20 @@ func TestDiscoveryReadsImageKeysOfHCLTOMLAndDotenv(t *testing.T) {
 			t.Errorf("%s after the update\n got %q\nwant %q", p, got, w)
 		}
 	}
+}
+
+// writeTree writes files (path → content) into a new directory.
+func writeTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, s := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
