@@ -126,7 +126,7 @@ const (
 	ReasonNoTagField   = "kustomization image without newTag: no field to update"
 	ReasonParse        = "does not parse as YAML"
 	ReasonDockerfile   = "does not parse as a Dockerfile"
-	ReasonFormat       = "does not parse as its format (HCL, TOML or .env)"
+	ReasonFormat       = "does not parse as its format (HCL, TOML, .env or JSON)"
 	ReasonBuildArg     = "build argument: set when the image is built"
 	ReasonUnreadable   = "cannot be read"
 )

@@ -31,10 +31,11 @@ func (d *discoverer) dockerfile(file string, data []byte) {
 	}
 }
 
-// values reads the images of an HCL, TOML or .env file: the plain strings
-// of keys that name an image (image, container_image, APP_IMAGE), which
-// Terraform's ECS and Cloud Run resources, fly.toml and compose's .env
-// files use. Other strings are not read as images: in these formats
+// values reads the images of an HCL, TOML, .env or JSON file: the plain
+// strings of keys that name an image (image, container_image, APP_IMAGE),
+// which Terraform's ECS and Cloud Run resources, fly.toml, compose's .env
+// files and ECS task definitions use; a JSON value is where its pointer
+// says. Other strings are not read as images: in these formats
 // nothing but the key tells an image from any other string.
 func (d *discoverer) values(file string, f *setters.Format, data []byte) {
 	vals, err := f.Values(data)
@@ -47,6 +48,10 @@ func (d *discoverer) values(file string, f *setters.Format, data []byte) {
 			continue
 		}
 		value := string(data[v.Start:v.End])
-		d.reference(Location{File: file, Line: v.Line, Column: v.Column, Path: v.Key, Value: value, Object: meta.ObjectID{Kind: f.Kind}})
+		where := v.Key
+		if v.Path != "" {
+			where = v.Path
+		}
+		d.reference(Location{File: file, Line: v.Line, Column: v.Column, Path: where, Value: value, Object: meta.ObjectID{Kind: f.Kind}})
 	}
 }

@@ -104,3 +104,42 @@ func writeTree(t *testing.T, files map[string]string) string {
 	}
 	return dir
 }
+
+// A JSON document's images (an ECS task definition's) are discovered by
+// their keys and listed by JSON Pointer; they cannot be marked (JSON has
+// no comments: the reason says to name them in update.files), and
+// discovery's sites set them in place, byte for byte but the value.
+func TestDiscoveryReadsJSONByPointer(t *testing.T) {
+	task := "{\n  \"family\": \"api\",\n  \"containerDefinitions\": [\n    {\"name\": \"api\", \"image\": \"ghcr.io/acme/api:1.4.2\", \"cpu\": 256},\n    {\"name\": \"log\", \"image\": \"ghcr.io/acme/log:2.0.0\"}\n  ]\n}\n"
+	dir := writeTree(t, map[string]string{"ecs/task.json": task, "tsconfig.json": "{\"compilerOptions\": {\"strict\": true}}\n", "bad.json": "{\"image\": \"ghcr.io/acme/api:1.0\",}\n"})
+	res, err := Dir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []found{
+		{"ghcr.io/acme/api", "1.4.2", []string{"ecs/task.json:004:/containerDefinitions/0/image"}},
+		{"ghcr.io/acme/log", "2.0.0", []string{"ecs/task.json:005:/containerDefinitions/1/image"}},
+	}
+	if got := summarize(res); !equalFound(got, want) {
+		t.Fatalf("images\n got %+v\nwant %+v", got, want)
+	}
+	if len(res.Skipped) != 1 || res.Skipped[0].File != "bad.json" || !strings.HasPrefix(res.Skipped[0].Reason, ReasonFormat) {
+		t.Errorf("skipped %+v, want bad.json alone", res.Skipped)
+	}
+	policy := func(img Image) string { return "prod:" + img.Name[strings.LastIndexByte(img.Name, '/')+1:] }
+	sites := res.Sites(policy)
+	written, skipped, err := WriteMarkers(dir, sites)
+	if err != nil || len(written) != 0 || len(skipped) != 2 || !strings.Contains(skipped[0].Reason, "update.files") || !strings.Contains(skipped[0].Reason, "(pointer /containerDefinitions/0/image, policy prod:api)") {
+		t.Fatalf("WriteMarkers: written %v, skipped %+v, %v; want both refused, naming update.files", written, skipped, err)
+	}
+	if _, err := setters.UpdateDir(dir, setters.Policies{"prod:api": {Name: "ghcr.io/acme/api", Tag: "1.5.0"}}, setters.Options{Sites: sites}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "ecs/task.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Replace(task, "api:1.4.2", "api:1.5.0", 1); string(b) != w {
+		t.Errorf("task.json\n got %q\nwant %q", b, w)
+	}
+}

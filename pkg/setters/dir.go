@@ -64,7 +64,14 @@ func UpdateDir(dir string, policies Policies, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Files without markers are read for what is named or discovered in
+	// them (a JSON document's values).
 	for p := range opts.Named {
+		if !slices.Contains(files, p) {
+			files = append(files, p)
+		}
+	}
+	for p := range opts.Sites {
 		if !slices.Contains(files, p) {
 			files = append(files, p)
 		}
@@ -116,7 +123,10 @@ func isManifest(name string) bool {
 
 // isTarget tells the files UpdateDir reads: manifests, and the files of
 // Formats.
-func isTarget(name string) bool { return isManifest(name) || FormatOf(name) != nil }
+func isTarget(name string) bool {
+	f := FormatOf(name)
+	return isManifest(name) || (f != nil && f.NoMarkers == "")
+}
 
 // candidates walks the root for the files want names. A symlink to a file counts
 // when it resolves inside the root and to a file not otherwise walked;
@@ -261,7 +271,7 @@ func updateFile(root *os.Root, p string, policies Policies, opts Options) (*meta
 }
 
 // DiscoverFiles lists the files pkg/discover reads under root: the YAML
-// files, Dockerfiles and HCL, TOML and .env files UpdateDir reads, and
+// files, Dockerfiles and HCL, TOML, .env and JSON files, and
 // the paths it could not read.
 func DiscoverFiles(root *os.Root) ([]string, []Problem, error) {
 	return candidates(root, func(name string) bool {

@@ -255,6 +255,21 @@ func AddDockerfileMarkers(data []byte, sites []Site) ([]byte, []Site, []error, e
 // marked keeps its marker, and the result must find every marker it wrote
 // on its value.
 func (f *Format) AddMarkers(data []byte, sites []Site) (out []byte, added []Site, skipped []error, err error) {
+	if f.NoMarkers != "" {
+		// Each refusal names what to write instead.
+		var vals []Value
+		if f.Values != nil {
+			vals, _ = f.Values(data)
+		}
+		for _, s := range sites {
+			what := ""
+			if i := slices.IndexFunc(vals, func(v Value) bool { return v.Line == s.Line && v.Column == s.Column }); i >= 0 && vals[i].Path != "" {
+				what = fmt.Sprintf(" (pointer %s, policy %s)", vals[i].Path, s.Marker)
+			}
+			skipped = append(skipped, fmt.Errorf("line %d: %s%s", s.Line, f.NoMarkers, what))
+		}
+		return data, nil, skipped, nil
+	}
 	marked, _, err := f.Targets(data)
 	if err != nil {
 		return nil, nil, nil, err

@@ -33,8 +33,13 @@ type Format struct {
 	// image's line and column), in file order.
 	Sites func(data []byte, sites []Site) (targets []Target, skipped []error, err error)
 	// Values, for a format whose images discovery tells by their keys
-	// (HCL, TOML, .env), are its plain string values.
+	// (HCL, TOML, .env, JSON), are its plain string values.
 	Values func(data []byte) ([]Value, error)
+	// NoMarkers, for a format that cannot carry a marker (JSON), says so
+	// and what to do instead: UpdateDir reads its files only for the
+	// values named (update.files) or discovered, and AddMarkers marks
+	// none.
+	NoMarkers string
 }
 
 // Target is a marked value of a file: its bytes data[Start:End], without
@@ -51,7 +56,7 @@ type Target struct {
 
 // Formats are the file formats besides YAML, tried in order:
 // Dockerfiles, .env files, HCL (Terraform, OpenTofu) and TOML.
-var Formats = []Format{DockerfileFormat, DotenvFormat, HCLFormat, TOMLFormat}
+var Formats = []Format{DockerfileFormat, DotenvFormat, HCLFormat, TOMLFormat, JSONFormat}
 
 // FormatOf is the format of a file by its base name, or nil for YAML or a
 // file the setters do not read.

@@ -15,7 +15,7 @@ func TestFormatsTellTheirFiles(t *testing.T) {
 		"Dockerfile.prod": "Dockerfile", "dockerfile": "Dockerfile", ".env": "dotenv", "deploy/.env.production": "dotenv",
 		"prod.env": "dotenv", "Dockerfile.yaml": "", "Dockerfile.md": "", "docs/Dockerfile.txt": "", "app.yaml": "",
 		"environment": "", "README.md": "", "infra/ecs.tf": "HCL", "main.tofu": "HCL", "prod.tfvars": "HCL",
-		"packer.pkr.hcl": "HCL", "fly.toml": "TOML", "main.tf.json": "",
+		"packer.pkr.hcl": "HCL", "fly.toml": "TOML", "main.tf.json": "JSON", "task.json": "JSON",
 	} {
 		got := ""
 		if f := FormatOf(name); f != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -91,6 +92,9 @@ type jsonWalk struct {
 	found   map[string]bool
 	targets []Target
 	skipped []error
+	// each, when set, is told of every plain string (no escapes) and its
+	// bytes: what discovery reads (jsonValues).
+	each func(ptr string, start, end int)
 }
 
 // value reads the value at pointer ptr, and what it holds.
@@ -130,6 +134,13 @@ func (w *jsonWalk) value(ptr string) error {
 		_, err := w.dec.Token() // the closing delimiter
 		return err
 	case string:
+		if w.each != nil {
+			end := w.base + int(w.dec.InputOffset())
+			start := bytes.IndexByte(w.data[before:end], '"') + before
+			if raw := w.data[start+1 : end-1]; bytes.IndexByte(raw, '\\') < 0 && string(raw) == t {
+				w.each(ptr, start+1, end-1)
+			}
+		}
 		if len(markers) == 0 {
 			return nil
 		}
@@ -164,4 +175,41 @@ func escapePointer(key string) string {
 func NamedMarkers(data []byte, named []Named) ([]MarkerSite, error) {
 	_, _, _, markers, err := updateFormat(namedFormat(named), data, nil, nil)
 	return markers, err
+}
+
+// JSONFormat is discovery's view of JSON files (*.json: ECS task
+// definitions, devcontainer.json): their plain strings by JSON Pointer,
+// set without a marker. JSON has no comments, so it carries no markers:
+// a value to keep updated is named in the automation (update.files),
+// which namedFormat sets.
+var JSONFormat = Format{Kind: "JSON", Matches: func(name string) bool { return path.Ext(name) == ".json" },
+	Targets:   func(data []byte) ([]Target, []error, error) { return jsonTargets(data, nil) },
+	Values:    jsonValues,
+	Sites:     valueSites(jsonValues),
+	NoMarkers: "JSON has no comments to carry a marker: name the value in the automation's update.files (path, pointer, policy), or tk-image update --json FILE#POINTER=POLICY",
+}
+
+// jsonValues are a JSON document's plain strings, keyed by the last
+// reference token of their JSON Pointer, which is their Path.
+func jsonValues(data []byte) ([]Value, error) {
+	if _, _, err := jsonTargets(data, nil); err != nil {
+		return nil, err
+	}
+	lines := lineStarts(data)
+	var out []Value
+	w := jsonWalk{data: data, dec: json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(data, utf8BOM))), want: map[string][]Marker{}, found: map[string]bool{},
+		each: func(ptr string, start, end int) {
+			key := ptr[strings.LastIndexByte(ptr, '/')+1:]
+			key = strings.ReplaceAll(strings.ReplaceAll(key, "~1", "/"), "~0", "~")
+			line, col := position(lines, start)
+			out = append(out, Value{Key: key, Path: ptr, Line: line, Column: col, Start: start, End: end})
+		}}
+	if bytes.HasPrefix(data, utf8BOM) {
+		w.base = len(utf8BOM)
+	}
+	w.dec.UseNumber()
+	if err := w.value(""); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -13,10 +13,13 @@ import (
 )
 
 // Value is a plain string of a file of a format without an image field
-// of its own (HCL, TOML, .env), with the key that names it: what
+// of its own (HCL, TOML, .env, JSON), with the key that names it: what
 // discovery (pkg/discover) reads for images, by their keys.
 type Value struct {
 	Key string
+	// Path is where the value is, as discovery lists it: the key, or a
+	// JSON value's pointer.
+	Path string
 	// Line and Column (from 1) are where the string's first byte is;
 	// data[Start:End] its bytes, without quotes.
 	Line, Column int
@@ -141,7 +144,7 @@ func valueSites(values func([]byte) ([]Value, error)) func([]byte, []Site) ([]Ta
 }
 
 // ImageKey reports whether a key names an image, as discovery reads HCL,
-// TOML and .env values: image, or a name ending in it (container_image,
+// TOML, .env and JSON values: image, or a name ending in it (container_image,
 // APP_IMAGE, baseImage).
 func ImageKey(key string) bool {
 	return strings.HasSuffix(strings.ToLower(key), "image")
