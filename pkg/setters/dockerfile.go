@@ -20,7 +20,7 @@ import (
 // heredoc or a continued RUN is no instruction, and the escape directive
 // is honoured. The value is then found in the instruction's first line,
 // and must be there, unquoted or in plain double quotes.
-var DockerfileFormat = Format{Kind: "Dockerfile", Matches: isDockerfile, Targets: dockerfileTargets, Sites: dockerfileSites}
+var DockerfileFormat = Format{Kind: "Dockerfile", Matches: isDockerfile, Targets: dockerfileTargets, Sites: valueSites(dockerfileValues, true, "image")}
 
 // IsDockerfile reports whether UpdateDir and pkg/discover read a file of
 // this name as a Dockerfile (Dockerfile.yaml is YAML).
@@ -221,26 +221,20 @@ func DockerfileImages(data []byte) ([]DockerfileImage, error) {
 	return out, nil
 }
 
-// dockerfileSites are the targets of the discovered images sites name, by
-// their line and column.
-func dockerfileSites(data []byte, sites []Site) ([]Target, []error, error) {
+// dockerfileValues are the images DockerfileImages finds, as Values for
+// valueSites.
+func dockerfileValues(data []byte) ([]Value, error) {
 	images, err := DockerfileImages(data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	lines := lineStarts(data)
-	var targets []Target
-	var skipped []error
-	for _, s := range sites {
-		i := slices.IndexFunc(images, func(img DockerfileImage) bool { return img.Line == s.Line && img.Column == s.Column })
-		if i < 0 {
-			skipped = append(skipped, fmt.Errorf("line %d: no image at column %d to set", s.Line, s.Column))
-			continue
-		}
-		start := lines[s.Line-1] + s.Column - 1
-		targets = append(targets, Target{Start: start, End: start + len(images[i].Value), Line: s.Line, Marker: s.Marker, Ref: true})
+	out := make([]Value, 0, len(images))
+	for _, img := range images {
+		start := lines[img.Line-1] + img.Column - 1
+		out = append(out, Value{Line: img.Line, Column: img.Column, Start: start, End: start + len(img.Value)})
 	}
-	return targets, skipped, nil
+	return out, nil
 }
 
 // AddDockerfileMarkers is DockerfileFormat's AddMarkers.

@@ -11,7 +11,7 @@ import (
 // [export ]KEY=VALUE, the value unquoted, 'single' or "double" quoted. The
 // marker is a # comment after the value or on the line before. The format
 // is lines, so it is read line by line; no parser library is needed.
-var DotenvFormat = Format{Kind: "dotenv", Matches: isDotenv, Targets: dotenvTargets, Values: dotenvValues, Sites: valueSites(dotenvValues)}
+var DotenvFormat = Format{Kind: "dotenv", Matches: isDotenv, Targets: dotenvTargets, Values: dotenvValues, Sites: valueSites(dotenvValues, false, "value")}
 
 func isDotenv(name string) bool {
 	return name == ".env" || strings.HasPrefix(name, ".env.") || strings.HasSuffix(name, ".env")

@@ -19,7 +19,7 @@ import (
 // own parser (hcl/v2's hclsyntax), so what is an attribute and where its
 // string's bytes are is what Terraform reads; a string with an
 // interpolation or an escape is no plain value, and is reported.
-var HCLFormat = Format{Kind: "HCL", Matches: isHCL, Targets: hclTargets, Values: hclValues, Sites: valueSites(hclValues)}
+var HCLFormat = Format{Kind: "HCL", Matches: isHCL, Targets: hclTargets, Values: hclValues, Sites: valueSites(hclValues, false, "value")}
 
 func isHCL(name string) bool {
 	switch path.Ext(name) {

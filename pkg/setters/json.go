@@ -185,7 +185,7 @@ func NamedMarkers(data []byte, named []Named) ([]MarkerSite, error) {
 var JSONFormat = Format{Kind: "JSON", Matches: func(name string) bool { return path.Ext(name) == ".json" },
 	Targets:   func(data []byte) ([]Target, []error, error) { return jsonTargets(data, nil) },
 	Values:    jsonValues,
-	Sites:     valueSites(jsonValues),
+	Sites:     valueSites(jsonValues, false, "value"),
 	NoMarkers: "JSON has no comments to carry a marker: name the value in the automation's update.files (path, pointer, policy), or tk-image update --json FILE#POINTER=POLICY",
 }
 

@@ -17,7 +17,7 @@ import (
 // node's bytes), so what is a key and where its string is is what a TOML
 // reader says; a multi-line string or one with an escape is no plain
 // value, and is reported.
-var TOMLFormat = Format{Kind: "TOML", Matches: func(name string) bool { return path.Ext(name) == ".toml" }, Targets: tomlTargets, Values: tomlValues, Sites: valueSites(tomlValues)}
+var TOMLFormat = Format{Kind: "TOML", Matches: func(name string) bool { return path.Ext(name) == ".toml" }, Targets: tomlTargets, Values: tomlValues, Sites: valueSites(tomlValues, false, "value")}
 
 func tomlTargets(data []byte) ([]Target, []error, error) {
 	lines := lineStarts(data)

@@ -92,8 +92,9 @@ func tomlValues(data []byte) ([]Value, error) {
 
 // dotenvValues are a .env file's KEY=VALUE values.
 func dotenvValues(data []byte) ([]Value, error) {
+	lines := lineStarts(data)
 	var out []Value
-	for i, off := range lineStarts(data) {
+	for i, off := range lines {
 		line := data[off:lineEnd(data, off)]
 		if i == 0 && bytes.HasPrefix(line, utf8BOM) {
 			line, off = line[len(utf8BOM):], off+len(utf8BOM)
@@ -107,23 +108,16 @@ func dotenvValues(data []byte) ([]Value, error) {
 		}
 		key, _, _ := strings.Cut(string(line), "=")
 		key = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(key), "export "))
-		out = append(out, Value{Key: key, Line: i + 1, Column: off + start - lineStartOf(data, off) + 1, Start: off + start, End: off + end})
+		ln, col := position(lines, off+start)
+		out = append(out, Value{Key: key, Line: ln, Column: col, Start: off + start, End: off + end})
 	}
 	return out, nil
 }
 
-// lineStartOf is the offset of the line off is on (off itself, past a
-// byte-order mark on the first line).
-func lineStartOf(data []byte, off int) int {
-	if i := bytes.LastIndexByte(data[:off], '\n'); i >= 0 {
-		return i + 1
-	}
-	return 0
-}
-
 // valueSites makes a format's Sites of its values: the targets of the
-// values sites name by line and column.
-func valueSites(values func([]byte) ([]Value, error)) func([]byte, []Site) ([]Target, []error, error) {
+// values sites name by line and column; ref marks them whole image
+// references (Target.Ref), what names them in a skip.
+func valueSites(values func([]byte) ([]Value, error), ref bool, what string) func([]byte, []Site) ([]Target, []error, error) {
 	return func(data []byte, sites []Site) ([]Target, []error, error) {
 		vals, err := values(data)
 		if err != nil {
@@ -134,10 +128,10 @@ func valueSites(values func([]byte) ([]Value, error)) func([]byte, []Site) ([]Ta
 		for _, s := range sites {
 			i := slices.IndexFunc(vals, func(v Value) bool { return v.Line == s.Line && v.Column == s.Column })
 			if i < 0 {
-				skipped = append(skipped, fmt.Errorf("line %d: no value at column %d to set", s.Line, s.Column))
+				skipped = append(skipped, fmt.Errorf("line %d: no %s at column %d to set", s.Line, what, s.Column))
 				continue
 			}
-			targets = append(targets, Target{Start: vals[i].Start, End: vals[i].End, Line: s.Line, Marker: s.Marker})
+			targets = append(targets, Target{Start: vals[i].Start, End: vals[i].End, Line: s.Line, Marker: s.Marker, Ref: ref})
 		}
 		return targets, skipped, nil
 	}
