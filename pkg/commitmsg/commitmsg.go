@@ -68,7 +68,7 @@ const DefaultTemplate = `Update images
 {{- with .Changed.Sources }}
 Source changes:
 {{- range . }}
-- {{ .URL }} {{ with .PreviousRevision }}{{ . }}..{{ end }}{{ .Revision }}{{ with .CompareURL }}: {{ . }}{{ end }}
+- {{ .URL }} {{ with .PreviousRevision }}{{ . }}..{{ end }}{{ .Revision }}{{ if .Verified }} (verified provenance){{ end }}{{ with .CompareURL }}: {{ . }}{{ end }}
 {{- end }}
 {{ end -}}
 `
@@ -114,7 +114,7 @@ const DefaultBodyTemplate = `Image updates{{ with .AutomationObject.Name }} from
 Source changes:
 
 {{ range . -}}
-- {{ .URL }}: {{ with .PreviousRevision }}` + "`{{ . }}`" + ` to {{ end }}` + "`{{ .Revision }}`" + `{{ with .CompareURL }} ({{ . }}){{ end }}
+- {{ .URL }}: {{ with .PreviousRevision }}` + "`{{ . }}`" + ` to {{ end }}` + "`{{ .Revision }}`" + `{{ if .Verified }}, verified provenance{{ end }}{{ with .CompareURL }} ({{ . }}){{ end }}
 {{ range .Commits }}  - ` + "`{{ trunc 12 .SHA }}`" + ` {{ .Subject }}
 {{ end }}{{ if gt .TotalCommits (len .Commits) }}  - and {{ sub .TotalCommits (len .Commits) }} more
 {{ end }}{{ end }}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -129,6 +130,39 @@ func sourceURL(v string) (string, error) {
 	return u.String(), nil
 }
 
+// Verified is the source with a verified SLSA provenance's repository
+// and commit in place of the labels' (the first attestation that names
+// both): the labels are the builder's word, the provenance is signed by
+// a signer the policy trusts. A label that says otherwise is dropped,
+// and Dropped says so. Without such an attestation the labels' source is
+// returned as it is.
+func Verified(labels meta.ImageSource, atts []meta.Attestation) meta.ImageSource {
+	for _, a := range atts {
+		if a.SourceRepository == "" || a.Revision == "" {
+			continue
+		}
+		u, err := sourceURL("https://" + a.SourceRepository)
+		r := strings.ToLower(a.Revision)
+		if err != nil || !revision.MatchString(r) {
+			continue
+		}
+		s := labels
+		s.Dropped = slices.Clone(labels.Dropped)
+		if s.URL != "" && s.URL != u {
+			s.Dropped = append(s.Dropped, KeySource+": "+describe(s.URL)+" differs from the verified provenance's "+u)
+		}
+		if s.Revision != "" && s.Revision != r {
+			s.Dropped = append(s.Dropped, KeyRevision+": "+describe(s.Revision)+" differs from the verified provenance's "+r)
+		}
+		if len(s.Dropped) > 4 {
+			s.Dropped = s.Dropped[len(s.Dropped)-4:]
+		}
+		s.URL, s.Revision, s.Verified = u, r, true
+		return s
+	}
+	return labels
+}
+
 // describe quotes a value for a message, cut short: a hostile label may
 // be a megabyte.
 func describe(v string) string {
@@ -149,7 +183,7 @@ func Change(sc *meta.ImageSourceChange, oldValue string, compare func(url, from,
 	if sc == nil || sc.Source.IsZero() {
 		return nil
 	}
-	out := &meta.ChangeSource{URL: sc.Source.URL, Revision: sc.Source.Revision, Version: sc.Source.Version}
+	out := &meta.ChangeSource{URL: sc.Source.URL, Revision: sc.Source.Revision, Version: sc.Source.Version, Verified: sc.Source.Verified}
 	prev, ps := sc.Previous, sc.PreviousSource
 	if prev == nil || ps == nil || ps.Revision == "" || ps.URL != sc.Source.URL || !replaces(oldValue, *prev) {
 		return out

@@ -119,3 +119,34 @@ func TestSubjectIsEscapedMarkdown(t *testing.T) {
 		t.Errorf("a long subject is %d characters", len([]rune(got)))
 	}
 }
+
+// A verified provenance's repository and commit win over the labels, and
+// a label that disagrees is dropped with the reason.
+func TestAVerifiedProvenanceNamesTheSource(t *testing.T) {
+	labels := Read(map[string]string{KeySource: "https://github.com/evil/fork", KeyRevision: "1111111", KeyVersion: "1.0.0"}, nil)
+	atts := []meta.Attestation{
+		{Name: "scan"},
+		{Name: "provenance", SourceRepository: "github.com/acme/api", Revision: "0123456789ABCDEF0123456789abcdef01234567"},
+	}
+	s := Verified(labels, atts)
+	if !s.Verified || s.URL != "https://github.com/acme/api" || s.Revision != "0123456789abcdef0123456789abcdef01234567" || s.Version != "1.0.0" {
+		t.Fatalf("source %+v", s)
+	}
+	if len(s.Dropped) != 2 || !strings.Contains(s.Dropped[0], "differs from the verified provenance's https://github.com/acme/api") {
+		t.Errorf("dropped %q", s.Dropped)
+	}
+	if len(labels.Dropped) != 0 {
+		t.Errorf("the labels' source was changed: %q", labels.Dropped)
+	}
+	// A provenance that names no commit, or no usable address, leaves
+	// the labels' source.
+	for _, a := range []meta.Attestation{{SourceRepository: "github.com/acme/api"}, {SourceRepository: "github.com/a b", Revision: "1111111"}} {
+		if got := Verified(labels, []meta.Attestation{a}); got.Verified || got.URL != labels.URL {
+			t.Errorf("%+v: source %+v", a, got)
+		}
+	}
+	c := Change(&meta.ImageSourceChange{Source: s}, "", nil)
+	if !c.Verified {
+		t.Error("the change's source does not say it is verified")
+	}
+}

@@ -2,6 +2,7 @@ package signature
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -33,6 +34,11 @@ const (
 	// signatures; other predicates are attestations (SBOMs, provenance),
 	// which are not signatures of the image even by a trusted key.
 	signPredicateType = "https://sigstore.dev/cosign/sign/v1"
+	// bundlePredicateTypeAnnotation is the annotation cosign v3 and
+	// GitHub's attest actions give a bundle referrer: its predicate type,
+	// which lets a verifier skip the bundles it is not looking for
+	// without reading them (what a bundle says is still checked).
+	bundlePredicateTypeAnnotation = "dev.sigstore.bundle.predicateType"
 )
 
 // cosignVerifier holds a cosign config's parsed keys or keyless rules.
@@ -42,6 +48,8 @@ type cosignVerifier struct {
 	// identities are the keyless rules; keyless when keys is empty.
 	identities []Identity
 	rootJSON   []byte
+	// rules are the attestations required besides the signature.
+	rules []*rule
 
 	rootMu sync.Mutex
 	root   root.TrustedMaterial
@@ -78,6 +86,11 @@ func newCosign(cfg Config) (*cosignVerifier, error) {
 	if err := compileIdentities(c.identities); err != nil {
 		return nil, err
 	}
+	rules, err := compileRules(cfg.Attestations, c.identities, c.keyless())
+	if err != nil {
+		return nil, err
+	}
+	c.rules = rules
 	if len(c.keys) == 0 && c.rootJSON != nil {
 		// A trusted root given is checked now: a bad one is the user's
 		// to fix, not a verdict on every image.
@@ -162,8 +175,23 @@ func (fs *failures) verdict(total, limit int) Verdict {
 // verify looks for a trusted bundle among the digest's referrers, then
 // for a legacy .sig signature.
 func (c *cosignVerifier) verify(ctx context.Context, f *fetcher) (Verdict, error) {
+	v, err := c.verifySignature(ctx, f)
+	if err != nil || !v.Verified || len(c.rules) == 0 {
+		return v, err
+	}
+	return c.verifyAttestations(ctx, f, v)
+}
+
+// verifySignature looks for a trusted signature: a bundle referrer of
+// cosign's signing predicate, or a legacy .sig tag.
+func (c *cosignVerifier) verifySignature(ctx context.Context, f *fetcher) (Verdict, error) {
 	var fs failures
-	descs, total, err := f.referrers(bundleArtifactType)
+	// A referrer annotated with another predicate type is an attestation:
+	// it is not read as a signature.
+	descs, total, err := f.referrers(bundleArtifactType, func(d v1.Descriptor) bool {
+		pt, ok := d.Annotations[bundlePredicateTypeAnnotation]
+		return !ok || pt == signPredicateType
+	})
 	if err != nil {
 		return Verdict{}, err
 	}
@@ -192,30 +220,28 @@ func (c *cosignVerifier) verify(ctx context.Context, f *fetcher) (Verdict, error
 	return fs.verdict(total, f.limits.Referrers), nil
 }
 
-// verifyReferrer reads one bundle referrer and verifies it.
+// verifyReferrer reads one bundle referrer and verifies it as the image's
+// signature.
 func (c *cosignVerifier) verifyReferrer(f *fetcher, d v1.Descriptor) (Verdict, error) {
-	m, err := f.manifest(d)
+	b, err := f.bundle(d)
 	if err != nil {
 		return Verdict{}, err
 	}
-	l, ok := layer(m, bundleArtifactType)
-	if !ok {
-		return Verdict{}, hostilef(Malformed, "referrer %s has no Sigstore bundle layer", d.Digest)
-	}
-	b, err := f.blob(l)
+	res, signer, err := c.checkBundle(b, f.ref.DigestStr(), c.identities)
 	if err != nil {
 		return Verdict{}, err
 	}
-	var bun bundle.Bundle
-	if err := bun.UnmarshalJSON(b); err != nil {
-		return Verdict{}, hostilef(Malformed, "bundle %s: %v", l.Digest, err)
+	if err := signaturePredicate(res); err != nil {
+		return Verdict{}, err
 	}
-	return c.verifyBundle(&bun, f.ref.DigestStr())
+	return Verdict{Verified: true, Format: "bundle", Signer: signer}, nil
 }
 
-// verifyBundle verifies a Sigstore bundle over digest with the keys or
-// the trusted root and identities.
-func (c *cosignVerifier) verifyBundle(b *bundle.Bundle, digest string) (v Verdict, err error) {
+// checkBundle verifies a Sigstore bundle over digest with the keys, or
+// with the trusted root and identities, and says who signed it. For a
+// DSSE bundle sigstore-go also checks that the in-toto statement's
+// subjects name digest.
+func (c *cosignVerifier) checkBundle(b *bundle.Bundle, digest string, identities []Identity) (res *verify.VerificationResult, signer string, err error) {
 	// sigstore-go parses what the registry sent; whatever it does with
 	// hostile input, it must not take the controller down.
 	defer func() {
@@ -226,7 +252,7 @@ func (c *cosignVerifier) verifyBundle(b *bundle.Bundle, digest string) (v Verdic
 	alg, hexDigest, ok := strings.Cut(digest, ":")
 	raw, herr := hex.DecodeString(hexDigest)
 	if !ok || alg != "sha256" || herr != nil {
-		return Verdict{}, hostilef(Malformed, "digest %q is not sha256", digest)
+		return nil, "", hostilef(Malformed, "digest %q is not sha256", digest)
 	}
 	artifact := verify.WithArtifactDigest(alg, raw)
 	var lastErr error
@@ -234,23 +260,20 @@ func (c *cosignVerifier) verifyBundle(b *bundle.Bundle, digest string) (v Verdic
 		for _, k := range c.keys {
 			sv, err := verify.NewVerifier(k.material, verify.WithNoObserverTimestamps())
 			if err != nil {
-				return Verdict{}, err
+				return nil, "", err
 			}
 			res, err := sv.Verify(b, verify.NewPolicy(artifact, verify.WithKey()))
 			if err != nil {
 				lastErr = err
 				continue
 			}
-			if err := signaturePredicate(res); err != nil {
-				return Verdict{}, err
-			}
-			return Verdict{Verified: true, Format: "bundle", Signer: "key " + k.name}, nil
+			return res, "key " + k.name, nil
 		}
-		return Verdict{}, hostilef(Untrusted, "bundle does not verify with key(s) %s: %v", c.keyNames(), lastErr)
+		return nil, "", hostilef(Untrusted, "bundle does not verify with key(s) %s: %v", c.keyNames(), lastErr)
 	}
 	tm, err := c.trustedRoot()
 	if err != nil {
-		return Verdict{}, err
+		return nil, "", err
 	}
 	vopts := []verify.VerifierOption{verify.WithTransparencyLog(1), verify.WithObserverTimestamps(1)}
 	if requireSCT(tm) {
@@ -258,28 +281,25 @@ func (c *cosignVerifier) verifyBundle(b *bundle.Bundle, digest string) (v Verdic
 	}
 	sv, err := verify.NewVerifier(tm, vopts...)
 	if err != nil {
-		return Verdict{}, &ConfigError{Err: err}
+		return nil, "", &ConfigError{Err: err}
 	}
-	opts := make([]verify.PolicyOption, 0, len(c.identities))
-	for _, id := range c.identities {
+	opts := make([]verify.PolicyOption, 0, len(identities))
+	for _, id := range identities {
 		ci, err := verify.NewShortCertificateIdentity("", id.Issuer, "", id.Subject)
 		if err != nil {
-			return Verdict{}, &ConfigError{Err: err}
+			return nil, "", &ConfigError{Err: err}
 		}
 		opts = append(opts, verify.WithCertificateIdentity(ci))
 	}
-	res, err := sv.Verify(b, verify.NewPolicy(artifact, opts...))
+	res, err = sv.Verify(b, verify.NewPolicy(artifact, opts...))
 	if err != nil {
-		return Verdict{}, hostilef(Untrusted, "bundle does not verify with the trusted root and identities: %v", err)
+		return nil, "", hostilef(Untrusted, "bundle does not verify with the trusted root and identities: %v", err)
 	}
-	if err := signaturePredicate(res); err != nil {
-		return Verdict{}, err
-	}
-	signer := "keyless"
+	signer = "keyless"
 	if s := res.Signature; s != nil && s.Certificate != nil {
 		signer = fmt.Sprintf("subject %s issued by %s", s.Certificate.SubjectAlternativeName, s.Certificate.Issuer)
 	}
-	return Verdict{Verified: true, Format: "bundle", Signer: signer}, nil
+	return res, signer, nil
 }
 
 // signaturePredicate refuses a DSSE bundle whose statement is an
@@ -289,6 +309,20 @@ func signaturePredicate(res *verify.VerificationResult) error {
 		return hostilef(Untrusted, "bundle is an attestation (predicate %s), not an image signature", res.Statement.PredicateType)
 	}
 	return nil
+}
+
+// certSigner names a Fulcio certificate's signer.
+func certSigner(cert *x509.Certificate) string {
+	ce := cosign.CertExtensions{Cert: cert}
+	return fmt.Sprintf("subject %s issued by %s", strings.Join(cryptoutils.GetSubjectAlternateNames(cert), ","), ce.GetIssuer())
+}
+
+// signerNames says whom the config trusts, for messages.
+func (c *cosignVerifier) signerNames() string {
+	if c.keyless() {
+		return "the trusted root and identities"
+	}
+	return "key(s) " + c.keyNames()
 }
 
 func (c *cosignVerifier) keyNames() string {
@@ -339,8 +373,7 @@ func (c *cosignVerifier) verifyLegacy(ctx context.Context, f *fetcher) (Verdict,
 		if err == nil && len(sigs) > 0 {
 			if c.keyless() {
 				if cert, cerr := sigs[0].Cert(); cerr == nil && cert != nil {
-					ce := cosign.CertExtensions{Cert: cert}
-					signer = fmt.Sprintf("subject %s issued by %s", strings.Join(cryptoutils.GetSubjectAlternateNames(cert), ","), ce.GetIssuer())
+					signer = certSigner(cert)
 				}
 			}
 			return Verdict{Verified: true, Format: "legacy", Signer: signer}, nil

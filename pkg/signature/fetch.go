@@ -15,6 +15,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/sigstore/sigstore-go/pkg/bundle"
 )
 
 // fetcher reads one digest's signatures from its registry, within limits.
@@ -26,6 +27,16 @@ type fetcher struct {
 	opts   []remote.Option
 	// requests counts the registry requests made, for tests and metrics.
 	requests *atomic.Int64
+	// index is the digest's referrers list, read once per verification
+	// (the signature and every attestation rule look in it).
+	index *v1.IndexManifest
+	// bundles are the bundles read, by referrer digest.
+	bundles map[v1.Hash]bundleRead
+}
+
+type bundleRead struct {
+	b   *bundle.Bundle
+	err error
 }
 
 func newFetcher(ctx context.Context, ref name.Digest, access Access, limits Limits) *fetcher {
@@ -80,30 +91,35 @@ func notFound(err error) bool {
 }
 
 // referrers lists the referrers of the digest whose artifact type has
-// prefix: through the OCI 1.1 referrers API, or the referrers tag schema
-// (sha256-<hex>) where the registry has none. It returns at most
-// limits.Referrers of them and how many there were.
-func (f *fetcher) referrers(prefix string) ([]v1.Descriptor, int, error) {
-	idx, err := remote.Referrers(f.ref, f.opts...)
-	if err != nil {
-		if notFound(err) {
-			return nil, 0, nil
+// prefix (and that keep, when not nil, keeps): through the OCI 1.1
+// referrers API, or the referrers tag schema (sha256-<hex>) where the
+// registry has none. It returns at most limits.Referrers of them and how
+// many there were. The list is read once per fetcher.
+func (f *fetcher) referrers(prefix string, keep func(v1.Descriptor) bool) ([]v1.Descriptor, int, error) {
+	if f.index == nil {
+		idx, err := remote.Referrers(f.ref, f.opts...)
+		if err != nil {
+			if notFound(err) {
+				f.index = &v1.IndexManifest{}
+				return nil, 0, nil
+			}
+			return nil, 0, f.classify("referrers of "+f.ref.DigestStr(), err)
 		}
-		return nil, 0, f.classify("referrers of "+f.ref.DigestStr(), err)
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, 0, hostilef(Malformed, "referrers of %s: %v", f.ref.DigestStr(), err)
-	}
-	if int64(len(im.Manifests)) > f.limits.Manifest/64 {
-		// Not reachable through the transport's cap for real lists; a
-		// list of empty descriptors is still too many to walk.
-		return nil, 0, hostilef(TooLarge, "referrers of %s list %d manifests", f.ref.DigestStr(), len(im.Manifests))
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return nil, 0, hostilef(Malformed, "referrers of %s: %v", f.ref.DigestStr(), err)
+		}
+		if int64(len(im.Manifests)) > f.limits.Manifest/64 {
+			// Not reachable through the transport's cap for real lists; a
+			// list of empty descriptors is still too many to walk.
+			return nil, 0, hostilef(TooLarge, "referrers of %s list %d manifests", f.ref.DigestStr(), len(im.Manifests))
+		}
+		f.index = im
 	}
 	var out []v1.Descriptor
 	total := 0
-	for _, d := range im.Manifests {
-		if !strings.HasPrefix(d.ArtifactType, prefix) {
+	for _, d := range f.index.Manifests {
+		if !strings.HasPrefix(d.ArtifactType, prefix) || (keep != nil && !keep(d)) {
 			continue
 		}
 		total++
@@ -176,6 +192,43 @@ func (f *fetcher) blob(d v1.Descriptor) ([]byte, error) {
 		return nil, hostilef(Malformed, "blob %s does not match its digest", d.Digest)
 	}
 	return b, nil
+}
+
+// bundle reads and parses the Sigstore bundle of a bundle referrer, once
+// per fetcher.
+func (f *fetcher) bundle(d v1.Descriptor) (*bundle.Bundle, error) {
+	if r, ok := f.bundles[d.Digest]; ok {
+		return r.b, r.err
+	}
+	b, err := f.readBundle(d)
+	if f.bundles == nil {
+		f.bundles = map[v1.Hash]bundleRead{}
+	}
+	var h *hostile
+	if err == nil || errors.As(err, &h) {
+		f.bundles[d.Digest] = bundleRead{b, err}
+	}
+	return b, err
+}
+
+func (f *fetcher) readBundle(d v1.Descriptor) (*bundle.Bundle, error) {
+	m, err := f.manifest(d)
+	if err != nil {
+		return nil, err
+	}
+	l, ok := layer(m, bundleArtifactType)
+	if !ok {
+		return nil, hostilef(Malformed, "referrer %s has no Sigstore bundle layer", d.Digest)
+	}
+	raw, err := f.blob(l)
+	if err != nil {
+		return nil, err
+	}
+	var bun bundle.Bundle
+	if err := bun.UnmarshalJSON(raw); err != nil {
+		return nil, hostilef(Malformed, "bundle %s: %v", l.Digest, err)
+	}
+	return &bun, nil
 }
 
 // layer finds the one layer of m with media type mt.

@@ -192,7 +192,7 @@ func (r *notationRepo) Resolve(_ context.Context, reference string) (ocispec.Des
 }
 
 func (r *notationRepo) ListSignatures(_ context.Context, _ ocispec.Descriptor, fn func([]ocispec.Descriptor) error) error {
-	descs, total, err := r.f.referrers(notationArtifactType)
+	descs, total, err := r.f.referrers(notationArtifactType, nil)
 	if err != nil {
 		r.err = err
 		return err

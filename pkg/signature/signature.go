@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
 // Provider names a signature scheme.
@@ -44,6 +46,13 @@ const (
 	// TooManyReferrers: more signature referrers than Limits.Referrers and
 	// none of the ones examined verifies.
 	TooManyReferrers Reason = "TooManyReferrers"
+	// NoAttestation: the signature verifies, but no attestation of a
+	// required predicate type names the digest.
+	NoAttestation Reason = "NoAttestation"
+	// ProvenanceMismatch: a trusted attestation of a required predicate
+	// type names the digest, and it does not say what its rule requires
+	// (another source repository, ref or builder; a condition false).
+	ProvenanceMismatch Reason = "ProvenanceMismatch"
 )
 
 // Identity is a keyless signer: regular expressions over the OIDC issuer
@@ -71,6 +80,8 @@ type Config struct {
 	// Certificates are the Notation trust store's certificates (PEM or
 	// DER) by name; see trustStore.
 	Certificates map[string][]byte
+	// Attestations must each be met besides the signature (cosign only).
+	Attestations []Attestation
 }
 
 // ID is a digest of everything the config trusts: verdicts cached under
@@ -88,6 +99,16 @@ func (c Config) ID() string {
 	fmt.Fprintf(h, "policy=%x\x00", sha256.Sum256(c.TrustPolicy))
 	for _, k := range sortedKeys(c.Certificates) {
 		fmt.Fprintf(h, "cert=%s\x00%x\x00", k, sha256.Sum256(c.Certificates[k]))
+	}
+	for _, a := range c.Attestations {
+		fmt.Fprintf(h, "att=%q\x00%q\x00%q\x00%q\x00%q\x00%q\x00", a.Name, a.PredicateType,
+			a.SLSA.BuilderID, a.SLSA.SourceRepository, a.SLSA.SourceRef, a.SLSA.BuildType)
+		for _, id := range a.Identities {
+			fmt.Fprintf(h, "att-id=%q\x00%q\x00", id.Issuer, id.Subject)
+		}
+		for _, cond := range a.Conditions {
+			fmt.Fprintf(h, "att-cond=%q\x00", cond)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -113,6 +134,9 @@ type Verdict struct {
 	Signer string `json:"signer,omitempty"`
 	// Format is where the signature was: "bundle", "legacy" or "notation".
 	Format string `json:"format,omitempty"`
+	// Attestations are the attestations that met Config.Attestations,
+	// one per rule, when Verified.
+	Attestations []meta.Attestation `json:"attestations,omitempty"`
 	// Reason and Message say why not, when not Verified.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -123,7 +147,11 @@ type Verdict struct {
 
 func (v Verdict) String() string {
 	if v.Verified {
-		return fmt.Sprintf("%s verified (%s signature, %s)", v.Digest, v.Format, v.Signer)
+		s := fmt.Sprintf("%s verified (%s signature, %s)", v.Digest, v.Format, v.Signer)
+		for _, a := range v.Attestations {
+			s += fmt.Sprintf("; attestation %s (%s)", a.Name, a.Signer)
+		}
+		return s
 	}
 	return fmt.Sprintf("%s not verified: %s: %s", v.Digest, v.Reason, v.Message)
 }

@@ -533,6 +533,9 @@ func (r *ImagePolicyReconciler) readSource(ctx context.Context, s *policyScope) 
 		return reconcile.Continue, nil
 	}
 	src := imagesource.Read(annotations, labels)
+	if w := st.walk; w != nil && w.Tag == st.latest.Tag {
+		src = imagesource.Verified(src, w.Verdict.Attestations)
+	}
 	st.source = &src
 	return reconcile.Continue, nil
 }

@@ -51,7 +51,7 @@ func NewVerifyMetrics() *VerifyMetrics {
 	const ns, sub = "imagetoolkit", "reflector"
 	return &VerifyMetrics{
 		Verifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "signature_verifications_total", Help: "Signature verifications of image digests by result: verified, NoSignature, Untrusted, Malformed, TooLarge, TooManyReferrers, error."},
+			Name: "signature_verifications_total", Help: "Signature verifications of image digests by result: verified, NoSignature, Untrusted, Malformed, TooLarge, TooManyReferrers, NoAttestation, ProvenanceMismatch, error."},
 			[]string{"result"}),
 		Requests: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "signature_verification_requests_total", Help: "Registry requests made by signature verifications."}),
@@ -161,6 +161,16 @@ func (r *ImagePolicyReconciler) verificationConfig(ctx context.Context, obj *ima
 		}
 		cfg.TrustPolicy = []byte(p)
 	}
+	for _, a := range spec.Attestations {
+		rule := signature.Attestation{Name: a.Name, PredicateType: a.PredicateType, Conditions: a.Conditions}
+		for _, id := range a.MatchOIDCIdentity {
+			rule.Identities = append(rule.Identities, signature.Identity{Issuer: id.Issuer, Subject: id.Subject})
+		}
+		if m := a.SLSA; m != nil {
+			rule.SLSA = signature.SLSAMatch{BuilderID: m.BuilderID, SourceRepository: m.SourceRepository, SourceRef: m.SourceRef, BuildType: m.BuildType}
+		}
+		cfg.Attestations = append(cfg.Attestations, rule)
+	}
 	return cfg, nil
 }
 
@@ -228,7 +238,7 @@ func (r *ImagePolicyReconciler) verifySignatures(ctx context.Context, s *policyS
 	}
 	st.tag = walk.Tag
 	obj.Status.Verification = &imagev1.VerificationStatus{Digest: walk.Verdict.Digest, Signer: walk.Verdict.Signer,
-		Format: walk.Verdict.Format, Skipped: len(walk.Skipped)}
+		Format: walk.Verdict.Format, Skipped: len(walk.Skipped), Attestations: walk.Verdict.Attestations}
 	return reconcile.Continue, nil
 }
 

@@ -24,6 +24,10 @@ type ImageSource struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Created string `json:"created,omitempty"`
+	// Verified says URL and Revision are a verified SLSA provenance's
+	// (spec.verify.attestations), not the image's labels.
+	// +optional
+	Verified bool `json:"verified,omitempty"`
 	// Dropped says which labels were not taken, and why.
 	// +kubebuilder:validation:MaxItems=4
 	// +kubebuilder:validation:items:MaxLength=512
@@ -66,6 +70,10 @@ type ChangeSource struct {
 	CompareURL string `json:"compareURL,omitempty"`
 	// +optional
 	Version string `json:"version,omitempty"`
+	// Verified says URL and Revision come from a verified SLSA
+	// provenance, not from the image's labels.
+	// +optional
+	Verified bool `json:"verified,omitempty"`
 	// Commits are the source's commits from PreviousRevision to
 	// Revision, oldest first and at most MaxSourceCommits, when the pull
 	// request's forge serves the source repository too; Subjects are

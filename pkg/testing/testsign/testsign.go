@@ -124,6 +124,25 @@ func (c *Cosign) Sign(t testing.TB, ref string, format Format) {
 		"--new-bundle-format="+fmt.Sprint(format == Bundle), "--use-signing-config=false", ref)
 }
 
+// Attest attests ref (repository@digest) with the key pair, offline, as
+// cosign attest --type predicateType (a cosign --type name or a URI) with
+// predicate (marshalled to JSON), stored in format.
+func (c *Cosign) Attest(t testing.TB, ref, predicateType string, predicate any, format Format) {
+	t.Helper()
+	b, err := json.Marshal(predicate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "predicate.json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, c.env, c.bin, "attest", "--yes", "--key", filepath.Join(c.dir, "cosign.key"),
+		"--type", predicateType, "--predicate", file,
+		"--tlog-upload=false", "--allow-http-registry", "--allow-insecure-registry",
+		"--new-bundle-format="+fmt.Sprint(format == Bundle), "--use-signing-config=false", ref)
+}
+
 // Notation is the notation CLI with a test CA of its own (notation cert
 // generate-test: a self-signed signing certificate in its trust store).
 type Notation struct {
@@ -253,6 +272,57 @@ func (s *Sigstore) SignImage(t testing.TB, reg *testregistry.Registry, repo, dig
 	})
 	b := s.Bundle(t, identity, issuer, statement)
 	PushBundle(t, reg, repo, digest, b)
+}
+
+// Statement is an in-toto statement of predicate about the digests
+// (sha256:<hex>), as cosign attest writes it.
+func Statement(predicateType string, predicate any, digests ...string) []byte {
+	var subjects []any
+	for _, d := range digests {
+		alg, hexDigest, _ := strings.Cut(d, ":")
+		subjects = append(subjects, map[string]any{"name": "image", "digest": map[string]string{alg: hexDigest}})
+	}
+	b, _ := json.Marshal(map[string]any{
+		"_type":         "https://in-toto.io/Statement/v1",
+		"subject":       subjects,
+		"predicateType": predicateType,
+		"predicate":     predicate,
+	})
+	return b
+}
+
+// AttestImage attests repo@digest keylessly as identity of issuer with an
+// in-toto statement of predicate, and pushes the bundle as cosign v3 and
+// GitHub's attest actions do: a bundle referrer annotated with its
+// predicate type. It returns the referrer's digest.
+func (s *Sigstore) AttestImage(t testing.TB, reg *testregistry.Registry, repo, digest, identity, issuer, predicateType string, predicate any) string {
+	t.Helper()
+	b := s.Bundle(t, identity, issuer, Statement(predicateType, predicate, digest))
+	return PushAttestation(t, reg, repo, digest, predicateType, b)
+}
+
+// PushAttestation pushes bundle as an attestation referrer of repo@digest,
+// annotated with predicateType (as cosign's
+// WriteAttestationNewBundleFormat writes it), and returns its digest.
+func PushAttestation(t testing.TB, reg *testregistry.Registry, repo, digest, predicateType string, bundle []byte) string {
+	t.Helper()
+	subject := Descriptor(t, reg, repo, digest)
+	layer := map[string]any{"mediaType": BundleArtifactType, "digest": reg.PushBlob(t, repo, bundle), "size": len(bundle)}
+	empty := []byte("{}")
+	m := map[string]any{
+		"schemaVersion": 2,
+		"mediaType":     string(types.OCIManifestSchema1),
+		"artifactType":  BundleArtifactType,
+		"config":        map[string]any{"mediaType": "application/vnd.oci.empty.v1+json", "digest": reg.PushBlob(t, repo, empty), "size": len(empty)},
+		"layers":        []any{layer},
+		"subject":       subject,
+		"annotations": map[string]string{
+			"dev.sigstore.bundle.content":       "dsse-envelope",
+			"dev.sigstore.bundle.predicateType": predicateType,
+		},
+	}
+	body, _ := json.Marshal(m)
+	return reg.PushManifest(t, repo, digestOf(body), types.OCIManifestSchema1, body)
 }
 
 // SignImageLegacy signs repo@digest keylessly as identity of issuer the

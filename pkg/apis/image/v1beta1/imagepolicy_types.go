@@ -75,6 +75,8 @@ type ImagePolicySpec struct {
 // +kubebuilder:validation:XValidation:rule="self.provider != 'cosign' || (has(self.secretRef) != (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0))",message="cosign needs either secretRef (public keys) or matchOIDCIdentity (keyless), not both"
 // +kubebuilder:validation:XValidation:rule="!has(self.trustedRootSecretRef) || (self.provider == 'cosign' && !has(self.secretRef))",message="trustedRootSecretRef is for cosign keyless verification"
 // +kubebuilder:validation:XValidation:rule="!has(self.trustPolicyRef) || self.provider == 'notation'",message="trustPolicyRef is for notation"
+// +kubebuilder:validation:XValidation:rule="!has(self.attestations) || size(self.attestations) == 0 || self.provider == 'cosign'",message="attestations are verified with cosign (Sigstore DSSE attestations): set provider cosign"
+// +kubebuilder:validation:XValidation:rule="!has(self.attestations) || self.attestations.all(a, !has(a.matchOIDCIdentity) || size(a.matchOIDCIdentity) == 0 || (has(self.matchOIDCIdentity) && size(self.matchOIDCIdentity) > 0))",message="attestations[].matchOIDCIdentity names keyless signers: it needs keyless verification (matchOIDCIdentity, not secretRef)"
 type ImageVerification struct {
 	// Provider is the signature scheme: cosign (Sigstore bundles found as
 	// OCI referrers or through the referrers tag schema, and legacy
@@ -109,6 +111,95 @@ type ImageVerification struct {
 	// certificates of secretRef (any name: the Secret is the store).
 	// +optional
 	TrustPolicyRef *meta.LocalObjectReference `json:"trustPolicyRef,omitempty"`
+
+	// Attestations are in-toto attestations a candidate must carry besides
+	// its signature, each signed by the signers trusted above and saying
+	// what its rule requires (the SLSA provenance of a build from the
+	// right repository and ref, a vulnerability scan without critical
+	// findings). A candidate is chosen only when its signature and every
+	// rule verify.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Attestations []AttestationRule `json:"attestations,omitempty"`
+}
+
+// AttestationRule is an attestation a candidate must carry: its predicate
+// type, who must have signed it, and conditions on what it says. The
+// attestations are found where signers put them: Sigstore bundle
+// referrers (cosign attest, GitHub's attest-build-provenance with
+// push-to-registry) and cosign's legacy sha256-<hex>.att tags. One that
+// meets the rule is enough.
+// +kubebuilder:validation:XValidation:rule="!has(self.slsa) || self.predicateType in ['slsaprovenance', 'slsaprovenance02', 'slsaprovenance1', 'https://slsa.dev/provenance/v0.2', 'https://slsa.dev/provenance/v1']",message="slsa conditions need an SLSA provenance predicateType (slsaprovenance1, slsaprovenance02 or their URIs)"
+type AttestationRule struct {
+	// Name names the rule in the status and in messages.
+	// +kubebuilder:validation:Pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+
+	// PredicateType is the in-toto predicate type: one of cosign attest's
+	// --type names (slsaprovenance1, slsaprovenance02, slsaprovenance,
+	// vuln, spdx, spdxjson, cyclonedx, openvex, link, custom) or any
+	// predicate type URI (https://slsa.dev/provenance/v1).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	PredicateType string `json:"predicateType"`
+
+	// MatchOIDCIdentity are the keyless signers trusted for this
+	// attestation instead of spec.verify.matchOIDCIdentity, e.g. the CI
+	// workflow that writes the provenance when a person signs releases.
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	MatchOIDCIdentity []OIDCIdentityMatch `json:"matchOIDCIdentity,omitempty"`
+
+	// SLSA are conditions on an SLSA provenance (v1 or v0.2).
+	// +optional
+	SLSA *SLSAProvenanceMatch `json:"slsa,omitempty"`
+
+	// Conditions are CEL expressions that must each be true of the
+	// attestation's statement: predicate (the predicate, as JSON),
+	// predicateType and subject, e.g.
+	// predicate.scanner.result.summary.critical == 0. An expression that
+	// fails to evaluate (a missing field) does not hold.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +optional
+	Conditions []string `json:"conditions,omitempty"`
+}
+
+// SLSAProvenanceMatch is what an SLSA provenance must say of the build.
+// Each value is matched whole: a glob (path.Match: * does not cross /),
+// or, starting with ^, a regular expression (Go syntax, anchor it with $
+// too). An unset value matches anything.
+type SLSAProvenanceMatch struct {
+	// BuilderID matches the builder's id, e.g.
+	// https://github.com/actions/runner/github-hosted.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	BuilderID string `json:"builderID,omitempty"`
+
+	// SourceRepository matches the repository the build's source came
+	// from, without its scheme and .git (github.com/acme/*): a
+	// provenance's git+https://github.com/acme/api.git is
+	// github.com/acme/api.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	SourceRepository string `json:"sourceRepository,omitempty"`
+
+	// SourceRef matches the source ref built, e.g. refs/heads/main or
+	// refs/tags/v*.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	SourceRef string `json:"sourceRef,omitempty"`
+
+	// BuildType matches the build type URI, e.g.
+	// https://actions.github.io/buildtypes/workflow/v1.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	BuildType string `json:"buildType,omitempty"`
 }
 
 // OIDCIdentityMatch is a keyless signer: regular expressions (Go syntax,
@@ -516,6 +607,11 @@ type VerificationStatus struct {
 	// Skipped is how many better candidates did not verify.
 	// +optional
 	Skipped int `json:"skipped,omitempty"`
+	// Attestations are the attestations of spec.verify.attestations that
+	// verified for Digest, one per rule, and what they said.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Attestations []meta.Attestation `json:"attestations,omitempty"`
 }
 
 // UnverifiedRef is a candidate whose signature did not verify.
@@ -525,8 +621,8 @@ type UnverifiedRef struct {
 	// Digest is the digest its tag pointed to when it was checked.
 	// +optional
 	Digest string `json:"digest,omitempty"`
-	// Reason is NoSignature, Untrusted, Malformed, TooLarge or
-	// TooManyReferrers.
+	// Reason is NoSignature, Untrusted, Malformed, TooLarge,
+	// TooManyReferrers, NoAttestation or ProvenanceMismatch.
 	Reason string `json:"reason"`
 	// Message says more.
 	// +optional
