@@ -171,14 +171,19 @@ func TestExplain(t *testing.T) {
 			ImageRepositoryRef: meta.NamespacedObjectReference{Name: "podinfo"},
 			Policy:             imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: ">=6.0.0"}},
 			Verify: &imagev1.ImageVerification{Provider: imagev1.SignatureProviderCosign,
-				MatchOIDCIdentity: []imagev1.OIDCIdentityMatch{{Issuer: "^https://token.actions.githubusercontent.com$", Subject: "^https://github.com/org/podinfo/"}}},
+				MatchOIDCIdentity: []imagev1.OIDCIdentityMatch{{Issuer: "^https://token.actions.githubusercontent.com$", Subject: "^https://github.com/org/podinfo/"}},
+				Attestations: []imagev1.AttestationRule{{Name: "provenance", PredicateType: "slsaprovenance1",
+					SLSA: &imagev1.SLSAProvenanceMatch{SourceRepository: "github.com/org/*", SourceRef: "refs/tags/*"}}}},
 		},
 	}
 	c.create(t, signed, func() {
 		signed.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/podinfo", Tag: "6.4.0", Digest: "sha256:cccc"}
 		signed.Status.Verification = &imagev1.VerificationStatus{Digest: "sha256:aaaa", PlatformDigest: "sha256:cccc", Format: "bundle", Skipped: 1,
-			Signer: "subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com"}
-		signed.Status.UnverifiedRef = &imagev1.UnverifiedRef{Tag: "6.5.0", Digest: "sha256:bbbb", Reason: "NoSignature", Message: "no cosign signature (no Sigstore bundle referrer, no .sig tag)"}
+			Signer: "subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com",
+			Attestations: []meta.Attestation{{Name: "provenance", PredicateType: "https://slsa.dev/provenance/v1", Format: "bundle", Signer: "subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com",
+				Builder: "https://github.com/actions/runner/github-hosted", SourceRepository: "github.com/org/podinfo", SourceRef: "refs/tags/6.4.0", Revision: "0123456789abcdef0123456789abcdef01234567"}}}
+		signed.Status.UnverifiedRef = &imagev1.UnverifiedRef{Tag: "6.5.0", Digest: "sha256:bbbb", Reason: "ProvenanceMismatch",
+			Message: "attestation provenance (https://slsa.dev/provenance/v1): source repository github.com/evil/fork does not match github.com/org/*"}
 		conditions.MarkReady(signed, imagev1.SignatureVerificationFailedReason, "latest image tag for ghcr.io/org/podinfo resolved to 6.4.0")
 	})
 
@@ -247,8 +252,10 @@ func TestExplain(t *testing.T) {
 			"Verification:     cosign signatures, trusting keyless: subject ^https://github.com/org/podinfo/ issued by ^https://token.actions.githubusercontent.com$ (the public Sigstore root)\n",
 			"  Verified:       sha256:aaaa, signed by subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com (bundle signature)\n",
 			"  Platform:       sha256:cccc, the platform's manifest in the verified index, is written\n",
+			"  Requires:       attestation provenance of type slsaprovenance1, source repository github.com/org/*, source ref refs/tags/*\n",
+			"  Attested:       provenance (https://slsa.dev/provenance/v1, bundle) signed by subject https://github.com/org/podinfo/.github/workflows/release.yml@refs/tags/6.4.0 issued by https://token.actions.githubusercontent.com: built by https://github.com/actions/runner/github-hosted from github.com/org/podinfo refs/tags/6.4.0 at 0123456789abcdef0123456789abcdef01234567\n",
 			"  Skipped:        1 better candidate(s) did not verify\n",
-			"  Not verified:   6.5.0 (sha256:bbbb): NoSignature: no cosign signature",
+			"  Not verified:   6.5.0 (sha256:bbbb): ProvenanceMismatch: attestation provenance (https://slsa.dev/provenance/v1): source repository github.com/evil/fork does not match github.com/org/*",
 			"SignatureVerificationFailed")
 	})
 

@@ -22,6 +22,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/policy"
@@ -226,6 +227,10 @@ type evalOptions struct {
 type evalVerifyFlags struct {
 	provider, issuer, subject, trustedRoot, trustPolicy string
 	keys, certs                                         []string
+	// attestations is --verify-attestations; rules are -f's
+	// spec.verify.attestations.
+	attestations string
+	rules        []imagev1.AttestationRule
 }
 
 func (v *evalVerifyFlags) add(f *pflag.FlagSet) {
@@ -236,6 +241,7 @@ func (v *evalVerifyFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&v.trustedRoot, "verify-trusted-root", "", "cosign keyless: trusted_root.json file of a private Sigstore (default: the public Sigstore)")
 	f.StringSliceVar(&v.certs, "verify-cert", nil, "notation: trusted certificate file (PEM or DER); repeat for more")
 	f.StringVar(&v.trustPolicy, "verify-trust-policy", "", "notation: trustpolicy.json file")
+	f.StringVar(&v.attestations, "verify-attestations", "", "cosign: YAML or JSON file of attestation rules, spec.verify.attestations' list (with -f, the policy's own are used)")
 }
 
 // config reads the files into the config spec.verify would make.
@@ -275,6 +281,21 @@ func (v *evalVerifyFlags) config() (signature.Config, error) {
 			return cfg, err
 		}
 	}
+	rules := v.rules
+	if v.attestations != "" {
+		b, err := os.ReadFile(v.attestations)
+		if err != nil {
+			return cfg, err
+		}
+		data, err := sigsyaml.YAMLToJSON(b)
+		if err != nil {
+			return cfg, fmt.Errorf("--verify-attestations %s: %w", v.attestations, err)
+		}
+		if err := decodeStrict(data, &rules); err != nil {
+			return cfg, fmt.Errorf("--verify-attestations %s: want a list of spec.verify.attestations rules: %w", v.attestations, err)
+		}
+	}
+	cfg.Attestations = signature.AttestationsOf(rules)
 	return cfg, nil
 }
 
@@ -522,6 +543,9 @@ func writeWalk(w io.Writer, walk *signature.Walk) {
 	}
 	if walk.Tag != "" {
 		fmt.Fprintf(w, "Verified:\t%s@%s, signed by %s (%s signature)\n", walk.Tag, walk.Verdict.Digest, walk.Verdict.Signer, walk.Verdict.Format)
+		for _, a := range walk.Verdict.Attestations {
+			fmt.Fprintf(w, "Attested:\t%s\n", a)
+		}
 	} else {
 		fmt.Fprintf(w, "Verified:\tnone: %s\n", walk.Summary())
 	}
@@ -559,6 +583,12 @@ func (o *evalOptions) fromFile(stdin io.Reader) (imagev1.ImagePolicyChoice, *ima
 	}
 	if age := p.Spec.MinimumAge; age != nil {
 		o.minimumAge, o.ageSource = age.Duration.Duration, string(cmp.Or(age.Source, imagev1.AgeSeen))
+	}
+	if v := p.Spec.Verify; v != nil && len(v.Attestations) > 0 {
+		if o.verify.attestations != "" {
+			return none, nil, usageError{fmt.Errorf("-f %s has spec.verify.attestations: drop --verify-attestations", o.file)}
+		}
+		o.verify.rules = v.Attestations
 	}
 	return p.Spec.Policy, p.Spec.FilterTags, nil
 }

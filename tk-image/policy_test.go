@@ -323,6 +323,68 @@ func TestPolicyEvalVerifies(t *testing.T) {
 	}
 }
 
+// policy eval checks the attestations of --verify-attestations (or of
+// -f's spec.verify.attestations) as the reflector does: the newer tag
+// whose provenance names another repository is skipped with the rule and
+// the values, the older one wins, and --explain says what its provenance
+// said. A rules file with a typo is a usage error naming the field.
+func TestPolicyEvalChecksProvenance(t *testing.T) {
+	reg := testregistry.New(t, testregistry.Options{Referrers: true})
+	s := testsign.NewSigstore(t)
+	const iss, sub = "https://issuer.example.com", "release@example.com"
+	provenance := func(repo string) map[string]any {
+		return map[string]any{
+			"buildDefinition": map[string]any{"buildType": "https://actions.github.io/buildtypes/workflow/v1",
+				"externalParameters": map[string]any{"workflow": map[string]any{"repository": "https://github.com/" + repo, "ref": "refs/heads/main"}},
+				"resolvedDependencies": []any{map[string]any{"uri": "git+https://github.com/" + repo + "@refs/heads/main",
+					"digest": map[string]any{"gitCommit": "0123456789abcdef0123456789abcdef01234567"}}}},
+			"runDetails": map[string]any{"builder": map[string]any{"id": "https://github.com/actions/runner/github-hosted"}},
+		}
+	}
+	good, evil := reg.Push(t, "team/app", "1.0.0"), reg.Push(t, "team/app", "1.1.0")
+	for d, repo := range map[string]string{good: "acme/api", evil: "evil/fork"} {
+		s.SignImage(t, reg, "team/app", d, sub, iss)
+		s.AttestImage(t, reg, "team/app", d, sub, iss, "https://slsa.dev/provenance/v1", provenance(repo))
+	}
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	root := write("trusted_root.json", string(s.TrustedRoot(t)))
+	rules := write("rules.yaml", "- name: provenance\n  predicateType: slsaprovenance1\n  slsa:\n    sourceRepository: github.com/acme/*\n    sourceRef: refs/heads/main\n")
+	verify := []string{"--image", reg.Repo("team/app"), "--verify-provider", "cosign", "--verify-issuer", "^" + iss + "$",
+		"--verify-subject", "^" + sub + "$", "--verify-trusted-root", root}
+
+	code, out, errs := runCLI(t, "", append([]string{"policy", "eval", "--semver", "1.x", "--verify-attestations", rules, "--explain"}, verify...)...)
+	for _, want := range []string{"Not verified:", "1.1.0", "ProvenanceMismatch: attestation provenance (https://slsa.dev/provenance/v1): source repository github.com/evil/fork does not match github.com/acme/*",
+		"Verified:       1.0.0@" + good, "Attested:       provenance (https://slsa.dev/provenance/v1, bundle) signed by subject release@example.com",
+		"from github.com/acme/api refs/heads/main at 0123456789abcdef0123456789abcdef01234567"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--explain does not say %q: code %d, stderr %q, stdout:\n%s", want, code, errs, out)
+		}
+	}
+	// The same rules from the policy's own manifest.
+	policy := write("policy.yaml", "apiVersion: image.toolkit.dev/v1beta1\nkind: ImagePolicy\nmetadata: {name: app}\nspec:\n  imageRepositoryRef: {name: app}\n"+
+		"  policy: {semver: {range: 1.x}}\n  verify:\n    provider: cosign\n    attestations:\n    - name: provenance\n      predicateType: slsaprovenance1\n      slsa: {sourceRepository: 'github.com/acme/*'}\n")
+	code, out, errs = runCLI(t, "", append([]string{"policy", "eval", "-f", policy}, verify...)...)
+	if code != 0 || out != "1.0.0@"+good+"\n" {
+		t.Errorf("-f: code %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, _, errs = runCLI(t, "", append([]string{"policy", "eval", "-f", policy, "--verify-attestations", rules}, verify...)...)
+	if code != 2 || !strings.Contains(errs, "drop --verify-attestations") {
+		t.Errorf("-f and --verify-attestations: code %d, stderr %q", code, errs)
+	}
+	typo := write("typo.yaml", "- name: provenance\n  predicateType: slsaprovenance1\n  slsa: {sourceRepo: x}\n")
+	code, _, errs = runCLI(t, "", append([]string{"policy", "eval", "--semver", "1.x", "--verify-attestations", typo}, verify...)...)
+	if code != 2 || !strings.Contains(errs, "sourceRepo") {
+		t.Errorf("a typo in the rules: code %d, stderr %q", code, errs)
+	}
+}
+
 // policy eval with a cosign key set and with Notation's certificates and
 // trust policy, signed by the real CLIs (make sign-tools; skipped
 // without): the best tag signed by a trusted key or CA wins; one signed by

@@ -17,6 +17,7 @@ import (
 	ociremote "github.com/sigstore/cosign/v3/pkg/oci/remote"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 )
 
@@ -48,6 +49,23 @@ type SLSAMatch struct {
 }
 
 func (m SLSAMatch) isZero() bool { return m == SLSAMatch{} }
+
+// AttestationsOf are the rules of spec.verify.attestations, for the
+// reflector and tk-image policy eval alike.
+func AttestationsOf(spec []imagev1.AttestationRule) []Attestation {
+	var out []Attestation
+	for _, a := range spec {
+		rule := Attestation{Name: a.Name, PredicateType: a.PredicateType, Conditions: a.Conditions}
+		for _, id := range a.MatchOIDCIdentity {
+			rule.Identities = append(rule.Identities, Identity{Issuer: id.Issuer, Subject: id.Subject})
+		}
+		if m := a.SLSA; m != nil {
+			rule.SLSA = SLSAMatch{BuilderID: m.BuilderID, SourceRepository: m.SourceRepository, SourceRef: m.SourceRef, BuildType: m.BuildType}
+		}
+		out = append(out, rule)
+	}
+	return out
+}
 
 const (
 	// SLSAProvenanceV1 and SLSAProvenanceV02 are the SLSA provenance
@@ -392,16 +410,16 @@ func (rf *ruleFailures) verdict(r *rule) Verdict {
 	name := fmt.Sprintf("attestation %s (%s)", r.Name, r.uri)
 	switch {
 	case rf.mismatch != nil:
-		return Verdict{Reason: ProvenanceMismatch, Message: name + ": " + rf.mismatch.msg}
+		return Verdict{Reason: ProvenanceMismatch, Message: name + ": " + rf.mismatch.msg, FailedAttestation: r.uri}
 	case rf.other != nil:
-		return Verdict{Reason: rf.other.reason, Message: name + ": " + rf.other.msg}
+		return Verdict{Reason: rf.other.reason, Message: name + ": " + rf.other.msg, FailedAttestation: r.uri}
 	}
 	msg := name + ": none found (no Sigstore bundle referrer or .att tag of that predicate type)"
 	if len(rf.found) > 0 {
 		slices.Sort(rf.found)
 		msg += "; found " + strings.Join(slices.Compact(rf.found), ", ")
 	}
-	return Verdict{Reason: NoAttestation, Message: msg}
+	return Verdict{Reason: NoAttestation, Message: msg, FailedAttestation: r.uri}
 }
 
 // verifyAttestations checks every rule for the digest whose signature

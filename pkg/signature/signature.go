@@ -137,6 +137,9 @@ type Verdict struct {
 	// Attestations are the attestations that met Config.Attestations,
 	// one per rule, when Verified.
 	Attestations []meta.Attestation `json:"attestations,omitempty"`
+	// FailedAttestation is the predicate type of the attestation rule
+	// that was not met, when the signature verified and a rule decided.
+	FailedAttestation string `json:"failedAttestation,omitempty"`
 	// Reason and Message say why not, when not Verified.
 	Reason  Reason `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,8 @@ func TestProvenanceGatesThePolicy(t *testing.T) {
 		Data: map[string][]byte{"trusted_root.json": s.TrustedRoot(t)}})
 	create(t, repoFor(ns, "attested", reg, "team/attested"))
 
+	verifiedBefore := testutil.ToFloat64(verifyMetrics.Attestations.WithLabelValues(signature.SLSAProvenanceV1, "verified"))
+	mismatchBefore := testutil.ToFloat64(verifyMetrics.Attestations.WithLabelValues(signature.SLSAProvenanceV1, string(signature.ProvenanceMismatch)))
 	p := keylessPolicy(ns, "attested", "attested")
 	p.Spec.Verify.Attestations = []imagev1.AttestationRule{{Name: "provenance", PredicateType: "slsaprovenance1",
 		SLSA: &imagev1.SLSAProvenanceMatch{SourceRepository: "github.com/acme/*", SourceRef: "refs/heads/main"}}}
@@ -73,6 +76,12 @@ func TestProvenanceGatesThePolicy(t *testing.T) {
 	if a := v.Attestations[0]; a.Name != "provenance" || a.SourceRepository != "github.com/acme/api" || a.Revision != good ||
 		a.SourceRef != "refs/heads/main" || !strings.Contains(a.Signer, oidcSubject) {
 		t.Errorf("attestation %+v", a)
+	}
+	if n := testutil.ToFloat64(verifyMetrics.Attestations.WithLabelValues(signature.SLSAProvenanceV1, "verified")) - verifiedBefore; n != 1 {
+		t.Errorf("%v verified provenances counted, want 1", n)
+	}
+	if n := testutil.ToFloat64(verifyMetrics.Attestations.WithLabelValues(signature.SLSAProvenanceV1, string(signature.ProvenanceMismatch))) - mismatchBefore; n != 1 {
+		t.Errorf("%v mismatched provenances counted, want 1", n)
 	}
 	waitPolicy(t, p, func(p *imagev1.ImagePolicy) bool { return p.Status.LatestSource != nil })
 	if src := p.Status.LatestSource; !src.Verified || src.URL != "https://github.com/acme/api" || src.Revision != good || len(src.Dropped) != 2 {

@@ -44,6 +44,9 @@ type VerifyMetrics struct {
 	Requests prometheus.Counter
 	// Cached counts candidates answered from the verdict cache.
 	Cached prometheus.Counter
+	// Attestations counts attestation rules checked, by predicate type
+	// and result: verified, or the reason of the rule that failed.
+	Attestations *prometheus.CounterVec
 }
 
 // NewVerifyMetrics returns unregistered verification metrics.
@@ -57,12 +60,15 @@ func NewVerifyMetrics() *VerifyMetrics {
 			Name: "signature_verification_requests_total", Help: "Registry requests made by signature verifications."}),
 		Cached: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "signature_verdicts_cached_total", Help: "Candidates whose signature verdict came from the verdict cache."}),
+		Attestations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "attestation_verifications_total", Help: "Attestations (spec.verify.attestations) of verified signatures checked, by predicate type and result: verified, or why the rule was not met (NoAttestation, ProvenanceMismatch, Untrusted, Malformed, TooLarge, TooManyReferrers)."},
+			[]string{"predicate_type", "result"}),
 	}
 }
 
 // Collectors returns the metrics to register.
 func (m *VerifyMetrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Verifications, m.Requests, m.Cached}
+	return []prometheus.Collector{m.Verifications, m.Requests, m.Cached, m.Attestations}
 }
 
 // verifiers keeps one signature.Verifier per key set, so a keyless
@@ -161,16 +167,7 @@ func (r *ImagePolicyReconciler) verificationConfig(ctx context.Context, obj *ima
 		}
 		cfg.TrustPolicy = []byte(p)
 	}
-	for _, a := range spec.Attestations {
-		rule := signature.Attestation{Name: a.Name, PredicateType: a.PredicateType, Conditions: a.Conditions}
-		for _, id := range a.MatchOIDCIdentity {
-			rule.Identities = append(rule.Identities, signature.Identity{Issuer: id.Issuer, Subject: id.Subject})
-		}
-		if m := a.SLSA; m != nil {
-			rule.SLSA = signature.SLSAMatch{BuilderID: m.BuilderID, SourceRepository: m.SourceRepository, SourceRef: m.SourceRef, BuildType: m.BuildType}
-		}
-		cfg.Attestations = append(cfg.Attestations, rule)
-	}
+	cfg.Attestations = signature.AttestationsOf(spec.Attestations)
 	return cfg, nil
 }
 
@@ -272,6 +269,12 @@ func (r *ImagePolicyReconciler) verdict(ctx context.Context, v *signature.Verifi
 				result = string(verdict.Reason)
 			}
 			r.VerifyMetrics.Verifications.WithLabelValues(result).Inc()
+			for _, a := range verdict.Attestations {
+				r.VerifyMetrics.Attestations.WithLabelValues(a.PredicateType, "verified").Inc()
+			}
+			if err == nil && verdict.FailedAttestation != "" {
+				r.VerifyMetrics.Attestations.WithLabelValues(verdict.FailedAttestation, string(verdict.Reason)).Inc()
+			}
 		}
 		if err != nil {
 			return nil, err

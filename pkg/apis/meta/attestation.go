@@ -42,3 +42,31 @@ type Attestation struct {
 	// +optional
 	Revision string `json:"revision,omitempty"`
 }
+
+// String says in a line what the attestation is and said: "provenance
+// (https://slsa.dev/provenance/v1, bundle) signed by key cosign.pub:
+// built by B from github.com/acme/api refs/heads/main at 0123456".
+func (a Attestation) String() string {
+	s := a.Name + " (" + a.PredicateType + ", " + a.Format + ") signed by " + a.Signer
+	var built []string
+	if a.Builder != "" {
+		built = append(built, "by "+a.Builder)
+	}
+	if a.SourceRepository != "" {
+		from := "from " + a.SourceRepository
+		if a.SourceRef != "" {
+			from += " " + a.SourceRef
+		}
+		built = append(built, from)
+	}
+	if a.Revision != "" {
+		built = append(built, "at "+a.Revision)
+	}
+	if len(built) > 0 {
+		s += ": built"
+		for _, b := range built {
+			s += " " + b
+		}
+	}
+	return s
+}

@@ -188,10 +188,13 @@ type PolicyView struct {
 	Promotion    string
 	Verification *imagev1.VerificationStatus
 	Unverified   *imagev1.UnverifiedRef
-	Held         *imagev1.HeldRef
-	Selection    *imagev1.TagSelection
-	Drops        []policy.Drop
-	Ready        *metav1.Condition
+	// Source is where the chosen image says (or a verified provenance
+	// says) it was built from.
+	Source    *meta.ImageSource
+	Held      *imagev1.HeldRef
+	Selection *imagev1.TagSelection
+	Drops     []policy.Drop
+	Ready     *metav1.Condition
 	// Why diagnoses a Ready=False.
 	Why *Diagnosis
 	// Repository links the ImageRepository it follows.
@@ -269,7 +272,7 @@ func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, au
 	policies []imagev1.ImagePolicy, jobs []updatev1.UpdateJob, now time.Time) PolicyView {
 	v := PolicyView{Namespace: p.Namespace, Name: p.Name, Suspended: p.Spec.Suspend, Latest: p.Status.LatestRef, LatestTime: p.Status.LatestRefTime,
 		Pending: p.Status.PendingRef, Held: p.Status.HeldRef, Selection: p.Status.LastSelection,
-		Verification: p.Status.Verification, Unverified: p.Status.UnverifiedRef,
+		Verification: p.Status.Verification, Unverified: p.Status.UnverifiedRef, Source: p.Status.LatestSource,
 		Ready: apimeta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition)}
 	v.Why = diagnose(v.Ready, subject{policy: p}, now)
 	v.Repository = pageOf(imagev1.ImageRepositoryKind, orText(p.Spec.ImageRepositoryRef.Namespace, p.Namespace), p.Spec.ImageRepositoryRef.Name)

@@ -148,3 +148,46 @@ func TestPagesShowEachAutomationsOwnOutcomeOfABatch(t *testing.T) {
 		t.Errorf("job page outcomes %v (want web and api Succeeded, docs Failed) or no commit %s", outcomes, commit)
 	}
 }
+
+// A verified policy's page says which attestations verified and what
+// they said, and where the chosen image was built from; what the
+// registry's attestations and labels said is escaped.
+func TestPolicyPageShowsProvenance(t *testing.T) {
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	repo := &imagev1.ImageRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"},
+		Spec: imagev1.ImageRepositorySpec{Image: "ghcr.io/org/api", Interval: metav1.Duration{Duration: time.Hour}}}
+	policy := &imagev1.ImagePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"},
+		Spec: imagev1.ImagePolicySpec{ImageRepositoryRef: meta.NamespacedObjectReference{Name: "api"},
+			Policy: imagev1.ImagePolicyChoice{SemVer: &imagev1.SemVerPolicy{Range: "1.x"}}}}
+	for _, obj := range []client.Object{repo, policy} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev := strings.Repeat("a", 40)
+	policy.Status.LatestRef = &meta.ImageRef{Name: "ghcr.io/org/api", Tag: "1.1.0", Digest: "sha256:" + strings.Repeat("b", 64)}
+	policy.Status.Verification = &imagev1.VerificationStatus{Digest: policy.Status.LatestRef.Digest, Signer: "key cosign.pub", Format: "bundle",
+		Attestations: []meta.Attestation{{Name: "provenance", PredicateType: "https://slsa.dev/provenance/v1", Format: "bundle", Signer: "key cosign.pub",
+			Builder: `https://ci.example.com/<script>alert("x")</script>`, SourceRepository: "github.com/org/api", SourceRef: "refs/heads/main", Revision: rev}}}
+	policy.Status.LatestSource = &meta.ImageSource{URL: "https://github.com/org/api", Revision: rev, Verified: true}
+	if err := env.Client.Status().Update(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	base := serve(t, env.Config, Options{})
+	code, body := get(t, base+"/policies/"+ns+"/api")
+	if code != http.StatusOK {
+		t.Fatalf("policy page: %d\n%s", code, body)
+	}
+	for _, want := range []string{
+		`<dt>Attested</dt><dd>provenance <span class="muted">(https://slsa.dev/provenance/v1, bundle)</span> signed by key cosign.pub: built from <code>github.com/org/api</code> refs/heads/main at <code>` + rev + `</code> by https://ci.example.com/&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;</dd>`,
+		`<dt>Built from</dt><dd><a href="https://github.com/org/api" rel="noopener noreferrer">https://github.com/org/api</a> at <code>` + rev + `</code> <span class="muted">(verified provenance)</span></dd>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the policy page lacks\n%s\n", want)
+		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Error("the page lets a script through")
+	}
+}

@@ -146,8 +146,14 @@ func (e *PolicyExplanation) writeVerification(w io.Writer) {
 		trust = "keyless: " + strings.Join(ids, "; ") + " (" + root + ")"
 	}
 	fmt.Fprintf(w, "Verification:\t%s signatures, trusting %s\n", v.Provider, trust)
+	for _, a := range v.Attestations {
+		fmt.Fprintf(w, "  Requires:\t%s\n", requirement(a))
+	}
 	if vs := e.Verification; vs != nil {
 		fmt.Fprintf(w, "  Verified:\t%s, signed by %s (%s signature)\n", vs.Digest, vs.Signer, vs.Format)
+		for _, a := range vs.Attestations {
+			fmt.Fprintf(w, "  Attested:\t%s\n", a)
+		}
 		if vs.PlatformDigest != "" {
 			fmt.Fprintf(w, "  Platform:\t%s, the platform's manifest in the verified index, is written\n", vs.PlatformDigest)
 		}
@@ -158,6 +164,30 @@ func (e *PolicyExplanation) writeVerification(w io.Writer) {
 	if u := e.UnverifiedRef; u != nil {
 		fmt.Fprintf(w, "  Not verified:\t%s (%s): %s: %s\n", u.Tag, orText(u.Digest, "no digest"), u.Reason, u.Message)
 	}
+}
+
+// requirement says what an attestation rule requires, in a line.
+func requirement(a imagev1.AttestationRule) string {
+	parts := []string{"attestation " + a.Name + " of type " + a.PredicateType}
+	if m := a.SLSA; m != nil {
+		for _, f := range []struct{ what, v string }{{"builder", m.BuilderID}, {"source repository", m.SourceRepository},
+			{"source ref", m.SourceRef}, {"build type", m.BuildType}} {
+			if f.v != "" {
+				parts = append(parts, f.what+" "+f.v)
+			}
+		}
+	}
+	for _, c := range a.Conditions {
+		parts = append(parts, "condition "+c)
+	}
+	if len(a.MatchOIDCIdentity) > 0 {
+		ids := make([]string, len(a.MatchOIDCIdentity))
+		for i, id := range a.MatchOIDCIdentity {
+			ids[i] = fmt.Sprintf("subject %s issued by %s", id.Subject, id.Issuer)
+		}
+		parts = append(parts, "signed by "+strings.Join(ids, " or "))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func refName(r *meta.LocalObjectReference) string {
@@ -233,6 +263,8 @@ func (e *PolicyExplanation) writeSource(w io.Writer) {
 		return
 	}
 	switch {
+	case s.Verified:
+		fmt.Fprintf(w, "  Built from:\t%s at %s (verified provenance)\n", s.URL, s.Revision)
 	case s.URL != "" && s.Revision != "":
 		fmt.Fprintf(w, "  Built from:\t%s at %s\n", s.URL, s.Revision)
 	case s.URL != "":
