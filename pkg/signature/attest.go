@@ -14,6 +14,7 @@ import (
 	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 	"github.com/sigstore/cosign/v3/pkg/cosign"
+	"github.com/sigstore/cosign/v3/pkg/oci"
 	ociremote "github.com/sigstore/cosign/v3/pkg/oci/remote"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -427,8 +428,7 @@ func (rf *ruleFailures) verdict(r *rule) Verdict {
 // read first (their list is the signature check's), then the legacy .att
 // tag, read once for all rules.
 func (c *cosignVerifier) verifyAttestations(ctx context.Context, f *fetcher, signed Verdict) (Verdict, error) {
-	var legacy []statement
-	legacyRead := false
+	var legacy *legacyRead
 	for _, r := range c.rules {
 		var rf ruleFailures
 		a, ok, err := c.bundleAttestation(ctx, f, r, &rf)
@@ -436,13 +436,15 @@ func (c *cosignVerifier) verifyAttestations(ctx context.Context, f *fetcher, sig
 			return Verdict{}, err
 		}
 		if !ok {
-			if !legacyRead {
-				legacyRead = true
-				if legacy, err = c.legacyAttestations(ctx, f, &rf); err != nil {
+			if legacy == nil {
+				if legacy, err = c.legacyAttestations(ctx, f); err != nil {
 					return Verdict{}, err
 				}
 			}
-			a, ok = r.first(ctx, legacy, &rf)
+			// The tag's failures are every rule's that reads it, not
+			// only the first's: each hears of those of its type.
+			legacy.failuresFor(r, &rf)
+			a, ok = r.first(ctx, legacy.statements, &rf)
 		}
 		if !ok {
 			return rf.verdict(r), nil
@@ -525,17 +527,45 @@ func (c *cosignVerifier) bundleAttestation(ctx context.Context, f *fetcher, r *r
 	return meta.Attestation{}, false, nil
 }
 
+// legacyRead is what the sha256-<hex>.att tag held: the statements that
+// verified, and why the others did not.
+type legacyRead struct {
+	statements []statement
+	failures   []legacyFailure
+}
+
+// legacyFailure is a failure of the .att tag, or of one of its layers
+// claiming predicateType ("" when the failure is the whole tag's or the
+// layer claims none).
+type legacyFailure struct {
+	predicateType string
+	h             *hostile
+}
+
+func (l *legacyRead) fail(predicateType string, reason Reason, format string, args ...any) {
+	l.failures = append(l.failures, legacyFailure{predicateType, &hostile{reason: reason, msg: fmt.Sprintf(format, args...)}})
+}
+
+// failuresFor adds to rf the failures r must hear of: the tag's own, and
+// those of the layers claiming r's predicate type.
+func (l *legacyRead) failuresFor(r *rule, rf *ruleFailures) {
+	for _, lf := range l.failures {
+		if lf.predicateType == "" || lf.predicateType == r.uri {
+			rf.add(lf.h)
+		}
+	}
+}
+
 // legacyAttestations reads the sha256-<hex>.att tag once and returns the
 // statements whose DSSE signature cosign verifies with the config's keys
 // or identities (and whose in-toto subject names the digest).
-func (c *cosignVerifier) legacyAttestations(ctx context.Context, f *fetcher, rf *ruleFailures) (sts []statement, err error) {
+func (c *cosignVerifier) legacyAttestations(ctx context.Context, f *fetcher) (l *legacyRead, err error) {
+	l = &legacyRead{}
 	defer func() {
 		if r := recover(); r != nil {
-			err = hostilef(Malformed, ".att attestations could not be verified: %v", r)
-			var h *hostile
-			errors.As(err, &h)
-			rf.add(h)
-			sts, err = nil, nil
+			l = &legacyRead{}
+			l.fail("", Malformed, ".att attestations could not be verified: %v", r)
+			err = nil
 		}
 	}()
 	opts := []ociremote.Option{ociremote.WithRemoteOptions(f.opts...)}
@@ -548,19 +578,19 @@ func (c *cosignVerifier) legacyAttestations(ctx context.Context, f *fetcher, rf 
 		if cerr := f.classifyCosign(err); cerr != nil {
 			return nil, cerr
 		}
-		rf.add(&hostile{reason: Malformed, msg: fmt.Sprintf(".att tag: %v", err)})
-		return nil, nil
+		l.fail("", Malformed, ".att tag: %v", err)
+		return l, nil
 	}
 	list, err := atts.Get()
 	if err != nil {
 		if cerr := f.classifyCosign(err); cerr != nil {
 			return nil, cerr
 		}
-		rf.add(&hostile{reason: Malformed, msg: fmt.Sprintf(".att tag: %v", err)})
-		return nil, nil
+		l.fail("", Malformed, ".att tag: %v", err)
+		return l, nil
 	}
 	if len(list) == 0 {
-		return nil, nil
+		return l, nil
 	}
 	h, err := v1.NewHash(f.ref.DigestStr())
 	if err != nil {
@@ -597,6 +627,8 @@ func (c *cosignVerifier) legacyAttestations(ctx context.Context, f *fetcher, rf 
 			attempts = append(attempts, attempt{co, "keyless", ids})
 		}
 	}
+	verified := map[v1.Hash]bool{}
+	var lastErr error
 	for _, at := range attempts {
 		checked, _, err := cosign.VerifyImageAttestation(ctx, atts, h, at.co)
 		if err != nil {
@@ -606,13 +638,16 @@ func (c *cosignVerifier) legacyAttestations(ctx context.Context, f *fetcher, rf 
 					return nil, cerr
 				}
 			}
-			rf.add(&hostile{reason: Untrusted, msg: fmt.Sprintf(".att attestation(s) do not verify with %s: %v", c.signerNames(), clipErr(err))})
+			lastErr = err
 			continue
 		}
 		for _, att := range checked {
+			if d, err := att.Digest(); err == nil {
+				verified[d] = true
+			}
 			st, err := legacyStatement(att.Payload)
 			if err != nil {
-				rf.add(&hostile{reason: Malformed, msg: err.Error()})
+				l.fail("", Malformed, "%v", err)
 				continue
 			}
 			signer := at.signer
@@ -621,10 +656,41 @@ func (c *cosignVerifier) legacyAttestations(ctx context.Context, f *fetcher, rf 
 					signer = certSigner(cert)
 				}
 			}
-			sts = append(sts, statementOf(st, signer, "legacy", at.ids))
+			l.statements = append(l.statements, statementOf(st, signer, "legacy", at.ids))
 		}
 	}
-	return sts, nil
+	// cosign returns the layers that verified and drops the others
+	// silently once one does: a layer of the rule's type that none of the
+	// signers verified must still be heard of as Untrusted (the real
+	// cosign attest appends every attestation to the one .att manifest,
+	// so another key's provenance sits beside the trusted key's scan),
+	// not as no attestation at all. The type it claims is unverified; it
+	// only says which rule the failure concerns.
+	for _, att := range list {
+		if d, err := att.Digest(); err == nil && verified[d] {
+			continue
+		}
+		pt := claimedPredicateType(att)
+		msg := fmt.Sprintf(".att attestation does not verify with %s", c.signerNames())
+		if lastErr != nil {
+			msg += ": " + clipErr(lastErr)
+		}
+		l.fail(pt, Untrusted, "%s", msg)
+	}
+	return l, nil
+}
+
+// claimedPredicateType is the predicate type an unverified .att layer
+// claims: its predicateType annotation, as cosign attest writes it, or
+// its statement's.
+func claimedPredicateType(att oci.Signature) string {
+	if ann, err := att.Annotations(); err == nil && ann["predicateType"] != "" {
+		return ann["predicateType"]
+	}
+	if st, err := legacyStatement(att.Payload); err == nil {
+		return st.GetPredicateType()
+	}
+	return ""
 }
 
 func clipErr(err error) string { return clip(err.Error()) }
