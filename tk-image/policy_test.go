@@ -332,19 +332,10 @@ func TestPolicyEvalChecksProvenance(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	s := testsign.NewSigstore(t)
 	const iss, sub = "https://issuer.example.com", "release@example.com"
-	provenance := func(repo string) map[string]any {
-		return map[string]any{
-			"buildDefinition": map[string]any{"buildType": "https://actions.github.io/buildtypes/workflow/v1",
-				"externalParameters": map[string]any{"workflow": map[string]any{"repository": "https://github.com/" + repo, "ref": "refs/heads/main"}},
-				"resolvedDependencies": []any{map[string]any{"uri": "git+https://github.com/" + repo + "@refs/heads/main",
-					"digest": map[string]any{"gitCommit": "0123456789abcdef0123456789abcdef01234567"}}}},
-			"runDetails": map[string]any{"builder": map[string]any{"id": "https://github.com/actions/runner/github-hosted"}},
-		}
-	}
 	good, evil := reg.Push(t, "team/app", "1.0.0"), reg.Push(t, "team/app", "1.1.0")
 	for d, repo := range map[string]string{good: "acme/api", evil: "evil/fork"} {
 		s.SignImage(t, reg, "team/app", d, sub, iss)
-		s.AttestImage(t, reg, "team/app", d, sub, iss, "https://slsa.dev/provenance/v1", provenance(repo))
+		s.AttestImage(t, reg, "team/app", d, sub, iss, "https://slsa.dev/provenance/v1", testsign.SLSAProvenance(repo, "refs/heads/main", "0123456789abcdef0123456789abcdef01234567"))
 	}
 	dir := t.TempDir()
 	write := func(name, content string) string {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -30,27 +29,6 @@ import (
 
 const ciIdentity = "https://github.com/acme/api/.github/workflows/release.yml@refs/heads/main"
 
-// githubProvenance is an SLSA v1 provenance as GitHub's
-// attest-build-provenance writes it for a workflow run.
-func githubProvenance(repo, ref, commit string) map[string]any {
-	return map[string]any{
-		"buildDefinition": map[string]any{
-			"buildType": "https://actions.github.io/buildtypes/workflow/v1",
-			"externalParameters": map[string]any{
-				"workflow": map[string]any{"ref": ref, "repository": "https://github.com/" + repo, "path": ".github/workflows/release.yml"},
-			},
-			"resolvedDependencies": []any{map[string]any{
-				"uri":    "git+https://github.com/" + repo + "@" + ref,
-				"digest": map[string]any{"gitCommit": commit},
-			}},
-		},
-		"runDetails": map[string]any{
-			"builder":  map[string]any{"id": "https://github.com/actions/runner/github-hosted"},
-			"metadata": map[string]any{"invocationId": "https://github.com/" + repo + "/actions/runs/1/attempts/1"},
-		},
-	}
-}
-
 const commit = "0123456789abcdef0123456789abcdef01234567"
 
 func provenanceRule() signature.Attestation {
@@ -70,7 +48,7 @@ func TestProvenanceFromTheRightRepositoryVerifies(t *testing.T) {
 			reg := testregistry.New(t, testregistry.Options{Referrers: r.referrers})
 			d := reg.Push(t, "app", "1.0.0")
 			s.SignImage(t, reg, "app", d, identity, issuer)
-			s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/main", commit))
+			s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", commit))
 			v := check(t, withRules(keyless(s, t), provenanceRule()), signature.Limits{}, reg, "app", d)
 			wantVerified(t, v, identity)
 			if len(v.Attestations) != 1 {
@@ -91,7 +69,7 @@ func TestProvenanceFromAnotherRepositoryIsAMismatch(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	d := reg.Push(t, "app", "1.0.0")
 	s.SignImage(t, reg, "app", d, identity, issuer)
-	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, githubProvenance("evil/fork", "refs/heads/main", commit))
+	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("evil/fork", "refs/heads/main", commit))
 	v := check(t, withRules(keyless(s, t), provenanceRule()), signature.Limits{}, reg, "app", d)
 	wantReason(t, v, signature.ProvenanceMismatch)
 	for _, want := range []string{"attestation provenance", "source repository github.com/evil/fork does not match github.com/acme/*"} {
@@ -103,7 +81,7 @@ func TestProvenanceFromAnotherRepositoryIsAMismatch(t *testing.T) {
 	// The ref and the builder are checked as well.
 	d2 := reg.Push(t, "app", "1.0.1")
 	s.SignImage(t, reg, "app", d2, identity, issuer)
-	s.AttestImage(t, reg, "app", d2, identity, issuer, signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/feature", commit))
+	s.AttestImage(t, reg, "app", d2, identity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/feature", commit))
 	v = check(t, withRules(keyless(s, t), provenanceRule()), signature.Limits{}, reg, "app", d2)
 	wantReason(t, v, signature.ProvenanceMismatch)
 	if !strings.Contains(v.Message, "source ref refs/heads/feature does not match refs/heads/main") {
@@ -141,21 +119,13 @@ func TestSLSAProvenanceV02(t *testing.T) {
 	}
 }
 
-func vulnReport(critical int) map[string]any {
-	return map[string]any{
-		"invocation": map[string]any{"uri": "https://github.com/acme/api/actions/runs/1"},
-		"scanner": map[string]any{"uri": "pkg:github/aquasecurity/trivy@0.60.0", "version": "0.60.0",
-			"result": map[string]any{"summary": map[string]any{"critical": critical, "high": 3}}},
-	}
-}
-
 func TestVulnerabilityScanWithACriticalFindingBlocks(t *testing.T) {
 	s := testsign.NewSigstore(t)
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	clean, bad := reg.Push(t, "app", "1.0.0"), reg.Push(t, "app", "1.0.1")
 	for d, critical := range map[string]int{clean: 0, bad: 2} {
 		s.SignImage(t, reg, "app", d, identity, issuer)
-		s.AttestImage(t, reg, "app", d, identity, issuer, "https://cosign.sigstore.dev/attestation/vuln/v1", vulnReport(critical))
+		s.AttestImage(t, reg, "app", d, identity, issuer, "https://cosign.sigstore.dev/attestation/vuln/v1", testsign.VulnReport(critical))
 	}
 	rule := signature.Attestation{Name: "scan", PredicateType: "vuln", Conditions: []string{
 		"predicate.scanner.result.summary.critical == 0", "predicateType.startsWith('https://cosign.sigstore.dev/')"}}
@@ -180,7 +150,7 @@ func TestEveryRuleMustBeMet(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	d := reg.Push(t, "app", "1.0.0")
 	s.SignImage(t, reg, "app", d, identity, issuer)
-	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/main", commit))
+	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", commit))
 	scan := signature.Attestation{Name: "scan", PredicateType: "vuln", Conditions: []string{"predicate.scanner.result.summary.critical == 0"}}
 	v := check(t, withRules(keyless(s, t), provenanceRule(), scan), signature.Limits{}, reg, "app", d)
 	wantReason(t, v, signature.NoAttestation)
@@ -189,7 +159,7 @@ func TestEveryRuleMustBeMet(t *testing.T) {
 			t.Errorf("message %q, want it to say %q", v.Message, want)
 		}
 	}
-	s.AttestImage(t, reg, "app", d, identity, issuer, "https://cosign.sigstore.dev/attestation/vuln/v1", vulnReport(0))
+	s.AttestImage(t, reg, "app", d, identity, issuer, "https://cosign.sigstore.dev/attestation/vuln/v1", testsign.VulnReport(0))
 	v = check(t, withRules(keyless(s, t), provenanceRule(), scan), signature.Limits{}, reg, "app", d)
 	wantVerified(t, v, identity)
 	if len(v.Attestations) != 2 || v.Attestations[0].Name != "provenance" || v.Attestations[1].Name != "scan" {
@@ -202,7 +172,7 @@ func TestAnAttestationIsNotASignature(t *testing.T) {
 	s := testsign.NewSigstore(t)
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	d := reg.Push(t, "app", "1.0.0")
-	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/main", commit))
+	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", commit))
 	wantReason(t, check(t, withRules(keyless(s, t), provenanceRule()), signature.Limits{}, reg, "app", d), signature.NoSignature)
 }
 
@@ -213,7 +183,7 @@ func TestAnAttestationHasItsOwnSigners(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	d := reg.Push(t, "app", "1.0.0")
 	s.SignImage(t, reg, "app", d, identity, issuer)
-	s.AttestImage(t, reg, "app", d, ciIdentity, issuer, signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/main", commit))
+	s.AttestImage(t, reg, "app", d, ciIdentity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", commit))
 	rule := provenanceRule()
 	// Signed by the CI, not by the release signer the policy trusts.
 	v := check(t, withRules(keyless(s, t), rule), signature.Limits{}, reg, "app", d)
@@ -227,7 +197,7 @@ func TestAnAttestationHasItsOwnSigners(t *testing.T) {
 	// The release signer's own provenance is not the CI's.
 	d2 := reg.Push(t, "app", "1.0.1")
 	s.SignImage(t, reg, "app", d2, identity, issuer)
-	s.AttestImage(t, reg, "app", d2, identity, issuer, signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/main", commit))
+	s.AttestImage(t, reg, "app", d2, identity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", commit))
 	wantReason(t, check(t, withRules(keyless(s, t), rule), signature.Limits{}, reg, "app", d2), signature.Untrusted)
 }
 
@@ -238,7 +208,7 @@ func TestAnAttestationHasItsOwnSigners(t *testing.T) {
 func TestHostileAttestations(t *testing.T) {
 	s := testsign.NewSigstore(t)
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
-	good := githubProvenance("acme/api", "refs/heads/main", commit)
+	good := testsign.SLSAProvenance("acme/api", "refs/heads/main", commit)
 	signed := func(tag string) string {
 		d := reg.Push(t, "app", tag)
 		s.SignImage(t, reg, "app", d, identity, issuer)
@@ -262,7 +232,7 @@ func TestHostileAttestations(t *testing.T) {
 		if err := json.Unmarshal(b, &bun); err != nil {
 			t.Fatal(err)
 		}
-		evil, _ := json.Marshal(json.RawMessage(testsign.Statement(signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/main", strings.Repeat("f", 40)), d)))
+		evil, _ := json.Marshal(json.RawMessage(testsign.Statement(signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", strings.Repeat("f", 40)), d)))
 		bun["dsseEnvelope"].(map[string]any)["payload"] = evil
 		tampered, _ := json.Marshal(bun)
 		testsign.PushAttestation(t, reg, "app", d, signature.SLSAProvenanceV1, tampered)
@@ -309,7 +279,7 @@ func TestThousandsOfAttestationReferrers(t *testing.T) {
 	reg := testregistry.New(t, testregistry.Options{Referrers: true})
 	d := reg.Push(t, "app", "1.0.0")
 	s.SignImage(t, reg, "app", d, identity, issuer)
-	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, githubProvenance("acme/api", "refs/heads/main", commit))
+	s.AttestImage(t, reg, "app", d, identity, issuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", commit))
 	ref, err := name.NewDigest(reg.Repo("app")+"@"+d, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -333,15 +303,7 @@ func TestThousandsOfAttestationReferrers(t *testing.T) {
 	for _, m := range im.Manifests {
 		manifests = append(manifests, m)
 	}
-	idx, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": string(types.OCIImageIndex), "manifests": manifests})
-	reg.Intercept(func(w http.ResponseWriter, req *http.Request) bool {
-		if !strings.Contains(req.URL.Path, "/referrers/") {
-			return false
-		}
-		w.Header().Set("Content-Type", string(types.OCIImageIndex))
-		_, _ = w.Write(idx)
-		return true
-	})
+	answerReferrers(reg, manifests)
 	before := reg.ManifestRequests()
 	v := check(t, withRules(keyless(s, t), provenanceRule()), signature.Limits{Referrers: 10}, reg, "app", d)
 	wantVerified(t, v, identity)

@@ -123,7 +123,7 @@ func TestCosignAttestedProvenanceVerifiesInBothFormats(t *testing.T) {
 		ref, d := tc.signedBy(t, c, "1.0.0")
 		// Signed but not yet attested: the rule is not met.
 		wantReason(t, check(t, cfg, signature.Limits{}, tc.reg, "app", d), signature.NoAttestation)
-		c.Attest(t, ref, "slsaprovenance1", githubProvenance("acme/api", "refs/heads/main", commit), tc.format)
+		c.Attest(t, ref, "slsaprovenance1", testsign.SLSAProvenance("acme/api", "refs/heads/main", commit), tc.format)
 		v := check(t, cfg, signature.Limits{}, tc.reg, "app", d)
 		wantVerified(t, v, "key cosign.pub")
 		if len(v.Attestations) != 1 {
@@ -143,7 +143,7 @@ func TestCosignAttestedProvenanceFromAnotherRepositoryIsAMismatch(t *testing.T) 
 	cfg := withRules(keyed(map[string][]byte{"cosign.pub": c.PublicKey}), provenanceRule())
 	eachAttestFormat(t, func(t *testing.T, tc attestCase) {
 		ref, d := tc.signedBy(t, c, "1.0.0")
-		c.Attest(t, ref, "slsaprovenance1", githubProvenance("evil/fork", "refs/heads/main", commit), tc.format)
+		c.Attest(t, ref, "slsaprovenance1", testsign.SLSAProvenance("evil/fork", "refs/heads/main", commit), tc.format)
 		v := check(t, cfg, signature.Limits{}, tc.reg, "app", d)
 		wantReason(t, v, signature.ProvenanceMismatch)
 		for _, want := range []string{"attestation provenance", "source repository github.com/evil/fork does not match github.com/acme/*"} {
@@ -161,8 +161,8 @@ func TestCosignAttestedVulnerabilityScanGatesOnCriticalFindings(t *testing.T) {
 	eachAttestFormat(t, func(t *testing.T, tc attestCase) {
 		cleanRef, clean := tc.signedBy(t, c, "1.0.0")
 		badRef, bad := tc.signedBy(t, c, "1.0.1")
-		c.Attest(t, cleanRef, "vuln", vulnReport(0), tc.format)
-		c.Attest(t, badRef, "vuln", vulnReport(2), tc.format)
+		c.Attest(t, cleanRef, "vuln", testsign.VulnReport(0), tc.format)
+		c.Attest(t, badRef, "vuln", testsign.VulnReport(2), tc.format)
 		v := check(t, cfg, signature.Limits{}, tc.reg, "app", clean)
 		wantVerified(t, v, "key cosign.pub")
 		if a := v.Attestations; len(a) != 1 || a[0].PredicateType != "https://cosign.sigstore.dev/attestation/vuln/v1" || a[0].Format != string(tc.format) {
@@ -183,7 +183,7 @@ func TestCosignAttestationByAnotherKeyIsUntrusted(t *testing.T) {
 	cfg := withRules(keyed(map[string][]byte{"cosign.pub": c.PublicKey}), provenanceRule())
 	eachAttestFormat(t, func(t *testing.T, tc attestCase) {
 		ref, d := tc.signedBy(t, c, "1.0.0")
-		mallory.Attest(t, ref, "slsaprovenance1", githubProvenance("acme/api", "refs/heads/main", commit), tc.format)
+		mallory.Attest(t, ref, "slsaprovenance1", testsign.SLSAProvenance("acme/api", "refs/heads/main", commit), tc.format)
 		v := check(t, cfg, signature.Limits{}, tc.reg, "app", d)
 		wantReason(t, v, signature.Untrusted)
 		if !strings.Contains(v.Message, "attestation provenance") || !strings.Contains(v.Message, "cosign.pub") {
@@ -204,8 +204,8 @@ func TestCosignAttestationsOfSeveralRulesAndSigners(t *testing.T) {
 	cfg := withRules(keyed(map[string][]byte{"cosign.pub": c.PublicKey}), provenanceRule(), scan)
 	eachAttestFormat(t, func(t *testing.T, tc attestCase) {
 		ref, d := tc.signedBy(t, c, "1.0.0")
-		mallory.Attest(t, ref, "slsaprovenance1", githubProvenance("acme/api", "refs/heads/main", commit), tc.format)
-		c.Attest(t, ref, "vuln", vulnReport(0), tc.format)
+		mallory.Attest(t, ref, "slsaprovenance1", testsign.SLSAProvenance("acme/api", "refs/heads/main", commit), tc.format)
+		c.Attest(t, ref, "vuln", testsign.VulnReport(0), tc.format)
 		// Only mallory's provenance names the right repository.
 		v := check(t, cfg, signature.Limits{}, tc.reg, "app", d)
 		wantReason(t, v, signature.Untrusted)
@@ -214,7 +214,7 @@ func TestCosignAttestationsOfSeveralRulesAndSigners(t *testing.T) {
 		}
 		// The trusted key's provenance of another repository: what the
 		// user must hear of is the mismatch, not mallory's signature.
-		c.Attest(t, ref, "slsaprovenance1", githubProvenance("evil/fork", "refs/heads/main", "2222222222222222222222222222222222222222"), tc.format)
+		c.Attest(t, ref, "slsaprovenance1", testsign.SLSAProvenance("evil/fork", "refs/heads/main", "2222222222222222222222222222222222222222"), tc.format)
 		v = check(t, cfg, signature.Limits{}, tc.reg, "app", d)
 		wantReason(t, v, signature.ProvenanceMismatch)
 		if !strings.Contains(v.Message, "github.com/evil/fork") {
@@ -222,7 +222,7 @@ func TestCosignAttestationsOfSeveralRulesAndSigners(t *testing.T) {
 		}
 		// And the trusted key's provenance of the right one: both rules
 		// are met, each by the trusted key's attestation.
-		c.Attest(t, ref, "slsaprovenance1", githubProvenance("acme/api", "refs/heads/main", commit), tc.format)
+		c.Attest(t, ref, "slsaprovenance1", testsign.SLSAProvenance("acme/api", "refs/heads/main", commit), tc.format)
 		v = check(t, cfg, signature.Limits{}, tc.reg, "app", d)
 		wantVerified(t, v, "key cosign.pub")
 		if len(v.Attestations) != 2 {

@@ -263,6 +263,21 @@ func TestReferrerLoopEnds(t *testing.T) {
 	}
 }
 
+// answerReferrers makes reg answer every referrers request with an index
+// of manifests: no registry stores an index of manifests it does not
+// have; a hostile one answers with it all the same.
+func answerReferrers(reg *testregistry.Registry, manifests []any) {
+	idx, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": string(types.OCIImageIndex), "manifests": manifests})
+	reg.Intercept(func(w http.ResponseWriter, req *http.Request) bool {
+		if !strings.Contains(req.URL.Path, "/referrers/") {
+			return false
+		}
+		w.Header().Set("Content-Type", string(types.OCIImageIndex))
+		_, _ = w.Write(idx)
+		return true
+	})
+}
+
 // Thousands of referrers: at most Limits.Referrers are examined, and a
 // referrers list over the manifest cap is not read whole.
 func TestThousandsOfReferrers(t *testing.T) {
@@ -276,17 +291,7 @@ func TestThousandsOfReferrers(t *testing.T) {
 		manifests = append(manifests, map[string]any{"mediaType": string(types.OCIManifestSchema1),
 			"digest": fmt.Sprintf("sha256:%x", b), "size": 500, "artifactType": testsign.BundleArtifactType})
 	}
-	idx, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": string(types.OCIImageIndex), "manifests": manifests})
-	// No registry stores an index of manifests it does not have; a
-	// hostile one answers with it all the same.
-	reg.Intercept(func(w http.ResponseWriter, req *http.Request) bool {
-		if !strings.Contains(req.URL.Path, "/referrers/") {
-			return false
-		}
-		w.Header().Set("Content-Type", string(types.OCIImageIndex))
-		_, _ = w.Write(idx)
-		return true
-	})
+	answerReferrers(reg, manifests)
 	before := reg.ManifestRequests()
 	v := check(t, keyless(s, t), signature.Limits{Referrers: 10}, reg, "app", d)
 	wantReason(t, v, signature.TooManyReferrers)

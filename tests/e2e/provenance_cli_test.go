@@ -17,32 +17,6 @@ import (
 	"toolkit.dev/image-toolkit/tests/internal/chain"
 )
 
-// provenance is an SLSA v1 predicate of a GitHub Actions build of repo's
-// refs/heads/main at commit, what cosign attest --type slsaprovenance1
-// is given.
-func provenance(repo, commit string) map[string]any {
-	return map[string]any{
-		"buildDefinition": map[string]any{
-			"buildType": "https://actions.github.io/buildtypes/workflow/v1",
-			"externalParameters": map[string]any{
-				"workflow": map[string]any{"ref": "refs/heads/main", "repository": "https://github.com/" + repo, "path": ".github/workflows/release.yml"},
-			},
-			"resolvedDependencies": []any{map[string]any{
-				"uri": "git+https://github.com/" + repo + "@refs/heads/main", "digest": map[string]any{"gitCommit": commit}}},
-		},
-		"runDetails": map[string]any{"builder": map[string]any{"id": "https://github.com/actions/runner/github-hosted"}},
-	}
-}
-
-// scan is a vulnerability scan report, what cosign attest --type vuln
-// is given.
-func scan(critical int) map[string]any {
-	return map[string]any{
-		"scanner": map[string]any{"uri": "pkg:github/aquasecurity/trivy@0.60.0", "version": "0.60.0",
-			"result": map[string]any{"summary": map[string]any{"critical": critical}}},
-	}
-}
-
 // Provenance gates through the three controllers, with images signed and
 // attested by the real cosign CLI (keyed, cosign v3's bundle referrers on
 // a registry without the referrers API; make test-integrations runs
@@ -63,8 +37,8 @@ func TestChainProvenanceGates(t *testing.T) {
 		d := reg.Push(t, chain.Image, tag)
 		ref := reg.Repo(chain.Image) + "@" + d
 		cosign.Sign(t, ref, testsign.Bundle)
-		cosign.Attest(t, ref, "slsaprovenance1", provenance(repo, commit), testsign.Bundle)
-		cosign.Attest(t, ref, "vuln", scan(critical), testsign.Bundle)
+		cosign.Attest(t, ref, "slsaprovenance1", testsign.SLSAProvenance(repo, "refs/heads/main", commit), testsign.Bundle)
+		cosign.Attest(t, ref, "vuln", testsign.VulnReport(critical), testsign.Bundle)
 		return d
 	}
 	d640 := release("6.4.0", "acme/api", good, 0)

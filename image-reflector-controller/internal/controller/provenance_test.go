@@ -18,18 +18,6 @@ import (
 	"toolkit.dev/image-toolkit/pkg/testing/testsign"
 )
 
-func slsaProvenance(repo, ref, commit string) map[string]any {
-	return map[string]any{
-		"buildDefinition": map[string]any{
-			"buildType":          "https://actions.github.io/buildtypes/workflow/v1",
-			"externalParameters": map[string]any{"workflow": map[string]any{"ref": ref, "repository": "https://github.com/" + repo}},
-			"resolvedDependencies": []any{map[string]any{
-				"uri": "git+https://github.com/" + repo + "@" + ref, "digest": map[string]any{"gitCommit": commit}}},
-		},
-		"runDetails": map[string]any{"builder": map[string]any{"id": "https://github.com/actions/runner/github-hosted"}},
-	}
-}
-
 // A signed image built from another repository is skipped with the
 // attestation and the condition that failed; the newest whose provenance
 // says it was built from the right repository and ref wins, and the
@@ -47,7 +35,7 @@ func TestProvenanceGatesThePolicy(t *testing.T) {
 		if repo != "acme/api" {
 			c = evil
 		}
-		s.AttestImage(t, reg, "team/attested", d, oidcSubject, oidcIssuer, signature.SLSAProvenanceV1, slsaProvenance(repo, "refs/heads/main", c))
+		s.AttestImage(t, reg, "team/attested", d, oidcSubject, oidcIssuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance(repo, "refs/heads/main", c))
 	}
 	ns := namespace(t)
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore-root"},

@@ -47,7 +47,7 @@ func BenchmarkVerifyCost(b *testing.B) {
 			if i%20 == 0 {
 				s.SignImage(b, reg, "app", d, oidcSubject, oidcIssuer)
 				s.AttestImage(b, reg, "app", d, oidcSubject, oidcIssuer, signature.SLSAProvenanceV1,
-					slsaProvenance("acme/api", "refs/heads/main", fmt.Sprintf("%040x", i)))
+					testsign.SLSAProvenance("acme/api", "refs/heads/main", fmt.Sprintf("%040x", i)))
 			}
 		}
 		ns := env.Namespace(b)
@@ -122,7 +122,7 @@ func BenchmarkVerifyCost(b *testing.B) {
 			best = reg.Push(b, "app", fmt.Sprintf("1.0.%d", i))
 		}
 		s.SignImage(b, reg, "app", best, oidcSubject, oidcIssuer)
-		s.AttestImage(b, reg, "app", best, oidcSubject, oidcIssuer, signature.SLSAProvenanceV1, slsaProvenance("acme/api", "refs/heads/main", fmt.Sprintf("%040x", 1)))
+		s.AttestImage(b, reg, "app", best, oidcSubject, oidcIssuer, signature.SLSAProvenanceV1, testsign.SLSAProvenance("acme/api", "refs/heads/main", fmt.Sprintf("%040x", 1)))
 		ns := env.Namespace(b)
 		benchCreate(b, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sigstore-root"},
 			Data: map[string][]byte{"trusted_root.json": s.TrustedRoot(b)}})

@@ -274,6 +274,39 @@ func (s *Sigstore) SignImage(t testing.TB, reg *testregistry.Registry, repo, dig
 	PushBundle(t, reg, repo, digest, b)
 }
 
+// SLSAProvenance is an SLSA v1 provenance as GitHub's
+// attest-build-provenance writes it for a workflow run of repo (owner/name
+// on github.com) at ref and commit: what cosign attest --type
+// slsaprovenance1 is given, or AttestImage signs.
+func SLSAProvenance(repo, ref, commit string) map[string]any {
+	return map[string]any{
+		"buildDefinition": map[string]any{
+			"buildType": "https://actions.github.io/buildtypes/workflow/v1",
+			"externalParameters": map[string]any{
+				"workflow": map[string]any{"ref": ref, "repository": "https://github.com/" + repo, "path": ".github/workflows/release.yml"},
+			},
+			"resolvedDependencies": []any{map[string]any{
+				"uri":    "git+https://github.com/" + repo + "@" + ref,
+				"digest": map[string]any{"gitCommit": commit},
+			}},
+		},
+		"runDetails": map[string]any{
+			"builder":  map[string]any{"id": "https://github.com/actions/runner/github-hosted"},
+			"metadata": map[string]any{"invocationId": "https://github.com/" + repo + "/actions/runs/1/attempts/1"},
+		},
+	}
+}
+
+// VulnReport is a vulnerability scan with critical findings, in the shape
+// cosign attest --type vuln takes.
+func VulnReport(critical int) map[string]any {
+	return map[string]any{
+		"invocation": map[string]any{"uri": "https://github.com/acme/api/actions/runs/1"},
+		"scanner": map[string]any{"uri": "pkg:github/aquasecurity/trivy@0.60.0", "version": "0.60.0",
+			"result": map[string]any{"summary": map[string]any{"critical": critical, "high": 3}}},
+	}
+}
+
 // Statement is an in-toto statement of predicate about the digests
 // (sha256:<hex>), as cosign attest writes it.
 func Statement(predicateType string, predicate any, digests ...string) []byte {
