@@ -592,6 +592,12 @@ func (c *cosignVerifier) legacyAttestations(ctx context.Context, f *fetcher) (l 
 	if len(list) == 0 {
 		return l, nil
 	}
+	if len(list) > f.limits.Referrers {
+		// Each layer is a payload to fetch and a signature to check: a
+		// hostile tag of thousands would cost a request each.
+		l.fail("", TooManyReferrers, ".att tag holds %d attestations, more than the %d examined", len(list), f.limits.Referrers)
+		return l, nil
+	}
 	h, err := v1.NewHash(f.ref.DigestStr())
 	if err != nil {
 		return nil, err

@@ -313,6 +313,38 @@ func TestThousandsOfAttestationReferrers(t *testing.T) {
 	}
 }
 
+// A .att tag of more attestations than Limits.Referrers is refused
+// unread: each would be a payload to fetch and a signature to check.
+func TestAnAttTagOfHundredsIsRefusedUnread(t *testing.T) {
+	s := testsign.NewSigstore(t)
+	reg := testregistry.New(t, testregistry.Options{Referrers: true})
+	d := reg.Push(t, "app", "1.0.0")
+	s.SignImage(t, reg, "app", d, identity, issuer)
+	payload := []byte(`{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[]}`)
+	blob := reg.PushBlob(t, "app", payload)
+	var layers []any
+	// 500: cosign refuses more than 1,000 layers itself (Malformed).
+	for i := range 500 {
+		layers = append(layers, map[string]any{"mediaType": "application/vnd.dsse.envelope.v1+json", "digest": blob, "size": len(payload),
+			"annotations": map[string]string{"predicateType": signature.SLSAProvenanceV1, "n": fmt.Sprint(i)}})
+	}
+	empty := []byte("{}")
+	m, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": string(types.OCIManifestSchema1),
+		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": reg.PushBlob(t, "app", empty), "size": len(empty)},
+		"layers": layers})
+	alg, hexDigest, _ := strings.Cut(d, ":")
+	reg.PushManifest(t, "app", alg+"-"+hexDigest+".att", types.OCIManifestSchema1, m)
+	before := reg.BlobRequests()
+	v := check(t, withRules(keyless(s, t), provenanceRule()), signature.Limits{}, reg, "app", d)
+	wantReason(t, v, signature.TooManyReferrers)
+	if !strings.Contains(v.Message, "500 attestations") {
+		t.Errorf("message %q", v.Message)
+	}
+	if n := reg.BlobRequests() - before; n > 2 {
+		t.Errorf("%d blob reads for a refused .att tag, want at most the signature's", n)
+	}
+}
+
 func TestBadRulesAreConfigErrors(t *testing.T) {
 	s := testsign.NewSigstore(t)
 	for name, rule := range map[string]signature.Attestation{
