@@ -2,12 +2,14 @@ package readme
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/tests/internal/localenv"
 )
 
@@ -42,24 +44,16 @@ func TestCLILinkage(t *testing.T) {
 	}
 
 	static := filepath.Join(t.TempDir(), "tk-image")
-	build := exec.Command("go", "build", "-o", static, "./tk-image")
+	// -trimpath as make lint's CGO_ENABLED=0 build: this one reuses its
+	// compile of every dependency instead of making its own.
+	build := exec.Command("go", "build", "-trimpath", "-o", static, "./tk-image")
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("CGO_ENABLED=0 go build ./tk-image: %v\n%s", err, b)
 	}
-	f, err := elf.Open(static)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if needed, err := f.ImportedLibraries(); err != nil || len(needed) > 0 {
-		t.Errorf("the CGO_ENABLED=0 build needs %v (%v): not static", needed, err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Error("the CGO_ENABLED=0 build names a dynamic loader: not static")
-		}
+	if why := notStatic(static); why != "" {
+		t.Errorf("the CGO_ENABLED=0 build %s: not static", why)
 	}
 	cmd := exec.Command(static, "update", "--repository", "https://git.example.com/fleet.git",
 		"--policy", "apps:web=ghcr.io/acme/web:1.0.0", "--author-email", "bot@example.com")
@@ -67,4 +61,41 @@ func TestCLILinkage(t *testing.T) {
 	if err == nil || !strings.Contains(string(b), "built without cgo") || !strings.Contains(string(b), "libgit2") {
 		t.Errorf("the static build's update --repository: %v\n%s\nwant a refusal that says it was built without cgo and needs libgit2", err, b)
 	}
+}
+
+// make build compiles every binary with cgo on (one compile of their
+// dependencies); the reflector and the automation controller import no C
+// and must still be static, as their images hold no C library.
+func TestBuiltControllersAreStatic(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"image-reflector-controller", "image-automation-controller"} {
+		bin := filepath.Join(localenv.BinDir(root), name)
+		if _, err := os.Stat(bin); err != nil {
+			testenv.Missing(t, bin, "build")
+		}
+		if why := notStatic(bin); why != "" {
+			t.Errorf("bin/%s %s: not static", name, why)
+		}
+	}
+}
+
+// notStatic says why the executable at path is not static, or "".
+func notStatic(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if needed, err := f.ImportedLibraries(); err != nil || len(needed) > 0 {
+		return fmt.Sprintf("needs %v (%v)", needed, err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "names a dynamic loader"
+		}
+	}
+	return ""
 }

@@ -32,7 +32,8 @@ func TestStayKeepsTheChainUntilCtrlC(t *testing.T) {
 		}
 	}
 	demo := filepath.Join(t.TempDir(), "demo")
-	build := exec.Command("go", "build", "-o", demo, "./tests/cmd/demo")
+	// make build's flags: the demo reuses its compile of the dependencies.
+	build := exec.Command("go", "build", "-trimpath", "-tags=netgo,osusergo", "-o", demo, "./tests/cmd/demo")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building the demo: %v\n%s", err, out)
