@@ -118,9 +118,12 @@ test: test-tools verify-generate lint build unit ## lint, stale-generation check
 test-tools:
 	@hack/tools.sh controller-gen kube etcd helm kustomize gitea node
 
-demo: build ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
-	@# Only what the demo runs: the control plane, and Gitea for --pull-request.
-	@hack/tools.sh kube etcd $(if $(findstring --pull-request,$(DEMO_FLAGS)),gitea)
+demo: build-deps ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
+	@# Only what the demo runs: the control plane, and Gitea for --pull-request,
+	@# built beside the binaries (on a new machine the two are the wait; each
+	@# alone leaves a core idle while it links).
+	@hack/tools.sh kube etcd $(if $(findstring --pull-request,$(DEMO_FLAGS)),gitea) & tools=$$!; \
+	$(MAKE) --no-print-directory build || { wait $$tools; exit 1; }; wait $$tools
 	@go run $(BUILDFLAGS) ./tests/cmd/demo --bin $(BIN) $(DEMO_FLAGS)
 
 cluster: deps testenv node-tools images ## A single-node cluster from real parts (tests/internal/cluster) with the make images images imported, until Ctrl-C; prints its kubeconfig (CLUSTER_FLAGS=--dir DIR keeps its files and logs).

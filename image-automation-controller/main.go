@@ -19,6 +19,7 @@ import (
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
+	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
 
@@ -49,6 +50,7 @@ type automation struct {
 	jobHistoryLimit      int
 	webhookAddr          string
 	objectLevelWI        bool
+	remote               healthwatch.RemoteOptions
 }
 
 func (a *automation) bindFlags(fs *flag.FlagSet) {
@@ -58,6 +60,7 @@ func (a *automation) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&a.jobHistoryLimit, "job-history-limit", 3, "Finished UpdateJobs to keep per ImageUpdateAutomation; older ones are deleted.")
 	fs.StringVar(&a.webhookAddr, "webhook-bind-address", ":9293", "Address the GitWebhook receiver (git push events) serves on; empty disables it.")
 	fs.BoolVar(&a.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
+	a.remote.BindFlags(fs)
 }
 
 // setup adds the ImageUpdateAutomation reconciler and the webhook
@@ -84,6 +87,7 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 		ArgoCDNamespace:      a.argoCDNamespace,
 		WatchNamespace:       opts.WatchNamespace,
 		JobHistoryLimit:      a.jobHistoryLimit,
+		HealthRemote:         a.remote,
 	}
 	if a.webhookAddr != "" {
 		if err := setupWebhooks(ctx, mgr, opts, rec, autos, a.webhookAddr, gitsource.Options{NoCrossNamespaceRefs: a.noCrossNamespaceRefs, ArgoCDNamespace: a.argoCDNamespace}); err != nil {

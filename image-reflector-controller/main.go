@@ -21,6 +21,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
+	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
 )
 
@@ -60,6 +61,7 @@ type reflector struct {
 	webhookAddr   string
 	objectLevelWI bool
 	verifyRetry   time.Duration
+	remote        healthwatch.RemoteOptions
 }
 
 func (r *reflector) bindFlags(fs *flag.FlagSet) {
@@ -78,6 +80,7 @@ func (r *reflector) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&r.registryBurst, "registry-burst", 100, "The most requests sent at once to each registry host, at the --registry-qps ceiling; the burst shrinks with the rate.")
 	fs.StringVar(&r.webhookAddr, "webhook-bind-address", ":9292", "Address the ImageWebhook receiver serves on; empty disables it.")
 	fs.BoolVar(&r.objectLevelWI, cloudauth.FlagObjectLevelWorkloadIdentity, false, cloudauth.FlagUsage)
+	r.remote.BindFlags(fs)
 	fs.DurationVar(&r.verifyRetry, "verify-retry", controller.DefaultVerifyRetry, "How long a policy trusts a verdict that an image's signature did not verify before checking it again (spec.verify); verified digests are never verified again.")
 }
 
@@ -118,7 +121,7 @@ func (r *reflector) setup(ctx context.Context, mgr ctrl.Manager, opts app.Option
 	return (&controller.ImagePolicyReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: opts.Events, Metrics: rec,
 		Registry: reg, Store: st, Cloud: cloud, PromotionMetrics: promotionMetrics,
-		VerifyMetrics: verifyMetrics, VerifyRetry: r.verifyRetry, Shard: opts.Shard(),
+		VerifyMetrics: verifyMetrics, VerifyRetry: r.verifyRetry, Shard: opts.Shard(), HealthRemote: r.remote,
 	}).SetupWithManager(ctx, mgr, opts.ControllerOptions())
 }
 

@@ -66,10 +66,12 @@ func sourceIndexKey(a *imagev1.ImageUpdateAutomation) string {
 type ImageUpdateAutomationReconciler struct {
 	client.Client
 	// APIReader reads Secrets and lists UpdateJobs past the cache.
-	APIReader  client.Reader
-	Events     *events.Recorder
-	Metrics    *metrics.Recorder
-	Automation *AutomationMetrics
+	APIReader client.Reader
+	// HealthRemote are the flags about rollback.healthOf kubeconfigs.
+	HealthRemote healthwatch.RemoteOptions
+	Events       *events.Recorder
+	Metrics      *metrics.Recorder
+	Automation   *AutomationMetrics
 	// NoCrossNamespaceRefs refuses sourceRefs to other namespaces.
 	NoCrossNamespaceRefs bool
 	// ArgoCDNamespace is where Argo CD runs, which names override files
@@ -152,7 +154,7 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	}
 	r.apps.ctrl, r.apps.handler = c, r.applicationHandler()
 	r.health = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
-		Readers: r.automationsByHealth(healthwatch.KeyOf)}
+		Readers: r.automationsByHealth(), Secrets: r.APIReader, Remote: r.HealthRemote}
 	return nil
 }
 
@@ -239,10 +241,16 @@ func (r *ImageUpdateAutomationReconciler) watchSources(mgr ctrl.Manager, b *buil
 func (r *ImageUpdateAutomationReconciler) kind() *reconcile.Kind[*imagev1.ImageUpdateAutomation, run] {
 	r.kindOnce.Do(func() {
 		r.k = &reconcile.Kind[*imagev1.ImageUpdateAutomation, run]{
-			Name:      imagev1.ImageUpdateAutomationKind,
-			Client:    r.Client,
-			Metrics:   r.Metrics,
-			New:       func() *imagev1.ImageUpdateAutomation { return &imagev1.ImageUpdateAutomation{} },
+			Name:    imagev1.ImageUpdateAutomationKind,
+			Client:  r.Client,
+			Metrics: r.Metrics,
+			New:     func() *imagev1.ImageUpdateAutomation { return &imagev1.ImageUpdateAutomation{} },
+			// A deleted automation's remote clusters stop with their last reader.
+			Forget: func(key client.ObjectKey) {
+				if r.health != nil {
+					r.health.Forget(key)
+				}
+			},
 			Suspended: func(a *imagev1.ImageUpdateAutomation) bool { return a.Spec.Suspend },
 			Request: func(a *imagev1.ImageUpdateAutomation) *meta.ReconcileRequestStatus {
 				return &a.Status.ReconcileRequestStatus

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	ctrlreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -37,10 +36,10 @@ const rollbackRetry = time.Minute
 
 // automationsByHealth maps a health object to the automations whose
 // spec.rollback reads it.
-func (r *ImageUpdateAutomationReconciler) automationsByHealth(key func(client.Object) string) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []ctrlreconcile.Request {
+func (r *ImageUpdateAutomationReconciler) automationsByHealth() func(context.Context, string) []ctrlreconcile.Request {
+	return func(ctx context.Context, key string) []ctrlreconcile.Request {
 		list := &imagev1.ImageUpdateAutomationList{}
-		if err := r.List(ctx, list, client.MatchingFields{rollbackHealthIndex: key(o)}); err != nil {
+		if err := r.List(ctx, list, client.MatchingFields{rollbackHealthIndex: key}); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "listing ImageUpdateAutomations for a health change")
 			return nil
 		}
@@ -64,13 +63,14 @@ func (r *ImageUpdateAutomationReconciler) judgeRollback(ctx context.Context, s *
 	rb := obj.Spec.Rollback
 	if rb == nil {
 		obj.Status.Rollback = nil
+		r.health.Forget(client.ObjectKeyFromObject(obj))
 		return reconcile.Continue, nil
 	}
 	last, commit := lastOwnCommit(obj)
 	if last == nil || isRevert(obj, last) {
 		return reconcile.Continue, nil
 	}
-	objects, err := r.health.Read(ctx, rb.HealthOf, obj.Namespace, conditions.InvalidSpecReason, rollbackRetry)
+	objects, err := r.health.Read(ctx, client.ObjectKeyFromObject(obj), rb.HealthOf, conditions.InvalidSpecReason, rollbackRetry)
 	if err != nil {
 		if f, ok := conditions.Classify(err); ok && !f.Stalled {
 			// The automation still writes; only the judgement waits.

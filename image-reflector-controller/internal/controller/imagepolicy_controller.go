@@ -79,6 +79,8 @@ type ImagePolicyReconciler struct {
 	// VerifyRetry is how long a verdict that did not verify holds
 	// (DefaultVerifyRetry when 0).
 	VerifyRetry time.Duration
+	// HealthRemote are the flags about healthOf kubeconfigs.
+	HealthRemote healthwatch.RemoteOptions
 	// Shard is the controller's --watch-label-selector (nil: all): a
 	// repository outside it is a misconfiguration, said so.
 	Shard labels.Selector
@@ -158,7 +160,7 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return err
 	}
 	r.watches = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
-		Readers: policiesByIndex(r.promotion.health, healthwatch.KeyOf)}
+		Readers: policiesByKey(r.promotion.health), Secrets: r.APIReader, Remote: r.HealthRemote}
 	return nil
 }
 
@@ -247,7 +249,13 @@ func (r *ImagePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 func (r *ImagePolicyReconciler) newKind() *reconcile.Kind[*imagev1.ImagePolicy, policyState] {
 	return &reconcile.Kind[*imagev1.ImagePolicy, policyState]{
 		Name: imagev1.ImagePolicyKind, Client: r.Client, Metrics: r.Metrics,
-		New:       func() *imagev1.ImagePolicy { return &imagev1.ImagePolicy{} },
+		New: func() *imagev1.ImagePolicy { return &imagev1.ImagePolicy{} },
+		// A deleted promotion's remote clusters stop with their last reader.
+		Forget: func(key client.ObjectKey) {
+			if r.watches != nil {
+				r.watches.Forget(key)
+			}
+		},
 		Suspended: func(o *imagev1.ImagePolicy) bool { return o.Spec.Suspend },
 		Request:   func(o *imagev1.ImagePolicy) *meta.ReconcileRequestStatus { return &o.Status.ReconcileRequestStatus },
 		// Every failure is also a Warning event, as a failed scan is; a

@@ -128,8 +128,14 @@ func (r *ImagePolicyReconciler) setupPromotion() {
 
 // policiesByIndex maps an object to the policies an index names it in.
 func policiesByIndex(ix *index.Index, key func(client.Object) string) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []ctrl.Request {
-		keys, err := ix.Lookup(ctx, key(o))
+	byKey := policiesByKey(ix)
+	return func(ctx context.Context, o client.Object) []ctrl.Request { return byKey(ctx, key(o)) }
+}
+
+// policiesByKey maps an index key to the policies named under it.
+func policiesByKey(ix *index.Index) func(context.Context, string) []ctrl.Request {
+	return func(ctx context.Context, key string) []ctrl.Request {
+		keys, err := ix.Lookup(ctx, key)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "looking up the policies of an object")
 			return nil
@@ -160,6 +166,7 @@ func (r *ImagePolicyReconciler) promote(ctx context.Context, s *policyScope) (re
 	pr := obj.Spec.Policy.Promotion
 	if pr == nil {
 		obj.Status.Promotion = nil
+		r.watches.Forget(client.ObjectKeyFromObject(obj))
 		return reconcile.Continue, nil
 	}
 	obj.Status.LastSelection, obj.Status.HeldRef = nil, nil
@@ -299,7 +306,7 @@ func (r *ImagePolicyReconciler) automationApplying(ctx context.Context, namespac
 
 // healthOf reads the healthOf objects from the cache, watching their kinds.
 func (r *ImagePolicyReconciler) healthOf(ctx context.Context, obj *imagev1.ImagePolicy) ([]promotion.Object, error) {
-	return r.watches.Read(ctx, obj.Spec.Policy.Promotion.HealthOf, obj.Namespace, imagev1.InvalidPolicyReason, kindRetry)
+	return r.watches.Read(ctx, client.ObjectKeyFromObject(obj), obj.Spec.Policy.Promotion.HealthOf, imagev1.InvalidPolicyReason, kindRetry)
 }
 
 // promotionCycle follows the promotion upstream (the policy each one

@@ -28,6 +28,8 @@ var (
 	storeDir string
 	// promotionMetrics are the main manager's.
 	promotionMetrics *PromotionMetrics
+	// mainPolicies is the main manager's ImagePolicy reconciler.
+	mainPolicies *ImagePolicyReconciler
 )
 
 func TestMain(m *testing.M) {
@@ -80,9 +82,13 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	}
 	// A verdict that did not verify is checked again after 2 s, not
 	// 10 minutes: the tests sign tags after a policy saw them unsigned.
-	return (&ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
+	pr := &ImagePolicyReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: ev,
 		Metrics: rec, Registry: regClient, Store: st, Cloud: cloud, PromotionMetrics: pm,
-		VerifyMetrics: verifyMetrics, VerifyRetry: 2 * time.Second}).SetupWithManager(context.Background(), mgr, ctrlOptions())
+		VerifyMetrics: verifyMetrics, VerifyRetry: 2 * time.Second}
+	if mainPolicies == nil {
+		mainPolicies = pr
+	}
+	return pr.SetupWithManager(context.Background(), mgr, ctrlOptions())
 }
 
 // namespace is a fresh namespace whose image objects go with it at the

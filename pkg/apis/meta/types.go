@@ -16,6 +16,36 @@ type LocalObjectReference struct {
 	Name string `json:"name"`
 }
 
+// SecretKeyReference names a Secret in the referrer's namespace and,
+// optionally, one of its keys.
+type SecretKeyReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+
+	// Key of the Secret's data to read; each use says its default.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]*$`
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// KubeConfigReference says how to reach another cluster, in the shape
+// Flux's Kustomization and HelmRelease use (spec.kubeConfig).
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef)",message="kubeConfig needs a secretRef"
+type KubeConfigReference struct {
+	// SecretRef is a Secret in the referrer's namespace holding a
+	// kubeconfig under Key: by default "value", else "value.yaml", as Flux
+	// reads it. A kubeconfig that runs a program (exec, auth-provider),
+	// skips TLS verification or names files of the controller's disk is
+	// refused unless the controller's flags allow it.
+	// +optional
+	SecretRef *SecretKeyReference `json:"secretRef,omitempty"`
+}
+
 // NamespacedObjectReference refers to an object, by default in the same
 // namespace as the referrer.
 type NamespacedObjectReference struct {

@@ -17,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -35,12 +37,20 @@ type Watches struct {
 	Ctrl   controller.Controller
 	Cache  cache.Cache
 	Mapper meta.RESTMapper
-	// Readers maps a changed health object (Key) to the requests of the
+	// Readers maps a changed health object's Key to the requests of the
 	// objects that read it.
-	Readers handler.MapFunc
+	Readers func(ctx context.Context, key string) []reconcile.Request
+	// Secrets reads the kubeconfig Secrets of remote references (past the
+	// cache: a controller caches no Secrets); nil refuses them.
+	Secrets client.Reader
+	// Remote are the flags about kubeconfigs.
+	Remote RemoteOptions
 
 	mu      sync.Mutex
 	watched map[schema.GroupVersionKind]bool
+	qmu     sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	remote  remotes
 }
 
 // Ensure watches gvk with the source src makes, unless it is watched
@@ -69,8 +79,55 @@ func (w *Watches) ensureHealth(gvk schema.GroupVersionKind) error {
 	return w.Ensure(gvk, func() source.Source {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
-		return source.Kind[client.Object](w.Cache, u, handler.EnqueueRequestsFromMapFunc(w.Readers), statusChanged{})
+		return source.Kind[client.Object](w.Cache, u, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return w.Readers(ctx, KeyOf(o))
+		}), statusChanged{})
 	})
+}
+
+// remoteSource is what watched records the source under that hands the
+// events of other clusters' watches to the controller's queue: added
+// once, with the first remote reference. No cluster serves the kind.
+var remoteSource = schema.GroupVersionKind{Group: "healthwatch.image.toolkit.dev", Version: "internal", Kind: "Remote"}
+
+// ensureQueue adds the source that hands remote events to the
+// controller's queue.
+func (w *Watches) ensureQueue() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched[remoteSource] {
+		return nil
+	}
+	// A started controller starts the source inside Watch, with w.mu
+	// held here: the queue has a lock of its own.
+	err := w.Ctrl.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		w.qmu.Lock()
+		defer w.qmu.Unlock()
+		w.queue = q
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
+	if w.watched == nil {
+		w.watched = map[schema.GroupVersionKind]bool{}
+	}
+	w.watched[remoteSource] = true
+	return nil
+}
+
+// wakeKey enqueues the readers of key, once the controller's queue is
+// known.
+func (w *Watches) wakeKey(key string) {
+	w.qmu.Lock()
+	q := w.queue
+	w.qmu.Unlock()
+	if q == nil {
+		return
+	}
+	for _, req := range w.Readers(context.Background(), key) {
+		q.Add(req)
+	}
 }
 
 // Read reads the health of refs (a reader in namespace), watching their
@@ -78,14 +135,38 @@ func (w *Watches) ensureHealth(gvk schema.GroupVersionKind) error {
 // invalidReason; a kind the cluster does not serve or the controller may
 // not read is retried after retry (a CRD installed later, RBAC granted
 // later).
-func (w *Watches) Read(ctx context.Context, refs []imagev1.HealthObjectReference, namespace, invalidReason string, retry time.Duration) ([]health.Object, error) {
+//
+// A reference with kubeConfig is read from that cluster (remote.go); the
+// clusters reader names are kept watched, and those it no longer names
+// stop once no other reader names them.
+func (w *Watches) Read(ctx context.Context, reader types.NamespacedName, refs []imagev1.HealthObjectReference, invalidReason string, retry time.Duration) (_ []health.Object, err error) {
+	namespace := reader.Namespace
 	out := make([]health.Object, 0, len(refs))
-	for _, ref := range refs {
+	clusters := map[string]bool{}
+	// A read that failed half way keeps the clusters named before too:
+	// the references it did not reach may still name them.
+	defer func() { w.use(reader, clusters, err != nil) }()
+	for i := range refs {
+		ref := &refs[i]
 		gv, err := schema.ParseGroupVersion(ref.APIVersion)
 		if err != nil {
 			return nil, conditions.Stallf(invalidReason, "healthOf apiVersion %q: %v", ref.APIVersion, err)
 		}
 		gvk := gv.WithKind(ref.Kind)
+		if ref.KubeConfig != nil {
+			if err := w.ensureQueue(); err != nil {
+				return nil, err
+			}
+			o, id, err := w.readRemote(ctx, ref, gvk, namespace, invalidReason, retry)
+			if id != "" {
+				clusters[id] = true
+			}
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+			continue
+		}
 		ns := orDefault(ref.Namespace, namespace)
 		name := fmt.Sprintf("%s/%s/%s", ref.Kind, ns, ref.Name)
 		if err := w.ensureHealth(gvk); err != nil {
@@ -125,8 +206,13 @@ func KeyOf(o client.Object) string {
 // Keys are the Keys of refs, read by a reader in namespace.
 func Keys(refs []imagev1.HealthObjectReference, namespace string) []string {
 	out := make([]string, 0, len(refs))
-	for _, o := range refs {
+	for i := range refs {
+		o := &refs[i]
 		gv, _ := schema.ParseGroupVersion(o.APIVersion)
+		if o.KubeConfig != nil && o.KubeConfig.SecretRef != nil {
+			out = append(out, remoteKey(remoteVia(namespace, o), gv.Group, o.Kind, orDefault(o.Namespace, namespace), o.Name))
+			continue
+		}
 		out = append(out, Key(gv.Group, o.Kind, orDefault(o.Namespace, namespace), o.Name))
 	}
 	return out
@@ -143,11 +229,15 @@ func orDefault(a, b string) string {
 // alone changes no verdict until its controller acts on it.
 type statusChanged struct{ predicate.Funcs }
 
-func (statusChanged) Update(e event.UpdateEvent) bool {
+func (p statusChanged) Update(e event.UpdateEvent) bool {
 	o, okO := e.ObjectOld.(*unstructured.Unstructured)
 	n, okN := e.ObjectNew.(*unstructured.Unstructured)
 	if !okO || !okN {
 		return true
 	}
+	return p.changed(o, n)
+}
+
+func (statusChanged) changed(o, n *unstructured.Unstructured) bool {
 	return fmt.Sprint(o.Object["status"]) != fmt.Sprint(n.Object["status"]) || o.GetGeneration() != n.GetGeneration()
 }

@@ -60,6 +60,11 @@ const (
 	// status.pendingRef says which image waits, status.promotion.health
 	// why.
 	UpstreamNotHealthyReason = "UpstreamNotHealthy"
+	// RemoteClusterUnreachableReason: a healthOf object of another
+	// cluster (kubeConfig) could not be read, the API server unreachable
+	// or not answering; recorded as that object's health reason, with the
+	// error, and the promotion waits (UpstreamNotHealthy).
+	RemoteClusterUnreachableReason = "RemoteClusterUnreachable"
 	// SoakNotElapsedReason: the upstream runs the image healthy, but not
 	// for spec.policy.promotion.soak yet; status.pendingRef says when.
 	SoakNotElapsedReason = "SoakNotElapsed"

@@ -370,6 +370,12 @@ type HealthObjectReference struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+	// KubeConfig reads the object from another cluster (the environment
+	// Flux or Argo CD deploys there), watched through the kubeconfig of a
+	// Secret in the referrer's namespace; by default the object is in the
+	// controller's own cluster.
+	// +optional
+	KubeConfig *meta.KubeConfigReference `json:"kubeConfig,omitempty"`
 }
 
 // HealthStatus is one object's health as last seen.
