@@ -40,7 +40,7 @@ export KUBEBUILDER_ASSETS := $(TESTENV)
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT := 60s
 export KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT := 60s
 
-.PHONY: all build test test-tools test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools sign-tools browser-tools tools deps build-deps demo bench faults clean help images cluster plugin-archives
+.PHONY: all build test test-integrations unit lint generate verify-generate testenv node-tools argocd-tools flux-tools sign-tools browser-tools tools deps build-deps demo bench faults clean help images cluster plugin-archives
 
 all: build
 
@@ -111,19 +111,11 @@ unit: deps testenv node-tools browser-tools build images ## Run every module's t
 	echo "packages: $$(grep -c '^ok' $(BIN)/unit.log) passed, $$(grep -c '^FAIL\s' $(BIN)/unit.log) failed"; \
 	exit $$rc
 
-test: test-tools verify-generate lint build unit ## lint, stale-generation check and all tests.
+test: verify-generate lint build unit ## lint, stale-generation check and all tests.
 
-# Every tool make test builds, in one run of hack/tools.sh: two build at a
-# time there, so a new machine's first run is not one long build after another.
-test-tools:
-	@hack/tools.sh controller-gen kube etcd helm kustomize gitea node
-
-demo: build-deps ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
-	@# Only what the demo runs: the control plane, and Gitea for --pull-request,
-	@# built beside the binaries (on a new machine the two are the wait; each
-	@# alone leaves a core idle while it links).
-	@hack/tools.sh kube etcd $(if $(findstring --pull-request,$(DEMO_FLAGS)),gitea) & tools=$$!; \
-	$(MAKE) --no-print-directory build || { wait $$tools; exit 1; }; wait $$tools
+demo: build ## The whole chain locally: registry, git server, control plane, controllers; a tag becomes a commit (DEMO_FLAGS=--pull-request: a pull request on Gitea).
+	@# Only what the demo runs: the control plane, and Gitea for --pull-request.
+	@hack/tools.sh kube etcd $(if $(findstring --pull-request,$(DEMO_FLAGS)),gitea)
 	@go run $(BUILDFLAGS) ./tests/cmd/demo --bin $(BIN) $(DEMO_FLAGS)
 
 cluster: deps testenv node-tools images ## A single-node cluster from real parts (tests/internal/cluster) with the make images images imported, until Ctrl-C; prints its kubeconfig (CLUSTER_FLAGS=--dir DIR keeps its files and logs).

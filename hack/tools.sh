@@ -130,11 +130,7 @@ build() {
   rm -rf "$out/.src"
 }
 
-# one TOOL: build TOOL unless its entry is complete, and link it into bin/.
-# It runs in a process of its own (below), so a tool.sh's declarations and
-# the EXIT trap that removes a failed build's directory are its alone.
-one() {
-  tool=$1
+for tool in "$@"; do
   src=$tools/$tool
   [ -f "$src/tool.sh" ] && [ -f "$src/go.mod" ] && [ -f "$src/go.sum" ] ||
     { echo "$tool: $src needs go.mod, go.sum and tool.sh" >&2; exit 1; }
@@ -176,18 +172,4 @@ one() {
     mkdir -p "$(dirname "$dest/$n")"
     ln -sfn "$entry/$n" "$dest/$n"
   done
-}
-
-# Two tools build at a time (IMAGE_TOOLKIT_TOOL_JOBS): one go build leaves
-# a core idle while it links or waits for a large package, and on a new
-# machine the tools are most of the first run. xargs runs this script once
-# per tool and waits for all of them, so a failure fails the run only after
-# the other builds have ended (none is left half done).
-if [ "$1" = --one ]; then
-  one "$2"
-elif [ $# -eq 1 ]; then
-  one "$1"
-else
-  printf '%s\n' "$@" | xargs -P "${IMAGE_TOOLKIT_TOOL_JOBS:-2}" -n 1 bash "$0" --one ||
-    { echo "tools.sh: a tool failed to build (above)" >&2; exit 1; }
-fi
+done

@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 
 	"toolkit.dev/image-toolkit/pkg/signature"

@@ -176,37 +176,6 @@ func TestFailedBuildLeavesNoEntry(t *testing.T) {
 	}
 }
 
-// Tools named together build side by side; one that fails fails the run,
-// but only once the others have ended, each cached and linked, and the
-// failed one leaves neither an entry nor a link.
-func TestFailedToolAmongOthersFailsTheRunAfterThem(t *testing.T) {
-	e := newToolEnv(t)
-	e.tool("first", good)
-	e.tool("broken", `undefined()`)
-	e.tool("last", good)
-	out, ok := e.run("first", "broken", "last")
-	if ok {
-		t.Fatalf("the script succeeded with a tool that does not compile:\n%s", out)
-	}
-	if !strings.Contains(out, "a tool failed to build") || !strings.Contains(out, "undefined") {
-		t.Errorf("the output does not say which build failed and why:\n%s", out)
-	}
-	for _, name := range []string{"first", "last"} {
-		if len(e.entries(name)) != 1 {
-			t.Errorf("%s: %d cache entries, want 1:\n%s", name, len(e.entries(name)), out)
-		}
-		if _, err := os.Stat(filepath.Join(e.bindir, name)); err != nil {
-			t.Errorf("%s is not linked into bin/: %v", name, err)
-		}
-	}
-	if len(e.entries("broken")) != 0 {
-		t.Errorf("the failed build left cache entries %v", e.entries("broken"))
-	}
-	if _, err := os.Lstat(filepath.Join(e.bindir, "broken")); err == nil {
-		t.Error("the failed build was linked into bin/")
-	}
-}
-
 // An entry that is not complete, or claims to be but lacks a binary (as a
 // cache written by an older script can), is rebuilt rather than trusted.
 func TestDamagedEntryIsRebuilt(t *testing.T) {
