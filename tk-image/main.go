@@ -156,6 +156,7 @@ func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newJobCommand(k),
 		newReconcileCommand(k),
 		newReleaseCommand(k),
+		newApproveCommand(k),
 		newSuspendCommand(k, true),
 		newSuspendCommand(k, false),
 		newDeleteCommand(k),

@@ -97,7 +97,8 @@ Update {{ range $i, $n := $names }}{{ if $i }}, {{ end }}{{ $n }} to {{ get $tag
 `
 
 // DefaultBodyTemplate is a table of the changes, the source revisions
-// they bring (with compare pages), and a word on the branch:
+// they bring (with compare pages), who approved the images a promotion
+// waited for approval for, and a word on the branch:
 // it is rebuilt at every update, so a commit pushed to it is lost.
 const DefaultBodyTemplate = `Image updates{{ with .AutomationObject.Name }} from ImageUpdateAutomation {{ $.AutomationObject }}{{ end }}:
 
@@ -118,6 +119,13 @@ Source changes:
 {{ range .Commits }}  - ` + "`{{ trunc 12 .SHA }}`" + ` {{ .Subject }}
 {{ end }}{{ if gt .TotalCommits (len .Commits) }}  - and {{ sub .TotalCommits (len .Commits) }} more
 {{ end }}{{ end }}
+{{ end -}}
+{{- with .Changed.Approvals }}
+Approved for promotion:
+
+{{ range . -}}
+- ` + "`{{ .Digest }}` by `{{ .By }}`" + `
+{{ end }}
 {{ end -}}
 This request is kept up to date by image-toolkit: its branch is rebuilt from the base at every update, so commits pushed to it are replaced. It is closed when the base already has these changes.
 `

@@ -225,3 +225,25 @@ func TestDefaultsListTheSourceChanges(t *testing.T) {
 		}
 	}
 }
+
+// The pull request of an approved promotion names who approved which
+// digest; one without approvals says nothing of them.
+func TestTheBodyNamesWhoApproved(t *testing.T) {
+	a := &meta.Approval{Digest: "sha256:2222", By: "alice@example.com"}
+	r := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: []meta.Change{
+		{OldValue: "api:1", NewValue: "api:2", Setter: "prod:api", Approval: a},
+		{OldValue: "api:1", NewValue: "api:2", Setter: "prod:api:tag", Approval: a},
+		{OldValue: "web:1", NewValue: "web:2", Setter: "prod:web"},
+	}}}}}}
+	body, err := PullRequestBody.Render("", Data{Changed: r.V2()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Approved for promotion:\n\n- `sha256:2222` by `alice@example.com`\n\nThis request"; !strings.Contains(body, want) {
+		t.Errorf("body:\n%s\nwant\n%s", body, want)
+	}
+	plain := &setters.Result{Files: []meta.FileResult{{Path: "a.yaml", Objects: []meta.ObjectResult{{Changes: []meta.Change{{OldValue: "a:1", NewValue: "a:2", Setter: "default:a"}}}}}}}
+	if out, err := PullRequestBody.Render("", Data{Changed: plain.V2()}); err != nil || strings.Contains(out, "Approved") {
+		t.Errorf("without approvals: %q, %v", out, err)
+	}
+}

@@ -25,7 +25,9 @@
 package promotion
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,6 +67,12 @@ type Input struct {
 	Latest  *meta.ImageRef
 	Pending *imagev1.PendingRef
 	Now     time.Time
+	// RequireApproval is approval Required; Approval the approval the
+	// policy's annotations hold (Approved), nil when none. Policy names
+	// the policy (namespace/name) in the message that says how to approve.
+	RequireApproval bool
+	Approval        *meta.Approval
+	Policy          string
 }
 
 // Decision is what the policy records.
@@ -74,12 +82,18 @@ type Decision struct {
 	Promote *meta.ImageRef
 	// HealthSeen is when the soak of a promotion decided now began.
 	HealthSeen *metav1.Time
+	// Approval is the approval a promotion decided now was made with,
+	// under approval Required.
+	Approval *imagev1.PromotionApproval
+	// Group is the promotion's group as Group found it.
+	Group []imagev1.PromotionGroupMember
 	// Pending is the upstream image waiting, nil when none waits.
 	Pending *imagev1.PendingRef
 	// Health is each object's health as read, for status.promotion.
 	Health []imagev1.HealthStatus
 	// Reason and Message say why Pending waits (UpstreamNotHealthy,
-	// SoakNotElapsed, DependencyNotReady), or Succeeded.
+	// SoakNotElapsed, AwaitingApproval, DependencyNotReady), or
+	// Succeeded.
 	Reason, Message string
 	// Requeue is when to decide again without a change: the end of the
 	// soak; 0 when only a watched change can change the answer.
@@ -102,35 +116,250 @@ func Decide(in Input) Decision {
 	}
 	pending := &imagev1.PendingRef{Tag: up.Image.Tag, Image: up.Image, UpstreamRevision: up.Revision}
 	d.Pending = pending
+	now := in.Now.UTC().Truncate(time.Second)
+	approval, other := approvalOf(in, *up.Image, now)
+	pending.Approval = approval
 	if why := notHealthy(up, in.Objects); why != "" {
 		d.Reason = imagev1.UpstreamNotHealthyReason
 		d.Message = fmt.Sprintf("%s waits: %s", up.Image, why)
 		return d
 	}
-	now := in.Now.UTC().Truncate(time.Second)
 	seen := metav1.NewTime(now)
 	if p := in.Pending; p != nil && p.Image != nil && *p.Image == *up.Image && p.HealthSeen != nil && !p.HealthSeen.After(now) {
 		seen = *p.HealthSeen
 	}
 	pending.HealthSeen = &seen
 	end := seen.Add(in.Soak)
+	healthy := fmt.Sprintf("healthy at %s since %s", git.ShortRevision(up.Revision), seen.UTC().Format(time.RFC3339))
 	if !now.Before(end) {
+		if in.RequireApproval {
+			if approval == nil {
+				d.Reason = imagev1.AwaitingApprovalReason
+				d.Message = fmt.Sprintf("%s waits for approval: %s, soak over; approve %s with: tk-image approve policy %s%s",
+					up.Image, healthy, up.Image.ApprovalKey(), policyArgs(in.Policy), stale(other))
+				return d
+			}
+			d.Approval = approval
+			healthy += ", approved by " + approval.By
+		}
 		d.Pending, d.Promote, d.HealthSeen = nil, up.Image, &seen
 		d.Reason = conditions.SucceededReason
-		d.Message = fmt.Sprintf("%s is promoted from %s: healthy at %s since %s", up.Image, up.Name,
-			git.ShortRevision(up.Revision), seen.UTC().Format(time.RFC3339))
+		d.Message = fmt.Sprintf("%s is promoted from %s: %s", up.Image, up.Name, healthy)
 		return d
 	}
 	eligible := metav1.NewTime(end)
 	left := end.Sub(now)
 	pending.EligibleAt, pending.SoakLeft = &eligible, &metav1.Duration{Duration: left}
 	d.Reason = imagev1.SoakNotElapsedReason
-	d.Message = fmt.Sprintf("%s waits: healthy at %s since %s, soak ends at %s (%s left)", up.Image,
-		git.ShortRevision(up.Revision), seen.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), left)
+	d.Message = fmt.Sprintf("%s waits: %s, soak ends at %s (%s left)", up.Image, healthy, end.UTC().Format(time.RFC3339), left)
+	if in.RequireApproval {
+		if approval != nil {
+			d.Message += "; approved by " + approval.By
+		} else {
+			d.Message += "; it needs an approval too" + stale(other)
+		}
+	}
 	// Stored times have whole seconds: a second more is sure to find the
 	// soak over.
 	d.Requeue = left + time.Second
 	return d
+}
+
+// Member is another promotion policy of a promotion's group, as decided
+// now: its upstream, its latest image and its own decision (no group), or
+// the error deciding it.
+type Member struct {
+	Name     string
+	Upstream Upstream
+	Latest   *meta.ImageRef
+	Decision Decision
+	Err      error
+}
+
+// Group holds d, a new promotion of up's image, back while a member of its
+// group cannot move: a member whose upstream image differs from its latest
+// at the same upstream commit. What an upstream commit moved together ran
+// together there; promoting one image ahead of the others would make a
+// state that never ran anywhere. A member that cannot be decided (an
+// error) holds the group too, since whether its image moves is not known;
+// suspending it takes it out. The wait ends at the soonest member requeue
+// or with a watched change.
+func Group(d Decision, up Upstream, members []Member) Decision {
+	var group, waiting []imagev1.PromotionGroupMember
+	var requeue time.Duration
+	for _, m := range members {
+		gm := imagev1.PromotionGroupMember{Policy: m.Name}
+		switch {
+		case m.Err != nil:
+			gm.Reason, gm.Message = conditions.AsFailure(m.Err).Reason, m.Err.Error()
+		case m.Upstream.Image == nil || (m.Latest != nil && *m.Latest == *m.Upstream.Image) || m.Upstream.Revision != up.Revision:
+			continue // nothing of it moves with this commit
+		case m.Decision.Promote != nil:
+			gm.Ready = true
+		default:
+			gm.Reason, gm.Message = m.Decision.Reason, m.Decision.Message
+			if r := m.Decision.Requeue; r > 0 && (requeue == 0 || r < requeue) {
+				requeue = r
+			}
+		}
+		group = append(group, gm)
+		if !gm.Ready {
+			waiting = append(waiting, gm)
+		}
+	}
+	d.Group = group
+	if len(waiting) == 0 {
+		return d
+	}
+	whys := make([]string, len(waiting))
+	for i, w := range waiting {
+		whys[i] = w.Policy + " (" + w.Reason + ": " + w.Message + ")"
+	}
+	pending := &imagev1.PendingRef{Tag: up.Image.Tag, Image: up.Image, UpstreamRevision: up.Revision, HealthSeen: d.HealthSeen}
+	if d.Approval != nil {
+		pending.Approval = d.Approval
+	}
+	return Decision{Pending: pending, Health: d.Health, Group: group, Requeue: requeue,
+		Reason: imagev1.PromotionGroupWaitingReason,
+		Message: fmt.Sprintf("%s can move, and waits for its promotion group (the images %s holds at %s): %s",
+			up.Image, up.Name, git.ShortRevision(up.Revision), strings.Join(whys, "; "))}
+}
+
+// ReadApproval is the approval a promotion policy's annotations hold:
+// ApproveAnnotation's value, by ApprovedByAnnotation, else by the field
+// manager that last wrote ApproveAnnotation (managedFields); nil when
+// there is none.
+func ReadApproval(obj metav1.Object) *meta.Approval {
+	key := oneLine(obj.GetAnnotations()[imagev1.ApproveAnnotation], 256)
+	if key == "" {
+		return nil
+	}
+	by := oneLine(obj.GetAnnotations()[imagev1.ApprovedByAnnotation], 512)
+	if by == "" {
+		by = "unknown"
+		if m := managerOf(obj.GetManagedFields(), imagev1.ApproveAnnotation); m != "" {
+			by = "field manager " + m
+		}
+	}
+	return &meta.Approval{Digest: key, By: by}
+}
+
+// Waiting is the image p waits to have approved, which digest (when
+// not empty) must name; else an error that says why there is none, or
+// why it is not that one. tk-image approve and the dashboard ask it
+// before they write an approval.
+func Waiting(p *imagev1.ImagePolicy, digest string) (meta.ImageRef, error) {
+	key := p.Namespace + "/" + p.Name
+	pr := p.Spec.Policy.Promotion
+	switch {
+	case pr == nil:
+		return meta.ImageRef{}, fmt.Errorf("ImagePolicy %s is not a promotion (spec.policy.promotion): there is nothing to approve", key)
+	case pr.Approval != imagev1.ApprovalRequired:
+		return meta.ImageRef{}, fmt.Errorf("ImagePolicy %s promotes without approvals: set spec.policy.promotion.approval: Required to make it wait for one", key)
+	}
+	pending := p.Status.PendingRef
+	if pending == nil || pending.Image == nil {
+		latest := "no image yet"
+		if l := p.Status.LatestRef; l != nil {
+			latest = l.String()
+		}
+		return meta.ImageRef{}, fmt.Errorf("no image waits for approval in ImagePolicy %s (status.pendingRef is empty; the latest image is %s): approve once its upstream applies a new one", key, latest)
+	}
+	img := *pending.Image
+	if digest != "" && digest != img.ApprovalKey() {
+		return meta.ImageRef{}, fmt.Errorf("--digest %s is not the image waiting for approval: ImagePolicy %s waits with %s; nothing was approved", digest, key, img)
+	}
+	return img, nil
+}
+
+// ApprovalPatch is the merge patch that approves img as user (no
+// approved-by when empty: the field manager then says who), with a
+// reconcile request of token.
+func ApprovalPatch(img meta.ImageRef, user, token string) []byte {
+	annotations := map[string]any{imagev1.ApproveAnnotation: img.ApprovalKey(), meta.ReconcileRequestAnnotation: token,
+		imagev1.ApprovedByAnnotation: nil}
+	if user != "" {
+		annotations[imagev1.ApprovedByAnnotation] = user
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}}) // strings only: cannot fail
+	return b
+}
+
+// oneLine is an annotation's words on one line, at most n bytes: what is
+// recorded of it goes into a status field of that size and a commit
+// trailer, which a line break would end.
+func oneLine(v string, n int) string {
+	v = strings.Join(strings.Fields(v), " ")
+	if len(v) > n {
+		v = strings.ToValidUTF8(v[:n], "")
+	}
+	return v
+}
+
+// managerOf is the manager of the newest managedFields entry that owns
+// annotation key.
+func managerOf(entries []metav1.ManagedFieldsEntry, key string) string {
+	var best string
+	var at time.Time
+	for _, e := range entries {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		var f struct {
+			Metadata struct {
+				Annotations map[string]json.RawMessage `json:"f:annotations"`
+			} `json:"f:metadata"`
+		}
+		if json.Unmarshal(e.FieldsV1.Raw, &f) != nil {
+			continue
+		}
+		if _, ok := f.Metadata.Annotations["f:"+key]; !ok {
+			continue
+		}
+		if t := e.Time; best == "" || (t != nil && t.After(at)) {
+			best = e.Manager
+			if t != nil {
+				at = t.Time
+			}
+		}
+	}
+	return best
+}
+
+// approvalOf is, under approval Required, the approval of img (seen
+// first when the pending image's was, else now), or the approval on
+// record that names another image.
+func approvalOf(in Input, img meta.ImageRef, now time.Time) (ok *imagev1.PromotionApproval, other *meta.Approval) {
+	a := in.Approval
+	switch {
+	case !in.RequireApproval || a == nil:
+		return nil, nil
+	case a.Digest != img.ApprovalKey():
+		return nil, a
+	}
+	seen := metav1.NewTime(now)
+	if p := in.Pending; p != nil && p.Approval != nil && p.Approval.Approval == *a && p.Approval.SeenAt != nil && !p.Approval.SeenAt.After(now) {
+		seen = *p.Approval.SeenAt
+	}
+	return &imagev1.PromotionApproval{Approval: *a, SeenAt: &seen}, nil
+}
+
+// stale says why an approval on record does not approve the image that
+// waits; "" when there is none.
+func stale(a *meta.Approval) string {
+	if a == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (the approval on record, of %s by %s, is for another image)", a.Digest, a.By)
+}
+
+// policyArgs is how tk-image names the policy namespace/name.
+func policyArgs(key string) string {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return key
+	}
+	return name + " -n " + ns
 }
 
 // notHealthy says why the objects are not evidence that the upstream ran

@@ -183,3 +183,176 @@ func TestCycle(t *testing.T) {
 		t.Errorf("a policy following itself: %v", c)
 	}
 }
+
+// An approval is of one digest: the promotion waits, after health and
+// soak, until the annotations name the waiting image's digest, and an
+// approval of another image (an older one, a typo) approves nothing.
+func TestApprovalGatesThePromotionOfExactlyOneDigest(t *testing.T) {
+	healthy := []Object{kustomization(health.Healthy, "main@sha1:"+commitA)}
+	base := Input{Upstream: upstream("main@sha1:" + commitA), Objects: healthy, Latest: image1, Now: t0,
+		RequireApproval: true, Policy: "prod/app"}
+	by := func(digest string) *meta.Approval { return &meta.Approval{Digest: digest, By: "alice@example.com"} }
+
+	d := Decide(base)
+	if d.Promote != nil || d.Reason != imagev1.AwaitingApprovalReason {
+		t.Fatalf("without an approval: promote %v, reason %s; want none, AwaitingApproval", d.Promote, d.Reason)
+	}
+	if want := "tk-image approve policy app -n prod"; !strings.Contains(d.Message, want) || !strings.Contains(d.Message, image2.Digest) {
+		t.Errorf("message %q does not say how to approve (%q) and what (%s)", d.Message, want, image2.Digest)
+	}
+	if d.Pending == nil || d.Pending.Image == nil || *d.Pending.Image != *image2 {
+		t.Errorf("pendingRef %+v does not name the waiting image", d.Pending)
+	}
+
+	old := base
+	old.Approval = by(image1.Digest)
+	d = Decide(old)
+	if d.Promote != nil || d.Reason != imagev1.AwaitingApprovalReason || !strings.Contains(d.Message, "is for another image") {
+		t.Errorf("an approval of the older digest: promote %v, reason %s, message %q; want a wait that says the approval is for another image", d.Promote, d.Reason, d.Message)
+	}
+
+	ok := base
+	ok.Approval = by(image2.Digest)
+	d = Decide(ok)
+	if d.Promote == nil || *d.Promote != *image2 || d.Approval == nil || d.Approval.By != "alice@example.com" || d.Approval.Digest != image2.Digest {
+		t.Fatalf("an approval of the waiting digest: promote %v approval %+v; want %v approved by alice", d.Promote, d.Approval, image2)
+	}
+	if !strings.Contains(d.Message, "approved by alice@example.com") {
+		t.Errorf("message %q does not name the approver", d.Message)
+	}
+
+	// Approved while the soak goes on: it waits for the soak, says it is
+	// approved, and the approval keeps the time it was first seen.
+	early := ok
+	early.Soak, early.Pending = time.Hour, nil
+	d = Decide(early)
+	if d.Promote != nil || d.Reason != imagev1.SoakNotElapsedReason || d.Pending.Approval == nil || !d.Pending.Approval.SeenAt.Time.Equal(t0) {
+		t.Fatalf("approved during the soak: promote %v reason %s pending approval %+v; want a soak wait with the approval seen at %s", d.Promote, d.Reason, d.Pending.Approval, t0)
+	}
+	later := early
+	later.Pending, later.Now = d.Pending, t0.Add(time.Hour)
+	d = Decide(later)
+	if d.Promote == nil || d.Approval == nil || !d.Approval.SeenAt.Time.Equal(t0) {
+		t.Errorf("after the soak: promote %v approval %+v; want the promotion with the approval seen at %s", d.Promote, d.Approval, t0)
+	}
+
+	// Unhealthy: an approval is no health.
+	sick := ok
+	sick.Objects = []Object{kustomization(health.Degraded, "main@sha1:"+commitA)}
+	if d = Decide(sick); d.Promote != nil || d.Reason != imagev1.UpstreamNotHealthyReason {
+		t.Errorf("approved but unhealthy: promote %v reason %s; want none, UpstreamNotHealthy", d.Promote, d.Reason)
+	}
+
+	// Without approval Required the annotation changes nothing.
+	free := old
+	free.RequireApproval = false
+	if d = Decide(free); d.Promote == nil || d.Approval != nil {
+		t.Errorf("approval None: promote %v approval %+v; want the promotion, no approval", d.Promote, d.Approval)
+	}
+}
+
+func TestReadApprovalNamesTheUserOrElseTheFieldManager(t *testing.T) {
+	managed := func(manager string, at time.Time, key string) metav1.ManagedFieldsEntry {
+		tm := metav1.NewTime(at)
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Time: &tm, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:` + key + `":{}}}}`)}}
+	}
+	tests := map[string]struct {
+		annotations map[string]string
+		managed     []metav1.ManagedFieldsEntry
+		want        *meta.Approval
+	}{
+		"no annotation is no approval": {want: nil},
+		"approved-by names the user": {
+			annotations: map[string]string{imagev1.ApproveAnnotation: "sha256:2222", imagev1.ApprovedByAnnotation: "alice@example.com"},
+			managed:     []metav1.ManagedFieldsEntry{managed("tk-image", t0, imagev1.ApproveAnnotation)},
+			want:        &meta.Approval{Digest: "sha256:2222", By: "alice@example.com"},
+		},
+		"without approved-by, the newest manager of the approve annotation": {
+			annotations: map[string]string{imagev1.ApproveAnnotation: "sha256:2222"},
+			managed: []metav1.ManagedFieldsEntry{managed("kubectl-annotate", t0.Add(time.Minute), imagev1.ApproveAnnotation),
+				managed("helm", t0.Add(2*time.Minute), "other"), managed("tk-image", t0, imagev1.ApproveAnnotation)},
+			want: &meta.Approval{Digest: "sha256:2222", By: "field manager kubectl-annotate"},
+		},
+		"nothing says who": {
+			annotations: map[string]string{imagev1.ApproveAnnotation: " sha256:2222 "},
+			want:        &meta.Approval{Digest: "sha256:2222", By: "unknown"},
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			obj := &imagev1.ImagePolicy{}
+			obj.Annotations, obj.ManagedFields = tt.annotations, tt.managed
+			got := ReadApproval(obj)
+			if (got == nil) != (tt.want == nil) || (got != nil && *got != *tt.want) {
+				t.Errorf("ReadApproval = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A promotion waits for the members of its group that the same upstream
+// commit moved and that cannot move yet, and says which and why; members
+// whose image does not move with that commit, or that can move, hold
+// nothing; a member that cannot be decided holds the group.
+func TestGroupMovesTogetherOrWaits(t *testing.T) {
+	rev := "main@sha1:" + commitA
+	up := upstream(rev)
+	ready := Decide(Input{Upstream: up, Objects: []Object{kustomization(health.Healthy, rev)}, Latest: image1, Now: t0})
+	if ready.Promote == nil {
+		t.Fatalf("the promotion under test is not ready: %+v", ready)
+	}
+	beta := &meta.ImageRef{Name: "registry.example/beta", Tag: "2.0.0", Digest: "sha256:b2"}
+	betaOld := &meta.ImageRef{Name: "registry.example/beta", Tag: "1.0.0", Digest: "sha256:b1"}
+	betaUp := Upstream{Name: "dev (policy beta)", Image: beta, Revision: rev}
+	soaking := Decide(Input{Upstream: betaUp, Objects: []Object{kustomization(health.Healthy, rev)}, Soak: time.Hour, Latest: betaOld, Now: t0})
+
+	tests := map[string]struct {
+		members    []Member
+		wait       bool
+		messageHas string
+		requeue    time.Duration
+	}{
+		"alone": {},
+		"a member soaking holds it": {
+			members: []Member{{Name: "beta-prod", Upstream: betaUp, Latest: betaOld, Decision: soaking}},
+			wait:    true, messageHas: "beta-prod (SoakNotElapsed: ", requeue: time.Hour + time.Second,
+		},
+		"a member that can move holds nothing": {
+			members: []Member{{Name: "beta-prod", Upstream: betaUp, Latest: betaOld, Decision: Decision{Promote: beta}}},
+		},
+		"a member already at its upstream image is not in the group": {
+			members: []Member{{Name: "beta-prod", Upstream: betaUp, Latest: beta, Decision: soaking}},
+		},
+		"a member waiting at another upstream commit is not in the group": {
+			members: []Member{{Name: "beta-prod", Upstream: Upstream{Name: "dev", Image: beta, Revision: "main@sha1:" + commitB}, Latest: betaOld, Decision: soaking}},
+		},
+		"a member that cannot be decided holds it": {
+			members: []Member{{Name: "beta-prod", Err: conditions.Retryf(conditions.DependencyNotReadyReason, "ImageRepository beta not found")}},
+			wait:    true, messageHas: "beta-prod (DependencyNotReady: ImageRepository beta not found)",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			d := Group(ready, up, tt.members)
+			if !tt.wait {
+				if d.Promote == nil || *d.Promote != *image2 {
+					t.Fatalf("promote %v (%s: %s), want %v", d.Promote, d.Reason, d.Message, image2)
+				}
+				return
+			}
+			if d.Promote != nil || d.Reason != imagev1.PromotionGroupWaitingReason || !strings.Contains(d.Message, tt.messageHas) {
+				t.Fatalf("promote %v, reason %s, message %q; want a group wait saying %q", d.Promote, d.Reason, d.Message, tt.messageHas)
+			}
+			if d.Requeue != tt.requeue {
+				t.Errorf("requeue %s, want %s (the member's)", d.Requeue, tt.requeue)
+			}
+			if d.Pending == nil || d.Pending.Image == nil || *d.Pending.Image != *image2 || d.Pending.HealthSeen == nil {
+				t.Errorf("pendingRef %+v, want the waiting image with its health seen", d.Pending)
+			}
+			if len(d.Group) != 1 || d.Group[0].Policy != "beta-prod" || d.Group[0].Ready {
+				t.Errorf("group %+v, want beta-prod not ready", d.Group)
+			}
+		})
+	}
+}

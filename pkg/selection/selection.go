@@ -68,10 +68,14 @@ type Policy struct {
 	// By is what selects the policy; empty when nothing does.
 	By     By
 	Latest *meta.ImageRef
+	// Group names the member of the policy's promotion group that has
+	// not moved yet: until it has, the automation keeps the image it
+	// applied before (none, when it applied none).
+	Group string
 }
 
 // Applied reports whether the automation sets the policy's latest image.
-func (p Policy) Applied() bool { return p.By != "" && p.Latest != nil }
+func (p Policy) Applied() bool { return p.By != "" && p.Latest != nil && p.Group == "" }
 
 // Why says why the automation does not apply the policy, as the end of a
 // sentence about it; empty when it does.
@@ -81,6 +85,8 @@ func (p Policy) Why() string {
 		return "is not selected by spec.policySelector"
 	case p.Latest == nil:
 		return "has no latest image yet"
+	case p.Group != "":
+		return "waits for " + p.Group + " of its promotion group, which its upstream commit also moved, before its new image is written"
 	}
 	return ""
 }
@@ -122,7 +128,17 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 		case followed[p.Name]:
 			row.By = ByDiscovery
 		}
+		prev, applied := a.Status.ObservedPolicies[p.Name]
+		if row.By != "" && row.Latest != nil && (!applied || prev != *row.Latest) {
+			row.Group = groupWait(p, policies)
+		}
 		s.Policies = append(s.Policies, row)
+		if row.Group != "" && applied {
+			// Held for its group: the image applied before stays.
+			s.Setters = append(s.Setters, updatev1.PolicySetter{Policy: row.Key, ImageRef: prev, Verified: verified(p, prev)})
+			s.Observed[p.Name] = prev
+			continue
+		}
 		if !row.Applied() {
 			continue
 		}
@@ -130,6 +146,10 @@ func Of(a *imagev1.ImageUpdateAutomation, sel labels.Selector, policies []imagev
 		setter := updatev1.PolicySetter{Policy: row.Key, ImageRef: ref}
 		setter.Verified = verified(p, ref)
 		setter.Source = source(p)
+		setter.Approval = approval(p, ref)
+		if st := p.Status.Promotion; p.Spec.Policy.Promotion != nil && st != nil && st.PromotedRevision != "" && st.Automation != "" {
+			setter.Group = st.Automation + "@" + st.PromotedRevision
+		}
 		s.Setters = append(s.Setters, setter)
 		s.Observed[p.Name] = ref
 		if p.Status.LatestRefTime != nil {
@@ -157,6 +177,40 @@ func source(p *imagev1.ImagePolicy) *meta.ImageSourceChange {
 		out.Previous, out.PreviousSource = &prev, &ps
 	}
 	return out
+}
+
+// groupWait names a member of p's promotion group that its upstream
+// commit also moved and that has not moved yet; "" when none (or p is no
+// promotion). The reflector promotes a group's members together, each
+// when all can move, but in separate writes: an automation that ran
+// between two would commit one image ahead of the others, so it waits
+// for the last.
+func groupWait(p *imagev1.ImagePolicy, policies []imagev1.ImagePolicy) string {
+	st := p.Status.Promotion
+	if p.Spec.Policy.Promotion == nil || st == nil || st.PromotedRevision == "" || st.Automation == "" {
+		return ""
+	}
+	for i := range policies {
+		q := &policies[i]
+		qs := q.Status.Promotion
+		if q.Namespace != p.Namespace || q.Name == p.Name || q.Spec.Policy.Promotion == nil || q.Spec.Suspend || qs == nil || qs.Automation != st.Automation {
+			continue
+		}
+		if pr := q.Status.PendingRef; pr != nil && pr.Image != nil && pr.UpstreamRevision == st.PromotedRevision {
+			return q.Name
+		}
+	}
+	return ""
+}
+
+// approval is who approved ref, when p promoted it with an approval.
+func approval(p *imagev1.ImagePolicy, ref meta.ImageRef) *meta.Approval {
+	st := p.Status.Promotion
+	if st == nil || st.Approval == nil || st.Approval.Digest != ref.ApprovalKey() {
+		return nil
+	}
+	a := st.Approval.Approval
+	return &a
 }
 
 // verified says how the job checks, right before its commit, that ref's

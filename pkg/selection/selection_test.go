@@ -312,3 +312,56 @@ func TestVerifiedPolicyMarksItsSetter(t *testing.T) {
 		}
 	}
 }
+
+// An automation does not write a promoted image while another member of
+// its promotion group, moved by the same upstream commit, has not been
+// promoted yet: it keeps the image it applied before (and applies none
+// it never applied), and says which member it waits for; once the member
+// moves, both are written. An approval of the image goes to its setter.
+func TestPromotionGroupIsWrittenTogether(t *testing.T) {
+	const rev = "main@sha1:aaaa"
+	member := func(name, tag string) imagev1.ImagePolicy {
+		p := policy(name, nil, tag)
+		p.Spec.Policy.Promotion = &imagev1.PromotionPolicy{From: imagev1.PromotionSource{Automation: "dev"}}
+		p.Status.Promotion = &imagev1.PromotionStatus{Automation: "dev"}
+		return p
+	}
+	api := member("api", "2.0.0")
+	api.Status.Promotion.PromotedRevision = rev
+	api.Status.Promotion.Approval = &imagev1.PromotionApproval{Approval: meta.Approval{Digest: "2.0.0", By: "alice"}}
+	web := member("web", "1.0.0")
+	web.Status.PendingRef = &imagev1.PendingRef{Tag: "1.1.0", Image: &meta.ImageRef{Name: "ghcr.io/org/web", Tag: "1.1.0"}, UpstreamRevision: rev}
+	other := member("other", "1.0.0")
+	other.Status.Promotion.Automation = "staging"
+	other.Status.PendingRef = web.Status.PendingRef
+
+	a := automation(nil, false)
+	a.Status.ObservedPolicies = imagev1.ObservedPolicies{"api": {Name: "ghcr.io/org/api", Tag: "1.0.0"}, "web": {Name: "ghcr.io/org/web", Tag: "1.0.0"}}
+	s := Of(a, labels.Everything(), []imagev1.ImagePolicy{api, web, other})
+	if got, want := summary(s), "api=waits for web of its promotion group, which its upstream commit also moved, before its new image is written other=policySelector:1.0.0 web=policySelector:1.0.0"; got != want {
+		t.Errorf("while web waits: %s, want %s", got, want)
+	}
+	if st := s.Setters[0]; st.Policy != "ns:api" || st.Tag != "1.0.0" || st.Approval != nil || s.Observed["api"].Tag != "1.0.0" {
+		t.Errorf("api's setter %+v (observed %v), want the image applied before, 1.0.0", st, s.Observed["api"])
+	}
+	fresh := automation(nil, false)
+	if s := Of(fresh, labels.Everything(), []imagev1.ImagePolicy{api, web}); len(s.Setters) != 1 || s.Setters[0].Policy != "ns:web" {
+		t.Errorf("never applied: setters %+v, want web's only", s.Setters)
+	}
+
+	// web moved: both are written, api with its approval.
+	web.Status.LatestRef, web.Status.PendingRef = &meta.ImageRef{Name: "ghcr.io/org/web", Tag: "1.1.0"}, nil
+	s = Of(a, labels.Everything(), []imagev1.ImagePolicy{api, web})
+	if got, want := summary(s), "api=policySelector:2.0.0 web=policySelector:1.1.0"; got != want {
+		t.Errorf("after web moved: %s, want %s", got, want)
+	}
+	if st := s.Setters[0]; st.Approval == nil || st.Approval.By != "alice" {
+		t.Errorf("api's setter %+v carries no approval", st)
+	}
+	// Suspended, web leaves the group.
+	web.Status.LatestRef, web.Status.PendingRef = &meta.ImageRef{Name: "ghcr.io/org/web", Tag: "1.0.0"}, &imagev1.PendingRef{Tag: "1.1.0", Image: &meta.ImageRef{Name: "ghcr.io/org/web", Tag: "1.1.0"}, UpstreamRevision: rev}
+	web.Spec.Suspend = true
+	if got := summary(Of(a, labels.Everything(), []imagev1.ImagePolicy{api, web})); !strings.HasPrefix(got, "api=policySelector:2.0.0") {
+		t.Errorf("with web suspended: %s, want api written", got)
+	}
+}

@@ -135,3 +135,16 @@ func (v ResultV2) Sources() []meta.ChangeSource {
 	}
 	return out
 }
+
+// Approvals are the approvals of the changes' images, once each, in the
+// order of the changes: what the commit's Approved-by trailers and the
+// pull request name (.Changed.Approvals).
+func (v ResultV2) Approvals() []meta.Approval {
+	var out []meta.Approval
+	for _, c := range v.Changes() {
+		if a := c.Approval; a != nil && !slices.Contains(out, *a) {
+			out = append(out, *a)
+		}
+	}
+	return out
+}

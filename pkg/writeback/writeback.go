@@ -86,6 +86,14 @@ type Update struct {
 	// the same keys (where they say): the changes, the commit and the
 	// pull request name the source revisions each brings.
 	Sources map[string]*meta.ImageSourceChange
+	// Approvals are who approved the images of Images that a promotion
+	// with approval Required chose, by the same keys: the commit gets an
+	// Approved-by trailer per approver.
+	Approvals map[string]*meta.Approval
+	// Groups are the promotion groups of the images of Images, by the
+	// same keys: with Holds, a held value of one member leaves the values
+	// of the others as they are.
+	Groups map[string]string
 }
 
 // Chart is an Argo CD Application whose chart sources' targetRevision is

@@ -193,7 +193,7 @@ func resourceVersions(t *testing.T, release, ns string) map[string]string {
 }
 
 func namespaced(kind string) bool {
-	return !slices.Contains([]string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace"}, kind)
+	return !slices.Contains([]string{"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "Namespace", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, kind)
 }
 
 // Each chart installs into a real apiserver; an upgrade of one chart

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,6 +212,14 @@ func find(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstru
 		}
 	}
 	return out
+}
+
+// withoutApprover drops the reflector chart's approver role, a grant for
+// the people who approve promotions rather than for the controller.
+func withoutApprover(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	return slices.DeleteFunc(slices.Clone(objs), func(o *unstructured.Unstructured) bool {
+		return strings.HasSuffix(o.GetName(), "-approver") && (o.GetKind() == "ClusterRole" || o.GetKind() == "Role")
+	})
 }
 
 // one returns the only object of a kind, failing the test otherwise.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
@@ -52,8 +53,8 @@ func enabledButtons(t *testing.T, tab context.Context) []buttonRef {
 // objectState is what an action changes: spec.suspend and the reconcile
 // request annotation.
 type objectState struct {
-	suspend bool
-	request string
+	suspend          bool
+	request, approve string
 }
 
 func stateOf(t *testing.T, c client.Client, resource string, key client.ObjectKey) objectState {
@@ -76,7 +77,7 @@ func stateOf(t *testing.T, c client.Client, resource string, key client.ObjectKe
 	if err := c.Get(context.Background(), key, obj); err != nil {
 		t.Fatal(err)
 	}
-	return objectState{suspend: suspend(), request: obj.GetAnnotations()[meta.ReconcileRequestAnnotation]}
+	return objectState{suspend: suspend(), request: obj.GetAnnotations()[meta.ReconcileRequestAnnotation], approve: obj.GetAnnotations()[imagev1.ApproveAnnotation]}
 }
 
 // clickEveryButton clicks, as a person does, every enabled action button
@@ -84,7 +85,7 @@ func stateOf(t *testing.T, c client.Client, resource string, key client.ObjectKe
 // Suspend), once each; after each click it waits for the answer next to
 // the button and checks in the API server that the object changed as the
 // action says: a new reconcile request for Run now and Reconcile,
-// spec.suspend for Suspend and Resume.
+// spec.suspend for Suspend and Resume, the approval for Approve.
 func clickEveryButton(t *testing.T, tab context.Context, c client.Client, url string) {
 	t.Helper()
 	navigate(t, tab, url)
@@ -123,6 +124,10 @@ func clickEveryButton(t *testing.T, tab context.Context, c client.Client, url st
 		case "run", "reconcile":
 			if after.request == before.request || after.request == "" {
 				t.Errorf("%s on %s said %q, but wrote no new reconcile request (%q before, %q after)", b.Action, b.Group, answer, before.request, after.request)
+			}
+		case "approve":
+			if after.approve == "" || after.request == before.request {
+				t.Errorf("approve on %s said %q, but wrote approve %q and the request %q (was %q)", b.Group, answer, after.approve, after.request, before.request)
 			}
 		case "suspend":
 			if !after.suspend {
@@ -301,4 +306,69 @@ func apiServerStopShowsABanner(t *testing.T, tab context.Context, env *chain.Env
 	resume()
 	until(t, tab, 20*time.Second, "the banner cleared", `document.getElementById("stale").hidden && !document.getElementById("live").classList.contains("is-stale")`,
 		`document.getElementById("stale").outerHTML`)
+}
+
+// approveInTheBrowser: dev's automation (fleet) ran 6.4.0 healthy, and
+// the promotion policy podinfo-prod, approval Required, waits for a
+// person. Its page shows Approve with the image; a click from a page
+// drawn before another image came (its digest changed under it) is
+// refused with the reason and approves nothing; a click on the current
+// page approves the image as the dashboard's user, and the policy
+// promotes it and says who approved.
+func approveInTheBrowser(t *testing.T, tab context.Context, env *chain.Env, base string) {
+	t.Helper()
+	ctx := context.Background()
+	c := env.Cluster.Client
+	ks := chain.Kustomization("default", "apps-dev")
+	if err := c.Create(ctx, ks); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	fleet := &imagev1.ImageUpdateAutomation{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "fleet"}, fleet); err != nil || fleet.Status.AppliedRevision == "" {
+		t.Fatalf("fleet has applied no revision: %v", err)
+	}
+	if err := chain.SetKustomization(ctx, c, "default", "apps-dev", true, fleet.Status.AppliedRevision); err != nil {
+		t.Fatal(err)
+	}
+	navigate(t, tab, base+"/policies/default/podinfo-prod")
+	group := `document.getElementById("act/imagepolicies/default/podinfo-prod")`
+	button := group + `.querySelector('button[data-action="approve"]')`
+	until(t, tab, 2*time.Minute, "the Approve button", button+` && !`+button+`.disabled`, "document.body.innerText")
+	if label := eval[string](t, tab, button+`.innerText`); label != "Approve 6.4.0" {
+		t.Errorf("the button says %q, want Approve 6.4.0", label)
+	}
+	if body := eval[string](t, tab, `document.getElementById("live").innerText`); !strings.Contains(body, "waits for an approval") {
+		t.Errorf("the policy page does not say the image waits for an approval:\n%s", body)
+	}
+	prod := &imagev1.ImagePolicy{}
+	key := client.ObjectKey{Namespace: "default", Name: "podinfo-prod"}
+
+	// A page drawn for another image: refused, nothing written. In one
+	// step: a live update may draw the group anew between two.
+	eval[bool](t, tab, `(b => { b.form.querySelector('input[name="digest"]').value = "6.3.9"; b.click(); return true })(`+button+`)`)
+	until(t, tab, 30*time.Second, "the refusal", group+`.querySelector("output.answer:not([hidden]):not(.pending)")`, group+`.outerHTML`)
+	if msg := eval[string](t, tab, group+`.querySelector("output.answer").innerText`); !strings.Contains(msg, "is not the image waiting for approval") || !strings.Contains(msg, "Reload the page") {
+		t.Errorf("a stale approval was answered %q", msg)
+	}
+	if err := c.Get(ctx, key, prod); err != nil || prod.Annotations[imagev1.ApproveAnnotation] != "" {
+		t.Fatalf("a refused approval wrote %v (%v)", prod.Annotations, err)
+	}
+
+	navigate(t, tab, base+"/policies/default/podinfo-prod")
+	until(t, tab, time.Minute, "the Approve button", button+` && !`+button+`.disabled`, "document.body.innerText")
+	eval[bool](t, tab, button+`.click() || true`)
+	until(t, tab, 30*time.Second, "the answer", group+`.querySelector("output.answer.done")`, group+`.outerHTML`)
+	user := eval[string](t, tab, `document.querySelector(".who").innerText`)
+	if err := c.Get(ctx, key, prod); err != nil {
+		t.Fatal(err)
+	}
+	by := prod.Annotations[imagev1.ApprovedByAnnotation]
+	if prod.Annotations[imagev1.ApproveAnnotation] != "6.4.0" || by == "" || !strings.Contains(user, by) {
+		t.Errorf("the click wrote approve %q approved-by %q; want 6.4.0 by the header's user (%q)", prod.Annotations[imagev1.ApproveAnnotation], by, user)
+	}
+	until(t, tab, time.Minute, "the promotion, approved", fmt.Sprintf(`Array.from(document.querySelectorAll("#live dt")).some(d => d.innerText === "Approved" && d.nextElementSibling.innerText.includes(%q))`, "by "+by),
+		`document.getElementById("live").innerText`)
+	if n := eval[int](t, tab, `document.querySelectorAll('button[data-action="approve"]').length`); n != 0 {
+		t.Errorf("%d Approve buttons once the image is promoted", n)
+	}
 }

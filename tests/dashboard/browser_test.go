@@ -208,6 +208,10 @@ func TestDashboardInABrowser(t *testing.T) {
 		t.Errorf("the job page's object column says %q, want Deployment/[namespace/]name", object)
 	}
 
+	t.Run("approve a promotion", func(t *testing.T) {
+		approveInTheBrowser(t, tab, env, base)
+	})
+
 	t.Run("every action button", func(t *testing.T) {
 		for _, p := range pages[:4] {
 			clickEveryButton(t, tab, c, base+p.path)
@@ -317,7 +321,22 @@ func extraObjects(repoURL string) string {
 	automation := func(name, extra string) string {
 		return chain.Automation(repoURL, name, "git-credentials", extra)
 	}
-	return `apiVersion: image.toolkit.dev/v1beta1
+	return chain.KustomizationCRD + `---
+apiVersion: image.toolkit.dev/v1beta1
+kind: ImagePolicy
+metadata:
+  name: podinfo-prod
+spec:
+  imageRepositoryRef:
+    name: podinfo
+  policy:
+    promotion:
+      from: {automation: fleet}
+      healthOf:
+      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}
+      approval: Required
+---
+apiVersion: image.toolkit.dev/v1beta1
 kind: ImagePolicy
 metadata:
   name: podinfo-slow

@@ -27,6 +27,10 @@ type Hold struct {
 	// Author is the commit's author, Name <email>, and Since its time.
 	Author string
 	Since  time.Time
+	// HeldWith is, for a value left only because a member of its
+	// promotion group is held, that member's policy; the commit fields
+	// are empty then.
+	HeldWith string
 }
 
 // holdCheck answers the setters' Keep for one plan at one checkout: a
@@ -51,6 +55,14 @@ type holdCheck struct {
 	mu    sync.Mutex
 	holds []Hold
 	err   error
+	// seen are the answers given, by site: a second pass over the files
+	// (groupKeep's) blames nothing again and reports each hold once.
+	seen map[siteKey]bool
+}
+
+type siteKey struct {
+	path, marker string
+	line         int
 }
 
 // newHoldCheck is nil when the plan does not ask for holds.
@@ -58,7 +70,7 @@ func newHoldCheck(m *mirror.Mirror, commit mirror.Hash, p writeback.Plan) *holdC
 	if p.Update.Holds == nil {
 		return nil
 	}
-	h := &holdCheck{mirror: m, commit: commit, prefix: p.Path, email: p.Commit.AuthorEmail, released: map[writeback.HoldKey]bool{}}
+	h := &holdCheck{mirror: m, commit: commit, prefix: p.Path, email: p.Commit.AuthorEmail, released: map[writeback.HoldKey]bool{}, seen: map[siteKey]bool{}}
 	for _, k := range p.Update.Holds.Released {
 		h.released[k] = true
 	}
@@ -72,6 +84,19 @@ func (h *holdCheck) keep(site setters.MarkerSite, want string) bool {
 	if h.err != nil {
 		return true
 	}
+	k := siteKey{site.Path, site.Marker.String(), site.Line}
+	if kept, ok := h.seen[k]; ok {
+		return kept
+	}
+	kept := h.decide(site, want)
+	if h.err == nil {
+		h.seen[k] = kept
+	}
+	return kept
+}
+
+// decide answers keep for a site not asked about before.
+func (h *holdCheck) decide(site setters.MarkerSite, want string) bool {
 	held, err := h.check(site, want)
 	if err != nil {
 		// Not knowing whether a person set it, the value is left: the
@@ -87,6 +112,38 @@ func (h *holdCheck) keep(site setters.MarkerSite, want string) bool {
 	}
 	h.holds = append(h.holds, *held)
 	return true
+}
+
+// groupKeep is keep once a first pass (a dry run) found the plan's holds:
+// a value of a promotion group (groups, by policy) with a held member is
+// left too, reported as held with that member. What ran together upstream
+// stays together here, also when a person holds one of it back.
+func (h *holdCheck) groupKeep(groups map[string]string) func(setters.MarkerSite, string) bool {
+	heldBy := map[string]string{} // group -> the first held member's policy
+	for _, x := range h.holds {
+		pol := hold.Policy(x.Setter)
+		if g := groups[pol]; g != "" && heldBy[g] == "" {
+			heldBy[g] = pol
+		}
+	}
+	if len(heldBy) == 0 {
+		return h.keep
+	}
+	return func(site setters.MarkerSite, want string) bool {
+		if h.keep(site, want) {
+			return true
+		}
+		pol := site.Marker.Policy
+		member := heldBy[groups[pol]]
+		if groups[pol] == "" || member == "" || member == pol {
+			return false
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.holds = append(h.holds, Hold{HoldKey: writeback.HoldKey{Path: path.Join(h.prefix, site.Path), Setter: site.Marker.String()},
+			Line: site.Line, Value: site.Value, Want: want, HeldWith: member})
+		return true
+	}
 }
 
 func (h *holdCheck) check(site setters.MarkerSite, want string) (*Hold, error) {

@@ -173,3 +173,69 @@ func TestRunLeavesAHandRollbackInAnOverrideFile(t *testing.T) {
 		t.Errorf("after the release:\n%s\n%s", file(web), file(api))
 	}
 }
+
+// A person's hold of one member of a promotion group holds the group: the
+// other member's new value, promoted with it from the same upstream
+// commit, is left as well and reported as held with the member; released,
+// both move in one commit.
+func TestAHoldOfOneGroupMemberHoldsTheGroup(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	clone := srv.CreateRepo(t, "held", map[string]string{"deploy/app.yaml": twoContainers})
+	e := New(Settings{WorkDir: t.TempDir()}, Credentials{}, newCache(t))
+	group := map[string]string{"apps:podinfo": "dev@main@sha1:aaaa", "apps:sidecar": "dev@main@sha1:aaaa"}
+	run := func(podinfo, sidecar string, groups map[string]string, released ...writeback.HoldKey) Result {
+		t.Helper()
+		res, err := e.Run(context.Background(), plan(srv.RepoURL("held"), func(p *writeback.Plan) {
+			p.Path = "deploy"
+			p.Update.Images = map[string]meta.ImageRef{
+				"apps:podinfo": {Name: "ghcr.io/stefanprodan/podinfo", Tag: podinfo},
+				"apps:sidecar": {Name: "ghcr.io/example/sidecar", Tag: sidecar},
+			}
+			p.Update.Holds = &writeback.Holds{Released: released}
+			p.Update.Groups = groups
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	file := func() string {
+		t.Helper()
+		testgit.Git(t, clone.Dir, "pull", "-q", "origin", "main")
+		b, err := os.ReadFile(filepath.Join(clone.Dir, "deploy/app.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if res := run("6.5.0", "1.1.0", nil); res.Commit == "" {
+		t.Fatal("the first run committed nothing")
+	}
+	hand := clone.Commit("roll podinfo back", map[string]string{"deploy/app.yaml": strings.Replace(file(), "podinfo:6.5.0", "podinfo:6.4.0", 1)})
+	clone.Push()
+
+	res := run("6.6.0", "1.2.0", group)
+	if res.Commit != "" {
+		t.Errorf("a run with every member of the group held committed %s:\n%s", res.Commit, file())
+	}
+	if len(res.Holds) != 2 {
+		t.Fatalf("holds %+v, want podinfo's and the sidecar's with it", res.Holds)
+	}
+	if h := res.Holds[0]; h.Setter != "apps:podinfo" || h.Commit != hand || h.HeldWith != "" {
+		t.Errorf("first hold %+v, want podinfo's, by the hand commit", h)
+	}
+	want := Hold{HoldKey: writeback.HoldKey{Path: "deploy/app.yaml", Setter: "apps:sidecar"}, Line: 12,
+		Value: "ghcr.io/example/sidecar:1.1.0", Want: "ghcr.io/example/sidecar:1.2.0", HeldWith: "apps:podinfo"}
+	if h := res.Holds[1]; h != want {
+		t.Errorf("second hold\n%+v\nwant\n%+v", h, want)
+	}
+	if got := file(); !strings.Contains(got, "podinfo:6.4.0") || !strings.Contains(got, "sidecar:1.1.0") {
+		t.Errorf("the file is\n%s\nwant both left", got)
+	}
+
+	// Released, the group moves in one commit.
+	res = run("6.6.0", "1.2.0", group, res.Holds[0].HoldKey)
+	if got := file(); res.Commit == "" || len(res.Holds) != 0 || !strings.Contains(got, "podinfo:6.6.0") || !strings.Contains(got, "sidecar:1.2.0") {
+		t.Errorf("released: commit %q, holds %+v, file\n%s", res.Commit, res.Holds, got)
+	}
+}

@@ -50,3 +50,29 @@ func TestTheCommitNamesTheSourceChanges(t *testing.T) {
 		t.Errorf("changes %+v", changes)
 	}
 }
+
+// A promoted image a person approved is committed with an Approved-by
+// trailer naming them, once per approver, and the result's change carries
+// the approval.
+func TestTheCommitNamesWhoApprovedThePromotion(t *testing.T) {
+	srv := testgit.New(t, testgit.Options{})
+	srv.CreateRepo(t, "team/fleet", map[string]string{"deploy/app.yaml": deployment})
+	p := plan(srv.RepoURL("team/fleet"), func(p *writeback.Plan) {
+		p.Path = "deploy"
+		p.Update.Approvals = map[string]*meta.Approval{"apps:podinfo": {Digest: "sha256:2222", By: "alice@example.com"}}
+	})
+	e := New(Settings{WorkDir: t.TempDir()}, Credentials{Git: &git.Auth{}}, newCache(t))
+	out, err := e.Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := testgit.Git(t, srv.BarePath("team/fleet"), "log", "-1", "--format=%B", out.Commit)
+	trailers := testgit.Git(t, srv.BarePath("team/fleet"), "log", "-1", "--format=%(trailers:key=Approved-by,valueonly)", out.Commit)
+	if strings.TrimSpace(trailers) != "alice@example.com" {
+		t.Errorf("git reads the Approved-by trailers as %q, want alice@example.com; message:\n%s", trailers, msg)
+	}
+	changes := out.Changes.Changes()
+	if len(changes) != 1 || changes[0].Approval == nil || changes[0].Approval.By != "alice@example.com" {
+		t.Errorf("changes %+v", changes)
+	}
+}

@@ -110,6 +110,16 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 		}
 		opts.Keep = holds.keep
 	}
+	if holds != nil && len(p.Update.Groups) > 0 {
+		// Which members of a promotion group are held is known only
+		// once every value was looked at: a dry run first.
+		dry := opts
+		dry.DryRun = true
+		if _, err := setters.UpdateDir(dir, pols, dry); err != nil {
+			return nil, retryable(KindUpdate, fmt.Errorf("updating %s: %w", p.Path, err))
+		}
+		opts.Keep = holds.groupKeep(p.Update.Groups)
+	}
 	res, err := setters.UpdateDir(dir, pols, opts)
 	if err != nil {
 		return nil, retryable(KindUpdate, fmt.Errorf("updating %s: %w", p.Path, err))
@@ -128,6 +138,7 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 		})
 	}
 	withSources(res, p.Update.Sources, func(u, from, to string) string { return compareURL(p, u, from, to) })
+	withApprovals(res, p.Update.Approvals)
 	out.Changes = res
 	out.Problems = nil
 	for _, pr := range res.Problems {
@@ -159,6 +170,14 @@ func apply(p writeback.Plan, tmp string, out *Result, holds *holdCheck) (*Change
 	for _, s := range d.Changed.Sources() {
 		msg = commitmsg.AddTrailer(msg, "Image-Source: "+s.URL+"@"+s.Revision)
 	}
+	// And who approved the images a promotion waited for approval for.
+	var approvers []string
+	for _, a := range d.Changed.Approvals() {
+		if !slices.Contains(approvers, a.By) {
+			approvers = append(approvers, a.By)
+			msg = commitmsg.AddTrailer(msg, "Approved-by: "+a.By)
+		}
+	}
 	return &Change{Dir: dir, Files: changed, Message: msg}, nil
 }
 
@@ -175,6 +194,22 @@ func withSources(res *setters.Result, sources map[string]*meta.ImageSourceChange
 			for k := range changes {
 				c := &changes[k]
 				c.Source = imagesource.Change(sources[policyOf(c.Setter)], c.OldValue, compare)
+			}
+		}
+	}
+}
+
+// withApprovals gives each change whose policy's image was approved the
+// approval.
+func withApprovals(res *setters.Result, approvals map[string]*meta.Approval) {
+	if len(approvals) == 0 {
+		return
+	}
+	for i := range res.Files {
+		for j := range res.Files[i].Objects {
+			changes := res.Files[i].Objects[j].Changes
+			for k := range changes {
+				changes[k].Approval = approvals[policyOf(changes[k].Setter)]
 			}
 		}
 	}

@@ -88,9 +88,12 @@ func Discovered(d *engine.Discovered, res *updatev1.UpdateResult) {
 func Holds(in []engine.Hold) []updatev1.Hold {
 	var out []updatev1.Hold
 	for _, h := range in[:min(len(in), updatev1.MaxHolds)] {
-		since := metav1.NewTime(h.Since)
+		var since *metav1.Time
+		if !h.Since.IsZero() {
+			since = &metav1.Time{Time: h.Since}
+		}
 		out = append(out, updatev1.Hold{HoldKey: updatev1.HoldKey{Path: h.Path, Setter: h.Setter, Commit: h.Commit},
-			Line: h.Line, Value: h.Value, From: h.From, Want: h.Want, Author: h.Author, Since: &since})
+			Line: h.Line, Value: h.Value, From: h.From, Want: h.Want, Author: h.Author, Since: since, HeldWith: h.HeldWith})
 	}
 	return out
 }

@@ -42,6 +42,13 @@ func recordHolds(ctx context.Context, ev *events.Recorder, obj *imagev1.ImageUpd
 		}
 	}
 	for _, h := range job.Status.Result.Holds {
+		if h.HeldWith != "" {
+			// Derived from its member's hold, which ends it: no ending,
+			// event or count of its own.
+			out = append(out, imagev1.AutomationHold{Hold: h, Policy: policyName(h.Setter), Reason: imagev1.HeldWithGroupReason,
+				Message: fmt.Sprintf("left with %s, held in the same promotion group: what ran together upstream moves together", h.HeldWith)})
+			continue
+		}
 		ah := imagev1.AutomationHold{Hold: h, Policy: policyName(h.Setter), Reason: imagev1.HeldByPersonReason}
 		if p, ok := prev[h.HoldKey]; ok {
 			ah.Reason, ah.Message, ah.Ends = p.Reason, p.Message, p.Ends
@@ -76,6 +83,10 @@ func (r *ImageUpdateAutomationReconciler) reviewHolds(ctx context.Context, s *sc
 	kept := obj.Status.Holds[:0]
 	for i := range obj.Status.Holds {
 		h := &obj.Status.Holds[i]
+		if h.Reason == imagev1.HeldWithGroupReason {
+			kept = append(kept, *h)
+			continue
+		}
 		in := ending.Input{Hold: h.Hold, HoldFor: holdFor, Now: st.now,
 			Released: h.Reason == imagev1.HoldReleasedReason || release && ending.Matches(h.Hold, sel)}
 		key := hold.Policy(h.Setter)
@@ -207,7 +218,7 @@ func rankOf(policies []imagev1.ImagePolicy, name string) ending.Rank {
 func holdSpec(status *imagev1.ImageUpdateAutomationStatus) *updatev1.HoldSpec {
 	spec := &updatev1.HoldSpec{}
 	for _, h := range status.Holds {
-		if h.Path != "" && h.Reason != imagev1.HeldByPersonReason && len(spec.Released) < updatev1.MaxHolds {
+		if h.Path != "" && !lasting(h.Reason) && len(spec.Released) < updatev1.MaxHolds {
 			spec.Released = append(spec.Released, h.HoldKey)
 		}
 	}
@@ -217,11 +228,18 @@ func holdSpec(status *imagev1.ImageUpdateAutomationStatus) *updatev1.HoldSpec {
 // releasing reports whether a hold ended that the next job overrides.
 func releasing(status *imagev1.ImageUpdateAutomationStatus) bool {
 	for _, h := range status.Holds {
-		if h.Path != "" && h.Reason != imagev1.HeldByPersonReason {
+		if h.Path != "" && !lasting(h.Reason) {
 			return true
 		}
 	}
 	return false
+}
+
+// lasting reports whether a hold of a file's value still lasts: a
+// person's, or one with its promotion group's (which its member's hold
+// ends).
+func lasting(reason string) bool {
+	return reason == imagev1.HeldByPersonReason || reason == imagev1.HeldWithGroupReason
 }
 
 // policyName is the name of the policy a setter (NAMESPACE:NAME[:FIELD])

@@ -144,7 +144,7 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 	// reconciles (index.Predicate): a policy waiting for its repository's
 	// first scan is in the index by the time it waits.
 	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&imagev1.ImagePolicy{}, builder.WithPredicates(index.Predicate(predicates.SpecOrRequest(),
+		For(&imagev1.ImagePolicy{}, builder.WithPredicates(index.Predicate(predicate.Or(predicates.SpecOrRequest(), predicates.AnnotationChanged(imagev1.ApproveAnnotation)),
 			r.byRepository, r.promotion.upstream, r.promotion.follow, r.promotion.health))).
 		Watches(&imagev1.ImageRepository{},
 			handler.EnqueueRequestsFromMapFunc(policiesByIndex(r.byRepository, keyOf)),
@@ -154,6 +154,11 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		Watches(&imagev1.ImagePolicy{},
 			handler.EnqueueRequestsFromMapFunc(policiesByIndex(r.promotion.follow, keyOf)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A promotion group's member that moved, or whose wait changed,
+		// may let the others move (or hold them).
+		Watches(&imagev1.ImagePolicy{},
+			handler.EnqueueRequestsFromMapFunc(r.promotionGroupOf()),
+			builder.WithPredicates(groupMemberChanged{})).
 		WithOptions(opts).
 		Build(r)
 	if err != nil {
@@ -263,7 +268,8 @@ func (r *ImagePolicyReconciler) newKind() *reconcile.Kind[*imagev1.ImagePolicy, 
 		// or soak) is not a failure. The Writer counts repeats.
 		OnFailure: func(ctx context.Context, s *policyScope, f *conditions.Failure, msg string) {
 			switch f.Reason {
-			case imagev1.MinimumAgeNotReachedReason, imagev1.UpstreamNotHealthyReason, imagev1.SoakNotElapsedReason:
+			case imagev1.MinimumAgeNotReachedReason, imagev1.UpstreamNotHealthyReason, imagev1.SoakNotElapsedReason, imagev1.AwaitingApprovalReason,
+				imagev1.PromotionGroupWaitingReason:
 				return
 			}
 			r.Events.Warning(ctx, s.Obj, f.Reason, "Select", msg)

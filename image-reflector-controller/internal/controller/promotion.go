@@ -158,6 +158,62 @@ func (r *ImagePolicyReconciler) policiesOfAutomation() handler.MapFunc {
 	}
 }
 
+// promotionGroupOf maps a promotion policy to the promotion policies of
+// its upstream automation (those naming it, and those of the namespace
+// naming only a policy, which may resolve to it) that wait for their
+// group.
+func (r *ImagePolicyReconciler) promotionGroupOf() handler.MapFunc {
+	byKey := policiesByKey(r.promotion.upstream)
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		p, ok := o.(*imagev1.ImagePolicy)
+		if !ok || p.Spec.Policy.Promotion == nil {
+			return nil
+		}
+		keys := []string{p.Namespace + "/", p.Namespace + "/" + cmpOr(p.Spec.Policy.Promotion.From.Automation, statusAutomation(p))}
+		var out []ctrl.Request
+		for _, k := range slices.Compact(keys) {
+			for _, req := range byKey(ctx, k) {
+				if req.Name == p.Name || slices.Contains(out, req) {
+					continue
+				}
+				// Only a member waiting for its group decides by the
+				// others: waking the rest would make every change of one
+				// member a reconcile of all.
+				q := &imagev1.ImagePolicy{}
+				if err := r.Get(ctx, req.NamespacedName, q); err != nil {
+					continue
+				}
+				if c := meta.FindStatusCondition(q.Status.Conditions, conditions.ReadyCondition); c != nil && c.Reason == imagev1.PromotionGroupWaitingReason {
+					out = append(out, req)
+				}
+			}
+		}
+		return out
+	}
+}
+
+// groupMemberChanged passes the changes of a promotion policy its group
+// decides by: its choice, its approval, its wait's reason, its spec. A
+// soak's time left, which changes at every reconcile, is none of them, so
+// two members never wake each other in turn.
+type groupMemberChanged struct{ predicate.Funcs }
+
+func (groupMemberChanged) Update(e event.UpdateEvent) bool {
+	o, okO := e.ObjectOld.(*imagev1.ImagePolicy)
+	n, okN := e.ObjectNew.(*imagev1.ImagePolicy)
+	if !okO || !okN || (o.Spec.Policy.Promotion == nil && n.Spec.Policy.Promotion == nil) {
+		return false
+	}
+	reason := func(p *imagev1.ImagePolicy) string {
+		if c := meta.FindStatusCondition(p.Status.Conditions, conditions.ReadyCondition); c != nil {
+			return c.Reason
+		}
+		return ""
+	}
+	return o.Generation != n.Generation || !equalField(o.Status.LatestRef, n.Status.LatestRef) || reason(o) != reason(n) ||
+		o.Annotations[imagev1.ApproveAnnotation] != n.Annotations[imagev1.ApproveAnnotation]
+}
+
 // promote is a promotion policy's whole reconcile: find the upstream's
 // image, read the health of healthOf, decide (pkg/promotion) and record.
 // Other policies go on to the tags.
@@ -181,24 +237,17 @@ func (r *ImagePolicyReconciler) promote(ctx context.Context, s *policyScope) (re
 	if chain := r.promotionCycle(ctx, obj); chain != nil {
 		return reconcile.Stop, conditions.Stallf(imagev1.PromotionCycleReason, "promotions follow each other in a cycle: %s", strings.Join(chain, " ← "))
 	}
-	up, followed, err := r.upstream(ctx, obj)
+	d, up, err := r.decide(ctx, obj, prevPending)
 	if err != nil {
 		return reconcile.Stop, err
 	}
-	st.Policy = followed
-	if err := r.sameRepository(ctx, obj, up.Image); err != nil {
-		return reconcile.Stop, err
+	st.Policy = up.followed
+	if d.Promote != nil && d.HealthSeen != nil {
+		// A new promotion: the images its upstream commit moved with
+		// this one move together.
+		d = r.withGroup(ctx, obj, up, d)
 	}
-	objects, err := r.healthOf(ctx, obj)
-	if err != nil {
-		return reconcile.Stop, err
-	}
-	soak := time.Duration(0)
-	if pr.Soak != nil {
-		soak = pr.Soak.Duration
-	}
-	d := promotion.Decide(promotion.Input{Upstream: up, Objects: objects, Soak: soak,
-		Latest: obj.Status.LatestRef, Pending: prevPending, Now: r.now()})
+	st.Group = d.Group
 	st.Health = d.Health
 	obj.Status.PendingRef = d.Pending
 	if d.Promote == nil {
@@ -213,7 +262,7 @@ func (r *ImagePolicyReconciler) promote(ctx context.Context, s *policyScope) (re
 		return reconcile.StopAfter(d.Requeue), nil
 	}
 	if d.HealthSeen != nil {
-		st.PromotedRevision, st.PromotedHealthSeen = up.Revision, d.HealthSeen
+		st.PromotedRevision, st.PromotedHealthSeen, st.Approval = up.Revision, d.HealthSeen, d.Approval
 		r.PromotionMetrics.promoted(r.now().Sub(d.HealthSeen.Time))
 	}
 	s.State.latest = *d.Promote
@@ -221,6 +270,78 @@ func (r *ImagePolicyReconciler) promote(ctx context.Context, s *policyScope) (re
 	conditions.MarkReady(obj, conditions.SucceededReason, "%s", d.Message)
 	res.Stop = true
 	return res, err
+}
+
+// upstreamOf is a policy's upstream as decided: the promotion input, and
+// which policy of the automation it follows.
+type upstreamOf struct {
+	promotion.Upstream
+	automation, followed string
+}
+
+// decide reads what a promotion policy's decision needs (its upstream's
+// image, the health of healthOf, its approval) and decides. The group's
+// other members are decided the same way.
+func (r *ImagePolicyReconciler) decide(ctx context.Context, obj *imagev1.ImagePolicy, prevPending *imagev1.PendingRef) (promotion.Decision, upstreamOf, error) {
+	pr := obj.Spec.Policy.Promotion
+	up, followed, err := r.upstream(ctx, obj)
+	if err != nil {
+		return promotion.Decision{}, upstreamOf{}, err
+	}
+	out := upstreamOf{Upstream: up, automation: obj.Status.Promotion.Automation, followed: followed}
+	if err := r.sameRepository(ctx, obj, up.Image); err != nil {
+		return promotion.Decision{}, out, err
+	}
+	objects, err := r.healthOf(ctx, obj)
+	if err != nil {
+		return promotion.Decision{}, out, err
+	}
+	soak := time.Duration(0)
+	if pr.Soak != nil {
+		soak = pr.Soak.Duration
+	}
+	return promotion.Decide(promotion.Input{Upstream: up, Objects: objects, Soak: soak,
+		Latest: obj.Status.LatestRef, Pending: prevPending, Now: r.now(),
+		RequireApproval: pr.Approval == imagev1.ApprovalRequired, Approval: promotion.ReadApproval(obj),
+		Policy: obj.Namespace + "/" + obj.Name}), out, nil
+}
+
+// withGroup holds a promotion back while another member of its group
+// cannot move: the other promotion policies following the same upstream
+// automation whose images differ from their latest, so that what ran
+// together upstream reaches this environment together (pkg/promotion's
+// Group). Each member is decided as its own reconcile would decide it
+// now, not as its status last said, so no member moves ahead because
+// another has not been reconciled yet.
+func (r *ImagePolicyReconciler) withGroup(ctx context.Context, obj *imagev1.ImagePolicy, up upstreamOf, d promotion.Decision) promotion.Decision {
+	var list imagev1.ImagePolicyList
+	if err := r.List(ctx, &list, client.InNamespace(obj.Namespace)); err != nil {
+		return promotion.Group(d, up.Upstream, []promotion.Member{{Name: "(the namespace's promotion policies)", Err: err}})
+	}
+	var members []promotion.Member
+	for i := range list.Items {
+		o := list.Items[i].DeepCopy()
+		pr := o.Spec.Policy.Promotion
+		if o.Name == obj.Name || pr == nil || o.Spec.Suspend {
+			continue
+		}
+		if a := cmpOr(pr.From.Automation, statusAutomation(o)); a != up.automation {
+			continue
+		}
+		if o.Status.Promotion == nil {
+			o.Status.Promotion = &imagev1.PromotionStatus{Automation: pr.From.Automation}
+		}
+		md, mup, err := r.decide(ctx, o, o.Status.PendingRef)
+		members = append(members, promotion.Member{Name: o.Name, Upstream: mup.Upstream, Latest: o.Status.LatestRef, Decision: md, Err: err})
+	}
+	return promotion.Group(d, up.Upstream, members)
+}
+
+func statusAutomation(p *imagev1.ImagePolicy) string {
+	if st := p.Status.Promotion; st != nil {
+		return st.Automation
+	}
+	return ""
 }
 
 // upstream finds the image the upstream automation applied for the

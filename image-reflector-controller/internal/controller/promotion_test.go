@@ -62,26 +62,33 @@ func kustomization(t *testing.T, ns, name string) func(ready bool, revision stri
 	create(t, u)
 	return func(ready bool, revision string) {
 		t.Helper()
-		status, reason := "True", "ReconciliationSucceeded"
-		if !ready {
-			status, reason = "False", "HealthCheckFailed"
-		}
-		st := map[string]any{
-			"observedGeneration":    u.GetGeneration(),
-			"lastAttemptedRevision": revision,
-			"conditions": []any{map[string]any{
-				"type": "Ready", "status": status, "reason": reason, "message": "Applied revision: " + revision,
-				"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "observedGeneration": u.GetGeneration(),
-			}},
-		}
-		if ready {
-			st["lastAppliedRevision"] = revision
-		}
-		u.Object["status"] = st
+		setKustomizationStatus(u, ready, revision)
 		if err := env.Client.Status().Update(context.Background(), u); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// setKustomizationStatus writes into u the status kustomize-controller
+// writes: Ready with the applied revision, or a failed health check at
+// the attempted one.
+func setKustomizationStatus(u *unstructured.Unstructured, ready bool, revision string) {
+	status, reason := "True", "ReconciliationSucceeded"
+	if !ready {
+		status, reason = "False", "HealthCheckFailed"
+	}
+	st := map[string]any{
+		"observedGeneration":    u.GetGeneration(),
+		"lastAttemptedRevision": revision,
+		"conditions": []any{map[string]any{
+			"type": "Ready", "status": status, "reason": reason, "message": "Applied revision: " + revision,
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "observedGeneration": u.GetGeneration(),
+		}},
+	}
+	if ready {
+		st["lastAppliedRevision"] = revision
+	}
+	u.Object["status"] = st
 }
 
 // upstreamAutomation creates the dev automation and returns a function

@@ -76,26 +76,20 @@ func (d *devCluster) kustomization(t *testing.T, ns, name string) func(ready boo
 	}
 	return func(ready bool, revision string) {
 		t.Helper()
-		status, reason := "True", "ReconciliationSucceeded"
-		if !ready {
-			status, reason = "False", "HealthCheckFailed"
-		}
-		st := map[string]any{
-			"observedGeneration":    u.GetGeneration(),
-			"lastAttemptedRevision": revision,
-			"conditions": []any{map[string]any{
-				"type": "Ready", "status": status, "reason": reason, "message": "Applied revision: " + revision,
-				"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "observedGeneration": u.GetGeneration(),
-			}},
-		}
-		if ready {
-			st["lastAppliedRevision"] = revision
-		}
-		u.Object["status"] = st
+		setKustomizationStatus(u, ready, revision)
 		if err := d.Client.Status().Update(ctx, u); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// appRepository is the ImageRepository the promotions of these tests
+// promote from; it is never scanned.
+func appRepository(ns string) *imagev1.ImageRepository {
+	return newRepository(ns, "app", func(r *imagev1.ImageRepository) {
+		r.Spec.Image = "registry.example/app"
+		r.Spec.Interval = metav1.Duration{Duration: time.Hour}
+	})
 }
 
 func kubeconfigSecret(ns, name, key string, data []byte) *corev1.Secret {
@@ -117,10 +111,7 @@ func remoteKustomization(secret, key string) imagev1.HealthObjectReference {
 func TestPromotionReadsHealthFromAnotherCluster(t *testing.T) {
 	dev := startDevCluster(t)
 	ns := namespace(t)
-	create(t, newRepository(ns, "app", func(r *imagev1.ImageRepository) {
-		r.Spec.Image = "registry.example/app"
-		r.Spec.Interval = metav1.Duration{Duration: time.Hour}
-	}))
+	create(t, appRepository(ns))
 	setDev := dev.kustomization(t, "flux-system", "apps")
 	setDev(false, "main@sha1:"+devCommit)
 	setUpstream := upstreamAutomation(t, ns, "dev")
@@ -174,10 +165,7 @@ func TestPromotionReadsHealthFromAnotherCluster(t *testing.T) {
 func TestRemoteHealthFailuresAreReasonsNeverPromotions(t *testing.T) {
 	dev := startDevCluster(t)
 	ns := namespace(t)
-	create(t, newRepository(ns, "app", func(r *imagev1.ImageRepository) {
-		r.Spec.Image = "registry.example/app"
-		r.Spec.Interval = metav1.Duration{Duration: time.Hour}
-	}))
+	create(t, appRepository(ns))
 	dev.kustomization(t, "flux-system", "apps")(true, "main@sha1:"+devCommit)
 	setUpstream := upstreamAutomation(t, ns, "dev")
 	setUpstream("app-dev", meta.ImageRef{Name: "registry.example/app", Tag: "1.2.0"}, "main@sha1:"+devCommit)

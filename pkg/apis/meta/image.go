@@ -40,3 +40,12 @@ func (r ImageRef) CheckTagAndDigest() error {
 	}
 	return nil
 }
+
+// ApprovalKey is what an approval of the image names: its digest, or its
+// tag when it has none.
+func (r ImageRef) ApprovalKey() string {
+	if r.Digest != "" {
+		return r.Digest
+	}
+	return r.Tag
+}

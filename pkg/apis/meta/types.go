@@ -204,3 +204,20 @@ type FileUpdate struct {
 	// +required
 	Policy string `json:"policy"`
 }
+
+// Approval is a person's approval of one image for a promotion: the
+// digest approved (the tag, for an image without one) and who approved
+// it. It goes with the image from the ImagePolicy to the commit, whose
+// Approved-by trailer names By.
+type Approval struct {
+	// Digest is what was approved.
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Digest string `json:"digest"`
+	// By is who approved: the user the API server authenticated, as
+	// tk-image approve records it, or the field manager that wrote the
+	// approval annotation.
+	// +kubebuilder:validation:MaxLength=512
+	// +required
+	By string `json:"by"`
+}

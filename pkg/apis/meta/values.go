@@ -121,6 +121,10 @@ type Change struct {
 	// in it since the value replaced, when the image says.
 	// +optional
 	Source *ChangeSource `json:"source,omitempty"`
+	// Approval is who approved the new image, when a promotion with
+	// approval Required chose it.
+	// +optional
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // DiscoveredImage is an image found in a repository: the value most of

@@ -116,6 +116,18 @@ func update(spec *updatev1.UpdateJobSpec, u *writeback.Update) error {
 			}
 			u.Sources[s.Policy] = s.Source
 		}
+		if s.Approval != nil {
+			if u.Approvals == nil {
+				u.Approvals = map[string]*meta.Approval{}
+			}
+			u.Approvals[s.Policy] = s.Approval
+		}
+		if s.Group != "" {
+			if u.Groups == nil {
+				u.Groups = map[string]string{}
+			}
+			u.Groups[s.Policy] = s.Group
+		}
 	}
 	if c := spec.Update.Container; c != nil {
 		if len(u.Images) > 0 || spec.Update.Discover != nil || len(spec.Update.ArgoCD) > 0 {

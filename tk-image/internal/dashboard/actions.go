@@ -16,6 +16,7 @@ import (
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
+	"toolkit.dev/image-toolkit/pkg/promotion"
 )
 
 // Action is something the dashboard asks of the API server for the user.
@@ -35,6 +36,10 @@ const (
 	// for a run, whose UpdateJob writes the policies' images over the held
 	// values, as tk-image release does.
 	ActionRelease Action = "release"
+	// ActionApprove approves the image a promotion with approval Required
+	// waits for, as tk-image approve does: the page's digest, as the
+	// dashboard's user.
+	ActionApprove Action = "approve"
 )
 
 // actionKinds are the resources each action applies to.
@@ -44,6 +49,7 @@ var actionKinds = map[Action][]string{
 	ActionSuspend:   {"imageupdateautomations", "imagepolicies", "imagerepositories"},
 	ActionResume:    {"imageupdateautomations", "imagepolicies", "imagerepositories"},
 	ActionRelease:   {"imageupdateautomations"},
+	ActionApprove:   {"imagepolicies"},
 }
 
 // patchFor is the merge patch an action sends, and what it says when done.
@@ -77,6 +83,10 @@ type Control struct {
 	Primary bool
 	// Disabled says why the button cannot act now; empty when it can.
 	Disabled string
+	// Fields are hidden form values the action needs: what the page
+	// showed (Approve's digest), so a click acts on that and nothing
+	// newer.
+	Fields map[string]string
 }
 
 // Controls are the buttons of one object, drawn together with the place
@@ -100,8 +110,9 @@ const resumeFirst = "resume first: spec.suspend is set, so its controller takes 
 
 // controls are the buttons for one object, nil in read-only mode: what
 // applies to the kind, the primary one first, each disabled with the
-// reason when the object is suspended or the user may not patch it.
-func (s *Server) controls(ctx context.Context, resource, namespace, name string, suspended, holds bool) *Controls {
+// reason when the object is suspended or the user may not patch it. A
+// policy with an image waiting for approval (approve) gets Approve first.
+func (s *Server) controls(ctx context.Context, resource, namespace, name string, suspended, holds bool, approve *meta.ImageRef) *Controls {
 	if s.opts.ReadOnly {
 		return nil
 	}
@@ -127,7 +138,14 @@ func (s *Server) controls(ctx context.Context, resource, namespace, name string,
 			add(ActionRelease, "Release holds", "End the holds now: the next UpdateJob writes the policies' images over the held values", false, orSuspended)
 		}
 	} else {
-		add(ActionReconcile, "Reconcile", reconcileTitle[resource], !suspended, orSuspended)
+		primary := !suspended
+		if approve != nil {
+			c.Items = append(c.Items, Control{Action: ActionApprove, Label: "Approve " + approve.Tag, URL: "/actions/" + string(ActionApprove) + at,
+				Title:   "Approve " + approve.String() + " for promotion, as " + orText(s.opts.User, "you") + ": it is promoted once its upstream ran it healthy for the soak",
+				Primary: !suspended, Disabled: orSuspended, Fields: map[string]string{"digest": approve.ApprovalKey()}})
+			primary = false
+		}
+		add(ActionReconcile, "Reconcile", reconcileTitle[resource], primary, orSuspended)
 	}
 	if !suspended {
 		add(ActionSuspend, "Suspend", "Set spec.suspend: its controller leaves it alone until resumed", false, denied)
@@ -189,12 +207,41 @@ func (s *Server) perform(r *http.Request, action Action, resource string, key ty
 	if err == nil && action != ActionResume && action != ActionSuspend && isSuspended(obj) {
 		return http.StatusConflict, fmt.Sprintf("%s is suspended: %s. Nothing was requested.", what, resumeFirst)
 	}
+	if err == nil && action == ActionApprove {
+		return s.approve(ctx, obj.(*imagev1.ImagePolicy), r.PostFormValue("digest"), what)
+	}
 	if err == nil {
 		patch, done := patchFor(action, time.Now().Format(time.RFC3339Nano))
 		if err = s.direct.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err == nil {
 			return http.StatusOK, what + ": " + done
 		}
 	}
+	return s.failed(err, action, what, resource, key)
+}
+
+// approve approves the image the page showed waiting (digest), refusing
+// when another one waits now.
+func (s *Server) approve(ctx context.Context, p *imagev1.ImagePolicy, digest, what string) (int, string) {
+	if digest == "" {
+		return http.StatusBadRequest, "the approval names no digest: reload the page and try again"
+	}
+	img, err := promotion.Waiting(p, digest)
+	if err != nil {
+		return http.StatusConflict, err.Error() + ". Reload the page to see what waits now."
+	}
+	patch := promotion.ApprovalPatch(img, s.opts.User, time.Now().Format(time.RFC3339Nano))
+	if err := s.direct.Patch(ctx, p, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("tk-image-dashboard")); err != nil {
+		return s.failed(err, ActionApprove, what, "imagepolicies", client.ObjectKeyFromObject(p))
+	}
+	by := s.opts.User
+	if by == "" {
+		by = "field manager tk-image-dashboard (the API server did not say who you are)"
+	}
+	return http.StatusOK, fmt.Sprintf("%s: %s approved by %s; the policy promotes it once its upstream ran it healthy for the soak", what, img, by)
+}
+
+// failed says how an action's request failed, and what to do.
+func (s *Server) failed(err error, action Action, what, resource string, key types.NamespacedName) (int, string) {
 	switch {
 	case apierrors.IsForbidden(err):
 		return http.StatusForbidden, fmt.Sprintf("Forbidden: your credentials may not %s %s (RBAC needs get and patch on %s in namespace %s). The API server said: %v",

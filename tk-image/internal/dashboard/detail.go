@@ -80,7 +80,7 @@ func (s *Server) automation(w http.ResponseWriter, r *http.Request) {
 	_ = s.store.list(ctx, "imagepolicies", &policies, client.InNamespace(key.Namespace))
 	_ = s.store.list(ctx, "updatejobs", &jobs, client.InNamespace(key.Namespace))
 	body := &automationBody{Row: fleetRow(a, newNamespaceObjects(policies.Items, jobs.Items), s.opts.Now())}
-	body.Row.Actions = s.controls(ctx, "imageupdateautomations", key.Namespace, key.Name, body.Row.Suspended, body.Row.Holds)
+	body.Row.Actions = s.controls(ctx, "imageupdateautomations", key.Namespace, key.Name, body.Row.Suspended, body.Row.Holds, nil)
 	// explain's account is part of the live region, so that no part of
 	// the page lags another; the branch head it lists from the git server
 	// is kept until the automation's status moves (heads).
@@ -185,7 +185,9 @@ type PolicyView struct {
 	LatestTime      *metav1.MicroTime
 	Pending         *imagev1.PendingRef
 	// Promotion says what a promotion policy's pending image waits for.
-	Promotion    string
+	Promotion string
+	// Approval is who approved the promotion of Latest.
+	Approval     *imagev1.PromotionApproval
 	Verification *imagev1.VerificationStatus
 	Unverified   *imagev1.UnverifiedRef
 	// Source is where the chosen image says (or a verified provenance
@@ -243,7 +245,7 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 	} else {
 		body.Ready = apimeta.FindStatusCondition(repo.Status.Conditions, conditions.ReadyCondition)
 		body.Why = diagnose(body.Ready, subject{repository: repo}, s.opts.Now())
-		body.Actions = s.controls(ctx, "imagerepositories", key.Namespace, key.Name, repo.Spec.Suspend, false)
+		body.Actions = s.controls(ctx, "imagerepositories", key.Namespace, key.Name, repo.Spec.Suspend, false, nil)
 	}
 	var policies imagev1.ImagePolicyList
 	var autos imagev1.ImageUpdateAutomationList
@@ -258,7 +260,7 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		v := policyView(ctx, s.explainer(), p, autos.Items, policies.Items, jobs.Items, s.opts.Now())
-		v.Actions = s.controls(ctx, "imagepolicies", p.Namespace, p.Name, p.Spec.Suspend, false)
+		v.Actions = s.controls(ctx, "imagepolicies", p.Namespace, p.Name, p.Spec.Suspend, false, awaitingApproval(p))
 		body.Policies = append(body.Policies, v)
 	}
 	title := "Image " + orText(repo.Status.CanonicalImageName, repo.Spec.Image)
@@ -266,6 +268,17 @@ func (s *Server) image(w http.ResponseWriter, r *http.Request) {
 		title = "ImageRepository " + key.String() + " does not exist"
 	}
 	s.render(w, r, "image", status, s.view(r, title, key.Namespace, body))
+}
+
+// awaitingApproval is the image p's promotion waits for a person to
+// approve: nil unless approval is Required and an image waits unapproved.
+func awaitingApproval(p *imagev1.ImagePolicy) *meta.ImageRef {
+	pr := p.Spec.Policy.Promotion
+	pending := p.Status.PendingRef
+	if pr == nil || pr.Approval != imagev1.ApprovalRequired || pending == nil || pending.Image == nil || pending.Approval != nil {
+		return nil
+	}
+	return pending.Image
 }
 
 func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, autos []imagev1.ImageUpdateAutomation,
@@ -277,7 +290,10 @@ func policyView(ctx context.Context, c client.Client, p *imagev1.ImagePolicy, au
 	v.Why = diagnose(v.Ready, subject{policy: p}, now)
 	v.Repository = pageOf(imagev1.ImageRepositoryKind, orText(p.Spec.ImageRepositoryRef.Namespace, p.Namespace), p.Spec.ImageRepositoryRef.Name)
 	if pr := p.Status.PendingRef; pr != nil && p.Spec.Policy.Promotion != nil {
-		v.Promotion = promotionWait(pr)
+		v.Promotion = promotionWait(pr, p.Spec.Policy.Promotion.Approval == imagev1.ApprovalRequired)
+	}
+	if st := p.Status.Promotion; st != nil {
+		v.Approval = st.Approval
 	}
 	if k, ok := policy.Chosen(p.Spec.Policy); ok {
 		v.Rules = k.Describe(p.Spec.Policy)
@@ -359,7 +375,7 @@ func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 	_ = s.store.list(ctx, "imageupdateautomations", &autos, client.InNamespace(key.Namespace))
 	_ = s.store.list(ctx, "updatejobs", &jobs, client.InNamespace(key.Namespace))
 	body := &policyBody{Policy: policyView(ctx, s.explainer(), p, autos.Items, policies.Items, jobs.Items, s.opts.Now())}
-	body.Policy.Actions = s.controls(ctx, "imagepolicies", key.Namespace, key.Name, p.Spec.Suspend, false)
+	body.Policy.Actions = s.controls(ctx, "imagepolicies", key.Namespace, key.Name, p.Spec.Suspend, false, awaitingApproval(p))
 	body.Events, body.EventsErr = s.eventsOf(ctx, p)
 	s.render(w, r, "policy", http.StatusOK, s.view(r, "ImagePolicy "+key.String(), key.Namespace, body))
 }

@@ -201,7 +201,7 @@ func imageRow(a *imagev1.ImageUpdateAutomation, p *imagev1.ImagePolicy) ImageRow
 	if pr := p.Status.PendingRef; pr != nil {
 		r.Pending, r.PendingAt = pr.Tag, pr.EligibleAt
 		if p.Spec.Policy.Promotion != nil {
-			r.Promotion = promotionWait(pr)
+			r.Promotion = promotionWait(pr, p.Spec.Policy.Promotion.Approval == imagev1.ApprovalRequired)
 		}
 	}
 	if u := p.Status.UnverifiedRef; u != nil {
@@ -310,25 +310,36 @@ func waiting(a *imagev1.ImageUpdateAutomation, images []ImageRow, ready *metav1.
 // by design, not a failure: a minimum age, a promotion's upstream health
 // or soak.
 var waitingReasons = map[string]bool{
-	imagev1.MinimumAgeNotReachedReason: true,
-	imagev1.UpstreamNotHealthyReason:   true,
-	imagev1.SoakNotElapsedReason:       true,
+	imagev1.MinimumAgeNotReachedReason:  true,
+	imagev1.UpstreamNotHealthyReason:    true,
+	imagev1.SoakNotElapsedReason:        true,
+	imagev1.AwaitingApprovalReason:      true,
+	imagev1.PromotionGroupWaitingReason: true,
 }
 
 // promotionWait says what a promotion's pending image waits for.
-func promotionWait(pr *imagev1.PendingRef) string {
+// Under approval Required it also says whether a person approved it.
+func promotionWait(pr *imagev1.PendingRef, approval bool) string {
 	what := pr.Tag
 	if pr.UpstreamRevision != "" {
 		what += " from " + shortCommit(pr.UpstreamRevision)
 	}
+	approved := ""
+	switch {
+	case !approval:
+	case pr.Approval != nil:
+		approved = "; approved by " + pr.Approval.By
+	default:
+		approved = "; waits for an approval"
+	}
 	if pr.HealthSeen == nil {
-		return what + " waits for the upstream to run it healthy"
+		return what + " waits for the upstream to run it healthy" + approved
 	}
 	msg := what + " ran healthy upstream since " + pr.HealthSeen.UTC().Format(time.RFC3339)
 	if pr.SoakLeft != nil {
 		msg += "; soak left " + pr.SoakLeft.Duration.Round(time.Second).String()
 	}
-	return msg
+	return msg + approved
 }
 
 // TimeLeft says how long until t, to the minute (seconds under one).

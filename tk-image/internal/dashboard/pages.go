@@ -291,7 +291,7 @@ func (s *Server) fleetBody(ctx context.Context, f FleetFilter) (*fleetBody, erro
 		body.Total++
 		body.Counts[row.State.Kind]++
 		if f.Match(row) {
-			row.Actions = s.controls(ctx, "imageupdateautomations", row.Namespace, row.Name, row.Suspended, row.Holds)
+			row.Actions = s.controls(ctx, "imageupdateautomations", row.Namespace, row.Name, row.Suspended, row.Holds, nil)
 			body.Rows = append(body.Rows, row)
 		}
 	}

@@ -350,9 +350,13 @@ func (e *AutomationExplanation) judgeDiscovered() {
 func (e *AutomationExplanation) judgeHolds() {
 	ns, name, _ := strings.Cut(e.Automation, "/")
 	for _, h := range e.Holds {
-		if h.Reason == imagev1.HeldByPersonReason {
+		switch h.Reason {
+		case imagev1.HeldByPersonReason:
 			e.Problems = append(e.Problems, fmt.Sprintf("%s in %s is held at %s, as %s set it (tk-image release automation %s -n %s releases it)",
 				h.Setter, h.Path, h.Value, orText(h.Author, "a person"), name, ns))
+		case imagev1.HeldWithGroupReason:
+			e.Problems = append(e.Problems, fmt.Sprintf("%s in %s is held at %s with %s, held in the same promotion group (releasing %s's hold releases it)",
+				h.Setter, h.Path, h.Value, h.HeldWith, h.HeldWith))
 		}
 	}
 }

@@ -68,6 +68,17 @@ const (
 	// SoakNotElapsedReason: the upstream runs the image healthy, but not
 	// for spec.policy.promotion.soak yet; status.pendingRef says when.
 	SoakNotElapsedReason = "SoakNotElapsed"
+	// AwaitingApprovalReason: a promotion with approval Required found
+	// its upstream image healthy and soaked, and no approval of its
+	// digest; status.pendingRef says which image waits, and the message
+	// how to approve it.
+	AwaitingApprovalReason = "AwaitingApproval"
+	// PromotionGroupWaitingReason: a promotion could move, but another
+	// promotion policy of the same upstream automation, whose image the
+	// same upstream commit holds, cannot yet (its health, soak or
+	// approval); status.promotion.group says which and why. They move
+	// together.
+	PromotionGroupWaitingReason = "PromotionGroupWaiting"
 	// PromotionCycleReason: following promotions upstream comes back to
 	// this policy; nothing can ever be promoted.
 	PromotionCycleReason = "PromotionCycle"
@@ -115,6 +126,11 @@ const (
 	// the value it had written (a hand rollback or pin); the value is left
 	// as it is while the hold lasts.
 	HeldByPersonReason = "HeldByPerson"
+	// HeldWithGroupReason: the value belongs to a promotion group one of
+	// whose other values is held (heldWith names it); it is left too, so
+	// that what ran together upstream stays together, and moves when
+	// that hold ends.
+	HeldWithGroupReason = "HeldWithGroup"
 	// HoldReleasedReason: tk-image release or the release-holds
 	// annotation released the hold.
 	HoldReleasedReason = "HoldReleased"

@@ -328,7 +328,37 @@ type PromotionPolicy struct {
 	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"
 	// +optional
 	Soak *metav1.Duration `json:"soak,omitempty"`
+
+	// Approval Required makes a promotion that would move wait, once
+	// healthy and soaked, until a person approves that exact image: the
+	// ImagePolicy's image.toolkit.dev/approve annotation naming its
+	// digest (tk-image approve, the dashboard's Approve button). An
+	// approval names one digest: it never approves a newer image. None
+	// (the default) promotes without one.
+	// +kubebuilder:validation:Enum=None;Required
+	// +optional
+	Approval ApprovalMode `json:"approval,omitempty"`
 }
+
+// ApprovalMode says whether a promotion waits for a person's approval.
+type ApprovalMode string
+
+const (
+	ApprovalNone     ApprovalMode = "None"
+	ApprovalRequired ApprovalMode = "Required"
+)
+
+// ApproveAnnotation on a promotion ImagePolicy with approval Required
+// approves the image whose digest it holds (for an upstream image without
+// a digest, its tag). ApprovedByAnnotation names who approved: tk-image
+// and the dashboard write the user the API server authenticated them as
+// (a SelfSubjectReview), and the reflector chart's admission policy
+// refuses any other value. Without it, the approver recorded is the field
+// manager that wrote ApproveAnnotation (kubectl-annotate).
+const (
+	ApproveAnnotation    = "image.toolkit.dev/approve"
+	ApprovedByAnnotation = "image.toolkit.dev/approved-by"
+)
 
 // PromotionSource names the upstream of a promotion, in the policy's
 // namespace: an automation, a policy, or both.
@@ -573,6 +603,10 @@ type PendingRef struct {
 	// SoakLeft is what remained of the soak at the last reconcile.
 	// +optional
 	SoakLeft *metav1.Duration `json:"soakLeft,omitempty"`
+	// Approval is, under approval Required, the approval of Image once a
+	// person gave it; the image still waits for health or soak.
+	// +optional
+	Approval *PromotionApproval `json:"approval,omitempty"`
 }
 
 // PromotionStatus is what a promotion policy last saw of its upstream.
@@ -590,6 +624,41 @@ type PromotionStatus struct {
 	PromotedRevision string `json:"promotedRevision,omitempty"`
 	// +optional
 	PromotedHealthSeen *metav1.Time `json:"promotedHealthSeen,omitempty"`
+	// Approval is the approval latestRef was promoted with, under
+	// approval Required: who approved which digest, and when the
+	// reflector first saw it. Commits and pull requests that bring the
+	// image name the approver.
+	// +optional
+	Approval *PromotionApproval `json:"approval,omitempty"`
+	// Group are the other promotion policies of the same upstream
+	// automation whose images differ from their latest at the upstream
+	// commit this image waits at or was promoted from: what ran together
+	// upstream moves together, so none is promoted while another cannot
+	// move. Each says whether it can, and what it waits for.
+	// +optional
+	// +listType=atomic
+	Group []PromotionGroupMember `json:"group,omitempty"`
+}
+
+// PromotionGroupMember is one other policy of a promotion group.
+type PromotionGroupMember struct {
+	// Policy is the ImagePolicy's name.
+	Policy string `json:"policy"`
+	// Ready says it can move now.
+	Ready bool `json:"ready"`
+	// Reason and Message say what it waits for, when not ready.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// PromotionApproval is a person's approval of one image.
+type PromotionApproval struct {
+	meta.Approval `json:",inline"`
+	// SeenAt is when the reflector first saw the approval.
+	// +optional
+	SeenAt *metav1.Time `json:"seenAt,omitempty"`
 }
 
 // VerificationStatus is who signed latestRef's digest.

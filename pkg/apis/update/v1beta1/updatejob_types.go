@@ -207,6 +207,12 @@ type Hold struct {
 	// Since is the commit's author time.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+	// HeldWith is, for a value held only because it belongs to a
+	// promotion group (its policy's setter names a group, PolicySetter's
+	// group) with a held member, that member's policy (NAMESPACE:NAME):
+	// the group moves together. Commit and Author are empty then.
+	// +optional
+	HeldWith string `json:"heldWith,omitempty"`
 }
 
 // MaxHolds bounds the holds a job's result and an automation's status list.
@@ -394,6 +400,20 @@ type PolicySetter struct {
 	// request name the source revisions a change brings.
 	// +optional
 	Source *meta.ImageSourceChange `json:"source,omitempty"`
+
+	// Approval is who approved the image for a promotion with approval
+	// Required (the ImagePolicy's status.promotion.approval): the commit
+	// gets an Approved-by trailer, the pull request names the approver.
+	// +optional
+	Approval *meta.Approval `json:"approval,omitempty"`
+
+	// Group names the promotion group the image was promoted with (its
+	// upstream automation and commit): with holds, a person's hold of one
+	// member's value holds the values of the others, which moved with it
+	// upstream.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Group string `json:"group,omitempty"`
 }
 
 // VerifiedImage says how to read a verified image's tag again.
