@@ -65,8 +65,8 @@ node-tools: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-p
 argocd-tools: ## Build Argo CD's application controller and repo server, with its CRDs, into bin/argocd (cached), for tests/argocd.
 	@hack/tools.sh argocd
 
-flux-tools: ## Build Flux's source-controller and kustomize-controller, with their CRDs, into bin/flux-controllers, and the Flux CLI into bin/flux (cached), for tests/node's Flux health test and the Flux plugin test of tests/dashboard.
-	@hack/tools.sh flux-controllers flux
+flux-tools: ## Build Flux's source-controller and kustomize-controller, with their CRDs, into bin/flux-controllers, its notification-controller into bin/notification-controller, and the Flux CLI into bin/flux (cached), for tests/node's Flux health test, the pushed-health test and the Flux plugin test of tests/dashboard.
+	@hack/tools.sh flux-controllers notification-controller flux
 
 sign-tools: ## Build the cosign and notation CLIs into bin/sign (cached), which the signature tests sign images with.
 	@hack/tools.sh cosign notation

@@ -33,11 +33,11 @@ place() {
     cp "$tmp/$f" "charts/$chart/files/crds/$f"
   done
 }
-place image-reflector-controller image.toolkit.dev_imagerepositories.yaml image.toolkit.dev_imagepolicies.yaml image.toolkit.dev_imagewebhooks.yaml
+place image-reflector-controller image.toolkit.dev_imagerepositories.yaml image.toolkit.dev_imagepolicies.yaml image.toolkit.dev_imagewebhooks.yaml image.toolkit.dev_healthwebhooks.yaml
 place image-automation-controller image.toolkit.dev_imageupdateautomations.yaml image.toolkit.dev_gitwebhooks.yaml
 place update-job-controller update.toolkit.dev_updatejobs.yaml
 left=$(cd "$tmp" && ls | grep -v -x -e image.toolkit.dev_imagerepositories.yaml -e image.toolkit.dev_imagepolicies.yaml \
-  -e image.toolkit.dev_imageupdateautomations.yaml -e image.toolkit.dev_imagewebhooks.yaml -e image.toolkit.dev_gitwebhooks.yaml -e update.toolkit.dev_updatejobs.yaml || true)
+  -e image.toolkit.dev_imageupdateautomations.yaml -e image.toolkit.dev_imagewebhooks.yaml -e image.toolkit.dev_gitwebhooks.yaml -e image.toolkit.dev_healthwebhooks.yaml -e update.toolkit.dev_updatejobs.yaml || true)
 [ -z "$left" ] || { echo "CRDs not placed in any chart: $left" >&2; exit 1; }
 
 # RBAC rules come from the +kubebuilder:rbac markers next to the reconcilers;

@@ -15,11 +15,13 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/controller"
+	"toolkit.dev/image-toolkit/image-reflector-controller/internal/healthhook"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/registry"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/store"
 	"toolkit.dev/image-toolkit/image-reflector-controller/internal/webhook"
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/cloudauth"
+	"toolkit.dev/image-toolkit/pkg/receiver"
 	"toolkit.dev/image-toolkit/pkg/runtime/app"
 	"toolkit.dev/image-toolkit/pkg/runtime/healthwatch"
 	"toolkit.dev/image-toolkit/pkg/runtime/metrics"
@@ -138,8 +140,9 @@ func openStore(path string) (*store.Store, error) {
 	return st, nil
 }
 
-// setupWebhooks adds the ImageWebhook reconciler and the receiver, and
-// tells the receiver when a scan it requested starts.
+// setupWebhooks adds the ImageWebhook and HealthWebhook reconcilers and
+// the receiver serving both, and tells the receiver when a scan it
+// requested starts.
 func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec *metrics.Recorder,
 	repos *controller.ImageRepositoryReconciler, addr string) error {
 	byPath, err := webhook.SetupIndexes(ctx, mgr)
@@ -149,10 +152,17 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, opts app.Options, rec 
 	if err := controller.NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
 		return err
 	}
+	if err := healthhook.SetupIndex(ctx, mgr); err != nil {
+		return err
+	}
+	if err := controller.NewHealthWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, opts.ControllerOptions()); err != nil {
+		return err
+	}
 	m := webhook.NewMetrics()
 	crmetrics.Registry.MustRegister(m.Collectors()...)
 	srv := webhook.New(mgr.GetClient(), byPath, mgr.GetAPIReader(), m, webhook.Options{
 		Addr: addr, Log: ctrl.Log.WithName("webhook"),
+		Kinds: []receiver.Kind{healthhook.New(mgr.GetClient(), mgr.GetAPIReader())},
 	})
 	repos.RequestHandled = srv.ScanStarted
 	if err := mgr.AddReadyzCheck("webhook-receiver", srv.Listening); err != nil {

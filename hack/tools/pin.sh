@@ -13,11 +13,12 @@
 #   hack/tools/pin.sh node 1.37.1            kubelet, kube-scheduler, kube-controller-manager, kube-proxy
 #   hack/tools/pin.sh argocd 3.5.1           Argo CD's multi-call binary (application controller, repo server)
 #   hack/tools/pin.sh flux-controllers 1.9.1 Flux's source-controller and kustomize-controller
+#   hack/tools/pin.sh notification-controller 1.9.2  Flux's notification-controller, which pushes health to a HealthWebhook
 #   hack/tools/pin.sh flux 2.9.5             the Flux CLI, which runs tk-image as a plugin
 #   hack/tools/pin.sh cosign 3.1.3           the cosign CLI, which signs the test images of pkg/signature
 #   hack/tools/pin.sh notation 1.3.2         the notation CLI, the same for Notation
 set -euo pipefail
-[ $# = 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
+[ $# = 2 ] || { sed -n '2,19p' "$0" >&2; exit 2; }
 tool=$1 v=${2#v}
 dir=$(cd "$(dirname "$0")" && pwd)/$tool
 export GOWORK=off GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -33,6 +34,7 @@ case $tool in
     k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy) ;;
   argocd) main=github.com/argoproj/argo-cd/v3; tools=(github.com/argoproj/argo-cd/v3/cmd) ;;
   flux-controllers) main=github.com/fluxcd/kustomize-controller; tools=(github.com/fluxcd/kustomize-controller github.com/fluxcd/source-controller) ;;
+  notification-controller) main=github.com/fluxcd/notification-controller; tools=(github.com/fluxcd/notification-controller) ;;
   flux) main=github.com/fluxcd/flux2/v2; tools=(github.com/fluxcd/flux2/v2/cmd/flux) ;;
   cosign) main=github.com/sigstore/cosign/v3; tools=(github.com/sigstore/cosign/v3/cmd/cosign) ;;
   notation) main=github.com/notaryproject/notation; tools=(github.com/notaryproject/notation/cmd/notation) ;;
@@ -76,7 +78,7 @@ if [ "$tool" = argocd ]; then
   # by the module proxy: pin the engine to a commit the proxy serves.
   go mod edit -replace "github.com/argoproj/argo-cd/gitops-engine=github.com/argoproj/argo-cd/gitops-engine@${ARGOCD_GITOPS_ENGINE:-v0.0.0-20260914071520-c9c369efcc5b}"
 fi
-if [ "$tool" = flux-controllers ]; then
+if [ "$tool" = flux-controllers ] || [ "$tool" = notification-controller ]; then
   # Each controller replaces its api module with ./api, a directory its
   # module zip does not hold: require the api published with the release
   # instead. Copy their other replaces, which a dependent does not inherit.

@@ -82,6 +82,9 @@ type Hook struct {
 	Suspend bool
 	// Object is the webhook object itself, for Accept.
 	Object client.Object
+
+	// kind is the Kind that found it, which serves the call.
+	kind Kind
 }
 
 // Call is a call to a webhook, read and authenticated.
@@ -107,9 +110,10 @@ type Kind interface {
 	// *Refusal (any other error is refused as bad credentials).
 	Verify(ctx context.Context, c *Call, secret map[string][]byte) error
 	// Accept reads what a verified call is about. It returns the work to
-	// do, nil work for a valid call about nothing to do (a ping, a delete),
-	// or a *Refusal (any other error is refused as a bad payload).
-	Accept(c *Call) (Work, error)
+	// do, nil work for a valid call about nothing to do (a ping, a delete)
+	// or done before the answer, or a *Refusal (any other error is refused
+	// as a bad payload). ctx ends with the call.
+	Accept(ctx context.Context, c *Call) (Work, error)
 }
 
 // Reasons a call is refused, the rejected metric's reason label.
@@ -125,6 +129,7 @@ const (
 	ReasonSuspended       = "suspended"
 	ReasonSecret          = "secret_unavailable"
 	ReasonOverloaded      = "overloaded"
+	ReasonNotRecorded     = "not_recorded"
 	ReasonUnsupportedType = "unsupported_type"
 )
 
@@ -156,6 +161,9 @@ type Options struct {
 	// that reads the webhook kind (cached is fine) and patches its status.
 	Status     client.Client
 	CallsFlush time.Duration
+	// Kinds are more kinds of webhook served on the same address beside
+	// New's: a path is one webhook's, so it finds its kind.
+	Kinds []Kind
 }
 
 func (o *Options) defaults() {
@@ -216,7 +224,7 @@ func (m *Metrics) Collectors() []prometheus.Collector {
 
 // Server is a receiver: an HTTP handler and a manager Runnable.
 type Server struct {
-	kind    Kind
+	kinds   []Kind
 	secrets client.Reader
 	metrics *Metrics
 	opts    Options
@@ -233,7 +241,7 @@ type Server struct {
 // (uncached: the controllers never list Secrets).
 func New(kind Kind, secrets client.Reader, m *Metrics, o Options) *Server {
 	o.defaults()
-	return &Server{kind: kind, secrets: secrets, metrics: m, opts: o,
+	return &Server{kinds: append([]Kind{kind}, o.Kinds...), secrets: secrets, metrics: m, opts: o,
 		queue:    make(chan Work, 1024),
 		limiters: map[types.NamespacedName]*rate.Limiter{},
 	}
@@ -359,7 +367,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "suspended; ignored\n")
 		return
 	}
-	if refused := s.accept(w, c); refused != nil {
+	if refused := s.accept(ctx, w, c); refused != nil {
 		s.reject(w, r, &h, typ, refused, received)
 	}
 }
@@ -370,8 +378,13 @@ func (s *Server) find(ctx context.Context, path string) (Hook, bool) {
 	if !strings.HasPrefix(path, PathPrefix) || len(path) > len(PathPrefix)+64 {
 		return Hook{}, false
 	}
-	h, ok, err := s.kind.Find(ctx, path)
-	return h, ok && err == nil
+	for _, k := range s.kinds {
+		if h, ok, err := k.Find(ctx, path); ok && err == nil {
+			h.kind = k
+			return h, true
+		}
+	}
+	return Hook{}, false
 }
 
 // admit refuses a call that is not a POST, or beyond the webhook's rate,
@@ -405,7 +418,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Refu
 // path must be the token's, and the sender's credentials must verify.
 func (s *Server) authenticate(ctx context.Context, c *Call, path string) *Refusal {
 	h := c.Hook
-	secret, err := ReadSecret(ctx, s.secrets, h.Key.Namespace, h.Secret, s.kind.SecretKeys(h.Type))
+	secret, err := ReadSecret(ctx, s.secrets, h.Key.Namespace, h.Secret, h.kind.SecretKeys(h.Type))
 	if err != nil {
 		// Our side is not ready: the sender may retry.
 		s.opts.Log.Error(err, "reading the webhook's token", "webhook", h.Key.String())
@@ -416,7 +429,7 @@ func (s *Server) authenticate(ctx context.Context, c *Call, path string) *Refusa
 	if !Equal(Path(secret[TokenKey], h.Key.Name, h.Key.Namespace), path) {
 		return &Refusal{http.StatusForbidden, ReasonBadAuth, "stale webhook path"}
 	}
-	if err := s.kind.Verify(ctx, c, secret); err != nil {
+	if err := h.kind.Verify(ctx, c, secret); err != nil {
 		return refusal(err, http.StatusForbidden, ReasonBadAuth, "refused")
 	}
 	return nil
@@ -424,8 +437,8 @@ func (s *Server) authenticate(ctx context.Context, c *Call, path string) *Refusa
 
 // accept reads what a verified call is about and queues its work: 202, or
 // 200 when there is nothing to do.
-func (s *Server) accept(w http.ResponseWriter, c *Call) *Refusal {
-	work, err := s.kind.Accept(c)
+func (s *Server) accept(ctx context.Context, w http.ResponseWriter, c *Call) *Refusal {
+	work, err := c.Hook.kind.Accept(ctx, c)
 	if err != nil {
 		return refusal(err, http.StatusBadRequest, ReasonBadPayload, err.Error())
 	}

@@ -30,6 +30,7 @@ var fuzzKinds = []struct{ kind, group, crd string }{
 	{"ImageRepository", "image.toolkit.dev", "charts/image-reflector-controller/files/crds/image.toolkit.dev_imagerepositories.yaml"},
 	{"ImagePolicy", "image.toolkit.dev", "charts/image-reflector-controller/files/crds/image.toolkit.dev_imagepolicies.yaml"},
 	{"ImageWebhook", "image.toolkit.dev", "charts/image-reflector-controller/files/crds/image.toolkit.dev_imagewebhooks.yaml"},
+	{"HealthWebhook", "image.toolkit.dev", "charts/image-reflector-controller/files/crds/image.toolkit.dev_healthwebhooks.yaml"},
 	{"ImageUpdateAutomation", "image.toolkit.dev", "charts/image-automation-controller/files/crds/image.toolkit.dev_imageupdateautomations.yaml"},
 	{"GitWebhook", "image.toolkit.dev", "charts/image-automation-controller/files/crds/image.toolkit.dev_gitwebhooks.yaml"},
 	{"UpdateJob", "update.toolkit.dev", "charts/update-job-controller/files/crds/update.toolkit.dev_updatejobs.yaml"},

@@ -238,6 +238,7 @@ func TestToolVersions(t *testing.T) {
 		{"argocd", "github.com/argoproj/argo-cd/v3", "argocd-tools"},
 		{"flux-controllers", "github.com/fluxcd/kustomize-controller", "flux-tools"},
 		{"flux-controllers", "github.com/fluxcd/source-controller", "flux-tools"},
+		{"notification-controller", "github.com/fluxcd/notification-controller", "flux-tools"},
 		{"flux", "github.com/fluxcd/flux2/v2", "flux-tools"},
 	} {
 		_, gomod := read(t, "hack", "tools", c.tool, "go.mod")

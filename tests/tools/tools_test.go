@@ -257,7 +257,7 @@ func TestRepositoryToolsArePinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node", "argocd", "flux-controllers", "flux", "cosign", "notation"} {
+	for _, tool := range []string{"kube", "etcd", "helm", "kustomize", "gitea", "controller-gen", "node", "argocd", "flux-controllers", "notification-controller", "flux", "cosign", "notation"} {
 		for _, f := range []string{"go.mod", "go.sum", "tool.sh"} {
 			b, err := os.ReadFile(filepath.Join(root, "hack", "tools", tool, f))
 			if err != nil {

@@ -24,6 +24,7 @@ import (
 // policies do (pkg/runtime/healthwatch): watched, never polled, each kind
 // once an automation names it.
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=image.toolkit.dev,resources=healthwebhooks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 
 // rollbackHealthIndex indexes automations by each spec.rollback.healthOf

@@ -109,7 +109,7 @@ func (s *Server) Find(ctx context.Context, path string) (receiver.Hook, bool, er
 
 // Accept implements receiver.Kind: the automations the push is about are
 // found and asked to run after the answer.
-func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
+func (s *Server) Accept(_ context.Context, c *receiver.Call) (receiver.Work, error) {
 	p, err := s.Parse(c)
 	if errors.Is(err, errIgnore) {
 		return nil, nil

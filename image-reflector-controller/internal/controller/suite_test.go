@@ -73,6 +73,13 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 	if err := NewImageWebhookReconciler(mgr.GetClient(), mgr.GetAPIReader(), rec).SetupWithManager(mgr, ctrlOptions()); err != nil {
 		return err
 	}
+	if healthReceiver == "" {
+		// The main manager's: HealthWebhooks and their receiver, as main
+		// serves them beside ImageWebhooks.
+		if err := setupHealthReceiver(mgr, rec); err != nil {
+			return err
+		}
+	}
 	pm := NewPromotionMetrics()
 	reg.MustRegister(pm.Collectors()...)
 	if promotionMetrics == nil {

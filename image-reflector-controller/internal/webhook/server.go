@@ -42,6 +42,9 @@ type Options struct {
 	// (default GoogleCertsURL), for gcr webhooks.
 	GoogleCertsURL string
 	Log            logr.Logger
+	// Kinds are more webhook kinds served on the same address
+	// (receiver.Options.Kinds): the reflector's HealthWebhooks.
+	Kinds []receiver.Kind
 }
 
 // Metrics of the receiver: the shared ones (its requests are scans) and
@@ -103,7 +106,7 @@ func New(c client.Client, byPath Lookup, secrets client.Reader, m *Metrics, o Op
 	}
 	s.Server = receiver.New(s, secrets, m.Metrics, receiver.Options{
 		Addr: o.Addr, Rate: o.Rate, Burst: o.Burst, MaxBody: o.MaxBody, Log: o.Log,
-		Status: c, CallsFlush: o.CallsFlush,
+		Status: c, CallsFlush: o.CallsFlush, Kinds: o.Kinds,
 	})
 	return s
 }
@@ -142,7 +145,7 @@ func SecretKeys(typ string) []string { return senders(nil).SecretKeys(typ) }
 
 // Accept implements receiver.Kind: the repositories the call names,
 // resolved and scheduled after the answer.
-func (s *Server) Accept(c *receiver.Call) (receiver.Work, error) {
+func (s *Server) Accept(_ context.Context, c *receiver.Call) (receiver.Work, error) {
 	targets, err := s.Parse(c)
 	if errors.Is(err, errIgnore) || (err == nil && len(targets) == 0) {
 		return nil, nil

@@ -138,7 +138,8 @@ func (w *Watches) wakeKey(key string) {
 //
 // A reference with kubeConfig is read from that cluster (remote.go); the
 // clusters reader names are kept watched, and those it no longer names
-// stop once no other reader names them.
+// stop once no other reader names them. A reference with webhookRef is
+// read from the HealthWebhook its cluster pushes to (pushed.go).
 func (w *Watches) Read(ctx context.Context, reader types.NamespacedName, refs []imagev1.HealthObjectReference, invalidReason string, retry time.Duration) (_ []health.Object, err error) {
 	namespace := reader.Namespace
 	out := make([]health.Object, 0, len(refs))
@@ -153,6 +154,14 @@ func (w *Watches) Read(ctx context.Context, reader types.NamespacedName, refs []
 			return nil, conditions.Stallf(invalidReason, "healthOf apiVersion %q: %v", ref.APIVersion, err)
 		}
 		gvk := gv.WithKind(ref.Kind)
+		if ref.WebhookRef != nil {
+			o, err := w.readPushed(ctx, ref, gvk, namespace, retry)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, o)
+			continue
+		}
 		if ref.KubeConfig != nil {
 			if err := w.ensureQueue(); err != nil {
 				return nil, err
@@ -209,6 +218,11 @@ func Keys(refs []imagev1.HealthObjectReference, namespace string) []string {
 	for i := range refs {
 		o := &refs[i]
 		gv, _ := schema.ParseGroupVersion(o.APIVersion)
+		if o.WebhookRef != nil {
+			// The HealthWebhook is the watched object.
+			out = append(out, Key(imagev1.GroupVersion.Group, imagev1.HealthWebhookKind, namespace, o.WebhookRef.Name))
+			continue
+		}
 		if o.KubeConfig != nil && o.KubeConfig.SecretRef != nil {
 			out = append(out, remoteKey(remoteVia(namespace, o), gv.Group, o.Kind, orDefault(o.Namespace, namespace), o.Name))
 			continue

@@ -380,6 +380,7 @@ type PromotionSource struct {
 
 // HealthObjectReference names an object whose health a promotion or a
 // rollback reads.
+// +kubebuilder:validation:XValidation:rule="!(has(self.kubeConfig) && has(self.webhookRef))",message="kubeConfig reads the object, webhookRef receives its health: name one"
 type HealthObjectReference struct {
 	// APIVersion of the object, e.g. kustomize.toolkit.fluxcd.io/v1.
 	// +kubebuilder:validation:MinLength=1
@@ -406,6 +407,13 @@ type HealthObjectReference struct {
 	// controller's own cluster.
 	// +optional
 	KubeConfig *meta.KubeConfigReference `json:"kubeConfig,omitempty"`
+	// WebhookRef reads the object's health as its cluster pushes it to the
+	// HealthWebhook of this name in the referrer's namespace (Flux
+	// notification-controller, Argo CD Notifications), for a cluster the
+	// controllers cannot reach; Namespace is then the object's namespace in
+	// that cluster.
+	// +optional
+	WebhookRef *meta.LocalObjectReference `json:"webhookRef,omitempty"`
 }
 
 // HealthStatus is one object's health as last seen.
