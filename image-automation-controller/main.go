@@ -88,6 +88,7 @@ func (a *automation) setup(ctx context.Context, mgr ctrl.Manager, opts app.Optio
 		WatchNamespace:       opts.WatchNamespace,
 		JobHistoryLimit:      a.jobHistoryLimit,
 		HealthRemote:         a.remote,
+		Cloud:                cloud,
 	}
 	if a.webhookAddr != "" {
 		if err := setupWebhooks(ctx, mgr, opts, rec, autos, a.webhookAddr, gitsource.Options{NoCrossNamespaceRefs: a.noCrossNamespaceRefs, ArgoCDNamespace: a.argoCDNamespace}); err != nil {

@@ -70,9 +70,10 @@ const FlagObjectLevelWorkloadIdentity = "object-level-workload-identity"
 // Options configure an Issuer.
 type Options struct {
 	// Client reads ServiceAccounts and creates their tokens
-	// (serviceaccounts get, serviceaccounts/token create). Only used
-	// with ObjectLevelWorkloadIdentity; it should read past any cache, so
-	// that the controller needs no watch on ServiceAccounts.
+	// (serviceaccounts get, serviceaccounts/token create): with
+	// ObjectLevelWorkloadIdentity, and for the controller's own token of
+	// generic clusters. It should read past any cache, so that the
+	// controller needs no watch on ServiceAccounts.
 	Client client.Client
 	// ObjectLevelWorkloadIdentity lets a request's ServiceAccountName
 	// choose the identity.
@@ -386,14 +387,13 @@ func (is *Issuer) gitHubApp(ctx context.Context, req git.ProviderRequest, proxy 
 // reads and token requests go straight to the API server (no cache, so no
 // watch of ServiceAccounts), with its metrics registered in reg.
 func Setup(cfg *rest.Config, scheme *runtime.Scheme, objectLevel bool, subsystem string, reg prometheus.Registerer) (*Issuer, error) {
-	o := Options{ObjectLevelWorkloadIdentity: objectLevel}
-	if objectLevel {
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			return nil, err
-		}
-		o.Client = c
+	// The client also requests the controller's own token for clusters
+	// of the generic provider (kubeConfig.configMapRef).
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
 	}
+	o := Options{ObjectLevelWorkloadIdentity: objectLevel, Client: c}
 	m := NewMetrics(subsystem)
 	if err := reg.Register(m.Tokens); err != nil {
 		return nil, err

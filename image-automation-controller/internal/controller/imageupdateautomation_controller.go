@@ -24,6 +24,7 @@ import (
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/gitsource"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 	"toolkit.dev/image-toolkit/pkg/runtime/events"
@@ -69,9 +70,12 @@ type ImageUpdateAutomationReconciler struct {
 	APIReader client.Reader
 	// HealthRemote are the flags about rollback.healthOf kubeconfigs.
 	HealthRemote healthwatch.RemoteOptions
-	Events       *events.Recorder
-	Metrics      *metrics.Recorder
-	Automation   *AutomationMetrics
+	// Cloud reaches the clusters of rollback.healthOf kubeConfig.configMapRef
+	// references with a cloud identity.
+	Cloud      *cloudauth.Issuer
+	Events     *events.Recorder
+	Metrics    *metrics.Recorder
+	Automation *AutomationMetrics
 	// NoCrossNamespaceRefs refuses sourceRefs to other namespaces.
 	NoCrossNamespaceRefs bool
 	// ArgoCDNamespace is where Argo CD runs, which names override files
@@ -154,7 +158,7 @@ func (r *ImageUpdateAutomationReconciler) SetupWithManager(ctx context.Context, 
 	}
 	r.apps.ctrl, r.apps.handler = c, r.applicationHandler()
 	r.health = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
-		Readers: r.automationsByHealth(), Secrets: r.APIReader, Remote: r.HealthRemote}
+		Readers: r.automationsByHealth(), Secrets: r.APIReader, Remote: r.HealthRemote, Cloud: r.Cloud}
 	return nil
 }
 

@@ -25,6 +25,7 @@ import (
 // once an automation names it.
 // +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=image.toolkit.dev,resources=healthwebhooks,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch
 
 // rollbackHealthIndex indexes automations by each spec.rollback.healthOf

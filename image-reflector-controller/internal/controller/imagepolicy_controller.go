@@ -165,7 +165,7 @@ func (r *ImagePolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.M
 		return err
 	}
 	r.watches = &healthwatch.Watches{Ctrl: c, Cache: mgr.GetCache(), Mapper: mgr.GetRESTMapper(),
-		Readers: policiesByKey(r.promotion.health), Secrets: r.APIReader, Remote: r.HealthRemote}
+		Readers: policiesByKey(r.promotion.health), Secrets: r.APIReader, Remote: r.HealthRemote, Cloud: r.Cloud}
 	return nil
 }
 

@@ -35,7 +35,7 @@ type SecretKeyReference struct {
 
 // KubeConfigReference says how to reach another cluster, in the shape
 // Flux's Kustomization and HelmRelease use (spec.kubeConfig).
-// +kubebuilder:validation:XValidation:rule="has(self.secretRef)",message="kubeConfig needs a secretRef"
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.configMapRef)",message="kubeConfig needs one of secretRef (a kubeconfig) and configMapRef (a cloud identity)"
 type KubeConfigReference struct {
 	// SecretRef is a Secret in the referrer's namespace holding a
 	// kubeconfig under Key: by default "value", else "value.yaml", as Flux
@@ -44,6 +44,15 @@ type KubeConfigReference struct {
 	// refused unless the controller's flags allow it.
 	// +optional
 	SecretRef *SecretKeyReference `json:"secretRef,omitempty"`
+	// ConfigMapRef is a ConfigMap in the referrer's namespace whose keys
+	// say how a cloud identity reaches the cluster, without a Secret, as
+	// Flux 2.6+ reads them: provider (aws, azure, gcp or generic),
+	// cluster (the EKS ARN, AKS resource ID or GKE resource name), address
+	// (the API server; required for generic), ca.crt, audiences (one per
+	// line) and serviceAccountName (whose identity to use, with
+	// --object-level-workload-identity; the controller's own otherwise).
+	// +optional
+	ConfigMapRef *LocalObjectReference `json:"configMapRef,omitempty"`
 }
 
 // NamespacedObjectReference refers to an object, by default in the same

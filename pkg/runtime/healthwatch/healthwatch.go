@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/cloudauth"
 	"toolkit.dev/image-toolkit/pkg/health"
 	"toolkit.dev/image-toolkit/pkg/runtime/conditions"
 )
@@ -45,6 +46,9 @@ type Watches struct {
 	Secrets client.Reader
 	// Remote are the flags about kubeconfigs.
 	Remote RemoteOptions
+	// Cloud reaches the clusters of kubeConfig.configMapRef references
+	// with a cloud identity; nil refuses them.
+	Cloud *cloudauth.Issuer
 
 	mu      sync.Mutex
 	watched map[schema.GroupVersionKind]bool
@@ -223,7 +227,7 @@ func Keys(refs []imagev1.HealthObjectReference, namespace string) []string {
 			out = append(out, Key(imagev1.GroupVersion.Group, imagev1.HealthWebhookKind, namespace, o.WebhookRef.Name))
 			continue
 		}
-		if o.KubeConfig != nil && o.KubeConfig.SecretRef != nil {
+		if o.KubeConfig != nil && (o.KubeConfig.SecretRef != nil || o.KubeConfig.ConfigMapRef != nil) {
 			out = append(out, remoteKey(remoteVia(namespace, o), gv.Group, o.Kind, orDefault(o.Namespace, namespace), o.Name))
 			continue
 		}

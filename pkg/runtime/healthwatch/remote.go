@@ -28,7 +28,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/health"
@@ -132,8 +131,23 @@ func (k *remoteKind) setErr(err error) bool {
 // remoteVia names a Secret reference in a Key: the same object read
 // through two Secrets is two health objects, each the readers of one.
 func remoteVia(namespace string, ref *imagev1.HealthObjectReference) string {
+	if cm := ref.KubeConfig.ConfigMapRef; cm != nil {
+		return namespace + "/configmap:" + cm.Name
+	}
 	s := ref.KubeConfig.SecretRef
 	return namespace + "/" + s.Name + "/" + s.Key
+}
+
+// remoteName is what names the cluster of ref in messages and statuses:
+// its Secret's or ConfigMap's name.
+func remoteName(ref *imagev1.HealthObjectReference) string {
+	if cm := ref.KubeConfig.ConfigMapRef; cm != nil {
+		return cm.Name
+	}
+	if s := ref.KubeConfig.SecretRef; s != nil {
+		return s.Name
+	}
+	return ""
 }
 
 // remoteKey is the Key of an object read through via.
@@ -142,11 +156,17 @@ func remoteKey(via, group, kind, namespace, name string) string {
 }
 
 // kubeConfigFrom reads and checks the kubeconfig of ref, a reader in
-// namespace: the Secret's bytes and the client configuration they make.
-func kubeConfigFrom(ctx context.Context, secrets client.Reader, namespace string, ref *imagev1.HealthObjectReference, opts RemoteOptions) ([]byte, *rest.Config, error) {
+// namespace: what identifies the cluster (the Secret's bytes, or the
+// ConfigMap's data with the namespace whose ServiceAccounts it may name)
+// and the client configuration.
+func (w *Watches) kubeConfigFrom(ctx context.Context, namespace string, ref *imagev1.HealthObjectReference) ([]byte, *rest.Config, error) {
+	if ref.KubeConfig.ConfigMapRef != nil {
+		return w.cloudConfig(ctx, namespace, ref)
+	}
+	secrets, opts := w.Secrets, w.Remote
 	sr := ref.KubeConfig.SecretRef
 	if sr == nil {
-		return nil, nil, conditions.Stallf(imagev1.InvalidPolicyReason, "healthOf %s/%s: kubeConfig needs a secretRef", ref.Kind, ref.Name)
+		return nil, nil, conditions.Stallf(imagev1.InvalidPolicyReason, "healthOf %s/%s: kubeConfig needs a secretRef or a configMapRef", ref.Kind, ref.Name)
 	}
 	key := types.NamespacedName{Namespace: namespace, Name: sr.Name}
 	secret := &corev1.Secret{}
@@ -434,11 +454,11 @@ func trimForHealth(obj any) (any, error) {
 // keeps the cluster's watches while it reports the cluster's failures.
 func (w *Watches) readRemote(ctx context.Context, ref *imagev1.HealthObjectReference, gvk schema.GroupVersionKind, namespace, invalidReason string, retry time.Duration) (health.Object, string, error) {
 	ns := orDefault(ref.Namespace, namespace)
-	name := fmt.Sprintf("%s/%s/%s@%s", ref.Kind, ns, ref.Name, ref.KubeConfig.SecretRef.Name)
+	name := fmt.Sprintf("%s/%s/%s@%s", ref.Kind, ns, ref.Name, remoteName(ref))
 	if w.Secrets == nil {
 		return health.Object{}, "", conditions.Stallf(invalidReason, "healthOf %s: this controller reads no other cluster", name)
 	}
-	data, cfg, err := kubeConfigFrom(ctx, w.Secrets, namespace, ref, w.Remote)
+	data, cfg, err := w.kubeConfigFrom(ctx, namespace, ref)
 	if err != nil {
 		return health.Object{}, "", err
 	}

@@ -96,6 +96,16 @@ func New(charts ...string) (*envtest.Environment, error) {
 		Scheme:                Scheme(),
 	}
 	env.CRDDirectoryPaths = CRDPaths(root, charts...)
+	// The ServiceAccount issuer's discovery names its keys at the
+	// advertised address (jwks_uri), by default the host's own address,
+	// where this loopback API server does not listen: another API server
+	// trusting this one's tokens (Flux's generic provider between
+	// clusters) must read them here. A loopback address needs the
+	// endpoint reconciler off: it writes the kubernetes Service's
+	// endpoints, which no test reads.
+	env.ControlPlane.GetAPIServer().Configure().
+		Set("advertise-address", "127.0.0.1").
+		Set("endpoint-reconciler-type", "none")
 	return env, nil
 }
 
