@@ -93,7 +93,7 @@ func setKustomizationStatus(u *unstructured.Unstructured, ready bool, revision s
 
 // upstreamAutomation creates the dev automation and returns a function
 // that records in its status what a job applied, and where.
-func upstreamAutomation(t *testing.T, ns, name string) func(policy string, img meta.ImageRef, revision string) {
+func upstreamAutomation(t testing.TB, ns, name string) func(policy string, img meta.ImageRef, revision string) {
 	t.Helper()
 	a := &imagev1.ImageUpdateAutomation{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

@@ -28,7 +28,7 @@ type devCluster struct {
 	*testenv.Env
 }
 
-func startDevCluster(t *testing.T) *devCluster {
+func startDevCluster(t testing.TB) *devCluster {
 	t.Helper()
 	e, err := testenv.Start()
 	if err != nil {
@@ -44,7 +44,7 @@ func startDevCluster(t *testing.T) *devCluster {
 }
 
 // kubeconfig is a kubeconfig of a user of the dev cluster in groups.
-func (d *devCluster) kubeconfig(t *testing.T, user string, groups ...string) []byte {
+func (d *devCluster) kubeconfig(t testing.TB, user string, groups ...string) []byte {
 	t.Helper()
 	u, err := d.AddUser(envtest.User{Name: user, Groups: groups}, nil)
 	if err != nil {
@@ -59,7 +59,7 @@ func (d *devCluster) kubeconfig(t *testing.T, user string, groups ...string) []b
 
 // kustomization creates a Kustomization in the dev cluster and returns
 // what writes its status, as kustomize-controller does there.
-func (d *devCluster) kustomization(t *testing.T, ns, name string) func(ready bool, revision string) {
+func (d *devCluster) kustomization(t testing.TB, ns, name string) func(ready bool, revision string) {
 	t.Helper()
 	ctx := context.Background()
 	if err := d.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

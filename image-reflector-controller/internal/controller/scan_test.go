@@ -29,7 +29,7 @@ const waitFor = 20 * time.Second
 
 // readyOrReason waits until obj's Ready condition has the reason (Succeeded
 // for ready) for its current generation, and returns the condition.
-func waitReason(t *testing.T, obj client.Object, reason string) *metav1.Condition {
+func waitReason(t testing.TB, obj client.Object, reason string) *metav1.Condition {
 	t.Helper()
 	var cond *metav1.Condition
 	testenv.Eventually(t, waitFor, func() (bool, error) {
@@ -43,7 +43,7 @@ func waitReason(t *testing.T, obj client.Object, reason string) *metav1.Conditio
 	return cond
 }
 
-func create(t *testing.T, objs ...client.Object) {
+func create(t testing.TB, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
 		if err := env.Client.Create(context.Background(), o); err != nil {

@@ -103,7 +103,7 @@ func setupReconcilers(mgr ctrl.Manager, dir string) error {
 // in a cluster: a later test that measures idleness then meets no earlier
 // test's scans on their intervals, minimum-age timers or verification
 // retries (CI: "1 ImagePolicy reconciles in 10s of idleness").
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns := env.Namespace(t)
 	t.Cleanup(func() {
