@@ -43,10 +43,11 @@ import (
 // cannot tell which the code needs.
 var unusedGrants = map[string]map[string]string{
 	"image-reflector-controller": {
-		"/serviceaccounts/token:create":                         "cloud workload identity of an ImageRepository's serviceAccountName (--object-level-workload-identity)",
+		"/serviceaccounts/token:create":                         "cloud workload identity of an ImageRepository's serviceAccountName (--object-level-workload-identity), and of a generic kubeConfig.configMapRef",
 		"/events:patch":                                         "a repeated event is patched (its count), core events API",
 		"events.k8s.io/events:patch":                            "a repeated event is patched (its series)",
 		"image.toolkit.dev/imagerepositories/finalizers:update": "setting the finalizer where the API server enforces OwnerReferencesPermissionEnforcement",
+		"image.toolkit.dev/healthwebhooks/status:patch":         "a HealthWebhook's path, and the health another cluster pushes to it (tests/e2e TestChainPromotionReadsHealthPushedByFluxNotificationController)",
 	},
 	"image-automation-controller": {
 		"/serviceaccounts/token:create":                              "cloud workload identity of a repository's serviceAccountName",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -44,7 +47,8 @@ import (
 // digest too) and its automation writes apps/dev, which Flux applies;
 // prod promotes what dev's Kustomization ran healthy for the soak, and its
 // automation writes apps/prod. Formatted with the registry's repository,
-// the soak, the fleet's URL and the Flux namespace.
+// the soak, the fleet's URL, the Flux namespace and what the healthOf
+// entries add to name another cluster (nothing, or a kubeConfig).
 const promotionObjects = `apiVersion: image.toolkit.dev/v1beta1
 kind: ImageRepository
 metadata: {name: app, namespace: promo}
@@ -70,7 +74,7 @@ spec:
     promotion:
       from: {automation: dev}
       healthOf:
-      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev, namespace: %[4]s}
+      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev, namespace: %[4]s%[5]s}
       soak: %[2]s
 ---
 apiVersion: image.toolkit.dev/v1beta1
@@ -87,7 +91,7 @@ spec:
   policySelector: {matchLabels: {stage: dev}}
   rollback:
     healthOf:
-    - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev, namespace: %[4]s}
+    - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev, namespace: %[4]s%[5]s}
     window: 5m
 ---
 apiVersion: image.toolkit.dev/v1beta1
@@ -128,7 +132,19 @@ func markedDeployment(image, policy string) string {
 //     value (status.holds, no commit over it), Flux runs it, prod does
 //     not follow; a newer release ends the hold and reaches prod after
 //     the soak.
-func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
+func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) { fluxPromotion(t, false) }
+
+// The same chain across two clusters, as most teams run it: the real node
+// is dev's cluster, where Flux applies apps/dev, and a second control
+// plane (envtest) is the management cluster where our controllers run,
+// with no Flux and no Kustomization. Prod's promotion and dev's rollback
+// read dev's Kustomization through a kubeconfig Secret of dev's cluster
+// (healthOf[].kubeConfig.secretRef), watched: the prod commit lands after
+// the soak with dev's digest, the broken release never reaches prod and
+// its revert lands, the hand rollback is held.
+func TestFluxPromotionFromAnotherCluster(t *testing.T) { fluxPromotion(t, true) }
+
+func fluxPromotion(t *testing.T, twoClusters bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const (
@@ -151,18 +167,14 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 	// InstallCRDs logs through controller-runtime's logger, which warns
 	// with a stack trace when nothing set it.
 	ctrllog.SetLogger(logr.Discard())
-	if _, err := envtest.InstallCRDs(cl.RESTConfig(), envtest.CRDInstallOptions{
-		Paths: testenv.CRDPaths(cl.Root(), testenv.AllCharts...), ErrorIfPathMissing: true}); err != nil {
-		t.Fatal(err)
-	}
 	dyn, err := dynamic.NewForConfig(cl.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cl.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Where our controllers run and their objects live: the node's
+	// cluster, or the management cluster.
+	mgmt := managementCluster(ctx, t, twoClusters, ns)
+	c := mgmt.client
 
 	// The releases: busybox sleeping (1.0.0, 1.1.0, each its own digest)
 	// and the crash image (1.2.0).
@@ -244,7 +256,7 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 	}
 	until(2*time.Minute, health.Healthy, first)
 
-	lc := &localenv.Cluster{Root: cl.Root(), Dir: t.TempDir(), Kubeconfig: cl.Kubeconfig()}
+	lc := &localenv.Cluster{Root: cl.Root(), Dir: t.TempDir(), Kubeconfig: mgmt.kubeconfig}
 	bin := localenv.BinDir(cl.Root())
 	for _, name := range localenv.Controllers {
 		p, err := lc.StartController(ctx, bin, name)
@@ -260,7 +272,7 @@ func TestFluxPromotionFollowsWhatRanHealthy(t *testing.T) {
 			}
 		})
 	}
-	kubectl(t, fmt.Sprintf(promotionObjects, repo, soak, git.RepoURL("fleet"), fluxNS), "apply", "-f", "-")
+	mgmt.apply(t, fmt.Sprintf(promotionObjects, repo, soak, git.RepoURL("fleet"), fluxNS, mgmt.healthVia))
 
 	dev, prod := &imagev1.ImagePolicy{}, &imagev1.ImagePolicy{}
 	dev.Name, dev.Namespace = "app-dev", ns
@@ -467,4 +479,71 @@ func deleteFluxObjects(t *testing.T, dyn dynamic.Interface, namespace string) {
 			time.Sleep(250 * time.Millisecond)
 		}
 	}
+}
+
+// management is where a promotion test's controllers run and its objects
+// live.
+type management struct {
+	client     client.Client
+	kubeconfig string
+	// healthVia is what the healthOf entries add to reach dev's
+	// Kustomization from here.
+	healthVia string
+	apply     func(t *testing.T, yaml string)
+}
+
+// managementCluster is the node's own cluster (one cluster: the
+// Kustomization is local), or a new control plane holding namespace ns
+// and a Secret dev-kubeconfig with the node cluster's kubeconfig, its
+// files inlined as a Secret's kubeconfig must have them.
+func managementCluster(ctx context.Context, t *testing.T, twoClusters bool, ns string) management {
+	t.Helper()
+	if !twoClusters {
+		if _, err := envtest.InstallCRDs(cl.RESTConfig(), envtest.CRDInstallOptions{
+			Paths: testenv.CRDPaths(cl.Root(), testenv.AllCharts...), ErrorIfPathMissing: true}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.New(cl.RESTConfig(), client.Options{Scheme: testenv.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return management{client: c, kubeconfig: cl.Kubeconfig(), apply: func(t *testing.T, yaml string) { kubectl(t, yaml, "apply", "-f", "-") }}
+	}
+	env, err := testenv.Start(testenv.AllCharts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	path := filepath.Join(t.TempDir(), "management.kubeconfig")
+	if err := testenv.WriteKubeconfig(path, env.Config, ""); err != nil {
+		t.Fatal(err)
+	}
+	dev, err := clientcmd.LoadFromFile(cl.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmdapi.FlattenConfig(dev); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := clientcmd.Write(*dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dev-kubeconfig"},
+		Data: map[string][]byte{"value": kc}}); err != nil {
+		t.Fatal(err)
+	}
+	kubectlBin := filepath.Join(cl.Root(), "bin", "testenv", "kubectl")
+	return management{client: env.Client, kubeconfig: path, healthVia: ", kubeConfig: {secretRef: {name: dev-kubeconfig}}",
+		apply: func(t *testing.T, yaml string) {
+			t.Helper()
+			cmd := exec.CommandContext(ctx, kubectlBin, "--kubeconfig", path, "apply", "-f", "-")
+			cmd.Stdin = strings.NewReader(yaml)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("kubectl apply to the management cluster: %v\n%s", err, out)
+			}
+		}}
 }

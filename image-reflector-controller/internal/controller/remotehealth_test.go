@@ -211,6 +211,12 @@ func TestRemoteHealthFailuresAreReasonsNeverPromotions(t *testing.T) {
 			cluster(kc).Server = "https://127.0.0.1:1"
 		}), reason: imagev1.UpstreamNotHealthyReason, says: "is Unknown (RemoteClusterUnreachable: "},
 		{name: "no-access", secret: dev.kubeconfig(t, "stranger"), reason: conditions.AccessDeniedReason, says: `"stranger" cannot list resource "kustomizations"`},
+		// An expired (or revoked) token: the server answers 401 as for
+		// any token it no longer accepts.
+		{name: "expired-token", secret: edit(func(kc *clientcmdapi.Config) {
+			u := user(kc)
+			u.ClientCertificateData, u.ClientKeyData, u.Token = nil, nil, "eyJhbGciOiJSUzI1NiJ9.expired.token"
+		}), reason: conditions.AccessDeniedReason, says: "the server has asked for the client to provide credentials"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
