@@ -40,18 +40,7 @@ func BenchmarkPromotionLatency(b *testing.B) {
 		var lat, over []time.Duration
 		for i := range 10 {
 			tag := fmt.Sprintf("6.4.%d", i)
-			head := env.Head("main")
-			if err := env.PushTag(ctx, tag); err != nil {
-				b.Fatal(err)
-			}
-			if err := env.RequestReconcile(ctx, repo); err != nil {
-				b.Fatal(err)
-			}
-			devCommit := waitBranch(ctx, b, env, head, "clusters/prod/podinfo.yaml", chain.Image+":"+tag+" ")
-			testenv.Eventually(b, time.Minute, func() (bool, error) {
-				err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet)
-				return strings.HasSuffix(fleet.Status.AppliedRevision, devCommit), err
-			})
+			devCommit := releaseToDev(ctx, b, env, c, fleet, repo, tag)
 			start := time.Now()
 			if err := chain.SetKustomization(ctx, c, "default", "apps-dev", true, fleet.Status.AppliedRevision); err != nil {
 				b.Fatal(err)
@@ -168,6 +157,25 @@ spec:
 	ks := chain.Kustomization("default", "apps-dev")
 	testenv.Eventually(b, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
 	return env, c, stop
+}
+
+// releaseToDev pushes tag, scans the repository at once, and waits for
+// dev's commit of it and for the automation fleet to record it applied;
+// it returns dev's commit.
+func releaseToDev(ctx context.Context, b *testing.B, env *chain.Env, c client.Client, fleet *imagev1.ImageUpdateAutomation, repo *imagev1.ImageRepository, tag string) string {
+	head := env.Head("main")
+	if err := env.PushTag(ctx, tag); err != nil {
+		b.Fatal(err)
+	}
+	if err := env.RequestReconcile(ctx, repo); err != nil {
+		b.Fatal(err)
+	}
+	devCommit := waitBranch(ctx, b, env, head, "clusters/prod/podinfo.yaml", chain.Image+":"+tag+" ")
+	testenv.Eventually(b, time.Minute, func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet)
+		return strings.HasSuffix(fleet.Status.AppliedRevision, devCommit), err
+	})
+	return devCommit
 }
 
 // waitBranch waits until main moved from head and its file holds want,

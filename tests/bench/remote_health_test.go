@@ -79,23 +79,10 @@ func startRemoteChain(ctx context.Context, b *testing.B, mode string, extra int)
 			b.Fatal(err)
 		}
 	case "pushed":
-		ref = "{apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, namespace: flux-system, name: apps-dev, webhookRef: {name: dev}}"
-		access = `---
-apiVersion: v1
-kind: Secret
-metadata: {name: dev-health-token}
-stringData: {token: ` + remoteHMACKey + `}
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: HealthWebhook
-metadata: {name: dev}
-spec:
-  type: flux-hmac
-  secretRef: {name: dev-health-token}
-`
+		ref = strings.TrimSuffix(strings.TrimPrefix(chain.PushedHealthRef, "      - "), "\n")
+		access = chain.HealthWebhookObjects(remoteHMACKey)
 	}
-	objects := strings.Replace(fmt.Sprintf(chain.PromotionObjects, "0s", env.RepoURL),
-		"      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}\n", "      - "+ref+"\n", 1)
+	objects := strings.Replace(fmt.Sprintf(chain.PromotionObjects, "0s", env.RepoURL), chain.LocalHealthRef, "      - "+ref+"\n", 1)
 	for i := range extra {
 		objects += fmt.Sprintf(`---
 apiVersion: image.toolkit.dev/v1beta1
@@ -175,18 +162,7 @@ func BenchmarkRemotePromotionLatency(b *testing.B) {
 				var lat []time.Duration
 				for i := range 10 {
 					tag := fmt.Sprintf("6.4.%d", i)
-					head := env.Head("main")
-					if err := env.PushTag(ctx, tag); err != nil {
-						b.Fatal(err)
-					}
-					if err := env.RequestReconcile(ctx, repo); err != nil {
-						b.Fatal(err)
-					}
-					devCommit := waitBranch(ctx, b, env, head, "clusters/prod/podinfo.yaml", chain.Image+":"+tag+" ")
-					testenv.Eventually(b, time.Minute, func() (bool, error) {
-						err := c.Get(ctx, client.ObjectKeyFromObject(fleet), fleet)
-						return strings.HasSuffix(fleet.Status.AppliedRevision, devCommit), err
-					})
+					devCommit := releaseToDev(ctx, b, env, c, fleet, repo, tag)
 					start := time.Now()
 					rc.healthy(ctx, b, fleet.Status.AppliedRevision)
 					waitBranch(ctx, b, env, devCommit, chain.LivePath, chain.Image+":"+tag+" ")

@@ -51,24 +51,11 @@ func TestChainPromotionReadsHealthPushedByFluxNotificationController(t *testing.
 	}
 	const hmacKey = "dev-pushes-with-this-key"
 	objects := fmt.Sprintf(chain.PromotionObjects, "0s", env.RepoURL)
-	pushed := strings.Replace(objects, "      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}\n",
-		"      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, namespace: flux-system, name: apps-dev, webhookRef: {name: dev}}\n", 1)
+	pushed := strings.Replace(objects, chain.LocalHealthRef, chain.PushedHealthRef, 1)
 	if pushed == objects {
 		t.Fatal("chain.PromotionObjects no longer names apps-dev as this test expects")
 	}
-	hook := `---
-apiVersion: v1
-kind: Secret
-metadata: {name: dev-health-token}
-stringData: {token: ` + hmacKey + `}
----
-apiVersion: image.toolkit.dev/v1beta1
-kind: HealthWebhook
-metadata: {name: dev}
-spec:
-  type: flux-hmac
-  secretRef: {name: dev-health-token}
-`
+	hook := chain.HealthWebhookObjects(hmacKey)
 	start := env.Head("main")
 	if err := env.Apply(ctx, samples+"\n---\n"+pushed+hook); err != nil {
 		t.Fatal(err)

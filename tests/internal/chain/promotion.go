@@ -131,3 +131,30 @@ func SetKustomization(ctx context.Context, c client.Client, namespace, name stri
 	ks.Object["status"] = st
 	return c.Status().Update(ctx, ks)
 }
+
+// LocalHealthRef is PromotionObjects' healthOf entry, apps-dev in the
+// controllers' cluster; PushedHealthRef is the entry to put in its place
+// for dev's health pushed to the HealthWebhook "dev" (HealthWebhookObjects).
+const (
+	LocalHealthRef  = "      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}\n"
+	PushedHealthRef = "      - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, namespace: flux-system, name: apps-dev, webhookRef: {name: dev}}\n"
+)
+
+// HealthWebhookObjects are the HealthWebhook "dev" of type flux-hmac and
+// its Secret dev-health-token holding key, as docs/policies.md sets them
+// up, to apply after PromotionObjects.
+func HealthWebhookObjects(key string) string {
+	return `---
+apiVersion: v1
+kind: Secret
+metadata: {name: dev-health-token}
+stringData: {token: ` + key + `}
+---
+apiVersion: image.toolkit.dev/v1beta1
+kind: HealthWebhook
+metadata: {name: dev}
+spec:
+  type: flux-hmac
+  secretRef: {name: dev-health-token}
+`
+}
