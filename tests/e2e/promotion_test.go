@@ -146,14 +146,7 @@ func TestChainPromotionWaitsForApproval(t *testing.T) {
 	if withDigests == samples {
 		t.Fatal("the sample ImagePolicy podinfo no longer reads as this test expects")
 	}
-	start := env.Head("main")
-	if err := env.Apply(ctx, withDigests+"\n---\n"+objects); err != nil {
-		t.Fatal(err)
-	}
-	c := env.Cluster.Client
-	ks := chain.Kustomization("default", "apps-dev")
-	testenv.Eventually(t, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
-	devCommit := waitHead(t, env, "main", start)
+	c, ks, devCommit := applyWithDev(ctx, t, env, withDigests+"\n---\n"+objects)
 	fleet := &imagev1.ImageUpdateAutomation{}
 	fleet.Name, fleet.Namespace = "fleet", "default"
 	waitAutomation(t, env, fleet, func() bool { return fleet.Status.AppliedRevision != "" })
@@ -256,14 +249,7 @@ spec:
       - {apiVersion: kustomize.toolkit.fluxcd.io/v1, kind: Kustomization, name: apps-dev}
       approval: Required
 `
-	start := env.Head("main")
-	if err := env.Apply(ctx, samples+"\n---\n"+objects); err != nil {
-		t.Fatal(err)
-	}
-	c := env.Cluster.Client
-	ks := chain.Kustomization("default", "apps-dev")
-	testenv.Eventually(t, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
-	devCommit := waitHead(t, env, "main", start)
+	c, ks, devCommit := applyWithDev(ctx, t, env, samples+"\n---\n"+objects)
 	fleet := &imagev1.ImageUpdateAutomation{}
 	fleet.Name, fleet.Namespace = "fleet", "default"
 	waitAutomation(t, env, fleet, func() bool {
@@ -303,4 +289,18 @@ spec:
 			t.Errorf("prod's first commit %s lacks %q: the group did not move in one commit:\n%s", prodCommit, want, show)
 		}
 	}
+}
+
+// applyWithDev applies objects, then dev's stand-in Kustomization once its
+// CRD (in chain.PromotionObjects) is served, and waits for dev's commit.
+func applyWithDev(ctx context.Context, t *testing.T, env *chain.Env, objects string) (client.Client, *unstructured.Unstructured, string) {
+	t.Helper()
+	start := env.Head("main")
+	if err := env.Apply(ctx, objects); err != nil {
+		t.Fatal(err)
+	}
+	c := env.Cluster.Client
+	ks := chain.Kustomization("default", "apps-dev")
+	testenv.Eventually(t, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
+	return c, ks, waitHead(t, env, "main", start)
 }
