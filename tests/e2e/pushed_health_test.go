@@ -27,11 +27,13 @@ import (
 // notification-controller (built from its pinned module), with the
 // Secret, Provider (generic-hmac) and Alert of docs/policies.md pointing
 // at the reflector's HealthWebhook; the management cluster holds no
-// kubeconfig of dev. Events are posted to notification-controller as
-// kustomize-controller's event recorder posts them (fluxcd/pkg/runtime's
-// recorder: an eventv1.Event to --events-addr). Dev's failed health check
-// keeps prod where it is; dev's success event at the commit dev's
-// automation made promotes that image, and prod's commit lands.
+// kubeconfig of dev. A failed health check, posted to
+// notification-controller as kustomize-controller's event recorder posts
+// it (fluxcd/pkg/runtime's recorder: an eventv1.Event to --events-addr),
+// keeps prod where it is; then dev's real source-controller and
+// kustomize-controller apply dev's commit, kustomize-controller's own
+// success event reaches the HealthWebhook through notification-controller,
+// and prod's commit of that image lands.
 func TestChainPromotionReadsHealthPushedByFluxNotificationController(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -39,10 +41,15 @@ func TestChainPromotionReadsHealthPushedByFluxNotificationController(t *testing.
 	}
 	bin := filepath.Join(root, "bin", "notification-controller")
 	testenv.NeedTool(t, filepath.Join(bin, testflux.NotificationController), "flux-tools")
+	testenv.NeedTool(t, filepath.Join(root, "bin", "flux-controllers", testflux.KustomizeController), "flux-tools")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	env, _ := startChain(ctx, t, []string{"6.3.0", "6.4.0"}, chain.Options{})
-	if _, err := env.Commit(map[string]string{chain.LivePath: chain.LiveManifest(env.RegistryHost)}, "prod runs 6.3.0"); err != nil {
+	// Dev's path as Flux applies it: the chain's stand-in Deployment,
+	// given the selector a real one has.
+	if _, err := env.Commit(map[string]string{chain.LivePath: chain.LiveManifest(env.RegistryHost),
+		"clusters/prod/kustomization.yaml": "resources: [podinfo.yaml]\nlabels:\n- pairs: {app: podinfo}\n  includeSelectors: true\n  includeTemplates: true\n",
+	}, "prod runs 6.3.0; dev's path as Flux applies it"); err != nil {
 		t.Fatal(err)
 	}
 	samples, err := env.Samples(root)
@@ -148,7 +155,34 @@ func TestChainPromotionReadsHealthPushedByFluxNotificationController(t *testing.
 		t.Fatalf("prod moved while dev's health check failed: latestRef %v, head %s", prod.Status.LatestRef, env.Head("main"))
 	}
 
-	emit("info", "ReconciliationSucceeded", "Reconciliation finished in 1.2s, next run in 10m0s")
+	// Now dev's real Flux applies dev's commit: source-controller fetches
+	// the fleet, kustomize-controller applies clusters/prod (dev's path in
+	// this chain) and posts its success event to notification-controller,
+	// which forwards it here.
+	flux := testflux.Start(t, testflux.Options{Bin: filepath.Join(root, "bin", "flux-controllers"), Config: dev.Config, EventsURL: nc.EventsURL})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(flux.Diagnose())
+		}
+	})
+	gitUser, gitPassword := env.GitCredentials()
+	if err := dev.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "fleet-auth"},
+		StringData: map[string]string{"username": gitUser, "password": gitPassword}}); err != nil {
+		t.Fatal(err)
+	}
+	repo := testflux.GitRepository("flux-system", "fleet", env.RepoURL, "main", 2*time.Second)
+	_ = unstructured.SetNestedField(repo.Object, "fleet-auth", "spec", "secretRef", "name")
+	ks := testflux.Kustomization("flux-system", "apps-dev", "fleet", "./clusters/prod", "apps", time.Minute, 30*time.Second)
+	// envtest runs no Deployment controller: the health is the apply's.
+	_ = unstructured.SetNestedField(ks.Object, false, "spec", "wait")
+	for _, u := range []*unstructured.Unstructured{repo, ks} {
+		if err := dev.Client.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
 	recorded("Healthy")
 	waitPolicyReason(ctx, t, c, prod, "Succeeded")
 	if got, want := prod.Status.LatestRef, fleet.Status.ObservedPolicies["podinfo"]; got == nil || *got != want {

@@ -80,6 +80,9 @@ type Options struct {
 	// default namespace); "flux-system" when empty. Start does not create
 	// it: the controllers watch every namespace.
 	Namespace string
+	// EventsURL, when set, is where the controllers post their events
+	// (--events-addr): a notification-controller's (StartNotification).
+	EventsURL string
 	// Dir holds the logs, the kubeconfig and source-controller's artifact
 	// storage. When empty, a new temporary directory, removed after a test
 	// that passed and kept (and named) after one that failed.
@@ -164,7 +167,7 @@ func start(o Options) (*Flux, error) {
 	// test package running at once may take it in between. Such a start is
 	// tried again with new ports.
 	for attempt := 1; ; attempt++ {
-		err := f.launch(ctx, o.Bin, storage, env)
+		err := f.launch(ctx, o.Bin, storage, env, o.EventsURL)
 		if err == nil || attempt == 3 || !f.logsSay("address already in use") {
 			return f, err
 		}
@@ -175,13 +178,16 @@ func start(o Options) (*Flux, error) {
 
 // launch starts both controllers on fresh ports and waits until they are
 // ready.
-func (f *Flux) launch(ctx context.Context, bin, storage string, env []string) error {
+func (f *Flux) launch(ctx context.Context, bin, storage string, env []string, events string) error {
 	ports, err := testenv.FreePorts(5)
 	if err != nil {
 		return err
 	}
 	addr := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
 	common := []string{"--log-encoding=console", "--log-level=debug", "--enable-leader-election=false"}
+	if events != "" {
+		common = append(common, "--events-addr="+events)
+	}
 	// The artifact server advertises the loopback address it listens on:
 	// kustomize-controller runs on the same host.
 	if err := f.run(SourceController, bin, env, append(common, "--storage-path="+storage,
