@@ -5,14 +5,17 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	imagev1 "toolkit.dev/image-toolkit/pkg/apis/image/v1beta1"
 	"toolkit.dev/image-toolkit/pkg/apis/meta"
 	updatev1 "toolkit.dev/image-toolkit/pkg/apis/update/v1beta1"
+	"toolkit.dev/image-toolkit/pkg/health"
 	"toolkit.dev/image-toolkit/pkg/testing/testenv"
 	"toolkit.dev/image-toolkit/pkg/testing/testgit"
 )
@@ -153,6 +156,58 @@ func TestRollbackIsWatchedNotPolled(t *testing.T) {
 
 	// Watched: a failure is seen without a request to reconcile.
 	setReady("False", "HealthCheckFailed")
+	waitAutomation(t, a, "the rollback", func(a *imagev1.ImageUpdateAutomation) bool {
+		return a.Status.Rollback.Reason == imagev1.RolledBackReason && len(a.Status.Holds) == 1 &&
+			a.Status.Holds[0].Value == "ghcr.io/org/app:1.0.0"
+	})
+}
+
+// spec.rollback reads health pushed from a cluster it cannot reach
+// (healthOf[].webhookRef): the HealthWebhook's status.objects, as the
+// reflector's receiver records Flux's events there (pkg/health.Record),
+// woken by the watch on the HealthWebhook. Healthy at the commit, the
+// automation watches; the failure pushed afterwards reverts it at once.
+func TestRollbackReadsHealthPushedToAHealthWebhook(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testgit.Options{})
+	f.policy("app", nil, "1.1.0")
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "dev-health-token"}, Data: map[string][]byte{"token": []byte("k")}})
+	wh := &imagev1.HealthWebhook{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "dev"},
+		Spec: imagev1.HealthWebhookSpec{Type: imagev1.HealthFluxHMAC, SecretRef: meta.LocalObjectReference{Name: "dev-health-token"}}}
+	create(t, wh)
+	a := f.automation("fleet", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.Rollback = &imagev1.RollbackSpec{Window: metav1.Duration{Duration: 10 * time.Minute},
+			HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization",
+				Namespace: "flux-system", Name: "apps", WebhookRef: &meta.LocalObjectReference{Name: "dev"}}}}
+	})
+	first := f.head()
+	job := waitJobs(t, f.ns, 1)[0]
+	pushed := f.work.Commit("update images", map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
+	f.work.Push()
+	finish(t, &job, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
+		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = first, pushed, []string{"refs/heads/main"}
+		j.Status.Result = &updatev1.UpdateResult{Files: []meta.FileResult{{Path: "apps/app.yaml", Objects: []meta.ObjectResult{{
+			Changes: []meta.Change{{Setter: f.ns + ":app", OldValue: "ghcr.io/org/app:1.0.0", NewValue: "ghcr.io/org/app:1.1.0"}}}}}}}
+	})
+	push := func(state health.State, reason string) {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(wh), wh); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		wh.Status.Objects, _ = health.Record(wh.Status.Objects, health.Push{Group: "kustomize.toolkit.fluxcd.io", Kind: "Kustomization",
+			Namespace: "flux-system", Name: "apps", At: now,
+			Health: health.Health{State: state, Revision: "main@sha1:" + pushed, Reason: reason, Since: now}})
+		if err := env.Client.Status().Update(ctx, wh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push(health.Healthy, "ReconciliationSucceeded")
+	waitAutomation(t, a, "the commit reached dev's pushed Kustomization", func(a *imagev1.ImageUpdateAutomation) bool {
+		rb := a.Status.Rollback
+		return rb != nil && rb.ReachedAt != nil && rb.Reason == imagev1.RollbackWatchingReason
+	})
+	push(health.Degraded, "HealthCheckFailed")
 	waitAutomation(t, a, "the rollback", func(a *imagev1.ImageUpdateAutomation) bool {
 		return a.Status.Rollback.Reason == imagev1.RolledBackReason && len(a.Status.Holds) == 1 &&
 			a.Status.Holds[0].Value == "ghcr.io/org/app:1.0.0"
