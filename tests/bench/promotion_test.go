@@ -82,19 +82,7 @@ func BenchmarkPromotionIdleRequests(b *testing.B) {
 			b.Fatal(err)
 		}
 		// Every policy promoted; then nothing changes.
-		testenv.Eventually(b, 2*time.Minute, func() (bool, error) {
-			l := &imagev1.ImagePolicyList{}
-			if err := c.List(ctx, l, client.InNamespace("default")); err != nil {
-				return false, err
-			}
-			n := 0
-			for _, p := range l.Items {
-				if p.Spec.Policy.Promotion != nil && p.Status.LatestRef != nil {
-					n++
-				}
-			}
-			return n == policies, nil
-		})
+		waitPromoted(ctx, b, c, policies, 2*time.Minute)
 		time.Sleep(5 * time.Second) // the status writes of the last promotions land
 		reflector := env.Procs["image-reflector-controller"]
 		b.ResetTimer()
@@ -157,6 +145,24 @@ spec:
 	ks := chain.Kustomization("default", "apps-dev")
 	testenv.Eventually(b, time.Minute, func() (bool, error) { return c.Create(ctx, ks) == nil, nil })
 	return env, c, stop
+}
+
+// waitPromoted waits until n promotion policies of namespace default have
+// promoted.
+func waitPromoted(ctx context.Context, b *testing.B, c client.Client, n int, timeout time.Duration) {
+	testenv.Eventually(b, timeout, func() (bool, error) {
+		l := &imagev1.ImagePolicyList{}
+		if err := c.List(ctx, l, client.InNamespace("default")); err != nil {
+			return false, err
+		}
+		promoted := 0
+		for _, p := range l.Items {
+			if p.Spec.Policy.Promotion != nil && p.Status.LatestRef != nil {
+				promoted++
+			}
+		}
+		return promoted == n, nil
+	})
 }
 
 // releaseToDev pushes tag, scans the repository at once, and waits for

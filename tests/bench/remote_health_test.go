@@ -197,19 +197,7 @@ func BenchmarkRemoteHealthIdleRequests(b *testing.B) {
 			return fleet.Status.AppliedRevision != "", err
 		})
 		rc.healthy(ctx, b, fleet.Status.AppliedRevision)
-		testenv.Eventually(b, 5*time.Minute, func() (bool, error) {
-			l := &imagev1.ImagePolicyList{}
-			if err := c.List(ctx, l, client.InNamespace("default")); err != nil {
-				return false, err
-			}
-			n := 0
-			for _, p := range l.Items {
-				if p.Spec.Policy.Promotion != nil && p.Status.LatestRef != nil {
-					n++
-				}
-			}
-			return n == policies, nil
-		})
+		waitPromoted(ctx, b, c, policies, 5*time.Minute)
 		time.Sleep(5 * time.Second)
 		b.ResetTimer()
 		before, err := testenv.APIRequests(ctx, rc.dev.Config, "kustomizations")

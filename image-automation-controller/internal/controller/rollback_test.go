@@ -98,20 +98,7 @@ func TestRollbackIsWatchedNotPolled(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, testgit.Options{})
-	f.policy("app", nil, "1.1.0")
-	a := f.automation("fleet", func(a *imagev1.ImageUpdateAutomation) {
-		a.Spec.Rollback = &imagev1.RollbackSpec{Window: metav1.Duration{Duration: 10 * time.Minute},
-			HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps"}}}
-	})
-	first := f.head()
-	job := waitJobs(t, f.ns, 1)[0]
-	pushed := f.work.Commit("update images", map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
-	f.work.Push()
-	finish(t, &job, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
-		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = first, pushed, []string{"refs/heads/main"}
-		j.Status.Result = &updatev1.UpdateResult{Files: []meta.FileResult{{Path: "apps/app.yaml", Objects: []meta.ObjectResult{{
-			Changes: []meta.Change{{Setter: f.ns + ":app", OldValue: "ghcr.io/org/app:1.0.0", NewValue: "ghcr.io/org/app:1.1.0"}}}}}}}
-	})
+	a, pushed := f.rolloutWatchedBy(t, imagev1.HealthObjectReference{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization", Name: "apps"})
 	// The Kustomization applied the commit and is healthy, as
 	// kustomize-controller writes it.
 	ks := &unstructured.Unstructured{}
@@ -170,25 +157,12 @@ func TestRollbackIsWatchedNotPolled(t *testing.T) {
 func TestRollbackReadsHealthPushedToAHealthWebhook(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, testgit.Options{})
-	f.policy("app", nil, "1.1.0")
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "dev-health-token"}, Data: map[string][]byte{"token": []byte("k")}})
 	wh := &imagev1.HealthWebhook{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "dev"},
 		Spec: imagev1.HealthWebhookSpec{Type: imagev1.HealthFluxHMAC, SecretRef: meta.LocalObjectReference{Name: "dev-health-token"}}}
 	create(t, wh)
-	a := f.automation("fleet", func(a *imagev1.ImageUpdateAutomation) {
-		a.Spec.Rollback = &imagev1.RollbackSpec{Window: metav1.Duration{Duration: 10 * time.Minute},
-			HealthOf: []imagev1.HealthObjectReference{{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization",
-				Namespace: "flux-system", Name: "apps", WebhookRef: &meta.LocalObjectReference{Name: "dev"}}}}
-	})
-	first := f.head()
-	job := waitJobs(t, f.ns, 1)[0]
-	pushed := f.work.Commit("update images", map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
-	f.work.Push()
-	finish(t, &job, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
-		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = first, pushed, []string{"refs/heads/main"}
-		j.Status.Result = &updatev1.UpdateResult{Files: []meta.FileResult{{Path: "apps/app.yaml", Objects: []meta.ObjectResult{{
-			Changes: []meta.Change{{Setter: f.ns + ":app", OldValue: "ghcr.io/org/app:1.0.0", NewValue: "ghcr.io/org/app:1.1.0"}}}}}}}
-	})
+	a, pushed := f.rolloutWatchedBy(t, imagev1.HealthObjectReference{APIVersion: "kustomize.toolkit.fluxcd.io/v1", Kind: "Kustomization",
+		Namespace: "flux-system", Name: "apps", WebhookRef: &meta.LocalObjectReference{Name: "dev"}})
 	push := func(state health.State, reason string) {
 		t.Helper()
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(wh), wh); err != nil {
@@ -212,4 +186,27 @@ func TestRollbackReadsHealthPushedToAHealthWebhook(t *testing.T) {
 		return a.Status.Rollback.Reason == imagev1.RolledBackReason && len(a.Status.Holds) == 1 &&
 			a.Status.Holds[0].Value == "ghcr.io/org/app:1.0.0"
 	})
+}
+
+// rolloutWatchedBy makes the automation "fleet" of policy app (1.1.0)
+// with spec.rollback reading health, and has its job push the commit
+// moving app from 1.0.0 to 1.1.0; it returns the automation and the
+// commit.
+func (f *fixture) rolloutWatchedBy(t *testing.T, ref imagev1.HealthObjectReference) (*imagev1.ImageUpdateAutomation, string) {
+	t.Helper()
+	f.policy("app", nil, "1.1.0")
+	a := f.automation("fleet", func(a *imagev1.ImageUpdateAutomation) {
+		a.Spec.Rollback = &imagev1.RollbackSpec{Window: metav1.Duration{Duration: 10 * time.Minute},
+			HealthOf: []imagev1.HealthObjectReference{ref}}
+	})
+	first := f.head()
+	job := waitJobs(t, f.ns, 1)[0]
+	pushed := f.work.Commit("update images", map[string]string{"apps/app.yaml": "image: ghcr.io/org/app:1.1.0\n"})
+	f.work.Push()
+	finish(t, &job, updatev1.UpdateJobSucceeded, func(j *updatev1.UpdateJob) {
+		j.Status.CheckoutRevision, j.Status.PushedCommit, j.Status.PushedRefs = first, pushed, []string{"refs/heads/main"}
+		j.Status.Result = &updatev1.UpdateResult{Files: []meta.FileResult{{Path: "apps/app.yaml", Objects: []meta.ObjectResult{{
+			Changes: []meta.Change{{Setter: f.ns + ":app", OldValue: "ghcr.io/org/app:1.0.0", NewValue: "ghcr.io/org/app:1.1.0"}}}}}}}
+	})
+	return a, pushed
 }
