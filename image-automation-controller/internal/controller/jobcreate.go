@@ -55,6 +55,9 @@ import (
 // the older value.
 func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *imagev1.ImageUpdateAutomation,
 	spec updatev1.UpdateJobSpec, inputs string, times map[string]time.Time, batch bool, now time.Time) (*updatev1.UpdateJob, bool, error) {
+	if err := r.fresh(ctx, obj); err != nil {
+		return nil, false, err
+	}
 	job, existing, err := r.takeTurn(ctx, obj, &spec, inputs, times, nil)
 	if existing != nil || err != nil {
 		return existing, existing != nil, err
@@ -96,6 +99,29 @@ func (r *ImageUpdateAutomationReconciler) createJob(ctx context.Context, obj *im
 		r.recent.add(made)
 	}
 	return made, existed, err
+}
+
+// errStale: the automation as read is behind the API server's.
+var errStale = errors.New("the automation changed since it was read")
+
+// fresh refuses to make a job from an automation the cache showed behind
+// the API server: its status (the holds a rollback just recorded, the
+// push history) decides what the job writes, and a job is a side effect
+// that outlives the status write, which fails against a stale object. A
+// run right after the rollback's own write could otherwise make a job
+// without the hold and push the broken image again (tests/e2e
+// TestChainRollback, under load). One metadata read past the cache per
+// job made.
+func (r *ImageUpdateAutomationReconciler) fresh(ctx context.Context, obj *imagev1.ImageUpdateAutomation) error {
+	cur := &metav1.PartialObjectMetadata{}
+	cur.SetGroupVersionKind(imagev1.GroupVersion.WithKind(imagev1.ImageUpdateAutomationKind))
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+		return err
+	}
+	if cur.ResourceVersion != obj.ResourceVersion {
+		return errStale
+	}
+	return nil
 }
 
 // aloneOnSource reports whether obj is the only automation of its

@@ -291,6 +291,10 @@ func (r *ImageUpdateAutomationReconciler) makeJob(ctx context.Context, s *scope)
 		}
 		return reconcile.StopAfter(batchWindow + lookAgainForBatch), nil
 	}
+	if errors.Is(err, errStale) {
+		// The status write would fail too: the next read is fresh.
+		return reconcile.StopAfter(50 * time.Millisecond), nil
+	}
 	var busy *policyBusyError
 	if errors.As(err, &busy) {
 		// Not a failure: the other job sets the same value or an older
